@@ -1,0 +1,118 @@
+//! `tandem bench speed`: load time, load + first token, prefill and decode throughput, peak RSS.
+
+use std::path::Path;
+use std::time::Instant;
+
+use candle_core::Device;
+
+use super::{median, peak_rss_bytes};
+use crate::decode::sampler::argmax;
+use crate::llm::{LoadOptions, Model};
+use crate::progress::{ProgressUnit, Reporter};
+use crate::Result;
+
+/// Text repeated to build prompts of an exact token length (varied enough to look like a real prompt).
+const FILLER: &str = "You are a planner. Given a goal and a list of tools with JSON schemas, write a plan as JSON: \
+steps with an id, a tool name, arguments and the ids of the steps each depends on. Tools: calculator(expression), \
+read_file(path), list_dir(path), write_file(path, content), shell(command), llm(prompt). ";
+
+/// Settings of one speed measurement.
+#[derive(Debug, Clone)]
+pub struct SpeedSettings {
+    /// Prompt length for the prefill measurement.
+    pub prefill_tokens: usize,
+    /// Tokens to decode.
+    pub decode_tokens: usize,
+    /// Repetitions (medians are reported).
+    pub repeats: usize,
+    /// Prompt length for the load + first token measurement.
+    pub first_token_prompt: usize,
+    /// How to load the model.
+    pub load: LoadOptions,
+}
+
+impl Default for SpeedSettings {
+    fn default() -> Self {
+        Self { prefill_tokens: 512, decode_tokens: 128, repeats: 3, first_token_prompt: 100, load: LoadOptions::default() }
+    }
+}
+
+/// Medians over the repetitions.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SpeedReport {
+    pub model: String,
+    pub file_size: u64,
+    pub load_s: f64,
+    /// Load plus a forward pass over a `first_token_prompt`-token prompt, the first time (cold kernels).
+    pub load_and_first_token_s: f64,
+    pub prefill_tokens: usize,
+    pub prefill_tok_s: f64,
+    pub decode_tokens: usize,
+    pub decode_tok_s: f64,
+    pub peak_rss_bytes: Option<u64>,
+    pub conversions: Vec<String>,
+    pub threads: usize,
+}
+
+/// A prompt of exactly `n` tokens.
+pub fn prompt_of_length(model: &Model, n: usize) -> Result<Vec<u32>> {
+    let mut text = String::new();
+    let mut tokens = Vec::new();
+    while tokens.len() < n {
+        text.push_str(FILLER);
+        tokens = model.tokenizer.encode(&text, false)?;
+    }
+    tokens.truncate(n);
+    Ok(tokens)
+}
+
+/// Measures one model file. Loads it `repeats` times (load time is part of the figures).
+pub fn measure(path: &Path, device: &Device, settings: &SpeedSettings, reporter: &dyn Reporter) -> Result<SpeedReport> {
+    let repeats = settings.repeats.max(1);
+    let progress = reporter.start("measuring speed", Some(repeats as u64), ProgressUnit::Items);
+    let (mut loads, mut first, mut prefill, mut decode) = (vec![], vec![], vec![], vec![]);
+    let mut last_model = None;
+    for _ in 0..repeats {
+        drop(last_model.take()); // free the previous copy before loading the next
+        let started = Instant::now();
+        let mut model = Model::load(path, device, &settings.load)?;
+        loads.push(started.elapsed().as_secs_f64());
+        let short = prompt_of_length(&model, settings.first_token_prompt)?;
+        let logits = model.weights.forward(&short, 0)?;
+        let _ = argmax(&logits.to_vec1::<f32>()?);
+        first.push(started.elapsed().as_secs_f64());
+
+        let prompt = prompt_of_length(&model, settings.prefill_tokens)?;
+        let t = Instant::now();
+        let logits = model.weights.forward(&prompt, 0)?.to_vec1::<f32>()?;
+        prefill.push(prompt.len() as f64 / t.elapsed().as_secs_f64());
+
+        // Decode ignores stop tokens so every run does the same amount of work.
+        let mut next = argmax(&logits);
+        let mut pos = prompt.len();
+        let t = Instant::now();
+        for _ in 0..settings.decode_tokens {
+            let logits = model.weights.forward(&[next], pos)?.to_vec1::<f32>()?;
+            next = argmax(&logits);
+            pos += 1;
+        }
+        decode.push(settings.decode_tokens as f64 / t.elapsed().as_secs_f64());
+        progress.inc(1);
+        last_model = Some(model);
+    }
+    progress.finish();
+    let model = last_model.ok_or_else(|| crate::Error::Usage("no repetition ran".into()))?;
+    Ok(SpeedReport {
+        model: path.display().to_string(),
+        file_size: model.info.file_size,
+        load_s: median(&loads),
+        load_and_first_token_s: median(&first),
+        prefill_tokens: settings.prefill_tokens,
+        prefill_tok_s: median(&prefill),
+        decode_tokens: settings.decode_tokens,
+        decode_tok_s: median(&decode),
+        peak_rss_bytes: peak_rss_bytes(),
+        conversions: model.info.conversions.clone(),
+        threads: candle_core::utils::get_num_threads(),
+    })
+}

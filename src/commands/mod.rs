@@ -1,0 +1,19 @@
+//! What each subcommand does: the glue between parsed arguments (`cli`) and the library.
+
+pub mod bench;
+pub mod generate;
+pub mod models;
+pub mod reporter;
+
+use crate::cli::{Cli, Command};
+use crate::Result;
+
+/// Runs one parsed command line.
+pub fn run(cli: Cli) -> Result<()> {
+    let reporter = reporter::TerminalReporter::new(cli.quiet);
+    match cli.command {
+        Command::Generate(args) => generate::run(args, &reporter),
+        Command::Models(cmd) => models::run(cmd, &reporter),
+        Command::Bench(cmd) => bench::run(cmd, &reporter),
+    }
+}

@@ -1,0 +1,218 @@
+//! The generation loop: prefill, then per token sample → (grammar check) → commit → forward, with stop tokens,
+//! a token budget, streaming and timings.
+//!
+//! Constrained decoding follows the protocol in DESIGN.md: try the unconstrained pick first and keep it when the
+//! grammar accepts it (sampling from p, keeping the pick when allowed, else resampling from the masked p is
+//! exactly sampling from the masked distribution); otherwise mask with −inf and resample; then feed the token and
+//! every token the grammar forces after it through one forward pass.
+
+use std::time::{Duration, Instant};
+
+use candle_core::Tensor;
+
+use super::sampler::{Sampler, Sampling};
+use super::GenerateError;
+use crate::llm::tokenizer::TokenStream;
+use crate::llm::Model;
+use crate::Result;
+
+/// What the generation loop needs from a grammar. Implemented by `constraint::ConstraintMatcher`; a trait so
+/// that the loop does not depend on the grammar engine and tests can plug in simple constraints.
+pub trait TokenConstraint {
+    /// Cheap check: would the grammar accept `token` next?
+    fn validate(&mut self, token: u32) -> bool;
+    /// Sets every token the grammar forbids next to −inf.
+    fn mask_logits(&mut self, logits: &mut [f32]) -> Result<()>;
+    /// Advances the grammar by `token`.
+    fn commit(&mut self, token: u32) -> Result<()>;
+    /// Tokens the grammar now forces, already committed (fast-forward).
+    fn forced_tokens(&mut self) -> Result<Vec<u32>>;
+    /// Whether the output so far is a complete match.
+    fn is_accepting(&mut self) -> bool;
+    /// Whether the grammar can take no further token (stop without another model call).
+    fn is_finished(&self) -> bool;
+}
+
+/// One generation.
+pub struct GenerateRequest<'c> {
+    /// Prompt token ids (chat template already applied, BOS included if wanted).
+    pub prompt: Vec<u32>,
+    /// Upper bound on new tokens.
+    pub max_tokens: usize,
+    /// Token choice.
+    pub sampling: Sampling,
+    /// Seed for `sampling`.
+    pub seed: u64,
+    /// Tokens that end the output (not included in it). Empty: the tokenizer's stop tokens.
+    pub stop_tokens: Vec<u32>,
+    /// Optional grammar.
+    pub constraint: Option<&'c mut dyn TokenConstraint>,
+}
+
+impl GenerateRequest<'_> {
+    /// A greedy, unconstrained request.
+    pub fn greedy(prompt: Vec<u32>, max_tokens: usize) -> Self {
+        Self { prompt, max_tokens, sampling: Sampling::Greedy, seed: 0, stop_tokens: Vec::new(), constraint: None }
+    }
+}
+
+/// Why generation stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// A stop token was produced.
+    StopToken(u32),
+    /// The token budget ran out.
+    MaxTokens,
+    /// The grammar was complete and allowed nothing more.
+    GrammarComplete,
+}
+
+/// Where the time went.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Timings {
+    /// Prompt length.
+    pub prompt_tokens: usize,
+    /// Time of the prompt's forward pass.
+    pub prefill: Duration,
+    /// New tokens (stop token excluded).
+    pub generated_tokens: usize,
+    /// Time from the end of prefill to the end.
+    pub decode: Duration,
+    /// Forward passes after prefill.
+    pub forward_passes: usize,
+    /// Tokens the grammar forced (fed without sampling).
+    pub forced_tokens: usize,
+}
+
+impl Timings {
+    /// Prompt tokens per second.
+    pub fn prefill_tok_s(&self) -> f64 {
+        per_second(self.prompt_tokens, self.prefill)
+    }
+    /// New tokens per second.
+    pub fn decode_tok_s(&self) -> f64 {
+        per_second(self.generated_tokens, self.decode)
+    }
+}
+
+fn per_second(n: usize, d: Duration) -> f64 {
+    if d.is_zero() {
+        0.0
+    } else {
+        n as f64 / d.as_secs_f64()
+    }
+}
+
+/// A finished generation.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Generation {
+    /// New token ids (stop token excluded).
+    pub tokens: Vec<u32>,
+    /// Their text.
+    pub text: String,
+    /// Why it ended.
+    pub stop: StopReason,
+    /// Timings.
+    pub timings: Timings,
+}
+
+/// Runs one generation on `model`, calling `on_text` with each newly completed piece of text.
+pub fn generate(model: &mut Model, mut request: GenerateRequest<'_>, on_text: &mut dyn FnMut(&str)) -> Result<Generation> {
+    if request.prompt.is_empty() {
+        return Err(GenerateError::EmptyPrompt.into());
+    }
+    let context = model.weights.context_length();
+    if request.prompt.len() >= context {
+        return Err(GenerateError::PromptTooLong { prompt: request.prompt.len(), context }.into());
+    }
+    let max_tokens = request.max_tokens.min(context - request.prompt.len());
+    let stop_tokens =
+        if request.stop_tokens.is_empty() { model.tokenizer.stop_tokens() } else { std::mem::take(&mut request.stop_tokens) };
+    let tokenizer = model.tokenizer.clone();
+    let mut stream = TokenStream::new(&tokenizer);
+    let mut sampler = Sampler::new(request.sampling, request.seed);
+    let mut timings = Timings { prompt_tokens: request.prompt.len(), ..Timings::default() };
+    let mut constraint = request.constraint.take();
+
+    let started = Instant::now();
+    let _prefill = tracing::debug_span!("prefill", tokens = request.prompt.len()).entered();
+    let mut logits = logits_vec(model.weights.forward(&request.prompt, 0)?)?;
+    drop(_prefill);
+    timings.prefill = started.elapsed();
+    let decode_started = Instant::now();
+    let mut pos = request.prompt.len();
+    let mut tokens: Vec<u32> = Vec::with_capacity(max_tokens);
+    let mut text = String::new();
+    let mut emit = |ids: &[u32], text: &mut String| -> Result<()> {
+        for &id in ids {
+            if let Some(piece) = stream.push(id)? {
+                on_text(&piece);
+                text.push_str(&piece);
+            }
+        }
+        Ok(())
+    };
+
+    let stop = loop {
+        if tokens.len() >= max_tokens {
+            break StopReason::MaxTokens;
+        }
+        let mut next = sampler.sample(&logits);
+        if let Some(c) = constraint.as_deref_mut() {
+            if !c.validate(next) {
+                c.mask_logits(&mut logits)?;
+                next = sampler.sample(&logits);
+                if !logits.get(next as usize).is_some_and(|l| l.is_finite()) {
+                    return Err(GenerateError::NoAllowedToken { position: tokens.len(), text }.into());
+                }
+            }
+            c.commit(next)?;
+        }
+        if stop_tokens.contains(&next) {
+            break StopReason::StopToken(next);
+        }
+        let mut batch = vec![next];
+        let mut finished = false;
+        if let Some(c) = constraint.as_deref_mut() {
+            finished = c.is_finished();
+            if !finished {
+                let forced = c.forced_tokens()?;
+                timings.forced_tokens += forced.len();
+                batch.extend(forced);
+                finished = c.is_finished();
+            }
+        }
+        let room = max_tokens - tokens.len();
+        batch.truncate(room);
+        tokens.extend_from_slice(&batch);
+        emit(&batch, &mut text)?;
+        if finished {
+            break StopReason::GrammarComplete;
+        }
+        if tokens.len() >= max_tokens {
+            break StopReason::MaxTokens;
+        }
+        let _step = tracing::trace_span!("decode_step", tokens = batch.len()).entered();
+        logits = logits_vec(model.weights.forward(&batch, pos)?)?;
+        timings.forward_passes += 1;
+        pos += batch.len();
+    };
+    if let Some(rest) = stream.finish()? {
+        on_text(&rest);
+        text.push_str(&rest);
+    }
+    if let Some(c) = constraint.as_deref_mut() {
+        if stop == StopReason::MaxTokens && !c.is_accepting() {
+            return Err(GenerateError::GrammarIncomplete { max_tokens, text }.into());
+        }
+    }
+    timings.decode = decode_started.elapsed();
+    timings.generated_tokens = tokens.len();
+    Ok(Generation { tokens, text, stop, timings })
+}
+
+/// Moves logits to the host as a flat f32 vector.
+fn logits_vec(logits: Tensor) -> Result<Vec<f32>> {
+    Ok(logits.to_vec1::<f32>()?)
+}

@@ -1,0 +1,21 @@
+//! Decoding: the sampler, grammar constraints and the generation loop (the hot path).
+
+pub mod constraint;
+pub mod generate;
+pub mod sampler;
+
+pub use generate::{generate, GenerateRequest, Generation, StopReason, Timings};
+pub use sampler::{Sampler, Sampling};
+
+/// Why a generation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum GenerateError {
+    #[error("the prompt is empty")]
+    EmptyPrompt,
+    #[error("the prompt has {prompt} tokens but the model's context holds {context}")]
+    PromptTooLong { prompt: usize, context: usize },
+    #[error("reached the limit of {max_tokens} tokens before the output matched the grammar; raise --max-tokens. Output so far: {text:?}")]
+    GrammarIncomplete { max_tokens: usize, text: String },
+    #[error("the grammar allows no token at output position {position}; output so far: {text:?}")]
+    NoAllowedToken { position: usize, text: String },
+}

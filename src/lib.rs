@@ -1,0 +1,14 @@
+//! Tandem: a planner–executor agent on local GGUF models (candle for tensors, llguidance for grammars).
+//!
+//! The library holds everything testable; `src/main.rs` only parses the command line and maps errors to exit codes.
+
+pub mod bench;
+pub mod cli;
+pub mod commands;
+pub mod decode;
+pub mod error;
+pub mod llm;
+pub mod progress;
+pub mod store;
+
+pub use error::{Error, Result};

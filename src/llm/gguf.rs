@@ -1,0 +1,159 @@
+//! A GGUF file opened for loading: memory-mapped, header checked, metadata and tensors read with errors that name
+//! the file, the key or the tensor.
+
+use std::fs::File;
+use std::io::Cursor;
+use std::path::{Path, PathBuf};
+
+use candle_core::quantized::{ggml_file, gguf_file, QTensor};
+use candle_core::Device;
+use memmap2::Mmap;
+
+/// The four bytes every GGUF file starts with.
+const GGUF_MAGIC: &[u8; 4] = b"GGUF";
+
+/// Why a model file could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cannot open model file {path}: {source}")]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} is not a GGUF file (it starts with {found:?}, expected \"GGUF\"); is it a safetensors or partial download?")]
+    BadMagic { path: PathBuf, found: String },
+    #[error("{path}: cannot read the GGUF header: {message} (the file may be truncated or corrupt; `tandem models verify` checks cached models)")]
+    BadHeader { path: PathBuf, message: String },
+    #[error("{path}: metadata key '{key}' is missing")]
+    MissingKey { path: PathBuf, key: String },
+    #[error("{path}: metadata key '{key}' should be {expected}")]
+    WrongKeyType { path: PathBuf, key: String, expected: &'static str },
+    #[error("{path}: architecture '{architecture}' is not supported (supported: {supported})")]
+    UnsupportedArchitecture { path: PathBuf, architecture: String, supported: String },
+    #[error("{path}: tensor '{name}' is missing")]
+    MissingTensor { path: PathBuf, name: String },
+    #[error("{path}: tensor '{name}' ends at byte {end} but the file has only {file_size} bytes (truncated download? run `tandem models verify`)")]
+    Truncated { path: PathBuf, name: String, end: u64, file_size: u64 },
+    #[error("{path}: tensor '{name}': {message}")]
+    BadTensor { path: PathBuf, name: String, message: String },
+}
+
+/// A memory-mapped GGUF file with its parsed header.
+pub struct GgufFile {
+    path: PathBuf,
+    mmap: Mmap,
+    /// Metadata and tensor directory as parsed by candle.
+    pub content: gguf_file::Content,
+}
+
+impl GgufFile {
+    /// Maps the file and parses its header. Tensor data is not touched until [`GgufFile::tensor`].
+    pub fn open(path: &Path) -> Result<Self, LoadError> {
+        let open_err = |source| LoadError::Open { path: path.to_path_buf(), source };
+        let file = File::open(path).map_err(open_err)?;
+        // SAFETY: the map is read-only; the store never rewrites a file in place (it writes a
+        // temporary file and renames it), so the mapped bytes do not change under us.
+        let mmap = unsafe { Mmap::map(&file) }.map_err(open_err)?;
+        if mmap.len() < 4 || &mmap[..4] != GGUF_MAGIC {
+            let found = String::from_utf8_lossy(&mmap[..mmap.len().min(4)]).into_owned();
+            return Err(LoadError::BadMagic { path: path.to_path_buf(), found });
+        }
+        let content = gguf_file::Content::read(&mut Cursor::new(&mmap[..]))
+            .map_err(|e| LoadError::BadHeader { path: path.to_path_buf(), message: e.to_string() })?;
+        Ok(Self { path: path.to_path_buf(), mmap, content })
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The whole mapped file.
+    pub fn bytes(&self) -> &[u8] {
+        &self.mmap
+    }
+
+    /// Size of the file in bytes.
+    pub fn file_size(&self) -> u64 {
+        self.mmap.len() as u64
+    }
+
+    /// `general.architecture`.
+    pub fn architecture(&self) -> Result<&str, LoadError> {
+        self.string("general.architecture")
+    }
+
+    fn value(&self, key: &str) -> Result<&gguf_file::Value, LoadError> {
+        self.content
+            .metadata
+            .get(key)
+            .ok_or_else(|| LoadError::MissingKey { path: self.path.clone(), key: key.to_string() })
+    }
+
+    fn wrong_type(&self, key: &str, expected: &'static str) -> LoadError {
+        LoadError::WrongKeyType { path: self.path.clone(), key: key.to_string(), expected }
+    }
+
+    /// A string metadata value.
+    pub fn string(&self, key: &str) -> Result<&str, LoadError> {
+        match self.value(key)? {
+            gguf_file::Value::String(s) => Ok(s),
+            _ => Err(self.wrong_type(key, "a string")),
+        }
+    }
+
+    /// An unsigned integer metadata value (any integer width).
+    pub fn usize(&self, key: &str) -> Result<usize, LoadError> {
+        let value = self.value(key)?;
+        value
+            .to_u64()
+            .or_else(|_| value.to_u32().map(u64::from))
+            .or_else(|_| value.to_i32().map(|v| v.max(0) as u64))
+            .map(|v| v as usize)
+            .map_err(|_| self.wrong_type(key, "an integer"))
+    }
+
+    /// A float metadata value.
+    pub fn f32(&self, key: &str) -> Result<f32, LoadError> {
+        let value = self.value(key)?;
+        value
+            .to_f32()
+            .or_else(|_| value.to_f64().map(|v| v as f32))
+            .map_err(|_| self.wrong_type(key, "a float"))
+    }
+
+    /// Whether the file has a tensor of this name.
+    pub fn has_tensor(&self, name: &str) -> bool {
+        self.content.tensor_infos.contains_key(name)
+    }
+
+    /// Reads one tensor straight from the mapped file (one copy into candle's block storage,
+    /// no intermediate buffer), after checking that it lies inside the file.
+    pub fn tensor(&self, name: &str, device: &Device) -> Result<QTensor, LoadError> {
+        let info = self
+            .content
+            .tensor_infos
+            .get(name)
+            .ok_or_else(|| LoadError::MissingTensor { path: self.path.clone(), name: name.to_string() })?;
+        let bad = |message: String| LoadError::BadTensor { path: self.path.clone(), name: name.to_string(), message };
+        let dtype = info.ggml_dtype;
+        let elems = info.shape.elem_count();
+        if elems % dtype.block_size() != 0 {
+            return Err(bad(format!("{elems} elements do not fill whole {dtype:?} blocks")));
+        }
+        let size = (elems / dtype.block_size() * dtype.type_size()) as u64;
+        let start = self.content.tensor_data_offset.saturating_add(info.offset);
+        let end = start.saturating_add(size);
+        if end > self.file_size() {
+            return Err(LoadError::Truncated {
+                path: self.path.clone(),
+                name: name.to_string(),
+                end,
+                file_size: self.file_size(),
+            });
+        }
+        let bytes = &self.mmap[start as usize..end as usize];
+        ggml_file::qtensor_from_ggml(dtype, bytes, info.shape.dims().to_vec(), device).map_err(|e| bad(e.to_string()))
+    }
+}

@@ -1,0 +1,111 @@
+//! Language models: GGUF loading, architecture dispatch, tokenizer and chat template, behind one `LanguageModel` trait.
+
+pub mod chat;
+pub mod device;
+pub mod gemma3;
+pub mod gguf;
+pub mod kv_cache;
+pub mod qwen2;
+pub mod tokenizer;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use candle_core::{Device, Tensor};
+
+use crate::Result;
+pub use chat::{ChatMessage, ChatTemplate};
+pub use device::select_device;
+pub use gguf::{GgufFile, LoadError};
+pub use tokenizer::GgufTokenizer;
+
+/// Architectures this build can run, by their `general.architecture` value.
+pub const SUPPORTED_ARCHITECTURES: &[&str] = &["qwen2", "gemma3"];
+
+/// A decoder-only transformer with its own KV cache.
+///
+/// Positions are absolute: `forward(tokens, pos)` appends `tokens` at `pos..pos+len` to the cache
+/// (dropping whatever the cache held past `pos`) and returns the logits of the last of them.
+pub trait LanguageModel: Send {
+    /// Runs `tokens` starting at absolute position `pos`; returns the last position's logits, shape `[n_logits]`.
+    fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Tensor>;
+    /// Forgets every cached position.
+    fn clear_kv_cache(&mut self);
+    /// Width of the logits (may exceed the tokenizer's vocabulary, as Qwen2's does).
+    fn n_logits(&self) -> usize;
+    /// The longest sequence the model was trained for.
+    fn context_length(&self) -> usize;
+}
+
+/// Options for loading a model.
+#[derive(Debug, Clone, Default)]
+pub struct LoadOptions {
+    /// Keep tensor types as stored instead of converting slow CPU formats (Q5_0 → Q8_0).
+    pub keep_tensor_types: bool,
+}
+
+/// What is known about a loaded model, for logs, the audit trail and benchmarks.
+#[derive(Debug, Clone)]
+pub struct ModelInfo {
+    /// The GGUF file.
+    pub path: PathBuf,
+    /// `general.architecture`.
+    pub architecture: String,
+    /// `general.name`, when present.
+    pub name: Option<String>,
+    /// File size in bytes.
+    pub file_size: u64,
+    /// Wall time from opening the file to a ready model.
+    pub load_time: Duration,
+    /// Tensors converted to a faster type at load, e.g. `Q5_0→Q8_0: 133`.
+    pub conversions: Vec<String>,
+}
+
+/// A ready model: weights, tokenizer, optional chat template, device.
+pub struct Model {
+    /// The network.
+    pub weights: Box<dyn LanguageModel>,
+    /// Shared: grammar engines are built from it.
+    pub tokenizer: Arc<GgufTokenizer>,
+    /// From `tokenizer.chat_template` (or a built-in one for known architectures).
+    pub chat_template: Option<ChatTemplate>,
+    /// Facts about the file and the load.
+    pub info: ModelInfo,
+    /// Where the tensors live.
+    pub device: Device,
+}
+
+impl Model {
+    /// Loads a GGUF file: memory-maps it, checks it, dispatches on `general.architecture`.
+    pub fn load(path: &Path, device: &Device, options: &LoadOptions) -> Result<Self> {
+        let started = Instant::now();
+        let file = GgufFile::open(path)?;
+        let architecture = file.architecture()?.to_string();
+        let tokenizer = GgufTokenizer::from_gguf(&file.content.metadata)?;
+        let chat_template = ChatTemplate::from_gguf(&file.content.metadata, &architecture)?;
+        let mut conversions = Vec::new();
+        let weights: Box<dyn LanguageModel> = match architecture.as_str() {
+            "qwen2" => Box::new(qwen2::Qwen2::load(&file, device, options, &mut conversions)?),
+            "gemma3" => Box::new(gemma3::Gemma3::load(&file, device)?),
+            other => {
+                return Err(LoadError::UnsupportedArchitecture {
+                    path: path.to_path_buf(),
+                    architecture: other.to_string(),
+                    supported: SUPPORTED_ARCHITECTURES.join(", "),
+                }
+                .into())
+            }
+        };
+        let info = ModelInfo {
+            path: path.to_path_buf(),
+            name: file.string("general.name").ok().map(str::to_string),
+            architecture,
+            file_size: file.file_size(),
+            load_time: started.elapsed(),
+            conversions,
+        };
+        tracing::info!(path = %path.display(), load_ms = info.load_time.as_millis() as u64, "model loaded");
+        Ok(Self { weights, tokenizer: Arc::new(tokenizer), chat_template, info, device: device.clone() })
+    }
+}
