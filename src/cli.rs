@@ -144,6 +144,21 @@ pub enum ModelsCommand {
 pub enum BenchCommand {
     /// Load time, prefill tok/s, decode tok/s and peak RSS of one model.
     Speed(SpeedArgs),
+    /// Grammar cost and savings: compile time, mask time, constrained vs unconstrained plan generation.
+    Grammar(GrammarBenchArgs),
+}
+
+/// `tandem bench grammar`.
+#[derive(Debug, Args)]
+pub struct GrammarBenchArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Repetitions of the generation comparison; medians are reported.
+    #[arg(long, default_value_t = 3)]
+    pub repeats: usize,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `tandem bench speed`.

@@ -28,7 +28,7 @@ fn qwen_tokenizer() -> Arc<GgufTokenizer> {
 }
 
 fn plan_schema() -> Value {
-    serde_json::from_str(include_str!("fixtures/grammar/plan.schema.json")).unwrap()
+    serde_json::from_str(include_str!("../src/bench/plan.schema.json")).unwrap()
 }
 
 /// Feeds `text`'s tokens (as our tokenizer splits it) through the matcher; returns whether all were accepted.

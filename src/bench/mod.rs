@@ -1,5 +1,6 @@
 //! Benchmarks run by `tandem bench`: inference speed now; planning and tool-calling suites build on it.
 
+pub mod grammar;
 pub mod speed;
 
 /// Peak resident set size of this process in bytes (Linux `VmHWM`), if the platform reports it.

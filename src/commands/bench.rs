@@ -1,7 +1,7 @@
 //! `tandem bench …`: runs a benchmark and prints its report.
 
 use crate::bench::speed::{measure, SpeedSettings};
-use crate::cli::{BenchCommand, SpeedArgs};
+use crate::cli::{BenchCommand, GrammarBenchArgs, SpeedArgs};
 use crate::llm::select_device;
 use crate::progress::Reporter;
 use crate::store::ModelStore;
@@ -11,7 +11,31 @@ use crate::{Error, Result};
 pub fn run(cmd: BenchCommand, reporter: &dyn Reporter) -> Result<()> {
     match cmd {
         BenchCommand::Speed(args) => speed(args, reporter),
+        BenchCommand::Grammar(args) => grammar(args, reporter),
     }
+}
+
+fn grammar(args: GrammarBenchArgs, reporter: &dyn Reporter) -> Result<()> {
+    crate::llm::device::set_threads(args.model.threads);
+    let device = select_device(args.model.device)?;
+    let resolved = ModelStore::open()?.resolve(&args.model.model, reporter)?;
+    let r = crate::bench::grammar::measure(&resolved.path, &device, &args.model.load_options(), args.repeats)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&r).map_err(|e| Error::Usage(e.to_string()))?);
+        return Ok(());
+    }
+    println!("model                 {}", args.model.model);
+    println!("engine build          {:.0} ms (token trie + parser factory, once per tokenizer)", r.engine_build_ms);
+    println!("schema compile        {:.2} ms (median of 5)", r.compile_ms);
+    println!("mask                  mean {:.0} µs, p99 {:.0} µs ({} masks on random walks)", r.mask_mean_us, r.mask_p99_us, r.masks_measured);
+    println!(
+        "plan, constrained     {} tokens in {:.2} s: {} forward passes, {} forced tokens, {} masks",
+        r.constrained_tokens, r.constrained_s, r.constrained_forward_passes, r.forced_tokens, r.masks_in_generation
+    );
+    println!("same length, free     {:.2} s", r.unconstrained_s);
+    println!("constrained ÷ free    {:.2}× wall time", r.wall_ratio);
+    println!("plan                  {}", r.plan);
+    Ok(())
 }
 
 fn speed(args: SpeedArgs, reporter: &dyn Reporter) -> Result<()> {
