@@ -285,3 +285,35 @@ fn running_out_of_tokens_mid_grammar_is_an_error_not_a_truncated_answer() {
     let err = constrained(&mut model, "Plan: compute 12*4+5.", &spec, Sampling::Greedy, 0, 5).unwrap_err();
     assert!(matches!(err, Error::Generate(tandem::decode::GenerateError::GrammarIncomplete { .. })), "{err}");
 }
+
+#[test]
+fn tiny_random_model_output_is_schema_valid_for_many_seeds() {
+    // A random-weight model has no idea of JSON: every bit of structure comes from the grammar.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiny.gguf");
+    common::tiny::write_tiny_qwen2(&path, &common::tiny::TinyQwen2::default());
+    let mut model = Model::load(&path, &Device::Cpu, &LoadOptions::default()).unwrap();
+    let schema = json!({"type": "object", "properties": {
+        "op": {"enum": ["add", "mul"]},
+        "args": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 999}, "minItems": 1, "maxItems": 3},
+        "note": {"type": "string", "maxLength": 6}},
+        "required": ["op", "args"], "additionalProperties": false});
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let engine = GrammarEngine::new(model.tokenizer.clone(), model.weights.n_logits()).unwrap();
+    let spec = ConstraintSpec::JsonSchema(schema);
+    let prompt = model.tokenizer.encode("the", false).unwrap();
+    for seed in 0..25 {
+        let mut matcher = engine.matcher(&spec).unwrap();
+        let request = GenerateRequest {
+            prompt: prompt.clone(),
+            max_tokens: 120,
+            sampling: Sampling::Random { temperature: 1.0, top_k: None, top_p: None },
+            seed,
+            stop_tokens: Vec::new(),
+            constraint: Some(&mut matcher as &mut dyn TokenConstraint),
+        };
+        let out = generate(&mut model, request, &mut |_| {}).unwrap();
+        let value: Value = serde_json::from_str(&out.text).unwrap_or_else(|e| panic!("seed {seed}: {e}: {}", out.text));
+        assert!(validator.is_valid(&value), "seed {seed}: {}", out.text);
+    }
+}

@@ -55,6 +55,9 @@ impl GgufFile {
         // SAFETY: the map is read-only; the store never rewrites a file in place (it writes a
         // temporary file and renames it), so the mapped bytes do not change under us.
         let mmap = unsafe { Mmap::map(&file) }.map_err(open_err)?;
+        // Tensors are read front to back once: ask for aggressive read-ahead.
+        #[cfg(unix)]
+        let _ = mmap.advise(memmap2::Advice::Sequential);
         if mmap.len() < 4 || &mmap[..4] != GGUF_MAGIC {
             let found = String::from_utf8_lossy(&mmap[..mmap.len().min(4)]).into_owned();
             return Err(LoadError::BadMagic { path: path.to_path_buf(), found });
@@ -154,6 +157,15 @@ impl GgufFile {
             });
         }
         let bytes = &self.mmap[start as usize..end as usize];
-        ggml_file::qtensor_from_ggml(dtype, bytes, info.shape.dims().to_vec(), device).map_err(|e| bad(e.to_string()))
+        let tensor = ggml_file::qtensor_from_ggml(dtype, bytes, info.shape.dims().to_vec(), device).map_err(|e| bad(e.to_string()))?;
+        // The bytes now live in the tensor: drop the mapped pages so peak memory stays near one copy of the
+        // model rather than two (mapped file pages count towards RSS).
+        #[cfg(unix)]
+        // SAFETY: the map is a read-only file mapping and `bytes` is no longer borrowed; dropped pages are
+        // simply read from the file again if touched.
+        unsafe {
+            let _ = self.mmap.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start as usize, size as usize);
+        }
+        Ok(tensor)
     }
 }
