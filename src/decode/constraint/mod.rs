@@ -1,0 +1,442 @@
+//! Grammar constraints (JSON Schema, Lark, regex) through llguidance, applied inside the generation loop.
+//!
+//! One [`GrammarEngine`] per tokenizer: the token trie (padded to the logits width) and llguidance's parser
+//! factory are built once and shared (cheap clones). One [`ConstraintMatcher`] per generation, driven by the
+//! loop with the protocol of DESIGN.md: [`ConstraintMatcher::validate`] the unconstrained pick; if rejected,
+//! [`ConstraintMatcher::mask_logits`] and resample; [`ConstraintMatcher::commit`]; then feed
+//! [`ConstraintMatcher::forced_tokens`] in one forward pass; stop when [`ConstraintMatcher::is_finished`].
+//!
+//! Stop tokens (end of turn / end of sequence) are allowed only where the grammar accepts; `[PAD…]`/unused
+//! rows and logit rows past the vocabulary are never allowed; JSON whitespace is bounded (compact by default),
+//! and so are JSON numbers the schema leaves unbounded (see [`UNBOUNDED_NUMBER_LIMIT`]).
+
+mod mask;
+mod spec;
+mod token_env;
+
+pub use mask::apply_allowed_mask;
+pub use spec::{ConstraintKind, ConstraintSpec, BOUNDED_JSON_WHITESPACE, UNBOUNDED_NUMBER_LIMIT};
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use llguidance::api::StopReason as EngineStop;
+use llguidance::earley::SlicedBiasComputer;
+use llguidance::toktrie::{InferenceCapabilities, TokEnv, TokenId};
+use llguidance::{Matcher, ParserFactory};
+
+use super::generate::TokenConstraint;
+use crate::llm::tokenizer::GgufTokenizer;
+use token_env::TokenEnvironment;
+
+/// Errors compiling or applying a constraint.
+#[derive(Debug, thiserror::Error)]
+pub enum ConstraintError {
+    /// The schema uses JSON Schema keywords llguidance does not implement; we refuse rather than drop them.
+    #[error("the JSON Schema uses {} the grammar engine does not support: {}; remove {} or express the constraint as a Lark grammar (output is never left unconstrained)",
+        if keywords.len() == 1 { "a keyword" } else { "keywords" }, keywords.join(", "), if keywords.len() == 1 { "it" } else { "them" })]
+    UnsupportedKeyword {
+        /// The keywords, as written in the schema (e.g. `uniqueItems`).
+        keywords: Vec<String>,
+    },
+    /// A `"format"` value llguidance does not know.
+    #[error("the JSON Schema asks for string format \"{format}\", which the grammar engine does not know; remove it or use a \"pattern\"")]
+    UnsupportedFormat {
+        /// The format name.
+        format: String,
+    },
+    /// The schema, grammar or regex does not compile.
+    #[error("the {kind} does not compile: {message}")]
+    Compile {
+        /// What was being compiled.
+        kind: ConstraintKind,
+        /// llguidance's message.
+        message: String,
+    },
+    /// The grammar rejected a committed token (the loop committed something the mask forbids).
+    #[error("the grammar rejected token {token} ({piece:?}) at output position {position}: {message}; output so far: {text:?}")]
+    Rejected {
+        /// The token id.
+        token: u32,
+        /// Its text.
+        piece: String,
+        /// Tokens committed before it.
+        position: usize,
+        /// Output so far.
+        text: String,
+        /// Why.
+        message: String,
+    },
+    /// A token id outside the token table (wider than the logits).
+    #[error("token id {token} is outside the grammar engine's token table of {n_tokens} rows")]
+    TokenOutOfRange {
+        /// The token id.
+        token: u32,
+        /// Rows in the table.
+        n_tokens: usize,
+    },
+    /// No token can continue the output (should not happen with a sound grammar).
+    #[error("the grammar allows no token at output position {position}; output so far: {text:?}")]
+    DeadEnd {
+        /// Tokens committed so far.
+        position: usize,
+        /// Output so far.
+        text: String,
+    },
+    /// Any other failure inside the grammar engine mid-generation.
+    #[error("grammar engine error at output position {position}: {message}; output so far: {text:?}")]
+    Matcher {
+        /// Tokens committed so far.
+        position: usize,
+        /// Output so far.
+        text: String,
+        /// llguidance's message.
+        message: String,
+    },
+    /// The token budget ran out before the output matched the grammar: the partial output is not valid.
+    #[error("reached the limit of {max_tokens} tokens before the output matched the grammar; raise the token limit. Output so far: {text:?}")]
+    MaxTokens {
+        /// The budget.
+        max_tokens: usize,
+        /// Output so far.
+        text: String,
+    },
+    /// Building the token table or the parser factory failed.
+    #[error("building the grammar engine's token table failed: {0}")]
+    TokenTable(String),
+}
+
+/// Compiled grammars kept per engine, keyed by the spec; bounded so a long-lived process cannot grow it forever.
+const GRAMMAR_CACHE_CAPACITY: usize = 64;
+
+/// Compiles constraints for one tokenizer. Cheap to clone; build once per tokenizer and share.
+///
+/// Compiled grammars are cached by spec: the planner asks for the same plan schema on every turn, and an
+/// executor for the same tool schema on every call. A cached matcher is cloned in microseconds and shares its
+/// lexer caches with earlier generations of the same grammar, so masks are warm instead of rebuilding lexer
+/// states on each generation (concurrent generations on one grammar take turns on that shared lexer).
+#[derive(Clone)]
+pub struct GrammarEngine {
+    factory: Arc<ParserFactory>,
+    env: Arc<TokenEnvironment>,
+    cache: Arc<Mutex<HashMap<String, Matcher>>>,
+}
+
+impl GrammarEngine {
+    /// Builds the token trie with `n_logits` rows (the model's logits width; the table is never narrower than
+    /// the tokenizer) and the parser factory. Takes shared ownership of the tokenizer: forced tokens are
+    /// tokenized canonically through it for the engine's whole life.
+    pub fn new(tokenizer: impl Into<Arc<GgufTokenizer>>, n_logits: usize) -> Result<Self, ConstraintError> {
+        let tokenizer = tokenizer.into();
+        // toktrie asserts on inconsistent tables; a malformed GGUF vocabulary must be an error, not a crash.
+        let env = std::panic::catch_unwind(AssertUnwindSafe(|| TokenEnvironment::new(tokenizer, n_logits)))
+            .map_err(|p| ConstraintError::TokenTable(panic_message(p)))??;
+        let env = Arc::new(env);
+        let tok_env: TokEnv = env.clone();
+        let caps = InferenceCapabilities { ff_tokens: true, ..InferenceCapabilities::default() };
+        let slices = SlicedBiasComputer::general_slices();
+        let mut factory = std::panic::catch_unwind(AssertUnwindSafe(|| ParserFactory::new(&tok_env, caps, &slices)))
+            .map_err(|p| ConstraintError::TokenTable(panic_message(p)))?
+            .map_err(|e| ConstraintError::TokenTable(format!("{e:#}")))?;
+        // The library never prints: llguidance would log warnings to stderr.
+        factory.quiet();
+        Ok(Self { factory: Arc::new(factory), env, cache: Arc::new(Mutex::new(HashMap::new())) })
+    }
+
+    /// A fresh matcher for `spec`, compiled or taken from the engine's cache. Unsupported schema keywords and
+    /// formats are errors here, before any generation (errors are not cached).
+    pub fn matcher(&self, spec: &ConstraintSpec) -> Result<ConstraintMatcher, ConstraintError> {
+        let started = Instant::now();
+        let key = cache_key(spec);
+        let cached = self.lock_cache().get(&key).cloned();
+        let (matcher, from_cache) = match cached {
+            Some(template) => (template, true),
+            None => {
+                let matcher = self.compile(spec)?;
+                let mut cache = self.lock_cache();
+                if cache.len() >= GRAMMAR_CACHE_CAPACITY {
+                    cache.clear();
+                }
+                cache.insert(key, matcher.clone());
+                (matcher, false)
+            }
+        };
+        let stats = ConstraintStats { compile_time: started.elapsed(), from_cache, ..ConstraintStats::default() };
+        Ok(ConstraintMatcher { matcher, env: self.env.clone(), produced: Vec::new(), stats })
+    }
+
+    /// A matcher compiled from scratch, bypassing the cache (benchmarks of compile time and cold masks).
+    pub fn matcher_uncached(&self, spec: &ConstraintSpec) -> Result<ConstraintMatcher, ConstraintError> {
+        let started = Instant::now();
+        let matcher = self.compile(spec)?;
+        let stats = ConstraintStats { compile_time: started.elapsed(), ..ConstraintStats::default() };
+        Ok(ConstraintMatcher { matcher, env: self.env.clone(), produced: Vec::new(), stats })
+    }
+
+    /// Forgets every cached grammar (and with them their lexer caches).
+    pub fn clear_cache(&self) {
+        self.lock_cache().clear();
+    }
+
+    fn lock_cache(&self) -> std::sync::MutexGuard<'_, HashMap<String, Matcher>> {
+        // A panic while holding the lock leaves a map of complete entries: still usable.
+        self.cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn compile(&self, spec: &ConstraintSpec) -> Result<Matcher, ConstraintError> {
+        let kind = spec.kind();
+        let grammar = spec.to_grammar();
+        let parser = std::panic::catch_unwind(AssertUnwindSafe(|| self.factory.create_parser(grammar)))
+            .map_err(|p| ConstraintError::Compile { kind, message: panic_message(p) })?
+            .map_err(|e| spec::classify_compile_error(kind, format!("{e:#}")))?;
+        let matcher = Matcher::new(Ok(parser));
+        match matcher.get_error() {
+            Some(message) => Err(spec::classify_compile_error(kind, message)),
+            None => Ok(matcher),
+        }
+    }
+
+    /// Rows in the token table (the logits width).
+    pub fn n_tokens(&self) -> usize {
+        self.env.n_tokens()
+    }
+
+    /// The stop tokens the grammar allows where it accepts (the tokenizer's end-of-turn / end-of-sequence).
+    pub fn stop_tokens(&self) -> &[u32] {
+        self.env.stops()
+    }
+
+    /// Whether `token` can never be emitted under any grammar (`[PAD…]`/unused rows, rows past the vocabulary).
+    pub fn is_never_allowed(&self, token: u32) -> bool {
+        self.env.is_never(token)
+    }
+}
+
+fn cache_key(spec: &ConstraintSpec) -> String {
+    match spec {
+        // The same schema value gives the same text; a differently ordered twin only costs a cache miss.
+        ConstraintSpec::JsonSchema(schema) => format!("json:{schema}"),
+        ConstraintSpec::Lark(grammar) => format!("lark:{grammar}"),
+        ConstraintSpec::Regex(rx) => format!("regex:{rx}"),
+    }
+}
+
+fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+    let detail = payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "unknown panic".into());
+    format!("the grammar engine panicked: {detail}")
+}
+
+/// Counters for benchmarks and the audit log.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct ConstraintStats {
+    /// Time to get the matcher: compiling the grammar, or cloning it from the engine's cache.
+    pub compile_time: Duration,
+    /// Whether the grammar came from the engine's cache.
+    pub from_cache: bool,
+    /// Full masks computed (each time the unconstrained pick was rejected).
+    pub masks: usize,
+    /// Time spent in [`ConstraintMatcher::mask_logits`]: computing masks and applying them.
+    pub mask_time: Duration,
+    /// The part of `mask_time` spent writing −inf into logits.
+    pub mask_apply_time: Duration,
+    /// Longest single `mask_logits` call.
+    pub max_mask_time: Duration,
+    /// Cheap validations of an unconstrained pick.
+    pub validations: usize,
+    /// Validations the grammar accepted (no mask needed).
+    pub validations_passed: usize,
+    /// Tokens forced by the grammar (fed without sampling).
+    pub forced_tokens: usize,
+}
+
+/// The grammar state of one generation.
+pub struct ConstraintMatcher {
+    matcher: Matcher,
+    env: Arc<TokenEnvironment>,
+    /// Committed tokens (forced ones included, stop tokens excluded): for positions and error messages.
+    produced: Vec<TokenId>,
+    stats: ConstraintStats,
+}
+
+impl ConstraintMatcher {
+    /// Counters so far.
+    pub fn stats(&self) -> ConstraintStats {
+        self.stats.clone()
+    }
+
+    /// Tokens committed so far (forced ones included, stop tokens excluded).
+    pub fn produced(&self) -> &[u32] {
+        &self.produced
+    }
+
+    /// Text of the tokens committed so far.
+    pub fn text(&self) -> String {
+        self.env.text(&self.produced)
+    }
+
+    /// Cheap check of the unconstrained pick: may `token` come next? Never true for `[PAD…]`/unused rows or
+    /// ids outside the table; true for a stop token only where the grammar accepts.
+    pub fn validate(&mut self, token: u32) -> bool {
+        self.stats.validations += 1;
+        if self.env.is_never(token) {
+            return false;
+        }
+        let ok = matches!(self.matcher.validate_tokens(&[token]), Ok(1));
+        if ok {
+            self.stats.validations_passed += 1;
+        }
+        ok
+    }
+
+    /// Sets every token the grammar forbids next to −inf (allowed logits are left as they are).
+    pub fn mask_logits(&mut self, logits: &mut [f32]) -> Result<(), ConstraintError> {
+        let started = Instant::now();
+        let mask = match self.matcher.compute_mask() {
+            Ok(mask) => mask,
+            Err(e) => return Err(self.failure(format!("{e:#}"))),
+        };
+        let computed = Instant::now();
+        apply_allowed_mask(mask.as_slice(), logits);
+        // The trie never holds these rows, but a Lark token range (`<[…]>`) could name them.
+        for &(word, bits) in self.env.never_words() {
+            let base = word * 32;
+            let mut rest = bits;
+            while rest != 0 {
+                if let Some(logit) = logits.get_mut(base + rest.trailing_zeros() as usize) {
+                    *logit = f32::NEG_INFINITY;
+                }
+                rest &= rest - 1;
+            }
+        }
+        let done = Instant::now();
+        let elapsed = done - started;
+        self.stats.masks += 1;
+        self.stats.mask_time += elapsed;
+        self.stats.mask_apply_time += done - computed;
+        self.stats.max_mask_time = self.stats.max_mask_time.max(elapsed);
+        Ok(())
+    }
+
+    /// The ids the grammar allows next, ascending (for tests, benchmarks and debugging; not counted in stats).
+    pub fn allowed_tokens(&mut self) -> Result<Vec<u32>, ConstraintError> {
+        match self.matcher.compute_mask() {
+            Ok(mask) => Ok(mask.to_list().into_iter().filter(|&t| !self.env.is_never(t)).collect()),
+            Err(e) => Err(self.failure(format!("{e:#}"))),
+        }
+    }
+
+    /// Advances the grammar by `token`. A token the grammar forbids is an error naming it, its position and
+    /// the output so far.
+    pub fn commit(&mut self, token: u32) -> Result<(), ConstraintError> {
+        if token as usize >= self.env.n_tokens() {
+            return Err(ConstraintError::TokenOutOfRange { token, n_tokens: self.env.n_tokens() });
+        }
+        if self.env.is_never(token) {
+            return Err(self.rejected(token, "padding and unused rows are never allowed".into()));
+        }
+        if self.is_finished() {
+            return Err(self.rejected(token, "the grammar is already complete".into()));
+        }
+        if let Err(e) = self.matcher.consume_token(token) {
+            return Err(self.rejected(token, format!("{e:#}")));
+        }
+        if !self.env.stops().contains(&token) {
+            self.produced.push(token);
+        }
+        Ok(())
+    }
+
+    /// Tokens the grammar now forces (fast-forward), already committed when returned. Empty when nothing is
+    /// forced or the grammar is finished.
+    pub fn forced_tokens(&mut self) -> Result<Vec<u32>, ConstraintError> {
+        if self.matcher.is_stopped() {
+            return match self.matcher.get_error() {
+                Some(message) => Err(self.failure(message)),
+                None => Ok(Vec::new()),
+            };
+        }
+        let forced = self.matcher.compute_ff_tokens();
+        // compute_ff_tokens reports failure as an empty list plus an error state.
+        if let Some(message) = self.matcher.get_error() {
+            return Err(self.failure(message));
+        }
+        if !forced.is_empty() {
+            if let Err(e) = self.matcher.consume_tokens(&forced) {
+                return Err(self.failure(format!("{e:#}")));
+            }
+            self.produced.extend_from_slice(&forced);
+            self.stats.forced_tokens += forced.len();
+        }
+        Ok(forced)
+    }
+
+    /// Whether the output so far is a complete match (a stop token would be allowed, or the grammar is done).
+    pub fn is_accepting(&mut self) -> bool {
+        !self.matcher.is_error() && self.matcher.is_accepting().unwrap_or(false)
+    }
+
+    /// Whether the grammar is complete and can take nothing more: stop without another model call. False in an
+    /// error state, so that the loop's next call reports the error instead of stopping as if complete.
+    pub fn is_finished(&self) -> bool {
+        self.matcher.is_stopped() && !self.matcher.is_error()
+    }
+
+    /// For the loop when its token budget runs out: `Ok` if the output so far is a complete match, else
+    /// [`ConstraintError::MaxTokens`] (a truncated output is never returned as valid).
+    pub fn ensure_complete(&mut self, max_tokens: usize) -> Result<(), ConstraintError> {
+        if let Some(message) = self.matcher.get_error() {
+            return Err(self.failure(message));
+        }
+        if self.is_finished() || self.is_accepting() {
+            Ok(())
+        } else {
+            Err(ConstraintError::MaxTokens { max_tokens, text: self.text() })
+        }
+    }
+
+    fn rejected(&self, token: u32, message: String) -> ConstraintError {
+        ConstraintError::Rejected {
+            token,
+            piece: self.env.piece(token),
+            position: self.produced.len(),
+            text: self.text(),
+            message,
+        }
+    }
+
+    fn failure(&self, message: String) -> ConstraintError {
+        let (position, text) = (self.produced.len(), self.text());
+        if self.matcher.stop_reason() == EngineStop::NoExtensionBias {
+            ConstraintError::DeadEnd { position, text }
+        } else {
+            ConstraintError::Matcher { position, text, message }
+        }
+    }
+}
+
+impl TokenConstraint for ConstraintMatcher {
+    fn validate(&mut self, token: u32) -> bool {
+        ConstraintMatcher::validate(self, token)
+    }
+    fn mask_logits(&mut self, logits: &mut [f32]) -> crate::Result<()> {
+        Ok(ConstraintMatcher::mask_logits(self, logits)?)
+    }
+    fn commit(&mut self, token: u32) -> crate::Result<()> {
+        Ok(ConstraintMatcher::commit(self, token)?)
+    }
+    fn forced_tokens(&mut self) -> crate::Result<Vec<u32>> {
+        Ok(ConstraintMatcher::forced_tokens(self)?)
+    }
+    fn is_accepting(&mut self) -> bool {
+        ConstraintMatcher::is_accepting(self)
+    }
+    fn is_finished(&self) -> bool {
+        ConstraintMatcher::is_finished(self)
+    }
+}

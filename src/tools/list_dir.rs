@@ -1,0 +1,83 @@
+//! The `list_dir` tool: lists a directory inside the workspace.
+
+use serde_json::{json, Value};
+
+use super::error::{ToolError, ToolResult};
+use super::{Tool, ToolContext};
+
+/// Most entries returned; the rest are counted in `truncated`.
+const MAX_ENTRIES: usize = 1000;
+
+/// Lists `{"path": "."}` as `{"path", "entries": [{"name", "kind", "size"}], "truncated"}`, sorted by name.
+/// `kind` is `file`, `dir` or `symlink` (symlinks are not followed).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ListDir;
+
+impl ListDir {
+    /// The tool's name in plans.
+    pub const NAME: &'static str = "list_dir";
+}
+
+impl Tool for ListDir {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    fn description(&self) -> &str {
+        "List the files and directories in a workspace directory (path relative to the workspace, '.' for its root)."
+    }
+
+    fn args_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {"path": {"type": "string", "maxLength": 200}},
+            "required": ["path"],
+            "additionalProperties": false
+        })
+    }
+
+    fn output_schema(&self) -> Option<Value> {
+        Some(json!({
+            "type": "object",
+            "properties": {
+                "entries": {"type": "array"},
+                "path": {"type": "string"},
+                "truncated": {"type": "boolean"}
+            }
+        }))
+    }
+
+    fn call(&self, args: &Value, ctx: &ToolContext) -> ToolResult<Value> {
+        let path = args.get("path").and_then(Value::as_str).unwrap_or(".");
+        let path = if path.is_empty() { "." } else { path };
+        let resolved = ctx.workspace.resolve_existing(Self::NAME, path)?;
+        let io = |source| ToolError::Io { tool: Self::NAME.into(), action: "listing", path: resolved.clone(), source };
+        let mut entries = Vec::new();
+        for entry in std::fs::read_dir(&resolved).map_err(io)? {
+            let entry = entry.map_err(io)?;
+            let meta = entry.metadata().map_err(io)?;
+            let kind = if meta.file_type().is_symlink() {
+                "symlink"
+            } else if meta.is_dir() {
+                "dir"
+            } else {
+                "file"
+            };
+            entries.push((entry.file_name().to_string_lossy().into_owned(), kind, meta.len()));
+        }
+        entries.sort();
+        let truncated = entries.len() > MAX_ENTRIES;
+        let listed: Vec<Value> = entries
+            .iter()
+            .take(MAX_ENTRIES)
+            .map(|(name, kind, size)| {
+                if *kind == "file" {
+                    json!({"name": name, "kind": kind, "size": size})
+                } else {
+                    json!({"name": name, "kind": kind})
+                }
+            })
+            .collect();
+        Ok(json!({"path": path, "entries": listed, "truncated": truncated}))
+    }
+}

@@ -1,0 +1,210 @@
+//! The tool registry: tools by name, in registration order, with their argument schemas compiled once.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::error::{ToolError, ToolResult};
+use super::{Calculator, ListDir, Llm, ReadFile, Shell, Tool, ToolContext, ToolSpec, WriteFile};
+
+/// One way arguments miss a tool's schema.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArgError {
+    /// JSON pointer to the offending value inside the arguments (`""` for the arguments object itself).
+    pub pointer: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl std::fmt::Display for ArgError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.pointer.is_empty() {
+            write!(f, "{}", self.message)
+        } else {
+            write!(f, "at {}: {}", self.pointer, self.message)
+        }
+    }
+}
+
+struct Entry {
+    tool: Arc<dyn Tool>,
+    spec: ToolSpec,
+    validator: jsonschema::Validator,
+}
+
+/// Tools by name. Iteration follows registration order, so prompts and grammars built from it are stable.
+#[derive(Default)]
+pub struct ToolRegistry {
+    entries: Vec<Entry>,
+    index: HashMap<String, usize>,
+}
+
+impl std::fmt::Debug for ToolRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolRegistry").field("tools", &self.names()).finish()
+    }
+}
+
+fn valid_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        && name.len() <= 64
+}
+
+impl ToolRegistry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The built-in tools that `ctx` allows: `calculator`, `read_file`, `list_dir`, `llm`, plus `write_file`
+    /// when writes are allowed and `shell` when its allowlist is not empty. (The tools check the policy again
+    /// when called; leaving disabled tools out keeps the planner from proposing them.)
+    pub fn builtins(ctx: &ToolContext) -> Self {
+        let mut tools: Vec<Arc<dyn Tool>> = vec![Arc::new(Calculator), Arc::new(ReadFile), Arc::new(ListDir)];
+        if ctx.allow_write {
+            tools.push(Arc::new(WriteFile));
+        }
+        if !ctx.shell_allowlist.is_empty() {
+            tools.push(Arc::new(Shell));
+        }
+        tools.push(Arc::new(Llm));
+        let mut registry = Self::new();
+        for tool in tools {
+            // Built-in names are distinct and their schemas are fixed: registration cannot fail.
+            let _ = registry.register_arc(tool);
+        }
+        registry
+    }
+
+    /// Adds a tool. Fails on a bad name, a duplicate name, or a schema that does not compile.
+    pub fn register(&mut self, tool: impl Tool + 'static) -> ToolResult<()> {
+        self.register_arc(Arc::new(tool))
+    }
+
+    /// Adds a shared tool (see [`ToolRegistry::register`]).
+    pub fn register_arc(&mut self, tool: Arc<dyn Tool>) -> ToolResult<()> {
+        let spec = ToolSpec::of(tool.as_ref());
+        if !valid_name(&spec.name) {
+            return Err(ToolError::BadSchema {
+                tool: spec.name.clone(),
+                which: "name",
+                message: "tool names are 1-64 characters of letters, digits, '_' and '-', starting with a letter or '_'"
+                    .into(),
+            });
+        }
+        if self.index.contains_key(&spec.name) {
+            return Err(ToolError::DuplicateTool { name: spec.name });
+        }
+        let validator = compile(&spec.name, "argument", &spec.args_schema)?;
+        if let Some(output) = &spec.output_schema {
+            compile(&spec.name, "output", output)?;
+        }
+        self.index.insert(spec.name.clone(), self.entries.len());
+        self.entries.push(Entry { tool, spec, validator });
+        Ok(())
+    }
+
+    /// Loads user command tools from a TOML file and registers them; returns how many.
+    pub fn load_file(&mut self, path: &Path) -> ToolResult<usize> {
+        let tools = super::command::load_tool_file(path)?;
+        let count = tools.len();
+        for tool in tools {
+            self.register(tool)?;
+        }
+        Ok(count)
+    }
+
+    /// The tool of that name.
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.index.get(name).map(|&i| &self.entries[i].tool)
+    }
+
+    /// The planning view of the tool of that name.
+    pub fn spec(&self, name: &str) -> Option<&ToolSpec> {
+        self.index.get(name).map(|&i| &self.entries[i].spec)
+    }
+
+    /// Whether a tool of that name is registered.
+    pub fn contains(&self, name: &str) -> bool {
+        self.index.contains_key(name)
+    }
+
+    /// Tool names in registration order.
+    pub fn names(&self) -> Vec<&str> {
+        self.entries.iter().map(|e| e.spec.name.as_str()).collect()
+    }
+
+    /// Planning views of all tools, in registration order.
+    pub fn specs(&self) -> impl Iterator<Item = &ToolSpec> {
+        self.entries.iter().map(|e| &e.spec)
+    }
+
+    /// All tools, in registration order.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
+        self.entries.iter().map(|e| &e.tool)
+    }
+
+    /// Number of tools.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether no tool is registered.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    fn entry(&self, name: &str) -> ToolResult<&Entry> {
+        self.index.get(name).map(|&i| &self.entries[i]).ok_or_else(|| ToolError::UnknownTool {
+            name: name.to_string(),
+            known: self.names().join(", "),
+        })
+    }
+
+    /// Every way the arguments miss the tool's (closed) schema, each with its location.
+    pub fn arg_errors(&self, name: &str, args: &Value) -> ToolResult<Vec<ArgError>> {
+        let entry = self.entry(name)?;
+        Ok(entry
+            .validator
+            .iter_errors(args)
+            .map(|e| ArgError { pointer: e.instance_path.as_str().to_string(), message: e.to_string() })
+            .collect())
+    }
+
+    /// Checks arguments against the tool's (closed) schema; the error lists every problem.
+    pub fn check_args(&self, name: &str, args: &Value) -> ToolResult<()> {
+        let problems = self.arg_errors(name, args)?;
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            let message = problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
+            Err(ToolError::InvalidArgs { tool: name.to_string(), message })
+        }
+    }
+
+    /// Checks the arguments, then calls the tool. Model tools (`llm`) are refused: the executor runs them.
+    pub fn call(&self, name: &str, args: &Value, ctx: &ToolContext) -> ToolResult<Value> {
+        let entry = self.entry(name)?;
+        if entry.spec.needs_model {
+            return Err(ToolError::NeedsModel { tool: name.to_string() });
+        }
+        self.check_args(name, args)?;
+        let _span = tracing::debug_span!("tool", name).entered();
+        entry.tool.call(args, ctx)
+    }
+}
+
+fn compile(tool: &str, which: &'static str, schema: &Value) -> ToolResult<jsonschema::Validator> {
+    if !schema.is_object() {
+        return Err(ToolError::BadSchema { tool: tool.to_string(), which, message: "a schema must be a JSON object".into() });
+    }
+    jsonschema::validator_for(schema).map_err(|e| ToolError::BadSchema {
+        tool: tool.to_string(),
+        which,
+        message: e.to_string(),
+    })
+}
