@@ -17,6 +17,10 @@ pub enum Error {
     Generate(#[from] crate::decode::GenerateError),
     #[error(transparent)]
     Constraint(#[from] crate::decode::constraint::ConstraintError),
+    #[error(transparent)]
+    Plan(#[from] crate::agent::PlanError),
+    #[error(transparent)]
+    Tool(#[from] crate::tools::ToolError),
     #[error("tensor operation failed: {0}")]
     Candle(#[from] candle_core::Error),
     #[error("{context}: {source}")]
