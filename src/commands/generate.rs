@@ -79,13 +79,20 @@ pub fn run(args: GenerateArgs, reporter: &dyn Reporter) -> Result<()> {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let mut write_error = None;
-    let generation = generate(&mut model, request, &mut |piece| {
+    let mut streamed = false;
+    let result = generate(&mut model, request, &mut |piece| {
+        streamed = true;
         if write_error.is_none() {
             if let Err(e) = out.write_all(piece.as_bytes()).and_then(|_| out.flush()) {
                 write_error = Some(e);
             }
         }
-    })?;
+    });
+    if result.is_err() && streamed {
+        // End the partial line so the error message starts on its own.
+        let _ = writeln!(out).and_then(|_| out.flush());
+    }
+    let generation = result?;
     if let Some(e) = write_error {
         return Err(Error::io("writing to stdout", e));
     }
