@@ -28,6 +28,10 @@ pub enum Command {
     ///
     /// Example: tandem generate --chat "What is 12*4+5? Answer with the number only."
     Generate(GenerateArgs),
+    /// Write a plan for a goal with the planner model (a dry run: nothing is executed).
+    ///
+    /// Example: tandem plan "What is 12*4+5, and what is that times 3?"
+    Plan(PlanArgs),
     /// List, pull, verify and locate models.
     #[command(subcommand)]
     Models(ModelsCommand),
@@ -112,6 +116,41 @@ pub struct GenerateArgs {
     /// Print timings (load, prefill, decode) to stderr at the end.
     #[arg(long)]
     pub timings: bool,
+}
+
+/// `tandem plan`.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// The goal, in plain words.
+    pub goal: String,
+    /// The planner: a model id or a .gguf path.
+    #[arg(long, short, default_value = "qwen2.5-coder-1.5b-instruct-q4_k_m")]
+    pub model: String,
+    /// Compute threads (default: all cores).
+    #[arg(long, short)]
+    pub threads: Option<usize>,
+    /// Device to run on.
+    #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
+    pub device: DeviceArg,
+    /// Directory the file tools are confined to.
+    #[arg(long, default_value = ".")]
+    pub workspace: PathBuf,
+    /// Offer the write_file tool to the planner.
+    #[arg(long)]
+    pub allow_write: bool,
+    /// Token budget for the plan.
+    #[arg(long, default_value_t = 768)]
+    pub max_tokens: usize,
+    /// Print the plan as JSON instead of a numbered list.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl PlanArgs {
+    /// The model options these flags describe.
+    pub fn model_args(&self) -> ModelArgs {
+        ModelArgs { model: self.model.clone(), threads: self.threads, device: self.device, keep_tensor_types: false }
+    }
 }
 
 /// `tandem models …`.

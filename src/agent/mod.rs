@@ -2,6 +2,7 @@
 //! grammar is built from. (The planner, executor and orchestrator build on these.)
 
 pub mod plan;
+pub mod planner;
 pub mod refs;
 pub mod schema;
 pub mod validate;

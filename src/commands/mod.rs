@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod generate;
 pub mod models;
+pub mod plan;
 pub mod reporter;
 
 use crate::cli::{Cli, Command};
@@ -13,6 +14,7 @@ pub fn run(cli: Cli) -> Result<()> {
     let reporter = reporter::TerminalReporter::new(cli.quiet);
     match cli.command {
         Command::Generate(args) => generate::run(args, &reporter),
+        Command::Plan(args) => plan::run(args, &reporter),
         Command::Models(cmd) => models::run(cmd, &reporter),
         Command::Bench(cmd) => bench::run(cmd, &reporter),
     }

@@ -1,0 +1,44 @@
+//! `tandem plan "goal"`: the planner writes a plan under the grammar; it is validated and printed, not run.
+
+use crate::agent::planner::write_plan;
+use crate::cli::PlanArgs;
+use crate::commands::generate::load_model;
+use crate::progress::Reporter;
+use crate::tools::{ToolContext, ToolRegistry, Workspace};
+use crate::{Error, Result};
+
+/// Runs `tandem plan`.
+pub fn run(args: PlanArgs, reporter: &dyn Reporter) -> Result<()> {
+    let workspace = Workspace::new(&args.workspace)?;
+    let context = ToolContext::new(workspace).with_write(args.allow_write);
+    let registry = ToolRegistry::builtins(&context);
+    let mut model = load_model(&args.model_args(), reporter)?;
+    reporter.message(&format!("planning with {} …", args.model));
+    let outcome = write_plan(&mut model, &args.goal, &registry, args.max_tokens)?;
+    if args.json {
+        let json = serde_json::to_string_pretty(&outcome.plan).map_err(|e| Error::Usage(e.to_string()))?;
+        println!("{json}");
+    } else {
+        println!("Plan for: {}", outcome.plan.goal);
+        for (i, step) in outcome.plan.steps.iter().enumerate() {
+            let args = serde_json::Value::Object(step.args.clone());
+            let after = if step.depends_on.is_empty() { String::new() } else { format!("  (after {})", step.depends_on.join(", ")) };
+            println!("{:>3}. [{}] {} {}{}", i + 1, step.id, step.tool, args, after);
+            if !step.description.is_empty() {
+                println!("       {}", step.description);
+            }
+        }
+    }
+    let t = &outcome.timings;
+    reporter.message(&format!(
+        "{} tokens ({} forced by the grammar) in {:.1} s",
+        t.generated_tokens,
+        t.forced_tokens,
+        outcome.wall.as_secs_f64()
+    ));
+    if !outcome.issues.is_empty() {
+        let list: Vec<String> = outcome.issues.iter().map(|i| format!("  - {i}")).collect();
+        return Err(Error::Usage(format!("the plan does not validate:\n{}", list.join("\n"))));
+    }
+    Ok(())
+}
