@@ -482,7 +482,7 @@ fn fuzz_schemas() -> Vec<Value> {
 /// A byte-level BPE vocabulary of 256 byte tokens plus JSON-ish merged tokens, control tokens, two `[PAD]`
 /// rows and a user-defined token, as GGUF metadata.
 fn synthetic_tokenizer() -> GgufTokenizer {
-    let chars = common::tiny::gpt2_byte_chars();
+    let chars = tandem::llm::tokenizer::gpt2_byte_to_char();
     let map = |s: &[u8]| -> String { s.iter().map(|&b| chars[b as usize]).collect() };
     let mut tokens: Vec<String> = (0..=255u8).map(|b| map(&[b])).collect();
     let mut types = vec![1i32; 256];

@@ -9,7 +9,7 @@ use serde_json::json;
 use super::plan::Plan;
 use super::schema::plan_json_schema;
 use super::validate::PlanIssue;
-use crate::decode::constraint::{ConstraintSpec, GrammarEngine};
+use crate::decode::constraint::ConstraintSpec;
 use crate::decode::generate::TokenConstraint;
 use crate::decode::{generate, GenerateRequest, Sampling, Timings};
 use crate::llm::{ChatMessage, Model};
@@ -63,7 +63,7 @@ pub fn write_plan(model: &mut Model, goal: &str, registry: &ToolRegistry, max_to
     let prompt = template.render(&messages, None, true)?;
     let tokens = model.tokenizer.encode(&prompt, model.tokenizer.add_bos_by_default())?;
     let spec = ConstraintSpec::JsonSchema(plan_json_schema(registry));
-    let mut matcher = GrammarEngine::new(model.tokenizer.clone(), model.weights.n_logits())?.matcher(&spec)?;
+    let mut matcher = model.grammar_engine()?.matcher(&spec)?;
     let request = GenerateRequest {
         prompt: tokens,
         max_tokens,

@@ -88,7 +88,7 @@ pub fn mask_times(engine: &GrammarEngine, spec: &ConstraintSpec, walks: u64, ste
 pub fn measure(path: &Path, device: &Device, load: &LoadOptions, repeats: usize) -> Result<GrammarReport> {
     let mut model = Model::load(path, device, load)?;
     let started = Instant::now();
-    let engine = GrammarEngine::new(model.tokenizer.clone(), model.weights.n_logits())?;
+    let engine = model.grammar_engine()?;
     let engine_build_ms = started.elapsed().as_secs_f64() * 1e3;
     let schema: serde_json::Value =
         serde_json::from_str(PLAN_SCHEMA).map_err(|e| crate::Error::Usage(format!("built-in plan schema: {e}")))?;

@@ -2,9 +2,8 @@
 
 use crate::bench::speed::{measure, SpeedSettings};
 use crate::cli::{BenchCommand, GrammarBenchArgs, SpeedArgs};
-use crate::llm::select_device;
+use crate::commands::generate::prepare_model;
 use crate::progress::Reporter;
-use crate::store::ModelStore;
 use crate::{Error, Result};
 
 /// Runs a `bench` subcommand.
@@ -16,10 +15,8 @@ pub fn run(cmd: BenchCommand, reporter: &dyn Reporter) -> Result<()> {
 }
 
 fn grammar(args: GrammarBenchArgs, reporter: &dyn Reporter) -> Result<()> {
-    crate::llm::device::set_threads(args.model.threads);
-    let device = select_device(args.model.device)?;
-    let resolved = ModelStore::open()?.resolve(&args.model.model, reporter)?;
-    let r = crate::bench::grammar::measure(&resolved.path, &device, &args.model.load_options(), args.repeats)?;
+    let (path, device) = prepare_model(&args.model, reporter)?;
+    let r = crate::bench::grammar::measure(&path, &device, &args.model.load_options(), args.repeats)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&r).map_err(|e| Error::Usage(e.to_string()))?);
         return Ok(());
@@ -39,9 +36,7 @@ fn grammar(args: GrammarBenchArgs, reporter: &dyn Reporter) -> Result<()> {
 }
 
 fn speed(args: SpeedArgs, reporter: &dyn Reporter) -> Result<()> {
-    crate::llm::device::set_threads(args.model.threads);
-    let device = select_device(args.model.device)?;
-    let resolved = ModelStore::open()?.resolve(&args.model.model, reporter)?;
+    let (path, device) = prepare_model(&args.model, reporter)?;
     let settings = SpeedSettings {
         prefill_tokens: args.prefill_tokens,
         decode_tokens: args.decode_tokens,
@@ -49,7 +44,7 @@ fn speed(args: SpeedArgs, reporter: &dyn Reporter) -> Result<()> {
         load: args.model.load_options(),
         ..SpeedSettings::default()
     };
-    let report = measure(&resolved.path, &device, &settings, reporter)?;
+    let report = measure(&path, &device, &settings, reporter)?;
     if args.json {
         let json = serde_json::to_string_pretty(&report).map_err(|e| Error::Usage(e.to_string()))?;
         println!("{json}");

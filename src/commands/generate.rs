@@ -1,9 +1,12 @@
 //! `tandem generate`: one prompt, one model, streamed to stdout.
 
 use std::io::{Read, Write};
+use std::path::PathBuf;
+
+use candle_core::Device;
 
 use crate::cli::{GenerateArgs, ModelArgs};
-use crate::decode::constraint::{ConstraintSpec, GrammarEngine};
+use crate::decode::constraint::ConstraintSpec;
 use crate::decode::generate::TokenConstraint;
 use crate::decode::{generate, GenerateRequest, Sampling};
 use crate::llm::{select_device, ChatMessage, Model};
@@ -11,12 +14,18 @@ use crate::progress::Reporter;
 use crate::store::ModelStore;
 use crate::{Error, Result};
 
-/// Resolves (pulling if needed) and loads the model named by `args`.
-pub fn load_model(args: &ModelArgs, reporter: &dyn Reporter) -> Result<Model> {
+/// Applies the thread count, picks the device and resolves (pulling if needed) the model named by `args`.
+pub fn prepare_model(args: &ModelArgs, reporter: &dyn Reporter) -> Result<(PathBuf, Device)> {
     crate::llm::device::set_threads(args.threads);
     let device = select_device(args.device)?;
     let resolved = ModelStore::open()?.resolve(&args.model, reporter)?;
-    Model::load(&resolved.path, &device, &args.load_options())
+    Ok((resolved.path, device))
+}
+
+/// Resolves (pulling if needed) and loads the model named by `args`.
+pub fn load_model(args: &ModelArgs, reporter: &dyn Reporter) -> Result<Model> {
+    let (path, device) = prepare_model(args, reporter)?;
+    Model::load(&path, &device, &args.load_options())
 }
 
 /// Reads a constraint from the mutually exclusive flags.
@@ -65,7 +74,7 @@ pub fn run(args: GenerateArgs, reporter: &dyn Reporter) -> Result<()> {
     let add_bos = model.tokenizer.add_bos_by_default();
     let tokens = model.tokenizer.encode(&text, add_bos)?;
     let mut matcher = match &spec {
-        Some(spec) => Some(GrammarEngine::new(model.tokenizer.clone(), model.weights.n_logits())?.matcher(spec)?),
+        Some(spec) => Some(model.grammar_engine()?.matcher(spec)?),
         None => None,
     };
     let request = GenerateRequest {

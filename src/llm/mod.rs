@@ -9,11 +9,12 @@ pub mod qwen2;
 pub mod tokenizer;
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use candle_core::{Device, Tensor};
 
+use crate::decode::constraint::GrammarEngine;
 use crate::Result;
 pub use chat::{ChatMessage, ChatTemplate};
 pub use device::select_device;
@@ -74,9 +75,21 @@ pub struct Model {
     pub info: ModelInfo,
     /// Where the tensors live.
     pub device: Device,
+    /// The grammar engine for this tokenizer, built on first use (its token table takes ~0.4 s) and shared
+    /// by every constrained generation on this model.
+    grammar: OnceLock<GrammarEngine>,
 }
 
 impl Model {
+    /// The grammar engine for this model's tokenizer and logits width, built once.
+    pub fn grammar_engine(&self) -> Result<GrammarEngine> {
+        if let Some(engine) = self.grammar.get() {
+            return Ok(engine.clone());
+        }
+        let engine = GrammarEngine::new(self.tokenizer.clone(), self.weights.n_logits())?;
+        Ok(self.grammar.get_or_init(|| engine).clone())
+    }
+
     /// Loads a GGUF file: memory-maps it, checks it, dispatches on `general.architecture`.
     pub fn load(path: &Path, device: &Device, options: &LoadOptions) -> Result<Self> {
         let started = Instant::now();
@@ -106,6 +119,13 @@ impl Model {
             conversions,
         };
         tracing::info!(path = %path.display(), load_ms = info.load_time.as_millis() as u64, "model loaded");
-        Ok(Self { weights, tokenizer: Arc::new(tokenizer), chat_template, info, device: device.clone() })
+        Ok(Self {
+            weights,
+            tokenizer: Arc::new(tokenizer),
+            chat_template,
+            info,
+            device: device.clone(),
+            grammar: OnceLock::new(),
+        })
     }
 }

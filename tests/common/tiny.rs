@@ -43,26 +43,9 @@ impl Default for TinyQwen2 {
     }
 }
 
-/// The GPT-2 byte → printable-character table used by byte-level BPE vocabularies.
-pub fn gpt2_byte_chars() -> Vec<char> {
-    let mut printable: Vec<u32> = (b'!' as u32..=b'~' as u32).chain(0xA1..=0xAC).chain(0xAE..=0xFF).collect();
-    let mut chars = vec!['\0'; 256];
-    let mut extra = 0u32;
-    for b in 0u32..256 {
-        if printable.contains(&b) {
-            chars[b as usize] = char::from_u32(b).unwrap();
-        } else {
-            chars[b as usize] = char::from_u32(256 + extra).unwrap();
-            extra += 1;
-        }
-    }
-    printable.clear();
-    chars
-}
-
 /// The vocabulary of the tiny models: the 256 byte tokens, a few merged tokens, then specials.
 pub fn tiny_vocab() -> (Vec<String>, Vec<i32>, Vec<String>) {
-    let chars = gpt2_byte_chars();
+    let chars = tandem::llm::tokenizer::gpt2_byte_to_char();
     let mut tokens: Vec<String> = chars.iter().map(|c| c.to_string()).collect();
     let mut types = vec![1i32; 256];
     let space = chars[b' ' as usize];
