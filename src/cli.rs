@@ -28,6 +28,23 @@ pub enum Command {
     ///
     /// Example: tandem generate --chat "What is 12*4+5? Answer with the number only."
     Generate(GenerateArgs),
+    /// Run the agent on a goal: the planner plans, tools and the executor carry it out, the answer prints last.
+    ///
+    /// Every run is logged under the runs directory (`tandem runs list`) and can be resumed after a crash
+    /// (`tandem resume ID`).
+    ///
+    /// Examples:
+    ///   tandem run "What is 12*4+5?"
+    ///   tandem run --workspace notes --allow-write "Count the lines of todo.txt and write the count to count.txt"
+    ///   tandem run --approve plan "Summarise README.md in one sentence"
+    Run(RunArgs),
+    /// Continue an interrupted or crashed run; completed steps are not run again.
+    ///
+    /// Example: tandem resume latest
+    Resume(ResumeArgs),
+    /// List past runs or show one as a timeline.
+    #[command(subcommand)]
+    Runs(RunsCommand),
     /// Write a plan for a goal with the planner model (a dry run: nothing is executed).
     ///
     /// Example: tandem plan "What is 12*4+5, and what is that times 3?"
@@ -118,6 +135,26 @@ pub struct GenerateArgs {
     pub timings: bool,
 }
 
+/// Which tools a run offers, and the policy they run under.
+#[derive(Debug, Clone, Args)]
+pub struct ToolArgs {
+    /// Directory the file tools and commands are confined to.
+    #[arg(long, default_value = ".")]
+    pub workspace: PathBuf,
+    /// Offer the write_file tool (writes stay inside the workspace).
+    #[arg(long)]
+    pub allow_write: bool,
+    /// Offer the shell tool, allowed to run only these programs (comma-separated, e.g. `wc,grep,sort`).
+    #[arg(long, value_name = "CMD,...", value_delimiter = ',')]
+    pub allow_shell: Vec<String>,
+    /// Time limit of one shell command, in seconds.
+    #[arg(long, default_value_t = 10)]
+    pub shell_timeout: u64,
+    /// Add user tools from this TOML file (name, description, args schema, command; see README).
+    #[arg(long, value_name = "FILE")]
+    pub tools: Option<PathBuf>,
+}
+
 /// `tandem plan`.
 #[derive(Debug, Args)]
 pub struct PlanArgs {
@@ -132,12 +169,8 @@ pub struct PlanArgs {
     /// Device to run on.
     #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
     pub device: DeviceArg,
-    /// Directory the file tools are confined to.
-    #[arg(long, default_value = ".")]
-    pub workspace: PathBuf,
-    /// Offer the write_file tool to the planner.
-    #[arg(long)]
-    pub allow_write: bool,
+    #[command(flatten)]
+    pub tools: ToolArgs,
     /// Token budget for the plan.
     #[arg(long, default_value_t = 768)]
     pub max_tokens: usize,
@@ -151,6 +184,130 @@ impl PlanArgs {
     pub fn model_args(&self) -> ModelArgs {
         ModelArgs { model: self.model.clone(), threads: self.threads, device: self.device, keep_tensor_types: false }
     }
+}
+
+/// How the planner works in `tandem run`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum ModeArg {
+    /// Plan every step first; write a revised plan when a step fails.
+    #[default]
+    PlanAhead,
+    /// Propose one step at a time, each after seeing the results so far.
+    Step,
+}
+
+/// What `--approve` asks about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ApproveArg {
+    /// Show each plan and ask approve / edit (in $EDITOR) / reject before anything runs.
+    Plan,
+    /// Ask before each tool call.
+    Steps,
+}
+
+/// Where runs are logged.
+#[derive(Debug, Clone, Args)]
+pub struct RunsDirArg {
+    /// Directory of run logs (default: $XDG_DATA_HOME/tandem/runs or ~/.local/share/tandem/runs).
+    #[arg(long, env = "TANDEM_RUNS_DIR", value_name = "DIR")]
+    pub runs_dir: Option<PathBuf>,
+}
+
+/// `tandem run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The goal, in plain words (optional with --plan, which holds one).
+    pub goal: Option<String>,
+    /// The planner: a model id or a .gguf path.
+    #[arg(long, default_value = "qwen2.5-coder-1.5b-instruct-q4_k_m")]
+    pub planner: String,
+    /// The executor (llm steps, filling arguments): a model id or a .gguf path. The same as --planner uses one model.
+    #[arg(long, default_value = "qwen2.5-coder-0.5b-instruct-q4_k_m")]
+    pub executor: String,
+    /// Run this plan (JSON file) instead of asking the planner; the planner is still used to replan.
+    #[arg(long, value_name = "FILE")]
+    pub plan: Option<PathBuf>,
+    /// How the planner works.
+    #[arg(long, value_enum, default_value_t = ModeArg::PlanAhead)]
+    pub mode: ModeArg,
+    #[command(flatten)]
+    pub tools: ToolArgs,
+    /// Ask a human before running: the plan, or each tool call. Needs a terminal, or --yes.
+    #[arg(long, value_enum)]
+    pub approve: Option<ApproveArg>,
+    /// Approve automatically (for scripts; every approval is still logged, as by --yes).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// Most plan revisions after failures.
+    #[arg(long, default_value_t = 2)]
+    pub max_replans: u32,
+    /// Most step executions in the run.
+    #[arg(long, default_value_t = 24)]
+    pub max_steps: usize,
+    /// Most generated tokens in the run, planner and executor together.
+    #[arg(long, default_value_t = 6000)]
+    pub max_tokens: usize,
+    /// Wall-time limit, in seconds (checked between steps).
+    #[arg(long, value_name = "SECONDS", default_value_t = 900)]
+    pub max_time: u64,
+    /// Token budget of one plan.
+    #[arg(long, default_value_t = 768)]
+    pub plan_tokens: usize,
+    /// Token budget of one executor call.
+    #[arg(long, default_value_t = 256)]
+    pub executor_tokens: usize,
+    /// Compute threads (default: all cores).
+    #[arg(long, short)]
+    pub threads: Option<usize>,
+    /// Device to run on.
+    #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
+    pub device: DeviceArg,
+    #[command(flatten)]
+    pub runs: RunsDirArg,
+    /// Print one JSON object with the outcome instead of the live view.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `tandem resume`.
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    /// The run id (a unique prefix is enough), or `latest`.
+    pub id: String,
+    /// Approve automatically, as `tandem run --yes`.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// Compute threads (default: all cores).
+    #[arg(long, short)]
+    pub threads: Option<usize>,
+    /// Device to run on.
+    #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
+    pub device: DeviceArg,
+    #[command(flatten)]
+    pub runs: RunsDirArg,
+    /// Print one JSON object with the outcome.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `tandem runs …`.
+#[derive(Debug, Subcommand)]
+pub enum RunsCommand {
+    /// One line per run: id, status, steps, goal.
+    List {
+        #[command(flatten)]
+        runs: RunsDirArg,
+    },
+    /// A run as a readable timeline (plans, steps, tool calls, approvals, answer).
+    Show {
+        /// The run id (a unique prefix is enough), or `latest`.
+        id: String,
+        #[command(flatten)]
+        runs: RunsDirArg,
+        /// Print the run's summary as JSON instead.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `tandem models …`.

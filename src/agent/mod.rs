@@ -1,13 +1,23 @@
-//! The agent's data model: plans, references between steps, validation, and the plan JSON Schema the planner's
-//! grammar is built from. (The planner, executor and orchestrator build on these.)
+//! The agent: plans and references (`plan`, `refs`, `validate`, `schema`), the planner and executor model
+//! calls, the orchestrator that runs a plan with budgets, approval and replanning, and the audit log of runs.
 
+pub mod events;
+pub mod executor;
+mod model_call;
+pub mod models;
+pub mod orchestrator;
 pub mod plan;
 pub mod planner;
 pub mod refs;
+pub mod runs;
 pub mod schema;
 pub mod validate;
 
+pub use events::{Event, EventLog, PlanOrigin, Record, RunSettings, StopReason};
+pub use models::{LazyModels, ModelSource};
+pub use orchestrator::{Agent, ApproveMode, Approver, AutoApprove, Mode, NoObserver, Observer, PlanDecision, RunOutcome};
 pub use plan::{Plan, PlanError, Step};
 pub use refs::{coerce_to_schema, parse_reference, refs_in, resolve_args, Reference};
+pub use runs::{default_runs_dir, RunState, RunsDir};
 pub use schema::{plan_json_schema, plan_json_schema_with, PlanSchemaOptions};
 pub use validate::{IssueKind, PlanIssue};

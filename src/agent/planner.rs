@@ -6,12 +6,12 @@ use std::time::Instant;
 use minijinja::Environment;
 use serde_json::json;
 
-use super::plan::Plan;
-use super::schema::plan_json_schema;
+use super::plan::{Plan, Step};
+use super::schema::{next_step_json_schema, plan_json_schema, PlanSchemaOptions};
 use super::validate::PlanIssue;
+use super::model_call::chat_call;
 use crate::decode::constraint::ConstraintSpec;
-use crate::decode::generate::TokenConstraint;
-use crate::decode::{generate, GenerateRequest, Sampling, Timings};
+use crate::decode::Timings;
 use crate::llm::{ChatMessage, Model};
 use crate::tools::ToolRegistry;
 use crate::{Error, Result};
@@ -54,26 +54,83 @@ pub fn system_prompt(registry: &ToolRegistry) -> Result<String> {
 
 /// Writes a plan for `goal` with `model` (greedy, under the plan grammar) and validates it.
 pub fn write_plan(model: &mut Model, goal: &str, registry: &ToolRegistry, max_tokens: usize) -> Result<PlanOutcome> {
+    revise_plan(model, goal, registry, &[], max_tokens)
+}
+
+/// One earlier plan and what became of it, replayed to the planner as conversation so it can correct itself.
+#[derive(Debug, Clone)]
+pub struct Revision {
+    /// The plan's JSON as the planner wrote it.
+    pub plan_text: String,
+    /// What happened: validation problems, or the execution record up to the failure.
+    pub feedback: String,
+}
+
+/// Writes a plan after earlier attempts: each earlier plan is the assistant's turn and its feedback the user's
+/// reply, so the planner revises with the whole record in view.
+pub fn revise_plan(
+    model: &mut Model,
+    goal: &str,
+    registry: &ToolRegistry,
+    history: &[Revision],
+    max_tokens: usize,
+) -> Result<PlanOutcome> {
     let started = Instant::now();
-    let template = model
-        .chat_template
-        .as_ref()
-        .ok_or_else(|| Error::Usage("the planner model has no chat template; choose an instruct model".into()))?;
-    let messages = [ChatMessage::system(system_prompt(registry)?), ChatMessage::user(goal)];
-    let prompt = template.render(&messages, None, true)?;
-    let tokens = model.tokenizer.encode(&prompt, model.tokenizer.add_bos_by_default())?;
+    let mut messages = vec![ChatMessage::system(system_prompt(registry)?), ChatMessage::user(goal)];
+    for revision in history {
+        messages.push(ChatMessage::new("assistant", &revision.plan_text));
+        messages.push(ChatMessage::user(&revision.feedback));
+    }
     let spec = ConstraintSpec::JsonSchema(plan_json_schema(registry));
-    let mut matcher = model.grammar_engine()?.matcher(&spec)?;
-    let request = GenerateRequest {
-        prompt: tokens,
-        max_tokens,
-        sampling: Sampling::Greedy,
-        seed: 0,
-        stop_tokens: Vec::new(),
-        constraint: Some(&mut matcher as &mut dyn TokenConstraint),
-    };
-    let generation = generate(model, request, &mut |_| {})?;
-    let plan = Plan::from_json(&generation.text)?;
+    let (text, timings) = chat_call(model, "planner", &messages, Some(&spec), max_tokens)?;
+    let mut plan = Plan::from_json(&text)?;
+    // The goal is the user's, whatever the planner copied into the plan.
+    plan.goal = goal.to_string();
     let issues = plan.validate(registry);
-    Ok(PlanOutcome { plan, issues, text: generation.text, timings: generation.timings, wall: started.elapsed() })
+    Ok(PlanOutcome { plan, issues, text, timings, wall: started.elapsed() })
+}
+
+/// What step mode's planner decided.
+#[derive(Debug, Clone)]
+pub enum NextMove {
+    /// Run this step next.
+    Step(Step),
+    /// The goal is reached; this is the answer.
+    Answer(String),
+}
+
+/// Step mode: the planner proposes only the next step (or the answer) after seeing every observation so far.
+/// `record` lists the steps run and their outputs or errors, in order; the step id is assigned by the caller.
+pub fn next_move(
+    model: &mut Model,
+    goal: &str,
+    registry: &ToolRegistry,
+    record: &str,
+    max_tokens: usize,
+) -> Result<(NextMove, String, Timings)> {
+    let system = format!(
+        "{}\n\nWork one step at a time: answer with {{\"next\": <one step>}} to run a step, or {{\"answer\": \"...\"}} \
+         once the results so far answer the goal.",
+        system_prompt(registry)?
+    );
+    let user = if record.is_empty() {
+        format!("Goal: {goal}\nNo steps have run yet.")
+    } else {
+        format!("Goal: {goal}\nSteps so far:\n{record}")
+    };
+    let messages = [ChatMessage::system(system), ChatMessage::user(user)];
+    let spec = ConstraintSpec::JsonSchema(next_step_json_schema(registry, &PlanSchemaOptions::default()));
+    let (text, timings) = chat_call(model, "planner", &messages, Some(&spec), max_tokens)?;
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum Reply {
+        Next { next: Step },
+        Answer { answer: String },
+    }
+    let reply: Reply = serde_json::from_str(&text).map_err(crate::agent::PlanError::Parse)?;
+    let next = match reply {
+        Reply::Next { next } => NextMove::Step(next),
+        Reply::Answer { answer } => NextMove::Answer(answer),
+    };
+    Ok((next, text, timings))
 }

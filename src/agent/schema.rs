@@ -175,9 +175,45 @@ pub fn plan_json_schema(registry: &ToolRegistry) -> Value {
 /// The plan schema for the registry's tools. Property order (id, description, tool, args, depends_on) is the
 /// order the grammar makes the model write them in.
 pub fn plan_json_schema_with(registry: &ToolRegistry, options: &PlanSchemaOptions) -> Value {
+    let shapes = step_shapes(registry, options);
+    json!({
+        "type": "object",
+        "properties": {
+            "goal": {"type": "string", "maxLength": options.max_goal},
+            "version": {"type": "integer", "minimum": 1},
+            "steps": {"type": "array", "minItems": 1, "maxItems": options.max_steps, "items": {"anyOf": shapes}}
+        },
+        "required": ["goal", "steps"],
+        "additionalProperties": false
+    })
+}
+
+/// The schema of step mode's answer: either the next step (one of the per-tool shapes) or the final answer.
+pub fn next_step_json_schema(registry: &ToolRegistry, options: &PlanSchemaOptions) -> Value {
+    json!({
+        "anyOf": [
+            {
+                "type": "object",
+                "properties": {"next": {"anyOf": step_shapes(registry, options)}},
+                "required": ["next"],
+                "additionalProperties": false
+            },
+            {
+                "type": "object",
+                "properties": {"answer": {"type": "string", "maxLength": options.max_goal}},
+                "required": ["answer"],
+                "additionalProperties": false
+            }
+        ]
+    })
+}
+
+/// One schema per tool for a step calling it: `tool` fixed, `args` that tool's arguments (references allowed
+/// where the types fit).
+pub fn step_shapes(registry: &ToolRegistry, options: &PlanSchemaOptions) -> Vec<Value> {
     let catalog = FieldCatalog::new(registry, options);
     let id = json!({"type": "string", "pattern": step_id_pattern(options.max_steps)});
-    let shapes: Vec<Value> = registry
+    registry
         .specs()
         .map(|spec| {
             let mut properties = Map::new();
@@ -196,15 +232,5 @@ pub fn plan_json_schema_with(registry: &ToolRegistry, options: &PlanSchemaOption
                 "additionalProperties": false
             })
         })
-        .collect();
-    json!({
-        "type": "object",
-        "properties": {
-            "goal": {"type": "string", "maxLength": options.max_goal},
-            "version": {"type": "integer", "minimum": 1},
-            "steps": {"type": "array", "minItems": 1, "maxItems": options.max_steps, "items": {"anyOf": shapes}}
-        },
-        "required": ["goal", "steps"],
-        "additionalProperties": false
-    })
+        .collect()
 }

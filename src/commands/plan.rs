@@ -4,14 +4,12 @@ use crate::agent::planner::write_plan;
 use crate::cli::PlanArgs;
 use crate::commands::generate::load_model;
 use crate::progress::Reporter;
-use crate::tools::{ToolContext, ToolRegistry, Workspace};
+use crate::commands::toolbox::build_tools;
 use crate::{Error, Result};
 
 /// Runs `tandem plan`.
 pub fn run(args: PlanArgs, reporter: &dyn Reporter) -> Result<()> {
-    let workspace = Workspace::new(&args.workspace)?;
-    let context = ToolContext::new(workspace).with_write(args.allow_write);
-    let registry = ToolRegistry::builtins(&context);
+    let (_context, registry) = build_tools(&args.tools)?;
     let mut model = load_model(&args.model_args(), reporter)?;
     reporter.message(&format!("planning with {} …", args.model));
     let outcome = write_plan(&mut model, &args.goal, &registry, args.max_tokens)?;

@@ -32,6 +32,7 @@ struct Entry {
     tool: Arc<dyn Tool>,
     spec: ToolSpec,
     validator: jsonschema::Validator,
+    output_validator: Option<jsonschema::Validator>,
 }
 
 /// Tools by name. Iteration follows registration order, so prompts and grammars built from it are stable.
@@ -100,11 +101,12 @@ impl ToolRegistry {
             return Err(ToolError::DuplicateTool { name: spec.name });
         }
         let validator = compile(&spec.name, "argument", &spec.args_schema)?;
-        if let Some(output) = &spec.output_schema {
-            compile(&spec.name, "output", output)?;
-        }
+        let output_validator = match &spec.output_schema {
+            Some(output) => Some(compile(&spec.name, "output", output)?),
+            None => None,
+        };
         self.index.insert(spec.name.clone(), self.entries.len());
-        self.entries.push(Entry { tool, spec, validator });
+        self.entries.push(Entry { tool, spec, validator, output_validator });
         Ok(())
     }
 
@@ -184,6 +186,15 @@ impl ToolRegistry {
             let message = problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
             Err(ToolError::InvalidArgs { tool: name.to_string(), message })
         }
+    }
+
+    /// Every way an output misses the tool's declared output schema (none when it declares none).
+    pub fn output_errors(&self, name: &str, output: &Value) -> ToolResult<Vec<String>> {
+        let entry = self.entry(name)?;
+        Ok(match &entry.output_validator {
+            Some(validator) => validator.iter_errors(output).map(|e| e.to_string()).collect(),
+            None => Vec::new(),
+        })
     }
 
     /// Checks the arguments, then calls the tool. Model tools (`llm`) are refused: the executor runs them.

@@ -2,6 +2,7 @@
 //! and writing tiny synthetic models.
 #![allow(dead_code)]
 
+pub mod runs;
 pub mod tiny;
 
 use std::path::PathBuf;

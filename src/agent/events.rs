@@ -1,0 +1,377 @@
+//! The audit log: every run's `events.jsonl`, one JSON event per line, append-only and flushed to disk per event,
+//! so a crash loses at most the event being written (a torn last line is reported and skipped when read).
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::plan::Plan;
+use crate::{Error, Result};
+
+/// The settings a run was started with: enough to resume it the same way.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSettings {
+    /// Planner model id or path.
+    pub planner: String,
+    /// Executor model id or path.
+    pub executor: String,
+    /// `plan-ahead` or `step`.
+    pub mode: String,
+    /// Workspace directory (absolute).
+    pub workspace: PathBuf,
+    /// Whether `write_file` was offered.
+    pub allow_write: bool,
+    /// Programs `shell` may run.
+    pub allow_shell: Vec<String>,
+    /// Time limit of one shell command, in seconds.
+    #[serde(default = "default_shell_timeout")]
+    pub shell_timeout_s: u64,
+    /// User tool file, if any.
+    pub tools_file: Option<PathBuf>,
+    /// Budgets.
+    pub max_replans: u32,
+    /// Most step executions in the run.
+    pub max_steps: usize,
+    /// Most generated tokens (planner and executor together).
+    pub max_tokens: usize,
+    /// Wall-time limit in seconds.
+    pub max_seconds: u64,
+    /// Token budget of one plan.
+    pub plan_tokens: usize,
+    /// Token budget of one executor call.
+    pub executor_tokens: usize,
+    /// Sampling seed (decoding is greedy; recorded so a sampled run could be replayed).
+    pub seed: u64,
+    /// `none`, `plan` or `steps`.
+    pub approve: String,
+}
+
+impl RunSettings {
+    /// The command line's defaults: plan-ahead, no approval, writes and shell off, 2 replans, 24 steps, 6000
+    /// tokens, 900 s.
+    pub fn new(planner: &str, executor: &str, workspace: &Path) -> Self {
+        Self {
+            planner: planner.into(),
+            executor: executor.into(),
+            mode: "plan-ahead".into(),
+            workspace: workspace.to_path_buf(),
+            allow_write: false,
+            allow_shell: Vec::new(),
+            shell_timeout_s: default_shell_timeout(),
+            tools_file: None,
+            max_replans: 2,
+            max_steps: 24,
+            max_tokens: 6000,
+            max_seconds: 900,
+            plan_tokens: 768,
+            executor_tokens: 256,
+            seed: 0,
+            approve: "none".into(),
+        }
+    }
+}
+
+fn default_shell_timeout() -> u64 {
+    10
+}
+
+/// How a plan revision came about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanOrigin {
+    /// The planner's first plan.
+    Initial,
+    /// The planner's revision after a failure or an invalid plan.
+    Replan,
+    /// The user edited it at approval.
+    Edited,
+    /// Given on the command line (`--plan FILE`).
+    Given,
+    /// One step proposed in step mode.
+    NextStep,
+}
+
+/// Why a run stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// Every step ran and an answer was produced.
+    Done,
+    /// A budget ran out (replans, steps, tokens or wall time).
+    Budget,
+    /// The user rejected the plan or a step.
+    Rejected,
+    /// An error the run could not recover from.
+    Error,
+}
+
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StopReason::Done => "done",
+            StopReason::Budget => "budget",
+            StopReason::Rejected => "rejected",
+            StopReason::Error => "error",
+        })
+    }
+}
+
+/// Token counts and time of one model call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelUsage {
+    /// Prompt tokens.
+    pub tokens_in: usize,
+    /// Generated tokens.
+    pub tokens_out: usize,
+    /// Wall time in milliseconds.
+    pub ms: u64,
+}
+
+/// One thing that happened in a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    /// The run began.
+    RunStarted {
+        /// The goal.
+        goal: String,
+        /// Settings and budgets.
+        settings: RunSettings,
+    },
+    /// A model was loaded (models load lazily, on first use).
+    ModelLoaded {
+        /// `planner` or `executor` (or `planner+executor` when one model plays both).
+        role: String,
+        /// Manifest id, or the path given.
+        id: String,
+        /// The file.
+        path: PathBuf,
+        /// Verified SHA-256 (manifest models).
+        sha256: Option<String>,
+        /// Load time.
+        ms: u64,
+    },
+    /// A plan or a revision.
+    PlanWritten {
+        /// Revision number (1, 2, …).
+        version: u32,
+        /// How it came about.
+        origin: PlanOrigin,
+        /// Why (the failure that caused a replan, the user's edit, …).
+        reason: String,
+        /// The plan.
+        plan: Plan,
+        /// Validation problems (empty when it can run).
+        issues: Vec<String>,
+        /// Planner cost, when the planner wrote it.
+        usage: Option<ModelUsage>,
+    },
+    /// The user's decision on a plan.
+    PlanApproval {
+        /// The revision decided on.
+        version: u32,
+        /// `approved`, `edited` or `rejected`.
+        decision: String,
+        /// `user` or `--yes`.
+        by: String,
+    },
+    /// A step began.
+    StepStarted {
+        /// Plan revision.
+        version: u32,
+        /// Step id.
+        step: String,
+        /// Tool named by the step.
+        tool: String,
+    },
+    /// The executor model ran for a step.
+    ExecutorCall {
+        /// Plan revision.
+        version: u32,
+        /// Step id.
+        step: String,
+        /// `text` (an `llm` step) or `arguments` (filling a tool's arguments).
+        purpose: String,
+        /// Tokens and time.
+        usage: ModelUsage,
+    },
+    /// The user's decision on a tool call (`--approve steps`).
+    StepApproval {
+        /// Plan revision.
+        version: u32,
+        /// Step id.
+        step: String,
+        /// `approved` or `rejected`.
+        decision: String,
+    },
+    /// A tool was called with these (resolved) arguments.
+    ToolCall {
+        /// Plan revision.
+        version: u32,
+        /// Step id.
+        step: String,
+        /// Tool.
+        tool: String,
+        /// Arguments after references were resolved.
+        args: Map<String, Value>,
+    },
+    /// A step finished, successfully or not.
+    StepFinished {
+        /// Plan revision.
+        version: u32,
+        /// Step id.
+        step: String,
+        /// Tool.
+        tool: String,
+        /// The arguments it ran with (after resolution).
+        args: Map<String, Value>,
+        /// Its output on success.
+        output: Option<Value>,
+        /// The error on failure.
+        error: Option<String>,
+        /// Wall time in milliseconds.
+        ms: u64,
+        /// `tool` (called directly), `executor` (the model ran) or `cache` (same call done earlier in the run).
+        via: String,
+    },
+    /// The planner is asked for a revision.
+    Replan {
+        /// The revision being replaced.
+        from_version: u32,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The final answer.
+    Answer {
+        /// The answer text.
+        text: String,
+    },
+    /// The run stopped.
+    RunFinished {
+        /// Why.
+        stop: StopReason,
+        /// In words.
+        detail: String,
+    },
+    /// The run was picked up again by `tandem resume`.
+    Resumed {
+        /// Steps of the current plan already done (not re-run).
+        completed: Vec<String>,
+    },
+}
+
+/// A logged event with its sequence number and time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// Position in the log, from 0.
+    pub seq: u64,
+    /// Unix time in milliseconds.
+    pub at_ms: u64,
+    /// The event.
+    #[serde(flatten)]
+    pub event: Event,
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+/// An open `events.jsonl`, appended to and flushed per event.
+#[derive(Debug)]
+pub struct EventLog {
+    path: PathBuf,
+    file: File,
+    next_seq: u64,
+}
+
+impl EventLog {
+    /// The log's file name inside a run directory.
+    pub const FILE: &'static str = "events.jsonl";
+
+    /// Creates the log in `dir` (which must not hold one yet).
+    pub fn create(dir: &Path) -> Result<Self> {
+        let path = dir.join(Self::FILE);
+        let file = OpenOptions::new()
+            .create_new(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
+        Ok(Self { path, file, next_seq: 0 })
+    }
+
+    /// Opens an existing log to append to it (resume), continuing its sequence numbers.
+    pub fn open(dir: &Path) -> Result<(Self, LogContents)> {
+        let path = dir.join(Self::FILE);
+        let contents = read_log(&path)?;
+        let file = OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+        let next_seq = contents.records.last().map_or(0, |r| r.seq + 1);
+        let mut log = Self { path, file, next_seq };
+        if contents.torn_tail {
+            // A crash mid-write left a partial line: end it so the next event starts on a line of its own.
+            log.file.write_all(b"\n").map_err(|e| Error::io(format!("writing {}", log.path.display()), e))?;
+        }
+        Ok((log, contents))
+    }
+
+    /// Appends one event and flushes it to disk before returning.
+    pub fn append(&mut self, event: Event) -> Result<Record> {
+        let record = Record { seq: self.next_seq, at_ms: now_ms(), event };
+        let mut line = serde_json::to_vec(&record).map_err(|e| Error::Usage(format!("encoding an event: {e}")))?;
+        line.push(b'\n');
+        let io = |e| Error::io(format!("writing {}", self.path.display()), e);
+        self.file.write_all(&line).map_err(io)?;
+        self.file.sync_data().map_err(|e| Error::io(format!("syncing {}", self.path.display()), e))?;
+        self.next_seq += 1;
+        Ok(record)
+    }
+
+    /// The log file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// What a log holds.
+#[derive(Debug, Clone, Default)]
+pub struct LogContents {
+    /// The events, in order.
+    pub records: Vec<Record>,
+    /// Lines that are not events, as `line number: reason` (a torn last line after a crash is the usual one).
+    pub bad_lines: Vec<String>,
+    /// Whether the file ends without a newline (a write cut short).
+    pub torn_tail: bool,
+}
+
+/// Reads a log, keeping every readable event and listing the lines that are not.
+pub fn read_log(path: &Path) -> Result<LogContents> {
+    let file = File::open(path).map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+    let mut contents = LogContents::default();
+    let mut reader = BufReader::new(file);
+    let mut line = String::new();
+    let mut number = 0;
+    loop {
+        line.clear();
+        let read = reader.read_line(&mut line).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+        if read == 0 {
+            break;
+        }
+        number += 1;
+        contents.torn_tail = !line.ends_with('\n');
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Record>(&line) {
+            Ok(record) => contents.records.push(record),
+            Err(e) => contents.bad_lines.push(format!("{}:{number}: {e}", path.display())),
+        }
+    }
+    Ok(contents)
+}

@@ -1,0 +1,184 @@
+//! `tandem run` and `tandem resume`: set up tools, models, approval and the run's log, run the agent, print the
+//! answer last (or one JSON object with `--json`).
+
+use std::io::IsTerminal;
+use std::path::Path;
+
+use crate::agent::events::{EventLog, RunSettings};
+use crate::agent::{Agent, ApproveMode, Approver, AutoApprove, LazyModels, Plan, RunOutcome, StopReason};
+use crate::cli::{ApproveArg, DeviceArg, ModeArg, ResumeArgs, RunArgs};
+use crate::commands::run_view::{TerminalApprover, TerminalObserver};
+use crate::commands::runs::{open_runs_dir, run_summary};
+use crate::commands::toolbox;
+use crate::llm::{select_device, LoadOptions};
+use crate::progress::Reporter;
+use crate::{Error, Result};
+
+/// Runs `tandem run`.
+pub fn run(args: RunArgs, reporter: &dyn Reporter, quiet: bool) -> Result<()> {
+    let given_plan = match &args.plan {
+        Some(path) => Some(read_plan(path)?),
+        None => None,
+    };
+    let goal = match (&args.goal, &given_plan) {
+        (Some(goal), _) => goal.clone(),
+        (None, Some(plan)) => plan.goal.clone(),
+        (None, None) => return Err(Error::Usage("give a goal (tandem run \"...\") or a plan file (--plan FILE)".into())),
+    };
+    let approve = match args.approve {
+        None => ApproveMode::None,
+        Some(ApproveArg::Plan) => ApproveMode::Plan,
+        Some(ApproveArg::Steps) => ApproveMode::Steps,
+    };
+    check_can_ask(approve, args.yes)?;
+    let (context, registry) = toolbox::build_tools(&args.tools)?;
+    let settings = RunSettings {
+        planner: args.planner.clone(),
+        executor: args.executor.clone(),
+        mode: match args.mode {
+            ModeArg::PlanAhead => "plan-ahead",
+            ModeArg::Step => "step",
+        }
+        .into(),
+        workspace: context.workspace.root().to_path_buf(),
+        allow_write: args.tools.allow_write,
+        allow_shell: context.shell_allowlist.clone(),
+        shell_timeout_s: args.tools.shell_timeout,
+        tools_file: args.tools.tools.as_ref().map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone())),
+        max_replans: args.max_replans,
+        max_steps: args.max_steps,
+        max_tokens: args.max_tokens,
+        max_seconds: args.max_time,
+        plan_tokens: args.plan_tokens,
+        executor_tokens: args.executor_tokens,
+        seed: 0,
+        approve: approve.name().into(),
+    };
+    let runs = open_runs_dir(&args.runs);
+    let (id, dir) = runs.create_run()?;
+    let log = EventLog::create(&dir)?;
+    if !args.json {
+        reporter.message(&format!("run {id} (log: {})", log.path().display()));
+    }
+    crate::llm::device::set_threads(args.threads);
+    let mut models = LazyModels::new(&settings.planner, &settings.executor, device(args.device)?, LoadOptions::default(), reporter);
+    let observer = TerminalObserver::new(quiet || args.json);
+    let mut approver = approver_for(args.yes, &dir);
+    let agent = Agent::start(&goal, settings, log, &registry, &context, &mut models, approver.as_mut(), &observer)?;
+    let outcome = agent.run(given_plan)?;
+    finish(&id, &dir, &outcome, args.json)
+}
+
+/// Runs `tandem resume`.
+pub fn resume(args: ResumeArgs, reporter: &dyn Reporter, quiet: bool) -> Result<()> {
+    let runs = open_runs_dir(&args.runs);
+    let (id, dir) = runs.find(&args.id)?;
+    let _lock = lock_run(&dir)?;
+    let (log, contents) = EventLog::open(&dir)?;
+    for bad in &contents.bad_lines {
+        reporter.message(&format!("skipping an unreadable log line (a write cut short?): {bad}"));
+    }
+    let state = crate::agent::RunState::replay(&contents.records);
+    if let Some((stop, detail)) = &state.finished {
+        return Err(Error::Usage(format!(
+            "run {id} already finished ({stop}: {detail}); `tandem runs show {id}` shows it, `tandem run` starts a new one"
+        )));
+    }
+    let settings = state.settings.clone().ok_or_else(|| Error::Usage(format!("run {id} has no settings in its log")))?;
+    let approve = ApproveMode::from_name(&settings.approve).unwrap_or_default();
+    check_can_ask(approve, args.yes)?;
+    let (context, registry) = toolbox::build(
+        &settings.workspace,
+        settings.allow_write,
+        &settings.allow_shell,
+        settings.shell_timeout_s,
+        settings.tools_file.as_deref(),
+    )?;
+    if !args.json {
+        reporter.message(&format!("resuming run {id}: \"{}\"", state.goal));
+    }
+    crate::llm::device::set_threads(args.threads);
+    let mut models = LazyModels::new(&settings.planner, &settings.executor, device(args.device)?, LoadOptions::default(), reporter);
+    let observer = TerminalObserver::new(quiet || args.json);
+    let mut approver = approver_for(args.yes, &dir);
+    let agent = Agent::resume(log, &contents.records, &registry, &context, &mut models, approver.as_mut(), &observer)?;
+    let outcome = agent.run(None)?;
+    finish(&id, &dir, &outcome, args.json)
+}
+
+fn device(arg: DeviceArg) -> Result<candle_core::Device> {
+    select_device(arg)
+}
+
+fn read_plan(path: &Path) -> Result<Plan> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(format!("reading the plan {}", path.display()), e))?;
+    Plan::from_json(&text).map_err(|e| Error::InvalidInput { path: path.to_path_buf(), message: e.to_string() })
+}
+
+/// Approval needs someone to ask: a terminal on stdin, or `--yes`.
+fn check_can_ask(approve: ApproveMode, yes: bool) -> Result<()> {
+    if approve != ApproveMode::None && !yes && !std::io::stdin().is_terminal() {
+        return Err(Error::Usage(format!(
+            "--approve {} asks on a terminal, but stdin is not one: run it in a terminal, or add --yes to approve \
+             automatically (approvals are still logged)",
+            approve.name()
+        )));
+    }
+    Ok(())
+}
+
+fn approver_for(yes: bool, dir: &Path) -> Box<dyn Approver> {
+    if yes {
+        Box::new(AutoApprove)
+    } else {
+        Box::new(TerminalApprover { edit_file: dir.join("plan-edit.json") })
+    }
+}
+
+/// Holds the run's lock file so two `resume`s cannot run the same run at once.
+fn lock_run(dir: &Path) -> Result<std::fs::File> {
+    use fs2::FileExt;
+    let path = dir.join("lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+    file.try_lock_exclusive()
+        .map_err(|_| Error::Usage(format!("run {} is being run by another process", dir.display())))?;
+    Ok(file)
+}
+
+/// Prints the outcome: the answer last on stdout (or one JSON object); a run that did not finish is an error.
+fn finish(id: &str, dir: &Path, outcome: &RunOutcome, json: bool) -> Result<()> {
+    if json {
+        let summary = run_summary(id, dir)?;
+        println!("{}", serde_json::to_string_pretty(&summary).map_err(|e| Error::Usage(e.to_string()))?);
+    } else {
+        let p = &outcome.state.planner;
+        let e = &outcome.state.executor;
+        eprintln!(
+            "{} in {:.1} s: planner {} call(s), {} → {} tokens; executor {} call(s), {} → {} tokens; {} replan(s)",
+            outcome.stop,
+            outcome.wall.as_secs_f64(),
+            p.calls,
+            p.tokens_in,
+            p.tokens_out,
+            e.calls,
+            e.tokens_in,
+            e.tokens_out,
+            outcome.state.replans
+        );
+        if let Some(answer) = &outcome.answer {
+            println!("{answer}");
+        }
+    }
+    match outcome.stop {
+        StopReason::Done => Ok(()),
+        stop => Err(Error::Usage(format!(
+            "the run stopped ({stop}): {} — `tandem runs show {id}` has the record",
+            outcome.detail
+        ))),
+    }
+}

@@ -1,0 +1,239 @@
+//! How a run looks on a terminal: each event as a line (the `runs show` timeline, and the live view without a
+//! terminal), live spinners per step on a terminal, and the approval prompts.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde_json::{Map, Value};
+
+use crate::agent::events::{Event, Record};
+use crate::agent::{Approver, Observer, Plan, PlanDecision, Step};
+use crate::{Error, Result};
+
+/// Shortens text to `max` characters on one line.
+pub fn clip(text: &str, max: usize) -> String {
+    let flat = text.replace('\n', " ");
+    if flat.chars().count() <= max {
+        flat
+    } else {
+        format!("{}…", flat.chars().take(max.saturating_sub(1)).collect::<String>())
+    }
+}
+
+/// A plan as a numbered list, one step per line plus its description.
+pub fn format_plan(plan: &Plan) -> String {
+    let mut lines = Vec::new();
+    for (i, step) in plan.steps.iter().enumerate() {
+        let args = Value::Object(step.args.clone());
+        let after =
+            if step.depends_on.is_empty() { String::new() } else { format!("  (after {})", step.depends_on.join(", ")) };
+        lines.push(format!("{:>3}. [{}] {} {}{}", i + 1, step.id, step.tool, clip(&args.to_string(), 160), after));
+        if !step.description.is_empty() {
+            lines.push(format!("       {}", step.description));
+        }
+    }
+    lines.join("\n")
+}
+
+/// One event in words (several lines for a plan); `None` for events the timeline leaves out.
+pub fn describe(event: &Event) -> Option<String> {
+    Some(match event {
+        Event::RunStarted { goal, settings } => format!(
+            "run started: \"{goal}\" (planner {}, executor {}, mode {}, workspace {})",
+            settings.planner,
+            settings.executor,
+            settings.mode,
+            settings.workspace.display()
+        ),
+        Event::ModelLoaded { role, id, sha256, ms, .. } => {
+            let sha = sha256.as_deref().map(|s| format!(", sha256 {}…", &s[..s.len().min(12)])).unwrap_or_default();
+            format!("loaded {role} {id} in {:.1} s{sha}", *ms as f64 / 1000.0)
+        }
+        Event::PlanWritten { version, origin, plan, issues, usage, reason } => {
+            let cost = usage
+                .map(|u| format!(" [{} tokens in, {} out, {:.1} s]", u.tokens_in, u.tokens_out, u.ms as f64 / 1000.0))
+                .unwrap_or_default();
+            let origin = serde_json::to_value(origin).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+            let mut text = format!("plan v{version} ({origin}: {}){cost}:\n{}", clip(reason, 100), format_plan(plan));
+            for issue in issues {
+                text.push_str(&format!("\n     ! {issue}"));
+            }
+            text
+        }
+        Event::PlanApproval { version, decision, by } => format!("plan v{version} {decision} by {by}"),
+        Event::StepApproval { step, decision, .. } => format!("{step}: tool call {decision}"),
+        Event::StepStarted { .. } => return None,
+        Event::ExecutorCall { step, purpose, usage, .. } => format!(
+            "{step}: executor wrote {purpose} [{} tokens in, {} out, {:.1} s]",
+            usage.tokens_in,
+            usage.tokens_out,
+            usage.ms as f64 / 1000.0
+        ),
+        Event::ToolCall { step, tool, args, .. } => {
+            format!("{step}: call {tool} {}", clip(&Value::Object(args.clone()).to_string(), 160))
+        }
+        Event::StepFinished { step, tool, output, error, ms, via, .. } => match (output, error) {
+            (Some(output), _) => format!("✓ {step} {tool} → {} ({ms} ms, {via})", clip(&output.to_string(), 160)),
+            (None, error) => format!("✗ {step} {tool} failed: {} ({ms} ms)", clip(error.as_deref().unwrap_or("?"), 300)),
+        },
+        Event::Replan { from_version, reason } => format!("replanning after v{from_version}: {}", clip(reason, 300)),
+        Event::Answer { text } => format!("answer: {text}"),
+        Event::RunFinished { stop, detail } => format!("finished ({stop}): {detail}"),
+        Event::Resumed { completed } => {
+            format!("resumed; already done: {}", if completed.is_empty() { "none".into() } else { completed.join(", ") })
+        }
+    })
+}
+
+/// The live view: spinners per step on a terminal, else one line per event on stderr.
+pub struct TerminalObserver {
+    quiet: bool,
+    interactive: bool,
+    multi: MultiProgress,
+    bars: RefCell<HashMap<String, ProgressBar>>,
+    planning: RefCell<Option<ProgressBar>>,
+}
+
+impl TerminalObserver {
+    /// `quiet` shows nothing.
+    pub fn new(quiet: bool) -> Self {
+        let interactive = std::io::stderr().is_terminal();
+        let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
+        Self { quiet, interactive, multi, bars: RefCell::default(), planning: RefCell::default() }
+    }
+
+    fn spinner(&self, message: String) -> ProgressBar {
+        let bar = self.multi.add(ProgressBar::new_spinner());
+        if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} {elapsed}") {
+            bar.set_style(style);
+        }
+        bar.set_message(message);
+        bar.enable_steady_tick(Duration::from_millis(120));
+        bar
+    }
+
+    fn println(&self, text: &str) {
+        if self.interactive {
+            let _ = self.multi.println(text);
+        } else {
+            eprintln!("{text}");
+        }
+    }
+}
+
+impl Observer for TerminalObserver {
+    fn on_event(&self, record: &Record) {
+        if self.quiet {
+            return;
+        }
+        let event = &record.event;
+        if self.interactive {
+            match event {
+                Event::RunStarted { .. } | Event::Replan { .. } => {
+                    *self.planning.borrow_mut() = Some(self.spinner("planning".into()));
+                }
+                Event::PlanWritten { .. } => {
+                    if let Some(bar) = self.planning.borrow_mut().take() {
+                        bar.finish_and_clear();
+                    }
+                }
+                Event::StepStarted { step, tool, .. } => {
+                    let bar = self.spinner(format!("{step} {tool}"));
+                    self.bars.borrow_mut().insert(step.clone(), bar);
+                    return;
+                }
+                Event::StepFinished { step, .. } => {
+                    if let Some(bar) = self.bars.borrow_mut().remove(step) {
+                        bar.finish_and_clear();
+                    }
+                }
+                Event::ToolCall { .. } => return,
+                _ => {}
+            }
+        }
+        if matches!(event, Event::Answer { .. }) {
+            return; // printed last, on stdout
+        }
+        if let Some(text) = describe(event) {
+            self.println(&text);
+        }
+    }
+}
+
+/// Asks on the terminal: approve / edit / reject a plan, yes / no for a tool call.
+pub struct TerminalApprover {
+    /// Where the plan is written for `$EDITOR`.
+    pub edit_file: PathBuf,
+}
+
+fn ask(question: &str) -> Result<String> {
+    eprint!("{question}");
+    let _ = std::io::stderr().flush();
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line).map_err(|e| Error::io("reading the answer from the terminal", e))?;
+    Ok(line.trim().to_lowercase())
+}
+
+impl TerminalApprover {
+    fn edit(&self, plan: &Plan) -> Result<Option<Plan>> {
+        let text = serde_json::to_string_pretty(plan).map_err(|e| Error::Usage(e.to_string()))?;
+        std::fs::write(&self.edit_file, text).map_err(|e| Error::io(format!("writing {}", self.edit_file.display()), e))?;
+        let editor = std::env::var("VISUAL").or_else(|_| std::env::var("EDITOR")).unwrap_or_else(|_| "vi".into());
+        loop {
+            let status = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!("{editor} \"$1\""))
+                .arg("sh")
+                .arg(&self.edit_file)
+                .status()
+                .map_err(|e| Error::io(format!("starting the editor '{editor}' (set $EDITOR)"), e))?;
+            if !status.success() {
+                eprintln!("the editor exited with {status}; the plan is unchanged");
+                return Ok(None);
+            }
+            let edited = std::fs::read_to_string(&self.edit_file)
+                .map_err(|e| Error::io(format!("reading {}", self.edit_file.display()), e))?;
+            match Plan::from_json(&edited) {
+                Ok(plan) => return Ok(Some(plan)),
+                Err(e) => {
+                    eprintln!("the edited plan is not valid: {e}");
+                    if ask("edit again? [Y/n] ")?.starts_with('n') {
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Approver for TerminalApprover {
+    fn review_plan(&mut self, plan: &Plan) -> Result<PlanDecision> {
+        eprintln!("Plan v{} for: {}\n{}", plan.version, plan.goal, format_plan(plan));
+        loop {
+            match ask("[a]pprove, [e]dit, or [r]eject? ")?.as_str() {
+                "a" | "approve" | "y" | "yes" => return Ok(PlanDecision::Approve),
+                "r" | "reject" | "n" | "no" => return Ok(PlanDecision::Reject),
+                "e" | "edit" => {
+                    if let Some(edited) = self.edit(plan)? {
+                        return Ok(PlanDecision::Edit(edited));
+                    }
+                }
+                "" => return Ok(PlanDecision::Reject), // end of input: run nothing
+                other => eprintln!("'{other}' is not one of a / e / r"),
+            }
+        }
+    }
+
+    fn review_step(&mut self, step: &Step, args: &Map<String, Value>) -> Result<bool> {
+        let question = format!("run {} {} {}? [y/N] ", step.id, step.tool, clip(&Value::Object(args.clone()).to_string(), 200));
+        Ok(matches!(ask(&question)?.as_str(), "y" | "yes"))
+    }
+
+    fn name(&self) -> &str {
+        "user"
+    }
+}

@@ -1,0 +1,111 @@
+//! `tandem runs list` and `tandem runs show`: past runs from their logs, as a table, a timeline, or JSON.
+
+use std::path::Path;
+
+use serde_json::{json, Value};
+
+use crate::agent::events::{Event, Record};
+use crate::agent::runs::load_run;
+use crate::agent::{default_runs_dir, RunState, RunsDir};
+use crate::cli::{RunsCommand, RunsDirArg};
+use crate::commands::run_view::{clip, describe};
+use crate::{Error, Result};
+
+/// The runs directory the flag (or `TANDEM_RUNS_DIR`) names, else the default.
+pub fn open_runs_dir(arg: &RunsDirArg) -> RunsDir {
+    RunsDir::new(arg.runs_dir.clone().unwrap_or_else(default_runs_dir))
+}
+
+/// Runs `tandem runs …`.
+pub fn run(command: RunsCommand) -> Result<()> {
+    match command {
+        RunsCommand::List { runs } => list(&open_runs_dir(&runs)),
+        RunsCommand::Show { id, runs, json } => {
+            let runs = open_runs_dir(&runs);
+            let (id, dir) = runs.find(&id)?;
+            if json {
+                let summary = run_summary(&id, &dir)?;
+                println!("{}", serde_json::to_string_pretty(&summary).map_err(|e| Error::Usage(e.to_string()))?);
+                Ok(())
+            } else {
+                show(&id, &dir)
+            }
+        }
+    }
+}
+
+fn list(runs: &RunsDir) -> Result<()> {
+    let ids = runs.ids()?;
+    if ids.is_empty() {
+        println!("no runs yet under {} (start one with `tandem run \"goal\"`)", runs.root().display());
+        return Ok(());
+    }
+    println!("{:<21} {:<11} {:>5} {:>8}  goal", "id", "status", "steps", "seconds");
+    for id in ids {
+        let contents = load_run(&runs.root().join(&id))?;
+        let state = RunState::replay(&contents.records);
+        let seconds = state.last_ms.saturating_sub(state.started_ms) as f64 / 1000.0;
+        println!("{:<21} {:<11} {:>5} {:>8.1}  {}", id, state.status(), state.steps_run, seconds, clip(&state.goal, 60));
+    }
+    Ok(())
+}
+
+fn show(id: &str, dir: &Path) -> Result<()> {
+    let contents = load_run(dir)?;
+    println!("run {id}  ({})", dir.display());
+    let start = contents.records.first().map_or(0, |r| r.at_ms);
+    for record in &contents.records {
+        if let Some(text) = describe(&record.event) {
+            let offset = record.at_ms.saturating_sub(start) as f64 / 1000.0;
+            let mut lines = text.lines();
+            println!("{offset:>8.1}s  {}", lines.next().unwrap_or_default());
+            for line in lines {
+                println!("           {line}");
+            }
+        }
+    }
+    for bad in &contents.bad_lines {
+        println!("   (unreadable line) {bad}");
+    }
+    let state = RunState::replay(&contents.records);
+    if state.finished.is_none() {
+        println!("   the log ends here: the run was interrupted; `tandem resume {id}` continues it");
+    }
+    Ok(())
+}
+
+/// A run as one JSON object: outcome, answer, current plan, steps, usage, timings.
+pub fn run_summary(id: &str, dir: &Path) -> Result<Value> {
+    let contents = load_run(dir)?;
+    let state = RunState::replay(&contents.records);
+    let steps: Vec<Value> = contents.records.iter().filter_map(step_json).collect();
+    let (stop, detail) = match &state.finished {
+        Some((stop, detail)) => (json!(stop), json!(detail)),
+        None => (json!("interrupted"), Value::Null),
+    };
+    Ok(json!({
+        "run_id": id,
+        "run_dir": dir,
+        "goal": state.goal,
+        "stop": stop,
+        "detail": detail,
+        "answer": state.answer,
+        "plan": state.plan,
+        "steps": steps,
+        "replans": state.replans,
+        "planner": state.planner,
+        "executor": state.executor,
+        "wall_ms": state.last_ms.saturating_sub(state.started_ms),
+        "settings": state.settings,
+    }))
+}
+
+fn step_json(record: &Record) -> Option<Value> {
+    match &record.event {
+        Event::StepFinished { version, step, tool, args, output, error, ms, via } => Some(json!({
+            "plan_version": version, "id": step, "tool": tool, "args": args, "output": output, "error": error,
+            "ms": ms, "via": via
+        })),
+        _ => None,
+    }
+}
