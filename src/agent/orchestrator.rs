@@ -378,11 +378,11 @@ impl<'a> Agent<'a> {
 
     /// Has the planner write a plan (with the revision history); a planner failure stops the run.
     fn write_plan(&mut self, origin: PlanOrigin, reason: &str) -> Result<Option<Stop>> {
-        let started = Instant::now();
         let goal = self.state.goal.clone();
         let history = self.state.revisions.clone();
         let tokens = self.settings.plan_tokens;
         let model = self.models.planner()?;
+        let started = Instant::now();
         let written = revise_plan(model, &goal, self.registry, &history, tokens);
         self.log_model_loads()?;
         match written {
@@ -570,7 +570,7 @@ impl<'a> Agent<'a> {
     }
 
     fn run_text_step(&mut self, version: u32, step: &Step, args: &Map<String, Value>) -> Result<(Map<String, Value>, Value)> {
-        let prompt = args.get("prompt").map(value_text).unwrap_or_default();
+        let prompt = with_unreferenced_inputs(step, &args.get("prompt").map(value_text).unwrap_or_default(), &self.state);
         let tokens = self.settings.executor_tokens;
         let model = self.models.executor()?;
         let written = write_text(model, &prompt, tokens);
@@ -676,8 +676,20 @@ impl<'a> Agent<'a> {
     fn step_mode(&mut self, given_plan: Option<Plan>) -> Result<Stop> {
         if self.state.plan.is_none() {
             let start = given_plan.unwrap_or_else(|| Plan { goal: self.state.goal.clone(), version: 1, steps: Vec::new() });
-            let origin = if start.steps.is_empty() { PlanOrigin::NextStep } else { PlanOrigin::Given };
-            self.record_plan(start, origin, "step mode", None)?;
+            if start.steps.is_empty() {
+                // Nothing to validate yet: the planner adds steps one at a time.
+                let plan = Plan { version: 1, ..start };
+                self.emit(Event::PlanWritten {
+                    version: 1,
+                    origin: PlanOrigin::NextStep,
+                    reason: "step mode".into(),
+                    plan,
+                    issues: Vec::new(),
+                    usage: None,
+                })?;
+            } else {
+                self.record_plan(start, PlanOrigin::Given, "step mode", None)?;
+            }
         }
         let mut rejected_proposals = 0u32;
         loop {
@@ -713,10 +725,10 @@ impl<'a> Agent<'a> {
                 return Ok(stop);
             }
             let record = self.step_record(&plan);
-            let started = Instant::now();
             let goal = self.state.goal.clone();
             let tokens = self.settings.plan_tokens;
             let model = self.models.planner()?;
+            let started = Instant::now();
             let proposed = next_move(model, &goal, self.registry, &record, tokens);
             self.log_model_loads()?;
             let (next, _text, timings) = match proposed {
@@ -733,13 +745,16 @@ impl<'a> Agent<'a> {
                 NextMove::Answer(answer) => Some(answer),
                 NextMove::Step(mut step) => {
                     step.id = format!("s{}", plan.steps.len() + 1);
+                    // A call that already ran can teach nothing new: small planners repeat the last call when
+                    // they should answer, so its result is taken as the answer.
+                    let repeated = self.repeated_call(&step);
                     grown.steps.push(step);
-                    None
+                    repeated
                 }
             };
             let issues: Vec<String> = grown.validate(self.registry).iter().map(ToString::to_string).collect();
             let reason = if answer.is_some() { "answer" } else { "next step" };
-            let logged = if issues.is_empty() { grown } else { plan.clone() };
+            let logged = if issues.is_empty() && answer.is_none() { grown } else { plan.clone() };
             self.emit(Event::PlanWritten {
                 version: plan.version,
                 origin: PlanOrigin::NextStep,
@@ -749,7 +764,9 @@ impl<'a> Agent<'a> {
                 usage: Some(usage),
             })?;
             if let Some(answer) = answer {
-                let text = if answer.trim().is_empty() { final_answer(&plan, &self.state) } else { answer };
+                // An answer with no letter or digit in it says nothing: the results speak instead.
+                let says_something = answer.chars().any(char::is_alphanumeric);
+                let text = if says_something || plan.steps.is_empty() { answer } else { final_answer(&plan, &self.state) };
                 self.emit(Event::Answer { text })?;
                 return Ok(Stop::new(StopReason::Done, format!("{} step(s) run in step mode", plan.steps.len())));
             }
@@ -762,6 +779,12 @@ impl<'a> Agent<'a> {
         }
     }
 
+    /// The output of an earlier identical call, as text, if the step repeats one.
+    fn repeated_call(&self, step: &Step) -> Option<String> {
+        let resolved = resolve_args(step, &self.state.outputs).ok()?;
+        self.state.call_cache.get(&call_key(&step.tool, &resolved)).map(output_text)
+    }
+
     /// Step mode's view of the run so far, for the planner.
     fn step_record(&self, plan: &Plan) -> String {
         let mut lines: Vec<String> = plan
@@ -769,7 +792,7 @@ impl<'a> Agent<'a> {
             .iter()
             .filter_map(|s| {
                 let output = self.state.outputs.get(&s.id)?;
-                Some(format!("{} {} {} -> {}", s.id, s.tool, Value::Object(s.args.clone()), output))
+                Some(format!("{} {} {} -> {}", s.id, s.tool, Value::Object(s.args.clone()), output_text(output)))
             })
             .collect();
         lines.extend(self.state.failures.iter().map(|f| format!("(failed, not in the plan) {f}")));
@@ -793,11 +816,29 @@ pub fn final_answer(plan: &Plan, state: &RunState) -> String {
     }
 }
 
-/// An output as an answer: a single field's value, else its `text` or `result` field, else compact JSON.
+/// The prompt of an `llm` step, followed by the outputs of steps it depends on but does not reference: small
+/// planners often write "summarise the file" after a `read_file` step without `$s1.content$`, and the
+/// dependency says what they meant.
+fn with_unreferenced_inputs(step: &Step, prompt: &str, state: &RunState) -> String {
+    let referenced: HashSet<String> = step.references().into_iter().map(|r| r.step).collect();
+    let inputs: Vec<String> = step
+        .dependencies()
+        .into_iter()
+        .filter(|dep| !referenced.contains(dep))
+        .filter_map(|dep| state.outputs.get(&dep).map(|output| output_text(output)))
+        .collect();
+    if inputs.is_empty() {
+        prompt.to_string()
+    } else {
+        format!("{prompt}\n\nInput:\n{}", inputs.join("\n\n"))
+    }
+}
+
+/// An output as text: a single field's value, else its `text`, `result` or `content` field, else compact JSON.
 fn output_text(output: &Value) -> String {
     match output {
         Value::Object(map) if map.len() == 1 => value_text(map.values().next().expect("one value")),
-        Value::Object(map) => match map.get("text").or_else(|| map.get("result")) {
+        Value::Object(map) => match map.get("text").or_else(|| map.get("result")).or_else(|| map.get("content")) {
             Some(value) => value_text(value),
             None => value_text(output),
         },

@@ -34,8 +34,21 @@ pub struct PlanOutcome {
     pub wall: std::time::Duration,
 }
 
+/// The step-mode planner's system prompt template.
+const STEP_SYSTEM: &str = include_str!("../../prompts/step_system.j2");
+
 /// The planner's system message for these tools.
 pub fn system_prompt(registry: &ToolRegistry) -> Result<String> {
+    render_prompt("planner_system", PLANNER_SYSTEM, registry)
+}
+
+/// Step mode's system message for these tools.
+pub fn step_system_prompt(registry: &ToolRegistry) -> Result<String> {
+    render_prompt("step_system", STEP_SYSTEM, registry)
+}
+
+/// Renders a prompt template with the registry's tools (name, description, argument schema, output fields).
+fn render_prompt(name: &str, source: &str, registry: &ToolRegistry) -> Result<String> {
     let tools: Vec<serde_json::Value> = registry
         .specs()
         .map(|spec| {
@@ -45,11 +58,10 @@ pub fn system_prompt(registry: &ToolRegistry) -> Result<String> {
         })
         .collect();
     let mut env = Environment::new();
-    env.add_template("planner_system", PLANNER_SYSTEM).map_err(|e| Error::Usage(format!("planner template: {e}")))?;
-    let template = env.get_template("planner_system").map_err(|e| Error::Usage(format!("planner template: {e}")))?;
-    template
-        .render(minijinja::context! { tools => tools })
-        .map_err(|e| Error::Usage(format!("planner template: {e}")))
+    let fail = |e: minijinja::Error| Error::Usage(format!("prompt template {name}: {e}"));
+    env.add_template(name, source).map_err(fail)?;
+    let template = env.get_template(name).map_err(fail)?;
+    template.render(minijinja::context! { tools => tools, tool_names => registry.names() }).map_err(fail)
 }
 
 /// Writes a plan for `goal` with `model` (greedy, under the plan grammar) and validates it.
@@ -108,15 +120,11 @@ pub fn next_move(
     record: &str,
     max_tokens: usize,
 ) -> Result<(NextMove, String, Timings)> {
-    let system = format!(
-        "{}\n\nWork one step at a time: answer with {{\"next\": <one step>}} to run a step, or {{\"answer\": \"...\"}} \
-         once the results so far answer the goal.",
-        system_prompt(registry)?
-    );
+    let system = step_system_prompt(registry)?;
     let user = if record.is_empty() {
-        format!("Goal: {goal}\nNo steps have run yet.")
+        format!("Goal: {goal}\nNo results yet.")
     } else {
-        format!("Goal: {goal}\nSteps so far:\n{record}")
+        format!("Goal: {goal}\nResults so far:\n{record}\nIf these answer the goal, reply with {{\"answer\": ...}}.")
     };
     let messages = [ChatMessage::system(system), ChatMessage::user(user)];
     let spec = ConstraintSpec::JsonSchema(next_step_json_schema(registry, &PlanSchemaOptions::default()));

@@ -43,7 +43,7 @@ impl Tool for WriteFile {
     fn output_schema(&self) -> Option<Value> {
         Some(json!({
             "type": "object",
-            "properties": {"path": {"type": "string"}, "bytes_written": {"type": "integer"}}
+            "properties": {"path": {"type": "string"}, "bytes_written": {"type": "integer"}, "text": {"type": "string"}}
         }))
     }
 
@@ -74,6 +74,7 @@ impl Tool for WriteFile {
         }
         let mut file = options.open(&target).map_err(io)?;
         file.write_all(content.as_bytes()).map_err(io)?;
-        Ok(json!({"path": path, "bytes_written": content.len()}))
+        let text = format!("wrote {} bytes to {path}", content.len());
+        Ok(json!({"path": path, "bytes_written": content.len(), "text": text}))
     }
 }
