@@ -256,17 +256,8 @@ pub struct RunArgs {
     /// Token budget of one executor call.
     #[arg(long, default_value_t = 256)]
     pub executor_tokens: usize,
-    /// Compute threads (default: all cores).
-    #[arg(long, short)]
-    pub threads: Option<usize>,
-    /// Device to run on.
-    #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
-    pub device: DeviceArg,
     #[command(flatten)]
-    pub runs: RunsDirArg,
-    /// Print one JSON object with the outcome instead of the live view.
-    #[arg(long)]
-    pub json: bool,
+    pub runner: RunnerArgs,
 }
 
 /// `tandem resume`.
@@ -277,6 +268,13 @@ pub struct ResumeArgs {
     /// Approve automatically, as `tandem run --yes`.
     #[arg(long, short = 'y')]
     pub yes: bool,
+    #[command(flatten)]
+    pub runner: RunnerArgs,
+}
+
+/// Where a run computes, where it is logged, and how it reports (shared by `run` and `resume`).
+#[derive(Debug, Clone, Args)]
+pub struct RunnerArgs {
     /// Compute threads (default: all cores).
     #[arg(long, short)]
     pub threads: Option<usize>,
@@ -285,7 +283,7 @@ pub struct ResumeArgs {
     pub device: DeviceArg,
     #[command(flatten)]
     pub runs: RunsDirArg,
-    /// Print one JSON object with the outcome.
+    /// Print one JSON object with the outcome (answer, plan, steps, usage) instead of the live view.
     #[arg(long)]
     pub json: bool,
 }

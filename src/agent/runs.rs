@@ -100,23 +100,9 @@ impl RunsDir {
 
 /// `YYYYMMDD-HHMMSS` (UTC) for a Unix time in seconds.
 pub fn utc_stamp(unix_seconds: u64) -> String {
-    let (year, month, day) = civil_from_days((unix_seconds / 86_400) as i64);
+    let (year, month, day) = crate::llm::chat::civil_from_days((unix_seconds / 86_400) as i64);
     let secs = unix_seconds % 86_400;
     format!("{year:04}{month:02}{day:02}-{:02}{:02}{:02}", secs / 3600, secs / 60 % 60, secs % 60)
-}
-
-/// Gregorian date of a day count since 1970-01-01 (Howard Hinnant's algorithm).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }
 
 /// A run as its log tells it: what resume needs and what `runs list` shows.

@@ -54,24 +54,24 @@ pub fn run(args: RunArgs, reporter: &dyn Reporter, quiet: bool) -> Result<()> {
         seed: 0,
         approve: approve.name().into(),
     };
-    let runs = open_runs_dir(&args.runs);
+    let runs = open_runs_dir(&args.runner.runs);
     let (id, dir) = runs.create_run()?;
     let log = EventLog::create(&dir)?;
-    if !args.json {
+    if !args.runner.json {
         reporter.message(&format!("run {id} (log: {})", log.path().display()));
     }
-    crate::llm::device::set_threads(args.threads);
-    let mut models = LazyModels::new(&settings.planner, &settings.executor, device(args.device)?, LoadOptions::default(), reporter);
-    let observer = TerminalObserver::new(quiet || args.json);
+    crate::llm::device::set_threads(args.runner.threads);
+    let mut models = LazyModels::new(&settings.planner, &settings.executor, device(args.runner.device)?, LoadOptions::default(), reporter);
+    let observer = TerminalObserver::new(quiet || args.runner.json);
     let mut approver = approver_for(args.yes, &dir);
     let agent = Agent::start(&goal, settings, log, &registry, &context, &mut models, approver.as_mut(), &observer)?;
     let outcome = agent.run(given_plan)?;
-    finish(&id, &dir, &outcome, args.json)
+    finish(&id, &dir, &outcome, args.runner.json)
 }
 
 /// Runs `tandem resume`.
 pub fn resume(args: ResumeArgs, reporter: &dyn Reporter, quiet: bool) -> Result<()> {
-    let runs = open_runs_dir(&args.runs);
+    let runs = open_runs_dir(&args.runner.runs);
     let (id, dir) = runs.find(&args.id)?;
     let _lock = lock_run(&dir)?;
     let (log, contents) = EventLog::open(&dir)?;
@@ -94,16 +94,16 @@ pub fn resume(args: ResumeArgs, reporter: &dyn Reporter, quiet: bool) -> Result<
         settings.shell_timeout_s,
         settings.tools_file.as_deref(),
     )?;
-    if !args.json {
+    if !args.runner.json {
         reporter.message(&format!("resuming run {id}: \"{}\"", state.goal));
     }
-    crate::llm::device::set_threads(args.threads);
-    let mut models = LazyModels::new(&settings.planner, &settings.executor, device(args.device)?, LoadOptions::default(), reporter);
-    let observer = TerminalObserver::new(quiet || args.json);
+    crate::llm::device::set_threads(args.runner.threads);
+    let mut models = LazyModels::new(&settings.planner, &settings.executor, device(args.runner.device)?, LoadOptions::default(), reporter);
+    let observer = TerminalObserver::new(quiet || args.runner.json);
     let mut approver = approver_for(args.yes, &dir);
     let agent = Agent::resume(log, &contents.records, &registry, &context, &mut models, approver.as_mut(), &observer)?;
     let outcome = agent.run(None)?;
-    finish(&id, &dir, &outcome, args.json)
+    finish(&id, &dir, &outcome, args.runner.json)
 }
 
 fn device(arg: DeviceArg) -> Result<candle_core::Device> {
