@@ -340,6 +340,105 @@ pub enum BenchCommand {
     Speed(SpeedArgs),
     /// Grammar cost and savings: compile time, mask time, constrained vs unconstrained plan generation.
     Grammar(GrammarBenchArgs),
+    /// End-to-end tasks (benches/tasks.toml): success rate, steps, replans, tokens, wall time.
+    ///
+    /// Example: tandem bench tasks --limit 10
+    Tasks(SuiteArgs),
+    /// NESTFUL: planning quality (F1 of functions and parameters, partial and full sequence accuracy).
+    ///
+    /// Example: tandem bench nestful --tools gold+5 --limit 40
+    Nestful(SuiteArgs),
+    /// BFCL simple_python and multiple: single tool calls by the executor, checked with BFCL's AST rules.
+    ///
+    /// Example: tandem bench bfcl --limit 100
+    Bfcl(SuiteArgs),
+    /// The planner × executor matrix on one suite, with the one-model and executor-only (step mode) baselines.
+    ///
+    /// Example: tandem bench pairs --planners qwen2.5-coder-1.5b-instruct-q4_k_m --executors
+    /// qwen2.5-coder-0.5b-instruct-q4_k_m --suite tasks --limit 10
+    Pairs(PairsArgs),
+    /// Recompute the scores of a finished or interrupted benchmark run from its records.
+    Rescore {
+        /// The benchmark run directory (as printed at its start).
+        dir: PathBuf,
+    },
+}
+
+/// Options of one benchmark suite.
+#[derive(Debug, Clone, Args)]
+pub struct SuiteArgs {
+    /// The planner: a model id or a .gguf path.
+    #[arg(long, default_value = "qwen2.5-coder-1.5b-instruct-q4_k_m")]
+    pub planner: String,
+    /// The executor: a model id or a .gguf path.
+    #[arg(long, default_value = "qwen2.5-coder-0.5b-instruct-q4_k_m")]
+    pub executor: String,
+    /// Planner mode for `tasks` (plan-ahead, or step for the executor-alone baseline).
+    #[arg(long, value_enum, default_value_t = ModeArg::PlanAhead)]
+    pub mode: ModeArg,
+    /// Data: a directory for nestful (default ../shared/data/nestful) and bfcl (../shared/data/bfcl), a tasks
+    /// TOML file for tasks (default: the built-in suite).
+    #[arg(long, value_name = "PATH")]
+    pub data: Option<PathBuf>,
+    /// Tool catalogue per NESTFUL sample: `all` (the whole spec file, hardest) or `gold+K` (gold tools and K
+    /// distractors drawn with --seed).
+    #[arg(long, default_value = "gold+5")]
+    pub tools: String,
+    /// NESTFUL without the plan grammar (free JSON), to measure what the grammar buys.
+    #[arg(long)]
+    pub no_grammar: bool,
+    /// BFCL categories (comma-separated): simple_python, multiple.
+    #[arg(long, value_delimiter = ',', default_value = "simple_python,multiple")]
+    pub categories: Vec<String>,
+    /// Only the first N samples (per category for bfcl).
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// Seed for distractor tools.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Where benchmark runs are written (one directory per run).
+    #[arg(long, default_value = "bench-results")]
+    pub out: PathBuf,
+    /// Continue an interrupted run in this directory (samples already recorded are skipped).
+    #[arg(long, value_name = "DIR")]
+    pub resume: Option<PathBuf>,
+    /// Compute threads (default: all cores).
+    #[arg(long, short)]
+    pub threads: Option<usize>,
+    /// Device to run on.
+    #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
+    pub device: DeviceArg,
+}
+
+/// The suite `bench pairs` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SuiteName {
+    /// End-to-end tasks.
+    Tasks,
+    /// NESTFUL planning.
+    Nestful,
+    /// BFCL single calls.
+    Bfcl,
+}
+
+/// `tandem bench pairs`.
+#[derive(Debug, Clone, Args)]
+pub struct PairsArgs {
+    /// Planner models (comma-separated ids or paths).
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub planners: Vec<String>,
+    /// Executor models (comma-separated ids or paths).
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub executors: Vec<String>,
+    /// The suite to run for every pair.
+    #[arg(long, value_enum)]
+    pub suite: SuiteName,
+    /// Skip the baselines (each model alone; each executor alone in step mode).
+    #[arg(long)]
+    pub no_baselines: bool,
+    /// Suite options (the --planner/--executor given here are ignored).
+    #[command(flatten)]
+    pub suite_args: SuiteArgs,
 }
 
 /// `tandem bench grammar`.

@@ -375,3 +375,20 @@ pub fn read_log(path: &Path) -> Result<LogContents> {
     }
     Ok(contents)
 }
+
+/// Reads a JSON-lines file into values, listing unreadable lines as `file:line: reason` instead of failing.
+pub fn read_jsonl(path: &Path) -> Result<(Vec<Value>, Vec<String>)> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+    let mut values = Vec::new();
+    let mut bad = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str(line) {
+            Ok(value) => values.push(value),
+            Err(e) => bad.push(format!("{}:{}: {e}", path.display(), i + 1)),
+        }
+    }
+    Ok((values, bad))
+}

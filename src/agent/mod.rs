@@ -3,7 +3,7 @@
 
 pub mod events;
 pub mod executor;
-mod model_call;
+pub mod model_call;
 pub mod models;
 pub mod orchestrator;
 pub mod plan;

@@ -1,7 +1,15 @@
-//! Benchmarks run by `tandem bench`: inference speed now; planning and tool-calling suites build on it.
+//! Benchmarks run by `tandem bench`: inference speed and grammar cost, and the quality suites (NESTFUL planning,
+//! BFCL single calls, end-to-end tasks) with their records, scorers and reports.
 
+pub mod bfcl;
+pub mod bfcl_run;
+pub mod chart;
 pub mod grammar;
+pub mod nestful;
+pub mod nestful_run;
+pub mod records;
 pub mod speed;
+pub mod tasks;
 
 /// Peak resident set size of this process in bytes (Linux `VmHWM`), if the platform reports it.
 pub fn peak_rss_bytes() -> Option<u64> {

@@ -1,7 +1,8 @@
 //! `tandem bench …`: runs a benchmark and prints its report.
 
 use crate::bench::speed::{measure, SpeedSettings};
-use crate::cli::{BenchCommand, GrammarBenchArgs, SpeedArgs};
+use crate::cli::{BenchCommand, GrammarBenchArgs, SpeedArgs, SuiteArgs};
+use crate::commands::bench_suites::{self, Suite};
 use crate::commands::generate::prepare_model;
 use crate::progress::Reporter;
 use crate::{Error, Result};
@@ -11,7 +12,17 @@ pub fn run(cmd: BenchCommand, reporter: &dyn Reporter) -> Result<()> {
     match cmd {
         BenchCommand::Speed(args) => speed(args, reporter),
         BenchCommand::Grammar(args) => grammar(args, reporter),
+        BenchCommand::Tasks(args) => suite(Suite::Tasks, &args, reporter),
+        BenchCommand::Nestful(args) => suite(Suite::Nestful, &args, reporter),
+        BenchCommand::Bfcl(args) => suite(Suite::Bfcl, &args, reporter),
+        BenchCommand::Pairs(args) => bench_suites::pairs(&args, reporter),
+        BenchCommand::Rescore { dir } => bench_suites::rescore(&dir),
     }
+}
+
+fn suite(suite: Suite, args: &SuiteArgs, reporter: &dyn Reporter) -> Result<()> {
+    let pair = bench_suites::pair_of(args);
+    bench_suites::run_suite(suite, args, &pair, reporter).map(|_| ())
 }
 
 fn grammar(args: GrammarBenchArgs, reporter: &dyn Reporter) -> Result<()> {

@@ -1,6 +1,7 @@
 //! What each subcommand does: the glue between parsed arguments (`cli`) and the library.
 
 pub mod bench;
+pub mod bench_suites;
 pub mod generate;
 pub mod models;
 pub mod plan;

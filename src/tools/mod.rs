@@ -6,6 +6,7 @@
 
 pub mod calculator;
 pub mod command;
+pub mod declared;
 pub mod error;
 pub mod list_dir;
 pub mod llm;
@@ -23,6 +24,7 @@ use serde_json::Value;
 
 pub use calculator::Calculator;
 pub use command::{load_tool_file, parse_tool_file, CommandTool};
+pub use declared::DeclaredTool;
 pub use error::{ToolError, ToolResult};
 pub use list_dir::ListDir;
 pub use llm::Llm;

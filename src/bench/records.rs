@@ -1,0 +1,129 @@
+//! A benchmark run's directory: per-sample JSONL records (appended and synced one by one, so an interrupted run
+//! resumes where it stopped), and the summaries written at the end (`summary.json`, `summary.md`, `chart.svg`).
+
+use std::collections::HashSet;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use crate::agent::events::{now_ms, read_jsonl};
+use crate::agent::runs::utc_stamp;
+use crate::progress::{ProgressUnit, Reporter};
+use crate::{Error, Result};
+
+/// One benchmark run on disk.
+#[derive(Debug)]
+pub struct BenchRecorder {
+    dir: PathBuf,
+    file: File,
+    done: HashSet<String>,
+}
+
+impl BenchRecorder {
+    /// The records file inside a run directory.
+    pub const SAMPLES: &'static str = "samples.jsonl";
+
+    /// A fresh run directory `<root>/<name>-<UTC stamp>`.
+    pub fn create(root: &Path, name: &str) -> Result<Self> {
+        let dir = root.join(format!("{name}-{}", utc_stamp(now_ms() / 1000)));
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+        Self::open(&dir)
+    }
+
+    /// Opens a run directory, new or interrupted; samples already recorded count as done.
+    pub fn open(dir: &Path) -> Result<Self> {
+        let path = dir.join(Self::SAMPLES);
+        let done = if path.exists() {
+            read_jsonl(&path)?.0.iter().filter_map(|r| r.get("sample").map(sample_key)).collect()
+        } else {
+            HashSet::new()
+        };
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+        Ok(Self { dir: dir.to_path_buf(), file, done })
+    }
+
+    /// The run directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Whether a sample (by its `sample` value) is already recorded.
+    pub fn is_done(&self, sample: &Value) -> bool {
+        self.done.contains(&sample_key(sample))
+    }
+
+    /// How many samples are recorded.
+    pub fn done_count(&self) -> usize {
+        self.done.len()
+    }
+
+    /// Appends one record (it must have a `sample` field) and syncs it.
+    pub fn append(&mut self, record: &Value) -> Result<()> {
+        let path = self.dir.join(Self::SAMPLES);
+        let mut line = serde_json::to_vec(record).map_err(|e| Error::Usage(format!("encoding a record: {e}")))?;
+        line.push(b'\n');
+        self.file.write_all(&line).map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+        self.file.sync_data().map_err(|e| Error::io(format!("syncing {}", path.display()), e))?;
+        if let Some(sample) = record.get("sample") {
+            self.done.insert(sample_key(sample));
+        }
+        Ok(())
+    }
+
+    /// Every record so far, in order (unreadable lines are reported with their line numbers).
+    pub fn records(&self) -> Result<(Vec<Value>, Vec<String>)> {
+        read_jsonl(&self.dir.join(Self::SAMPLES))
+    }
+
+    /// Writes a file into the run directory.
+    pub fn write(&self, name: &str, contents: &str) -> Result<PathBuf> {
+        let path = self.dir.join(name);
+        std::fs::write(&path, contents).map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+        Ok(path)
+    }
+}
+
+fn sample_key(sample: &Value) -> String {
+    match sample {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Runs `samples` one by one (skipping recorded ones), recording each; a sample that errors is recorded as a
+/// failure with its error, never dropped. Returns every record of the run.
+pub fn run_samples<T>(
+    samples: &[(Value, T)],
+    recorder: &mut BenchRecorder,
+    reporter: &dyn Reporter,
+    label: &str,
+    mut run: impl FnMut(&T) -> Result<Value>,
+) -> Result<Vec<Value>> {
+    let todo: Vec<&(Value, T)> = samples.iter().filter(|(id, _)| !recorder.is_done(id)).collect();
+    if todo.len() < samples.len() {
+        reporter.message(&format!("resuming: {} of {} samples already recorded", samples.len() - todo.len(), samples.len()));
+    }
+    let progress = reporter.start(label, Some(samples.len() as u64), ProgressUnit::Items);
+    progress.set_position((samples.len() - todo.len()) as u64);
+    for (id, sample) in todo {
+        let started = std::time::Instant::now();
+        let record = match run(sample) {
+            Ok(record) => record,
+            Err(e) => json!({"sample": id, "error": e.to_string(), "ms": started.elapsed().as_millis() as u64}),
+        };
+        recorder.append(&record)?;
+        progress.inc(1);
+    }
+    progress.finish();
+    let (records, bad) = recorder.records()?;
+    for line in bad {
+        reporter.message(&format!("unreadable record skipped: {line}"));
+    }
+    Ok(records)
+}

@@ -1,0 +1,193 @@
+//! The `tasks` suite: end-to-end goals (`benches/tasks.toml`) run by the real agent, each in a fixture
+//! workspace, each checked against its expected answer or file. Every run's audit log is kept beside the records.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Instant;
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::agent::events::{EventLog, RunSettings, StopReason};
+use crate::agent::{Agent, AutoApprove, ModelSource, NoObserver, RunOutcome};
+use crate::tools::{ToolContext, ToolRegistry, Workspace};
+use crate::{Error, Result};
+
+/// The built-in suite.
+pub const BUILTIN_TASKS: &str = include_str!("../../benches/tasks.toml");
+
+/// One goal with a check.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Task {
+    /// Unique id.
+    pub id: String,
+    /// arithmetic, units, files, text, replan.
+    pub category: String,
+    /// The goal given to `tandem run`.
+    pub goal: String,
+    /// Fixture files: path in the workspace → content.
+    #[serde(default)]
+    pub files: BTreeMap<String, String>,
+    /// Offer `write_file`.
+    #[serde(default)]
+    pub allow_write: bool,
+    /// User tools (a `--tools` file's text; `{ws}` is the workspace path).
+    #[serde(default)]
+    pub tools: Option<String>,
+    /// The answer must contain one of these (normalised).
+    #[serde(default)]
+    pub answer_any: Vec<String>,
+    /// A file the run must leave in the workspace.
+    #[serde(default)]
+    pub file: Option<String>,
+    /// That file must contain one of these (normalised).
+    #[serde(default)]
+    pub file_any: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TaskFile {
+    task: Vec<Task>,
+}
+
+/// Parses a tasks file; `origin` names it in errors (which carry the line).
+pub fn parse_tasks(text: &str, origin: &Path) -> Result<Vec<Task>> {
+    let file: TaskFile =
+        toml::from_str(text).map_err(|e| Error::InvalidInput { path: origin.to_path_buf(), message: e.to_string() })?;
+    let mut seen = std::collections::HashSet::new();
+    for task in &file.task {
+        if !seen.insert(task.id.clone()) {
+            return Err(Error::InvalidInput { path: origin.to_path_buf(), message: format!("task id '{}' appears twice", task.id) });
+        }
+        if task.answer_any.is_empty() && task.file.is_none() {
+            return Err(Error::InvalidInput {
+                path: origin.to_path_buf(),
+                message: format!("task '{}' has no check (answer_any or file)", task.id),
+            });
+        }
+    }
+    Ok(file.task)
+}
+
+/// The built-in tasks.
+pub fn builtin_tasks() -> Vec<Task> {
+    parse_tasks(BUILTIN_TASKS, Path::new("benches/tasks.toml")).expect("the built-in tasks parse (tested)")
+}
+
+/// Lower case, thousands separators and surrounding space removed: how answers and expectations are compared.
+pub fn normalise(text: &str) -> String {
+    text.to_lowercase().replace(',', "").trim().to_string()
+}
+
+/// Whether the run passed the task's checks, with the reason when it did not.
+pub fn check(task: &Task, answer: Option<&str>, workspace: &Path) -> (bool, String) {
+    if !task.answer_any.is_empty() {
+        let got = normalise(answer.unwrap_or_default());
+        if !task.answer_any.iter().any(|want| got.contains(&normalise(want))) {
+            return (false, format!("answer {:?} contains none of {:?}", answer.unwrap_or_default(), task.answer_any));
+        }
+    }
+    if let Some(file) = &task.file {
+        let content = std::fs::read_to_string(workspace.join(file)).unwrap_or_default();
+        let got = normalise(&content);
+        if !task.file_any.iter().any(|want| got.contains(&normalise(want))) {
+            return (false, format!("{file} holds {content:?}, which contains none of {:?}", task.file_any));
+        }
+    }
+    (true, String::new())
+}
+
+/// Where one task runs: its workspace and its run log under the benchmark directory.
+pub struct TaskSetup<'a> {
+    /// The benchmark run's directory.
+    pub bench_dir: &'a Path,
+    /// Planner id (recorded; the models come from `models`).
+    pub planner: &'a str,
+    /// Executor id.
+    pub executor: &'a str,
+    /// `plan-ahead` or `step`.
+    pub mode: &'a str,
+}
+
+/// Runs one task with the agent and returns its record.
+pub fn run_task(task: &Task, setup: &TaskSetup, models: &mut dyn ModelSource) -> Result<Value> {
+    let workspace = setup.bench_dir.join("workspaces").join(&task.id);
+    if workspace.exists() {
+        // A resumed benchmark reruns an unfinished task from a clean workspace.
+        std::fs::remove_dir_all(&workspace).map_err(|e| Error::io(format!("clearing {}", workspace.display()), e))?;
+    }
+    for (path, content) in &task.files {
+        let target = workspace.join(path);
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| Error::io(format!("creating {}", parent.display()), e))?;
+        }
+        std::fs::write(&target, content).map_err(|e| Error::io(format!("writing {}", target.display()), e))?;
+    }
+    std::fs::create_dir_all(&workspace).map_err(|e| Error::io(format!("creating {}", workspace.display()), e))?;
+    let context = ToolContext::new(Workspace::new(&workspace)?).with_write(task.allow_write);
+    let mut registry = ToolRegistry::builtins(&context);
+    if let Some(tools) = &task.tools {
+        let path = setup.bench_dir.join("workspaces").join(format!("{}.tools.toml", task.id));
+        let text = tools.replace("{ws}", &workspace.display().to_string());
+        std::fs::write(&path, text).map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+        registry.load_file(&path)?;
+    }
+    let run_dir = setup.bench_dir.join("runs").join(&task.id);
+    if run_dir.exists() {
+        std::fs::remove_dir_all(&run_dir).map_err(|e| Error::io(format!("clearing {}", run_dir.display()), e))?;
+    }
+    std::fs::create_dir_all(&run_dir).map_err(|e| Error::io(format!("creating {}", run_dir.display()), e))?;
+    let mut settings = RunSettings::new(setup.planner, setup.executor, &workspace);
+    settings.allow_write = task.allow_write;
+    settings.mode = setup.mode.into();
+    settings.max_seconds = 300;
+    let started = Instant::now();
+    let mut approver = AutoApprove;
+    let agent = Agent::start(&task.goal, settings, EventLog::create(&run_dir)?, &registry, &context, models, &mut approver, &NoObserver)?;
+    let outcome: RunOutcome = agent.run(None)?;
+    let (passed, why) = check(task, outcome.answer.as_deref(), &workspace);
+    let state = &outcome.state;
+    Ok(json!({
+        "sample": task.id,
+        "category": task.category,
+        "input": task.goal,
+        "prediction": outcome.answer,
+        "gold": {"answer_any": task.answer_any, "file": task.file, "file_any": task.file_any},
+        "score": {"success": passed && outcome.stop == StopReason::Done, "why": why},
+        "stop": outcome.stop,
+        "detail": outcome.detail,
+        "steps": state.steps_run,
+        "replans": state.replans,
+        "planner": state.planner,
+        "executor": state.executor,
+        "ms": started.elapsed().as_millis() as u64,
+        "run_log": run_dir.join(EventLog::FILE),
+    }))
+}
+
+/// Success rate and means over task records.
+pub fn summarise(records: &[Value]) -> Value {
+    let n = records.len().max(1) as f64;
+    let sum = |f: &dyn Fn(&Value) -> f64| records.iter().map(f).sum::<f64>();
+    let success = sum(&|r| f64::from(u8::from(r["score"]["success"].as_bool().unwrap_or(false))));
+    let mut by_category: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    for r in records {
+        let entry = by_category.entry(r["category"].as_str().unwrap_or("?").to_string()).or_default();
+        entry.0 += 1;
+        entry.1 += usize::from(r["score"]["success"].as_bool().unwrap_or(false));
+    }
+    let mut ms: Vec<f64> = records.iter().map(|r| r["ms"].as_f64().unwrap_or(0.0)).collect();
+    ms.sort_by(f64::total_cmp);
+    json!({
+        "samples": records.len(),
+        "success_rate": success / n,
+        "mean_steps": sum(&|r| r["steps"].as_f64().unwrap_or(0.0)) / n,
+        "mean_replans": sum(&|r| r["replans"].as_f64().unwrap_or(0.0)) / n,
+        "mean_planner_tokens": sum(&|r| r["planner"]["tokens_out"].as_f64().unwrap_or(0.0)) / n,
+        "mean_executor_tokens": sum(&|r| r["executor"]["tokens_out"].as_f64().unwrap_or(0.0)) / n,
+        "median_seconds": super::median(&ms) / 1000.0,
+        "by_category": by_category.iter().map(|(k, (n, ok))| (k.clone(), json!({"samples": n, "success": ok}))).collect::<serde_json::Map<_, _>>(),
+    })
+}

@@ -1,0 +1,314 @@
+//! `tandem bench tasks|nestful|bfcl|pairs|rescore`: run a suite sample by sample with a progress bar, keep every
+//! record, and write the summaries (JSON, Markdown; a chart for pairs).
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use crate::agent::{LazyModels, ModelSource};
+use crate::bench::records::{run_samples, BenchRecorder};
+use crate::bench::tasks::{builtin_tasks, parse_tasks, run_task, TaskSetup};
+use crate::cli::{ModeArg, SuiteArgs};
+use crate::llm::{select_device, LoadOptions};
+use crate::progress::Reporter;
+use crate::store::ModelStore;
+use crate::{Error, Result};
+
+/// A suite's name, its scorer over records, and its headline columns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Suite {
+    /// End-to-end tasks.
+    Tasks,
+    /// NESTFUL planning.
+    Nestful,
+    /// BFCL single calls.
+    Bfcl,
+}
+
+impl Suite {
+    /// The suite's name in paths and summaries.
+    pub fn name(self) -> &'static str {
+        match self {
+            Suite::Tasks => "tasks",
+            Suite::Nestful => "nestful",
+            Suite::Bfcl => "bfcl",
+        }
+    }
+
+    fn from_name(name: &str) -> Option<Self> {
+        [Suite::Tasks, Suite::Nestful, Suite::Bfcl].into_iter().find(|s| s.name() == name)
+    }
+
+    /// The summary of a suite's records.
+    pub fn summarise(self, records: &[Value]) -> Value {
+        match self {
+            Suite::Tasks => crate::bench::tasks::summarise(records),
+            Suite::Nestful => crate::bench::nestful_run::summarise(records),
+            Suite::Bfcl => crate::bench::bfcl_run::summarise(records),
+        }
+    }
+
+    /// A record with its score recomputed from its prediction and gold (tasks keep theirs: their checks read
+    /// the workspace, which the run directory keeps).
+    pub fn rescore(self, record: Value) -> Value {
+        match self {
+            Suite::Tasks => record,
+            Suite::Nestful => crate::bench::nestful_run::rescore(record),
+            Suite::Bfcl => crate::bench::bfcl_run::rescore(record),
+        }
+    }
+
+    /// The name of the headline quality figure.
+    pub fn quality_name(self) -> &'static str {
+        match self {
+            Suite::Tasks => "success rate",
+            Suite::Nestful => "F1 parameters",
+            Suite::Bfcl => "AST accuracy",
+        }
+    }
+
+    /// The headline quality figure (0..1) of a summary, for tables and charts.
+    pub fn quality(self, summary: &Value) -> f64 {
+        let key = match self {
+            Suite::Tasks => "success_rate",
+            Suite::Nestful => "f1_params",
+            Suite::Bfcl => "accuracy",
+        };
+        summary[key].as_f64().unwrap_or(0.0)
+    }
+}
+
+/// The planner and executor of one run, and how the planner works.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pair {
+    /// Planner id or path.
+    pub planner: String,
+    /// Executor id or path.
+    pub executor: String,
+    /// `plan-ahead`, or `step` for the executor-alone baseline.
+    pub mode: String,
+}
+
+impl Pair {
+    /// A short label: `planner → executor`, with the mode when it is not plan-ahead.
+    pub fn label(&self) -> String {
+        let short = |id: &str| id.trim_end_matches("-q4_k_m").trim_end_matches("-instruct").to_string();
+        let base = if self.planner == self.executor {
+            format!("{} alone", short(&self.planner))
+        } else {
+            format!("{} → {}", short(&self.planner), short(&self.executor))
+        };
+        if self.mode == "plan-ahead" { base } else { format!("{base} ({} mode)", self.mode) }
+    }
+}
+
+/// Id, path and SHA-256 of a model, for the records (resolving pulls it if needed).
+fn model_record(id: &str, reporter: &dyn Reporter) -> Result<Value> {
+    let resolved = ModelStore::open()?.resolve(id, reporter)?;
+    Ok(json!({"id": id, "path": resolved.path, "sha256": resolved.sha256}))
+}
+
+/// The recorder: a fresh directory under `--out`, or the `--resume` one.
+fn recorder(args: &SuiteArgs, name: &str) -> Result<BenchRecorder> {
+    match &args.resume {
+        Some(dir) => {
+            if !dir.join(BenchRecorder::SAMPLES).exists() {
+                return Err(Error::Usage(format!("{} holds no benchmark records to resume", dir.display())));
+            }
+            BenchRecorder::open(dir)
+        }
+        None => BenchRecorder::create(&args.out, name),
+    }
+}
+
+/// Writes `summary.json` and `summary.md` for one suite run and prints the Markdown.
+fn write_summary(recorder: &BenchRecorder, suite: Suite, pair: &Pair, models: Value, records: &[Value]) -> Result<Value> {
+    let summary = suite.summarise(records);
+    let document = json!({
+        "suite": suite.name(),
+        "pair": {"planner": pair.planner, "executor": pair.executor, "mode": pair.mode},
+        "models": models,
+        "command": std::env::args().collect::<Vec<_>>().join(" "),
+        "finished_unix_ms": crate::agent::events::now_ms(),
+        "summary": summary,
+    });
+    let text = serde_json::to_string_pretty(&document).map_err(|e| Error::Usage(e.to_string()))?;
+    recorder.write("summary.json", &text)?;
+    let markdown = markdown_table(suite, &[(pair.clone(), summary.clone())]);
+    recorder.write("summary.md", &markdown)?;
+    println!("{markdown}");
+    println!("records: {}", recorder.dir().join(BenchRecorder::SAMPLES).display());
+    Ok(summary)
+}
+
+/// A Markdown table with one row per pair: every numeric summary field as a column.
+pub fn markdown_table(suite: Suite, rows: &[(Pair, Value)]) -> String {
+    let columns: Vec<String> = rows
+        .first()
+        .and_then(|(_, s)| s.as_object())
+        .map(|o| o.iter().filter(|(_, v)| v.is_number()).map(|(k, _)| k.clone()).collect())
+        .unwrap_or_default();
+    let mut out = format!("### {}\n\n| pair | {} |\n| --- |{}\n", suite.name(), columns.join(" | "), " --- |".repeat(columns.len()));
+    for (pair, summary) in rows {
+        let cells: Vec<String> = columns
+            .iter()
+            .map(|c| match summary[c].as_f64() {
+                Some(v) if v.fract() == 0.0 => format!("{v:.0}"),
+                Some(v) => format!("{v:.3}"),
+                None => "—".into(),
+            })
+            .collect();
+        out.push_str(&format!("| {} | {} |\n", pair.label(), cells.join(" | ")));
+    }
+    out
+}
+
+/// The pair `--planner`/`--executor`/`--mode` name.
+pub fn pair_of(args: &SuiteArgs) -> Pair {
+    let mode = match args.mode {
+        ModeArg::PlanAhead => "plan-ahead",
+        ModeArg::Step => "step",
+    };
+    Pair { planner: args.planner.clone(), executor: args.executor.clone(), mode: mode.into() }
+}
+
+fn lazy_models<'r>(args: &SuiteArgs, pair: &Pair, reporter: &'r dyn Reporter) -> Result<LazyModels<'r>> {
+    crate::llm::device::set_threads(args.threads);
+    Ok(LazyModels::new(&pair.planner, &pair.executor, select_device(args.device)?, LoadOptions::default(), reporter))
+}
+
+/// Runs one suite for one pair; returns the summary and the run directory.
+pub fn run_suite(suite: Suite, args: &SuiteArgs, pair: &Pair, reporter: &dyn Reporter) -> Result<(Value, PathBuf)> {
+    let mut recorder = recorder(args, &format!("{}-{}", suite.name(), slug(pair)))?;
+    reporter.message(&format!("{} for {}: records in {}", suite.name(), pair.label(), recorder.dir().display()));
+    let mut models = lazy_models(args, pair, reporter)?;
+    let records = match suite {
+        Suite::Tasks => {
+            let tasks = match &args.data {
+                Some(path) => {
+                    let text = std::fs::read_to_string(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+                    parse_tasks(&text, path)?
+                }
+                None => builtin_tasks(),
+            };
+            let samples: Vec<(Value, _)> =
+                tasks.into_iter().take(args.limit.unwrap_or(usize::MAX)).map(|t| (json!(t.id), t)).collect();
+            let dir = recorder.dir().to_path_buf();
+            let setup = TaskSetup { bench_dir: &dir, planner: &pair.planner, executor: &pair.executor, mode: &pair.mode };
+            run_samples(&samples, &mut recorder, reporter, "tasks", |task| run_task(task, &setup, &mut models as &mut dyn ModelSource))?
+        }
+        Suite::Nestful => crate::bench::nestful_run::run(args, &mut recorder, reporter, &mut models)?,
+        Suite::Bfcl => crate::bench::bfcl_run::run(args, &mut recorder, reporter, &mut models)?,
+    };
+    let mut model_ids = vec![model_record(&pair.planner, reporter)?];
+    if pair.executor != pair.planner {
+        model_ids.push(model_record(&pair.executor, reporter)?);
+    }
+    let summary = write_summary(&recorder, suite, pair, json!(model_ids), &records)?;
+    Ok((summary, recorder.dir().to_path_buf()))
+}
+
+fn slug(pair: &Pair) -> String {
+    let short = |id: &str| {
+        Path::new(id).file_stem().and_then(|s| s.to_str()).unwrap_or(id).replace("qwen2.5-coder-", "q").replace("-instruct-q4_k_m", "")
+    };
+    let mut slug = format!("{}+{}", short(&pair.planner), short(&pair.executor));
+    if pair.mode != "plan-ahead" {
+        slug.push_str(&format!("+{}", pair.mode));
+    }
+    slug
+}
+
+/// `tandem bench rescore DIR`: recomputes the summary from the records.
+pub fn rescore(dir: &Path) -> Result<()> {
+    let summary_path = dir.join("summary.json");
+    let suite_name = std::fs::read_to_string(&summary_path)
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        .and_then(|v| v["suite"].as_str().map(str::to_string))
+        .or_else(|| dir.file_name()?.to_str()?.split('-').next().map(str::to_string))
+        .unwrap_or_default();
+    let suite = Suite::from_name(&suite_name)
+        .ok_or_else(|| Error::Usage(format!("cannot tell which suite {} holds (no summary.json, unknown name)", dir.display())))?;
+    let recorder = BenchRecorder::open(dir)?;
+    let (records, bad) = recorder.records()?;
+    for line in &bad {
+        eprintln!("unreadable record skipped: {line}");
+    }
+    let records: Vec<Value> = records.into_iter().map(|r| suite.rescore(r)).collect();
+    let summary = suite.summarise(&records);
+    println!("{}", serde_json::to_string_pretty(&summary).map_err(|e| Error::Usage(e.to_string()))?);
+    Ok(())
+}
+
+/// The pairs `bench pairs` runs: the planner × executor matrix, then (unless `--no-baselines`) each model alone
+/// and each executor alone in step mode (ReAct-style, no separate planner). Suites that use one role only
+/// (NESTFUL: the planner; BFCL: the executor) run each distinct model once.
+pub fn pair_matrix(suite: Suite, planners: &[String], executors: &[String], baselines: bool) -> Vec<Pair> {
+    let pair = |p: &str, e: &str, mode: &str| Pair { planner: p.into(), executor: e.into(), mode: mode.into() };
+    let mut pairs = Vec::new();
+    let mut push = |candidate: Pair| {
+        if !pairs.contains(&candidate) {
+            pairs.push(candidate);
+        }
+    };
+    match suite {
+        Suite::Nestful => planners.iter().for_each(|p| push(pair(p, p, "plan-ahead"))),
+        Suite::Bfcl => executors.iter().for_each(|e| push(pair(e, e, "plan-ahead"))),
+        Suite::Tasks => {
+            for p in planners {
+                for e in executors {
+                    push(pair(p, e, "plan-ahead"));
+                }
+            }
+            if baselines {
+                for m in planners.iter().chain(executors) {
+                    push(pair(m, m, "plan-ahead"));
+                }
+                for e in executors {
+                    push(pair(e, e, "step"));
+                }
+            }
+        }
+    }
+    pairs
+}
+
+/// `tandem bench pairs`.
+pub fn pairs(args: &crate::cli::PairsArgs, reporter: &dyn Reporter) -> Result<()> {
+    let suite = match args.suite {
+        crate::cli::SuiteName::Tasks => Suite::Tasks,
+        crate::cli::SuiteName::Nestful => Suite::Nestful,
+        crate::cli::SuiteName::Bfcl => Suite::Bfcl,
+    };
+    let matrix = pair_matrix(suite, &args.planners, &args.executors, !args.no_baselines);
+    reporter.message(&format!("{} pair(s) on {}", matrix.len(), suite.name()));
+    let mut suite_args = args.suite_args.clone();
+    suite_args.resume = None;
+    let mut rows = Vec::new();
+    for pair in &matrix {
+        let (summary, dir) = run_suite(suite, &suite_args, pair, reporter)?;
+        rows.push((pair.clone(), summary, dir));
+    }
+    let report = BenchRecorder::create(&args.suite_args.out, &format!("pairs-{}", suite.name()))?;
+    let table: Vec<(Pair, Value)> = rows.iter().map(|(p, s, _)| (p.clone(), s.clone())).collect();
+    let markdown = markdown_table(suite, &table);
+    report.write("summary.md", &markdown)?;
+    let document: Vec<Value> = rows
+        .iter()
+        .map(|(p, s, d)| json!({"planner": p.planner, "executor": p.executor, "mode": p.mode, "summary": s, "run_dir": d}))
+        .collect();
+    report.write("summary.json", &serde_json::to_string_pretty(&document).map_err(|e| Error::Usage(e.to_string()))?)?;
+    let points: Vec<crate::bench::chart::Point> = rows
+        .iter()
+        .map(|(p, s, _)| crate::bench::chart::Point {
+            label: p.label(),
+            seconds: s["median_seconds"].as_f64().unwrap_or(0.0),
+            quality: suite.quality(s),
+        })
+        .collect();
+    let chart = crate::bench::chart::scatter_svg(&format!("{}: quality vs latency", suite.name()), suite.quality_name(), &points);
+    let chart_path = report.write("chart.svg", &chart)?;
+    println!("{markdown}\nchart: {}", chart_path.display());
+    Ok(())
+}
