@@ -11,8 +11,8 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::events::ModelUsage;
-use super::plan::Step;
 use super::model_call::chat_call;
+use super::plan::Step;
 use crate::decode::constraint::ConstraintSpec;
 use crate::llm::{ChatMessage, Model};
 use crate::tools::{ToolError, ToolSpec};
@@ -61,7 +61,11 @@ fn chat(
 }
 
 /// Runs an `llm` step: the prompt (references already resolved) answered in free text.
-pub fn write_text(model: &mut Model, prompt: &str, max_tokens: usize) -> Result<(String, ModelUsage)> {
+pub fn write_text(
+    model: &mut Model,
+    prompt: &str,
+    max_tokens: usize,
+) -> Result<(String, ModelUsage)> {
     let messages = [ChatMessage::system(TEXT_SYSTEM), ChatMessage::user(prompt)];
     let (text, usage) = chat(model, &messages, None, max_tokens)?;
     Ok((text.trim().to_string(), usage))
@@ -103,8 +107,12 @@ pub fn fill_arguments(
     let messages = [ChatMessage::system(system), ChatMessage::user(user)];
     let schema = ConstraintSpec::JsonSchema(call_schema(spec));
     let (text, usage) = chat(model, &messages, Some(&schema), max_tokens)?;
-    let call: ExecutorCall = serde_json::from_str(&text)
-        .map_err(|e| Error::Usage(format!("the executor's call for step '{}' is not valid JSON ({e}): {text}", step.id)))?;
+    let call: ExecutorCall = serde_json::from_str(&text).map_err(|e| {
+        Error::Usage(format!(
+            "the executor's call for step '{}' is not valid JSON ({e}): {text}",
+            step.id
+        ))
+    })?;
     enforce_step_tool(step, &call)?;
     Ok((call, usage))
 }

@@ -15,7 +15,9 @@ pub mod validate;
 
 pub use events::{Event, EventLog, PlanOrigin, Record, RunSettings, StopReason};
 pub use models::{LazyModels, ModelSource};
-pub use orchestrator::{Agent, ApproveMode, Approver, AutoApprove, Mode, NoObserver, Observer, PlanDecision, RunOutcome};
+pub use orchestrator::{
+    Agent, ApproveMode, Approver, AutoApprove, Mode, NoObserver, Observer, PlanDecision, RunOutcome,
+};
 pub use plan::{Plan, PlanError, Step};
 pub use refs::{coerce_to_schema, parse_reference, refs_in, resolve_args, Reference};
 pub use runs::{default_runs_dir, RunState, RunsDir};

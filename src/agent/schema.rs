@@ -29,13 +29,17 @@ pub struct PlanSchemaOptions {
     pub max_steps: usize,
     /// Longest step description, in characters.
     pub max_description: usize,
-    /// Longest goal, in characters.
-    pub max_goal: usize,
+    /// Longest answer in step mode, in characters.
+    pub max_answer: usize,
 }
 
 impl Default for PlanSchemaOptions {
     fn default() -> Self {
-        Self { max_steps: 12, max_description: 200, max_goal: 500 }
+        Self {
+            max_steps: 12,
+            max_description: 200,
+            max_answer: 500,
+        }
     }
 }
 
@@ -89,7 +93,11 @@ impl FieldCatalog {
                 None => open = true,
             }
         }
-        Self { fields, open, id: step_id_regex(options.max_steps) }
+        Self {
+            fields,
+            open,
+            id: step_id_regex(options.max_steps),
+        }
     }
 
     /// Alternation of field names a reference into an argument of `arg_types` may use (`None`: none fits).
@@ -97,7 +105,11 @@ impl FieldCatalog {
         let mut names: Vec<String> = self
             .fields
             .iter()
-            .filter(|(_, types)| types.iter().any(|t| reference_fits(arg_types, t.as_deref())))
+            .filter(|(_, types)| {
+                types
+                    .iter()
+                    .any(|t| reference_fits(arg_types, t.as_deref()))
+            })
             .map(|(name, _)| regex_escape(name))
             .collect();
         if self.open {
@@ -109,13 +121,18 @@ impl FieldCatalog {
     /// The body of one reference (between the dollars' neighbours), or `None` when nothing may be referenced.
     fn reference_regex(&self, arg_types: &[&str]) -> Option<String> {
         let fields = self.field_alternation(arg_types);
-        let whole = if self.open { format!("|\\${}\\$", self.id) } else { String::new() };
+        let whole = if self.open {
+            format!("|\\${}\\$", self.id)
+        } else {
+            String::new()
+        };
         fields.map(|f| format!("\\${id}\\.({f})\\${whole}", id = self.id))
     }
 
     /// Schema of a string that is exactly one reference fitting `arg_types`.
     fn whole_reference(&self, arg_types: &[&str]) -> Option<Value> {
-        self.reference_regex(arg_types).map(|r| json!({"type": "string", "pattern": format!("^({r})$")}))
+        self.reference_regex(arg_types)
+            .map(|r| json!({"type": "string", "pattern": format!("^({r})$")}))
     }
 
     /// Regex of free text: no lone `$`, only `$$` and well-formed references to declared fields.
@@ -128,9 +145,13 @@ impl FieldCatalog {
 
     /// The schema with references admitted wherever a value may be one.
     fn admit_references(&self, schema: &Value) -> Value {
-        let Some(object) = schema.as_object() else { return schema.clone() };
+        let Some(object) = schema.as_object() else {
+            return schema.clone();
+        };
         let types = schema_types(schema);
-        let constrained = ["enum", "const", "pattern", "format"].iter().any(|k| object.contains_key(*k));
+        let constrained = ["enum", "const", "pattern", "format"]
+            .iter()
+            .any(|k| object.contains_key(*k));
         if types == ["string"] && !constrained {
             let mut text = object.clone();
             text.insert("pattern".into(), Value::String(self.text_pattern()));
@@ -178,12 +199,11 @@ pub fn plan_json_schema_with(registry: &ToolRegistry, options: &PlanSchemaOption
     let shapes = step_shapes(registry, options);
     json!({
         "type": "object",
+        // No goal: the run knows it, and copying a long goal back cost the planner dozens of decoded tokens.
         "properties": {
-            "goal": {"type": "string", "maxLength": options.max_goal},
-            "version": {"type": "integer", "minimum": 1},
             "steps": {"type": "array", "minItems": 1, "maxItems": options.max_steps, "items": {"anyOf": shapes}}
         },
-        "required": ["goal", "steps"],
+        "required": ["steps"],
         "additionalProperties": false
     })
 }
@@ -200,7 +220,7 @@ pub fn next_step_json_schema(registry: &ToolRegistry, options: &PlanSchemaOption
             },
             {
                 "type": "object",
-                "properties": {"answer": {"type": "string", "maxLength": options.max_goal}},
+                "properties": {"answer": {"type": "string", "maxLength": options.max_answer}},
                 "required": ["answer"],
                 "additionalProperties": false
             }

@@ -43,9 +43,15 @@ pub type Accepted = Map<String, Value>;
 
 /// BFCL's parameter schema as a JSON Schema llguidance compiles: known keywords only, BFCL types mapped.
 pub fn to_json_schema(schema: &Value) -> Value {
-    let Some(object) = schema.as_object() else { return json!({}) };
+    let Some(object) = schema.as_object() else {
+        return json!({});
+    };
     let mut out = Map::new();
-    if let Some(t) = object.get("type").and_then(Value::as_str).and_then(json_type) {
+    if let Some(t) = object
+        .get("type")
+        .and_then(Value::as_str)
+        .and_then(json_type)
+    {
         out.insert("type".into(), json!(t));
     }
     if let Some(d) = object.get("description").and_then(Value::as_str) {
@@ -58,7 +64,10 @@ pub fn to_json_schema(schema: &Value) -> Value {
         out.insert("items".into(), to_json_schema(items));
     }
     if let Some(properties) = object.get("properties").and_then(Value::as_object) {
-        let converted: Map<String, Value> = properties.iter().map(|(k, v)| (k.clone(), to_json_schema(v))).collect();
+        let converted: Map<String, Value> = properties
+            .iter()
+            .map(|(k, v)| (k.clone(), to_json_schema(v)))
+            .collect();
         out.insert("properties".into(), Value::Object(converted));
         if let Some(required) = object.get("required") {
             out.insert("required".into(), required.clone());
@@ -69,7 +78,8 @@ pub fn to_json_schema(schema: &Value) -> Value {
 }
 
 fn read_lines(path: &Path) -> Result<Vec<(usize, std::result::Result<Value, String>)>> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
     Ok(text
         .lines()
         .enumerate()
@@ -95,21 +105,33 @@ fn question_of(value: &Value) -> Option<Question> {
         .map(|f| {
             Some(Function {
                 name: f.get("name")?.as_str()?.to_string(),
-                description: f.get("description").and_then(Value::as_str).unwrap_or_default().to_string(),
+                description: f
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
                 parameters: to_json_schema(f.get("parameters")?),
             })
         })
         .collect::<Option<Vec<_>>>()?;
-    Some(Question { id, text, functions })
+    Some(Question {
+        id,
+        text,
+        functions,
+    })
 }
 
 /// Reads a category's questions (one JSON object per line).
 pub fn load_questions(path: &Path) -> Result<Loaded<Question>> {
     let mut loaded = Loaded::default();
     for (line, value) in read_lines(path)? {
-        match value.map(|v| question_of(&v).ok_or_else(|| "missing id, user question or functions".to_string())) {
+        match value.map(|v| {
+            question_of(&v).ok_or_else(|| "missing id, user question or functions".to_string())
+        }) {
             Ok(Ok(question)) => loaded.items.push(question),
-            Ok(Err(e)) | Err(e) => loaded.skipped.push(format!("{}:{line}: {e}", path.display())),
+            Ok(Err(e)) | Err(e) => loaded
+                .skipped
+                .push(format!("{}:{line}: {e}", path.display())),
         }
     }
     Ok(loaded)
@@ -121,8 +143,16 @@ pub fn load_answers(path: &Path) -> Result<(HashMap<String, Accepted>, Vec<Strin
     let mut skipped = Vec::new();
     for (line, value) in read_lines(path)? {
         let parsed = value.and_then(|v| {
-            let id = v.get("id").and_then(Value::as_str).ok_or("no id")?.to_string();
-            let call = v.get("ground_truth").and_then(|g| g.get(0)).and_then(Value::as_object).ok_or("no ground_truth call")?;
+            let id = v
+                .get("id")
+                .and_then(Value::as_str)
+                .ok_or("no id")?
+                .to_string();
+            let call = v
+                .get("ground_truth")
+                .and_then(|g| g.get(0))
+                .and_then(Value::as_object)
+                .ok_or("no ground_truth call")?;
             Ok::<_, String>((id, call.clone()))
         });
         match parsed {
@@ -137,7 +167,10 @@ pub fn load_answers(path: &Path) -> Result<(HashMap<String, Accepted>, Vec<Strin
 
 /// BFCL's string normalisation: lower case, without spaces and `, . / - _ * ^`.
 pub fn normalise(text: &str) -> String {
-    text.chars().filter(|c| !matches!(c, ' ' | ',' | '.' | '/' | '-' | '_' | '*' | '^')).flat_map(char::to_lowercase).collect()
+    text.chars()
+        .filter(|c| !matches!(c, ' ' | ',' | '.' | '/' | '-' | '_' | '*' | '^'))
+        .flat_map(char::to_lowercase)
+        .collect()
 }
 
 /// Whether a value matches an accepted one.
@@ -149,7 +182,9 @@ fn value_matches(given: &Value, accepted: &Value) -> bool {
             (Some(g), Some(a)) => (g - a).abs() <= f64::EPSILON * a.abs().max(1.0),
             _ => false,
         },
-        (Value::Array(g), Value::Array(a)) => g.len() == a.len() && g.iter().zip(a).all(|(g, a)| value_matches(g, a)),
+        (Value::Array(g), Value::Array(a)) => {
+            g.len() == a.len() && g.iter().zip(a).all(|(g, a)| value_matches(g, a))
+        }
         (Value::Object(g), Value::Object(a)) => {
             // Dictionaries: each key's accepted values may themselves be a list of options.
             g.len() <= a.len()
@@ -164,14 +199,26 @@ fn value_matches(given: &Value, accepted: &Value) -> bool {
 }
 
 /// Checks one predicted call (`name`, `arguments`) against the accepted answer; the error says why it fails.
-pub fn check_call(name: &str, arguments: &Map<String, Value>, function: Option<&Function>, accepted: &Accepted) -> std::result::Result<(), String> {
-    let Some((expected_name, params)) = accepted.iter().next() else { return Err("no accepted answer".into()) };
+pub fn check_call(
+    name: &str,
+    arguments: &Map<String, Value>,
+    function: Option<&Function>,
+    accepted: &Accepted,
+) -> std::result::Result<(), String> {
+    let Some((expected_name, params)) = accepted.iter().next() else {
+        return Err("no accepted answer".into());
+    };
     if name != expected_name {
         return Err(format!("called {name}, expected {expected_name}"));
     }
     let params = params.as_object().cloned().unwrap_or_default();
     if let Some(function) = function {
-        let required = function.parameters.get("required").and_then(Value::as_array).cloned().unwrap_or_default();
+        let required = function
+            .parameters
+            .get("required")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
         for r in required.iter().filter_map(Value::as_str) {
             if !arguments.contains_key(r) {
                 return Err(format!("required parameter '{r}' missing"));
@@ -183,11 +230,16 @@ pub fn check_call(name: &str, arguments: &Map<String, Value>, function: Option<&
             return Err(format!("unexpected parameter '{key}'"));
         };
         if !options.iter().any(|o| value_matches(value, o)) {
-            return Err(format!("'{key}' = {value} is not among {}", Value::Array(options.clone())));
+            return Err(format!(
+                "'{key}' = {value} is not among {}",
+                Value::Array(options.clone())
+            ));
         }
     }
     for (key, options) in &params {
-        let optional = options.as_array().is_some_and(|o| o.iter().any(|v| v == ""));
+        let optional = options
+            .as_array()
+            .is_some_and(|o| o.iter().any(|v| v == ""));
         if !arguments.contains_key(key) && !optional {
             return Err(format!("parameter '{key}' missing"));
         }

@@ -56,7 +56,11 @@ pub struct Sample {
 impl Sample {
     /// The gold calls that are real tools (without `var_result`).
     pub fn gold_calls(&self) -> Vec<Call> {
-        self.output.iter().filter(|c| c.name != VAR_RESULT).cloned().collect()
+        self.output
+            .iter()
+            .filter(|c| c.name != VAR_RESULT)
+            .cloned()
+            .collect()
     }
 }
 
@@ -84,17 +88,26 @@ pub struct Loaded<T> {
 
 impl<T> Default for Loaded<T> {
     fn default() -> Self {
-        Self { items: Vec::new(), skipped: Vec::new() }
+        Self {
+            items: Vec::new(),
+            skipped: Vec::new(),
+        }
     }
 }
 
 fn read_json_array(path: &Path) -> Result<Vec<Value>> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
-    let value: Value = serde_json::from_str(&text)
-        .map_err(|e| Error::InvalidInput { path: path.to_path_buf(), message: format!("not JSON: {e}") })?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+    let value: Value = serde_json::from_str(&text).map_err(|e| Error::InvalidInput {
+        path: path.to_path_buf(),
+        message: format!("not JSON: {e}"),
+    })?;
     match value {
         Value::Array(items) => Ok(items),
-        _ => Err(Error::InvalidInput { path: path.to_path_buf(), message: "expected a JSON array".into() }),
+        _ => Err(Error::InvalidInput {
+            path: path.to_path_buf(),
+            message: "expected a JSON array".into(),
+        }),
     }
 }
 
@@ -108,9 +121,18 @@ pub fn load_samples(path: &Path) -> Result<Loaded<Sample>> {
             output: Vec<Call>,
         }
         match serde_json::from_value::<Raw>(item) {
-            Ok(raw) if !raw.output.is_empty() => loaded.items.push(Sample { index, input: raw.input, output: raw.output }),
-            Ok(_) => loaded.skipped.push(format!("{}: sample {index}: empty gold sequence", path.display())),
-            Err(e) => loaded.skipped.push(format!("{}: sample {index}: {e}", path.display())),
+            Ok(raw) if !raw.output.is_empty() => loaded.items.push(Sample {
+                index,
+                input: raw.input,
+                output: raw.output,
+            }),
+            Ok(_) => loaded.skipped.push(format!(
+                "{}: sample {index}: empty gold sequence",
+                path.display()
+            )),
+            Err(e) => loaded
+                .skipped
+                .push(format!("{}: sample {index}: {e}", path.display())),
         }
     }
     Ok(loaded)
@@ -145,19 +167,40 @@ pub fn load_tools(path: &Path) -> Result<Loaded<ToolDoc>> {
     let mut loaded = Loaded::default();
     for (index, item) in read_json_array(path)?.into_iter().enumerate() {
         let Some(name) = item.get("name").and_then(Value::as_str) else {
-            loaded.skipped.push(format!("{}: tool {index}: no name", path.display()));
+            loaded
+                .skipped
+                .push(format!("{}: tool {index}: no name", path.display()));
             continue;
         };
         let empty = Map::new();
-        let params = item.get("query_parameters").and_then(Value::as_object).unwrap_or(&empty);
-        let outputs = item.get("output_parameters").and_then(Value::as_object).unwrap_or(&empty);
-        let properties: Map<String, Value> = params.iter().map(|(k, v)| (k.clone(), property_schema(v))).collect();
-        let required: Vec<&String> =
-            params.iter().filter(|(_, v)| v.get("required").and_then(Value::as_bool).unwrap_or(false)).map(|(k, _)| k).collect();
-        let output_properties: Map<String, Value> = outputs.iter().map(|(k, v)| (k.clone(), property_schema(v))).collect();
+        let params = item
+            .get("query_parameters")
+            .and_then(Value::as_object)
+            .unwrap_or(&empty);
+        let outputs = item
+            .get("output_parameters")
+            .and_then(Value::as_object)
+            .unwrap_or(&empty);
+        let properties: Map<String, Value> = params
+            .iter()
+            .map(|(k, v)| (k.clone(), property_schema(v)))
+            .collect();
+        let required: Vec<&String> = params
+            .iter()
+            .filter(|(_, v)| v.get("required").and_then(Value::as_bool).unwrap_or(false))
+            .map(|(k, _)| k)
+            .collect();
+        let output_properties: Map<String, Value> = outputs
+            .iter()
+            .map(|(k, v)| (k.clone(), property_schema(v)))
+            .collect();
         loaded.items.push(ToolDoc {
             name: name.to_string(),
-            description: item.get("description").and_then(Value::as_str).unwrap_or_default().to_string(),
+            description: item
+                .get("description")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
             args_schema: json!({"type": "object", "properties": properties, "required": required}),
             output_schema: json!({"type": "object", "properties": output_properties}),
         });
@@ -167,8 +210,15 @@ pub fn load_tools(path: &Path) -> Result<Loaded<ToolDoc>> {
 
 /// The tools offered for a sample: the gold tools plus `distractors` others drawn with `seed` (the whole
 /// catalogue when `distractors` is `None`), in catalogue order.
-pub fn catalogue_for(sample: &Sample, tools: &[ToolDoc], distractors: Option<usize>, seed: u64) -> Vec<ToolDoc> {
-    let Some(k) = distractors else { return tools.to_vec() };
+pub fn catalogue_for(
+    sample: &Sample,
+    tools: &[ToolDoc],
+    distractors: Option<usize>,
+    seed: u64,
+) -> Vec<ToolDoc> {
+    let Some(k) = distractors else {
+        return tools.to_vec();
+    };
     let gold: BTreeSet<String> = sample.gold_calls().into_iter().map(|c| c.name).collect();
     let mut others: Vec<&ToolDoc> = tools.iter().filter(|t| !gold.contains(&t.name)).collect();
     // A seeded Fisher-Yates shuffle (splitmix64): the same seed and sample give the same distractors everywhere.
@@ -178,7 +228,11 @@ pub fn catalogue_for(sample: &Sample, tools: &[ToolDoc], distractors: Option<usi
         others.swap(i, j);
     }
     let chosen: BTreeSet<&str> = others.iter().take(k).map(|t| t.name.as_str()).collect();
-    tools.iter().filter(|t| gold.contains(&t.name) || chosen.contains(t.name.as_str())).cloned().collect()
+    tools
+        .iter()
+        .filter(|t| gold.contains(&t.name) || chosen.contains(t.name.as_str()))
+        .cloned()
+        .collect()
 }
 
 fn splitmix64(state: &mut u64) -> u64 {
@@ -191,7 +245,14 @@ fn splitmix64(state: &mut u64) -> u64 {
 
 /// A plan as a NESTFUL call sequence: one call per step, in order, labelled by step id.
 pub fn plan_to_calls(plan: &Plan) -> Vec<Call> {
-    plan.steps.iter().map(|s| Call { name: s.tool.clone(), arguments: s.args.clone(), label: s.id.clone() }).collect()
+    plan.steps
+        .iter()
+        .map(|s| Call {
+            name: s.tool.clone(),
+            arguments: s.args.clone(),
+            label: s.id.clone(),
+        })
+        .collect()
 }
 
 /// A NESTFUL call sequence as a plan (labels become step ids; `var_result` is left out).
@@ -207,19 +268,30 @@ pub fn calls_to_plan(goal: &str, calls: &[Call]) -> Plan {
             depends_on: Vec::new(),
         })
         .collect();
-    Plan { goal: goal.to_string(), version: 1, steps }
+    Plan {
+        goal: goal.to_string(),
+        version: 1,
+        steps,
+    }
 }
 
 /// Grounds a sequence: labels become `var<position>`, references follow, numbers are compared by value.
 pub fn ground(calls: &[Call]) -> Vec<Call> {
-    let rename: HashMap<&str, String> =
-        calls.iter().enumerate().map(|(i, c)| (c.label.as_str(), format!("var{}", i + 1))).collect();
+    let rename: HashMap<&str, String> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.label.as_str(), format!("var{}", i + 1)))
+        .collect();
     calls
         .iter()
         .enumerate()
         .map(|(i, c)| Call {
             name: c.name.clone(),
-            arguments: c.arguments.iter().map(|(k, v)| (k.clone(), ground_value(v, &rename))).collect(),
+            arguments: c
+                .arguments
+                .iter()
+                .map(|(k, v)| (k.clone(), ground_value(v, &rename)))
+                .collect(),
             label: format!("var{}", i + 1),
         })
         .collect()
@@ -240,8 +312,14 @@ fn ground_value(value: &Value, rename: &HashMap<&str, String>) -> Value {
             Value::String(out)
         }
         Value::Number(n) => n.as_f64().map_or(value.clone(), |f| json!(f)),
-        Value::Array(items) => Value::Array(items.iter().map(|v| ground_value(v, rename)).collect()),
-        Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), ground_value(v, rename))).collect()),
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|v| ground_value(v, rename)).collect())
+        }
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), ground_value(v, rename)))
+                .collect(),
+        ),
         other => other.clone(),
     }
 }
@@ -264,17 +342,36 @@ pub struct SampleScore {
 }
 
 fn slots(calls: &[Call]) -> BTreeSet<String> {
-    calls.iter().flat_map(|c| c.arguments.iter().map(|(k, v)| format!("{k} = {v}"))).collect()
+    calls
+        .iter()
+        .flat_map(|c| c.arguments.iter().map(|(k, v)| format!("{k} = {v}")))
+        .collect()
 }
 
 /// Scores a predicted sequence against gold (both grounded here; `var_result` dropped from both).
 pub fn score_sample(predicted: &[Call], gold: &[Call]) -> SampleScore {
-    let strip = |calls: &[Call]| -> Vec<Call> { ground(&calls.iter().filter(|c| c.name != VAR_RESULT).cloned().collect::<Vec<_>>()) };
+    let strip = |calls: &[Call]| -> Vec<Call> {
+        ground(
+            &calls
+                .iter()
+                .filter(|c| c.name != VAR_RESULT)
+                .cloned()
+                .collect::<Vec<_>>(),
+        )
+    };
     let (pred, gold) = (strip(predicted), strip(gold));
     let longest = pred.len().max(gold.len());
-    let agreeing = pred.iter().zip(&gold).filter(|(p, g)| p.name == g.name && p.arguments == g.arguments).count();
+    let agreeing = pred
+        .iter()
+        .zip(&gold)
+        .filter(|(p, g)| p.name == g.name && p.arguments == g.arguments)
+        .count();
     SampleScore {
-        partial_sequence: if longest == 0 { 1.0 } else { agreeing as f64 / longest as f64 },
+        partial_sequence: if longest == 0 {
+            1.0
+        } else {
+            agreeing as f64 / longest as f64
+        },
         full_sequence: pred.len() == gold.len() && agreeing == gold.len(),
         gold_functions: gold.iter().map(|c| c.name.clone()).collect(),
         predicted_functions: pred.iter().map(|c| c.name.clone()).collect(),
@@ -300,7 +397,10 @@ pub fn macro_f1(pairs: &[(&BTreeSet<String>, &BTreeSet<String>)]) -> f64 {
     if counts.is_empty() {
         return 1.0;
     }
-    let total: f64 = counts.values().map(|&(tp, fp, fn_)| 2.0 * tp as f64 / (2 * tp + fp + fn_) as f64).sum();
+    let total: f64 = counts
+        .values()
+        .map(|&(tp, fp, fn_)| 2.0 * tp as f64 / (2 * tp + fp + fn_) as f64)
+        .sum();
     total / counts.len() as f64
 }
 
@@ -320,8 +420,14 @@ pub struct Metrics {
 /// Aggregates sample scores.
 pub fn metrics(scores: &[SampleScore]) -> Metrics {
     let n = scores.len().max(1) as f64;
-    let functions: Vec<_> = scores.iter().map(|s| (&s.gold_functions, &s.predicted_functions)).collect();
-    let params: Vec<_> = scores.iter().map(|s| (&s.gold_params, &s.predicted_params)).collect();
+    let functions: Vec<_> = scores
+        .iter()
+        .map(|s| (&s.gold_functions, &s.predicted_functions))
+        .collect();
+    let params: Vec<_> = scores
+        .iter()
+        .map(|s| (&s.gold_params, &s.predicted_params))
+        .collect();
     Metrics {
         f1_functions: macro_f1(&functions),
         f1_params: macro_f1(&params),

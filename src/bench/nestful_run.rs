@@ -8,7 +8,8 @@ use std::time::Instant;
 use serde_json::{json, Value};
 
 use super::nestful::{
-    catalogue_for, load_samples, load_tools, metrics, plan_to_calls, score_sample, Call, Sample, SampleScore, ToolDoc,
+    catalogue_for, load_samples, load_tools, metrics, plan_to_calls, score_sample, Call, Sample,
+    SampleScore, ToolDoc,
 };
 use super::records::{run_samples, BenchRecorder};
 use crate::agent::model_call::chat_call;
@@ -28,22 +29,40 @@ pub fn data_dir(given: Option<&Path>, name: &str) -> Result<PathBuf> {
     if let Some(dir) = given {
         return Ok(dir.to_path_buf());
     }
-    let candidates =
-        [PathBuf::from("../shared/data").join(name), Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data").join(name)];
-    candidates.iter().find(|d| d.is_dir()).cloned().ok_or_else(|| {
-        Error::Usage(format!("no {name} data found at ../shared/data/{name}; give its directory with --data DIR"))
-    })
+    let candidates = [
+        PathBuf::from("../shared/data").join(name),
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../shared/data")
+            .join(name),
+    ];
+    candidates
+        .iter()
+        .find(|d| d.is_dir())
+        .cloned()
+        .ok_or_else(|| {
+            Error::Usage(format!(
+                "no {name} data found at ../shared/data/{name}; give its directory with --data DIR"
+            ))
+        })
 }
 
 /// The file in `dir` whose name ends with `suffix`.
 pub fn file_ending(dir: &Path, suffix: &str) -> Result<PathBuf> {
-    let entries = std::fs::read_dir(dir).map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
     let mut found: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(suffix)))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.ends_with(suffix))
+        })
         .collect();
     found.sort();
-    found.into_iter().next().ok_or_else(|| Error::Usage(format!("no *{suffix} file in {}", dir.display())))
+    found
+        .into_iter()
+        .next()
+        .ok_or_else(|| Error::Usage(format!("no *{suffix} file in {}", dir.display())))
 }
 
 /// `all` → the whole catalogue; `gold+K` → gold tools and K distractors.
@@ -54,7 +73,11 @@ pub fn parse_catalogue_option(text: &str) -> Result<Option<usize>> {
     text.strip_prefix("gold+")
         .and_then(|k| k.parse().ok())
         .map(Some)
-        .ok_or_else(|| Error::Usage(format!("--tools takes 'all' or 'gold+K' (e.g. gold+5), not '{text}'")))
+        .ok_or_else(|| {
+            Error::Usage(format!(
+                "--tools takes 'all' or 'gold+K' (e.g. gold+5), not '{text}'"
+            ))
+        })
 }
 
 /// A registry of the catalogue's tools.
@@ -74,11 +97,19 @@ pub fn registry_of(tools: &[ToolDoc]) -> Result<ToolRegistry> {
 /// The first JSON value in free text (models wrap JSON in prose or code fences without a grammar).
 fn first_json(text: &str) -> Option<Value> {
     let start = text.find('{')?;
-    serde_json::Deserializer::from_str(&text[start..]).into_iter::<Value>().next()?.ok()
+    serde_json::Deserializer::from_str(&text[start..])
+        .into_iter::<Value>()
+        .next()?
+        .ok()
 }
 
 /// Runs the suite; returns every record.
-pub fn run(args: &SuiteArgs, recorder: &mut BenchRecorder, reporter: &dyn Reporter, models: &mut dyn ModelSource) -> Result<Vec<Value>> {
+pub fn run(
+    args: &SuiteArgs,
+    recorder: &mut BenchRecorder,
+    reporter: &dyn Reporter,
+    models: &mut dyn ModelSource,
+) -> Result<Vec<Value>> {
     let dir = data_dir(args.data.as_deref(), "nestful")?;
     let samples = load_samples(&file_ending(&dir, "-data.json")?)?;
     let tools = load_tools(&file_ending(&dir, "-spec.json")?)?;
@@ -86,8 +117,12 @@ pub fn run(args: &SuiteArgs, recorder: &mut BenchRecorder, reporter: &dyn Report
         reporter.message(&format!("skipped: {skipped}"));
     }
     let distractors = parse_catalogue_option(&args.tools)?;
-    let chosen: Vec<(Value, _)> =
-        samples.items.into_iter().take(args.limit.unwrap_or(usize::MAX)).map(|s| (json!(s.index), s)).collect();
+    let chosen: Vec<(Value, _)> = samples
+        .items
+        .into_iter()
+        .take(args.limit.unwrap_or(usize::MAX))
+        .map(|s| (json!(s.index), s))
+        .collect();
     run_samples(&chosen, recorder, reporter, "nestful", |sample| {
         let catalogue = catalogue_for(sample, &tools.items, distractors, args.seed);
         let names: Vec<String> = catalogue.iter().map(|t| t.name.clone()).collect();
@@ -97,8 +132,10 @@ pub fn run(args: &SuiteArgs, recorder: &mut BenchRecorder, reporter: &dyn Report
         let mut record = match plan_sample(sample, &catalogue, args.no_grammar, models) {
             Ok(planned) => planned,
             // A sample the planner fails on scores as an empty prediction: it counts, it is not dropped.
-            Err(e) => json!({"prediction": Value::Null, "valid_plan": false, "error": e.to_string(),
-                             "score": score_sample(&[], &sample.output)}),
+            Err(e) => {
+                json!({"prediction": Value::Null, "valid_plan": false, "error": e.to_string(),
+                             "score": score_sample(&[], &sample.output)})
+            }
         };
         merge(&mut record, base);
         record["ms"] = json!(started.elapsed().as_millis() as u64);
@@ -113,11 +150,19 @@ fn merge(record: &mut Value, extra: Value) {
 }
 
 /// Plans one sample and scores it.
-fn plan_sample(sample: &Sample, catalogue: &[ToolDoc], no_grammar: bool, models: &mut dyn ModelSource) -> Result<Value> {
+fn plan_sample(
+    sample: &Sample,
+    catalogue: &[ToolDoc],
+    no_grammar: bool,
+    models: &mut dyn ModelSource,
+) -> Result<Value> {
     let registry = registry_of(catalogue)?;
     let model = models.planner()?;
     let (plan, text, usage) = if no_grammar {
-        let messages = [ChatMessage::system(system_prompt(&registry)?), ChatMessage::user(&sample.input)];
+        let messages = [
+            ChatMessage::system(system_prompt(&registry)?),
+            ChatMessage::user(&sample.input),
+        ];
         let (text, timings) = chat_call(model, "planner", &messages, None, PLAN_TOKENS)?;
         let plan = first_json(&text).and_then(|v| serde_json::from_value::<Plan>(v).ok());
         (plan, text, timings)
@@ -125,7 +170,9 @@ fn plan_sample(sample: &Sample, catalogue: &[ToolDoc], no_grammar: bool, models:
         let outcome = write_plan(model, &sample.input, &registry, PLAN_TOKENS)?;
         (Some(outcome.plan), outcome.text, outcome.timings)
     };
-    let valid = plan.as_ref().is_some_and(|p| p.validate(&registry).is_empty());
+    let valid = plan
+        .as_ref()
+        .is_some_and(|p| p.validate(&registry).is_empty());
     let predicted: Vec<Call> = plan.as_ref().map(plan_to_calls).unwrap_or_default();
     Ok(json!({
         "prediction": plan.as_ref().map(|_| &predicted),
@@ -147,12 +194,23 @@ pub fn rescore(mut record: Value) -> Value {
 
 /// The four NESTFUL metrics, the plan-validity rate and timing over records (errors count as empty plans).
 pub fn summarise(records: &[Value]) -> Value {
-    let scores: Vec<SampleScore> =
-        records.iter().map(|r| serde_json::from_value(r["score"].clone()).unwrap_or_else(|_| score_sample(&[], &gold_of(r)))).collect();
+    let scores: Vec<SampleScore> = records
+        .iter()
+        .map(|r| {
+            serde_json::from_value(r["score"].clone())
+                .unwrap_or_else(|_| score_sample(&[], &gold_of(r)))
+        })
+        .collect();
     let m = metrics(&scores);
     let n = records.len().max(1) as f64;
-    let valid = records.iter().filter(|r| r["valid_plan"].as_bool().unwrap_or(false)).count() as f64;
-    let mut ms: Vec<f64> = records.iter().map(|r| r["ms"].as_f64().unwrap_or(0.0)).collect();
+    let valid = records
+        .iter()
+        .filter(|r| r["valid_plan"].as_bool().unwrap_or(false))
+        .count() as f64;
+    let mut ms: Vec<f64> = records
+        .iter()
+        .map(|r| r["ms"].as_f64().unwrap_or(0.0))
+        .collect();
     ms.sort_by(f64::total_cmp);
     json!({
         "samples": records.len(),

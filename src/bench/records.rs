@@ -28,7 +28,8 @@ impl BenchRecorder {
     /// A fresh run directory `<root>/<name>-<UTC stamp>`.
     pub fn create(root: &Path, name: &str) -> Result<Self> {
         let dir = root.join(format!("{name}-{}", utc_stamp(now_ms() / 1000)));
-        std::fs::create_dir_all(&dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
         Self::open(&dir)
     }
 
@@ -36,7 +37,11 @@ impl BenchRecorder {
     pub fn open(dir: &Path) -> Result<Self> {
         let path = dir.join(Self::SAMPLES);
         let done = if path.exists() {
-            read_jsonl(&path)?.0.iter().filter_map(|r| r.get("sample").map(sample_key)).collect()
+            read_jsonl(&path)?
+                .0
+                .iter()
+                .filter_map(|r| r.get("sample").map(sample_key))
+                .collect()
         } else {
             HashSet::new()
         };
@@ -45,7 +50,11 @@ impl BenchRecorder {
             .append(true)
             .open(&path)
             .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
-        Ok(Self { dir: dir.to_path_buf(), file, done })
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            file,
+            done,
+        })
     }
 
     /// The run directory.
@@ -66,10 +75,15 @@ impl BenchRecorder {
     /// Appends one record (it must have a `sample` field) and syncs it.
     pub fn append(&mut self, record: &Value) -> Result<()> {
         let path = self.dir.join(Self::SAMPLES);
-        let mut line = serde_json::to_vec(record).map_err(|e| Error::Usage(format!("encoding a record: {e}")))?;
+        let mut line = serde_json::to_vec(record)
+            .map_err(|e| Error::Usage(format!("encoding a record: {e}")))?;
         line.push(b'\n');
-        self.file.write_all(&line).map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
-        self.file.sync_data().map_err(|e| Error::io(format!("syncing {}", path.display()), e))?;
+        self.file
+            .write_all(&line)
+            .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+        self.file
+            .sync_data()
+            .map_err(|e| Error::io(format!("syncing {}", path.display()), e))?;
         if let Some(sample) = record.get("sample") {
             self.done.insert(sample_key(sample));
         }
@@ -84,7 +98,8 @@ impl BenchRecorder {
     /// Writes a file into the run directory.
     pub fn write(&self, name: &str, contents: &str) -> Result<PathBuf> {
         let path = self.dir.join(name);
-        std::fs::write(&path, contents).map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+        std::fs::write(&path, contents)
+            .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
         Ok(path)
     }
 }
@@ -105,9 +120,16 @@ pub fn run_samples<T>(
     label: &str,
     mut run: impl FnMut(&T) -> Result<Value>,
 ) -> Result<Vec<Value>> {
-    let todo: Vec<&(Value, T)> = samples.iter().filter(|(id, _)| !recorder.is_done(id)).collect();
+    let todo: Vec<&(Value, T)> = samples
+        .iter()
+        .filter(|(id, _)| !recorder.is_done(id))
+        .collect();
     if todo.len() < samples.len() {
-        reporter.message(&format!("resuming: {} of {} samples already recorded", samples.len() - todo.len(), samples.len()));
+        reporter.message(&format!(
+            "resuming: {} of {} samples already recorded",
+            samples.len() - todo.len(),
+            samples.len()
+        ));
     }
     let progress = reporter.start(label, Some(samples.len() as u64), ProgressUnit::Items);
     progress.set_position((samples.len() - todo.len()) as u64);
@@ -115,7 +137,9 @@ pub fn run_samples<T>(
         let started = std::time::Instant::now();
         let record = match run(sample) {
             Ok(record) => record,
-            Err(e) => json!({"sample": id, "error": e.to_string(), "ms": started.elapsed().as_millis() as u64}),
+            Err(e) => {
+                json!({"sample": id, "error": e.to_string(), "ms": started.elapsed().as_millis() as u64})
+            }
         };
         recorder.append(&record)?;
         progress.inc(1);

@@ -3,8 +3,8 @@
 use crate::agent::planner::write_plan;
 use crate::cli::PlanArgs;
 use crate::commands::generate::load_model;
-use crate::progress::Reporter;
 use crate::commands::toolbox::build_tools;
+use crate::progress::Reporter;
 use crate::{Error, Result};
 
 /// Runs `tandem plan`.
@@ -14,14 +14,26 @@ pub fn run(args: PlanArgs, reporter: &dyn Reporter) -> Result<()> {
     reporter.message(&format!("planning with {} …", args.model));
     let outcome = write_plan(&mut model, &args.goal, &registry, args.max_tokens)?;
     if args.json {
-        let json = serde_json::to_string_pretty(&outcome.plan).map_err(|e| Error::Usage(e.to_string()))?;
+        let json =
+            serde_json::to_string_pretty(&outcome.plan).map_err(|e| Error::Usage(e.to_string()))?;
         println!("{json}");
     } else {
         println!("Plan for: {}", outcome.plan.goal);
         for (i, step) in outcome.plan.steps.iter().enumerate() {
             let args = serde_json::Value::Object(step.args.clone());
-            let after = if step.depends_on.is_empty() { String::new() } else { format!("  (after {})", step.depends_on.join(", ")) };
-            println!("{:>3}. [{}] {} {}{}", i + 1, step.id, step.tool, args, after);
+            let after = if step.depends_on.is_empty() {
+                String::new()
+            } else {
+                format!("  (after {})", step.depends_on.join(", "))
+            };
+            println!(
+                "{:>3}. [{}] {} {}{}",
+                i + 1,
+                step.id,
+                step.tool,
+                args,
+                after
+            );
             if !step.description.is_empty() {
                 println!("       {}", step.description);
             }
@@ -36,7 +48,10 @@ pub fn run(args: PlanArgs, reporter: &dyn Reporter) -> Result<()> {
     ));
     if !outcome.issues.is_empty() {
         let list: Vec<String> = outcome.issues.iter().map(|i| format!("  - {i}")).collect();
-        return Err(Error::Usage(format!("the plan does not validate:\n{}", list.join("\n"))));
+        return Err(Error::Usage(format!(
+            "the plan does not validate:\n{}",
+            list.join("\n")
+        )));
     }
     Ok(())
 }

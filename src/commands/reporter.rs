@@ -16,7 +16,10 @@ pub struct TerminalReporter {
 impl TerminalReporter {
     /// `quiet` hides everything; without a terminal, bars are skipped but messages still print.
     pub fn new(quiet: bool) -> Self {
-        Self { quiet, interactive: std::io::stderr().is_terminal() }
+        Self {
+            quiet,
+            interactive: std::io::stderr().is_terminal(),
+        }
     }
 }
 

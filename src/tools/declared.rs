@@ -33,6 +33,9 @@ impl Tool for DeclaredTool {
         self.output_schema.clone()
     }
     fn call(&self, _args: &Value, _ctx: &ToolContext) -> ToolResult<Value> {
-        Err(ToolError::Refused { tool: self.name.clone(), reason: "it is only declared (a benchmark catalogue entry)".into() })
+        Err(ToolError::Refused {
+            tool: self.name.clone(),
+            reason: "it is only declared (a benchmark catalogue entry)".into(),
+        })
     }
 }

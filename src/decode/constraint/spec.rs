@@ -65,7 +65,9 @@ impl ConstraintSpec {
     /// The llguidance grammar for this constraint.
     pub(crate) fn to_grammar(&self) -> TopLevelGrammar {
         match self {
-            ConstraintSpec::JsonSchema(schema) => TopLevelGrammar::from_json_schema(prepare_json_schema(schema)),
+            ConstraintSpec::JsonSchema(schema) => {
+                TopLevelGrammar::from_json_schema(prepare_json_schema(schema))
+            }
             ConstraintSpec::Lark(grammar) => TopLevelGrammar::from_lark(grammar.clone()),
             ConstraintSpec::Regex(rx) => TopLevelGrammar::from_regex(rx),
         }
@@ -78,7 +80,11 @@ impl ConstraintSpec {
 /// ("\n\n\n…" until the token budget runs out); compact JSON is also fewer tokens.
 pub(crate) fn prepare_json_schema(schema: &Value) -> Value {
     // `true` is the schema "anything"; as an object it can carry the options.
-    let mut schema = if schema == &Value::Bool(true) { json!({}) } else { schema.clone() };
+    let mut schema = if schema == &Value::Bool(true) {
+        json!({})
+    } else {
+        schema.clone()
+    };
     bound_numbers(&mut schema);
     if let Some(object) = schema.as_object_mut() {
         match object.get_mut("x-guidance") {
@@ -86,7 +92,10 @@ pub(crate) fn prepare_json_schema(schema: &Value) -> Value {
                 object.insert("x-guidance".into(), json!({"whitespace_flexible": false}));
             }
             Some(Value::Object(options)) => {
-                let flexible = options.get("whitespace_flexible").and_then(Value::as_bool).unwrap_or(true);
+                let flexible = options
+                    .get("whitespace_flexible")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(true);
                 if flexible && !options.contains_key("whitespace_pattern") {
                     options.insert("whitespace_pattern".into(), json!(BOUNDED_JSON_WHITESPACE));
                 }
@@ -101,21 +110,33 @@ pub(crate) fn prepare_json_schema(schema: &Value) -> Value {
 /// Gives every `"type": "number"` subschema without any bound `±UNBOUNDED_NUMBER_LIMIT`. Walks only the
 /// keywords that hold subschemas, so `const`, `enum`, `default` and `examples` data is never touched.
 fn bound_numbers(schema: &mut Value) {
-    let Value::Object(object) = schema else { return };
+    let Value::Object(object) = schema else {
+        return;
+    };
     let is_number = match object.get("type") {
         Some(Value::String(t)) => t == "number",
         Some(Value::Array(types)) => types.iter().any(|t| t == "number"),
         _ => false,
     };
-    let bounded = ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"].iter().any(|k| object.contains_key(*k));
+    let bounded = ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"]
+        .iter()
+        .any(|k| object.contains_key(*k));
     if is_number && !bounded {
         object.insert("minimum".into(), json!(-UNBOUNDED_NUMBER_LIMIT));
         object.insert("maximum".into(), json!(UNBOUNDED_NUMBER_LIMIT));
     }
     for (key, value) in object.iter_mut() {
         match key.as_str() {
-            "additionalProperties" | "additionalItems" | "not" | "if" | "then" | "else" | "contains"
-            | "propertyNames" | "unevaluatedItems" | "unevaluatedProperties" => bound_numbers(value),
+            "additionalProperties"
+            | "additionalItems"
+            | "not"
+            | "if"
+            | "then"
+            | "else"
+            | "contains"
+            | "propertyNames"
+            | "unevaluatedItems"
+            | "unevaluatedProperties" => bound_numbers(value),
             "items" | "anyOf" | "allOf" | "oneOf" | "prefixItems" => match value {
                 Value::Array(items) => items.iter_mut().for_each(bound_numbers),
                 other => bound_numbers(other),
@@ -132,14 +153,26 @@ fn bound_numbers(schema: &mut Value) {
 
 /// Maps an llguidance compile error (its full `{:#}` chain) to a precise error.
 pub(crate) fn classify_compile_error(kind: ConstraintKind, message: String) -> ConstraintError {
-    if let Some(rest) = message.split_once("Unimplemented keys:").map(|(_, rest)| rest) {
-        return ConstraintError::UnsupportedKeyword { keywords: parse_key_list(rest) };
+    if let Some(rest) = message
+        .split_once("Unimplemented keys:")
+        .map(|(_, rest)| rest)
+    {
+        return ConstraintError::UnsupportedKeyword {
+            keywords: parse_key_list(rest),
+        };
     }
     if message.contains("oneOf constraints are not supported") {
-        return ConstraintError::UnsupportedKeyword { keywords: vec!["oneOf".into()] };
+        return ConstraintError::UnsupportedKeyword {
+            keywords: vec!["oneOf".into()],
+        };
     }
     if let Some(rest) = message.split_once("Unknown format:").map(|(_, rest)| rest) {
-        let format = rest.split(['\n', '"']).next().unwrap_or("").trim().to_string();
+        let format = rest
+            .split(['\n', '"'])
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_string();
         return ConstraintError::UnsupportedFormat { format };
     }
     ConstraintError::Compile { kind, message }
