@@ -16,9 +16,7 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tandem::bench::grammar::PLAN_SCHEMA;
-use tandem::decode::constraint::{
-    apply_allowed_mask, ConstraintMatcher, ConstraintSpec, GrammarEngine,
-};
+use tandem::decode::constraint::{apply_allowed_mask, ConstraintMatcher, ConstraintSpec, GrammarEngine};
 use tandem::llm::tokenizer::GgufTokenizer;
 use tandem::progress::SilentReporter;
 use tandem::store::ModelStore;
@@ -31,28 +29,14 @@ const IN_STEPS: &str = r#"{"goal":"x","steps":[{"id":"s1","tool":"#;
 const IN_STRING: &str = "{\"goal\":\"";
 
 fn qwen_tokenizer() -> Arc<GgufTokenizer> {
-    let path = ModelStore::open()
-        .and_then(|s| s.resolve(QWEN, &SilentReporter))
-        .expect("the Qwen model")
-        .path;
+    let path = ModelStore::open().and_then(|s| s.resolve(QWEN, &SilentReporter)).expect("the Qwen model").path;
     let mut file = std::fs::File::open(path).expect("open");
-    let md: HashMap<String, gguf_file::Value> =
-        gguf_file::Content::read(&mut file).expect("gguf").metadata;
+    let md: HashMap<String, gguf_file::Value> = gguf_file::Content::read(&mut file).expect("gguf").metadata;
     Arc::new(GgufTokenizer::from_gguf(&md).expect("tokenizer"))
 }
 
-fn matcher_at(
-    engine: &GrammarEngine,
-    spec: &ConstraintSpec,
-    prefix: &[u32],
-    cached: bool,
-) -> ConstraintMatcher {
-    let mut m = if cached {
-        engine.matcher(spec)
-    } else {
-        engine.matcher_uncached(spec)
-    }
-    .expect("compile");
+fn matcher_at(engine: &GrammarEngine, spec: &ConstraintSpec, prefix: &[u32], cached: bool) -> ConstraintMatcher {
+    let mut m = if cached { engine.matcher(spec) } else { engine.matcher_uncached(spec) }.expect("compile");
     for &t in prefix {
         m.commit(t).expect("commit");
     }
@@ -68,12 +52,7 @@ fn naive_apply(allowed: &[u32], logits: &mut [f32]) {
 }
 
 /// `mask_logits` timings along random walks of `spec` (uniform random allowed tokens).
-fn walk_mask_times(
-    engine: &GrammarEngine,
-    spec: &ConstraintSpec,
-    cached: bool,
-    walks: u64,
-) -> Vec<Duration> {
+fn walk_mask_times(engine: &GrammarEngine, spec: &ConstraintSpec, cached: bool, walks: u64) -> Vec<Duration> {
     let mut times = Vec::new();
     let mut logits = vec![0.0f32; engine.n_tokens()];
     for seed in 0..walks {
@@ -127,12 +106,8 @@ fn bench_grammar(c: &mut Criterion) {
     let engine = GrammarEngine::new(tokenizer.clone(), QWEN_LOGITS).expect("engine");
     report_mask_distribution(&engine, &spec, false);
     report_mask_distribution(&engine, &spec, true);
-    c.bench_function("grammar/compile_plan_schema", |b| {
-        b.iter(|| engine.matcher_uncached(&spec).expect("compile"))
-    });
-    c.bench_function("grammar/cached_plan_matcher", |b| {
-        b.iter(|| engine.matcher(&spec).expect("cached"))
-    });
+    c.bench_function("grammar/compile_plan_schema", |b| b.iter(|| engine.matcher_uncached(&spec).expect("compile")));
+    c.bench_function("grammar/cached_plan_matcher", |b| b.iter(|| engine.matcher(&spec).expect("cached")));
 
     let mut logits = vec![0.0f32; QWEN_LOGITS];
     for (label, prefix) in [("in_steps", IN_STEPS), ("in_string", IN_STRING)] {

@@ -13,8 +13,7 @@ use tandem::llm::{LoadOptions, Model};
 use tandem::progress::SilentReporter;
 use tandem::store::ModelStore;
 
-const DEFAULT_MODELS: &str =
-    "qwen2.5-coder-0.5b-instruct-q4_k_m,qwen2.5-coder-1.5b-instruct-q4_k_m";
+const DEFAULT_MODELS: &str = "qwen2.5-coder-0.5b-instruct-q4_k_m,qwen2.5-coder-1.5b-instruct-q4_k_m";
 
 fn bench_models(c: &mut Criterion) {
     let ids = std::env::var("TANDEM_BENCH_MODELS").unwrap_or_else(|_| DEFAULT_MODELS.to_string());
@@ -27,14 +26,9 @@ fn bench_models(c: &mut Criterion) {
         model.weights.forward(&prompt[..16], 0).expect("warm-up");
 
         let mut group = c.benchmark_group(id);
-        group
-            .sample_size(10)
-            .warm_up_time(Duration::from_secs(1))
-            .measurement_time(Duration::from_secs(20));
+        group.sample_size(10).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(20));
         group.throughput(Throughput::Elements(512));
-        group.bench_function("prefill_512", |b| {
-            b.iter(|| model.weights.forward(&prompt, 0).expect("prefill"))
-        });
+        group.bench_function("prefill_512", |b| b.iter(|| model.weights.forward(&prompt, 0).expect("prefill")));
         group.throughput(Throughput::Elements(128));
         group.bench_function("decode_128", |b| {
             b.iter(|| {

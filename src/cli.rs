@@ -9,12 +9,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 /// Models are GGUF files run on candle. The default models are pulled on first use
 /// into the cache (`$XDG_CACHE_HOME/tandem/models`, or `~/.cache/tandem/models`).
 #[derive(Debug, Parser)]
-#[command(
-    name = "tandem",
-    version,
-    propagate_version = true,
-    max_term_width = 110
-)]
+#[command(name = "tandem", version, propagate_version = true, max_term_width = 110)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -94,9 +89,7 @@ pub struct ModelArgs {
 impl ModelArgs {
     /// The load options these flags ask for.
     pub fn load_options(&self) -> crate::llm::LoadOptions {
-        crate::llm::LoadOptions {
-            keep_tensor_types: self.keep_tensor_types,
-        }
+        crate::llm::LoadOptions { keep_tensor_types: self.keep_tensor_types }
     }
 }
 
@@ -189,12 +182,7 @@ pub struct PlanArgs {
 impl PlanArgs {
     /// The model options these flags describe.
     pub fn model_args(&self) -> ModelArgs {
-        ModelArgs {
-            model: self.model.clone(),
-            threads: self.threads,
-            device: self.device,
-            keep_tensor_types: false,
-        }
+        ModelArgs { model: self.model.clone(), threads: self.threads, device: self.device, keep_tensor_types: false }
     }
 }
 

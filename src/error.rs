@@ -41,9 +41,6 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 impl Error {
     /// Wraps an I/O error with a sentence saying what was being done.
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
-        Error::Io {
-            context: context.into(),
-            source,
-        }
+        Error::Io { context: context.into(), source }
     }
 }

@@ -14,10 +14,7 @@ fn main() -> ExitCode {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     match tandem::commands::run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {

@@ -12,8 +12,8 @@ use serde_json::{json, Map, Value};
 use tandem::agent::events::read_log;
 use tandem::agent::executor::{enforce_step_tool, ExecutorCall};
 use tandem::agent::{
-    Agent, Approver, EventLog, LazyModels, NoObserver, Plan, PlanDecision, RunSettings, RunState,
-    RunsDir, Step, StopReason,
+    Agent, Approver, EventLog, LazyModels, NoObserver, Plan, PlanDecision, RunSettings, RunState, RunsDir, Step,
+    StopReason,
 };
 use tandem::progress::SilentReporter;
 use tandem::tools::{ToolContext, ToolRegistry, Workspace};
@@ -53,11 +53,7 @@ fn run_with(
 ) -> (tandem::agent::RunOutcome, Vec<Value>) {
     let context = ToolContext::new(Workspace::new(&scratch.workspace()).unwrap()).with_write(true);
     let registry = ToolRegistry::builtins(&context);
-    let mut settings = RunSettings::new(
-        "no-planner-needed",
-        "no-executor-needed",
-        &scratch.workspace(),
-    );
+    let mut settings = RunSettings::new("no-planner-needed", "no-executor-needed", &scratch.workspace());
     settings.allow_write = true;
     settings.approve = approve.into();
     settings.max_replans = 0;
@@ -71,17 +67,7 @@ fn run_with(
         &SilentReporter,
     );
     let goal = given.goal.clone();
-    let agent = Agent::start(
-        &goal,
-        settings,
-        log,
-        &registry,
-        &context,
-        &mut models,
-        approver,
-        &NoObserver,
-    )
-    .unwrap();
+    let agent = Agent::start(&goal, settings, log, &registry, &context, &mut models, approver, &NoObserver).unwrap();
     let outcome = agent.run(Some(given)).unwrap();
     (outcome, scratch.latest_events())
 }
@@ -96,41 +82,19 @@ fn write_plan() -> Plan {
 #[test]
 fn given_plan_runs_in_dependency_order_and_logs_every_event() {
     let scratch = Scratch::new();
-    let mut approver = Scripted {
-        plan: None,
-        steps: true,
-        asked_plans: 0,
-        asked_steps: 0,
-    };
+    let mut approver = Scripted { plan: None, steps: true, asked_plans: 0, asked_steps: 0 };
     let (outcome, events) = run_with(&scratch, write_plan(), "none", &mut approver);
     assert_eq!(outcome.stop, StopReason::Done, "{}", outcome.detail);
-    assert_eq!(
-        std::fs::read_to_string(scratch.workspace().join("out.txt")).unwrap(),
-        "42"
-    );
-    assert_eq!(
-        approver.asked_plans + approver.asked_steps,
-        0,
-        "no approval was asked for"
-    );
+    assert_eq!(std::fs::read_to_string(scratch.workspace().join("out.txt")).unwrap(), "42");
+    assert_eq!(approver.asked_plans + approver.asked_steps, 0, "no approval was asked for");
     let names = event_names(&events);
     assert_eq!(names.first().map(String::as_str), Some("run_started"));
     assert_eq!(names.last().map(String::as_str), Some("run_finished"));
-    let calls: Vec<&Value> = events
-        .iter()
-        .filter(|e| e["event"] == "tool_call")
-        .collect();
+    let calls: Vec<&Value> = events.iter().filter(|e| e["event"] == "tool_call").collect();
     assert_eq!(calls.len(), 2);
-    assert_eq!(
-        calls[1]["args"],
-        json!({"path": "out.txt", "content": "42"}),
-        "the reference was resolved"
-    );
+    assert_eq!(calls[1]["args"], json!({"path": "out.txt", "content": "42"}), "the reference was resolved");
     // The logged plan lists the dependency the reference implies.
-    let written = events
-        .iter()
-        .find(|e| e["event"] == "plan_written")
-        .unwrap();
+    let written = events.iter().find(|e| e["event"] == "plan_written").unwrap();
     assert_eq!(written["plan"]["steps"][1]["depends_on"], json!(["s1"]));
     // Sequence numbers are consecutive: nothing was lost or written twice.
     let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
@@ -140,69 +104,36 @@ fn given_plan_runs_in_dependency_order_and_logs_every_event() {
 #[test]
 fn rejected_plan_runs_no_tool() {
     let scratch = Scratch::new();
-    let mut approver = Scripted {
-        plan: Some(PlanDecision::Reject),
-        steps: true,
-        asked_plans: 0,
-        asked_steps: 0,
-    };
+    let mut approver = Scripted { plan: Some(PlanDecision::Reject), steps: true, asked_plans: 0, asked_steps: 0 };
     let (outcome, events) = run_with(&scratch, write_plan(), "plan", &mut approver);
     assert_eq!(outcome.stop, StopReason::Rejected);
     assert_eq!(approver.asked_plans, 1);
     assert!(!scratch.workspace().join("out.txt").exists());
     let names = event_names(&events);
-    assert!(
-        !names
-            .iter()
-            .any(|n| n == "tool_call" || n == "step_started"),
-        "{names:?}"
-    );
-    assert!(events
-        .iter()
-        .any(|e| e["event"] == "plan_approval" && e["decision"] == "rejected"));
+    assert!(!names.iter().any(|n| n == "tool_call" || n == "step_started"), "{names:?}");
+    assert!(events.iter().any(|e| e["event"] == "plan_approval" && e["decision"] == "rejected"));
 }
 
 #[test]
 fn edited_plan_is_validated_and_run_instead() {
     let scratch = Scratch::new();
     let mut edited = write_plan();
-    edited.steps[0]
-        .args
-        .insert("expression".into(), json!("6*8"));
-    let mut approver = Scripted {
-        plan: Some(PlanDecision::Edit(edited)),
-        steps: true,
-        asked_plans: 0,
-        asked_steps: 0,
-    };
+    edited.steps[0].args.insert("expression".into(), json!("6*8"));
+    let mut approver = Scripted { plan: Some(PlanDecision::Edit(edited)), steps: true, asked_plans: 0, asked_steps: 0 };
     let (outcome, events) = run_with(&scratch, write_plan(), "plan", &mut approver);
     assert_eq!(outcome.stop, StopReason::Done, "{}", outcome.detail);
-    assert_eq!(
-        std::fs::read_to_string(scratch.workspace().join("out.txt")).unwrap(),
-        "48"
-    );
-    let origins: Vec<&Value> = events
-        .iter()
-        .filter(|e| e["event"] == "plan_written")
-        .map(|e| &e["origin"])
-        .collect();
+    assert_eq!(std::fs::read_to_string(scratch.workspace().join("out.txt")).unwrap(), "48");
+    let origins: Vec<&Value> = events.iter().filter(|e| e["event"] == "plan_written").map(|e| &e["origin"]).collect();
     assert_eq!(origins, [&json!("given"), &json!("edited")]);
     // The edit is the approval: the user wrote that plan (it is still validated before it runs).
     assert_eq!(approver.asked_plans, 1);
-    assert!(events
-        .iter()
-        .any(|e| e["event"] == "plan_approval" && e["decision"] == "edited" && e["version"] == 2));
+    assert!(events.iter().any(|e| e["event"] == "plan_approval" && e["decision"] == "edited" && e["version"] == 2));
 }
 
 #[test]
 fn rejected_step_stops_before_the_call() {
     let scratch = Scratch::new();
-    let mut approver = Scripted {
-        plan: None,
-        steps: false,
-        asked_plans: 0,
-        asked_steps: 0,
-    };
+    let mut approver = Scripted { plan: None, steps: false, asked_plans: 0, asked_steps: 0 };
     let (outcome, events) = run_with(&scratch, write_plan(), "steps", &mut approver);
     assert_eq!(outcome.stop, StopReason::Rejected);
     assert_eq!(approver.asked_steps, 1);
@@ -211,18 +142,11 @@ fn rejected_step_stops_before_the_call() {
 
 #[test]
 fn executor_call_of_another_tool_is_refused() {
-    let step: Step =
-        serde_json::from_value(json!({"id": "s1", "tool": "calculator", "args": {}})).unwrap();
-    let other = ExecutorCall {
-        tool: "write_file".into(),
-        args: Map::new(),
-    };
+    let step: Step = serde_json::from_value(json!({"id": "s1", "tool": "calculator", "args": {}})).unwrap();
+    let other = ExecutorCall { tool: "write_file".into(), args: Map::new() };
     let err = enforce_step_tool(&step, &other).unwrap_err().to_string();
     assert!(err.contains("may only call 'calculator'"), "{err}");
-    let same = ExecutorCall {
-        tool: "calculator".into(),
-        args: Map::new(),
-    };
+    let same = ExecutorCall { tool: "calculator".into(), args: Map::new() };
     assert!(enforce_step_tool(&step, &same).is_ok());
 }
 
@@ -242,9 +166,7 @@ fn plan_with_a_tool_policy_does_not_offer_is_refused_before_anything_runs() {
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("write_file"), "{stderr}");
-    assert!(!event_names(&scratch.latest_events())
-        .iter()
-        .any(|n| n == "tool_call"));
+    assert!(!event_names(&scratch.latest_events()).iter().any(|n| n == "tool_call"));
     assert!(!scratch.workspace().join("out.txt").exists());
 }
 
@@ -270,24 +192,14 @@ fn approval_without_a_terminal_needs_yes() {
     let refused = scratch.tandem(&args);
     assert!(!refused.status.success());
     let stderr = String::from_utf8_lossy(&refused.stderr);
-    assert!(
-        stderr.contains("--yes") && stderr.contains("terminal"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("--yes") && stderr.contains("terminal"), "{stderr}");
     assert!(!ws.join("out.txt").exists());
     let mut with_yes = args.to_vec();
     with_yes.push("--yes");
     let (json, output) = scratch.tandem_json(&with_yes);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     assert_eq!(json["stop"], "done");
-    assert!(scratch
-        .latest_events()
-        .iter()
-        .any(|e| e["event"] == "plan_approval" && e["by"] == "--yes"));
+    assert!(scratch.latest_events().iter().any(|e| e["event"] == "plan_approval" && e["by"] == "--yes"));
 }
 
 #[test]
@@ -324,38 +236,19 @@ fn step_budget_stops_with_the_reason() {
             {"id": "s2", "tool": "calculator", "args": {"expression": "$s1.result$+1"}},
             {"id": "s3", "tool": "calculator", "args": {"expression": "3+3"}}]}"#,
     );
-    let (json, output) = scratch.tandem_json(&[
-        "run",
-        "--plan",
-        plan_path.to_str().unwrap(),
-        "--max-steps",
-        "2",
-    ]);
+    let (json, output) = scratch.tandem_json(&["run", "--plan", plan_path.to_str().unwrap(), "--max-steps", "2"]);
     assert!(!output.status.success());
     assert_eq!(json["stop"], "budget");
-    assert!(
-        json["detail"].as_str().unwrap().contains("--max-steps"),
-        "{json}"
-    );
+    assert!(json["detail"].as_str().unwrap().contains("--max-steps"), "{json}");
     // s1 and s3 are independent and ran in the first round; s2 would have been the third step.
-    let ran: Vec<&str> = json["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["id"].as_str().unwrap())
-        .collect();
+    let ran: Vec<&str> = json["steps"].as_array().unwrap().iter().map(|s| s["id"].as_str().unwrap()).collect();
     assert_eq!(ran, ["s1", "s3"]);
 }
 
 #[test]
 fn independent_tool_steps_run_concurrently() {
     let scratch = Scratch::new();
-    let tools = shell_tool(
-        "pause",
-        "Wait a second.",
-        "{}",
-        "sleep 1; echo '{\"slept\": 1}'",
-    );
+    let tools = shell_tool("pause", "Wait a second.", "{}", "sleep 1; echo '{\"slept\": 1}'");
     let tools_path = scratch.write("tools.toml", &tools);
     let plan_path = scratch.write(
         "plan.json",
@@ -363,19 +256,10 @@ fn independent_tool_steps_run_concurrently() {
             {"id": "s1", "tool": "pause", "args": {}}, {"id": "s2", "tool": "pause", "args": {}}]}"#,
     );
     let started = Instant::now();
-    let (json, output) = scratch.tandem_json(&[
-        "run",
-        "--plan",
-        plan_path.to_str().unwrap(),
-        "--tools",
-        tools_path.to_str().unwrap(),
-    ]);
+    let (json, output) =
+        scratch.tandem_json(&["run", "--plan", plan_path.to_str().unwrap(), "--tools", tools_path.to_str().unwrap()]);
     let elapsed = started.elapsed();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     assert_eq!(json["steps"].as_array().unwrap().len(), 2);
     // Two one-second steps one after the other would take at least 2 s.
     assert!(elapsed < Duration::from_millis(1900), "took {elapsed:?}");
@@ -406,19 +290,13 @@ fn killed_run_resumes_without_rerunning_completed_steps() {
         "count",
         "Count a call.",
         "{}",
-        &format!(
-            "echo ran >> '{}'; echo '{{\"calls\": 1}}'",
-            counter.display()
-        ),
+        &format!("echo ran >> '{}'; echo '{{\"calls\": 1}}'", counter.display()),
     );
     tools += &shell_tool(
         "gate",
         "Wait until the gate opens.",
         "{}",
-        &format!(
-            "while [ -e '{}' ]; do sleep 0.05; done; echo '{{\"open\": true}}'",
-            block.display()
-        ),
+        &format!("while [ -e '{}' ]; do sleep 0.05; done; echo '{{\"open\": true}}'", block.display()),
     );
     let tools_path = scratch.write("tools.toml", &tools);
     let plan_path = scratch.write(
@@ -429,20 +307,11 @@ fn killed_run_resumes_without_rerunning_completed_steps() {
             {"id": "s3", "tool": "calculator", "args": {"expression": "2+2"}, "depends_on": ["s2"]}]}"#,
     );
     let mut child = scratch
-        .command(&[
-            "run",
-            "--plan",
-            plan_path.to_str().unwrap(),
-            "--tools",
-            tools_path.to_str().unwrap(),
-        ])
+        .command(&["run", "--plan", plan_path.to_str().unwrap(), "--tools", tools_path.to_str().unwrap()])
         .spawn()
         .unwrap();
-    let reached = wait_for(
-        &scratch.path("runs"),
-        r#""event":"tool_call","version":1,"step":"s2""#,
-        Duration::from_secs(30),
-    );
+    let reached =
+        wait_for(&scratch.path("runs"), r#""event":"tool_call","version":1,"step":"s2""#, Duration::from_secs(30));
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(reached, "the run never reached s2");
@@ -453,28 +322,14 @@ fn killed_run_resumes_without_rerunning_completed_steps() {
 
     std::fs::remove_file(&block).unwrap();
     let (json, output) = scratch.tandem_json(&["resume", "latest"]);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     assert_eq!(json["stop"], "done");
     assert_eq!(json["answer"], "4");
-    assert_eq!(
-        read_or_empty(&counter).lines().count(),
-        1,
-        "s1 ran once in all"
-    );
+    assert_eq!(read_or_empty(&counter).lines().count(), 1, "s1 ran once in all");
     let events = scratch.latest_events();
-    let resumed = events
-        .iter()
-        .find(|e| e["event"] == "resumed")
-        .expect("a resumed event");
+    let resumed = events.iter().find(|e| e["event"] == "resumed").expect("a resumed event");
     assert_eq!(resumed["completed"], json!(["s1"]));
-    let s1_runs = events
-        .iter()
-        .filter(|e| e["event"] == "step_finished" && e["step"] == "s1")
-        .count();
+    let s1_runs = events.iter().filter(|e| e["event"] == "step_finished" && e["step"] == "s1").count();
     assert_eq!(s1_runs, 1);
 
     // A finished run is not resumed again.
@@ -486,12 +341,7 @@ fn killed_run_resumes_without_rerunning_completed_steps() {
 #[test]
 fn torn_last_line_is_reported_and_skipped() {
     let scratch = Scratch::new();
-    let mut approver = Scripted {
-        plan: None,
-        steps: true,
-        asked_plans: 0,
-        asked_steps: 0,
-    };
+    let mut approver = Scripted { plan: None, steps: true, asked_plans: 0, asked_steps: 0 };
     run_with(&scratch, write_plan(), "none", &mut approver);
     let runs = RunsDir::new(scratch.path("runs"));
     let (_, dir) = runs.find("latest").unwrap();
@@ -502,11 +352,7 @@ fn torn_last_line_is_reported_and_skipped() {
     let contents = read_log(&log_path).unwrap();
     assert!(contents.torn_tail);
     assert_eq!(contents.bad_lines.len(), 1);
-    assert!(
-        contents.bad_lines[0].contains("events.jsonl:"),
-        "{:?}",
-        contents.bad_lines
-    );
+    assert!(contents.bad_lines[0].contains("events.jsonl:"), "{:?}", contents.bad_lines);
     let state = RunState::replay(&contents.records);
     assert_eq!(state.status(), "done");
     assert_eq!(state.steps_run, 2);

@@ -48,26 +48,13 @@ like '2 * (3 + 4)' & return <the> number\", \"parameters\": {\"type\": \"object\
 For each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n\
 <tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n";
 
-const QWEN_DEFAULT_SYSTEM: &str =
-    "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
+const QWEN_DEFAULT_SYSTEM: &str = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
 
 #[test]
 fn qwen_renders_system_and_user_exactly() {
     let t = qwen_template();
-    assert_eq!(
-        (t.bos_token(), t.eos_token()),
-        ("<|endoftext|>", "<|im_end|>")
-    );
-    let out = t
-        .render(
-            &[
-                ChatMessage::system("You plan."),
-                ChatMessage::user("Goal: list files"),
-            ],
-            None,
-            true,
-        )
-        .unwrap();
+    assert_eq!((t.bos_token(), t.eos_token()), ("<|endoftext|>", "<|im_end|>"));
+    let out = t.render(&[ChatMessage::system("You plan."), ChatMessage::user("Goal: list files")], None, true).unwrap();
     assert_eq!(
         out,
         "<|im_start|>system\nYou plan.<|im_end|>\n<|im_start|>user\nGoal: list files<|im_end|>\n<|im_start|>assistant\n"
@@ -76,9 +63,7 @@ fn qwen_renders_system_and_user_exactly() {
 
 #[test]
 fn qwen_supplies_its_default_system_text() {
-    let out = qwen_template()
-        .render(&[ChatMessage::user("Hi")], None, true)
-        .unwrap();
+    let out = qwen_template().render(&[ChatMessage::user("Hi")], None, true).unwrap();
     assert_eq!(
         out,
         format!("<|im_start|>system\n{QWEN_DEFAULT_SYSTEM}<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")
@@ -87,11 +72,7 @@ fn qwen_supplies_its_default_system_text() {
 
 #[test]
 fn qwen_multi_turn_without_generation_prompt() {
-    let messages = [
-        ChatMessage::user("Hi"),
-        ChatMessage::assistant("Hello!"),
-        ChatMessage::user("Bye"),
-    ];
+    let messages = [ChatMessage::user("Hi"), ChatMessage::assistant("Hello!"), ChatMessage::user("Bye")];
     let out = qwen_template().render(&messages, None, false).unwrap();
     assert_eq!(
         out,
@@ -104,13 +85,7 @@ fn qwen_multi_turn_without_generation_prompt() {
 
 #[test]
 fn qwen_tools_section_matches_hugging_face() {
-    let out = qwen_template()
-        .render(
-            &[ChatMessage::user("What is 2+2?")],
-            Some(&calculator_tools()),
-            true,
-        )
-        .unwrap();
+    let out = qwen_template().render(&[ChatMessage::user("What is 2+2?")], Some(&calculator_tools()), true).unwrap();
     assert_eq!(
         out,
         format!(
@@ -131,9 +106,7 @@ fn qwen_tool_results_are_grouped_in_one_user_turn() {
         ChatMessage::new("tool", "4"),
         ChatMessage::new("tool", "four"),
     ];
-    let out = qwen_template()
-        .render(&messages, Some(&calculator_tools()), true)
-        .unwrap();
+    let out = qwen_template().render(&messages, Some(&calculator_tools()), true).unwrap();
     assert_eq!(
         out,
         format!(
@@ -149,13 +122,7 @@ fn qwen_tool_results_are_grouped_in_one_user_turn() {
 fn qwen_rendered_prompt_tokenizes_with_single_special_tokens() {
     let md = metadata("qwen2.5-coder-0.5b-instruct-q4_k_m");
     let tok = GgufTokenizer::from_gguf(md).unwrap();
-    let prompt = qwen_template()
-        .render(
-            &[ChatMessage::system("S"), ChatMessage::user("Hi")],
-            None,
-            true,
-        )
-        .unwrap();
+    let prompt = qwen_template().render(&[ChatMessage::system("S"), ChatMessage::user("Hi")], None, true).unwrap();
     let ids = tok.encode(&prompt, tok.add_bos_by_default()).unwrap();
     assert_eq!(ids[0], 151_644, "<|im_start|> first, no BOS for Qwen");
     assert_eq!(ids.iter().filter(|&&id| id == 151_644).count(), 3);
@@ -166,13 +133,8 @@ fn qwen_rendered_prompt_tokenizes_with_single_special_tokens() {
 #[test]
 fn gemma_without_a_template_gets_the_gemma_turn_format() {
     let md = metadata("gemma-3-270m-q4_k_m");
-    assert!(
-        !md.contains_key("tokenizer.chat_template"),
-        "the base model ships none"
-    );
-    let t = ChatTemplate::from_gguf(md, "gemma3")
-        .unwrap()
-        .expect("built-in Gemma format");
+    assert!(!md.contains_key("tokenizer.chat_template"), "the base model ships none");
+    let t = ChatTemplate::from_gguf(md, "gemma3").unwrap().expect("built-in Gemma format");
     assert_eq!(t.source(), GEMMA3_TEMPLATE);
     let messages = [
         ChatMessage::system("You plan."),
@@ -191,29 +153,14 @@ fn gemma_without_a_template_gets_the_gemma_turn_format() {
     let ids = tok.encode(&out, tok.add_bos_by_default()).unwrap();
     assert_eq!(&ids[..3], [2, 105, 2364], "<bos> <start_of_turn> user");
     assert_eq!(ids.iter().filter(|&&id| id == 2).count(), 1);
-    assert_eq!(
-        ids.last(),
-        Some(&107),
-        "ends with the newline after <start_of_turn>model"
-    );
+    assert_eq!(ids.last(), Some(&107), "ends with the newline after <start_of_turn>model");
 }
 
 #[test]
 fn gemma_rejects_non_alternating_turns() {
-    let t = ChatTemplate::from_gguf(metadata("gemma-3-270m-q4_k_m"), "gemma3")
-        .unwrap()
-        .unwrap();
-    let err = t
-        .render(
-            &[ChatMessage::user("a"), ChatMessage::user("b")],
-            None,
-            true,
-        )
-        .unwrap_err();
-    assert!(
-        matches!(&err, TemplateError::Raised(m) if m.contains("alternate")),
-        "{err}"
-    );
+    let t = ChatTemplate::from_gguf(metadata("gemma-3-270m-q4_k_m"), "gemma3").unwrap().unwrap();
+    let err = t.render(&[ChatMessage::user("a"), ChatMessage::user("b")], None, true).unwrap_err();
+    assert!(matches!(&err, TemplateError::Raised(m) if m.contains("alternate")), "{err}");
 }
 
 #[test]
@@ -222,25 +169,15 @@ fn no_template_and_no_known_format_is_none() {
     md.remove("tokenizer.chat_template");
     assert!(ChatTemplate::from_gguf(&md, "qwen2").unwrap().is_none());
     md.insert("tokenizer.chat_template".into(), Value::U32(7));
-    assert!(matches!(
-        ChatTemplate::from_gguf(&md, "qwen2"),
-        Err(TemplateError::WrongType { .. })
-    ));
+    assert!(matches!(ChatTemplate::from_gguf(&md, "qwen2"), Err(TemplateError::WrongType { .. })));
 }
 
 #[test]
 fn malformed_templates_fail_at_compile_time() {
-    for source in [
-        "{% for m in messages %}{{ m.content }}",
-        "{{ messages[0] ",
-        "{% if %}x{% endif %}",
-        "{% endfor %}",
-    ] {
+    for source in ["{% for m in messages %}{{ m.content }}", "{{ messages[0] ", "{% if %}x{% endif %}", "{% endfor %}"]
+    {
         let err = ChatTemplate::new(source, "", "").unwrap_err();
-        assert!(
-            matches!(err, TemplateError::Syntax { .. }),
-            "{source:?} gave {err:?}"
-        );
+        assert!(matches!(err, TemplateError::Syntax { .. }), "{source:?} gave {err:?}");
     }
     let err = ChatTemplate::new("ok\n{% for %}", "", "").unwrap_err();
     assert!(err.to_string().contains("line 2"), "{err}");
@@ -248,12 +185,7 @@ fn malformed_templates_fail_at_compile_time() {
 
 #[test]
 fn tools_that_are_not_an_array_are_rejected() {
-    let err = qwen_template()
-        .render(
-            &[ChatMessage::user("Hi")],
-            Some(&serde_json::json!({"name": "f"})),
-            true,
-        )
-        .unwrap_err();
+    let err =
+        qwen_template().render(&[ChatMessage::user("Hi")], Some(&serde_json::json!({"name": "f"})), true).unwrap_err();
     assert!(matches!(err, TemplateError::ToolsNotAnArray(_)), "{err}");
 }

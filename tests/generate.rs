@@ -29,14 +29,7 @@ fn run(
     stop: &[u32],
 ) -> tandem::decode::Generation {
     let prompt = model.tokenizer.encode("the theme", false).unwrap();
-    let request = GenerateRequest {
-        prompt,
-        max_tokens,
-        sampling,
-        seed,
-        stop_tokens: stop.to_vec(),
-        constraint: None,
-    };
+    let request = GenerateRequest { prompt, max_tokens, sampling, seed, stop_tokens: stop.to_vec(), constraint: None };
     generate(model, request, &mut |_| {}).unwrap()
 }
 
@@ -67,19 +60,12 @@ fn output_stops_before_a_stop_token() {
 #[test]
 fn seeds_fix_sampled_output() {
     let (_dir, mut model) = tiny_model();
-    let sampling = Sampling::Random {
-        temperature: 1.0,
-        top_k: None,
-        top_p: None,
-    };
+    let sampling = Sampling::Random { temperature: 1.0, top_k: None, top_p: None };
     let a = run(&mut model, sampling, 7, 20, &NO_STOP);
     let b = run(&mut model, sampling, 7, 20, &NO_STOP);
     let c = run(&mut model, sampling, 8, 20, &NO_STOP);
     assert_eq!(a.tokens, b.tokens);
-    assert_ne!(
-        a.tokens, c.tokens,
-        "different seeds gave the same 20 tokens"
-    );
+    assert_ne!(a.tokens, c.tokens, "different seeds gave the same 20 tokens");
 }
 
 /// Digits only; after the first digit the grammar forces "-" (a fast-forward), and `len` tokens finish it.
@@ -128,21 +114,12 @@ impl TokenConstraint for Digits {
 #[test]
 fn constraint_masks_fast_forwards_and_finishes() {
     let (_dir, mut model) = tiny_model();
-    let mut digits = Digits {
-        committed: vec![],
-        len: 6,
-        forced_once: false,
-        masks: 0,
-    };
+    let mut digits = Digits { committed: vec![], len: 6, forced_once: false, masks: 0 };
     let prompt = model.tokenizer.encode("the", false).unwrap();
     let request = GenerateRequest {
         prompt,
         max_tokens: 50,
-        sampling: Sampling::Random {
-            temperature: 1.0,
-            top_k: None,
-            top_p: None,
-        },
+        sampling: Sampling::Random { temperature: 1.0, top_k: None, top_p: None },
         seed: 3,
         stop_tokens: NO_STOP.to_vec(),
         constraint: Some(&mut digits),
@@ -150,37 +127,22 @@ fn constraint_masks_fast_forwards_and_finishes() {
     let out = generate(&mut model, request, &mut |_| {}).unwrap();
     assert_eq!(out.stop, StopReason::GrammarComplete);
     assert_eq!(out.tokens.len(), 6);
-    assert_eq!(
-        out.tokens[1], DASH,
-        "forced token missing: {:?}",
-        out.tokens
-    );
+    assert_eq!(out.tokens[1], DASH, "forced token missing: {:?}", out.tokens);
     assert!(
-        out.tokens
-            .iter()
-            .enumerate()
-            .all(|(i, &t)| i == 1 || (b'0' as u32..=b'9' as u32).contains(&t)),
+        out.tokens.iter().enumerate().all(|(i, &t)| i == 1 || (b'0' as u32..=b'9' as u32).contains(&t)),
         "{}",
         out.text
     );
     assert_eq!(out.timings.forced_tokens, 1);
     // Six tokens, one forced with the first digit, none after the last: four forward passes after prefill.
     assert_eq!(out.timings.forward_passes, 4);
-    assert!(
-        digits.masks > 0,
-        "the random tiny model should sometimes pick a non-digit"
-    );
+    assert!(digits.masks > 0, "the random tiny model should sometimes pick a non-digit");
 }
 
 #[test]
 fn budget_exhausted_before_the_grammar_accepts_is_an_error() {
     let (_dir, mut model) = tiny_model();
-    let mut digits = Digits {
-        committed: vec![],
-        len: 100,
-        forced_once: true,
-        masks: 0,
-    };
+    let mut digits = Digits { committed: vec![], len: 100, forced_once: true, masks: 0 };
     let prompt = model.tokenizer.encode("the", false).unwrap();
     let request = GenerateRequest {
         prompt,
@@ -191,13 +153,7 @@ fn budget_exhausted_before_the_grammar_accepts_is_an_error() {
         constraint: Some(&mut digits),
     };
     let err = generate(&mut model, request, &mut |_| {}).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            Error::Generate(GenerateError::GrammarIncomplete { max_tokens: 3, .. })
-        ),
-        "{err:?}"
-    );
+    assert!(matches!(err, Error::Generate(GenerateError::GrammarIncomplete { max_tokens: 3, .. })), "{err:?}");
 }
 
 #[test]
@@ -212,10 +168,7 @@ fn streamed_text_equals_the_final_text() {
     let (_dir, mut model) = tiny_model();
     let prompt = model.tokenizer.encode("the", false).unwrap();
     let mut streamed = String::new();
-    let request = GenerateRequest {
-        stop_tokens: NO_STOP.to_vec(),
-        ..GenerateRequest::greedy(prompt, 15)
-    };
+    let request = GenerateRequest { stop_tokens: NO_STOP.to_vec(), ..GenerateRequest::greedy(prompt, 15) };
     let out = generate(&mut model, request, &mut |piece| streamed.push_str(piece)).unwrap();
     assert_eq!(streamed, out.text);
 }

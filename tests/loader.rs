@@ -22,25 +22,14 @@ fn tiny_file(dir: &tempfile::TempDir, name: &str, spec: &TinyQwen2) -> PathBuf {
 fn load_qwen2(path: &Path, keep_types: bool) -> Qwen2 {
     let file = GgufFile::open(path).unwrap();
     let mut conversions = Vec::new();
-    Qwen2::load(
-        &file,
-        &Device::Cpu,
-        &LoadOptions {
-            keep_tensor_types: keep_types,
-        },
-        &mut conversions,
-    )
-    .unwrap()
+    Qwen2::load(&file, &Device::Cpu, &LoadOptions { keep_tensor_types: keep_types }, &mut conversions).unwrap()
 }
 
 fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
     let a = a.flatten_all().unwrap().to_vec1::<f32>().unwrap();
     let b = b.flatten_all().unwrap().to_vec1::<f32>().unwrap();
     assert_eq!(a.len(), b.len());
-    a.iter()
-        .zip(&b)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f32::max)
+    a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
 }
 
 const TOKENS: [u32; 9] = [5, 77, 256, 13, 200, 31, 99, 257, 42];
@@ -52,23 +41,12 @@ fn forward_matches_candle_reference_implementation() {
     let mut ours = load_qwen2(&path, true);
     let mut reader = std::fs::File::open(&path).unwrap();
     let content = gguf_file::Content::read(&mut reader).unwrap();
-    let mut reference = candle_transformers::models::quantized_qwen2::ModelWeights::from_gguf(
-        content,
-        &mut reader,
-        &Device::Cpu,
-    )
-    .unwrap();
+    let mut reference =
+        candle_transformers::models::quantized_qwen2::ModelWeights::from_gguf(content, &mut reader, &Device::Cpu)
+            .unwrap();
     // Prompt in one pass, then two single-token steps: exercises the mask, the cache and RoPE offsets.
     let prompt = &TOKENS[..6];
-    let ref_logits = reference
-        .forward(
-            &Tensor::new(prompt, &Device::Cpu)
-                .unwrap()
-                .unsqueeze(0)
-                .unwrap(),
-            0,
-        )
-        .unwrap();
+    let ref_logits = reference.forward(&Tensor::new(prompt, &Device::Cpu).unwrap().unsqueeze(0).unwrap(), 0).unwrap();
     let our_logits = ours.forward(prompt, 0).unwrap();
     assert!(
         max_abs_diff(&ref_logits, &our_logits) < 1e-3,
@@ -77,21 +55,9 @@ fn forward_matches_candle_reference_implementation() {
     );
     for (i, &t) in TOKENS[6..].iter().enumerate() {
         let pos = 6 + i;
-        let r = reference
-            .forward(
-                &Tensor::new(&[t], &Device::Cpu)
-                    .unwrap()
-                    .unsqueeze(0)
-                    .unwrap(),
-                pos,
-            )
-            .unwrap();
+        let r = reference.forward(&Tensor::new(&[t], &Device::Cpu).unwrap().unsqueeze(0).unwrap(), pos).unwrap();
         let o = ours.forward(&[t], pos).unwrap();
-        assert!(
-            max_abs_diff(&r, &o) < 1e-3,
-            "step at {pos} differs: {}",
-            max_abs_diff(&r, &o)
-        );
+        assert!(max_abs_diff(&r, &o) < 1e-3, "step at {pos} differs: {}", max_abs_diff(&r, &o));
     }
 }
 
@@ -127,46 +93,24 @@ fn rewinding_the_cache_reuses_a_prefix() {
 #[test]
 fn q5_0_weights_are_converted_and_stay_close() {
     let dir = tempfile::tempdir().unwrap();
-    let spec = TinyQwen2 {
-        matrix_type: GgmlDType::Q5_0,
-        ..TinyQwen2::default()
-    };
+    let spec = TinyQwen2 { matrix_type: GgmlDType::Q5_0, ..TinyQwen2::default() };
     let path = tiny_file(&dir, "q5.gguf", &spec);
     let file = GgufFile::open(&path).unwrap();
     let mut conversions = Vec::new();
-    let mut converted = Qwen2::load(
-        &file,
-        &Device::Cpu,
-        &LoadOptions::default(),
-        &mut conversions,
-    )
-    .unwrap();
+    let mut converted = Qwen2::load(&file, &Device::Cpu, &LoadOptions::default(), &mut conversions).unwrap();
     assert_eq!(conversions.len(), 1, "{conversions:?}");
     assert!(conversions[0].contains("Q8_0"));
     let mut original = load_qwen2(&path, true);
     let a = converted.forward(&TOKENS, 0).unwrap();
     let b = original.forward(&TOKENS, 0).unwrap();
-    let scale = b
-        .abs()
-        .unwrap()
-        .max_all()
-        .unwrap()
-        .to_scalar::<f32>()
-        .unwrap();
-    assert!(
-        max_abs_diff(&a, &b) < 0.05 * scale.max(1.0),
-        "diff {} vs scale {scale}",
-        max_abs_diff(&a, &b)
-    );
+    let scale = b.abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+    assert!(max_abs_diff(&a, &b) < 0.05 * scale.max(1.0), "diff {} vs scale {scale}", max_abs_diff(&a, &b));
 }
 
 #[test]
 fn tied_output_uses_the_embedding() {
     let dir = tempfile::tempdir().unwrap();
-    let spec = TinyQwen2 {
-        separate_output: false,
-        ..TinyQwen2::default()
-    };
+    let spec = TinyQwen2 { separate_output: false, ..TinyQwen2::default() };
     let path = tiny_file(&dir, "tied.gguf", &spec);
     let mut model = load_qwen2(&path, false);
     let logits = model.forward(&TOKENS[..2], 0).unwrap();
@@ -188,10 +132,7 @@ fn truncated_file_names_the_tensor() {
     let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
     file.set_len(len - 100).unwrap();
     let err = load_error(&path);
-    assert!(
-        matches!(err, Error::Load(LoadError::Truncated { .. })),
-        "{err:?}"
-    );
+    assert!(matches!(err, Error::Load(LoadError::Truncated { .. })), "{err:?}");
     assert!(err.to_string().contains("trunc.gguf"), "{err}");
 }
 
@@ -203,10 +144,7 @@ fn file_cut_inside_the_header_is_an_error_not_a_panic() {
     for cut in [4usize, 11, 100, 2000] {
         std::fs::write(&path, &bytes[..cut]).unwrap();
         let err = load_error(&path);
-        assert!(
-            matches!(err, Error::Load(LoadError::BadHeader { .. })),
-            "cut at {cut}: {err:?}"
-        );
+        assert!(matches!(err, Error::Load(LoadError::BadHeader { .. })), "cut at {cut}: {err:?}");
     }
 }
 
@@ -216,25 +154,16 @@ fn bad_magic_says_it_is_not_gguf() {
     let path = dir.path().join("model.safetensors.gguf");
     std::fs::write(&path, b"{\"__metadata__\": {}}").unwrap();
     let err = load_error(&path);
-    assert!(
-        matches!(err, Error::Load(LoadError::BadMagic { .. })),
-        "{err:?}"
-    );
+    assert!(matches!(err, Error::Load(LoadError::BadMagic { .. })), "{err:?}");
     let empty = dir.path().join("empty.gguf");
     std::fs::write(&empty, b"").unwrap();
-    assert!(matches!(
-        load_error(&empty),
-        Error::Load(LoadError::BadMagic { .. })
-    ));
+    assert!(matches!(load_error(&empty), Error::Load(LoadError::BadMagic { .. })));
 }
 
 #[test]
 fn missing_metadata_key_is_named() {
     let dir = tempfile::tempdir().unwrap();
-    let spec = TinyQwen2 {
-        omit_keys: vec!["qwen2.block_count".into()],
-        ..TinyQwen2::default()
-    };
+    let spec = TinyQwen2 { omit_keys: vec!["qwen2.block_count".into()], ..TinyQwen2::default() };
     let path = tiny_file(&dir, "nokey.gguf", &spec);
     let err = load_error(&path);
     match &err {
@@ -246,28 +175,16 @@ fn missing_metadata_key_is_named() {
 #[test]
 fn unknown_architecture_lists_the_supported_ones() {
     let dir = tempfile::tempdir().unwrap();
-    let spec = TinyQwen2 {
-        architecture: "mamba9".into(),
-        ..TinyQwen2::default()
-    };
+    let spec = TinyQwen2 { architecture: "mamba9".into(), ..TinyQwen2::default() };
     let path = tiny_file(&dir, "arch.gguf", &spec);
     let err = load_error(&path);
-    assert!(
-        matches!(err, Error::Load(LoadError::UnsupportedArchitecture { .. })),
-        "{err:?}"
-    );
+    assert!(matches!(err, Error::Load(LoadError::UnsupportedArchitecture { .. })), "{err:?}");
     let text = err.to_string();
-    assert!(
-        text.contains("mamba9") && text.contains("qwen2") && text.contains("gemma3"),
-        "{text}"
-    );
+    assert!(text.contains("mamba9") && text.contains("qwen2") && text.contains("gemma3"), "{text}");
 }
 
 #[test]
 fn missing_file_is_a_clear_error() {
     let err = load_error(Path::new("/nonexistent/model.gguf"));
-    assert!(
-        matches!(err, Error::Load(LoadError::Open { .. })),
-        "{err:?}"
-    );
+    assert!(matches!(err, Error::Load(LoadError::Open { .. })), "{err:?}");
 }

@@ -11,8 +11,7 @@ use rstest::rstest;
 use serde_json::{json, Value};
 use tandem::agent::refs::{references_in, resolve_value};
 use tandem::agent::{
-    coerce_to_schema, parse_reference, plan_json_schema, resolve_args, IssueKind, Plan, PlanError,
-    PlanIssue, Reference,
+    coerce_to_schema, parse_reference, plan_json_schema, resolve_args, IssueKind, Plan, PlanError, PlanIssue, Reference,
 };
 use tandem::tools::{ToolContext, ToolRegistry, Workspace};
 
@@ -23,9 +22,7 @@ fn registry() -> ToolRegistry {
 }
 
 fn fixture(name: &str) -> Plan {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/agent")
-        .join(name);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/agent").join(name);
     Plan::from_json(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
@@ -94,10 +91,7 @@ fn a_good_multi_step_plan_validates() {
 ]), IssueKind::ReferenceTypeMismatch)]
 fn bad_plans_raise_the_expected_issue(#[case] steps: Value, #[case] expected: IssueKind) {
     let issues = plan(steps).validate(&registry());
-    assert!(
-        kinds(&issues).contains(&expected),
-        "expected {expected:?}, got {issues:#?}"
-    );
+    assert!(kinds(&issues).contains(&expected), "expected {expected:?}, got {issues:#?}");
     // Each issue is a sentence that names the step it is about (when it is about one).
     for issue in &issues {
         let text = issue.to_string();
@@ -125,10 +119,7 @@ fn every_problem_is_reported_not_just_the_first() {
     .into();
     assert_eq!(found, expected);
     let err = bad.check(&registry()).unwrap_err();
-    assert!(
-        matches!(&err, PlanError::Invalid(issues) if issues.len() >= 5),
-        "{err}"
-    );
+    assert!(matches!(&err, PlanError::Invalid(issues) if issues.len() >= 5), "{err}");
 }
 
 #[test]
@@ -164,34 +155,16 @@ fn resolution_keeps_types_and_formats_embedded_references() {
     assert_eq!(
         step.references(),
         [
-            Reference {
-                step: "s1".into(),
-                field: Some("result".into())
-            },
-            Reference {
-                step: "s2".into(),
-                field: Some("entries.1".into())
-            },
-            Reference {
-                step: "s2".into(),
-                field: Some("entries.0".into())
-            },
-            Reference {
-                step: "s1".into(),
-                field: Some("result".into())
-            },
-            Reference {
-                step: "s2".into(),
-                field: None
-            },
+            Reference { step: "s1".into(), field: Some("result".into()) },
+            Reference { step: "s2".into(), field: Some("entries.1".into()) },
+            Reference { step: "s2".into(), field: Some("entries.0".into()) },
+            Reference { step: "s1".into(), field: Some("result".into()) },
+            Reference { step: "s2".into(), field: None },
         ]
     );
     assert_eq!(step.dependencies(), ["s1", "s2"]);
-    let outputs: HashMap<String, Value> = [
-        ("s1".into(), json!({"result": 53})),
-        ("s2".into(), json!({"entries": ["a", {"b": 2}]})),
-    ]
-    .into();
+    let outputs: HashMap<String, Value> =
+        [("s1".into(), json!({"result": 53})), ("s2".into(), json!({"entries": ["a", {"b": 2}]}))].into();
     let args = resolve_args(&step, &outputs).unwrap();
     assert_eq!(
         Value::Object(args),
@@ -203,52 +176,24 @@ fn resolution_keeps_types_and_formats_embedded_references() {
         })
     );
     let missing: HashMap<String, Value> = [("s1".into(), json!({"result": 53}))].into();
-    assert!(matches!(
-        resolve_args(&step, &missing),
-        Err(PlanError::MissingOutput { .. })
-    ));
-    let wrong: HashMap<String, Value> =
-        [("s1".into(), json!({"value": 1})), ("s2".into(), json!({}))].into();
+    assert!(matches!(resolve_args(&step, &missing), Err(PlanError::MissingOutput { .. })));
+    let wrong: HashMap<String, Value> = [("s1".into(), json!({"value": 1})), ("s2".into(), json!({}))].into();
     let err = resolve_args(&step, &wrong).unwrap_err();
-    assert!(
-        matches!(&err, PlanError::MissingField { .. }) && err.to_string().contains("value"),
-        "{err}"
-    );
+    assert!(matches!(&err, PlanError::MissingField { .. }) && err.to_string().contains("value"), "{err}");
 }
 
 #[test]
 fn reference_syntax_escapes_prices_and_adjacent_references() {
-    assert_eq!(
-        parse_reference("$s1.result$"),
-        Some(Reference {
-            step: "s1".into(),
-            field: Some("result".into())
-        })
-    );
-    assert_eq!(
-        parse_reference("$var2$"),
-        Some(Reference {
-            step: "var2".into(),
-            field: None
-        })
-    );
-    assert_eq!(
-        parse_reference("$var1.result$").unwrap().to_string(),
-        "$var1.result$"
-    );
+    assert_eq!(parse_reference("$s1.result$"), Some(Reference { step: "s1".into(), field: Some("result".into()) }));
+    assert_eq!(parse_reference("$var2$"), Some(Reference { step: "var2".into(), field: None }));
+    assert_eq!(parse_reference("$var1.result$").unwrap().to_string(), "$var1.result$");
     assert_eq!(parse_reference("costs $5 and $6"), None);
     assert_eq!(parse_reference("$s1.result$ "), None);
     assert_eq!(references_in(&json!("$s1.a$$s2.b$")).len(), 2);
     assert_eq!(references_in(&json!("$$s1.a$")).len(), 0);
-    assert_eq!(
-        references_in(&json!(["$HOME and $PATH", {"k": "$s1.a b$"}])).len(),
-        0
-    );
+    assert_eq!(references_in(&json!(["$HOME and $PATH", {"k": "$s1.a b$"}])).len(), 0);
     let outputs: HashMap<String, Value> = [("s1".to_string(), json!({"a": 1}))].into();
-    assert_eq!(
-        resolve_value("s2", &json!("$$5 and $s1.a$, $5"), &outputs).unwrap(),
-        json!("$5 and 1, $5")
-    );
+    assert_eq!(resolve_value("s2", &json!("$$5 and $s1.a$, $5"), &outputs).unwrap(), json!("$5 and 1, $5"));
 }
 
 #[test]
@@ -258,10 +203,7 @@ fn coercion_follows_the_argument_schema() {
         "list": {"type": "array", "items": {"type": "string"}}, "keep": {"type": "boolean"}
     }});
     assert_eq!(
-        coerce_to_schema(
-            json!({"s": 53, "n": " 7 ", "x": "2.5", "list": [1, "a"], "keep": "yes"}),
-            &schema
-        ),
+        coerce_to_schema(json!({"s": 53, "n": " 7 ", "x": "2.5", "list": [1, "a"], "keep": "yes"}), &schema),
         json!({"s": "53", "n": 7, "x": 2.5, "list": ["1", "a"], "keep": "yes"})
     );
 }
@@ -275,31 +217,20 @@ fn nestful_labels_and_references_work_unchanged() {
     let mut done = HashSet::new();
     let mut order = Vec::new();
     let mut outputs = HashMap::new();
-    let ctx = ToolContext::new(Workspace::new(tempfile::tempdir().unwrap().keep()).unwrap())
-        .with_write(true);
+    let ctx = ToolContext::new(Workspace::new(tempfile::tempdir().unwrap().keep()).unwrap()).with_write(true);
     loop {
-        let ready: Vec<String> = plan
-            .ready_steps(&done)
-            .iter()
-            .map(|s| s.id.clone())
-            .collect();
+        let ready: Vec<String> = plan.ready_steps(&done).iter().map(|s| s.id.clone()).collect();
         let Some(id) = ready.first() else { break };
         let step = plan.step(id).unwrap();
         let spec = registry.spec(&step.tool).unwrap();
-        let args = coerce_to_schema(
-            Value::Object(resolve_args(step, &outputs).unwrap()),
-            &spec.args_schema,
-        );
+        let args = coerce_to_schema(Value::Object(resolve_args(step, &outputs).unwrap()), &spec.args_schema);
         outputs.insert(id.clone(), registry.call(&step.tool, &args, &ctx).unwrap());
         done.insert(id.clone());
         order.push(id.clone());
     }
     assert_eq!(order, ["var1", "var2", "var3"]);
     assert_eq!(outputs["var2"]["result"], 106);
-    assert_eq!(
-        std::fs::read_to_string(ctx.workspace.root().join("answer.txt")).unwrap(),
-        "106"
-    );
+    assert_eq!(std::fs::read_to_string(ctx.workspace.root().join("answer.txt")).unwrap(), "106");
     std::fs::remove_dir_all(ctx.workspace.root()).unwrap();
 }
 
@@ -313,11 +244,7 @@ fn ready_steps_follow_the_dag() {
     ]));
     let ids = |done: &[&str]| -> Vec<String> {
         let done: HashSet<String> = done.iter().map(|s| s.to_string()).collect();
-        diamond
-            .ready_steps(&done)
-            .iter()
-            .map(|s| s.id.clone())
-            .collect()
+        diamond.ready_steps(&done).iter().map(|s| s.id.clone()).collect()
     };
     assert_eq!(ids(&[]), ["s1"]);
     assert_eq!(ids(&["s1"]), ["s2", "s3"]);
@@ -346,19 +273,11 @@ fn the_plan_schema_accepts_a_valid_plan() {
     let schema = plan_json_schema(&registry());
     let good = good_plan_json();
     let validator = jsonschema::validator_for(&schema).unwrap();
-    let errors: Vec<String> = validator
-        .iter_errors(&good)
-        .map(|e| e.to_string())
-        .collect();
+    let errors: Vec<String> = validator.iter_errors(&good).map(|e| e.to_string()).collect();
     assert!(errors.is_empty(), "{errors:#?}");
     // The step shape lists its properties in the order the model should write them.
     let shape = &schema["properties"]["steps"]["items"]["anyOf"][0]["properties"];
-    let order: Vec<&str> = shape
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
+    let order: Vec<&str> = shape.as_object().unwrap().keys().map(String::as_str).collect();
     assert_eq!(order, ["id", "description", "tool", "args", "depends_on"]);
 }
 
@@ -386,19 +305,14 @@ fn the_plan_schema_rejects(#[case] pointer: &str, #[case] replacement: Value) {
     } else {
         holder.insert(key.to_string(), replacement);
     }
-    assert!(
-        !schema_accepts(&schema, &plan),
-        "accepted {pointer}: {plan}"
-    );
+    assert!(!schema_accepts(&schema, &plan), "accepted {pointer}: {plan}");
 }
 
 #[test]
 fn references_of_a_fitting_type_are_admitted_in_typed_arguments() {
     // A user tool with typed arguments: integers accept references to numeric fields only.
     let mut registry = registry();
-    registry
-        .load_file(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/agent/tools.toml"))
-        .unwrap();
+    registry.load_file(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/agent/tools.toml")).unwrap();
     let schema = plan_json_schema(&registry);
     let step = |args: Value| {
         json!({"steps": [
@@ -406,32 +320,14 @@ fn references_of_a_fitting_type_are_admitted_in_typed_arguments() {
             {"id": "s2", "description": "", "tool": "write_file", "args": args, "depends_on": ["s1"]}
         ]})
     };
-    assert!(schema_accepts(
-        &schema,
-        &step(json!({"path": "a", "content": "$s1.text$"}))
-    ));
-    assert!(schema_accepts(
-        &schema,
-        &step(json!({"path": "a", "content": "n=$s1.result$, words=$s1.words$"}))
-    ));
-    assert!(!schema_accepts(
-        &schema,
-        &step(json!({"path": "a", "content": "costs $5"}))
-    ));
-    assert!(schema_accepts(
-        &schema,
-        &step(json!({"path": "a", "content": "costs $$5"}))
-    ));
+    assert!(schema_accepts(&schema, &step(json!({"path": "a", "content": "$s1.text$"}))));
+    assert!(schema_accepts(&schema, &step(json!({"path": "a", "content": "n=$s1.result$, words=$s1.words$"}))));
+    assert!(!schema_accepts(&schema, &step(json!({"path": "a", "content": "costs $5"}))));
+    assert!(schema_accepts(&schema, &step(json!({"path": "a", "content": "costs $$5"}))));
     // `shout` declares no outputs, so references to any field name become admissible.
-    assert!(schema_accepts(
-        &schema,
-        &step(json!({"path": "a", "content": "$s1.anything$"}))
-    ));
+    assert!(schema_accepts(&schema, &step(json!({"path": "a", "content": "$s1.anything$"}))));
     let closed = plan_json_schema(&self::registry());
-    assert!(!schema_accepts(
-        &closed,
-        &step(json!({"path": "a", "content": "$s1.anything$"}))
-    ));
+    assert!(!schema_accepts(&closed, &step(json!({"path": "a", "content": "$s1.anything$"}))));
 }
 
 /// A matcher for the schema on llguidance's one-byte-per-token test vocabulary, compact JSON as the decoder
@@ -447,11 +343,7 @@ fn llguidance_matcher(schema: &Value) -> Matcher {
     let mut schema = schema.clone();
     schema["x-guidance"] = json!({"whitespace_flexible": false});
     let matcher = Matcher::new(factory.create_parser(TopLevelGrammar::from_json_schema(schema)));
-    assert!(
-        !matcher.is_error(),
-        "llguidance rejected the schema: {:?}",
-        matcher.get_error()
-    );
+    assert!(!matcher.is_error(), "llguidance rejected the schema: {:?}", matcher.get_error());
     matcher
 }
 
@@ -470,14 +362,8 @@ fn llguidance_compiles_the_plan_schema_and_follows_it() {
     assert!(matcher.is_accepting().unwrap());
 
     for (bad, stops_at) in [
-        (
-            r#"{"steps":[{"id":"s1","description":"","tool":"browser""#,
-            r#""tool":""#,
-        ),
-        (
-            r#"{"steps":[{"id":"s1","description":"","tool":"calculator","args":{"path""#,
-            r#""args":{""#,
-        ),
+        (r#"{"steps":[{"id":"s1","description":"","tool":"browser""#, r#""tool":""#),
+        (r#"{"steps":[{"id":"s1","description":"","tool":"calculator","args":{"path""#, r#""args":{""#),
         (
             r#"{"steps":[{"id":"s1","description":"","tool":"calculator","args":{"expression":"$s1.nope$"#,
             r#""expression":"$s1."#,

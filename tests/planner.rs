@@ -18,15 +18,9 @@ fn the_system_prompt_lists_every_tool_and_the_reference_syntax() {
     let registry = registry(dir.path());
     let prompt = system_prompt(&registry).unwrap();
     for name in registry.names() {
-        assert!(
-            prompt.contains(&format!("- {name}:")),
-            "{name} missing from:\n{prompt}"
-        );
+        assert!(prompt.contains(&format!("- {name}:")), "{name} missing from:\n{prompt}");
     }
-    assert!(
-        prompt.contains("$s1.result$") && prompt.contains("output fields: "),
-        "{prompt}"
-    );
+    assert!(prompt.contains("$s1.result$") && prompt.contains("output fields: "), "{prompt}");
 }
 
 #[test]
@@ -36,19 +30,7 @@ fn a_real_planner_writes_a_valid_calculator_plan() {
     let path = common::real_model("qwen2.5-coder-0.5b-instruct-q4_k_m");
     let mut model = Model::load(&path, &Device::Cpu, &LoadOptions::default()).unwrap();
     let outcome = write_plan(&mut model, "What is 12*4+5?", &registry, 200).unwrap();
-    assert!(
-        outcome.issues.is_empty(),
-        "{:?}\n{}",
-        outcome.issues,
-        outcome.text
-    );
-    assert!(
-        outcome.plan.steps.iter().any(|s| s.tool == "calculator"),
-        "{}",
-        outcome.text
-    );
-    assert!(
-        outcome.timings.forced_tokens > 0,
-        "the grammar should force the JSON keys"
-    );
+    assert!(outcome.issues.is_empty(), "{:?}\n{}", outcome.issues, outcome.text);
+    assert!(outcome.plan.steps.iter().any(|s| s.tool == "calculator"), "{}", outcome.text);
+    assert!(outcome.timings.forced_tokens > 0, "the grammar should force the JSON keys");
 }

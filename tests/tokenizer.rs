@@ -64,11 +64,7 @@ fn by_name(name: &str) -> &'static GgufTokenizer {
 #[case::gemma_code("gemma", "def f(x):\n    return x ** 2\n", &[2063, 517, 236769, 236781, 1473, 107, 140, 2060, 1123, 5213, 236743, 236778, 107])]
 #[case::gemma_turns("gemma", "<start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>model\n", &[105, 2364, 107, 2202, 106, 107, 105, 4368, 107])]
 #[case::gemma_html_tags("gemma", "<table><tr>", &[168, 173])]
-fn ids_match_independent_implementations(
-    #[case] model: &str,
-    #[case] text: &str,
-    #[case] expected: &[u32],
-) {
+fn ids_match_independent_implementations(#[case] model: &str, #[case] text: &str, #[case] expected: &[u32]) {
     let tok = by_name(model);
     assert_eq!(tok.encode(text, false).unwrap(), expected, "{text:?}");
 }
@@ -97,10 +93,7 @@ fn round_trips_are_exact(#[values("qwen", "gemma")] model: &str) {
     for text in SAMPLES {
         let ids = tok.encode(text, false).unwrap();
         assert_eq!(tok.decode(&ids).unwrap(), *text, "ids {ids:?}");
-        let bytes: Vec<u8> = ids
-            .iter()
-            .flat_map(|&id| tok.token_bytes(id).unwrap())
-            .collect();
+        let bytes: Vec<u8> = ids.iter().flat_map(|&id| tok.token_bytes(id).unwrap()).collect();
         assert_eq!(bytes, text.as_bytes(), "token bytes of {text:?}");
         assert_eq!(tok.decode_bytes(&ids).unwrap(), text.as_bytes());
     }
@@ -117,24 +110,14 @@ fn qwen_metadata_and_special_tokens() {
     assert_eq!(tok.stop_tokens(), [151_645, 151_643]);
     assert_eq!(tok.token_to_id("<|im_start|>"), Some(151_644));
     assert!(tok.is_special(151_644) && tok.is_control(151_644));
-    assert!(
-        tok.is_special(151_657) && !tok.is_control(151_657),
-        "<tool_call> is user-defined"
-    );
+    assert!(tok.is_special(151_657) && !tok.is_control(151_657), "<tool_call> is user-defined");
     assert!(!tok.is_special(9707));
     assert!(tok.is_unused(151_700), "[PAD] rows are unused");
     assert_eq!(tok.token_bytes(151_644).unwrap(), b"<|im_start|>");
-    assert_eq!(
-        tok.token_bytes(1879).unwrap(),
-        b" world",
-        "Ġworld is a space and 'world'"
-    );
+    assert_eq!(tok.token_bytes(1879).unwrap(), b" world", "Ġworld is a space and 'world'");
     assert_eq!(tok.token_text(1879), Some("Ġworld"));
     // Asked for explicitly, BOS is prepended even though Qwen does not want it by default.
-    assert_eq!(
-        tok.encode("Hello world", true).unwrap(),
-        [151_643, 9707, 1879]
-    );
+    assert_eq!(tok.encode("Hello world", true).unwrap(), [151_643, 9707, 1879]);
 }
 
 #[test]
@@ -159,23 +142,13 @@ fn gemma_metadata_and_special_tokens() {
     assert_eq!(tok.decode(&ids).unwrap(), "<bos>The Eiffel Tower");
     assert_eq!(tok.decode(&ids[1..]).unwrap(), "The Eiffel Tower");
     // A prompt rendered by Gemma's chat template already starts with <bos>: not doubled.
-    assert_eq!(
-        tok.encode("<bos>Hi", true).unwrap(),
-        tok.encode("<bos>Hi", false).unwrap()
-    );
+    assert_eq!(tok.encode("<bos>Hi", true).unwrap(), tok.encode("<bos>Hi", false).unwrap());
     assert_eq!(tok.encode("<bos>Hi", false).unwrap()[0], 2);
     assert_eq!(tok.encode("<start_of_turn>", false).unwrap(), [105]);
     assert!(tok.is_control(105) && tok.is_control(106));
     assert_eq!(tok.token_bytes(94648).unwrap(), b" Eiffel", "▁ is a space");
-    assert_eq!(
-        tok.token_bytes(tok.token_to_id("<0xF0>").unwrap()).unwrap(),
-        [0xF0],
-        "byte tokens are their byte"
-    );
-    assert!(
-        tok.is_special(107) && !tok.is_control(107),
-        "Gemma's newline is a user-defined token"
-    );
+    assert_eq!(tok.token_bytes(tok.token_to_id("<0xF0>").unwrap()).unwrap(), [0xF0], "byte tokens are their byte");
+    assert!(tok.is_special(107) && !tok.is_control(107), "Gemma's newline is a user-defined token");
     assert_eq!(tok.token_bytes(107).unwrap(), b"\n");
 }
 
@@ -184,10 +157,7 @@ fn gemma_falls_back_to_bytes_for_characters_outside_the_vocabulary() {
     let tok = gemma();
     // U+10FFFD (private use plane 16) is surely not a piece: four byte tokens.
     let ids = tok.encode("\u{10FFFD}", false).unwrap();
-    let expected: Vec<u32> = "\u{10FFFD}"
-        .bytes()
-        .map(|b| tok.token_to_id(&format!("<0x{b:02X}>")).unwrap())
-        .collect();
+    let expected: Vec<u32> = "\u{10FFFD}".bytes().map(|b| tok.token_to_id(&format!("<0x{b:02X}>")).unwrap()).collect();
     assert_eq!(ids, expected);
     assert_eq!(tok.decode(&ids).unwrap(), "\u{10FFFD}");
 }
@@ -201,10 +171,7 @@ fn streaming_yields_what_decode_yields(#[values("qwen", "gemma")] model: &str) {
     let mut out = String::new();
     for &id in &ids {
         if let Some(piece) = stream.push(id).unwrap() {
-            assert!(
-                !piece.contains('\u{FFFD}'),
-                "emitted a partial character: {piece:?}"
-            );
+            assert!(!piece.contains('\u{FFFD}'), "emitted a partial character: {piece:?}");
             out.push_str(&piece);
         }
     }
@@ -222,11 +189,7 @@ fn streaming_holds_back_a_crab_split_over_byte_tokens() {
     assert_eq!(ids, [11162, 99, 222]);
     assert_eq!(tok.token_bytes(ids[0]).unwrap(), b" \xF0\x9F");
     let mut stream = TokenStream::new(tok);
-    assert_eq!(
-        stream.push(ids[0]).unwrap().as_deref(),
-        Some(" "),
-        "the space is complete, the crab is not"
-    );
+    assert_eq!(stream.push(ids[0]).unwrap().as_deref(), Some(" "), "the space is complete, the crab is not");
     assert_eq!(stream.push(ids[1]).unwrap(), None);
     assert_eq!(stream.push(ids[2]).unwrap().as_deref(), Some("🦀"));
     assert_eq!(stream.finish().unwrap(), None);
@@ -251,9 +214,6 @@ fn qwen_1_5b_shares_the_vocabulary() {
     let tok = GgufTokenizer::from_gguf(&metadata("qwen2.5-coder-1.5b-instruct-q4_k_m")).unwrap();
     assert_eq!(tok.vocab_size(), qwen().vocab_size());
     for text in SAMPLES {
-        assert_eq!(
-            tok.encode(text, false).unwrap(),
-            qwen().encode(text, false).unwrap()
-        );
+        assert_eq!(tok.encode(text, false).unwrap(), qwen().encode(text, false).unwrap());
     }
 }

@@ -30,11 +30,7 @@ fn sandbox() -> Sandbox {
     std::fs::write(root.join("sub/inner.txt"), "inner").unwrap();
     let outside = outer.path().join("secret.txt");
     std::fs::write(&outside, "top secret").unwrap();
-    Sandbox {
-        root,
-        outside,
-        _outer: outer,
-    }
+    Sandbox { root, outside, _outer: outer }
 }
 
 fn ctx(sandbox: &Sandbox) -> ToolContext {
@@ -63,11 +59,7 @@ fn calculator_is_exact(#[case] expression: &str, #[case] expected: Value) {
     let out = call(&ctx, "calculator", json!({"expression": expression})).unwrap();
     assert_eq!(out["result"], expected, "{expression}");
     // Integers come back as JSON integers, not floats.
-    assert_eq!(
-        out["result"].is_i64() || out["result"].is_u64(),
-        expected.is_i64(),
-        "{expression}: {out}"
-    );
+    assert_eq!(out["result"].is_i64() || out["result"].is_u64(), expected.is_i64(), "{expression}: {out}");
 }
 
 #[test]
@@ -86,14 +78,8 @@ fn calculator_precedence_and_associativity() {
 
 #[test]
 fn calculator_big_integers_are_exact_or_refused() {
-    assert_eq!(
-        evaluate("2**100"),
-        Ok(Number::Int(1_267_650_600_228_229_401_496_703_205_376))
-    );
-    assert_eq!(
-        evaluate("99999999999 * 99999999999"),
-        Ok(Number::Int(9_999_999_999_800_000_000_001))
-    );
+    assert_eq!(evaluate("2**100"), Ok(Number::Int(1_267_650_600_228_229_401_496_703_205_376)));
+    assert_eq!(evaluate("99999999999 * 99999999999"), Ok(Number::Int(9_999_999_999_800_000_000_001)));
     let ctx = ctx(&sandbox());
     let out = call(&ctx, "calculator", json!({"expression": "2**100"})).unwrap();
     assert_eq!(out["text"], "1267650600228229401496703205376");
@@ -114,13 +100,7 @@ fn calculator_rejects_garbage(#[case] expression: &str) {
     let ctx = ctx(&sandbox());
     let err = call(&ctx, "calculator", json!({"expression": expression})).unwrap_err();
     // The empty string fails the argument schema (minLength), the rest fail evaluation.
-    assert!(
-        matches!(
-            err,
-            ToolError::Calculation { .. } | ToolError::InvalidArgs { .. }
-        ),
-        "{expression}: {err}"
-    );
+    assert!(matches!(err, ToolError::Calculation { .. } | ToolError::InvalidArgs { .. }), "{expression}: {err}");
 }
 
 #[test]
@@ -138,12 +118,7 @@ fn files_inside_the_workspace_can_be_read_and_listed() {
     let out = call(&ctx, "read_file", json!({"path": "./sub/inner.txt"})).unwrap();
     assert_eq!(out["content"], "inner");
     let out = call(&ctx, "list_dir", json!({"path": "."})).unwrap();
-    let names: Vec<&str> = out["entries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["name"].as_str().unwrap())
-        .collect();
+    let names: Vec<&str> = out["entries"].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["notes.txt", "sub"]);
 }
 
@@ -160,10 +135,7 @@ fn reads_that_escape_the_workspace_are_refused(#[case] path: &str) {
     let ctx = ctx(&sb);
     for tool in ["read_file", "list_dir"] {
         let err = call(&ctx, tool, json!({"path": path})).unwrap_err();
-        assert!(
-            matches!(err, ToolError::OutsideWorkspace { .. }),
-            "{tool} {path}: {err}"
-        );
+        assert!(matches!(err, ToolError::OutsideWorkspace { .. }), "{tool} {path}: {err}");
     }
 }
 
@@ -182,30 +154,16 @@ fn writes_are_refused_unless_allowed() {
     let err = call(&ctx(&sb), "write_file", args.clone()).unwrap_err();
     assert!(matches!(err, ToolError::Refused { .. }), "{err}");
     assert!(err.to_string().contains("--allow-write"), "{err}");
-    assert!(
-        !sb.root.join("out").exists(),
-        "a refused write must not create anything"
-    );
+    assert!(!sb.root.join("out").exists(), "a refused write must not create anything");
     // Without permission the tool is not even offered to the planner.
     assert!(!ToolRegistry::builtins(&ctx(&sb)).contains("write_file"));
 
     let allowed = ctx(&sb).with_write(true);
     let out = call(&allowed, "write_file", args).unwrap();
     assert_eq!(out["bytes_written"], 2);
-    assert_eq!(
-        std::fs::read_to_string(sb.root.join("out/report.txt")).unwrap(),
-        "53"
-    );
-    call(
-        &allowed,
-        "write_file",
-        json!({"path": "out/report.txt", "content": "!", "append": true}),
-    )
-    .unwrap();
-    assert_eq!(
-        std::fs::read_to_string(sb.root.join("out/report.txt")).unwrap(),
-        "53!"
-    );
+    assert_eq!(std::fs::read_to_string(sb.root.join("out/report.txt")).unwrap(), "53");
+    call(&allowed, "write_file", json!({"path": "out/report.txt", "content": "!", "append": true})).unwrap();
+    assert_eq!(std::fs::read_to_string(sb.root.join("out/report.txt")).unwrap(), "53!");
 }
 
 #[rstest]
@@ -217,23 +175,11 @@ fn writes_are_refused_unless_allowed() {
 fn writes_that_escape_the_workspace_are_refused(#[case] path: &str) {
     let sb = sandbox();
     std::os::unix::fs::symlink(&sb.outside, sb.root.join("link_out")).unwrap();
-    std::os::unix::fs::symlink(
-        sb.outside.parent().unwrap().join("nowhere.txt"),
-        sb.root.join("dangling"),
-    )
-    .unwrap();
+    std::os::unix::fs::symlink(sb.outside.parent().unwrap().join("nowhere.txt"), sb.root.join("dangling")).unwrap();
     std::os::unix::fs::symlink(sb.outside.parent().unwrap(), sb.root.join("dir_out")).unwrap();
     let ctx = ctx(&sb).with_write(true);
-    let err = call(
-        &ctx,
-        "write_file",
-        json!({"path": path, "content": "pwned"}),
-    )
-    .unwrap_err();
-    assert!(
-        matches!(err, ToolError::OutsideWorkspace { .. }),
-        "{path}: {err}"
-    );
+    let err = call(&ctx, "write_file", json!({"path": path, "content": "pwned"})).unwrap_err();
+    assert!(matches!(err, ToolError::OutsideWorkspace { .. }), "{path}: {err}");
     assert_eq!(std::fs::read_to_string(&sb.outside).unwrap(), "top secret");
     assert!(!sb.outside.parent().unwrap().join("nowhere.txt").exists());
     assert!(!sb.outside.parent().unwrap().join("evil.txt").exists());
@@ -245,10 +191,7 @@ fn the_shell_is_off_without_an_allowlist_and_refuses_other_programs() {
     let off = ctx(&sb);
     assert!(!ToolRegistry::builtins(&off).contains("shell"));
     let err = call(&off, "shell", json!({"command": "echo hi"})).unwrap_err();
-    assert!(
-        matches!(err, ToolError::Refused { .. }) && err.to_string().contains("--allow-shell"),
-        "{err}"
-    );
+    assert!(matches!(err, ToolError::Refused { .. }) && err.to_string().contains("--allow-shell"), "{err}");
 
     let on = ctx(&sb).with_shell(["echo", "wc"]);
     for command in ["rm -rf sub", "/bin/echo hi", "sh -c 'echo hi'"] {
@@ -257,10 +200,7 @@ fn the_shell_is_off_without_an_allowlist_and_refuses_other_programs() {
     }
     assert!(sb.root.join("sub").exists());
     // No interpreter: a pipe is refused, and quotes and `$` reach the program as text.
-    assert!(matches!(
-        call(&on, "shell", json!({"command": "echo a | wc"})),
-        Err(ToolError::InvalidArgs { .. })
-    ));
+    assert!(matches!(call(&on, "shell", json!({"command": "echo a | wc"})), Err(ToolError::InvalidArgs { .. })));
     let out = call(&on, "shell", json!({"command": "echo '$HOME' \"a  b\""})).unwrap();
     assert_eq!(out["stdout"], "$HOME a  b\n");
     let out = call(&on, "shell", json!({"command": "wc -l notes.txt"})).unwrap();
@@ -273,21 +213,9 @@ fn command_lines_split_like_a_shell_without_running_one() {
         split_command(r#"grep -c "a b" 'c d' e\ f "x\"y""#).unwrap(),
         ["grep", "-c", "a b", "c d", "e f", "x\"y"]
     );
-    assert_eq!(
-        split_command("echo '|' '$HOME'").unwrap(),
-        ["echo", "|", "$HOME"]
-    );
+    assert_eq!(split_command("echo '|' '$HOME'").unwrap(), ["echo", "|", "$HOME"]);
     assert_eq!(split_command("  ").unwrap(), Vec::<String>::new());
-    for bad in [
-        "ls | wc",
-        "a && b",
-        "a ; b",
-        "cat < x",
-        "echo x > y",
-        "echo 'open",
-        "echo \"open",
-        "trailing\\",
-    ] {
+    for bad in ["ls | wc", "a && b", "a ; b", "cat < x", "echo x > y", "echo 'open", "echo \"open", "trailing\\"] {
         assert!(split_command(bad).is_err(), "{bad}");
     }
 }
@@ -301,10 +229,7 @@ fn a_shell_command_past_its_timeout_is_killed_quickly() {
     let err = call(&ctx, "shell", json!({"command": "sleep 5"})).unwrap_err();
     let took = started.elapsed();
     assert!(matches!(err, ToolError::Timeout { .. }), "{err}");
-    assert!(
-        took >= Duration::from_millis(900) && took < Duration::from_millis(2500),
-        "took {took:?}"
-    );
+    assert!(took >= Duration::from_millis(900) && took < Duration::from_millis(2500), "took {took:?}");
 }
 
 #[test]
@@ -314,18 +239,11 @@ fn shell_output_is_capped_and_says_so() {
     ctx.shell_max_output_bytes = 4096;
     let started = Instant::now();
     let out = call(&ctx, "shell", json!({"command": "yes tandem"})).unwrap();
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "the flood must be stopped, not waited out"
-    );
+    assert!(started.elapsed() < Duration::from_secs(5), "the flood must be stopped, not waited out");
     assert_eq!(out["truncated"], true);
     let stdout = out["stdout"].as_str().unwrap();
     assert!(stdout.starts_with("tandem\ntandem\n"));
-    assert!(
-        stdout.ends_with("[output truncated at 4096 bytes; the program was stopped]"),
-        "{}",
-        &stdout[4000..]
-    );
+    assert!(stdout.ends_with("[output truncated at 4096 bytes; the program was stopped]"), "{}", &stdout[4000..]);
     assert!(stdout.len() < 4096 + 100);
 }
 
@@ -335,11 +253,7 @@ fn a_failing_shell_command_reports_its_stderr() {
     let ctx = ctx(&sb).with_shell(["ls"]);
     let err = call(&ctx, "shell", json!({"command": "ls does-not-exist"})).unwrap_err();
     match &err {
-        ToolError::Failed {
-            status,
-            stderr_tail,
-            ..
-        } => {
+        ToolError::Failed { status, stderr_tail, .. } => {
             assert!(status.starts_with("exit code"), "{status}");
             assert!(stderr_tail.contains("does-not-exist"), "{stderr_tail}");
         }
@@ -365,20 +279,10 @@ fn user_tools_load_from_toml_and_answer_json_or_text() {
     // Declared output fields reach the planning view.
     let mut registry = ToolRegistry::new();
     registry.load_file(&fixtures().join("tools.toml")).unwrap();
-    let fields = registry
-        .spec("word_count")
-        .unwrap()
-        .output_fields()
-        .unwrap();
-    let mut fields: Vec<_> = fields
-        .iter()
-        .map(|f| (f.name.as_str(), f.json_type.as_deref()))
-        .collect();
+    let fields = registry.spec("word_count").unwrap().output_fields().unwrap();
+    let mut fields: Vec<_> = fields.iter().map(|f| (f.name.as_str(), f.json_type.as_deref())).collect();
     fields.sort();
-    assert_eq!(
-        fields,
-        [("echo", Some("string")), ("words", Some("integer"))]
-    );
+    assert_eq!(fields, [("echo", Some("string")), ("words", Some("integer"))]);
     assert!(registry.spec("shout").unwrap().output_fields().is_none());
 }
 
@@ -387,11 +291,7 @@ fn misbehaving_user_tools_are_stopped_and_reported() {
     let sb = sandbox();
     let ctx = ctx(&sb);
     match call(&ctx, "fails", json!({})).unwrap_err() {
-        ToolError::Failed {
-            status,
-            stderr_tail,
-            ..
-        } => {
+        ToolError::Failed { status, stderr_tail, .. } => {
             assert_eq!(status, "exit code 3");
             assert_eq!(stderr_tail, "something went wrong");
         }
@@ -400,19 +300,12 @@ fn misbehaving_user_tools_are_stopped_and_reported() {
     let started = Instant::now();
     let err = call(&ctx, "slow", json!({})).unwrap_err();
     assert!(matches!(err, ToolError::Timeout { .. }), "{err}");
-    assert!(
-        started.elapsed() < Duration::from_millis(2500),
-        "took {:?}",
-        started.elapsed()
-    );
+    assert!(started.elapsed() < Duration::from_millis(2500), "took {:?}", started.elapsed());
     // The script's own child is in the killed process group: it must not outlive the tool call.
     let pid = std::fs::read_to_string(sb.root.join("sleeper.pid")).unwrap();
     let gone = || match std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())) {
         Err(_) => true,
-        Ok(stat) => stat
-            .rsplit(')')
-            .next()
-            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+        Ok(stat) => stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')),
     };
     let deadline = Instant::now() + Duration::from_secs(1);
     while !gone() && Instant::now() < deadline {
@@ -421,10 +314,7 @@ fn misbehaving_user_tools_are_stopped_and_reported() {
     assert!(gone(), "the script's child {} is still running", pid.trim());
     let started = Instant::now();
     let err = call(&ctx, "flood", json!({})).unwrap_err();
-    assert!(
-        matches!(err, ToolError::OutputTooLarge { limit: 1000, .. }),
-        "{err}"
-    );
+    assert!(matches!(err, ToolError::OutputTooLarge { limit: 1000, .. }), "{err}");
     assert!(started.elapsed() < Duration::from_secs(5));
 }
 
@@ -438,33 +328,18 @@ fn malformed_tool_files_name_the_file_and_line() {
         }
         other => panic!("expected ToolFile, got {other}"),
     }
-    assert!(
-        err.to_string().starts_with(&format!(
-            "{}:5:",
-            fixtures().join("malformed.toml").display()
-        )),
-        "{err}"
-    );
+    assert!(err.to_string().starts_with(&format!("{}:5:", fixtures().join("malformed.toml").display())), "{err}");
 
     let err = load_tool_file(&fixtures().join("unknown_key.toml")).unwrap_err();
-    assert!(
-        matches!(err, ToolError::ToolFile { line: Some(6), .. }),
-        "{err}"
-    );
+    assert!(matches!(err, ToolError::ToolFile { line: Some(6), .. }), "{err}");
     assert!(err.to_string().contains("shell"), "{err}");
 
     let err = load_tool_file(&fixtures().join("bad_schema.toml")).unwrap_err();
-    assert!(
-        matches!(err, ToolError::ToolFile { line: Some(8), .. }),
-        "{err}"
-    );
+    assert!(matches!(err, ToolError::ToolFile { line: Some(8), .. }), "{err}");
     assert!(err.to_string().contains("badly_typed"), "{err}");
 
     let err = load_tool_file(&fixtures().join("missing.toml")).unwrap_err();
-    assert!(
-        matches!(err, ToolError::ToolFile { line: None, .. }),
-        "{err}"
-    );
+    assert!(matches!(err, ToolError::ToolFile { line: None, .. }), "{err}");
 }
 
 #[test]
@@ -472,23 +347,11 @@ fn the_registry_refuses_duplicates_and_model_tools() {
     let sb = sandbox();
     let ctx = ctx(&sb);
     let mut registry = ToolRegistry::builtins(&ctx);
-    assert_eq!(
-        registry.names(),
-        ["calculator", "read_file", "list_dir", "llm"]
-    );
-    assert!(matches!(
-        registry.register(tandem::tools::Calculator),
-        Err(ToolError::DuplicateTool { .. })
-    ));
+    assert_eq!(registry.names(), ["calculator", "read_file", "list_dir", "llm"]);
+    assert!(matches!(registry.register(tandem::tools::Calculator), Err(ToolError::DuplicateTool { .. })));
     assert!(registry.get("llm").unwrap().needs_model());
-    assert!(matches!(
-        registry.call("llm", &json!({"prompt": "hi"}), &ctx),
-        Err(ToolError::NeedsModel { .. })
-    ));
-    assert!(matches!(
-        registry.call("nope", &json!({}), &ctx),
-        Err(ToolError::UnknownTool { .. })
-    ));
+    assert!(matches!(registry.call("llm", &json!({"prompt": "hi"}), &ctx), Err(ToolError::NeedsModel { .. })));
+    assert!(matches!(registry.call("nope", &json!({}), &ctx), Err(ToolError::UnknownTool { .. })));
 }
 
 #[test]
@@ -502,21 +365,10 @@ fn the_registry_and_context_can_be_shared_across_threads() {
         let handles: Vec<_> = (0..4)
             .map(|i| {
                 let (registry, ctx) = (&registry, &ctx);
-                s.spawn(move || {
-                    registry
-                        .call(
-                            "calculator",
-                            &json!({"expression": format!("{i} * 10")}),
-                            ctx,
-                        )
-                        .unwrap()
-                })
+                s.spawn(move || registry.call("calculator", &json!({"expression": format!("{i} * 10")}), ctx).unwrap())
             })
             .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap()["result"].clone())
-            .collect::<Vec<_>>()
+        handles.into_iter().map(|h| h.join().unwrap()["result"].clone()).collect::<Vec<_>>()
     });
     assert_eq!(out, [json!(0), json!(10), json!(20), json!(30)]);
 }

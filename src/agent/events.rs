@@ -278,10 +278,7 @@ pub struct Record {
 
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
 /// An open `events.jsonl`, appended to and flushed per event.
@@ -304,11 +301,7 @@ impl EventLog {
             .append(true)
             .open(&path)
             .map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
-        Ok(Self {
-            path,
-            file,
-            next_seq: 0,
-        })
+        Ok(Self { path, file, next_seq: 0 })
     }
 
     /// Opens an existing log to append to it (resume), continuing its sequence numbers.
@@ -320,35 +313,22 @@ impl EventLog {
             .open(&path)
             .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
         let next_seq = contents.records.last().map_or(0, |r| r.seq + 1);
-        let mut log = Self {
-            path,
-            file,
-            next_seq,
-        };
+        let mut log = Self { path, file, next_seq };
         if contents.torn_tail {
             // A crash mid-write left a partial line: end it so the next event starts on a line of its own.
-            log.file
-                .write_all(b"\n")
-                .map_err(|e| Error::io(format!("writing {}", log.path.display()), e))?;
+            log.file.write_all(b"\n").map_err(|e| Error::io(format!("writing {}", log.path.display()), e))?;
         }
         Ok((log, contents))
     }
 
     /// Appends one event and flushes it to disk before returning.
     pub fn append(&mut self, event: Event) -> Result<Record> {
-        let record = Record {
-            seq: self.next_seq,
-            at_ms: now_ms(),
-            event,
-        };
-        let mut line = serde_json::to_vec(&record)
-            .map_err(|e| Error::Usage(format!("encoding an event: {e}")))?;
+        let record = Record { seq: self.next_seq, at_ms: now_ms(), event };
+        let mut line = serde_json::to_vec(&record).map_err(|e| Error::Usage(format!("encoding an event: {e}")))?;
         line.push(b'\n');
         let io = |e| Error::io(format!("writing {}", self.path.display()), e);
         self.file.write_all(&line).map_err(io)?;
-        self.file
-            .sync_data()
-            .map_err(|e| Error::io(format!("syncing {}", self.path.display()), e))?;
+        self.file.sync_data().map_err(|e| Error::io(format!("syncing {}", self.path.display()), e))?;
         self.next_seq += 1;
         Ok(record)
     }
@@ -379,9 +359,7 @@ pub fn read_log(path: &Path) -> Result<LogContents> {
     let mut number = 0;
     loop {
         line.clear();
-        let read = reader
-            .read_line(&mut line)
-            .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+        let read = reader.read_line(&mut line).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
         if read == 0 {
             break;
         }
@@ -392,9 +370,7 @@ pub fn read_log(path: &Path) -> Result<LogContents> {
         }
         match serde_json::from_str::<Record>(&line) {
             Ok(record) => contents.records.push(record),
-            Err(e) => contents
-                .bad_lines
-                .push(format!("{}:{number}: {e}", path.display())),
+            Err(e) => contents.bad_lines.push(format!("{}:{number}: {e}", path.display())),
         }
     }
     Ok(contents)
@@ -402,8 +378,7 @@ pub fn read_log(path: &Path) -> Result<LogContents> {
 
 /// Reads a JSON-lines file into values, listing unreadable lines as `file:line: reason` instead of failing.
 pub fn read_jsonl(path: &Path) -> Result<(Vec<Value>, Vec<String>)> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
     let mut values = Vec::new();
     let mut bad = Vec::new();
     for (i, line) in text.lines().enumerate() {

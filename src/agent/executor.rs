@@ -19,7 +19,8 @@ use crate::tools::{ToolError, ToolSpec};
 use crate::{Error, Result};
 
 /// The system message of `llm` steps.
-const TEXT_SYSTEM: &str = "You are a precise assistant inside a tool-using agent. Answer the request directly and briefly, \
+const TEXT_SYSTEM: &str =
+    "You are a precise assistant inside a tool-using agent. Answer the request directly and briefly, \
 using only the information given. Do not explain your steps.";
 
 /// A tool call as the executor writes it.
@@ -61,11 +62,7 @@ fn chat(
 }
 
 /// Runs an `llm` step: the prompt (references already resolved) answered in free text.
-pub fn write_text(
-    model: &mut Model,
-    prompt: &str,
-    max_tokens: usize,
-) -> Result<(String, ModelUsage)> {
+pub fn write_text(model: &mut Model, prompt: &str, max_tokens: usize) -> Result<(String, ModelUsage)> {
     let messages = [ChatMessage::system(TEXT_SYSTEM), ChatMessage::user(prompt)];
     let (text, usage) = chat(model, &messages, None, max_tokens)?;
     Ok((text.trim().to_string(), usage))
@@ -108,10 +105,7 @@ pub fn fill_arguments(
     let schema = ConstraintSpec::JsonSchema(call_schema(spec));
     let (text, usage) = chat(model, &messages, Some(&schema), max_tokens)?;
     let call: ExecutorCall = serde_json::from_str(&text).map_err(|e| {
-        Error::Usage(format!(
-            "the executor's call for step '{}' is not valid JSON ({e}): {text}",
-            step.id
-        ))
+        Error::Usage(format!("the executor's call for step '{}' is not valid JSON ({e}): {text}", step.id))
     })?;
     enforce_step_tool(step, &call)?;
     Ok((call, usage))

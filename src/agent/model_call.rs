@@ -16,15 +16,12 @@ pub fn chat_call(
     spec: Option<&ConstraintSpec>,
     max_tokens: usize,
 ) -> Result<(String, Timings)> {
-    let template = model.chat_template.as_ref().ok_or_else(|| {
-        Error::Usage(format!(
-            "the {role} model has no chat template; choose an instruct model"
-        ))
-    })?;
+    let template = model
+        .chat_template
+        .as_ref()
+        .ok_or_else(|| Error::Usage(format!("the {role} model has no chat template; choose an instruct model")))?;
     let prompt = template.render(messages, None, true)?;
-    let tokens = model
-        .tokenizer
-        .encode(&prompt, model.tokenizer.add_bos_by_default())?;
+    let tokens = model.tokenizer.encode(&prompt, model.tokenizer.add_bos_by_default())?;
     let mut matcher = match spec {
         Some(spec) => Some(model.grammar_engine()?.matcher(spec)?),
         None => None,

@@ -58,8 +58,7 @@ impl<'r> LazyModels<'r> {
 
     fn load(&mut self, id: &str, role: &str) -> Result<Model> {
         let resolved = ModelStore::open()?.resolve(id, self.reporter)?;
-        self.reporter
-            .message(&format!("loading the {role} ({id}) …"));
+        self.reporter.message(&format!("loading the {role} ({id}) …"));
         let model = Model::load(&resolved.path, &self.device, &self.options)?;
         self.events.push(Event::ModelLoaded {
             role: role.to_string(),
@@ -75,11 +74,7 @@ impl<'r> LazyModels<'r> {
 impl ModelSource for LazyModels<'_> {
     fn planner(&mut self) -> Result<&mut Model> {
         if self.planner.is_none() {
-            let role = if self.shared() {
-                "planner+executor"
-            } else {
-                "planner"
-            };
+            let role = if self.shared() { "planner+executor" } else { "planner" };
             let id = self.planner_id.clone();
             self.planner = Some(self.load(&id, role)?);
         }

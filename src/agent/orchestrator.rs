@@ -153,10 +153,7 @@ struct Stop {
 
 impl Stop {
     fn new(reason: StopReason, detail: impl Into<String>) -> Self {
-        Self {
-            reason,
-            detail: detail.into(),
-        }
+        Self { reason, detail: detail.into() }
     }
 }
 
@@ -224,10 +221,7 @@ impl<'a> Agent<'a> {
             settings: settings.clone(),
             started: Instant::now(),
         };
-        agent.emit(Event::RunStarted {
-            goal: goal.to_string(),
-            settings,
-        })?;
+        agent.emit(Event::RunStarted { goal: goal.to_string(), settings })?;
         Ok(agent)
     }
 
@@ -243,20 +237,12 @@ impl<'a> Agent<'a> {
         observer: &'a dyn Observer,
     ) -> Result<Self> {
         let state = RunState::replay(records);
-        let settings = state.settings.clone().ok_or_else(|| {
-            crate::Error::Usage("the run's log has no settings (no run_started event)".into())
-        })?;
-        let mut agent = Self {
-            registry,
-            context,
-            models,
-            approver,
-            observer,
-            log,
-            state,
-            settings,
-            started: Instant::now(),
-        };
+        let settings = state
+            .settings
+            .clone()
+            .ok_or_else(|| crate::Error::Usage("the run's log has no settings (no run_started event)".into()))?;
+        let mut agent =
+            Self { registry, context, models, approver, observer, log, state, settings, started: Instant::now() };
         let mut completed: Vec<String> = agent.state.outputs.keys().cloned().collect();
         completed.sort();
         agent.emit(Event::Resumed { completed })?;
@@ -279,10 +265,7 @@ impl<'a> Agent<'a> {
             Ok(stop) => stop,
             Err(e) => Stop::new(StopReason::Error, e.to_string()),
         };
-        self.emit(Event::RunFinished {
-            stop: stop.reason,
-            detail: stop.detail.clone(),
-        })?;
+        self.emit(Event::RunFinished { stop: stop.reason, detail: stop.detail.clone() })?;
         Ok(RunOutcome {
             stop: stop.reason,
             detail: stop.detail,
@@ -318,18 +301,11 @@ impl<'a> Agent<'a> {
         if self.state.tokens_out() >= s.max_tokens {
             return Some(Stop::new(
                 StopReason::Budget,
-                format!(
-                    "token budget spent ({} of {} tokens, --max-tokens)",
-                    self.state.tokens_out(),
-                    s.max_tokens
-                ),
+                format!("token budget spent ({} of {} tokens, --max-tokens)", self.state.tokens_out(), s.max_tokens),
             ));
         }
         if self.started.elapsed() >= Duration::from_secs(s.max_seconds) {
-            return Some(Stop::new(
-                StopReason::Budget,
-                format!("time budget spent ({} s, --max-time)", s.max_seconds),
-            ));
+            return Some(Stop::new(StopReason::Budget, format!("time budget spent ({} s, --max-time)", s.max_seconds)));
         }
         None
     }
@@ -339,9 +315,7 @@ impl<'a> Agent<'a> {
     fn plan_ahead(&mut self, given_plan: Option<Plan>) -> Result<Stop> {
         if self.state.plan.is_none() {
             match given_plan {
-                Some(plan) => {
-                    self.record_plan(plan, PlanOrigin::Given, "given with --plan", None)?
-                }
+                Some(plan) => self.record_plan(plan, PlanOrigin::Given, "given with --plan", None)?,
                 None => {
                     if let Some(stop) = self.write_plan(PlanOrigin::Initial, "first plan")? {
                         return Ok(stop);
@@ -354,10 +328,7 @@ impl<'a> Agent<'a> {
             let issues = plan.validate(self.registry);
             if !issues.is_empty() {
                 let list: Vec<String> = issues.iter().map(|i| format!("- {i}")).collect();
-                let feedback = format!(
-                    "That plan cannot run:\n{}\nWrite a corrected plan.",
-                    list.join("\n")
-                );
+                let feedback = format!("That plan cannot run:\n{}\nWrite a corrected plan.", list.join("\n"));
                 if let Some(stop) = self.replan(feedback)? {
                     return Ok(stop);
                 }
@@ -374,10 +345,7 @@ impl<'a> Agent<'a> {
                     }
                     PlanDecision::Reject => {
                         self.record_approval(plan.version, "rejected")?;
-                        return Ok(Stop::new(
-                            StopReason::Rejected,
-                            "the plan was rejected; nothing ran",
-                        ));
+                        return Ok(Stop::new(StopReason::Rejected, "the plan was rejected; nothing ran"));
                     }
                 }
             }
@@ -387,11 +355,7 @@ impl<'a> Agent<'a> {
                     self.emit(Event::Answer { text: answer })?;
                     return Ok(Stop::new(
                         StopReason::Done,
-                        format!(
-                            "{} step(s) of plan v{} done",
-                            plan.steps.len(),
-                            plan.version
-                        ),
+                        format!("{} step(s) of plan v{} done", plan.steps.len(), plan.version),
                     ));
                 }
                 Execution::Failed(record) => {
@@ -406,37 +370,16 @@ impl<'a> Agent<'a> {
 
     fn record_approval(&mut self, version: u32, decision: &str) -> Result<()> {
         let by = self.approver.name().to_string();
-        self.emit(Event::PlanApproval {
-            version,
-            decision: decision.into(),
-            by,
-        })
+        self.emit(Event::PlanApproval { version, decision: decision.into(), by })
     }
 
     /// Logs a plan as the next revision.
-    fn record_plan(
-        &mut self,
-        plan: Plan,
-        origin: PlanOrigin,
-        reason: &str,
-        usage: Option<ModelUsage>,
-    ) -> Result<()> {
+    fn record_plan(&mut self, plan: Plan, origin: PlanOrigin, reason: &str, usage: Option<ModelUsage>) -> Result<()> {
         let mut plan = plan.with_explicit_dependencies();
         plan.version = self.state.version() + 1;
         plan.goal = self.state.goal.clone();
-        let issues = plan
-            .validate(self.registry)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
-        self.emit(Event::PlanWritten {
-            version: plan.version,
-            origin,
-            reason: reason.into(),
-            plan,
-            issues,
-            usage,
-        })
+        let issues = plan.validate(self.registry).iter().map(ToString::to_string).collect();
+        self.emit(Event::PlanWritten { version: plan.version, origin, reason: reason.into(), plan, issues, usage })
     }
 
     /// Has the planner write a plan (with the revision history); a planner failure stops the run.
@@ -458,10 +401,7 @@ impl<'a> Agent<'a> {
                 self.record_plan(plan, origin, reason, Some(usage))?;
                 Ok(None)
             }
-            Err(e) => Ok(Some(Stop::new(
-                StopReason::Error,
-                format!("the planner could not write a plan: {e}"),
-            ))),
+            Err(e) => Ok(Some(Stop::new(StopReason::Error, format!("the planner could not write a plan: {e}")))),
         }
     }
 
@@ -479,10 +419,7 @@ impl<'a> Agent<'a> {
         if let Some(stop) = self.spent_budget(0) {
             return Ok(Some(stop));
         }
-        self.emit(Event::Replan {
-            from_version: self.state.version(),
-            reason: feedback.clone(),
-        })?;
+        self.emit(Event::Replan { from_version: self.state.version(), reason: feedback.clone() })?;
         self.write_plan(PlanOrigin::Replan, &feedback)
     }
 
@@ -505,9 +442,7 @@ impl<'a> Agent<'a> {
                 return Ok(Execution::Stopped(stop));
             }
             match self.run_round(plan, &ready)? {
-                Some(Ok(failure)) => {
-                    return Ok(Execution::Failed(self.execution_record(plan, &failure)))
-                }
+                Some(Ok(failure)) => return Ok(Execution::Failed(self.execution_record(plan, &failure))),
                 Some(Err(stop)) => return Ok(Execution::Stopped(stop)),
                 None => {}
             }
@@ -516,21 +451,13 @@ impl<'a> Agent<'a> {
 
     /// Runs one round of ready steps: tool calls on threads while the model steps run here. Returns the first
     /// failure (`Ok`) or a stop (`Err`), or `None` when every step succeeded.
-    fn run_round(
-        &mut self,
-        plan: &Plan,
-        ready: &[Step],
-    ) -> Result<Option<std::result::Result<String, Stop>>> {
+    fn run_round(&mut self, plan: &Plan, ready: &[Step]) -> Result<Option<std::result::Result<String, Stop>>> {
         let version = plan.version;
         let mut direct = Vec::new();
         let mut model_steps = Vec::new();
         let mut failure = None;
         for step in ready {
-            self.emit(Event::StepStarted {
-                version,
-                step: step.id.clone(),
-                tool: step.tool.clone(),
-            })?;
+            self.emit(Event::StepStarted { version, step: step.id.clone(), tool: step.tool.clone() })?;
             match self.prepare(step) {
                 Ok(Prepared::Cached(args, output)) => {
                     self.finish_step(version, step, args, Ok(output), 0, "cache")?;
@@ -552,36 +479,26 @@ impl<'a> Agent<'a> {
             }
         }
         for (step, args) in &direct {
-            self.emit(Event::ToolCall {
-                version,
-                step: step.id.clone(),
-                tool: step.tool.clone(),
-                args: args.clone(),
-            })?;
+            self.emit(Event::ToolCall { version, step: step.id.clone(), tool: step.tool.clone(), args: args.clone() })?;
         }
         let registry = self.registry;
         let context = self.context;
-        let results: Vec<(std::result::Result<Value, ToolError>, u64)> =
-            std::thread::scope(|scope| {
-                let handles: Vec<_> = direct
-                    .iter()
-                    .map(|(step, args)| {
-                        scope.spawn(move || {
-                            let started = Instant::now();
-                            let result =
-                                registry.call(&step.tool, &Value::Object(args.clone()), context);
-                            (result, started.elapsed().as_millis() as u64)
-                        })
+        let results: Vec<(std::result::Result<Value, ToolError>, u64)> = std::thread::scope(|scope| {
+            let handles: Vec<_> = direct
+                .iter()
+                .map(|(step, args)| {
+                    scope.spawn(move || {
+                        let started = Instant::now();
+                        let result = registry.call(&step.tool, &Value::Object(args.clone()), context);
+                        (result, started.elapsed().as_millis() as u64)
                     })
-                    .collect();
-                // Model steps run on this thread meanwhile; their errors are kept until the tools are joined.
-                let model_result = self.run_model_steps(version, &model_steps, &mut failure);
-                let results = handles
-                    .into_iter()
-                    .map(|h| h.join().expect("a tool thread panicked"))
-                    .collect();
-                model_result.map(|()| results)
-            })?;
+                })
+                .collect();
+            // Model steps run on this thread meanwhile; their errors are kept until the tools are joined.
+            let model_result = self.run_model_steps(version, &model_steps, &mut failure);
+            let results = handles.into_iter().map(|h| h.join().expect("a tool thread panicked")).collect();
+            model_result.map(|()| results)
+        })?;
         for ((step, args), (result, ms)) in direct.into_iter().zip(results) {
             let outcome = match result {
                 Ok(output) => self.judge(&step.tool, output),
@@ -592,19 +509,8 @@ impl<'a> Agent<'a> {
                 Err(e) if retryable(&e) && !step.references().is_empty() && failure.is_none() => {
                     // A reference brought text the tool cannot take: the executor pulls the value out of it.
                     let problem = e.to_string();
-                    self.finish_step(
-                        version,
-                        &step,
-                        args.clone(),
-                        Err(problem.clone()),
-                        ms,
-                        "tool",
-                    )?;
-                    self.run_model_steps(
-                        version,
-                        &[(step.clone(), Prepared::Fill(args, problem))],
-                        &mut failure,
-                    )?;
+                    self.finish_step(version, &step, args.clone(), Err(problem.clone()), ms, "tool")?;
+                    self.run_model_steps(version, &[(step.clone(), Prepared::Fill(args, problem))], &mut failure)?;
                 }
                 Err(e) => {
                     let error = e.to_string();
@@ -617,36 +523,21 @@ impl<'a> Agent<'a> {
     }
 
     /// Asks for approval of one tool call; a refusal stops the run.
-    fn approve_step(
-        &mut self,
-        version: u32,
-        step: &Step,
-        args: &Map<String, Value>,
-    ) -> Result<Option<Stop>> {
+    fn approve_step(&mut self, version: u32, step: &Step, args: &Map<String, Value>) -> Result<Option<Stop>> {
         let approved = self.approver.review_step(step, args)?;
         let decision = if approved { "approved" } else { "rejected" };
-        self.emit(Event::StepApproval {
-            version,
-            step: step.id.clone(),
-            decision: decision.into(),
-        })?;
+        self.emit(Event::StepApproval { version, step: step.id.clone(), decision: decision.into() })?;
         Ok((!approved).then(|| {
-            Stop::new(
-                StopReason::Rejected,
-                format!("the call of {} in step {} was rejected", step.tool, step.id),
-            )
+            Stop::new(StopReason::Rejected, format!("the call of {} in step {} was rejected", step.tool, step.id))
         }))
     }
 
     /// Resolves a step's references and decides who runs it.
     fn prepare(&self, step: &Step) -> Result<Prepared> {
-        let spec = self
-            .registry
-            .spec(&step.tool)
-            .ok_or_else(|| ToolError::UnknownTool {
-                name: step.tool.clone(),
-                known: self.registry.names().join(", "),
-            })?;
+        let spec = self.registry.spec(&step.tool).ok_or_else(|| ToolError::UnknownTool {
+            name: step.tool.clone(),
+            known: self.registry.names().join(", "),
+        })?;
         let resolved = resolve_args(step, &self.state.outputs)?;
         let args = match coerce_to_schema(Value::Object(resolved), &spec.args_schema) {
             Value::Object(map) => map,
@@ -655,15 +546,9 @@ impl<'a> Agent<'a> {
         if spec.needs_model {
             return Ok(Prepared::Text(args));
         }
-        let problems = self
-            .registry
-            .arg_errors(&step.tool, &Value::Object(args.clone()))?;
+        let problems = self.registry.arg_errors(&step.tool, &Value::Object(args.clone()))?;
         if !problems.is_empty() {
-            let text = problems
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; ");
+            let text = problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
             return Ok(Prepared::Fill(args, text));
         }
         if let Some(output) = self.state.call_cache.get(&call_key(&step.tool, &args)) {
@@ -690,15 +575,10 @@ impl<'a> Agent<'a> {
             };
             let ms = started.elapsed().as_millis() as u64;
             let args = match prepared {
-                Prepared::Text(a)
-                | Prepared::Fill(a, _)
-                | Prepared::Direct(a)
-                | Prepared::Cached(a, _) => a.clone(),
+                Prepared::Text(a) | Prepared::Fill(a, _) | Prepared::Direct(a) | Prepared::Cached(a, _) => a.clone(),
             };
             match result {
-                Ok((args, output)) => {
-                    self.finish_step(version, step, args, Ok(output), ms, "executor")?
-                }
+                Ok((args, output)) => self.finish_step(version, step, args, Ok(output), ms, "executor")?,
                 Err(e) => {
                     let error = e.to_string();
                     self.finish_step(version, step, args, Err(error.clone()), ms, "executor")?;
@@ -715,22 +595,14 @@ impl<'a> Agent<'a> {
         step: &Step,
         args: &Map<String, Value>,
     ) -> Result<(Map<String, Value>, Value)> {
-        let prompt = with_unreferenced_inputs(
-            step,
-            &args.get("prompt").map(value_text).unwrap_or_default(),
-            &self.state,
-        );
+        let prompt =
+            with_unreferenced_inputs(step, &args.get("prompt").map(value_text).unwrap_or_default(), &self.state);
         let tokens = self.settings.executor_tokens;
         let model = self.models.executor()?;
         let written = write_text(model, &prompt, tokens);
         self.log_model_loads()?;
         let (text, usage) = written?;
-        self.emit(Event::ExecutorCall {
-            version,
-            step: step.id.clone(),
-            purpose: "text".into(),
-            usage,
-        })?;
+        self.emit(Event::ExecutorCall { version, step: step.id.clone(), purpose: "text".into(), usage })?;
         let output = self.judge(Llm::NAME, serde_json::json!({ "text": text }))?;
         Ok((args.clone(), output))
     }
@@ -742,25 +614,16 @@ impl<'a> Agent<'a> {
         args: &Map<String, Value>,
         problem: &str,
     ) -> Result<(Map<String, Value>, Value)> {
-        let spec =
-            self.registry
-                .spec(&step.tool)
-                .cloned()
-                .ok_or_else(|| ToolError::UnknownTool {
-                    name: step.tool.clone(),
-                    known: self.registry.names().join(", "),
-                })?;
+        let spec = self.registry.spec(&step.tool).cloned().ok_or_else(|| ToolError::UnknownTool {
+            name: step.tool.clone(),
+            known: self.registry.names().join(", "),
+        })?;
         let tokens = self.settings.executor_tokens;
         let model = self.models.executor()?;
         let filled = fill_arguments(model, step, &spec, args, problem, tokens);
         self.log_model_loads()?;
         let (call, usage) = filled?;
-        self.emit(Event::ExecutorCall {
-            version,
-            step: step.id.clone(),
-            purpose: "arguments".into(),
-            usage,
-        })?;
+        self.emit(Event::ExecutorCall { version, step: step.id.clone(), purpose: "arguments".into(), usage })?;
         if self.settings.approve == ApproveMode::Steps.name() {
             if let Some(stop) = self.approve_step(version, step, &call.args)? {
                 return Err(crate::Error::Usage(stop.detail));
@@ -772,9 +635,7 @@ impl<'a> Agent<'a> {
             tool: call.tool.clone(),
             args: call.args.clone(),
         })?;
-        let output =
-            self.registry
-                .call(&call.tool, &Value::Object(call.args.clone()), self.context)?;
+        let output = self.registry.call(&call.tool, &Value::Object(call.args.clone()), self.context)?;
         Ok((call.args, self.judge(&call.tool, output)?))
     }
 
@@ -784,10 +645,7 @@ impl<'a> Agent<'a> {
             Value::Null => true,
             Value::String(s) => s.trim().is_empty(),
             Value::Object(map) => {
-                map.is_empty()
-                    || map
-                        .values()
-                        .all(|v| v.as_str().is_some_and(|s| s.trim().is_empty()))
+                map.is_empty() || map.values().all(|v| v.as_str().is_some_and(|s| s.trim().is_empty()))
             }
             Value::Array(items) => items.is_empty(),
             _ => false,
@@ -802,10 +660,7 @@ impl<'a> Agent<'a> {
         if !problems.is_empty() {
             return Err(ToolError::Refused {
                 tool: tool.into(),
-                reason: format!(
-                    "its output does not match its declared schema: {}",
-                    problems.join("; ")
-                ),
+                reason: format!("its output does not match its declared schema: {}", problems.join("; ")),
             });
         }
         Ok(output)
@@ -841,10 +696,7 @@ impl<'a> Agent<'a> {
         let mut lines = vec![format!("Running that plan: {failure}.")];
         for step in &plan.steps {
             if let Some(output) = self.state.outputs.get(&step.id) {
-                lines.push(format!(
-                    "- {} ({}) succeeded with output {}",
-                    step.id, step.tool, output
-                ));
+                lines.push(format!("- {} ({}) succeeded with output {}", step.id, step.tool, output));
             }
         }
         lines.push(
@@ -859,17 +711,11 @@ impl<'a> Agent<'a> {
 
     fn step_mode(&mut self, given_plan: Option<Plan>) -> Result<Stop> {
         if self.state.plan.is_none() {
-            let start = given_plan.unwrap_or_else(|| Plan {
-                goal: self.state.goal.clone(),
-                version: 1,
-                steps: Vec::new(),
-            });
+            let start =
+                given_plan.unwrap_or_else(|| Plan { goal: self.state.goal.clone(), version: 1, steps: Vec::new() });
             if start.steps.is_empty() {
                 // Nothing to validate yet: the planner adds steps one at a time.
-                let plan = Plan {
-                    version: 1,
-                    ..start
-                };
+                let plan = Plan { version: 1, ..start };
                 self.emit(Event::PlanWritten {
                     version: 1,
                     origin: PlanOrigin::NextStep,
@@ -886,11 +732,7 @@ impl<'a> Agent<'a> {
         loop {
             let plan = self.state.plan.clone().expect("recorded above");
             // Given steps (or a resumed run's) run first.
-            if plan
-                .steps
-                .iter()
-                .any(|s| !self.state.outputs.contains_key(&s.id))
-            {
+            if plan.steps.iter().any(|s| !self.state.outputs.contains_key(&s.id)) {
                 match self.execute(&plan)? {
                     Execution::Complete => {}
                     Execution::Failed(record) => {
@@ -902,14 +744,9 @@ impl<'a> Agent<'a> {
                                 format!("too many failed steps (--max-replans); last: {record}"),
                             ));
                         }
-                        self.emit(Event::Replan {
-                            from_version: plan.version,
-                            reason: record,
-                        })?;
+                        self.emit(Event::Replan { from_version: plan.version, reason: record })?;
                         let mut trimmed = plan.clone();
-                        trimmed
-                            .steps
-                            .retain(|s| self.state.outputs.contains_key(&s.id));
+                        trimmed.steps.retain(|s| self.state.outputs.contains_key(&s.id));
                         trimmed.version = plan.version;
                         self.emit(Event::PlanWritten {
                             version: plan.version,
@@ -937,10 +774,7 @@ impl<'a> Agent<'a> {
             let (next, _text, timings) = match proposed {
                 Ok(proposed) => proposed,
                 Err(e) => {
-                    return Ok(Stop::new(
-                        StopReason::Error,
-                        format!("the planner could not propose a step: {e}"),
-                    ))
+                    return Ok(Stop::new(StopReason::Error, format!("the planner could not propose a step: {e}")))
                 }
             };
             let usage = ModelUsage {
@@ -960,21 +794,9 @@ impl<'a> Agent<'a> {
                     repeated
                 }
             };
-            let issues: Vec<String> = grown
-                .validate(self.registry)
-                .iter()
-                .map(ToString::to_string)
-                .collect();
-            let reason = if answer.is_some() {
-                "answer"
-            } else {
-                "next step"
-            };
-            let logged = if issues.is_empty() && answer.is_none() {
-                grown
-            } else {
-                plan.clone()
-            };
+            let issues: Vec<String> = grown.validate(self.registry).iter().map(ToString::to_string).collect();
+            let reason = if answer.is_some() { "answer" } else { "next step" };
+            let logged = if issues.is_empty() && answer.is_none() { grown } else { plan.clone() };
             self.emit(Event::PlanWritten {
                 version: plan.version,
                 origin: PlanOrigin::NextStep,
@@ -986,16 +808,10 @@ impl<'a> Agent<'a> {
             if let Some(answer) = answer {
                 // An answer with no letter or digit in it says nothing: the results speak instead.
                 let says_something = answer.chars().any(char::is_alphanumeric);
-                let text = if says_something || plan.steps.is_empty() {
-                    answer
-                } else {
-                    final_answer(&plan, &self.state)
-                };
+                let text =
+                    if says_something || plan.steps.is_empty() { answer } else { final_answer(&plan, &self.state) };
                 self.emit(Event::Answer { text })?;
-                return Ok(Stop::new(
-                    StopReason::Done,
-                    format!("{} step(s) run in step mode", plan.steps.len()),
-                ));
+                return Ok(Stop::new(StopReason::Done, format!("{} step(s) run in step mode", plan.steps.len())));
             }
             if !issues.is_empty() {
                 rejected_proposals += 1;
@@ -1012,10 +828,7 @@ impl<'a> Agent<'a> {
     /// The output of an earlier identical call, as text, if the step repeats one.
     fn repeated_call(&self, step: &Step) -> Option<String> {
         let resolved = resolve_args(step, &self.state.outputs).ok()?;
-        self.state
-            .call_cache
-            .get(&call_key(&step.tool, &resolved))
-            .map(output_text)
+        self.state.call_cache.get(&call_key(&step.tool, &resolved)).map(output_text)
     }
 
     /// Step mode's view of the run so far, for the planner.
@@ -1025,55 +838,27 @@ impl<'a> Agent<'a> {
             .iter()
             .filter_map(|s| {
                 let output = self.state.outputs.get(&s.id)?;
-                Some(format!(
-                    "{} {} {} -> {}",
-                    s.id,
-                    s.tool,
-                    Value::Object(s.args.clone()),
-                    output_text(output)
-                ))
+                Some(format!("{} {} {} -> {}", s.id, s.tool, Value::Object(s.args.clone()), output_text(output)))
             })
             .collect();
-        lines.extend(
-            self.state
-                .failures
-                .iter()
-                .map(|f| format!("(failed, not in the plan) {f}")),
-        );
+        lines.extend(self.state.failures.iter().map(|f| format!("(failed, not in the plan) {f}")));
         lines.join("\n")
     }
 }
 
 /// Tool errors that better arguments might fix.
 fn retryable(error: &ToolError) -> bool {
-    matches!(
-        error,
-        ToolError::InvalidArgs { .. } | ToolError::Calculation { .. }
-    )
+    matches!(error, ToolError::InvalidArgs { .. } | ToolError::Calculation { .. })
 }
 
 /// The answer from the outputs: the output of the step(s) nothing else depends on, as text.
 pub fn final_answer(plan: &Plan, state: &RunState) -> String {
     let needed: HashSet<String> = plan.steps.iter().flat_map(|s| s.dependencies()).collect();
-    let sinks: Vec<&Step> = plan
-        .steps
-        .iter()
-        .filter(|s| !needed.contains(&s.id))
-        .collect();
-    let text_of = |step: &Step| {
-        state
-            .outputs
-            .get(&step.id)
-            .map(output_text)
-            .unwrap_or_default()
-    };
+    let sinks: Vec<&Step> = plan.steps.iter().filter(|s| !needed.contains(&s.id)).collect();
+    let text_of = |step: &Step| state.outputs.get(&step.id).map(output_text).unwrap_or_default();
     match sinks.as_slice() {
         [one] => text_of(one),
-        many => many
-            .iter()
-            .map(|s| format!("{}: {}", s.id, text_of(s)))
-            .collect::<Vec<_>>()
-            .join("\n"),
+        many => many.iter().map(|s| format!("{}: {}", s.id, text_of(s))).collect::<Vec<_>>().join("\n"),
     }
 }
 
@@ -1099,11 +884,7 @@ fn with_unreferenced_inputs(step: &Step, prompt: &str, state: &RunState) -> Stri
 fn output_text(output: &Value) -> String {
     match output {
         Value::Object(map) if map.len() == 1 => value_text(map.values().next().expect("one value")),
-        Value::Object(map) => match map
-            .get("text")
-            .or_else(|| map.get("result"))
-            .or_else(|| map.get("content"))
-        {
+        Value::Object(map) => match map.get("text").or_else(|| map.get("result")).or_else(|| map.get("content")) {
             Some(value) => value_text(value),
             None => value_text(output),
         },

@@ -43,11 +43,7 @@ pub enum PlanError {
 }
 
 fn join_issues(issues: &[PlanIssue]) -> String {
-    issues
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join("; ")
+    issues.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
 }
 
 /// A plan: what the planner writes, versioned when revised.
@@ -94,12 +90,7 @@ impl Step {
     /// Steps this one waits for: `depends_on`, then every referenced step not already listed.
     pub fn dependencies(&self) -> Vec<String> {
         let mut deps: Vec<String> = Vec::with_capacity(self.depends_on.len());
-        for dep in self
-            .depends_on
-            .iter()
-            .cloned()
-            .chain(self.references().into_iter().map(|r| r.step))
-        {
+        for dep in self.depends_on.iter().cloned().chain(self.references().into_iter().map(|r| r.step)) {
             if !deps.contains(&dep) {
                 deps.push(dep);
             }

@@ -61,18 +61,11 @@ fn render_prompt(name: &str, source: &str, registry: &ToolRegistry) -> Result<St
     let fail = |e: minijinja::Error| Error::Usage(format!("prompt template {name}: {e}"));
     env.add_template(name, source).map_err(fail)?;
     let template = env.get_template(name).map_err(fail)?;
-    template
-        .render(minijinja::context! { tools => tools, tool_names => registry.names() })
-        .map_err(fail)
+    template.render(minijinja::context! { tools => tools, tool_names => registry.names() }).map_err(fail)
 }
 
 /// Writes a plan for `goal` with `model` (greedy, under the plan grammar) and validates it.
-pub fn write_plan(
-    model: &mut Model,
-    goal: &str,
-    registry: &ToolRegistry,
-    max_tokens: usize,
-) -> Result<PlanOutcome> {
+pub fn write_plan(model: &mut Model, goal: &str, registry: &ToolRegistry, max_tokens: usize) -> Result<PlanOutcome> {
     revise_plan(model, goal, registry, &[], max_tokens)
 }
 
@@ -95,10 +88,7 @@ pub fn revise_plan(
     max_tokens: usize,
 ) -> Result<PlanOutcome> {
     let started = Instant::now();
-    let mut messages = vec![
-        ChatMessage::system(system_prompt(registry)?),
-        ChatMessage::user(goal),
-    ];
+    let mut messages = vec![ChatMessage::system(system_prompt(registry)?), ChatMessage::user(goal)];
     for revision in history {
         messages.push(ChatMessage::new("assistant", &revision.plan_text));
         messages.push(ChatMessage::user(&revision.feedback));
@@ -109,13 +99,7 @@ pub fn revise_plan(
     // The goal is the user's, whatever the planner copied into the plan.
     plan.goal = goal.to_string();
     let issues = plan.validate(registry);
-    Ok(PlanOutcome {
-        plan,
-        issues,
-        text,
-        timings,
-        wall: started.elapsed(),
-    })
+    Ok(PlanOutcome { plan, issues, text, timings, wall: started.elapsed() })
 }
 
 /// What step mode's planner decided.
@@ -143,10 +127,7 @@ pub fn next_move(
         format!("Goal: {goal}\nResults so far:\n{record}\nIf these answer the goal, reply with {{\"answer\": ...}}.")
     };
     let messages = [ChatMessage::system(system), ChatMessage::user(user)];
-    let spec = ConstraintSpec::JsonSchema(next_step_json_schema(
-        registry,
-        &PlanSchemaOptions::default(),
-    ));
+    let spec = ConstraintSpec::JsonSchema(next_step_json_schema(registry, &PlanSchemaOptions::default()));
     let (text, timings) = chat_call(model, "planner", &messages, Some(&spec), max_tokens)?;
     #[derive(serde::Deserialize)]
     #[serde(untagged)]

@@ -34,9 +34,7 @@ pub struct Reference {
 impl Reference {
     /// The first segment of the field path: the output field the tool declares.
     pub fn top_field(&self) -> Option<&str> {
-        self.field
-            .as_deref()
-            .map(|f| f.split('.').next().unwrap_or(f))
+        self.field.as_deref().map(|f| f.split('.').next().unwrap_or(f))
     }
 }
 
@@ -70,10 +68,7 @@ fn parse_body(body: &str) -> Option<Reference> {
     if !valid(step) || field.is_some_and(|f| !f.split('.').all(valid)) {
         return None;
     }
-    Some(Reference {
-        step: step.to_string(),
-        field: field.map(str::to_string),
-    })
+    Some(Reference { step: step.to_string(), field: field.map(str::to_string) })
 }
 
 fn pieces(text: &str) -> Vec<Piece> {
@@ -88,9 +83,7 @@ fn pieces(text: &str) -> Vec<Piece> {
             rest = tail;
             continue;
         }
-        let reference = after
-            .find('$')
-            .and_then(|close| parse_body(&after[..close]).map(|r| (r, close)));
+        let reference = after.find('$').and_then(|close| parse_body(&after[..close]).map(|r| (r, close)));
         match reference {
             Some((reference, close)) => {
                 if !literal.is_empty() {
@@ -156,17 +149,10 @@ pub(crate) fn visit_strings(value: &Value, pointer: String, f: &mut impl FnMut(&
     }
 }
 
-fn lookup(
-    step: &str,
-    reference: &Reference,
-    outputs: &HashMap<String, Value>,
-) -> Result<Value, PlanError> {
+fn lookup(step: &str, reference: &Reference, outputs: &HashMap<String, Value>) -> Result<Value, PlanError> {
     let output = outputs
         .get(&reference.step)
-        .ok_or_else(|| PlanError::MissingOutput {
-            step: step.to_string(),
-            reference: reference.to_string(),
-        })?;
+        .ok_or_else(|| PlanError::MissingOutput { step: step.to_string(), reference: reference.to_string() })?;
     let Some(field) = &reference.field else {
         return Ok(output.clone());
     };
@@ -202,11 +188,7 @@ pub fn value_text(value: &Value) -> String {
 }
 
 /// Replaces every reference inside `value` (an argument of step `step`) with the referenced output.
-pub fn resolve_value(
-    step: &str,
-    value: &Value,
-    outputs: &HashMap<String, Value>,
-) -> Result<Value, PlanError> {
+pub fn resolve_value(step: &str, value: &Value, outputs: &HashMap<String, Value>) -> Result<Value, PlanError> {
     Ok(match value {
         Value::String(text) => {
             let parts = pieces(text);
@@ -222,12 +204,9 @@ pub fn resolve_value(
             }
             Value::String(resolved)
         }
-        Value::Array(items) => Value::Array(
-            items
-                .iter()
-                .map(|v| resolve_value(step, v, outputs))
-                .collect::<Result<_, _>>()?,
-        ),
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|v| resolve_value(step, v, outputs)).collect::<Result<_, _>>()?)
+        }
         Value::Object(map) => Value::Object(
             map.iter()
                 .map(|(k, v)| Ok((k.clone(), resolve_value(step, v, outputs)?)))
@@ -240,14 +219,8 @@ pub fn resolve_value(
 /// The step's arguments with every reference replaced by the referenced output (`outputs` maps step ids to
 /// their outputs). Whole-string references keep the value's JSON type; embedded ones become text; `$$` becomes
 /// `$`.
-pub fn resolve_args(
-    step: &Step,
-    outputs: &HashMap<String, Value>,
-) -> Result<Map<String, Value>, PlanError> {
-    step.args
-        .iter()
-        .map(|(k, v)| Ok((k.clone(), resolve_value(&step.id, v, outputs)?)))
-        .collect()
+pub fn resolve_args(step: &Step, outputs: &HashMap<String, Value>) -> Result<Map<String, Value>, PlanError> {
+    step.args.iter().map(|(k, v)| Ok((k.clone(), resolve_value(&step.id, v, outputs)?))).collect()
 }
 
 /// The JSON types a schema admits through its `type` keyword (empty when it does not say).
@@ -294,17 +267,12 @@ pub fn coerce_to_schema(value: Value, schema: &Value) -> Value {
                     .collect(),
             )
         }
-        Value::Array(items) if types.is_empty() || types.contains(&"array") => {
-            match schema.get("items") {
-                Some(item_schema) if item_schema.is_object() => Value::Array(
-                    items
-                        .into_iter()
-                        .map(|v| coerce_to_schema(v, item_schema))
-                        .collect(),
-                ),
-                _ => Value::Array(items),
+        Value::Array(items) if types.is_empty() || types.contains(&"array") => match schema.get("items") {
+            Some(item_schema) if item_schema.is_object() => {
+                Value::Array(items.into_iter().map(|v| coerce_to_schema(v, item_schema)).collect())
             }
-        }
+            _ => Value::Array(items),
+        },
         Value::String(text) if !types.is_empty() && !types.contains(&"string") => {
             let trimmed = text.trim();
             if types.contains(&"integer") {
@@ -313,11 +281,7 @@ pub fn coerce_to_schema(value: Value, schema: &Value) -> Value {
                 }
             }
             if types.contains(&"number") {
-                if let Some(n) = trimmed
-                    .parse::<f64>()
-                    .ok()
-                    .and_then(serde_json::Number::from_f64)
-                {
+                if let Some(n) = trimmed.parse::<f64>().ok().and_then(serde_json::Number::from_f64) {
                     return Value::Number(n);
                 }
             }

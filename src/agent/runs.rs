@@ -6,9 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::events::{
-    read_log, Event, EventLog, LogContents, ModelUsage, PlanOrigin, Record, RunSettings, StopReason,
-};
+use super::events::{read_log, Event, EventLog, LogContents, ModelUsage, PlanOrigin, Record, RunSettings, StopReason};
 use super::plan::Plan;
 use super::planner::Revision;
 use crate::{Error, Result};
@@ -21,11 +19,7 @@ pub fn default_runs_dir() -> PathBuf {
     let base = std::env::var_os("XDG_DATA_HOME")
         .filter(|d| !d.is_empty())
         .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .filter(|h| !h.is_empty())
-                .map(|h| Path::new(&h).join(".local/share"))
-        })
+        .or_else(|| std::env::var_os("HOME").filter(|h| !h.is_empty()).map(|h| Path::new(&h).join(".local/share")))
         .unwrap_or_else(|| PathBuf::from(".tandem"));
     base.join("tandem").join("runs")
 }
@@ -49,8 +43,7 @@ impl RunsDir {
 
     /// Creates a fresh run directory; its id sorts by start time (`20261122-181720-3f2a`).
     pub fn create_run(&self) -> Result<(String, PathBuf)> {
-        std::fs::create_dir_all(&self.root)
-            .map_err(|e| Error::io(format!("creating {}", self.root.display()), e))?;
+        std::fs::create_dir_all(&self.root).map_err(|e| Error::io(format!("creating {}", self.root.display()), e))?;
         let stamp = utc_stamp(super::events::now_ms() / 1000);
         for _ in 0..16 {
             let id = format!("{stamp}-{:04x}", rand::random::<u16>());
@@ -61,10 +54,7 @@ impl RunsDir {
                 Err(e) => return Err(Error::io(format!("creating {}", dir.display()), e)),
             }
         }
-        Err(Error::Usage(format!(
-            "could not pick a fresh run id under {}",
-            self.root.display()
-        )))
+        Err(Error::Usage(format!("could not pick a fresh run id under {}", self.root.display())))
     }
 
     /// The directory of a run given its id or a unique prefix of it (`latest` for the newest run).
@@ -76,24 +66,14 @@ impl RunsDir {
                 .map(|last| (last.clone(), self.root.join(last)))
                 .ok_or_else(|| Error::Usage(format!("no runs yet under {}", self.root.display())));
         }
-        let matches: Vec<&String> = ids
-            .iter()
-            .filter(|candidate| candidate.starts_with(id))
-            .collect();
+        let matches: Vec<&String> = ids.iter().filter(|candidate| candidate.starts_with(id)).collect();
         match matches.as_slice() {
             [one] => Ok(((*one).clone(), self.root.join(one))),
-            [] => Err(Error::Usage(format!(
-                "no run '{id}' under {} (see `tandem runs list`)",
-                self.root.display()
-            ))),
+            [] => Err(Error::Usage(format!("no run '{id}' under {} (see `tandem runs list`)", self.root.display()))),
             many => Err(Error::Usage(format!(
                 "'{id}' matches {} runs ({}); give more of the id",
                 many.len(),
-                many.iter()
-                    .take(5)
-                    .map(|s| s.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                many.iter().take(5).map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
             ))),
         }
     }
@@ -119,12 +99,7 @@ impl RunsDir {
 pub fn utc_stamp(unix_seconds: u64) -> String {
     let (year, month, day) = crate::llm::chat::civil_from_days((unix_seconds / 86_400) as i64);
     let secs = unix_seconds % 86_400;
-    format!(
-        "{year:04}{month:02}{day:02}-{:02}{:02}{:02}",
-        secs / 3600,
-        secs / 60 % 60,
-        secs % 60
-    )
+    format!("{year:04}{month:02}{day:02}-{:02}{:02}{:02}", secs / 3600, secs / 60 % 60, secs % 60)
 }
 
 /// A run as its log tells it: what resume needs and what `runs list` shows.
@@ -215,12 +190,7 @@ impl RunState {
                 self.plan_approved = settings.approve != "plan";
                 self.settings = Some(settings.clone());
             }
-            Event::PlanWritten {
-                plan,
-                usage,
-                origin,
-                ..
-            } => {
+            Event::PlanWritten { plan, usage, origin, .. } => {
                 // Step mode grows one plan a step at a time: its outputs stay valid.
                 if *origin != PlanOrigin::NextStep {
                     self.outputs.clear();
@@ -231,21 +201,11 @@ impl RunState {
                     self.planner.add(usage);
                 }
             }
-            Event::PlanApproval {
-                version, decision, ..
-            } if *version == self.version() => {
+            Event::PlanApproval { version, decision, .. } if *version == self.version() => {
                 self.plan_approved = decision != "rejected";
             }
             Event::ExecutorCall { usage, .. } => self.executor.add(usage),
-            Event::StepFinished {
-                version,
-                step,
-                tool,
-                args,
-                output,
-                error,
-                ..
-            } => {
+            Event::StepFinished { version, step, tool, args, output, error, .. } => {
                 self.steps_run += 1;
                 match output {
                     Some(output) => {
@@ -263,15 +223,8 @@ impl RunState {
             }
             Event::Replan { reason, .. } => {
                 self.replans += 1;
-                let plan_text = self
-                    .plan
-                    .as_ref()
-                    .and_then(|p| serde_json::to_string(p).ok())
-                    .unwrap_or_default();
-                self.revisions.push(Revision {
-                    plan_text,
-                    feedback: reason.clone(),
-                });
+                let plan_text = self.plan.as_ref().and_then(|p| serde_json::to_string(p).ok()).unwrap_or_default();
+                self.revisions.push(Revision { plan_text, feedback: reason.clone() });
             }
             Event::Answer { text } => self.answer = Some(text.clone()),
             Event::RunFinished { stop, detail } => self.finished = Some((*stop, detail.clone())),

@@ -35,11 +35,7 @@ pub struct PlanSchemaOptions {
 
 impl Default for PlanSchemaOptions {
     fn default() -> Self {
-        Self {
-            max_steps: 12,
-            max_description: 200,
-            max_answer: 500,
-        }
+        Self { max_steps: 12, max_description: 200, max_answer: 500 }
     }
 }
 
@@ -93,11 +89,7 @@ impl FieldCatalog {
                 None => open = true,
             }
         }
-        Self {
-            fields,
-            open,
-            id: step_id_regex(options.max_steps),
-        }
+        Self { fields, open, id: step_id_regex(options.max_steps) }
     }
 
     /// Alternation of field names a reference into an argument of `arg_types` may use (`None`: none fits).
@@ -105,11 +97,7 @@ impl FieldCatalog {
         let mut names: Vec<String> = self
             .fields
             .iter()
-            .filter(|(_, types)| {
-                types
-                    .iter()
-                    .any(|t| reference_fits(arg_types, t.as_deref()))
-            })
+            .filter(|(_, types)| types.iter().any(|t| reference_fits(arg_types, t.as_deref())))
             .map(|(name, _)| regex_escape(name))
             .collect();
         if self.open {
@@ -121,18 +109,13 @@ impl FieldCatalog {
     /// The body of one reference (between the dollars' neighbours), or `None` when nothing may be referenced.
     fn reference_regex(&self, arg_types: &[&str]) -> Option<String> {
         let fields = self.field_alternation(arg_types);
-        let whole = if self.open {
-            format!("|\\${}\\$", self.id)
-        } else {
-            String::new()
-        };
+        let whole = if self.open { format!("|\\${}\\$", self.id) } else { String::new() };
         fields.map(|f| format!("\\${id}\\.({f})\\${whole}", id = self.id))
     }
 
     /// Schema of a string that is exactly one reference fitting `arg_types`.
     fn whole_reference(&self, arg_types: &[&str]) -> Option<Value> {
-        self.reference_regex(arg_types)
-            .map(|r| json!({"type": "string", "pattern": format!("^({r})$")}))
+        self.reference_regex(arg_types).map(|r| json!({"type": "string", "pattern": format!("^({r})$")}))
     }
 
     /// Regex of free text: no lone `$`, only `$$` and well-formed references to declared fields.
@@ -149,9 +132,7 @@ impl FieldCatalog {
             return schema.clone();
         };
         let types = schema_types(schema);
-        let constrained = ["enum", "const", "pattern", "format"]
-            .iter()
-            .any(|k| object.contains_key(*k));
+        let constrained = ["enum", "const", "pattern", "format"].iter().any(|k| object.contains_key(*k));
         if types == ["string"] && !constrained {
             let mut text = object.clone();
             text.insert("pattern".into(), Value::String(self.text_pattern()));

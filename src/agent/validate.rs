@@ -183,11 +183,7 @@ fn cycle_sentence(steps: &[String]) -> String {
         [one] => format!("step '{one}' depends on itself"),
         _ => {
             let first = steps.first().cloned().unwrap_or_default();
-            format!(
-                "steps {} depend on each other in a cycle ({} → {first})",
-                steps.join(", "),
-                steps.join(" → ")
-            )
+            format!("steps {} depend on each other in a cycle ({} → {first})", steps.join(", "), steps.join(" → "))
         }
     }
 }
@@ -267,17 +263,10 @@ impl Plan {
         let mut position: HashMap<&str, usize> = HashMap::new();
         for (index, step) in self.steps.iter().enumerate() {
             if step.id.trim().is_empty() {
-                issues.push(PlanIssue::EmptyId {
-                    position: index + 1,
-                });
+                issues.push(PlanIssue::EmptyId { position: index + 1 });
             } else if position.contains_key(step.id.as_str()) {
-                if !issues
-                    .iter()
-                    .any(|i| matches!(i, PlanIssue::DuplicateId { id } if id == &step.id))
-                {
-                    issues.push(PlanIssue::DuplicateId {
-                        id: step.id.clone(),
-                    });
+                if !issues.iter().any(|i| matches!(i, PlanIssue::DuplicateId { id } if id == &step.id)) {
+                    issues.push(PlanIssue::DuplicateId { id: step.id.clone() });
                 }
             } else {
                 position.insert(&step.id, index);
@@ -288,41 +277,26 @@ impl Plan {
         let edges: Vec<Vec<usize>> = self
             .steps
             .iter()
-            .map(|s| {
-                s.dependencies()
-                    .iter()
-                    .filter_map(|d| position.get(d.as_str()).copied())
-                    .collect()
-            })
+            .map(|s| s.dependencies().iter().filter_map(|d| position.get(d.as_str()).copied()).collect())
             .collect();
         let mut cycle_of: HashMap<usize, usize> = HashMap::new();
         for (number, cycle) in find_cycles(&edges).into_iter().enumerate() {
             for &node in &cycle {
                 cycle_of.insert(node, number);
             }
-            issues.push(PlanIssue::Cycle {
-                steps: cycle.iter().map(|&i| self.steps[i].id.clone()).collect(),
-            });
+            issues.push(PlanIssue::Cycle { steps: cycle.iter().map(|&i| self.steps[i].id.clone()).collect() });
         }
-        let same_cycle = |a: usize, b: usize| {
-            cycle_of
-                .get(&a)
-                .is_some_and(|c| cycle_of.get(&b) == Some(c))
-        };
+        let same_cycle = |a: usize, b: usize| cycle_of.get(&a).is_some_and(|c| cycle_of.get(&b) == Some(c));
 
         let known_tools = registry.names().join(", ");
         for (index, step) in self.steps.iter().enumerate() {
             for dep in &step.depends_on {
                 match position.get(dep.as_str()) {
-                    None => issues.push(PlanIssue::UnknownDependency {
-                        step: step.id.clone(),
-                        dependency: dep.clone(),
-                    }),
+                    None => {
+                        issues.push(PlanIssue::UnknownDependency { step: step.id.clone(), dependency: dep.clone() })
+                    }
                     Some(&at) if at > index && !same_cycle(at, index) => {
-                        issues.push(PlanIssue::LaterDependency {
-                            step: step.id.clone(),
-                            dependency: dep.clone(),
-                        })
+                        issues.push(PlanIssue::LaterDependency { step: step.id.clone(), dependency: dep.clone() })
                     }
                     Some(_) => {}
                 }
@@ -368,16 +342,13 @@ impl Plan {
                     }
                     Some(&at) if at == index || same_cycle(at, index) => continue, // reported as a cycle
                     Some(&at) if at > index => {
-                        issues.push(dangling(
-                            "comes later; a step can only use results of earlier steps",
-                        ));
+                        issues.push(dangling("comes later; a step can only use results of earlier steps"));
                         continue;
                     }
                     Some(&at) => at,
                 };
                 let target = &self.steps[target_index];
-                let Some(fields) = registry.spec(&target.tool).and_then(|t| t.output_fields())
-                else {
+                let Some(fields) = registry.spec(&target.tool).and_then(|t| t.output_fields()) else {
                     continue;
                 };
                 let Some(field) = reference.top_field() else {
@@ -389,11 +360,7 @@ impl Plan {
                         reference: shown.clone(),
                         target: target.id.clone(),
                         tool: target.tool.clone(),
-                        fields: fields
-                            .iter()
-                            .map(|f| f.name.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", "),
+                        fields: fields.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", "),
                     });
                     continue;
                 };
@@ -405,9 +372,7 @@ impl Plan {
                     continue;
                 }
                 for (pointer, _) in whole.iter().filter(|(_, text)| text == &shown) {
-                    let expected = schema_at(&spec.args_schema, pointer)
-                        .map(schema_types)
-                        .unwrap_or_default();
+                    let expected = schema_at(&spec.args_schema, pointer).map(schema_types).unwrap_or_default();
                     if !reference_fits(&expected, Some(found)) {
                         issues.push(PlanIssue::ReferenceTypeMismatch {
                             step: step.id.clone(),
@@ -422,11 +387,8 @@ impl Plan {
 
             if spec.is_some() {
                 if let Ok(errors) = registry.arg_errors(&step.tool, &args) {
-                    let kept: Vec<String> = errors
-                        .iter()
-                        .filter(|e| !referencing.contains(&e.pointer))
-                        .map(ToString::to_string)
-                        .collect();
+                    let kept: Vec<String> =
+                        errors.iter().filter(|e| !referencing.contains(&e.pointer)).map(ToString::to_string).collect();
                     if !kept.is_empty() {
                         issues.push(PlanIssue::InvalidArgs {
                             step: step.id.clone(),

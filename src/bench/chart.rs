@@ -13,21 +13,13 @@ pub struct Point {
 }
 
 fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 /// The SVG text of the scatter, titled `title`, with `quality_name` on the y axis.
 pub fn scatter_svg(title: &str, quality_name: &str, points: &[Point]) -> String {
     let (width, height, left, right, top, bottom) = (720.0, 440.0, 70.0, 200.0, 40.0, 50.0);
-    let max_seconds = points
-        .iter()
-        .map(|p| p.seconds)
-        .fold(0.0_f64, f64::max)
-        .max(1e-9)
-        * 1.1;
+    let max_seconds = points.iter().map(|p| p.seconds).fold(0.0_f64, f64::max).max(1e-9) * 1.1;
     let x = |s: f64| left + s / max_seconds * (width - left - right);
     let y = |q: f64| top + (1.0 - q.clamp(0.0, 1.0)) * (height - top - bottom);
     let mut svg = format!(
@@ -40,24 +32,21 @@ pub fn scatter_svg(title: &str, quality_name: &str, points: &[Point]) -> String 
     svg += &format!("<line x1=\"{x0}\" y1=\"{y0}\" x2=\"{x0}\" y2=\"{y1}\" stroke=\"black\"/>\n");
     for tick in 0..=4 {
         let q = f64::from(tick) / 4.0;
-        svg += &format!(
-            "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{q:.2}</text>\n",
-            x0 - 6.0,
-            y(q) + 4.0
-        );
+        svg += &format!("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{q:.2}</text>\n", x0 - 6.0, y(q) + 4.0);
         let s = max_seconds * q;
-        svg += &format!(
-            "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{s:.1}</text>\n",
-            x(s),
-            y0 + 18.0
-        );
+        svg += &format!("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{s:.1}</text>\n", x(s), y0 + 18.0);
     }
     svg += &format!(
         "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">median seconds per sample</text>\n",
         (x0 + x1) / 2.0,
         height - 8.0
     );
-    svg += &format!("<text x=\"16\" y=\"{}\" transform=\"rotate(-90 16 {})\" text-anchor=\"middle\">{}</text>\n", (y0 + y1) / 2.0, (y0 + y1) / 2.0, escape(quality_name));
+    svg += &format!(
+        "<text x=\"16\" y=\"{}\" transform=\"rotate(-90 16 {})\" text-anchor=\"middle\">{}</text>\n",
+        (y0 + y1) / 2.0,
+        (y0 + y1) / 2.0,
+        escape(quality_name)
+    );
     for p in points {
         let (px, py) = (x(p.seconds), y(p.quality));
         svg += &format!("<circle cx=\"{px:.1}\" cy=\"{py:.1}\" r=\"5\" fill=\"#1f77b4\"/>\n");

@@ -18,8 +18,7 @@ use crate::Result;
 /// The demonstration plan schema (enums, nested objects, arrays with bounds, patterns).
 pub const PLAN_SCHEMA: &str = include_str!("plan.schema.json");
 
-const PLAN_PROMPT: &str =
-    "Write a plan as JSON for this goal: compute 12*4+5, then read notes.txt and summarise it \
+const PLAN_PROMPT: &str = "Write a plan as JSON for this goal: compute 12*4+5, then read notes.txt and summarise it \
 with the llm tool. Use step ids s1, s2, s3.";
 
 /// The figures of one run.
@@ -55,12 +54,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 }
 
 /// Masks computed along random walks of `spec` (the states a sampling model visits), each timed.
-pub fn mask_times(
-    engine: &GrammarEngine,
-    spec: &ConstraintSpec,
-    walks: u64,
-    steps: usize,
-) -> Result<Vec<Duration>> {
+pub fn mask_times(engine: &GrammarEngine, spec: &ConstraintSpec, walks: u64, steps: usize) -> Result<Vec<Duration>> {
     let n = engine.n_tokens();
     let mut times = Vec::new();
     let mut logits = vec![0.0f32; n];
@@ -76,9 +70,7 @@ pub fn mask_times(
             let started = Instant::now();
             matcher.mask_logits(&mut logits)?;
             times.push(started.elapsed());
-            let allowed: Vec<u32> = (0..n as u32)
-                .filter(|&i| logits[i as usize].is_finite())
-                .collect();
+            let allowed: Vec<u32> = (0..n as u32).filter(|&i| logits[i as usize].is_finite()).collect();
             if allowed.is_empty() {
                 break;
             }
@@ -93,38 +85,25 @@ pub fn mask_times(
 }
 
 /// Runs the benchmark on one model file.
-pub fn measure(
-    path: &Path,
-    device: &Device,
-    load: &LoadOptions,
-    repeats: usize,
-) -> Result<GrammarReport> {
+pub fn measure(path: &Path, device: &Device, load: &LoadOptions, repeats: usize) -> Result<GrammarReport> {
     let mut model = Model::load(path, device, load)?;
     let started = Instant::now();
     let engine = model.grammar_engine()?;
     let engine_build_ms = started.elapsed().as_secs_f64() * 1e3;
-    let schema: serde_json::Value = serde_json::from_str(PLAN_SCHEMA)
-        .map_err(|e| crate::Error::Usage(format!("built-in plan schema: {e}")))?;
+    let schema: serde_json::Value =
+        serde_json::from_str(PLAN_SCHEMA).map_err(|e| crate::Error::Usage(format!("built-in plan schema: {e}")))?;
     let spec = ConstraintSpec::JsonSchema(schema);
     let compiles: Vec<f64> = (0..5)
-        .map(|_| {
-            engine
-                .matcher_uncached(&spec)
-                .map(|m| m.stats().compile_time.as_secs_f64() * 1e3)
-        })
+        .map(|_| engine.matcher_uncached(&spec).map(|m| m.stats().compile_time.as_secs_f64() * 1e3))
         .collect::<std::result::Result<_, _>>()?;
     let mut masks = mask_times(&engine, &spec, 20, 120)?;
     masks.sort();
     let mean = masks.iter().sum::<Duration>().as_secs_f64() / masks.len().max(1) as f64;
 
-    let template = model
-        .chat_template
-        .as_ref()
-        .ok_or_else(|| crate::Error::Usage("the model has no chat template".into()))?;
+    let template =
+        model.chat_template.as_ref().ok_or_else(|| crate::Error::Usage("the model has no chat template".into()))?;
     let prompt = template.render(&[ChatMessage::user(PLAN_PROMPT)], None, true)?;
-    let tokens = model
-        .tokenizer
-        .encode(&prompt, model.tokenizer.add_bos_by_default())?;
+    let tokens = model.tokenizer.encode(&prompt, model.tokenizer.add_bos_by_default())?;
     // Warm-up: the first forward pass rearranges weights.
     model.weights.forward(&tokens, 0)?;
 
@@ -145,10 +124,7 @@ pub fn measure(
         constrained_s.push(started.elapsed().as_secs_f64());
         let n = out.tokens.len();
         // The same amount of text without the grammar (stop tokens disabled so the length matches).
-        let request = GenerateRequest {
-            stop_tokens: vec![u32::MAX],
-            ..GenerateRequest::greedy(tokens.clone(), n)
-        };
+        let request = GenerateRequest { stop_tokens: vec![u32::MAX], ..GenerateRequest::greedy(tokens.clone(), n) };
         let started = Instant::now();
         generate(&mut model, request, &mut |_| {})?;
         unconstrained_s.push(started.elapsed().as_secs_f64());
@@ -170,11 +146,7 @@ pub fn measure(
         masks_in_generation: stats.masks,
         constrained_s: constrained,
         unconstrained_s: unconstrained,
-        wall_ratio: if unconstrained > 0.0 {
-            constrained / unconstrained
-        } else {
-            0.0
-        },
+        wall_ratio: if unconstrained > 0.0 { constrained / unconstrained } else { 0.0 },
         plan: out.text,
     })
 }

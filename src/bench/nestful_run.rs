@@ -8,8 +8,8 @@ use std::time::Instant;
 use serde_json::{json, Value};
 
 use super::nestful::{
-    catalogue_for, load_samples, load_tools, metrics, plan_to_calls, score_sample, Call, Sample,
-    SampleScore, ToolDoc,
+    distractor_catalogue, load, plan_to_calls, score_sample, summarize, Call, Distractors, NestfulSample, NestfulTool,
+    SampleScore,
 };
 use super::records::{run_samples, BenchRecorder};
 use crate::agent::model_call::chat_call;
@@ -31,64 +31,45 @@ pub fn data_dir(given: Option<&Path>, name: &str) -> Result<PathBuf> {
     }
     let candidates = [
         PathBuf::from("../shared/data").join(name),
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../shared/data")
-            .join(name),
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data").join(name),
     ];
-    candidates
-        .iter()
-        .find(|d| d.is_dir())
-        .cloned()
-        .ok_or_else(|| {
-            Error::Usage(format!(
-                "no {name} data found at ../shared/data/{name}; give its directory with --data DIR"
-            ))
-        })
+    candidates.iter().find(|d| d.is_dir()).cloned().ok_or_else(|| {
+        Error::Usage(format!("no {name} data found at ../shared/data/{name}; give its directory with --data DIR"))
+    })
 }
 
 /// The file in `dir` whose name ends with `suffix`.
 pub fn file_ending(dir: &Path, suffix: &str) -> Result<PathBuf> {
-    let entries =
-        std::fs::read_dir(dir).map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
+    let entries = std::fs::read_dir(dir).map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
     let mut found: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.ends_with(suffix))
-        })
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(suffix)))
         .collect();
     found.sort();
-    found
-        .into_iter()
-        .next()
-        .ok_or_else(|| Error::Usage(format!("no *{suffix} file in {}", dir.display())))
+    found.into_iter().next().ok_or_else(|| Error::Usage(format!("no *{suffix} file in {}", dir.display())))
 }
 
 /// `all` → the whole catalogue; `gold+K` → gold tools and K distractors.
-pub fn parse_catalogue_option(text: &str) -> Result<Option<usize>> {
+pub fn parse_catalogue_option(text: &str) -> Result<Distractors> {
     if text == "all" {
-        return Ok(None);
+        return Ok(Distractors::WholeCatalogue);
     }
     text.strip_prefix("gold+")
         .and_then(|k| k.parse().ok())
-        .map(Some)
-        .ok_or_else(|| {
-            Error::Usage(format!(
-                "--tools takes 'all' or 'gold+K' (e.g. gold+5), not '{text}'"
-            ))
-        })
+        .map(Distractors::Count)
+        .ok_or_else(|| Error::Usage(format!("--tools takes 'all' or 'gold+K' (e.g. gold+5), not '{text}'")))
 }
 
 /// A registry of the catalogue's tools.
-pub fn registry_of(tools: &[ToolDoc]) -> Result<ToolRegistry> {
+pub fn registry_of(tools: &[NestfulTool]) -> Result<ToolRegistry> {
     let mut registry = ToolRegistry::new();
     for tool in tools {
+        let spec = tool.tool_spec();
         registry.register_arc(Arc::new(DeclaredTool {
-            name: tool.name.clone(),
-            description: tool.description.clone(),
-            args_schema: tool.args_schema.clone(),
-            output_schema: Some(tool.output_schema.clone()),
+            name: spec.name,
+            description: spec.description,
+            args_schema: spec.args_schema,
+            output_schema: spec.output_schema,
         }))?;
     }
     Ok(registry)
@@ -97,10 +78,7 @@ pub fn registry_of(tools: &[ToolDoc]) -> Result<ToolRegistry> {
 /// The first JSON value in free text (models wrap JSON in prose or code fences without a grammar).
 fn first_json(text: &str) -> Option<Value> {
     let start = text.find('{')?;
-    serde_json::Deserializer::from_str(&text[start..])
-        .into_iter::<Value>()
-        .next()?
-        .ok()
+    serde_json::Deserializer::from_str(&text[start..]).into_iter::<Value>().next()?.ok()
 }
 
 /// Runs the suite; returns every record.
@@ -111,31 +89,26 @@ pub fn run(
     models: &mut dyn ModelSource,
 ) -> Result<Vec<Value>> {
     let dir = data_dir(args.data.as_deref(), "nestful")?;
-    let samples = load_samples(&file_ending(&dir, "-data.json")?)?;
-    let tools = load_tools(&file_ending(&dir, "-spec.json")?)?;
-    for skipped in samples.skipped.iter().chain(&tools.skipped) {
-        reporter.message(&format!("skipped: {skipped}"));
+    let data = load(&dir).map_err(|e| Error::Usage(e.to_string()))?;
+    for issue in data.skipped.iter().chain(&data.warnings) {
+        reporter.message(&format!("data: {issue}"));
     }
     let distractors = parse_catalogue_option(&args.tools)?;
-    let chosen: Vec<(Value, _)> = samples
-        .items
-        .into_iter()
-        .take(args.limit.unwrap_or(usize::MAX))
-        .map(|s| (json!(s.index), s))
-        .collect();
+    let chosen: Vec<(Value, _)> =
+        data.samples.into_iter().take(args.limit.unwrap_or(usize::MAX)).map(|s| (json!(s.index), s)).collect();
+    let tools = data.tools;
     run_samples(&chosen, recorder, reporter, "nestful", |sample| {
-        let catalogue = catalogue_for(sample, &tools.items, distractors, args.seed);
+        let catalogue =
+            distractor_catalogue(sample, &tools, distractors, args.seed).map_err(|e| Error::Usage(e.to_string()))?;
         let names: Vec<String> = catalogue.iter().map(|t| t.name.clone()).collect();
         let started = Instant::now();
         let base = json!({"sample": sample.index, "input": sample.input, "catalogue": names, "grammar": !args.no_grammar,
-                          "gold": sample.output});
+                          "gold": sample.calls});
         let mut record = match plan_sample(sample, &catalogue, args.no_grammar, models) {
             Ok(planned) => planned,
             // A sample the planner fails on scores as an empty prediction: it counts, it is not dropped.
-            Err(e) => {
-                json!({"prediction": Value::Null, "valid_plan": false, "error": e.to_string(),
-                             "score": score_sample(&[], &sample.output)})
-            }
+            Err(e) => json!({"prediction": Value::Null, "valid_plan": false, "error": e.to_string(),
+                             "score": score_sample(&sample.calls, &[])}),
         };
         merge(&mut record, base);
         record["ms"] = json!(started.elapsed().as_millis() as u64);
@@ -151,18 +124,15 @@ fn merge(record: &mut Value, extra: Value) {
 
 /// Plans one sample and scores it.
 fn plan_sample(
-    sample: &Sample,
-    catalogue: &[ToolDoc],
+    sample: &NestfulSample,
+    catalogue: &[NestfulTool],
     no_grammar: bool,
     models: &mut dyn ModelSource,
 ) -> Result<Value> {
     let registry = registry_of(catalogue)?;
     let model = models.planner()?;
     let (plan, text, usage) = if no_grammar {
-        let messages = [
-            ChatMessage::system(system_prompt(&registry)?),
-            ChatMessage::user(&sample.input),
-        ];
+        let messages = [ChatMessage::system(system_prompt(&registry)?), ChatMessage::user(&sample.input)];
         let (text, timings) = chat_call(model, "planner", &messages, None, PLAN_TOKENS)?;
         let plan = first_json(&text).and_then(|v| serde_json::from_value::<Plan>(v).ok());
         (plan, text, timings)
@@ -170,15 +140,13 @@ fn plan_sample(
         let outcome = write_plan(model, &sample.input, &registry, PLAN_TOKENS)?;
         (Some(outcome.plan), outcome.text, outcome.timings)
     };
-    let valid = plan
-        .as_ref()
-        .is_some_and(|p| p.validate(&registry).is_empty());
+    let valid = plan.as_ref().is_some_and(|p| p.validate(&registry).is_empty());
     let predicted: Vec<Call> = plan.as_ref().map(plan_to_calls).unwrap_or_default();
     Ok(json!({
         "prediction": plan.as_ref().map(|_| &predicted),
         "raw": text,
         "valid_plan": valid,
-        "score": score_sample(&predicted, &sample.output),
+        "score": score_sample(&sample.calls, &predicted),
         "tokens_in": usage.prompt_tokens,
         "tokens_out": usage.generated_tokens,
     }))
@@ -187,35 +155,27 @@ fn plan_sample(
 /// A record's score recomputed from its prediction and gold.
 pub fn rescore(mut record: Value) -> Value {
     let calls = |v: &Value| serde_json::from_value::<Vec<Call>>(v.clone()).unwrap_or_default();
-    let score = score_sample(&calls(&record["prediction"]), &calls(&record["gold"]));
+    let score = score_sample(&calls(&record["gold"]), &calls(&record["prediction"]));
     record["score"] = json!(score);
     record
 }
 
-/// The four NESTFUL metrics, the plan-validity rate and timing over records (errors count as empty plans).
+/// The four NESTFUL metrics, the plan-validity rate and timing over records (a record without a score counts as
+/// an empty prediction).
 pub fn summarise(records: &[Value]) -> Value {
     let scores: Vec<SampleScore> = records
         .iter()
-        .map(|r| {
-            serde_json::from_value(r["score"].clone())
-                .unwrap_or_else(|_| score_sample(&[], &gold_of(r)))
-        })
+        .map(|r| serde_json::from_value(r["score"].clone()).unwrap_or_else(|_| score_sample(&gold_of(r), &[])))
         .collect();
-    let m = metrics(&scores);
+    let m = summarize(&scores);
     let n = records.len().max(1) as f64;
-    let valid = records
-        .iter()
-        .filter(|r| r["valid_plan"].as_bool().unwrap_or(false))
-        .count() as f64;
-    let mut ms: Vec<f64> = records
-        .iter()
-        .map(|r| r["ms"].as_f64().unwrap_or(0.0))
-        .collect();
+    let valid = records.iter().filter(|r| r["valid_plan"].as_bool().unwrap_or(false)).count() as f64;
+    let mut ms: Vec<f64> = records.iter().map(|r| r["ms"].as_f64().unwrap_or(0.0)).collect();
     ms.sort_by(f64::total_cmp);
     json!({
         "samples": records.len(),
-        "f1_functions": m.f1_functions,
-        "f1_params": m.f1_params,
+        "f1_functions": m.functions.f1,
+        "f1_params": m.parameters.f1,
         "partial_sequence_accuracy": m.partial_sequence_accuracy,
         "full_sequence_accuracy": m.full_sequence_accuracy,
         "valid_plan_rate": valid / n,

@@ -28,8 +28,7 @@ impl BenchRecorder {
     /// A fresh run directory `<root>/<name>-<UTC stamp>`.
     pub fn create(root: &Path, name: &str) -> Result<Self> {
         let dir = root.join(format!("{name}-{}", utc_stamp(now_ms() / 1000)));
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
         Self::open(&dir)
     }
 
@@ -37,11 +36,7 @@ impl BenchRecorder {
     pub fn open(dir: &Path) -> Result<Self> {
         let path = dir.join(Self::SAMPLES);
         let done = if path.exists() {
-            read_jsonl(&path)?
-                .0
-                .iter()
-                .filter_map(|r| r.get("sample").map(sample_key))
-                .collect()
+            read_jsonl(&path)?.0.iter().filter_map(|r| r.get("sample").map(sample_key)).collect()
         } else {
             HashSet::new()
         };
@@ -50,11 +45,7 @@ impl BenchRecorder {
             .append(true)
             .open(&path)
             .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
-        Ok(Self {
-            dir: dir.to_path_buf(),
-            file,
-            done,
-        })
+        Ok(Self { dir: dir.to_path_buf(), file, done })
     }
 
     /// The run directory.
@@ -75,15 +66,10 @@ impl BenchRecorder {
     /// Appends one record (it must have a `sample` field) and syncs it.
     pub fn append(&mut self, record: &Value) -> Result<()> {
         let path = self.dir.join(Self::SAMPLES);
-        let mut line = serde_json::to_vec(record)
-            .map_err(|e| Error::Usage(format!("encoding a record: {e}")))?;
+        let mut line = serde_json::to_vec(record).map_err(|e| Error::Usage(format!("encoding a record: {e}")))?;
         line.push(b'\n');
-        self.file
-            .write_all(&line)
-            .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
-        self.file
-            .sync_data()
-            .map_err(|e| Error::io(format!("syncing {}", path.display()), e))?;
+        self.file.write_all(&line).map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+        self.file.sync_data().map_err(|e| Error::io(format!("syncing {}", path.display()), e))?;
         if let Some(sample) = record.get("sample") {
             self.done.insert(sample_key(sample));
         }
@@ -98,8 +84,7 @@ impl BenchRecorder {
     /// Writes a file into the run directory.
     pub fn write(&self, name: &str, contents: &str) -> Result<PathBuf> {
         let path = self.dir.join(name);
-        std::fs::write(&path, contents)
-            .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+        std::fs::write(&path, contents).map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
         Ok(path)
     }
 }
@@ -120,10 +105,7 @@ pub fn run_samples<T>(
     label: &str,
     mut run: impl FnMut(&T) -> Result<Value>,
 ) -> Result<Vec<Value>> {
-    let todo: Vec<&(Value, T)> = samples
-        .iter()
-        .filter(|(id, _)| !recorder.is_done(id))
-        .collect();
+    let todo: Vec<&(Value, T)> = samples.iter().filter(|(id, _)| !recorder.is_done(id)).collect();
     if todo.len() < samples.len() {
         reporter.message(&format!(
             "resuming: {} of {} samples already recorded",

@@ -73,12 +73,7 @@ pub fn prompt_of_length(model: &Model, n: usize) -> Result<Vec<u32>> {
 }
 
 /// Measures one model file. Loads it `repeats` times (load time is part of the figures).
-pub fn measure(
-    path: &Path,
-    device: &Device,
-    settings: &SpeedSettings,
-    reporter: &dyn Reporter,
-) -> Result<SpeedReport> {
+pub fn measure(path: &Path, device: &Device, settings: &SpeedSettings, reporter: &dyn Reporter) -> Result<SpeedReport> {
     let repeats = settings.repeats.max(1);
     let progress = reporter.start("measuring speed", Some(repeats as u64), ProgressUnit::Items);
     let (mut loads, mut first, mut prefill, mut decode) = (vec![], vec![], vec![], vec![]);

@@ -54,10 +54,8 @@ struct TaskFile {
 
 /// Parses a tasks file; `origin` names it in errors (which carry the line).
 pub fn parse_tasks(text: &str, origin: &Path) -> Result<Vec<Task>> {
-    let file: TaskFile = toml::from_str(text).map_err(|e| Error::InvalidInput {
-        path: origin.to_path_buf(),
-        message: e.to_string(),
-    })?;
+    let file: TaskFile =
+        toml::from_str(text).map_err(|e| Error::InvalidInput { path: origin.to_path_buf(), message: e.to_string() })?;
     let mut seen = std::collections::HashSet::new();
     for task in &file.task {
         if !seen.insert(task.id.clone()) {
@@ -78,8 +76,7 @@ pub fn parse_tasks(text: &str, origin: &Path) -> Result<Vec<Task>> {
 
 /// The built-in tasks.
 pub fn builtin_tasks() -> Vec<Task> {
-    parse_tasks(BUILTIN_TASKS, Path::new("benches/tasks.toml"))
-        .expect("the built-in tasks parse (tested)")
+    parse_tasks(BUILTIN_TASKS, Path::new("benches/tasks.toml")).expect("the built-in tasks parse (tested)")
 }
 
 /// Lower case, thousands separators and surrounding space removed: how answers and expectations are compared.
@@ -91,36 +88,15 @@ pub fn normalise(text: &str) -> String {
 pub fn check(task: &Task, answer: Option<&str>, workspace: &Path) -> (bool, String) {
     if !task.answer_any.is_empty() {
         let got = normalise(answer.unwrap_or_default());
-        if !task
-            .answer_any
-            .iter()
-            .any(|want| got.contains(&normalise(want)))
-        {
-            return (
-                false,
-                format!(
-                    "answer {:?} contains none of {:?}",
-                    answer.unwrap_or_default(),
-                    task.answer_any
-                ),
-            );
+        if !task.answer_any.iter().any(|want| got.contains(&normalise(want))) {
+            return (false, format!("answer {:?} contains none of {:?}", answer.unwrap_or_default(), task.answer_any));
         }
     }
     if let Some(file) = &task.file {
         let content = std::fs::read_to_string(workspace.join(file)).unwrap_or_default();
         let got = normalise(&content);
-        if !task
-            .file_any
-            .iter()
-            .any(|want| got.contains(&normalise(want)))
-        {
-            return (
-                false,
-                format!(
-                    "{file} holds {content:?}, which contains none of {:?}",
-                    task.file_any
-                ),
-            );
+        if !task.file_any.iter().any(|want| got.contains(&normalise(want))) {
+            return (false, format!("{file} holds {content:?}, which contains none of {:?}", task.file_any));
         }
     }
     (true, String::new())
@@ -143,39 +119,29 @@ pub fn run_task(task: &Task, setup: &TaskSetup, models: &mut dyn ModelSource) ->
     let workspace = setup.bench_dir.join("workspaces").join(&task.id);
     if workspace.exists() {
         // A resumed benchmark reruns an unfinished task from a clean workspace.
-        std::fs::remove_dir_all(&workspace)
-            .map_err(|e| Error::io(format!("clearing {}", workspace.display()), e))?;
+        std::fs::remove_dir_all(&workspace).map_err(|e| Error::io(format!("clearing {}", workspace.display()), e))?;
     }
     for (path, content) in &task.files {
         let target = workspace.join(path);
         if let Some(parent) = target.parent() {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| Error::io(format!("creating {}", parent.display()), e))?;
+            std::fs::create_dir_all(parent).map_err(|e| Error::io(format!("creating {}", parent.display()), e))?;
         }
-        std::fs::write(&target, content)
-            .map_err(|e| Error::io(format!("writing {}", target.display()), e))?;
+        std::fs::write(&target, content).map_err(|e| Error::io(format!("writing {}", target.display()), e))?;
     }
-    std::fs::create_dir_all(&workspace)
-        .map_err(|e| Error::io(format!("creating {}", workspace.display()), e))?;
+    std::fs::create_dir_all(&workspace).map_err(|e| Error::io(format!("creating {}", workspace.display()), e))?;
     let context = ToolContext::new(Workspace::new(&workspace)?).with_write(task.allow_write);
     let mut registry = ToolRegistry::builtins(&context);
     if let Some(tools) = &task.tools {
-        let path = setup
-            .bench_dir
-            .join("workspaces")
-            .join(format!("{}.tools.toml", task.id));
+        let path = setup.bench_dir.join("workspaces").join(format!("{}.tools.toml", task.id));
         let text = tools.replace("{ws}", &workspace.display().to_string());
-        std::fs::write(&path, text)
-            .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+        std::fs::write(&path, text).map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
         registry.load_file(&path)?;
     }
     let run_dir = setup.bench_dir.join("runs").join(&task.id);
     if run_dir.exists() {
-        std::fs::remove_dir_all(&run_dir)
-            .map_err(|e| Error::io(format!("clearing {}", run_dir.display()), e))?;
+        std::fs::remove_dir_all(&run_dir).map_err(|e| Error::io(format!("clearing {}", run_dir.display()), e))?;
     }
-    std::fs::create_dir_all(&run_dir)
-        .map_err(|e| Error::io(format!("creating {}", run_dir.display()), e))?;
+    std::fs::create_dir_all(&run_dir).map_err(|e| Error::io(format!("creating {}", run_dir.display()), e))?;
     let mut settings = RunSettings::new(setup.planner, setup.executor, &workspace);
     settings.allow_write = task.allow_write;
     settings.mode = setup.mode.into();
@@ -220,16 +186,11 @@ pub fn summarise(records: &[Value]) -> Value {
     let success = sum(&|r| f64::from(u8::from(r["score"]["success"].as_bool().unwrap_or(false))));
     let mut by_category: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     for r in records {
-        let entry = by_category
-            .entry(r["category"].as_str().unwrap_or("?").to_string())
-            .or_default();
+        let entry = by_category.entry(r["category"].as_str().unwrap_or("?").to_string()).or_default();
         entry.0 += 1;
         entry.1 += usize::from(r["score"]["success"].as_bool().unwrap_or(false));
     }
-    let mut ms: Vec<f64> = records
-        .iter()
-        .map(|r| r["ms"].as_f64().unwrap_or(0.0))
-        .collect();
+    let mut ms: Vec<f64> = records.iter().map(|r| r["ms"].as_f64().unwrap_or(0.0)).collect();
     ms.sort_by(f64::total_cmp);
     json!({
         "samples": records.len(),

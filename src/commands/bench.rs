@@ -27,20 +27,13 @@ fn suite(suite: Suite, args: &SuiteArgs, reporter: &dyn Reporter) -> Result<()> 
 
 fn grammar(args: GrammarBenchArgs, reporter: &dyn Reporter) -> Result<()> {
     let (path, device) = prepare_model(&args.model, reporter)?;
-    let r =
-        crate::bench::grammar::measure(&path, &device, &args.model.load_options(), args.repeats)?;
+    let r = crate::bench::grammar::measure(&path, &device, &args.model.load_options(), args.repeats)?;
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&r).map_err(|e| Error::Usage(e.to_string()))?
-        );
+        println!("{}", serde_json::to_string_pretty(&r).map_err(|e| Error::Usage(e.to_string()))?);
         return Ok(());
     }
     println!("model                 {}", args.model.model);
-    println!(
-        "engine build          {:.0} ms (token trie + parser factory, once per tokenizer)",
-        r.engine_build_ms
-    );
+    println!("engine build          {:.0} ms (token trie + parser factory, once per tokenizer)", r.engine_build_ms);
     println!("schema compile        {:.2} ms (median of 5)", r.compile_ms);
     println!(
         "mask                  mean {:.0} µs, p99 {:.0} µs ({} masks on random walks)",
@@ -48,11 +41,7 @@ fn grammar(args: GrammarBenchArgs, reporter: &dyn Reporter) -> Result<()> {
     );
     println!(
         "plan, constrained     {} tokens in {:.2} s: {} forward passes, {} forced tokens, {} masks",
-        r.constrained_tokens,
-        r.constrained_s,
-        r.constrained_forward_passes,
-        r.forced_tokens,
-        r.masks_in_generation
+        r.constrained_tokens, r.constrained_s, r.constrained_forward_passes, r.forced_tokens, r.masks_in_generation
     );
     println!("same length, free     {:.2} s", r.unconstrained_s);
     println!("constrained ÷ free    {:.2}× wall time", r.wall_ratio);
@@ -71,38 +60,20 @@ fn speed(args: SpeedArgs, reporter: &dyn Reporter) -> Result<()> {
     };
     let report = measure(&path, &device, &settings, reporter)?;
     if args.json {
-        let json =
-            serde_json::to_string_pretty(&report).map_err(|e| Error::Usage(e.to_string()))?;
+        let json = serde_json::to_string_pretty(&report).map_err(|e| Error::Usage(e.to_string()))?;
         println!("{json}");
         return Ok(());
     }
     let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
     println!("model              {}", args.model.model);
-    println!(
-        "file               {} ({:.0} MiB)",
-        report.model,
-        mib(report.file_size)
-    );
+    println!("file               {} ({:.0} MiB)", report.model, mib(report.file_size));
     println!("threads            {}", report.threads);
     println!("load               {:.2} s", report.load_s);
-    println!(
-        "load + 1st token   {:.2} s (100-token prompt)",
-        report.load_and_first_token_s
-    );
-    println!(
-        "prefill            {:.1} tok/s ({} tokens)",
-        report.prefill_tok_s, report.prefill_tokens
-    );
-    println!(
-        "decode             {:.1} tok/s ({} tokens)",
-        report.decode_tok_s, report.decode_tokens
-    );
+    println!("load + 1st token   {:.2} s (100-token prompt)", report.load_and_first_token_s);
+    println!("prefill            {:.1} tok/s ({} tokens)", report.prefill_tok_s, report.prefill_tokens);
+    println!("decode             {:.1} tok/s ({} tokens)", report.decode_tok_s, report.decode_tokens);
     if let Some(rss) = report.peak_rss_bytes {
-        println!(
-            "peak RSS           {:.0} MiB ({:.2}× file size)",
-            mib(rss),
-            rss as f64 / report.file_size as f64
-        );
+        println!("peak RSS           {:.0} MiB ({:.2}× file size)", mib(rss), rss as f64 / report.file_size as f64);
     }
     if !report.conversions.is_empty() {
         println!("converted at load  {}", report.conversions.join("; "));

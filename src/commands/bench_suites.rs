@@ -36,9 +36,7 @@ impl Suite {
     }
 
     fn from_name(name: &str) -> Option<Self> {
-        [Suite::Tasks, Suite::Nestful, Suite::Bfcl]
-            .into_iter()
-            .find(|s| s.name() == name)
+        [Suite::Tasks, Suite::Nestful, Suite::Bfcl].into_iter().find(|s| s.name() == name)
     }
 
     /// The summary of a suite's records.
@@ -94,11 +92,7 @@ pub struct Pair {
 impl Pair {
     /// A short label: `planner → executor`, with the mode when it is not plan-ahead.
     pub fn label(&self) -> String {
-        let short = |id: &str| {
-            id.trim_end_matches("-q4_k_m")
-                .trim_end_matches("-instruct")
-                .to_string()
-        };
+        let short = |id: &str| id.trim_end_matches("-q4_k_m").trim_end_matches("-instruct").to_string();
         let base = if self.planner == self.executor {
             format!("{} alone", short(&self.planner))
         } else {
@@ -123,10 +117,7 @@ fn recorder(args: &SuiteArgs, name: &str) -> Result<BenchRecorder> {
     match &args.resume {
         Some(dir) => {
             if !dir.join(BenchRecorder::SAMPLES).exists() {
-                return Err(Error::Usage(format!(
-                    "{} holds no benchmark records to resume",
-                    dir.display()
-                )));
+                return Err(Error::Usage(format!("{} holds no benchmark records to resume", dir.display())));
             }
             BenchRecorder::open(dir)
         }
@@ -156,10 +147,7 @@ fn write_summary(
     let markdown = markdown_table(suite, &[(pair.clone(), summary.clone())]);
     recorder.write("summary.md", &markdown)?;
     println!("{markdown}");
-    println!(
-        "records: {}",
-        recorder.dir().join(BenchRecorder::SAMPLES).display()
-    );
+    println!("records: {}", recorder.dir().join(BenchRecorder::SAMPLES).display());
     Ok(summary)
 }
 
@@ -168,12 +156,7 @@ pub fn markdown_table(suite: Suite, rows: &[(Pair, Value)]) -> String {
     let columns: Vec<String> = rows
         .first()
         .and_then(|(_, s)| s.as_object())
-        .map(|o| {
-            o.iter()
-                .filter(|(_, v)| v.is_number())
-                .map(|(k, _)| k.clone())
-                .collect()
-        })
+        .map(|o| o.iter().filter(|(_, v)| v.is_number()).map(|(k, _)| k.clone()).collect())
         .unwrap_or_default();
     let mut out = format!(
         "### {}\n\n| pair | {} |\n| --- |{}\n",
@@ -201,42 +184,18 @@ pub fn pair_of(args: &SuiteArgs) -> Pair {
         ModeArg::PlanAhead => "plan-ahead",
         ModeArg::Step => "step",
     };
-    Pair {
-        planner: args.planner.clone(),
-        executor: args.executor.clone(),
-        mode: mode.into(),
-    }
+    Pair { planner: args.planner.clone(), executor: args.executor.clone(), mode: mode.into() }
 }
 
-fn lazy_models<'r>(
-    args: &SuiteArgs,
-    pair: &Pair,
-    reporter: &'r dyn Reporter,
-) -> Result<LazyModels<'r>> {
+fn lazy_models<'r>(args: &SuiteArgs, pair: &Pair, reporter: &'r dyn Reporter) -> Result<LazyModels<'r>> {
     crate::llm::device::set_threads(args.threads);
-    Ok(LazyModels::new(
-        &pair.planner,
-        &pair.executor,
-        select_device(args.device)?,
-        LoadOptions::default(),
-        reporter,
-    ))
+    Ok(LazyModels::new(&pair.planner, &pair.executor, select_device(args.device)?, LoadOptions::default(), reporter))
 }
 
 /// Runs one suite for one pair; returns the summary and the run directory.
-pub fn run_suite(
-    suite: Suite,
-    args: &SuiteArgs,
-    pair: &Pair,
-    reporter: &dyn Reporter,
-) -> Result<(Value, PathBuf)> {
+pub fn run_suite(suite: Suite, args: &SuiteArgs, pair: &Pair, reporter: &dyn Reporter) -> Result<(Value, PathBuf)> {
     let mut recorder = recorder(args, &format!("{}-{}", suite.name(), slug(pair)))?;
-    reporter.message(&format!(
-        "{} for {}: records in {}",
-        suite.name(),
-        pair.label(),
-        recorder.dir().display()
-    ));
+    reporter.message(&format!("{} for {}: records in {}", suite.name(), pair.label(), recorder.dir().display()));
     let mut models = lazy_models(args, pair, reporter)?;
     let records = match suite {
         Suite::Tasks => {
@@ -248,25 +207,16 @@ pub fn run_suite(
                 }
                 None => builtin_tasks(),
             };
-            let samples: Vec<(Value, _)> = tasks
-                .into_iter()
-                .take(args.limit.unwrap_or(usize::MAX))
-                .map(|t| (json!(t.id), t))
-                .collect();
+            let samples: Vec<(Value, _)> =
+                tasks.into_iter().take(args.limit.unwrap_or(usize::MAX)).map(|t| (json!(t.id), t)).collect();
             let dir = recorder.dir().to_path_buf();
-            let setup = TaskSetup {
-                bench_dir: &dir,
-                planner: &pair.planner,
-                executor: &pair.executor,
-                mode: &pair.mode,
-            };
+            let setup =
+                TaskSetup { bench_dir: &dir, planner: &pair.planner, executor: &pair.executor, mode: &pair.mode };
             run_samples(&samples, &mut recorder, reporter, "tasks", |task| {
                 run_task(task, &setup, &mut models as &mut dyn ModelSource)
             })?
         }
-        Suite::Nestful => {
-            crate::bench::nestful_run::run(args, &mut recorder, reporter, &mut models)?
-        }
+        Suite::Nestful => crate::bench::nestful_run::run(args, &mut recorder, reporter, &mut models)?,
         Suite::Bfcl => crate::bench::bfcl_run::run(args, &mut recorder, reporter, &mut models)?,
     };
     let mut model_ids = vec![model_record(&pair.planner, reporter)?];
@@ -300,19 +250,10 @@ pub fn rescore(dir: &Path) -> Result<()> {
         .ok()
         .and_then(|t| serde_json::from_str::<Value>(&t).ok())
         .and_then(|v| v["suite"].as_str().map(str::to_string))
-        .or_else(|| {
-            dir.file_name()?
-                .to_str()?
-                .split('-')
-                .next()
-                .map(str::to_string)
-        })
+        .or_else(|| dir.file_name()?.to_str()?.split('-').next().map(str::to_string))
         .unwrap_or_default();
     let suite = Suite::from_name(&suite_name).ok_or_else(|| {
-        Error::Usage(format!(
-            "cannot tell which suite {} holds (no summary.json, unknown name)",
-            dir.display()
-        ))
+        Error::Usage(format!("cannot tell which suite {} holds (no summary.json, unknown name)", dir.display()))
     })?;
     let recorder = BenchRecorder::open(dir)?;
     let (records, bad) = recorder.records()?;
@@ -321,27 +262,15 @@ pub fn rescore(dir: &Path) -> Result<()> {
     }
     let records: Vec<Value> = records.into_iter().map(|r| suite.rescore(r)).collect();
     let summary = suite.summarise(&records);
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&summary).map_err(|e| Error::Usage(e.to_string()))?
-    );
+    println!("{}", serde_json::to_string_pretty(&summary).map_err(|e| Error::Usage(e.to_string()))?);
     Ok(())
 }
 
 /// The pairs `bench pairs` runs: the planner × executor matrix, then (unless `--no-baselines`) each model alone
 /// and each executor alone in step mode (ReAct-style, no separate planner). Suites that use one role only
 /// (NESTFUL: the planner; BFCL: the executor) run each distinct model once.
-pub fn pair_matrix(
-    suite: Suite,
-    planners: &[String],
-    executors: &[String],
-    baselines: bool,
-) -> Vec<Pair> {
-    let pair = |p: &str, e: &str, mode: &str| Pair {
-        planner: p.into(),
-        executor: e.into(),
-        mode: mode.into(),
-    };
+pub fn pair_matrix(suite: Suite, planners: &[String], executors: &[String], baselines: bool) -> Vec<Pair> {
+    let pair = |p: &str, e: &str, mode: &str| Pair { planner: p.into(), executor: e.into(), mode: mode.into() };
     let mut pairs = Vec::new();
     let mut push = |candidate: Pair| {
         if !pairs.contains(&candidate) {
@@ -350,9 +279,7 @@ pub fn pair_matrix(
     };
     match suite {
         Suite::Nestful => planners.iter().for_each(|p| push(pair(p, p, "plan-ahead"))),
-        Suite::Bfcl => executors
-            .iter()
-            .for_each(|e| push(pair(e, e, "plan-ahead"))),
+        Suite::Bfcl => executors.iter().for_each(|e| push(pair(e, e, "plan-ahead"))),
         Suite::Tasks => {
             for p in planners {
                 for e in executors {
@@ -389,20 +316,14 @@ pub fn pairs(args: &crate::cli::PairsArgs, reporter: &dyn Reporter) -> Result<()
         rows.push((pair.clone(), summary, dir));
     }
     let report = BenchRecorder::create(&args.suite_args.out, &format!("pairs-{}", suite.name()))?;
-    let table: Vec<(Pair, Value)> = rows
-        .iter()
-        .map(|(p, s, _)| (p.clone(), s.clone()))
-        .collect();
+    let table: Vec<(Pair, Value)> = rows.iter().map(|(p, s, _)| (p.clone(), s.clone())).collect();
     let markdown = markdown_table(suite, &table);
     report.write("summary.md", &markdown)?;
     let document: Vec<Value> = rows
         .iter()
         .map(|(p, s, d)| json!({"planner": p.planner, "executor": p.executor, "mode": p.mode, "summary": s, "run_dir": d}))
         .collect();
-    report.write(
-        "summary.json",
-        &serde_json::to_string_pretty(&document).map_err(|e| Error::Usage(e.to_string()))?,
-    )?;
+    report.write("summary.json", &serde_json::to_string_pretty(&document).map_err(|e| Error::Usage(e.to_string()))?)?;
     let points: Vec<crate::bench::chart::Point> = rows
         .iter()
         .map(|(p, s, _)| crate::bench::chart::Point {

@@ -31,15 +31,11 @@ pub fn load_model(args: &ModelArgs, reporter: &dyn Reporter) -> Result<Model> {
 /// Reads a constraint from the mutually exclusive flags.
 fn constraint_spec(args: &GenerateArgs) -> Result<Option<ConstraintSpec>> {
     let read = |path: &std::path::Path| {
-        std::fs::read_to_string(path)
-            .map_err(|e| Error::io(format!("reading {}", path.display()), e))
+        std::fs::read_to_string(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))
     };
     if let Some(path) = &args.json_schema {
-        let schema: serde_json::Value =
-            serde_json::from_str(&read(path)?).map_err(|e| Error::InvalidInput {
-                path: path.clone(),
-                message: format!("not valid JSON: {e}"),
-            })?;
+        let schema: serde_json::Value = serde_json::from_str(&read(path)?)
+            .map_err(|e| Error::InvalidInput { path: path.clone(), message: format!("not valid JSON: {e}") })?;
         return Ok(Some(ConstraintSpec::JsonSchema(schema)));
     }
     if let Some(path) = &args.grammar {
@@ -52,9 +48,7 @@ fn constraint_spec(args: &GenerateArgs) -> Result<Option<ConstraintSpec>> {
 pub fn run(args: GenerateArgs, reporter: &dyn Reporter) -> Result<()> {
     let prompt = if args.prompt == "-" {
         let mut text = String::new();
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .map_err(|e| Error::io("reading the prompt from stdin", e))?;
+        std::io::stdin().read_to_string(&mut text).map_err(|e| Error::io("reading the prompt from stdin", e))?;
         text
     } else {
         args.prompt.clone()

@@ -38,33 +38,19 @@ fn ids_or_all(store: &ModelStore, ids: Vec<String>) -> Result<Vec<String>> {
 }
 
 fn list(store: &ModelStore) -> Result<()> {
-    let width = store
-        .entries()
-        .iter()
-        .map(|e| e.id.len())
-        .max()
-        .unwrap_or(2)
-        .max(2);
-    println!(
-        "{:<width$}  {:<9} {:>8}  {:<19} STATUS",
-        "ID", "ROLE", "SIZE", "LICENSE"
-    );
+    let width = store.entries().iter().map(|e| e.id.len()).max().unwrap_or(2).max(2);
+    println!("{:<width$}  {:<9} {:>8}  {:<19} STATUS", "ID", "ROLE", "SIZE", "LICENSE");
     for e in store.entries() {
         let status = match store.status(&e.id)? {
             CacheStatus::Verified { path } => located("verified", store, &path),
             CacheStatus::Unverified { path } => located("cached, not verified yet", store, &path),
-            CacheStatus::WrongSize { path, size } => located(
-                &format!("wrong size ({size} bytes), will be pulled again"),
-                store,
-                &path,
-            ),
+            CacheStatus::WrongSize { path, size } => {
+                located(&format!("wrong size ({size} bytes), will be pulled again"), store, &path)
+            }
             CacheStatus::NotCached => "not cached (pulled on first use)".to_string(),
         };
         let size = format!("{:.0} MB", e.size as f64 / 1e6);
-        println!(
-            "{:<width$}  {:<9} {:>8}  {:<19} {status}",
-            e.id, e.role, size, e.license
-        );
+        println!("{:<width$}  {:<9} {:>8}  {:<19} {status}", e.id, e.role, size, e.license);
     }
     println!("\ncache: {}", store.cache_dir().display());
     Ok(())
@@ -93,21 +79,13 @@ fn verify(store: &ModelStore, ids: Vec<String>, reporter: &dyn Reporter) -> Resu
                 }
             }
             VerifyReport::Mismatch { path, size, sha256 } => {
-                println!(
-                    "{id}: MISMATCH {} ({size} bytes, sha256 {sha256})",
-                    path.display()
-                );
-                bad.push(format!(
-                    "{id} does not match the manifest (`tandem models pull --force {id}`)"
-                ));
+                println!("{id}: MISMATCH {} ({size} bytes, sha256 {sha256})", path.display());
+                bad.push(format!("{id} does not match the manifest (`tandem models pull --force {id}`)"));
             }
         }
     }
     if !bad.is_empty() {
-        return Err(StoreError::VerifyFailed {
-            problems: bad.join("; "),
-        }
-        .into());
+        return Err(StoreError::VerifyFailed { problems: bad.join("; ") }.into());
     }
     Ok(())
 }

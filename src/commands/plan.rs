@@ -14,8 +14,7 @@ pub fn run(args: PlanArgs, reporter: &dyn Reporter) -> Result<()> {
     reporter.message(&format!("planning with {} …", args.model));
     let outcome = write_plan(&mut model, &args.goal, &registry, args.max_tokens)?;
     if args.json {
-        let json =
-            serde_json::to_string_pretty(&outcome.plan).map_err(|e| Error::Usage(e.to_string()))?;
+        let json = serde_json::to_string_pretty(&outcome.plan).map_err(|e| Error::Usage(e.to_string()))?;
         println!("{json}");
     } else {
         println!("Plan for: {}", outcome.plan.goal);
@@ -26,14 +25,7 @@ pub fn run(args: PlanArgs, reporter: &dyn Reporter) -> Result<()> {
             } else {
                 format!("  (after {})", step.depends_on.join(", "))
             };
-            println!(
-                "{:>3}. [{}] {} {}{}",
-                i + 1,
-                step.id,
-                step.tool,
-                args,
-                after
-            );
+            println!("{:>3}. [{}] {} {}{}", i + 1, step.id, step.tool, args, after);
             if !step.description.is_empty() {
                 println!("       {}", step.description);
             }
@@ -48,10 +40,7 @@ pub fn run(args: PlanArgs, reporter: &dyn Reporter) -> Result<()> {
     ));
     if !outcome.issues.is_empty() {
         let list: Vec<String> = outcome.issues.iter().map(|i| format!("  - {i}")).collect();
-        return Err(Error::Usage(format!(
-            "the plan does not validate:\n{}",
-            list.join("\n")
-        )));
+        return Err(Error::Usage(format!("the plan does not validate:\n{}", list.join("\n"))));
     }
     Ok(())
 }

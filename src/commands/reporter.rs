@@ -16,10 +16,7 @@ pub struct TerminalReporter {
 impl TerminalReporter {
     /// `quiet` hides everything; without a terminal, bars are skipped but messages still print.
     pub fn new(quiet: bool) -> Self {
-        Self {
-            quiet,
-            interactive: std::io::stderr().is_terminal(),
-        }
+        Self { quiet, interactive: std::io::stderr().is_terminal() }
     }
 }
 
@@ -48,9 +45,7 @@ impl Reporter for TerminalReporter {
         };
         bar.set_draw_target(ProgressDrawTarget::stderr());
         let template = match (total, unit) {
-            (Some(_), ProgressUnit::Bytes) => {
-                "{msg:24} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}"
-            }
+            (Some(_), ProgressUnit::Bytes) => "{msg:24} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
             (Some(_), ProgressUnit::Items) => "{msg:24} [{bar:30}] {pos}/{len} eta {eta}",
             (None, ProgressUnit::Bytes) => "{spinner} {msg} {bytes}",
             (None, ProgressUnit::Items) => "{spinner} {msg} {pos}",

@@ -5,9 +5,7 @@ use std::io::IsTerminal;
 use std::path::Path;
 
 use crate::agent::events::{EventLog, RunSettings};
-use crate::agent::{
-    Agent, ApproveMode, Approver, AutoApprove, LazyModels, Plan, RunOutcome, StopReason,
-};
+use crate::agent::{Agent, ApproveMode, Approver, AutoApprove, LazyModels, Plan, RunOutcome, StopReason};
 use crate::cli::{ApproveArg, DeviceArg, ModeArg, ResumeArgs, RunArgs};
 use crate::commands::run_view::{TerminalApprover, TerminalObserver};
 use crate::commands::runs::{open_runs_dir, run_summary};
@@ -26,9 +24,7 @@ pub fn run(args: RunArgs, reporter: &dyn Reporter, quiet: bool) -> Result<()> {
         (Some(goal), _) => goal.clone(),
         (None, Some(plan)) => plan.goal.clone(),
         (None, None) => {
-            return Err(Error::Usage(
-                "give a goal (tandem run \"...\") or a plan file (--plan FILE)".into(),
-            ))
+            return Err(Error::Usage("give a goal (tandem run \"...\") or a plan file (--plan FILE)".into()))
         }
     };
     let approve = match args.approve {
@@ -50,11 +46,7 @@ pub fn run(args: RunArgs, reporter: &dyn Reporter, quiet: bool) -> Result<()> {
         allow_write: args.tools.allow_write,
         allow_shell: context.shell_allowlist.clone(),
         shell_timeout_s: args.tools.shell_timeout,
-        tools_file: args
-            .tools
-            .tools
-            .as_ref()
-            .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone())),
+        tools_file: args.tools.tools.as_ref().map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone())),
         max_replans: args.max_replans,
         max_steps: args.max_steps,
         max_tokens: args.max_tokens,
@@ -80,16 +72,7 @@ pub fn run(args: RunArgs, reporter: &dyn Reporter, quiet: bool) -> Result<()> {
     );
     let observer = TerminalObserver::new(quiet || args.runner.json);
     let mut approver = approver_for(args.yes, &dir);
-    let agent = Agent::start(
-        &goal,
-        settings,
-        log,
-        &registry,
-        &context,
-        &mut models,
-        approver.as_mut(),
-        &observer,
-    )?;
+    let agent = Agent::start(&goal, settings, log, &registry, &context, &mut models, approver.as_mut(), &observer)?;
     let outcome = agent.run(given_plan)?;
     finish(&id, &dir, &outcome, args.runner.json)
 }
@@ -101,9 +84,7 @@ pub fn resume(args: ResumeArgs, reporter: &dyn Reporter, quiet: bool) -> Result<
     let _lock = lock_run(&dir)?;
     let (log, contents) = EventLog::open(&dir)?;
     for bad in &contents.bad_lines {
-        reporter.message(&format!(
-            "skipping an unreadable log line (a write cut short?): {bad}"
-        ));
+        reporter.message(&format!("skipping an unreadable log line (a write cut short?): {bad}"));
     }
     let state = crate::agent::RunState::replay(&contents.records);
     if let Some((stop, detail)) = &state.finished {
@@ -111,10 +92,8 @@ pub fn resume(args: ResumeArgs, reporter: &dyn Reporter, quiet: bool) -> Result<
             "run {id} already finished ({stop}: {detail}); `tandem runs show {id}` shows it, `tandem run` starts a new one"
         )));
     }
-    let settings = state
-        .settings
-        .clone()
-        .ok_or_else(|| Error::Usage(format!("run {id} has no settings in its log")))?;
+    let settings =
+        state.settings.clone().ok_or_else(|| Error::Usage(format!("run {id} has no settings in its log")))?;
     let approve = ApproveMode::from_name(&settings.approve).unwrap_or_default();
     check_can_ask(approve, args.yes)?;
     let (context, registry) = toolbox::build(
@@ -137,15 +116,7 @@ pub fn resume(args: ResumeArgs, reporter: &dyn Reporter, quiet: bool) -> Result<
     );
     let observer = TerminalObserver::new(quiet || args.runner.json);
     let mut approver = approver_for(args.yes, &dir);
-    let agent = Agent::resume(
-        log,
-        &contents.records,
-        &registry,
-        &context,
-        &mut models,
-        approver.as_mut(),
-        &observer,
-    )?;
+    let agent = Agent::resume(log, &contents.records, &registry, &context, &mut models, approver.as_mut(), &observer)?;
     let outcome = agent.run(None)?;
     finish(&id, &dir, &outcome, args.runner.json)
 }
@@ -155,12 +126,9 @@ fn device(arg: DeviceArg) -> Result<candle_core::Device> {
 }
 
 fn read_plan(path: &Path) -> Result<Plan> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::io(format!("reading the plan {}", path.display()), e))?;
-    Plan::from_json(&text).map_err(|e| Error::InvalidInput {
-        path: path.to_path_buf(),
-        message: e.to_string(),
-    })
+    let text =
+        std::fs::read_to_string(path).map_err(|e| Error::io(format!("reading the plan {}", path.display()), e))?;
+    Plan::from_json(&text).map_err(|e| Error::InvalidInput { path: path.to_path_buf(), message: e.to_string() })
 }
 
 /// Approval needs someone to ask: a terminal on stdin, or `--yes`.
@@ -179,9 +147,7 @@ fn approver_for(yes: bool, dir: &Path) -> Box<dyn Approver> {
     if yes {
         Box::new(AutoApprove)
     } else {
-        Box::new(TerminalApprover {
-            edit_file: dir.join("plan-edit.json"),
-        })
+        Box::new(TerminalApprover { edit_file: dir.join("plan-edit.json") })
     }
 }
 
@@ -195,12 +161,8 @@ fn lock_run(dir: &Path) -> Result<std::fs::File> {
         .write(true)
         .open(&path)
         .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
-    file.try_lock_exclusive().map_err(|_| {
-        Error::Usage(format!(
-            "run {} is being run by another process",
-            dir.display()
-        ))
-    })?;
+    file.try_lock_exclusive()
+        .map_err(|_| Error::Usage(format!("run {} is being run by another process", dir.display())))?;
     Ok(file)
 }
 
@@ -208,10 +170,7 @@ fn lock_run(dir: &Path) -> Result<std::fs::File> {
 fn finish(id: &str, dir: &Path, outcome: &RunOutcome, json: bool) -> Result<()> {
     if json {
         let summary = run_summary(id, dir)?;
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&summary).map_err(|e| Error::Usage(e.to_string()))?
-        );
+        println!("{}", serde_json::to_string_pretty(&summary).map_err(|e| Error::Usage(e.to_string()))?);
     } else {
         let p = &outcome.state.planner;
         let e = &outcome.state.executor;

@@ -20,10 +20,7 @@ pub fn clip(text: &str, max: usize) -> String {
     if flat.chars().count() <= max {
         flat
     } else {
-        format!(
-            "{}…",
-            flat.chars().take(max.saturating_sub(1)).collect::<String>()
-        )
+        format!("{}…", flat.chars().take(max.saturating_sub(1)).collect::<String>())
     }
 }
 
@@ -37,14 +34,7 @@ pub fn format_plan(plan: &Plan) -> String {
         } else {
             format!("  (after {})", step.depends_on.join(", "))
         };
-        lines.push(format!(
-            "{:>3}. [{}] {} {}{}",
-            i + 1,
-            step.id,
-            step.tool,
-            clip(&args.to_string(), 160),
-            after
-        ));
+        lines.push(format!("{:>3}. [{}] {} {}{}", i + 1, step.id, step.tool, clip(&args.to_string(), 160), after));
         if !step.description.is_empty() {
             lines.push(format!("       {}", step.description));
         }
@@ -62,109 +52,47 @@ pub fn describe(event: &Event) -> Option<String> {
             settings.mode,
             settings.workspace.display()
         ),
-        Event::ModelLoaded {
-            role,
-            id,
-            sha256,
-            ms,
-            ..
-        } => {
-            let sha = sha256
-                .as_deref()
-                .map(|s| format!(", sha256 {}…", &s[..s.len().min(12)]))
-                .unwrap_or_default();
+        Event::ModelLoaded { role, id, sha256, ms, .. } => {
+            let sha = sha256.as_deref().map(|s| format!(", sha256 {}…", &s[..s.len().min(12)])).unwrap_or_default();
             format!("loaded {role} {id} in {:.1} s{sha}", *ms as f64 / 1000.0)
         }
-        Event::PlanWritten {
-            version,
-            origin,
-            plan,
-            issues,
-            usage,
-            reason,
-        } => {
+        Event::PlanWritten { version, origin, plan, issues, usage, reason } => {
             let cost = usage
-                .map(|u| {
-                    format!(
-                        " [{} tokens in, {} out, {:.1} s]",
-                        u.tokens_in,
-                        u.tokens_out,
-                        u.ms as f64 / 1000.0
-                    )
-                })
+                .map(|u| format!(" [{} tokens in, {} out, {:.1} s]", u.tokens_in, u.tokens_out, u.ms as f64 / 1000.0))
                 .unwrap_or_default();
-            let origin = serde_json::to_value(origin)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default();
-            let mut text = format!(
-                "plan v{version} ({origin}: {}){cost}:\n{}",
-                clip(reason, 100),
-                format_plan(plan)
-            );
+            let origin =
+                serde_json::to_value(origin).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+            let mut text = format!("plan v{version} ({origin}: {}){cost}:\n{}", clip(reason, 100), format_plan(plan));
             for issue in issues {
                 text.push_str(&format!("\n     ! {issue}"));
             }
             text
         }
-        Event::PlanApproval {
-            version,
-            decision,
-            by,
-        } => format!("plan v{version} {decision} by {by}"),
+        Event::PlanApproval { version, decision, by } => format!("plan v{version} {decision} by {by}"),
         Event::StepApproval { step, decision, .. } => format!("{step}: tool call {decision}"),
         Event::StepStarted { .. } => return None,
-        Event::ExecutorCall {
-            step,
-            purpose,
-            usage,
-            ..
-        } => format!(
+        Event::ExecutorCall { step, purpose, usage, .. } => format!(
             "{step}: executor wrote {purpose} [{} tokens in, {} out, {:.1} s]",
             usage.tokens_in,
             usage.tokens_out,
             usage.ms as f64 / 1000.0
         ),
-        Event::ToolCall {
-            step, tool, args, ..
-        } => {
-            format!(
-                "{step}: call {tool} {}",
-                clip(&Value::Object(args.clone()).to_string(), 160)
-            )
+        Event::ToolCall { step, tool, args, .. } => {
+            format!("{step}: call {tool} {}", clip(&Value::Object(args.clone()).to_string(), 160))
         }
-        Event::StepFinished {
-            step,
-            tool,
-            output,
-            error,
-            ms,
-            via,
-            ..
-        } => match (output, error) {
-            (Some(output), _) => format!(
-                "✓ {step} {tool} → {} ({ms} ms, {via})",
-                clip(&output.to_string(), 160)
-            ),
-            (None, error) => format!(
-                "✗ {step} {tool} failed: {} ({ms} ms)",
-                clip(error.as_deref().unwrap_or("?"), 300)
-            ),
+        Event::StepFinished { step, tool, output, error, ms, via, .. } => match (output, error) {
+            (Some(output), _) => format!("✓ {step} {tool} → {} ({ms} ms, {via})", clip(&output.to_string(), 160)),
+            (None, error) => {
+                format!("✗ {step} {tool} failed: {} ({ms} ms)", clip(error.as_deref().unwrap_or("?"), 300))
+            }
         },
-        Event::Replan {
-            from_version,
-            reason,
-        } => format!("replanning after v{from_version}: {}", clip(reason, 300)),
+        Event::Replan { from_version, reason } => format!("replanning after v{from_version}: {}", clip(reason, 300)),
         Event::Answer { text } => format!("answer: {text}"),
         Event::RunFinished { stop, detail } => format!("finished ({stop}): {detail}"),
         Event::Resumed { completed } => {
             format!(
                 "resumed; already done: {}",
-                if completed.is_empty() {
-                    "none".into()
-                } else {
-                    completed.join(", ")
-                }
+                if completed.is_empty() { "none".into() } else { completed.join(", ") }
             )
         }
     })
@@ -184,13 +112,7 @@ impl TerminalObserver {
     pub fn new(quiet: bool) -> Self {
         let interactive = std::io::stderr().is_terminal();
         let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
-        Self {
-            quiet,
-            interactive,
-            multi,
-            bars: RefCell::default(),
-            planning: RefCell::default(),
-        }
+        Self { quiet, interactive, multi, bars: RefCell::default(), planning: RefCell::default() }
     }
 
     fn spinner(&self, message: String) -> ProgressBar {
@@ -261,10 +183,7 @@ fn ask(question: &str) -> Result<String> {
     eprint!("{question}");
     let _ = std::io::stderr().flush();
     let mut line = String::new();
-    std::io::stdin()
-        .lock()
-        .read_line(&mut line)
-        .map_err(|e| Error::io("reading the answer from the terminal", e))?;
+    std::io::stdin().lock().read_line(&mut line).map_err(|e| Error::io("reading the answer from the terminal", e))?;
     Ok(line.trim().to_lowercase())
 }
 
@@ -273,9 +192,7 @@ impl TerminalApprover {
         let text = serde_json::to_string_pretty(plan).map_err(|e| Error::Usage(e.to_string()))?;
         std::fs::write(&self.edit_file, text)
             .map_err(|e| Error::io(format!("writing {}", self.edit_file.display()), e))?;
-        let editor = std::env::var("VISUAL")
-            .or_else(|_| std::env::var("EDITOR"))
-            .unwrap_or_else(|_| "vi".into());
+        let editor = std::env::var("VISUAL").or_else(|_| std::env::var("EDITOR")).unwrap_or_else(|_| "vi".into());
         loop {
             let status = std::process::Command::new("sh")
                 .arg("-c")
@@ -283,9 +200,7 @@ impl TerminalApprover {
                 .arg("sh")
                 .arg(&self.edit_file)
                 .status()
-                .map_err(|e| {
-                    Error::io(format!("starting the editor '{editor}' (set $EDITOR)"), e)
-                })?;
+                .map_err(|e| Error::io(format!("starting the editor '{editor}' (set $EDITOR)"), e))?;
             if !status.success() {
                 eprintln!("the editor exited with {status}; the plan is unchanged");
                 return Ok(None);
@@ -307,12 +222,7 @@ impl TerminalApprover {
 
 impl Approver for TerminalApprover {
     fn review_plan(&mut self, plan: &Plan) -> Result<PlanDecision> {
-        eprintln!(
-            "Plan v{} for: {}\n{}",
-            plan.version,
-            plan.goal,
-            format_plan(plan)
-        );
+        eprintln!("Plan v{} for: {}\n{}", plan.version, plan.goal, format_plan(plan));
         loop {
             match ask("[a]pprove, [e]dit, or [r]eject? ")?.as_str() {
                 "a" | "approve" | "y" | "yes" => return Ok(PlanDecision::Approve),
@@ -329,12 +239,8 @@ impl Approver for TerminalApprover {
     }
 
     fn review_step(&mut self, step: &Step, args: &Map<String, Value>) -> Result<bool> {
-        let question = format!(
-            "run {} {} {}? [y/N] ",
-            step.id,
-            step.tool,
-            clip(&Value::Object(args.clone()).to_string(), 200)
-        );
+        let question =
+            format!("run {} {} {}? [y/N] ", step.id, step.tool, clip(&Value::Object(args.clone()).to_string(), 200));
         Ok(matches!(ask(&question)?.as_str(), "y" | "yes"))
     }
 

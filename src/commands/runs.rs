@@ -25,11 +25,7 @@ pub fn run(command: RunsCommand) -> Result<()> {
             let (id, dir) = runs.find(&id)?;
             if json {
                 let summary = run_summary(&id, &dir)?;
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&summary)
-                        .map_err(|e| Error::Usage(e.to_string()))?
-                );
+                println!("{}", serde_json::to_string_pretty(&summary).map_err(|e| Error::Usage(e.to_string()))?);
                 Ok(())
             } else {
                 show(&id, &dir)
@@ -41,16 +37,10 @@ pub fn run(command: RunsCommand) -> Result<()> {
 fn list(runs: &RunsDir) -> Result<()> {
     let ids = runs.ids()?;
     if ids.is_empty() {
-        println!(
-            "no runs yet under {} (start one with `tandem run \"goal\"`)",
-            runs.root().display()
-        );
+        println!("no runs yet under {} (start one with `tandem run \"goal\"`)", runs.root().display());
         return Ok(());
     }
-    println!(
-        "{:<21} {:<11} {:>5} {:>8}  goal",
-        "id", "status", "steps", "seconds"
-    );
+    println!("{:<21} {:<11} {:>5} {:>8}  goal", "id", "status", "steps", "seconds");
     for id in ids {
         let contents = load_run(&runs.root().join(&id))?;
         let state = RunState::replay(&contents.records);
@@ -86,9 +76,7 @@ fn show(id: &str, dir: &Path) -> Result<()> {
     }
     let state = RunState::replay(&contents.records);
     if state.finished.is_none() {
-        println!(
-            "   the log ends here: the run was interrupted; `tandem resume {id}` continues it"
-        );
+        println!("   the log ends here: the run was interrupted; `tandem resume {id}` continues it");
     }
     Ok(())
 }
@@ -121,16 +109,7 @@ pub fn run_summary(id: &str, dir: &Path) -> Result<Value> {
 
 fn step_json(record: &Record) -> Option<Value> {
     match &record.event {
-        Event::StepFinished {
-            version,
-            step,
-            tool,
-            args,
-            output,
-            error,
-            ms,
-            via,
-        } => Some(json!({
+        Event::StepFinished { version, step, tool, args, output, error, ms, via } => Some(json!({
             "plan_version": version, "id": step, "tool": tool, "args": args, "output": output, "error": error,
             "ms": ms, "via": via
         })),

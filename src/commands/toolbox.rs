@@ -9,13 +9,7 @@ use crate::Result;
 
 /// The context and registry for these flags.
 pub fn build_tools(args: &ToolArgs) -> Result<(ToolContext, ToolRegistry)> {
-    build(
-        &args.workspace,
-        args.allow_write,
-        &args.allow_shell,
-        args.shell_timeout,
-        args.tools.as_deref(),
-    )
+    build(&args.workspace, args.allow_write, &args.allow_shell, args.shell_timeout, args.tools.as_deref())
 }
 
 /// The context and registry for a workspace and policy: built-ins the policy allows, then the user's tools.

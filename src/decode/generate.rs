@@ -52,14 +52,7 @@ pub struct GenerateRequest<'c> {
 impl GenerateRequest<'_> {
     /// A greedy, unconstrained request.
     pub fn greedy(prompt: Vec<u32>, max_tokens: usize) -> Self {
-        Self {
-            prompt,
-            max_tokens,
-            sampling: Sampling::Greedy,
-            seed: 0,
-            stop_tokens: Vec::new(),
-            constraint: None,
-        }
+        Self { prompt, max_tokens, sampling: Sampling::Greedy, seed: 0, stop_tokens: Vec::new(), constraint: None }
     }
 }
 
@@ -135,11 +128,7 @@ pub fn generate(
     }
     let context = model.weights.context_length();
     if request.prompt.len() >= context {
-        return Err(GenerateError::PromptTooLong {
-            prompt: request.prompt.len(),
-            context,
-        }
-        .into());
+        return Err(GenerateError::PromptTooLong { prompt: request.prompt.len(), context }.into());
     }
     let max_tokens = request.max_tokens.min(context - request.prompt.len());
     let stop_tokens = if request.stop_tokens.is_empty() {
@@ -150,10 +139,7 @@ pub fn generate(
     let tokenizer = model.tokenizer.clone();
     let mut stream = TokenStream::new(&tokenizer);
     let mut sampler = Sampler::new(request.sampling, request.seed);
-    let mut timings = Timings {
-        prompt_tokens: request.prompt.len(),
-        ..Timings::default()
-    };
+    let mut timings = Timings { prompt_tokens: request.prompt.len(), ..Timings::default() };
     let mut constraint = request.constraint.take();
 
     let started = Instant::now();
@@ -185,11 +171,7 @@ pub fn generate(
                 c.mask_logits(&mut logits)?;
                 next = sampler.sample(&logits);
                 if !logits.get(next as usize).is_some_and(|l| l.is_finite()) {
-                    return Err(GenerateError::NoAllowedToken {
-                        position: tokens.len(),
-                        text,
-                    }
-                    .into());
+                    return Err(GenerateError::NoAllowedToken { position: tokens.len(), text }.into());
                 }
             }
             c.commit(next)?;
@@ -240,12 +222,7 @@ pub fn generate(
     }
     timings.decode = decode_started.elapsed();
     timings.generated_tokens = tokens.len();
-    Ok(Generation {
-        tokens,
-        text,
-        stop,
-        timings,
-    })
+    Ok(Generation { tokens, text, stop, timings })
 }
 
 /// Moves logits to the host as a flat f32 vector.

@@ -13,11 +13,7 @@ pub enum Sampling {
     /// Always the most likely token (deterministic).
     Greedy,
     /// Sample from softmax(logits / temperature), optionally cut to the top k tokens and to the nucleus p.
-    Random {
-        temperature: f64,
-        top_k: Option<usize>,
-        top_p: Option<f64>,
-    },
+    Random { temperature: f64, top_k: Option<usize>, top_p: Option<f64> },
 }
 
 impl Sampling {
@@ -26,11 +22,7 @@ impl Sampling {
         if temperature <= 0.0 {
             Sampling::Greedy
         } else {
-            Sampling::Random {
-                temperature,
-                top_k,
-                top_p,
-            }
+            Sampling::Random { temperature, top_k, top_p }
         }
     }
 }
@@ -45,11 +37,7 @@ pub struct Sampler {
 impl Sampler {
     /// A sampler whose random choices are fixed by `seed`.
     pub fn new(sampling: Sampling, seed: u64) -> Self {
-        Self {
-            sampling,
-            rng: StdRng::seed_from_u64(seed),
-            candidates: Vec::new(),
-        }
+        Self { sampling, rng: StdRng::seed_from_u64(seed), candidates: Vec::new() }
     }
 
     /// The configuration.
@@ -62,30 +50,14 @@ impl Sampler {
     pub fn sample(&mut self, logits: &[f32]) -> u32 {
         match self.sampling {
             Sampling::Greedy => argmax(logits),
-            Sampling::Random {
-                temperature,
-                top_k,
-                top_p,
-            } => self.sample_random(logits, temperature, top_k, top_p),
+            Sampling::Random { temperature, top_k, top_p } => self.sample_random(logits, temperature, top_k, top_p),
         }
     }
 
-    fn sample_random(
-        &mut self,
-        logits: &[f32],
-        temperature: f64,
-        top_k: Option<usize>,
-        top_p: Option<f64>,
-    ) -> u32 {
+    fn sample_random(&mut self, logits: &[f32], temperature: f64, top_k: Option<usize>, top_p: Option<f64>) -> u32 {
         let candidates = &mut self.candidates;
         candidates.clear();
-        candidates.extend(
-            logits
-                .iter()
-                .enumerate()
-                .filter(|(_, l)| l.is_finite())
-                .map(|(i, &l)| (i as u32, l)),
-        );
+        candidates.extend(logits.iter().enumerate().filter(|(_, l)| l.is_finite()).map(|(i, &l)| (i as u32, l)));
         if candidates.is_empty() {
             return argmax(logits);
         }
@@ -94,10 +66,7 @@ impl Sampler {
             candidates.select_nth_unstable_by(k - 1, by_logit_desc);
             candidates.truncate(k);
         }
-        let max = candidates
-            .iter()
-            .map(|c| c.1)
-            .fold(f32::NEG_INFINITY, f32::max);
+        let max = candidates.iter().map(|c| c.1).fold(f32::NEG_INFINITY, f32::max);
         let inv_t = (1.0 / temperature) as f32;
         let mut total = 0.0f32;
         for c in candidates.iter_mut() {
@@ -158,34 +127,19 @@ mod tests {
         let mut rng = StdRng::seed_from_u64(7);
         for len in [1usize, 7, 8, 9, 100, 151_936] {
             let logits: Vec<f32> = (0..len).map(|_| rng.random::<f32>() * 10.0 - 5.0).collect();
-            let naive = logits
-                .iter()
-                .enumerate()
-                .max_by(|a, b| a.1.total_cmp(b.1))
-                .map(|(i, _)| i as u32)
-                .unwrap();
+            let naive = logits.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i as u32).unwrap();
             assert_eq!(argmax(&logits), naive, "len {len}");
         }
     }
 
     #[test]
     fn argmax_skips_negative_infinity_and_takes_first_tie() {
-        assert_eq!(
-            argmax(&[f32::NEG_INFINITY, 1.0, 3.0, 3.0, f32::NEG_INFINITY]),
-            2
-        );
+        assert_eq!(argmax(&[f32::NEG_INFINITY, 1.0, 3.0, 3.0, f32::NEG_INFINITY]), 2);
     }
 
     #[test]
     fn random_sampling_never_picks_masked_tokens() {
-        let mut sampler = Sampler::new(
-            Sampling::Random {
-                temperature: 1.5,
-                top_k: None,
-                top_p: None,
-            },
-            1,
-        );
+        let mut sampler = Sampler::new(Sampling::Random { temperature: 1.5, top_k: None, top_p: None }, 1);
         let mut logits = vec![f32::NEG_INFINITY; 1000];
         logits[10] = 0.0;
         logits[500] = 0.5;
@@ -197,14 +151,7 @@ mod tests {
 
     #[test]
     fn top_k_one_is_greedy() {
-        let mut sampler = Sampler::new(
-            Sampling::Random {
-                temperature: 1.0,
-                top_k: Some(1),
-                top_p: None,
-            },
-            3,
-        );
+        let mut sampler = Sampler::new(Sampling::Random { temperature: 1.0, top_k: Some(1), top_p: None }, 3);
         let logits = [0.1, 2.0, 1.9, -1.0];
         for _ in 0..50 {
             assert_eq!(sampler.sample(&logits), 1);
@@ -214,14 +161,7 @@ mod tests {
     #[test]
     fn top_p_cuts_the_tail() {
         // Probabilities ≈ [0.87, 0.12, 0.0002]: p = 0.5 keeps only the first.
-        let mut sampler = Sampler::new(
-            Sampling::Random {
-                temperature: 1.0,
-                top_k: None,
-                top_p: Some(0.5),
-            },
-            5,
-        );
+        let mut sampler = Sampler::new(Sampling::Random { temperature: 1.0, top_k: None, top_p: Some(0.5) }, 5);
         let logits = [4.0, 2.0, -4.0];
         for _ in 0..100 {
             assert_eq!(sampler.sample(&logits), 0);
@@ -231,11 +171,7 @@ mod tests {
     #[test]
     fn same_seed_same_choices() {
         let logits: Vec<f32> = (0..50).map(|i| (i as f32).sin()).collect();
-        let sampling = Sampling::Random {
-            temperature: 1.0,
-            top_k: Some(20),
-            top_p: Some(0.9),
-        };
+        let sampling = Sampling::Random { temperature: 1.0, top_k: Some(20), top_p: Some(0.9) };
         let run = |seed| {
             let mut s = Sampler::new(sampling, seed);
             (0..30).map(|_| s.sample(&logits)).collect::<Vec<_>>()
@@ -247,14 +183,7 @@ mod tests {
     #[test]
     fn sampling_follows_the_distribution() {
         // logits ln(1), ln(3): expect ≈ 25 % / 75 %.
-        let mut sampler = Sampler::new(
-            Sampling::Random {
-                temperature: 1.0,
-                top_k: None,
-                top_p: None,
-            },
-            11,
-        );
+        let mut sampler = Sampler::new(Sampling::Random { temperature: 1.0, top_k: None, top_p: None }, 11);
         let logits = [0.0f32, 3f32.ln()];
         let ones = (0..4000).filter(|_| sampler.sample(&logits) == 1).count();
         assert!((2800..3200).contains(&ones), "{ones} of 4000");

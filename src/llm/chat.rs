@@ -83,10 +83,7 @@ pub struct ChatMessage {
 impl ChatMessage {
     /// A message with any role (`tool` for tool results, as Qwen's template expects).
     pub fn new(role: impl Into<String>, content: impl Into<String>) -> Self {
-        Self {
-            role: role.into(),
-            content: content.into(),
-        }
+        Self { role: role.into(), content: content.into() }
     }
     /// A system message.
     pub fn system(text: impl Into<String>) -> Self {
@@ -135,31 +132,17 @@ impl ChatTemplate {
         env.add_function("strftime_now", strftime_now);
         env.add_filter("tojson", tojson);
         env.add_template_owned(TEMPLATE_NAME, source.to_string())
-            .map_err(|e| TemplateError::Syntax {
-                message: describe(&e),
-                line: e.line(),
-            })?;
-        Ok(Self {
-            env,
-            source: source.to_string(),
-            bos_token: bos_token.to_string(),
-            eos_token: eos_token.to_string(),
-        })
+            .map_err(|e| TemplateError::Syntax { message: describe(&e), line: e.line() })?;
+        Ok(Self { env, source: source.to_string(), bos_token: bos_token.to_string(), eos_token: eos_token.to_string() })
     }
 
     /// The template from GGUF metadata (`tokenizer.chat_template`, with BOS/EOS texts looked up from
     /// `tokenizer.ggml.{bos,eos}_token_id`); for `gemma3` files without one, [`GEMMA3_TEMPLATE`]; else `None`.
-    pub fn from_gguf(
-        md: &HashMap<String, Value>,
-        architecture: &str,
-    ) -> Result<Option<Self>, TemplateError> {
+    pub fn from_gguf(md: &HashMap<String, Value>, architecture: &str) -> Result<Option<Self>, TemplateError> {
         let source = match md.get("tokenizer.chat_template") {
             Some(Value::String(source)) => source.as_str(),
             Some(_) => {
-                return Err(TemplateError::WrongType {
-                    key: "tokenizer.chat_template".into(),
-                    expected: "a string",
-                })
+                return Err(TemplateError::WrongType { key: "tokenizer.chat_template".into(), expected: "a string" })
             }
             None if architecture == "gemma3" => GEMMA3_TEMPLATE,
             None => return Ok(None),
@@ -187,10 +170,7 @@ impl ChatTemplate {
             Some(array @ serde_json::Value::Array(_)) => Some(ordered_json(array)),
             Some(other) => return Err(TemplateError::ToolsNotAnArray(json_kind(other))),
         };
-        let template = self
-            .env
-            .get_template(TEMPLATE_NAME)
-            .map_err(|e| TemplateError::Render(describe(&e)))?;
+        let template = self.env.get_template(TEMPLATE_NAME).map_err(|e| TemplateError::Render(describe(&e)))?;
         template
             .render(context! {
                 messages => messages,
@@ -231,12 +211,7 @@ fn token_text(md: &HashMap<String, Value>, key: &str) -> Result<String, Template
         Value::I32(id) => u64::try_from(id).ok(),
         Value::U64(id) => Some(id),
         Value::I64(id) => u64::try_from(id).ok(),
-        _ => {
-            return Err(TemplateError::WrongType {
-                key: key.to_string(),
-                expected: "an integer token id",
-            })
-        }
+        _ => return Err(TemplateError::WrongType { key: key.to_string(), expected: "an integer token id" }),
     };
     let tokens = match md.get("tokenizer.ggml.tokens") {
         Some(Value::Array(tokens)) => tokens.as_slice(),
@@ -294,10 +269,7 @@ impl std::fmt::Display for RaisedByTemplate {
 impl std::error::Error for RaisedByTemplate {}
 
 fn raise_exception(message: String) -> Result<JinjaValue, JinjaError> {
-    Err(
-        JinjaError::new(ErrorKind::InvalidOperation, message.clone())
-            .with_source(RaisedByTemplate(message)),
-    )
+    Err(JinjaError::new(ErrorKind::InvalidOperation, message.clone()).with_source(RaisedByTemplate(message)))
 }
 
 fn raised_message(e: &JinjaError) -> Option<String> {
@@ -313,10 +285,7 @@ fn raised_message(e: &JinjaError) -> Option<String> {
 
 /// `strftime_now(format)`: the current UTC time, as Llama 3 style templates print "Today Date".
 fn strftime_now(format: String) -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     strftime(&format, secs)
 }
 
@@ -334,15 +303,7 @@ const MONTHS: [&str; 12] = [
     "November",
     "December",
 ];
-const WEEKDAYS: [&str; 7] = [
-    "Monday",
-    "Tuesday",
-    "Wednesday",
-    "Thursday",
-    "Friday",
-    "Saturday",
-    "Sunday",
-];
+const WEEKDAYS: [&str; 7] = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"];
 
 /// Formats a Unix time (UTC) with the common C `strftime` directives; unknown ones are copied as written.
 fn strftime(format: &str, unix_secs: u64) -> String {
@@ -451,31 +412,19 @@ fn tojson(value: &JinjaValue, kwargs: Kwargs) -> Result<JinjaValue, JinjaError> 
     };
     let (item_sep, key_sep) = match separators {
         Some(v) if !v.is_none() => {
-            let parts: Vec<String> = v
-                .try_iter()?
-                .map(|p| p.as_str().map(str::to_string))
-                .collect::<Option<_>>()
-                .ok_or_else(|| {
-                    JinjaError::new(
-                        ErrorKind::InvalidOperation,
-                        "tojson: separators must be two strings",
-                    )
+            let parts: Vec<String> =
+                v.try_iter()?.map(|p| p.as_str().map(str::to_string)).collect::<Option<_>>().ok_or_else(|| {
+                    JinjaError::new(ErrorKind::InvalidOperation, "tojson: separators must be two strings")
                 })?;
             match <[String; 2]>::try_from(parts) {
                 Ok([item, key]) => (item, key),
                 Err(_) => {
-                    return Err(JinjaError::new(
-                        ErrorKind::InvalidOperation,
-                        "tojson: separators must be two strings",
-                    ))
+                    return Err(JinjaError::new(ErrorKind::InvalidOperation, "tojson: separators must be two strings"))
                 }
             }
         }
         // Python's defaults: ", " without indent, "," with it (the newline follows).
-        _ => (
-            if indent.is_some() { "," } else { ", " }.to_string(),
-            ": ".to_string(),
-        ),
+        _ => (if indent.is_some() { "," } else { ", " }.to_string(), ": ".to_string()),
     };
     let writer = PyJson {
         indent,
@@ -598,9 +547,7 @@ impl PyJson {
 fn key_text(key: &JinjaValue) -> String {
     match key.as_str() {
         Some(s) => s.to_string(),
-        None if key.kind() == ValueKind::Bool => {
-            if key.is_true() { "true" } else { "false" }.to_string()
-        }
+        None if key.kind() == ValueKind::Bool => if key.is_true() { "true" } else { "false" }.to_string(),
         None if key.is_none() => "null".to_string(),
         None => key.to_string(),
     }
@@ -642,10 +589,7 @@ impl Object for OrderedMap {
     }
 
     fn get_value(self: &Arc<Self>, key: &JinjaValue) -> Option<JinjaValue> {
-        self.0
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.clone())
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())
     }
 
     fn enumerate(self: &Arc<Self>) -> Enumerator {
@@ -667,13 +611,9 @@ fn ordered_json(value: &serde_json::Value) -> JinjaValue {
             }
         }
         serde_json::Value::String(s) => JinjaValue::from(s.as_str()),
-        serde_json::Value::Array(items) => {
-            JinjaValue::from(items.iter().map(ordered_json).collect::<Vec<_>>())
-        }
+        serde_json::Value::Array(items) => JinjaValue::from(items.iter().map(ordered_json).collect::<Vec<_>>()),
         serde_json::Value::Object(map) => JinjaValue::from_object(OrderedMap(
-            map.iter()
-                .map(|(k, v)| (JinjaValue::from(k.as_str()), ordered_json(v)))
-                .collect(),
+            map.iter().map(|(k, v)| (JinjaValue::from(k.as_str()), ordered_json(v))).collect(),
         )),
     }
 }
@@ -693,27 +633,10 @@ mod tests {
     #[test]
     fn gemma_template_folds_the_system_text_into_the_first_turn() {
         let t = ChatTemplate::new(GEMMA3_TEMPLATE, "<bos>", "<eos>").unwrap();
+        let out = t.render(&[ChatMessage::system("Be brief."), ChatMessage::user("Hi ")], None, true).unwrap();
+        assert_eq!(out, "<bos><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n");
         let out = t
-            .render(
-                &[ChatMessage::system("Be brief."), ChatMessage::user("Hi ")],
-                None,
-                true,
-            )
-            .unwrap();
-        assert_eq!(
-            out,
-            "<bos><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n"
-        );
-        let out = t
-            .render(
-                &[
-                    ChatMessage::user("Hi"),
-                    ChatMessage::assistant("Hello!"),
-                    ChatMessage::user("Bye"),
-                ],
-                None,
-                false,
-            )
+            .render(&[ChatMessage::user("Hi"), ChatMessage::assistant("Hello!"), ChatMessage::user("Bye")], None, false)
             .unwrap();
         assert_eq!(
             out,
@@ -725,44 +648,23 @@ mod tests {
     #[test]
     fn gemma_template_rejects_non_alternating_roles() {
         let t = ChatTemplate::new(GEMMA3_TEMPLATE, "<bos>", "<eos>").unwrap();
-        let err = t
-            .render(
-                &[ChatMessage::user("a"), ChatMessage::user("b")],
-                None,
-                true,
-            )
-            .unwrap_err();
-        assert!(
-            matches!(&err, TemplateError::Raised(m) if m.contains("must alternate")),
-            "{err}"
-        );
+        let err = t.render(&[ChatMessage::user("a"), ChatMessage::user("b")], None, true).unwrap_err();
+        assert!(matches!(&err, TemplateError::Raised(m) if m.contains("must alternate")), "{err}");
     }
 
     #[test]
     fn syntax_errors_surface_at_compile_time_with_the_line() {
         let err = ChatTemplate::new("line one\n{% for x in %}", "", "").unwrap_err();
-        assert!(
-            matches!(&err, TemplateError::Syntax { line: Some(2), .. }),
-            "{err:?}"
-        );
+        assert!(matches!(&err, TemplateError::Syntax { line: Some(2), .. }), "{err:?}");
         assert!(err.to_string().contains("line 2"), "{err}");
-        assert!(matches!(
-            ChatTemplate::new("{{ unclosed", "", ""),
-            Err(TemplateError::Syntax { .. })
-        ));
-        assert!(matches!(
-            ChatTemplate::new("{% if x %}no end", "", ""),
-            Err(TemplateError::Syntax { .. })
-        ));
+        assert!(matches!(ChatTemplate::new("{{ unclosed", "", ""), Err(TemplateError::Syntax { .. })));
+        assert!(matches!(ChatTemplate::new("{% if x %}no end", "", ""), Err(TemplateError::Syntax { .. })));
     }
 
     #[test]
     fn raise_exception_is_its_own_error() {
         let err = render_str("{{ raise_exception('no system role') }}", &[], None).unwrap_err();
-        assert!(
-            matches!(&err, TemplateError::Raised(m) if m == "no system role"),
-            "{err:?}"
-        );
+        assert!(matches!(&err, TemplateError::Raised(m) if m == "no system role"), "{err:?}");
         let err = render_str("{{ 1 + 'a' }}", &[], None).unwrap_err();
         assert!(matches!(err, TemplateError::Render(_)), "{err:?}");
     }
@@ -777,10 +679,7 @@ mod tests {
             Some(&serde_json::json!([{"z": 1, "a": 2}])),
         )
         .unwrap();
-        assert_eq!(
-            out, "Hello there|True|2|z=1;a=2;",
-            "booleans print as Python's"
-        );
+        assert_eq!(out, "Hello there|True|2|z=1;a=2;", "booleans print as Python's");
     }
 
     #[test]
@@ -788,12 +687,7 @@ mod tests {
         let tools = serde_json::json!([{"type": "function", "function": {"name": "read_file", "description":
             "Read a user's <file> & more", "parameters": {"type": "object", "properties": {"path": {"type": "string"}},
             "required": ["path"], "x": 1.5, "big": 1e20, "small": 0.00001, "n": null, "ok": true, "e": {}, "l": []}}}]);
-        let out = render_str(
-            "{% for t in tools %}{{ t | tojson }}{% endfor %}",
-            &[],
-            Some(&tools),
-        )
-        .unwrap();
+        let out = render_str("{% for t in tools %}{{ t | tojson }}{% endfor %}", &[], Some(&tools)).unwrap();
         assert_eq!(
             out,
             r#"{"type": "function", "function": {"name": "read_file", "description": "Read a user's <file> & more", "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"], "x": 1.5, "big": 1e+20, "small": 1e-05, "n": null, "ok": true, "e": {}, "l": []}}}"#
@@ -804,23 +698,15 @@ mod tests {
             Some(&serde_json::json!([{"b": [1, 2], "a": "é\n"}])),
         )
         .unwrap();
-        assert_eq!(
-            out,
-            "{\n  \"a\": \"é\\n\",\n  \"b\": [\n    1,\n    2\n  ]\n}"
-        );
-        let out = render_str(
-            "{{ tools[0] | tojson(ensure_ascii=true) }}",
-            &[],
-            Some(&serde_json::json!(["é🦀"])),
-        )
-        .unwrap();
+        assert_eq!(out, "{\n  \"a\": \"é\\n\",\n  \"b\": [\n    1,\n    2\n  ]\n}");
+        let out =
+            render_str("{{ tools[0] | tojson(ensure_ascii=true) }}", &[], Some(&serde_json::json!(["é🦀"]))).unwrap();
         assert_eq!(out, r#""\u00e9\ud83e\udd80""#);
     }
 
     #[test]
     fn tools_must_be_an_array() {
-        let err =
-            render_str("{{ tools }}", &[], Some(&serde_json::json!({"name": "f"}))).unwrap_err();
+        let err = render_str("{{ tools }}", &[], Some(&serde_json::json!({"name": "f"}))).unwrap_err();
         assert!(matches!(err, TemplateError::ToolsNotAnArray("an object")));
     }
 
@@ -830,10 +716,7 @@ mod tests {
         let t = 1_722_001_509;
         assert_eq!(strftime("%d %b %Y", t), "26 Jul 2024");
         assert_eq!(strftime("%Y-%m-%d %H:%M:%S", t), "2024-07-26 13:45:09");
-        assert_eq!(
-            strftime("%A %B %-d, day %j, %% %q", t),
-            "Friday July 26, day 208, % %q"
-        );
+        assert_eq!(strftime("%A %B %-d, day %j, %% %q", t), "Friday July 26, day 208, % %q");
         assert_eq!(strftime("%d/%m/%y %a", 0), "01/01/70 Thu");
         assert_eq!(strftime("%Y-%m-%d", 951_782_400), "2000-02-29");
         for days in [-1000, 0, 59, 365, 11_016, 20_000, 100_000] {

@@ -26,8 +26,6 @@ pub fn set_threads(threads: Option<usize>) {
         // candle reads RAYON_NUM_THREADS for both its rayon pool and gemm; the global pool is
         // built lazily, so setting both here, before any work, takes effect.
         std::env::set_var("RAYON_NUM_THREADS", n.to_string());
-        let _ = rayon::ThreadPoolBuilder::new()
-            .num_threads(n)
-            .build_global();
+        let _ = rayon::ThreadPoolBuilder::new().num_threads(n).build_global();
     }
 }

@@ -35,8 +35,7 @@ impl Gemma3 {
     /// Builds the model from a GGUF file whose architecture is `gemma3`.
     pub fn load(file: &GgufFile, device: &Device) -> Result<Self> {
         for key in REQUIRED_KEYS {
-            file.usize(key)
-                .or_else(|_| file.f32(key).map(|v| v as usize))?;
+            file.usize(key).or_else(|_| file.f32(key).map(|v| v as usize))?;
         }
         let (n_logits, _) = match file.content.tensor_infos.get("token_embd.weight") {
             Some(info) => info.shape.dims2()?,
@@ -52,20 +51,12 @@ impl Gemma3 {
         // candle's loader reads through `Read + Seek`: give it the mapped bytes (a second header parse is cheap).
         let mut cursor = Cursor::new(file.bytes());
         let content = gguf_file::Content::read(&mut cursor)?;
-        let weights = ModelWeights::from_gguf(content, &mut cursor, device).map_err(|e| {
-            LoadError::BadTensor {
-                path: file.path().to_path_buf(),
-                name: "(gemma3 weights)".into(),
-                message: e.to_string(),
-            }
+        let weights = ModelWeights::from_gguf(content, &mut cursor, device).map_err(|e| LoadError::BadTensor {
+            path: file.path().to_path_buf(),
+            name: "(gemma3 weights)".into(),
+            message: e.to_string(),
         })?;
-        Ok(Self {
-            weights,
-            n_logits,
-            context_length,
-            history: Vec::new(),
-            device: device.clone(),
-        })
+        Ok(Self { weights, n_logits, context_length, history: Vec::new(), device: device.clone() })
     }
 }
 

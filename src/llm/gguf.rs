@@ -28,32 +28,15 @@ pub enum LoadError {
     #[error("{path}: metadata key '{key}' is missing")]
     MissingKey { path: PathBuf, key: String },
     #[error("{path}: metadata key '{key}' should be {expected}")]
-    WrongKeyType {
-        path: PathBuf,
-        key: String,
-        expected: &'static str,
-    },
+    WrongKeyType { path: PathBuf, key: String, expected: &'static str },
     #[error("{path}: architecture '{architecture}' is not supported (supported: {supported})")]
-    UnsupportedArchitecture {
-        path: PathBuf,
-        architecture: String,
-        supported: String,
-    },
+    UnsupportedArchitecture { path: PathBuf, architecture: String, supported: String },
     #[error("{path}: tensor '{name}' is missing")]
     MissingTensor { path: PathBuf, name: String },
     #[error("{path}: tensor '{name}' ends at byte {end} but the file has only {file_size} bytes (truncated download? run `tandem models verify`)")]
-    Truncated {
-        path: PathBuf,
-        name: String,
-        end: u64,
-        file_size: u64,
-    },
+    Truncated { path: PathBuf, name: String, end: u64, file_size: u64 },
     #[error("{path}: tensor '{name}': {message}")]
-    BadTensor {
-        path: PathBuf,
-        name: String,
-        message: String,
-    },
+    BadTensor { path: PathBuf, name: String, message: String },
 }
 
 /// A memory-mapped GGUF file with its parsed header.
@@ -67,10 +50,7 @@ pub struct GgufFile {
 impl GgufFile {
     /// Maps the file and parses its header. Tensor data is not touched until [`GgufFile::tensor`].
     pub fn open(path: &Path) -> Result<Self, LoadError> {
-        let open_err = |source| LoadError::Open {
-            path: path.to_path_buf(),
-            source,
-        };
+        let open_err = |source| LoadError::Open { path: path.to_path_buf(), source };
         let file = File::open(path).map_err(open_err)?;
         // SAFETY: the map is read-only; the store never rewrites a file in place (it writes a
         // temporary file and renames it), so the mapped bytes do not change under us.
@@ -80,22 +60,11 @@ impl GgufFile {
         let _ = mmap.advise(memmap2::Advice::Sequential);
         if mmap.len() < 4 || &mmap[..4] != GGUF_MAGIC {
             let found = String::from_utf8_lossy(&mmap[..mmap.len().min(4)]).into_owned();
-            return Err(LoadError::BadMagic {
-                path: path.to_path_buf(),
-                found,
-            });
+            return Err(LoadError::BadMagic { path: path.to_path_buf(), found });
         }
-        let content = gguf_file::Content::read(&mut Cursor::new(&mmap[..])).map_err(|e| {
-            LoadError::BadHeader {
-                path: path.to_path_buf(),
-                message: e.to_string(),
-            }
-        })?;
-        Ok(Self {
-            path: path.to_path_buf(),
-            mmap,
-            content,
-        })
+        let content = gguf_file::Content::read(&mut Cursor::new(&mmap[..]))
+            .map_err(|e| LoadError::BadHeader { path: path.to_path_buf(), message: e.to_string() })?;
+        Ok(Self { path: path.to_path_buf(), mmap, content })
     }
 
     /// The file's path.
@@ -122,18 +91,11 @@ impl GgufFile {
         self.content
             .metadata
             .get(key)
-            .ok_or_else(|| LoadError::MissingKey {
-                path: self.path.clone(),
-                key: key.to_string(),
-            })
+            .ok_or_else(|| LoadError::MissingKey { path: self.path.clone(), key: key.to_string() })
     }
 
     fn wrong_type(&self, key: &str, expected: &'static str) -> LoadError {
-        LoadError::WrongKeyType {
-            path: self.path.clone(),
-            key: key.to_string(),
-            expected,
-        }
+        LoadError::WrongKeyType { path: self.path.clone(), key: key.to_string(), expected }
     }
 
     /// A string metadata value.
@@ -158,10 +120,7 @@ impl GgufFile {
     /// A float metadata value.
     pub fn f32(&self, key: &str) -> Result<f32, LoadError> {
         let value = self.value(key)?;
-        value
-            .to_f32()
-            .or_else(|_| value.to_f64().map(|v| v as f32))
-            .map_err(|_| self.wrong_type(key, "a float"))
+        value.to_f32().or_else(|_| value.to_f64().map(|v| v as f32)).map_err(|_| self.wrong_type(key, "a float"))
     }
 
     /// Whether the file has a tensor of this name.
@@ -176,21 +135,12 @@ impl GgufFile {
             .content
             .tensor_infos
             .get(name)
-            .ok_or_else(|| LoadError::MissingTensor {
-                path: self.path.clone(),
-                name: name.to_string(),
-            })?;
-        let bad = |message: String| LoadError::BadTensor {
-            path: self.path.clone(),
-            name: name.to_string(),
-            message,
-        };
+            .ok_or_else(|| LoadError::MissingTensor { path: self.path.clone(), name: name.to_string() })?;
+        let bad = |message: String| LoadError::BadTensor { path: self.path.clone(), name: name.to_string(), message };
         let dtype = info.ggml_dtype;
         let elems = info.shape.elem_count();
         if elems % dtype.block_size() != 0 {
-            return Err(bad(format!(
-                "{elems} elements do not fill whole {dtype:?} blocks"
-            )));
+            return Err(bad(format!("{elems} elements do not fill whole {dtype:?} blocks")));
         }
         let size = (elems / dtype.block_size() * dtype.type_size()) as u64;
         let start = self.content.tensor_data_offset.saturating_add(info.offset);
@@ -212,11 +162,7 @@ impl GgufFile {
         // SAFETY: the map is a read-only file mapping and `bytes` is no longer borrowed; dropped pages are
         // simply read from the file again if touched.
         unsafe {
-            let _ = self.mmap.unchecked_advise_range(
-                memmap2::UncheckedAdvice::DontNeed,
-                start as usize,
-                size as usize,
-            );
+            let _ = self.mmap.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start as usize, size as usize);
         }
         Ok(tensor)
     }

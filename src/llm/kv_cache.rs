@@ -42,35 +42,13 @@ impl KvCache {
         let needed = self.len + seq;
         let capacity = self.k.as_ref().map(|t| t.dim(2)).transpose()?.unwrap_or(0);
         if needed > capacity {
-            let new_capacity = needed
-                .div_ceil(GROWTH)
-                .saturating_mul(GROWTH)
-                .max(capacity * 2)
-                .min(max_len.max(needed));
-            self.k = Some(grow(
-                self.k.as_ref(),
-                self.len,
-                n_kv,
-                new_capacity,
-                head_dim,
-                k.dtype(),
-                k.device(),
-            )?);
-            self.v = Some(grow(
-                self.v.as_ref(),
-                self.len,
-                n_kv,
-                new_capacity,
-                head_dim,
-                v.dtype(),
-                v.device(),
-            )?);
+            let new_capacity =
+                needed.div_ceil(GROWTH).saturating_mul(GROWTH).max(capacity * 2).min(max_len.max(needed));
+            self.k = Some(grow(self.k.as_ref(), self.len, n_kv, new_capacity, head_dim, k.dtype(), k.device())?);
+            self.v = Some(grow(self.v.as_ref(), self.len, n_kv, new_capacity, head_dim, v.dtype(), v.device())?);
         }
         let (Some(kb), Some(vb)) = (&self.k, &self.v) else {
-            return Err(candle_core::Error::Msg(
-                "kv cache buffers missing after allocation".into(),
-            )
-            .into());
+            return Err(candle_core::Error::Msg("kv cache buffers missing after allocation".into()).into());
         };
         kb.slice_set(k, 2, self.len)?;
         vb.slice_set(v, 2, self.len)?;

@@ -99,12 +99,7 @@ impl Model {
         let chat_template = ChatTemplate::from_gguf(&file.content.metadata, &architecture)?;
         let mut conversions = Vec::new();
         let weights: Box<dyn LanguageModel> = match architecture.as_str() {
-            "qwen2" => Box::new(qwen2::Qwen2::load(
-                &file,
-                device,
-                options,
-                &mut conversions,
-            )?),
+            "qwen2" => Box::new(qwen2::Qwen2::load(&file, device, options, &mut conversions)?),
             "gemma3" => Box::new(gemma3::Gemma3::load(&file, device)?),
             other => {
                 return Err(LoadError::UnsupportedArchitecture {

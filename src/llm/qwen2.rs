@@ -32,9 +32,7 @@ impl Qwen2Config {
     fn from_gguf(file: &GgufFile) -> Result<Self, LoadError> {
         let hidden = file.usize("qwen2.embedding_length")?;
         let n_head = file.usize("qwen2.attention.head_count")?;
-        let n_kv_head = file
-            .usize("qwen2.attention.head_count_kv")
-            .unwrap_or(n_head);
+        let n_kv_head = file.usize("qwen2.attention.head_count_kv").unwrap_or(n_head);
         if n_head == 0 || n_kv_head == 0 || hidden % n_head != 0 || n_head % n_kv_head != 0 {
             return Err(LoadError::BadHeader {
                 path: file.path().to_path_buf(),
@@ -48,9 +46,7 @@ impl Qwen2Config {
             hidden,
             head_dim: hidden / n_head,
             context_length: file.usize("qwen2.context_length").unwrap_or(32768),
-            rms_eps: file
-                .f32("qwen2.attention.layer_norm_rms_epsilon")
-                .unwrap_or(1e-6),
+            rms_eps: file.f32("qwen2.attention.layer_norm_rms_epsilon").unwrap_or(1e-6),
             rope_base: file.f32("qwen2.rope.freq_base").unwrap_or(1_000_000.0),
         })
     }
@@ -99,10 +95,7 @@ struct TensorLoader<'a> {
 impl TensorLoader<'_> {
     /// A vector (norm weight or bias) as f32.
     fn vector(&self, name: &str) -> Result<Tensor> {
-        Ok(self
-            .file
-            .tensor(name, self.device)?
-            .dequantize(self.device)?)
+        Ok(self.file.tensor(name, self.device)?.dequantize(self.device)?)
     }
 
     /// A weight matrix for `QMatMul`.
@@ -134,22 +127,14 @@ impl Qwen2 {
         conversions: &mut Vec<String>,
     ) -> Result<Self> {
         let config = Qwen2Config::from_gguf(file)?;
-        let mut loader = TensorLoader {
-            file,
-            device,
-            keep_types: options.keep_tensor_types,
-            converted: 0,
-        };
+        let mut loader = TensorLoader { file, device, keep_types: options.keep_tensor_types, converted: 0 };
         let embedding = Arc::new(file.tensor("token_embd.weight", device)?);
         let (n_logits, hidden) = embedding.shape().dims2()?;
         if hidden != config.hidden {
             return Err(LoadError::BadTensor {
                 path: file.path().to_path_buf(),
                 name: "token_embd.weight".into(),
-                message: format!(
-                    "width {hidden} differs from qwen2.embedding_length {}",
-                    config.hidden
-                ),
+                message: format!("width {hidden} differs from qwen2.embedding_length {}", config.hidden),
             }
             .into());
         }
@@ -182,12 +167,7 @@ impl Qwen2 {
             conversions.push(format!("Q5_0/Q5_1→Q8_0: {} tensors", loader.converted));
         }
         let norm = loader.vector("output_norm.weight")?;
-        let (cos, sin) = rope_tables(
-            config.head_dim,
-            config.rope_base,
-            config.context_length,
-            device,
-        )?;
+        let (cos, sin) = rope_tables(config.head_dim, config.rope_base, config.context_length, device)?;
         Ok(Self {
             config,
             embedding,
@@ -214,11 +194,8 @@ impl Qwen2 {
         if let Some(mask) = self.masks.get(&(seq, total)) {
             return Ok(mask.clone());
         }
-        let values: Vec<f32> = (0..seq)
-            .flat_map(|i| {
-                (0..total).map(move |j| if j > pos + i { f32::NEG_INFINITY } else { 0.0 })
-            })
-            .collect();
+        let values: Vec<f32> =
+            (0..seq).flat_map(|i| (0..total).map(move |j| if j > pos + i { f32::NEG_INFINITY } else { 0.0 })).collect();
         let mask = Tensor::from_vec(values, (seq, total), &self.device)?;
         if self.masks.len() > 64 {
             self.masks.clear();
@@ -241,11 +218,7 @@ impl LanguageModel for Qwen2 {
         }
         let ids = Tensor::new(tokens, &self.device)?.unsqueeze(0)?;
         let mut x = self.embedding.embedding(&ids)?; // [1, seq, hidden]
-        let mask = if seq > 1 {
-            Some(self.mask(seq, pos)?)
-        } else {
-            None
-        };
+        let mask = if seq > 1 { Some(self.mask(seq, pos)?) } else { None };
         let cos = self.cos.narrow(0, pos, seq)?;
         let sin = self.sin.narrow(0, pos, seq)?;
         let c = &self.config;
@@ -255,9 +228,7 @@ impl LanguageModel for Qwen2 {
             layer.cache.truncate(pos);
             let h = candle_nn::ops::rms_norm(&x, &layer.attn_norm, c.rms_eps)?;
             let heads = |t: Tensor, n: usize| -> candle_core::Result<Tensor> {
-                t.reshape((1, seq, n, c.head_dim))?
-                    .transpose(1, 2)?
-                    .contiguous()
+                t.reshape((1, seq, n, c.head_dim))?.transpose(1, 2)?.contiguous()
             };
             let q = heads(layer.wq.forward(&h)?.broadcast_add(&layer.bq)?, c.n_head)?;
             let k = heads(layer.wk.forward(&h)?.broadcast_add(&layer.bk)?, c.n_kv_head)?;
@@ -271,10 +242,12 @@ impl LanguageModel for Qwen2 {
             let q = q.reshape((1, c.n_kv_head, n_rep * seq, c.head_dim))?;
             let mut scores = (q.matmul(&k.t()?)? * scale)?; // [1, n_kv, n_rep * seq, total]
             if let Some(mask) = &mask {
-                scores = scores
-                    .reshape((1, c.n_kv_head, n_rep, seq, total))?
-                    .broadcast_add(mask)?
-                    .reshape((1, c.n_kv_head, n_rep * seq, total))?;
+                scores = scores.reshape((1, c.n_kv_head, n_rep, seq, total))?.broadcast_add(mask)?.reshape((
+                    1,
+                    c.n_kv_head,
+                    n_rep * seq,
+                    total,
+                ))?;
             }
             let probs = candle_nn::ops::softmax_last_dim(&scores)?;
             let attn = probs
@@ -284,8 +257,7 @@ impl LanguageModel for Qwen2 {
                 .reshape((1, seq, c.hidden))?;
             x = (x + layer.wo.forward(&attn)?)?;
             let h = candle_nn::ops::rms_norm(&x, &layer.ffn_norm, c.rms_eps)?;
-            let gated =
-                (candle_nn::ops::silu(&layer.gate.forward(&h)?)? * layer.up.forward(&h)?)?;
+            let gated = (candle_nn::ops::silu(&layer.gate.forward(&h)?)? * layer.up.forward(&h)?)?;
             x = (x + layer.down.forward(&gated)?)?;
         }
         let last = x.narrow(1, seq - 1, 1)?;
@@ -310,19 +282,10 @@ impl LanguageModel for Qwen2 {
 }
 
 /// RoPE cos/sin tables for the NeoX layout (halves rotated), `[context, head_dim / 2]`.
-fn rope_tables(
-    head_dim: usize,
-    base: f32,
-    context: usize,
-    device: &Device,
-) -> Result<(Tensor, Tensor)> {
-    let inv_freq: Vec<f32> = (0..head_dim / 2)
-        .map(|i| 1.0 / base.powf(2.0 * i as f32 / head_dim as f32))
-        .collect();
+fn rope_tables(head_dim: usize, base: f32, context: usize, device: &Device) -> Result<(Tensor, Tensor)> {
+    let inv_freq: Vec<f32> = (0..head_dim / 2).map(|i| 1.0 / base.powf(2.0 * i as f32 / head_dim as f32)).collect();
     let inv_freq = Tensor::from_vec(inv_freq, (1, head_dim / 2), device)?;
-    let positions = Tensor::arange(0u32, context as u32, device)?
-        .to_dtype(DType::F32)?
-        .reshape((context, 1))?;
+    let positions = Tensor::arange(0u32, context as u32, device)?.to_dtype(DType::F32)?.reshape((context, 1))?;
     let angles = positions.broadcast_mul(&inv_freq)?;
     Ok((angles.cos()?, angles.sin()?))
 }

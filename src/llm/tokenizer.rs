@@ -54,9 +54,7 @@ pub enum TokenizerError {
         found: usize,
     },
     /// A special token id (BOS, EOS, UNK) points past the vocabulary.
-    #[error(
-        "tokenizer metadata key '{key}' is token id {id}, outside the vocabulary of {vocab} tokens"
-    )]
+    #[error("tokenizer metadata key '{key}' is token id {id}, outside the vocabulary of {vocab} tokens")]
     IdOutOfRange {
         /// The metadata key.
         key: String,
@@ -66,9 +64,7 @@ pub enum TokenizerError {
         vocab: usize,
     },
     /// An entry of `tokenizer.ggml.merges` is not two vocabulary tokens separated by a space.
-    #[error(
-        "tokenizer merge #{index} '{merge}' is not two vocabulary tokens separated by one space"
-    )]
+    #[error("tokenizer merge #{index} '{merge}' is not two vocabulary tokens separated by one space")]
     BadMerge {
         /// Position in `tokenizer.ggml.merges` (its rank).
         index: usize,
@@ -125,12 +121,12 @@ mod token_type {
 }
 
 /// The pre-tokenizer split used by Qwen2 (`tokenizer.ggml.pre = qwen2`): GPT-4's, with single digits.
-const QWEN2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+const QWEN2_SPLIT: &str =
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 /// Llama 3's split (`llama3`, `llama-bpe`): GPT-4's, digits in groups of up to three.
 const LLAMA3_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 /// GPT-2's split (`gpt-2`, `default`, or no `pre` key).
-const GPT2_SPLIT: &str =
-    r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
+const GPT2_SPLIT: &str = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
 
 /// Texts that end a reply in the chat formats we know, besides the model's EOS.
 const END_OF_TURN_TEXTS: [&str; 4] = ["<|im_end|>", "<|endoftext|>", "<end_of_turn>", "<eos>"];
@@ -163,22 +159,14 @@ impl std::fmt::Debug for GgufTokenizer {
 // Metadata readers: every failure names the key (and the array element).
 
 fn get<'a>(md: &'a HashMap<String, Value>, key: &str) -> Result<&'a Value, TokenizerError> {
-    md.get(key)
-        .ok_or_else(|| TokenizerError::MissingKey(key.to_string()))
+    md.get(key).ok_or_else(|| TokenizerError::MissingKey(key.to_string()))
 }
 
 fn wrong(key: &str, index: Option<usize>, expected: &'static str) -> TokenizerError {
-    TokenizerError::WrongType {
-        key: key.to_string(),
-        index,
-        expected,
-    }
+    TokenizerError::WrongType { key: key.to_string(), index, expected }
 }
 
-fn string_value<'a>(
-    md: &'a HashMap<String, Value>,
-    key: &str,
-) -> Result<Option<&'a str>, TokenizerError> {
+fn string_value<'a>(md: &'a HashMap<String, Value>, key: &str) -> Result<Option<&'a str>, TokenizerError> {
     match md.get(key) {
         None => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.as_str())),
@@ -186,11 +174,7 @@ fn string_value<'a>(
     }
 }
 
-fn array<'a>(
-    md: &'a HashMap<String, Value>,
-    key: &str,
-    expected: &'static str,
-) -> Result<&'a [Value], TokenizerError> {
+fn array<'a>(md: &'a HashMap<String, Value>, key: &str, expected: &'static str) -> Result<&'a [Value], TokenizerError> {
     match get(md, key)? {
         Value::Array(items) => Ok(items),
         _ => Err(wrong(key, None, expected)),
@@ -257,11 +241,7 @@ fn optional_bool(md: &HashMap<String, Value>, key: &str) -> Result<Option<bool>,
 }
 
 /// A special token id. Negative values mean "none" (some converters write -1).
-fn optional_id(
-    md: &HashMap<String, Value>,
-    key: &str,
-    vocab: usize,
-) -> Result<Option<u32>, TokenizerError> {
+fn optional_id(md: &HashMap<String, Value>, key: &str, vocab: usize) -> Result<Option<u32>, TokenizerError> {
     let Some(value) = md.get(key) else {
         return Ok(None);
     };
@@ -271,11 +251,7 @@ fn optional_id(
     }
     match u32::try_from(id) {
         Ok(id) if (id as usize) < vocab => Ok(Some(id)),
-        _ => Err(TokenizerError::IdOutOfRange {
-            key: key.to_string(),
-            id: id as u64,
-            vocab,
-        }),
+        _ => Err(TokenizerError::IdOutOfRange { key: key.to_string(), id: id as u64, vocab }),
     }
 }
 
@@ -315,8 +291,7 @@ pub fn merges_from_scores(
     scores: &[f32],
     mergeable: impl Fn(usize) -> bool,
 ) -> Vec<(String, String)> {
-    let mut index: HashMap<&str, u32, FxBuild> =
-        HashMap::with_capacity_and_hasher(tokens.len(), FxBuild::default());
+    let mut index: HashMap<&str, u32, FxBuild> = HashMap::with_capacity_and_hasher(tokens.len(), FxBuild::default());
     for (id, token) in tokens.iter().enumerate() {
         if mergeable(id) {
             // The first row wins, as in the vocabulary map.
@@ -340,10 +315,7 @@ pub fn merges_from_scores(
         }
     }
     merges.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
-    merges
-        .into_iter()
-        .map(|(_, _, l, r)| (tokens[l as usize].clone(), tokens[r as usize].clone()))
-        .collect()
+    merges.into_iter().map(|(_, _, l, r)| (tokens[l as usize].clone(), tokens[r as usize].clone())).collect()
 }
 
 /// FxHash (rustc's hasher): the merge derivation does millions of short-string lookups, where SipHash's DoS
@@ -413,19 +385,12 @@ fn take_complete_utf8(pending: &mut Vec<u8>) -> String {
 /// and `<0xXX>` is that byte. Control, user-defined and unused tokens stand for their text, as llama.cpp prints
 /// them (Gemma stores its user-defined whitespace tokens with real spaces and newlines).
 fn token_bytes_table(kind: TokenizerKind, tokens: &[String], types: &[i32]) -> Vec<Vec<u8>> {
-    let char_to_byte: HashMap<char, u8> = gpt2_byte_to_char()
-        .iter()
-        .enumerate()
-        .map(|(b, &c)| (c, b as u8))
-        .collect();
+    let char_to_byte: HashMap<char, u8> = gpt2_byte_to_char().iter().enumerate().map(|(b, &c)| (c, b as u8)).collect();
     tokens
         .iter()
         .zip(types)
         .map(|(token, &t)| {
-            if matches!(
-                t,
-                token_type::CONTROL | token_type::USER_DEFINED | token_type::UNUSED
-            ) {
+            if matches!(t, token_type::CONTROL | token_type::USER_DEFINED | token_type::UNUSED) {
                 return token.as_bytes().to_vec();
             }
             match kind {
@@ -456,10 +421,7 @@ fn parse_byte_token(token: &str) -> Option<u8> {
     u8::from_str_radix(hex, 16).ok()
 }
 
-fn component<T: serde::de::DeserializeOwned>(
-    what: &str,
-    spec: serde_json::Value,
-) -> Result<T, TokenizerError> {
+fn component<T: serde::de::DeserializeOwned>(what: &str, spec: serde_json::Value) -> Result<T, TokenizerError> {
     serde_json::from_value(spec).map_err(|e| TokenizerError::Build(format!("{what}: {e}")))
 }
 
@@ -480,12 +442,7 @@ impl GgufTokenizer {
         };
         let tokens = string_array(md, "tokenizer.ggml.tokens")?;
         let types = match md.get("tokenizer.ggml.token_type") {
-            Some(_) => number_array(
-                md,
-                "tokenizer.ggml.token_type",
-                "an integer token type",
-                as_i32,
-            )?,
+            Some(_) => number_array(md, "tokenizer.ggml.token_type", "an integer token type", as_i32)?,
             None => vec![token_type::NORMAL; tokens.len()],
         };
         if types.len() != tokens.len() {
@@ -511,11 +468,7 @@ impl GgufTokenizer {
                 continue;
             }
             if let Some(&first) = vocab.get(token) {
-                return Err(TokenizerError::DuplicateToken {
-                    text: token.clone(),
-                    first,
-                    second: id as u32,
-                });
+                return Err(TokenizerError::DuplicateToken { text: token.clone(), first, second: id as u32 });
             }
             vocab.insert(token.clone(), id as u32);
         }
@@ -526,9 +479,7 @@ impl GgufTokenizer {
                     .into_iter()
                     .enumerate()
                     .map(|(index, merge)| match merge.split_once(' ') {
-                        Some((a, b)) if !a.is_empty() && !b.is_empty() => {
-                            Ok((a.to_string(), b.to_string()))
-                        }
+                        Some((a, b)) if !a.is_empty() && !b.is_empty() => Ok((a.to_string(), b.to_string())),
                         _ => Err(TokenizerError::BadMerge { index, merge }),
                     })
                     .collect::<Result<Vec<_>, _>>()?;
@@ -537,9 +488,7 @@ impl GgufTokenizer {
                     "qwen2" => QWEN2_SPLIT,
                     "llama3" | "llama-bpe" | "llama-v3" => LLAMA3_SPLIT,
                     "gpt-2" | "gpt2" | "default" => GPT2_SPLIT,
-                    other => {
-                        return Err(TokenizerError::UnsupportedPreTokenizer(other.to_string()))
-                    }
+                    other => return Err(TokenizerError::UnsupportedPreTokenizer(other.to_string())),
                 };
                 let bpe = BPE::builder()
                     .vocab_and_merges(vocab, merges)
@@ -571,32 +520,23 @@ impl GgufTokenizer {
                         found: scores.len(),
                     });
                 }
-                let merges =
-                    merges_from_scores(&tokens, &scores, |id| types[id] == token_type::NORMAL);
+                let merges = merges_from_scores(&tokens, &scores, |id| types[id] == token_type::NORMAL);
                 let has_byte_tokens = types.contains(&token_type::BYTE);
-                let mut builder = BPE::builder()
-                    .vocab_and_merges(vocab, merges)
-                    .byte_fallback(has_byte_tokens);
+                let mut builder = BPE::builder().vocab_and_merges(vocab, merges).byte_fallback(has_byte_tokens);
                 if let Some(unk) = unk {
-                    builder = builder
-                        .unk_token(tokens[unk as usize].clone())
-                        .fuse_unk(true);
+                    builder = builder.unk_token(tokens[unk as usize].clone()).fuse_unk(true);
                 }
-                let bpe = builder
-                    .build()
-                    .map_err(|e| TokenizerError::Build(format!("SentencePiece BPE model: {e}")))?;
+                let bpe =
+                    builder.build().map_err(|e| TokenizerError::Build(format!("SentencePiece BPE model: {e}")))?;
                 let mut inner = tokenizers::Tokenizer::new(bpe);
                 // No pre-tokenizer: SentencePiece sees the whole text, spaces escaped as `▁`.
                 let mut normalizers = Vec::new();
                 if add_space_prefix {
                     normalizers.push(json!({"type": "Prepend", "prepend": "▁"}));
                 }
-                normalizers
-                    .push(json!({"type": "Replace", "pattern": {"String": " "}, "content": "▁"}));
-                let normalizer: NormalizerWrapper = component(
-                    "normalizer",
-                    json!({"type": "Sequence", "normalizers": normalizers}),
-                )?;
+                normalizers.push(json!({"type": "Replace", "pattern": {"String": " "}, "content": "▁"}));
+                let normalizer: NormalizerWrapper =
+                    component("normalizer", json!({"type": "Sequence", "normalizers": normalizers}))?;
                 let decoder: DecoderWrapper = component(
                     "decoder",
                     json!({"type": "Sequence", "decoders": [
@@ -619,10 +559,7 @@ impl GgufTokenizer {
                 .iter()
                 .zip(&types)
                 .filter(|(_, &t)| t == wanted)
-                .map(|(content, _)| {
-                    AddedToken::from(content.clone(), wanted == token_type::CONTROL)
-                        .normalized(false)
-                })
+                .map(|(content, _)| AddedToken::from(content.clone(), wanted == token_type::CONTROL).normalized(false))
                 .collect()
         };
         inner
@@ -633,16 +570,7 @@ impl GgufTokenizer {
             .map_err(|e| TokenizerError::Build(format!("user-defined tokens: {e}")))?;
 
         let bytes = token_bytes_table(kind, &tokens, &types);
-        Ok(Self {
-            inner,
-            kind,
-            tokens,
-            types,
-            bytes,
-            bos,
-            eos,
-            add_bos,
-        })
+        Ok(Self { inner, kind, tokens, types, bytes, bos, eos, add_bos })
     }
 
     /// Encodes text. Control and user-defined tokens written in the text (e.g. `<|im_start|>`) become their
@@ -652,10 +580,7 @@ impl GgufTokenizer {
         let encoding = self
             .inner
             .encode_fast(text, false)
-            .map_err(|e| TokenizerError::Encode {
-                chars: text.chars().count(),
-                message: e.to_string(),
-            })?;
+            .map_err(|e| TokenizerError::Encode { chars: text.chars().count(), message: e.to_string() })?;
         let ids = encoding.get_ids();
         let mut out = Vec::with_capacity(ids.len() + 1);
         if let (true, Some(bos)) = (add_bos, self.bos) {
@@ -694,13 +619,7 @@ impl GgufTokenizer {
     }
 
     fn bytes_of(&self, id: u32) -> Result<&[u8], TokenizerError> {
-        self.bytes
-            .get(id as usize)
-            .map(Vec::as_slice)
-            .ok_or(TokenizerError::UnknownId {
-                id,
-                vocab: self.tokens.len(),
-            })
+        self.bytes.get(id as usize).map(Vec::as_slice).ok_or(TokenizerError::UnknownId { id, vocab: self.tokens.len() })
     }
 
     /// Number of token rows in the metadata (unused rows included; the model's logits may be wider still).
@@ -725,23 +644,17 @@ impl GgufTokenizer {
 
     /// Control or user-defined tokens (`<|im_start|>`, `<end_of_turn>`, Qwen's `<tool_call>`, Gemma's `\n`).
     pub fn is_special(&self, id: u32) -> bool {
-        self.types
-            .get(id as usize)
-            .is_some_and(|&t| t == token_type::CONTROL || t == token_type::USER_DEFINED)
+        self.types.get(id as usize).is_some_and(|&t| t == token_type::CONTROL || t == token_type::USER_DEFINED)
     }
 
     /// Control tokens only (never plain text, unlike Gemma's user-defined whitespace tokens).
     pub fn is_control(&self, id: u32) -> bool {
-        self.types
-            .get(id as usize)
-            .is_some_and(|&t| t == token_type::CONTROL)
+        self.types.get(id as usize).is_some_and(|&t| t == token_type::CONTROL)
     }
 
     /// Rows that stand for nothing (Qwen's `[PAD…]` rows): encoding never produces them; never to be generated.
     pub fn is_unused(&self, id: u32) -> bool {
-        self.types
-            .get(id as usize)
-            .is_some_and(|&t| t == token_type::UNUSED)
+        self.types.get(id as usize).is_some_and(|&t| t == token_type::UNUSED)
     }
 
     /// The id of a token given by its vocabulary text (`<|im_end|>`, `Ġworld`, `▁world`); unused rows have none.
@@ -763,10 +676,7 @@ impl GgufTokenizer {
     /// the vocabulary has, without duplicates.
     pub fn stop_tokens(&self) -> Vec<u32> {
         let mut stops: Vec<u32> = self.eos.into_iter().collect();
-        for id in END_OF_TURN_TEXTS
-            .iter()
-            .filter_map(|text| self.token_to_id(text))
-        {
+        for id in END_OF_TURN_TEXTS.iter().filter_map(|text| self.token_to_id(text)) {
             if !stops.contains(&id) {
                 stops.push(id);
             }
@@ -790,10 +700,7 @@ pub struct TokenStream<'a> {
 impl<'a> TokenStream<'a> {
     /// A stream over `tokenizer`'s ids.
     pub fn new(tokenizer: &'a GgufTokenizer) -> Self {
-        Self {
-            tokenizer,
-            pending: Vec::new(),
-        }
+        Self { tokenizer, pending: Vec::new() }
     }
 
     /// Adds a token; returns the newly completed text, if any. Bytes that can never become valid UTF-8 come
@@ -837,10 +744,7 @@ mod tests {
 
     #[test]
     fn merges_follow_scores() {
-        let tokens: Vec<String> = ["a", "b", "c", "ab", "bc", "abc"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let tokens: Vec<String> = ["a", "b", "c", "ab", "bc", "abc"].iter().map(|s| s.to_string()).collect();
         let scores = [0.0, 0.0, 0.0, -1.0, -0.5, -2.0];
         let merges = merges_from_scores(&tokens, &scores, |_| true);
         let names: Vec<String> = merges.iter().map(|(a, b)| format!("{a}+{b}")).collect();
@@ -850,10 +754,7 @@ mod tests {
 
     #[test]
     fn merges_skip_pieces_that_are_not_mergeable() {
-        let tokens: Vec<String> = ["▁", "x", "▁x", "<0x41>", "<ctl>", "▁<ctl>"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let tokens: Vec<String> = ["▁", "x", "▁x", "<0x41>", "<ctl>", "▁<ctl>"].iter().map(|s| s.to_string()).collect();
         let scores = [0.0, 0.0, -1.0, 0.0, 0.0, 5.0];
         // Only normal pieces (0, 1, 2) take part: no merge builds the control-like piece 5 from piece 4.
         let merges = merges_from_scores(&tokens, &scores, |id| id <= 2);
@@ -862,15 +763,10 @@ mod tests {
 
     #[test]
     fn merges_split_on_characters_not_bytes() {
-        let tokens: Vec<String> = ["é", "t", "ét", "▁", "▁ét"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let tokens: Vec<String> = ["é", "t", "ét", "▁", "▁ét"].iter().map(|s| s.to_string()).collect();
         let scores = [0.0, 0.0, -1.0, 0.0, -2.0];
-        let names: Vec<String> = merges_from_scores(&tokens, &scores, |_| true)
-            .iter()
-            .map(|(a, b)| format!("{a}+{b}"))
-            .collect();
+        let names: Vec<String> =
+            merges_from_scores(&tokens, &scores, |_| true).iter().map(|(a, b)| format!("{a}+{b}")).collect();
         assert_eq!(names, ["é+t", "▁+ét"]);
     }
 
@@ -909,19 +805,8 @@ mod tests {
     /// A byte-level BPE vocabulary: the 256 byte characters, a few merges, two control tokens, one unused row.
     fn tiny_bpe() -> HashMap<String, Value> {
         let mut tokens: Vec<String> = gpt2_byte_to_char().iter().map(|c| c.to_string()).collect();
-        tokens.extend(
-            [
-                "Ġw",
-                "or",
-                "orl",
-                "Ġworl",
-                "Ġworld",
-                "<|im_end|>",
-                "<|endoftext|>",
-                "[PAD0]",
-            ]
-            .map(String::from),
-        );
+        tokens
+            .extend(["Ġw", "or", "orl", "Ġworl", "Ġworld", "<|im_end|>", "<|endoftext|>", "[PAD0]"].map(String::from));
         let mut types = vec![1; tokens.len()];
         let n = types.len();
         types[n - 3] = 3;
@@ -929,28 +814,13 @@ mod tests {
         types[n - 1] = 5;
         let refs: Vec<&str> = tokens.iter().map(String::as_str).collect();
         HashMap::from([
-            (
-                "tokenizer.ggml.model".to_string(),
-                Value::String("gpt2".into()),
-            ),
-            (
-                "tokenizer.ggml.pre".to_string(),
-                Value::String("qwen2".into()),
-            ),
+            ("tokenizer.ggml.model".to_string(), Value::String("gpt2".into())),
+            ("tokenizer.ggml.pre".to_string(), Value::String("qwen2".into())),
             ("tokenizer.ggml.tokens".to_string(), strings(&refs)),
             ("tokenizer.ggml.token_type".to_string(), ints(&types)),
-            (
-                "tokenizer.ggml.merges".to_string(),
-                strings(&["Ġ w", "o r", "or l", "Ġw orl", "Ġworl d"]),
-            ),
-            (
-                "tokenizer.ggml.eos_token_id".to_string(),
-                Value::U32(n as u32 - 3),
-            ),
-            (
-                "tokenizer.ggml.bos_token_id".to_string(),
-                Value::U32(n as u32 - 2),
-            ),
+            ("tokenizer.ggml.merges".to_string(), strings(&["Ġ w", "o r", "or l", "Ġw orl", "Ġworl d"])),
+            ("tokenizer.ggml.eos_token_id".to_string(), Value::U32(n as u32 - 3)),
+            ("tokenizer.ggml.bos_token_id".to_string(), Value::U32(n as u32 - 2)),
         ])
     }
 
@@ -960,10 +830,7 @@ mod tests {
         let n = tok.vocab_size() as u32;
         let world = tok.token_to_id("Ġworld").unwrap();
         let ids = tok.encode("x world<|im_end|>\u{1}", false).unwrap();
-        assert_eq!(
-            ids,
-            [u32::from(b'x'), world, n - 3, tok.token_to_id("ā").unwrap()]
-        );
+        assert_eq!(ids, [u32::from(b'x'), world, n - 3, tok.token_to_id("ā").unwrap()]);
         assert_eq!(tok.decode(&ids).unwrap(), "x world<|im_end|>\u{1}");
         assert_eq!(tok.token_bytes(world).unwrap(), b" world");
         assert!(tok.is_unused(n - 1) && tok.token_to_id("[PAD0]").is_none());
@@ -982,62 +849,37 @@ mod tests {
 
         let mut md = tiny_bpe();
         md.insert("tokenizer.ggml.token_type".into(), ints(&[1, 1]));
-        assert!(matches!(
-            GgufTokenizer::from_gguf(&md),
-            Err(TokenizerError::LengthMismatch { found: 2, .. })
-        ));
+        assert!(matches!(GgufTokenizer::from_gguf(&md), Err(TokenizerError::LengthMismatch { found: 2, .. })));
 
         let mut md = tiny_bpe();
         md.insert("tokenizer.ggml.eos_token_id".into(), Value::U32(1_000_000));
-        assert!(matches!(
-            GgufTokenizer::from_gguf(&md),
-            Err(TokenizerError::IdOutOfRange { id: 1_000_000, .. })
-        ));
+        assert!(matches!(GgufTokenizer::from_gguf(&md), Err(TokenizerError::IdOutOfRange { id: 1_000_000, .. })));
 
         let mut md = tiny_bpe();
         md.insert("tokenizer.ggml.merges".into(), strings(&["Ġ w", "orphan"]));
-        assert!(matches!(
-            GgufTokenizer::from_gguf(&md),
-            Err(TokenizerError::BadMerge { index: 1, .. })
-        ));
+        assert!(matches!(GgufTokenizer::from_gguf(&md), Err(TokenizerError::BadMerge { index: 1, .. })));
 
         let mut md = tiny_bpe();
-        md.insert(
-            "tokenizer.ggml.tokens".into(),
-            Value::Array(vec![Value::String("a".into()), Value::U32(3)]),
-        );
+        md.insert("tokenizer.ggml.tokens".into(), Value::Array(vec![Value::String("a".into()), Value::U32(3)]));
         let err = GgufTokenizer::from_gguf(&md).unwrap_err();
-        assert!(
-            matches!(err, TokenizerError::WrongType { index: Some(1), .. }),
-            "{err}"
-        );
-        assert!(
-            err.to_string()
-                .contains("'tokenizer.ggml.tokens' (element 1)"),
-            "{err}"
-        );
+        assert!(matches!(err, TokenizerError::WrongType { index: Some(1), .. }), "{err}");
+        assert!(err.to_string().contains("'tokenizer.ggml.tokens' (element 1)"), "{err}");
 
         let mut md = tiny_bpe();
-        md.insert(
-            "tokenizer.ggml.pre".into(),
-            Value::String("starcoder".into()),
-        );
+        md.insert("tokenizer.ggml.pre".into(), Value::String("starcoder".into()));
         assert!(
             matches!(GgufTokenizer::from_gguf(&md), Err(TokenizerError::UnsupportedPreTokenizer(p)) if p == "starcoder")
         );
 
         let mut md = tiny_bpe();
         md.insert("tokenizer.ggml.model".into(), Value::String("t5".into()));
-        assert!(
-            matches!(GgufTokenizer::from_gguf(&md), Err(TokenizerError::UnsupportedModel(m)) if m == "t5")
-        );
+        assert!(matches!(GgufTokenizer::from_gguf(&md), Err(TokenizerError::UnsupportedModel(m)) if m == "t5"));
     }
 
     /// A SentencePiece vocabulary: control tokens, byte tokens, a user-defined double space, scored pieces.
     fn tiny_spm(add_space_prefix: Option<bool>) -> HashMap<String, Value> {
-        let mut tokens: Vec<String> = ["<pad>", "<eos>", "<bos>", "<unk>", "<end_of_turn>", "  "]
-            .map(String::from)
-            .to_vec();
+        let mut tokens: Vec<String> =
+            ["<pad>", "<eos>", "<bos>", "<unk>", "<end_of_turn>", "  "].map(String::from).to_vec();
         let mut types = vec![3, 3, 3, 3, 3, 4];
         let mut scores = vec![0.0f32; 6];
         for b in 0..=255u8 {
@@ -1045,39 +887,23 @@ mod tests {
             types.push(6);
             scores.push(0.0);
         }
-        for (piece, score) in [
-            ("▁", -1.0),
-            ("h", -2.0),
-            ("i", -3.0),
-            ("hi", -4.0),
-            ("▁hi", -5.0),
-            ("!", -6.0),
-        ] {
+        for (piece, score) in [("▁", -1.0), ("h", -2.0), ("i", -3.0), ("hi", -4.0), ("▁hi", -5.0), ("!", -6.0)] {
             tokens.push(piece.to_string());
             types.push(1);
             scores.push(score);
         }
         let refs: Vec<&str> = tokens.iter().map(String::as_str).collect();
         let mut md = HashMap::from([
-            (
-                "tokenizer.ggml.model".to_string(),
-                Value::String("llama".into()),
-            ),
+            ("tokenizer.ggml.model".to_string(), Value::String("llama".into())),
             ("tokenizer.ggml.tokens".to_string(), strings(&refs)),
             ("tokenizer.ggml.token_type".to_string(), ints(&types)),
-            (
-                "tokenizer.ggml.scores".to_string(),
-                Value::Array(scores.into_iter().map(Value::F32).collect()),
-            ),
+            ("tokenizer.ggml.scores".to_string(), Value::Array(scores.into_iter().map(Value::F32).collect())),
             ("tokenizer.ggml.bos_token_id".to_string(), Value::U32(2)),
             ("tokenizer.ggml.eos_token_id".to_string(), Value::U32(1)),
             ("tokenizer.ggml.unknown_token_id".to_string(), Value::U32(3)),
         ]);
         if let Some(prefix) = add_space_prefix {
-            md.insert(
-                "tokenizer.ggml.add_space_prefix".into(),
-                Value::Bool(prefix),
-            );
+            md.insert("tokenizer.ggml.add_space_prefix".into(), Value::Bool(prefix));
         }
         md
     }
@@ -1087,21 +913,10 @@ mod tests {
         let tok = GgufTokenizer::from_gguf(&tiny_spm(Some(false))).unwrap();
         let id = |t: &str| tok.token_to_id(t).unwrap();
         assert_eq!(tok.kind(), TokenizerKind::SentencePiece);
-        assert!(
-            tok.add_bos_by_default(),
-            "llama vocabularies add BOS unless told otherwise"
-        );
+        assert!(tok.add_bos_by_default(), "llama vocabularies add BOS unless told otherwise");
         let ids = tok.encode("hi hi  é<end_of_turn>", true).unwrap();
         // "é" is not a piece: its two UTF-8 bytes become byte tokens.
-        let expected = [
-            2,
-            id("hi"),
-            id("▁hi"),
-            id("  "),
-            id("<0xC3>"),
-            id("<0xA9>"),
-            4,
-        ];
+        let expected = [2, id("hi"), id("▁hi"), id("  "), id("<0xC3>"), id("<0xA9>"), 4];
         assert_eq!(ids, expected);
         assert_eq!(tok.decode(&ids[1..]).unwrap(), "hi hi  é<end_of_turn>");
         assert_eq!(tok.token_bytes(id("▁hi")).unwrap(), b" hi");
@@ -1114,9 +929,6 @@ mod tests {
     #[test]
     fn sentencepiece_space_prefix_defaults_on_as_in_llama_cpp() {
         let tok = GgufTokenizer::from_gguf(&tiny_spm(None)).unwrap();
-        assert_eq!(
-            tok.encode("hi", false).unwrap(),
-            [tok.token_to_id("▁hi").unwrap()]
-        );
+        assert_eq!(tok.encode("hi", false).unwrap(), [tok.token_to_id("▁hi").unwrap()]);
     }
 }

@@ -16,11 +16,7 @@ pub struct HashingWriter<W: Write> {
 impl<W: Write> HashingWriter<W> {
     /// Wraps `inner`.
     pub fn new(inner: W) -> Self {
-        Self {
-            inner,
-            hasher: Sha256::new(),
-            written: 0,
-        }
+        Self { inner, hasher: Sha256::new(), written: 0 }
     }
 
     /// Bytes written so far.
@@ -30,11 +26,7 @@ impl<W: Write> HashingWriter<W> {
 
     /// The inner writer, the byte count and the lower-case hex digest.
     pub fn finish(self) -> (W, u64, String) {
-        (
-            self.inner,
-            self.written,
-            hex::encode(self.hasher.finalize()),
-        )
+        (self.inner, self.written, hex::encode(self.hasher.finalize()))
     }
 }
 
@@ -86,17 +78,11 @@ mod tests {
         w.write_all(b"a").unwrap();
         w.write_all(b"bc").unwrap();
         let (inner, size, sha) = w.finish();
-        assert_eq!(
-            (inner.as_slice(), size, sha.as_str()),
-            (&b"abc"[..], 3, ABC)
-        );
+        assert_eq!((inner.as_slice(), size, sha.as_str()), (&b"abc"[..], 3, ABC));
         let file = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(file.path(), b"abc").unwrap();
         let mut seen = 0;
-        assert_eq!(
-            sha256_file(file.path(), |n| seen += n).unwrap(),
-            (3, ABC.to_string())
-        );
+        assert_eq!(sha256_file(file.path(), |n| seen += n).unwrap(), (3, ABC.to_string()));
         assert_eq!(seen, 3);
     }
 }

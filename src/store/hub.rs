@@ -41,10 +41,7 @@ fn host_port(url: &str) -> String {
     let (scheme, rest) = url.split_once("://").unwrap_or(("https", url));
     let authority = rest.split('/').next().unwrap_or(rest);
     let authority = authority.rsplit('@').next().unwrap_or(authority);
-    if authority
-        .rsplit_once(':')
-        .is_some_and(|(_, port)| port.parse::<u16>().is_ok())
-    {
+    if authority.rsplit_once(':').is_some_and(|(_, port)| port.parse::<u16>().is_ok()) {
         authority.to_string()
     } else {
         let port = if scheme == "http" { 80 } else { 443 };
@@ -53,10 +50,7 @@ fn host_port(url: &str) -> String {
 }
 
 fn endpoint() -> String {
-    std::env::var("HF_ENDPOINT")
-        .ok()
-        .filter(|v| !v.is_empty())
-        .unwrap_or_else(|| DEFAULT_ENDPOINT.to_string())
+    std::env::var("HF_ENDPOINT").ok().filter(|v| !v.is_empty()).unwrap_or_else(|| DEFAULT_ENDPOINT.to_string())
 }
 
 fn probe() -> bool {
@@ -83,10 +77,7 @@ struct HubProgress<'a> {
 
 impl hf_hub::api::Progress for HubProgress<'_> {
     fn init(&mut self, size: usize, _filename: &str) {
-        self.bar = Some(
-            self.reporter
-                .start(&self.label, Some(size as u64), ProgressUnit::Bytes),
-        );
+        self.bar = Some(self.reporter.start(&self.label, Some(size as u64), ProgressUnit::Bytes));
     }
     fn update(&mut self, size: usize) {
         if let Some(bar) = &self.bar {
@@ -116,15 +107,8 @@ pub fn download(
         .with_retries(2)
         .build()
         .map_err(|e| e.to_string())?;
-    let progress = HubProgress {
-        reporter,
-        label: label.to_string(),
-        bar: None,
-    };
-    let pointer = api
-        .model(repo.to_string())
-        .download_with_progress(file, progress)
-        .map_err(|e| e.to_string())?;
+    let progress = HubProgress { reporter, label: label.to_string(), bar: None };
+    let pointer = api.model(repo.to_string()).download_with_progress(file, progress).map_err(|e| e.to_string())?;
     std::fs::canonicalize(&pointer).map_err(|e| format!("{}: {e}", pointer.display()))
 }
 
@@ -141,10 +125,7 @@ mod tests {
     fn probe_targets_come_from_urls() {
         assert_eq!(host_port("https://example.org"), "example.org:443");
         assert_eq!(host_port("http://proxy.local:3128/"), "proxy.local:3128");
-        assert_eq!(
-            host_port("http://user:secret@proxy.local:3128"),
-            "proxy.local:3128"
-        );
+        assert_eq!(host_port("http://user:secret@proxy.local:3128"), "proxy.local:3128");
         assert_eq!(host_port("http://proxy.local"), "proxy.local:80");
         assert_eq!(host_port("mirror.internal:8443"), "mirror.internal:8443");
     }

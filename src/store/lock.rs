@@ -35,23 +35,14 @@ impl PullLock {
                         on_wait();
                         told = true;
                     }
-                    file.lock_exclusive()
-                        .map_err(io(format!("waiting for lock {}", path.display())))?;
+                    file.lock_exclusive().map_err(io(format!("waiting for lock {}", path.display())))?;
                 }
-                Err(e) => {
-                    return Err(StoreError::Io {
-                        context: format!("locking {}", path.display()),
-                        source: e,
-                    })
-                }
+                Err(e) => return Err(StoreError::Io { context: format!("locking {}", path.display()), source: e }),
             }
             // The previous holder removes the file before unlocking; if it did so after we opened it, our lock is
             // on an orphan inode that nobody else will see, so start over with the current file.
             if still_linked(&file, path) {
-                let mut lock = Self {
-                    file,
-                    path: path.to_path_buf(),
-                };
+                let mut lock = Self { file, path: path.to_path_buf() };
                 lock.record_pid();
                 return Ok(lock);
             }
@@ -66,8 +57,7 @@ impl PullLock {
 }
 
 fn is_contended(e: &std::io::Error) -> bool {
-    e.kind() == std::io::ErrorKind::WouldBlock
-        || e.raw_os_error() == fs2::lock_contended_error().raw_os_error()
+    e.kind() == std::io::ErrorKind::WouldBlock || e.raw_os_error() == fs2::lock_contended_error().raw_os_error()
 }
 
 #[cfg(unix)]
@@ -111,12 +101,8 @@ mod tests {
         let released = AtomicBool::new(false);
         std::thread::scope(|s| {
             let second = s.spawn(|| {
-                let lock =
-                    PullLock::acquire(&path, || waited.store(true, Ordering::SeqCst)).unwrap();
-                assert!(
-                    released.load(Ordering::SeqCst),
-                    "got the lock while the first still held it"
-                );
+                let lock = PullLock::acquire(&path, || waited.store(true, Ordering::SeqCst)).unwrap();
+                assert!(released.load(Ordering::SeqCst), "got the lock while the first still held it");
                 drop(lock);
             });
             // Let go only once the second is known to be waiting.
@@ -126,10 +112,7 @@ mod tests {
                 }
                 std::thread::sleep(Duration::from_millis(10));
             }
-            assert!(
-                waited.load(Ordering::SeqCst),
-                "the second never reported waiting"
-            );
+            assert!(waited.load(Ordering::SeqCst), "the second never reported waiting");
             released.store(true, Ordering::SeqCst);
             drop(first);
             second.join().unwrap();

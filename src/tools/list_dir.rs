@@ -51,12 +51,7 @@ impl Tool for ListDir {
         let path = args.get("path").and_then(Value::as_str).unwrap_or(".");
         let path = if path.is_empty() { "." } else { path };
         let resolved = ctx.workspace.resolve_existing(Self::NAME, path)?;
-        let io = |source| ToolError::Io {
-            tool: Self::NAME.into(),
-            action: "listing",
-            path: resolved.clone(),
-            source,
-        };
+        let io = |source| ToolError::Io { tool: Self::NAME.into(), action: "listing", path: resolved.clone(), source };
         let mut entries = Vec::new();
         for entry in std::fs::read_dir(&resolved).map_err(io)? {
             let entry = entry.map_err(io)?;
@@ -68,11 +63,7 @@ impl Tool for ListDir {
             } else {
                 "file"
             };
-            entries.push((
-                entry.file_name().to_string_lossy().into_owned(),
-                kind,
-                meta.len(),
-            ));
+            entries.push((entry.file_name().to_string_lossy().into_owned(), kind, meta.len()));
         }
         entries.sort();
         let truncated = entries.len() > MAX_ENTRIES;

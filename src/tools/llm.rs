@@ -34,9 +34,7 @@ impl Tool for Llm {
     }
 
     fn output_schema(&self) -> Option<Value> {
-        Some(
-            json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
-        )
+        Some(json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}))
     }
 
     fn needs_model(&self) -> bool {
@@ -44,8 +42,6 @@ impl Tool for Llm {
     }
 
     fn call(&self, _args: &Value, _ctx: &ToolContext) -> ToolResult<Value> {
-        Err(ToolError::NeedsModel {
-            tool: Self::NAME.into(),
-        })
+        Err(ToolError::NeedsModel { tool: Self::NAME.into() })
     }
 }

@@ -140,20 +140,13 @@ impl ToolSpec {
 
     /// The declared output fields in schema order, or `None` when the tool declares none.
     pub fn output_fields(&self) -> Option<Vec<OutputField>> {
-        let properties = self
-            .output_schema
-            .as_ref()?
-            .get("properties")?
-            .as_object()?;
+        let properties = self.output_schema.as_ref()?.get("properties")?.as_object()?;
         Some(
             properties
                 .iter()
                 .map(|(name, schema)| OutputField {
                     name: name.clone(),
-                    json_type: schema
-                        .get("type")
-                        .and_then(Value::as_str)
-                        .map(str::to_string),
+                    json_type: schema.get("type").and_then(Value::as_str).map(str::to_string),
                 })
                 .collect(),
         )
@@ -165,8 +158,6 @@ pub fn closed_object_schema(schema: &Value) -> Value {
     let mut object = schema.as_object().cloned().unwrap_or_default();
     object.insert("type".into(), Value::from("object"));
     object.insert("additionalProperties".into(), Value::Bool(false));
-    object
-        .entry("properties")
-        .or_insert_with(|| Value::Object(Default::default()));
+    object.entry("properties").or_insert_with(|| Value::Object(Default::default()));
     Value::Object(object)
 }

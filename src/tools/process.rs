@@ -34,14 +34,7 @@ impl Captured {
         if trimmed.is_empty() {
             "(nothing)".into()
         } else {
-            trimmed
-                .chars()
-                .rev()
-                .take(1000)
-                .collect::<Vec<_>>()
-                .into_iter()
-                .rev()
-                .collect()
+            trimmed.chars().rev().take(1000).collect::<Vec<_>>().into_iter().rev().collect()
         }
     }
 }
@@ -95,20 +88,13 @@ pub(crate) fn run(
     max_stdout: usize,
 ) -> ToolResult<Captured> {
     let Some((program, rest)) = argv.split_first() else {
-        return Err(ToolError::InvalidArgs {
-            tool: tool.to_string(),
-            message: "the command is empty".into(),
-        });
+        return Err(ToolError::InvalidArgs { tool: tool.to_string(), message: "the command is empty".into() });
     };
     let mut command = Command::new(program);
     command
         .args(rest)
         .current_dir(cwd)
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
+        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     #[cfg(unix)]
@@ -210,10 +196,7 @@ pub(crate) fn run(
         }
     };
     if timed_out {
-        return Err(ToolError::Timeout {
-            tool: tool.to_string(),
-            limit: timeout,
-        });
+        return Err(ToolError::Timeout { tool: tool.to_string(), limit: timeout });
     }
     // Collect what the readers hold. A grandchild may keep a pipe open after the child exits: give it a grace
     // period, then kill the group, then give up on that stream.

@@ -21,10 +21,7 @@ impl ReadFile {
 pub(crate) fn string_arg<'a>(tool: &str, args: &'a Value, name: &str) -> ToolResult<&'a str> {
     args.get(name)
         .and_then(Value::as_str)
-        .ok_or_else(|| ToolError::InvalidArgs {
-            tool: tool.to_string(),
-            message: format!("'{name}' must be a string"),
-        })
+        .ok_or_else(|| ToolError::InvalidArgs { tool: tool.to_string(), message: format!("'{name}' must be a string") })
 }
 
 impl Tool for ReadFile {
@@ -60,18 +57,11 @@ impl Tool for ReadFile {
     fn call(&self, args: &Value, ctx: &ToolContext) -> ToolResult<Value> {
         let path = string_arg(Self::NAME, args, "path")?;
         let resolved = ctx.workspace.resolve_existing(Self::NAME, path)?;
-        let io = |source| ToolError::Io {
-            tool: Self::NAME.into(),
-            action: "reading",
-            path: resolved.clone(),
-            source,
-        };
+        let io = |source| ToolError::Io { tool: Self::NAME.into(), action: "reading", path: resolved.clone(), source };
         let file = std::fs::File::open(&resolved).map_err(io)?;
         let size = file.metadata().map_err(io)?.len();
         let mut bytes = Vec::new();
-        file.take(ctx.max_read_bytes as u64)
-            .read_to_end(&mut bytes)
-            .map_err(io)?;
+        file.take(ctx.max_read_bytes as u64).read_to_end(&mut bytes).map_err(io)?;
         let truncated = size > bytes.len() as u64;
         Ok(json!({
             "path": path,

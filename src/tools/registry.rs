@@ -44,9 +44,7 @@ pub struct ToolRegistry {
 
 impl std::fmt::Debug for ToolRegistry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ToolRegistry")
-            .field("tools", &self.names())
-            .finish()
+        f.debug_struct("ToolRegistry").field("tools", &self.names()).finish()
     }
 }
 
@@ -67,8 +65,7 @@ impl ToolRegistry {
     /// when writes are allowed and `shell` when its allowlist is not empty. (The tools check the policy again
     /// when called; leaving disabled tools out keeps the planner from proposing them.)
     pub fn builtins(ctx: &ToolContext) -> Self {
-        let mut tools: Vec<Arc<dyn Tool>> =
-            vec![Arc::new(Calculator), Arc::new(ReadFile), Arc::new(ListDir)];
+        let mut tools: Vec<Arc<dyn Tool>> = vec![Arc::new(Calculator), Arc::new(ReadFile), Arc::new(ListDir)];
         if ctx.allow_write {
             tools.push(Arc::new(WriteFile));
         }
@@ -96,8 +93,9 @@ impl ToolRegistry {
             return Err(ToolError::BadSchema {
                 tool: spec.name.clone(),
                 which: "name",
-                message: "tool names are 1-64 characters of letters, digits, '_' and '-', starting with a letter or '_'"
-                    .into(),
+                message:
+                    "tool names are 1-64 characters of letters, digits, '_' and '-', starting with a letter or '_'"
+                        .into(),
             });
         }
         if self.index.contains_key(&spec.name) {
@@ -109,12 +107,7 @@ impl ToolRegistry {
             None => None,
         };
         self.index.insert(spec.name.clone(), self.entries.len());
-        self.entries.push(Entry {
-            tool,
-            spec,
-            validator,
-            output_validator,
-        });
+        self.entries.push(Entry { tool, spec, validator, output_validator });
         Ok(())
     }
 
@@ -172,10 +165,7 @@ impl ToolRegistry {
         self.index
             .get(name)
             .map(|&i| &self.entries[i])
-            .ok_or_else(|| ToolError::UnknownTool {
-                name: name.to_string(),
-                known: self.names().join(", "),
-            })
+            .ok_or_else(|| ToolError::UnknownTool { name: name.to_string(), known: self.names().join(", ") })
     }
 
     /// Every way the arguments miss the tool's (closed) schema, each with its location.
@@ -184,10 +174,7 @@ impl ToolRegistry {
         Ok(entry
             .validator
             .iter_errors(args)
-            .map(|e| ArgError {
-                pointer: e.instance_path.as_str().to_string(),
-                message: e.to_string(),
-            })
+            .map(|e| ArgError { pointer: e.instance_path.as_str().to_string(), message: e.to_string() })
             .collect())
     }
 
@@ -197,15 +184,8 @@ impl ToolRegistry {
         if problems.is_empty() {
             Ok(())
         } else {
-            let message = problems
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; ");
-            Err(ToolError::InvalidArgs {
-                tool: name.to_string(),
-                message,
-            })
+            let message = problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
+            Err(ToolError::InvalidArgs { tool: name.to_string(), message })
         }
     }
 
@@ -213,10 +193,7 @@ impl ToolRegistry {
     pub fn output_errors(&self, name: &str, output: &Value) -> ToolResult<Vec<String>> {
         let entry = self.entry(name)?;
         Ok(match &entry.output_validator {
-            Some(validator) => validator
-                .iter_errors(output)
-                .map(|e| e.to_string())
-                .collect(),
+            Some(validator) => validator.iter_errors(output).map(|e| e.to_string()).collect(),
             None => Vec::new(),
         })
     }
@@ -225,9 +202,7 @@ impl ToolRegistry {
     pub fn call(&self, name: &str, args: &Value, ctx: &ToolContext) -> ToolResult<Value> {
         let entry = self.entry(name)?;
         if entry.spec.needs_model {
-            return Err(ToolError::NeedsModel {
-                tool: name.to_string(),
-            });
+            return Err(ToolError::NeedsModel { tool: name.to_string() });
         }
         self.check_args(name, args)?;
         let _span = tracing::debug_span!("tool", name).entered();

@@ -131,46 +131,24 @@ impl Tool for Shell {
     }
 
     fn call(&self, args: &Value, ctx: &ToolContext) -> ToolResult<Value> {
-        let refused = |reason: String| ToolError::Refused {
-            tool: Self::NAME.into(),
-            reason,
-        };
+        let refused = |reason: String| ToolError::Refused { tool: Self::NAME.into(), reason };
         if ctx.shell_allowlist.is_empty() {
-            return Err(refused(
-                "the shell is off for this run (allow programs with --allow-shell CMD,...)".into(),
-            ));
+            return Err(refused("the shell is off for this run (allow programs with --allow-shell CMD,...)".into()));
         }
         let line = string_arg(Self::NAME, args, "command")?;
-        let argv = split_command(line).map_err(|message| ToolError::InvalidArgs {
-            tool: Self::NAME.into(),
-            message,
-        })?;
+        let argv =
+            split_command(line).map_err(|message| ToolError::InvalidArgs { tool: Self::NAME.into(), message })?;
         let Some(program) = argv.first() else {
-            return Err(ToolError::InvalidArgs {
-                tool: Self::NAME.into(),
-                message: "the command is empty".into(),
-            });
+            return Err(ToolError::InvalidArgs { tool: Self::NAME.into(), message: "the command is empty".into() });
         };
         if !ctx.shell_allowlist.iter().any(|allowed| allowed == program) {
-            return Err(refused(format!(
-                "'{program}' is not on the allowlist ({})",
-                ctx.shell_allowlist.join(", ")
-            )));
+            return Err(refused(format!("'{program}' is not on the allowlist ({})", ctx.shell_allowlist.join(", "))));
         }
         let cap = ctx.shell_max_output_bytes;
-        let captured = run(
-            Self::NAME,
-            &argv,
-            ctx.workspace.root(),
-            None,
-            ctx.shell_timeout,
-            cap,
-        )?;
+        let captured = run(Self::NAME, &argv, ctx.workspace.root(), None, ctx.shell_timeout, cap)?;
         let mut stdout = String::from_utf8_lossy(&captured.stdout).into_owned();
         if captured.overflowed {
-            stdout.push_str(&format!(
-                "\n[output truncated at {cap} bytes; the program was stopped]"
-            ));
+            stdout.push_str(&format!("\n[output truncated at {cap} bytes; the program was stopped]"));
         } else if let Some(status) = captured.status.filter(|s| !s.success()) {
             return Err(ToolError::Failed {
                 tool: Self::NAME.into(),

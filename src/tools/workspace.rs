@@ -17,20 +17,15 @@ pub struct Workspace {
 }
 
 fn outside(path: &str, reason: impl Into<String>) -> ToolError {
-    ToolError::OutsideWorkspace {
-        path: path.to_string(),
-        reason: reason.into(),
-    }
+    ToolError::OutsideWorkspace { path: path.to_string(), reason: reason.into() }
 }
 
 impl Workspace {
     /// Opens an existing directory as the workspace (its canonical path is kept).
     pub fn new(root: impl AsRef<Path>) -> ToolResult<Self> {
         let given = root.as_ref();
-        let root = std::fs::canonicalize(given).map_err(|source| ToolError::Workspace {
-            path: given.to_path_buf(),
-            source,
-        })?;
+        let root = std::fs::canonicalize(given)
+            .map_err(|source| ToolError::Workspace { path: given.to_path_buf(), source })?;
         if !root.is_dir() {
             return Err(ToolError::Workspace {
                 path: given.to_path_buf(),
@@ -49,10 +44,7 @@ impl Workspace {
     fn relative(path: &str) -> ToolResult<PathBuf> {
         let candidate = Path::new(path);
         if candidate.has_root() || candidate.is_absolute() {
-            return Err(outside(
-                path,
-                "absolute paths are not allowed; give a path relative to the workspace",
-            ));
+            return Err(outside(path, "absolute paths are not allowed; give a path relative to the workspace"));
         }
         let mut relative = PathBuf::new();
         for component in candidate.components() {
@@ -61,10 +53,7 @@ impl Workspace {
                 Component::CurDir => {}
                 Component::ParentDir => return Err(outside(path, "'..' is not allowed in paths")),
                 Component::RootDir | Component::Prefix(_) => {
-                    return Err(outside(
-                        path,
-                        "absolute paths are not allowed; give a path relative to the workspace",
-                    ))
+                    return Err(outside(path, "absolute paths are not allowed; give a path relative to the workspace"))
                 }
             }
         }
@@ -75,10 +64,7 @@ impl Workspace {
         if resolved.starts_with(&self.root) {
             Ok(())
         } else {
-            Err(outside(
-                path,
-                "it resolves (through a symlink) to a place outside the workspace",
-            ))
+            Err(outside(path, "it resolves (through a symlink) to a place outside the workspace"))
         }
     }
 
@@ -100,10 +86,7 @@ impl Workspace {
     pub fn resolve_for_write(&self, tool: &str, path: &str) -> ToolResult<PathBuf> {
         let relative = Self::relative(path)?;
         let Some(file_name) = relative.file_name().map(|n| n.to_os_string()) else {
-            return Err(ToolError::InvalidArgs {
-                tool: tool.to_string(),
-                message: format!("'{path}' names no file"),
-            });
+            return Err(ToolError::InvalidArgs { tool: tool.to_string(), message: format!("'{path}' names no file") });
         };
         let io = |action: &'static str, at: &Path, source: std::io::Error| ToolError::Io {
             tool: tool.to_string(),
@@ -116,15 +99,10 @@ impl Workspace {
             let next = dir.join(part);
             match std::fs::symlink_metadata(&next) {
                 Ok(_) => {
-                    let resolved =
-                        std::fs::canonicalize(&next).map_err(|e| io("resolving", &next, e))?;
+                    let resolved = std::fs::canonicalize(&next).map_err(|e| io("resolving", &next, e))?;
                     self.check_inside(path, &resolved)?;
                     if !resolved.is_dir() {
-                        return Err(io(
-                            "using as a directory",
-                            &next,
-                            ErrorKind::NotADirectory.into(),
-                        ));
+                        return Err(io("using as a directory", &next, ErrorKind::NotADirectory.into()));
                     }
                     dir = resolved;
                 }
@@ -143,9 +121,7 @@ impl Workspace {
                 self.check_inside(path, &resolved)?;
                 Ok(resolved)
             }
-            Ok(meta) if meta.is_dir() => {
-                Err(io("writing", &target, ErrorKind::IsADirectory.into()))
-            }
+            Ok(meta) if meta.is_dir() => Err(io("writing", &target, ErrorKind::IsADirectory.into())),
             Ok(_) => Ok(target),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(target),
             Err(e) => Err(io("inspecting", &target, e)),

@@ -58,12 +58,7 @@ impl Tool for WriteFile {
         let content = string_arg(Self::NAME, args, "content")?;
         let append = args.get("append").and_then(Value::as_bool).unwrap_or(false);
         let target = ctx.workspace.resolve_for_write(Self::NAME, path)?;
-        let io = |source| ToolError::Io {
-            tool: Self::NAME.into(),
-            action: "writing",
-            path: target.clone(),
-            source,
-        };
+        let io = |source| ToolError::Io { tool: Self::NAME.into(), action: "writing", path: target.clone(), source };
         let mut options = std::fs::OpenOptions::new();
         options.create(true).write(true);
         if append {

@@ -16,10 +16,7 @@ use tandem::store::ModelStore;
 pub fn real_model(id: &str) -> PathBuf {
     let store = ModelStore::open().unwrap_or_else(|e| panic!("opening the model store: {e}"));
     if store.cached_path(id).is_none() {
-        eprintln!(
-            "{id} is not cached in {}; pulling it (first use)",
-            store.cache_dir().display()
-        );
+        eprintln!("{id} is not cached in {}; pulling it (first use)", store.cache_dir().display());
     }
     match store.resolve(id, &SilentReporter) {
         Ok(resolved) => resolved.path,

@@ -72,26 +72,16 @@ impl Scratch {
     /// The events of the newest run, as JSON values.
     pub fn latest_events(&self) -> Vec<Value> {
         let runs = self.path("runs");
-        let mut ids: Vec<PathBuf> = std::fs::read_dir(&runs)
-            .expect("runs dir")
-            .map(|e| e.unwrap().path())
-            .collect();
+        let mut ids: Vec<PathBuf> = std::fs::read_dir(&runs).expect("runs dir").map(|e| e.unwrap().path()).collect();
         ids.sort();
-        let log = std::fs::read_to_string(ids.last().expect("a run").join("events.jsonl"))
-            .expect("events.jsonl");
-        log.lines()
-            .filter(|l| !l.trim().is_empty())
-            .map(|l| serde_json::from_str(l).expect("event JSON"))
-            .collect()
+        let log = std::fs::read_to_string(ids.last().expect("a run").join("events.jsonl")).expect("events.jsonl");
+        log.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).expect("event JSON")).collect()
     }
 }
 
 /// Names of the events, in order.
 pub fn event_names(events: &[Value]) -> Vec<String> {
-    events
-        .iter()
-        .map(|e| e["event"].as_str().unwrap_or_default().to_string())
-        .collect()
+    events.iter().map(|e| e["event"].as_str().unwrap_or_default().to_string()).collect()
 }
 
 /// A `[[tool]]` entry running `script` with `sh -c` (stdin, the JSON arguments, is read and dropped).

@@ -49,11 +49,7 @@ pub fn tiny_vocab() -> (Vec<String>, Vec<i32>, Vec<String>) {
     let mut tokens: Vec<String> = chars.iter().map(|c| c.to_string()).collect();
     let mut types = vec![1i32; 256];
     let space = chars[b' ' as usize];
-    let merges = vec![
-        format!("{space} t"),
-        "t h".to_string(),
-        format!("{space}t h"),
-    ];
+    let merges = vec![format!("{space} t"), "t h".to_string(), format!("{space}t h")];
     for merged in [format!("{space}t"), "th".to_string(), format!("{space}th")] {
         tokens.push(merged);
         types.push(1);
@@ -93,129 +89,50 @@ pub fn write_tiny_qwen2(path: &Path, spec: &TinyQwen2) {
     };
     let q = |t: Tensor, dtype: GgmlDType| QTensor::quantize(&t, dtype).unwrap();
     let mut tensors: Vec<(String, QTensor)> = Vec::new();
-    tensors.push((
-        "token_embd.weight".into(),
-        q(next(&[vocab, spec.hidden], 1.0), GgmlDType::Q8_0),
-    ));
+    tensors.push(("token_embd.weight".into(), q(next(&[vocab, spec.hidden], 1.0), GgmlDType::Q8_0)));
     if spec.separate_output {
-        tensors.push((
-            "output.weight".into(),
-            q(next(&[vocab, spec.hidden], 0.5), spec.matrix_type),
-        ));
+        tensors.push(("output.weight".into(), q(next(&[vocab, spec.hidden], 0.5), spec.matrix_type)));
     }
-    tensors.push((
-        "output_norm.weight".into(),
-        q(
-            next(&[spec.hidden], 0.1).affine(1.0, 1.0).unwrap(),
-            GgmlDType::F32,
-        ),
-    ));
+    tensors.push(("output_norm.weight".into(), q(next(&[spec.hidden], 0.1).affine(1.0, 1.0).unwrap(), GgmlDType::F32)));
     for i in 0..spec.n_layer {
         let mut add = |name: &str, t: QTensor| tensors.push((format!("blk.{i}.{name}"), t));
-        add(
-            "attn_norm.weight",
-            q(
-                next(&[spec.hidden], 0.1).affine(1.0, 1.0).unwrap(),
-                GgmlDType::F32,
-            ),
-        );
-        add(
-            "ffn_norm.weight",
-            q(
-                next(&[spec.hidden], 0.1).affine(1.0, 1.0).unwrap(),
-                GgmlDType::F32,
-            ),
-        );
-        add(
-            "attn_q.weight",
-            q(next(&[spec.hidden, spec.hidden], 0.3), spec.matrix_type),
-        );
-        add(
-            "attn_k.weight",
-            q(next(&[kv_dim, spec.hidden], 0.3), spec.matrix_type),
-        );
-        add(
-            "attn_v.weight",
-            q(next(&[kv_dim, spec.hidden], 0.3), spec.matrix_type),
-        );
+        add("attn_norm.weight", q(next(&[spec.hidden], 0.1).affine(1.0, 1.0).unwrap(), GgmlDType::F32));
+        add("ffn_norm.weight", q(next(&[spec.hidden], 0.1).affine(1.0, 1.0).unwrap(), GgmlDType::F32));
+        add("attn_q.weight", q(next(&[spec.hidden, spec.hidden], 0.3), spec.matrix_type));
+        add("attn_k.weight", q(next(&[kv_dim, spec.hidden], 0.3), spec.matrix_type));
+        add("attn_v.weight", q(next(&[kv_dim, spec.hidden], 0.3), spec.matrix_type));
         add("attn_q.bias", q(next(&[spec.hidden], 0.1), GgmlDType::F32));
         add("attn_k.bias", q(next(&[kv_dim], 0.1), GgmlDType::F32));
         add("attn_v.bias", q(next(&[kv_dim], 0.1), GgmlDType::F32));
-        add(
-            "attn_output.weight",
-            q(next(&[spec.hidden, spec.hidden], 0.3), spec.matrix_type),
-        );
-        add(
-            "ffn_gate.weight",
-            q(next(&[spec.ffn, spec.hidden], 0.3), spec.matrix_type),
-        );
-        add(
-            "ffn_up.weight",
-            q(next(&[spec.ffn, spec.hidden], 0.3), spec.matrix_type),
-        );
-        add(
-            "ffn_down.weight",
-            q(next(&[spec.hidden, spec.ffn], 0.3), spec.matrix_type),
-        );
+        add("attn_output.weight", q(next(&[spec.hidden, spec.hidden], 0.3), spec.matrix_type));
+        add("ffn_gate.weight", q(next(&[spec.ffn, spec.hidden], 0.3), spec.matrix_type));
+        add("ffn_up.weight", q(next(&[spec.ffn, spec.hidden], 0.3), spec.matrix_type));
+        add("ffn_down.weight", q(next(&[spec.hidden, spec.ffn], 0.3), spec.matrix_type));
     }
     let arch = spec.architecture.as_str();
-    let string_array =
-        |v: &[String]| Value::Array(v.iter().map(|s| Value::String(s.clone())).collect());
+    let string_array = |v: &[String]| Value::Array(v.iter().map(|s| Value::String(s.clone())).collect());
     let metadata: Vec<(String, Value)> = vec![
         ("general.architecture".into(), Value::String(arch.into())),
-        (
-            "general.name".into(),
-            Value::String("tiny test model".into()),
-        ),
-        (
-            format!("{arch}.block_count"),
-            Value::U32(spec.n_layer as u32),
-        ),
+        ("general.name".into(), Value::String("tiny test model".into())),
+        (format!("{arch}.block_count"), Value::U32(spec.n_layer as u32)),
         (format!("{arch}.context_length"), Value::U32(256)),
-        (
-            format!("{arch}.embedding_length"),
-            Value::U32(spec.hidden as u32),
-        ),
-        (
-            format!("{arch}.feed_forward_length"),
-            Value::U32(spec.ffn as u32),
-        ),
-        (
-            format!("{arch}.attention.head_count"),
-            Value::U32(spec.n_head as u32),
-        ),
-        (
-            format!("{arch}.attention.head_count_kv"),
-            Value::U32(spec.n_kv_head as u32),
-        ),
+        (format!("{arch}.embedding_length"), Value::U32(spec.hidden as u32)),
+        (format!("{arch}.feed_forward_length"), Value::U32(spec.ffn as u32)),
+        (format!("{arch}.attention.head_count"), Value::U32(spec.n_head as u32)),
+        (format!("{arch}.attention.head_count_kv"), Value::U32(spec.n_kv_head as u32)),
         (format!("{arch}.rope.freq_base"), Value::F32(10000.0)),
-        (
-            format!("{arch}.attention.layer_norm_rms_epsilon"),
-            Value::F32(1e-6),
-        ),
+        (format!("{arch}.attention.layer_norm_rms_epsilon"), Value::F32(1e-6)),
         ("tokenizer.ggml.model".into(), Value::String("gpt2".into())),
         ("tokenizer.ggml.pre".into(), Value::String("qwen2".into())),
         ("tokenizer.ggml.tokens".into(), string_array(&tokens)),
-        (
-            "tokenizer.ggml.token_type".into(),
-            Value::Array(types.iter().map(|&t| Value::I32(t)).collect()),
-        ),
+        ("tokenizer.ggml.token_type".into(), Value::Array(types.iter().map(|&t| Value::I32(t)).collect())),
         ("tokenizer.ggml.merges".into(), string_array(&merges)),
-        (
-            "tokenizer.ggml.eos_token_id".into(),
-            Value::U32(vocab as u32 - 1),
-        ),
-        (
-            "tokenizer.ggml.bos_token_id".into(),
-            Value::U32(vocab as u32 - 3),
-        ),
+        ("tokenizer.ggml.eos_token_id".into(), Value::U32(vocab as u32 - 1)),
+        ("tokenizer.ggml.bos_token_id".into(), Value::U32(vocab as u32 - 3)),
         ("tokenizer.ggml.add_bos_token".into(), Value::Bool(false)),
     ];
-    let metadata: Vec<(&str, &Value)> = metadata
-        .iter()
-        .filter(|(k, _)| !spec.omit_keys.contains(k))
-        .map(|(k, v)| (k.as_str(), v))
-        .collect();
+    let metadata: Vec<(&str, &Value)> =
+        metadata.iter().filter(|(k, _)| !spec.omit_keys.contains(k)).map(|(k, v)| (k.as_str(), v)).collect();
     let tensors: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, v)| (k.as_str(), v)).collect();
     let mut file = std::fs::File::create(path).unwrap();
     gguf_file::write(&mut file, &metadata, &tensors).unwrap();

@@ -86,9 +86,7 @@ pub enum ConstraintError {
         text: String,
     },
     /// Any other failure inside the grammar engine mid-generation.
-    #[error(
-        "grammar engine error at output position {position}: {message}; output so far: {text:?}"
-    )]
+    #[error("grammar engine error at output position {position}: {message}; output so far: {text:?}")]
     Matcher {
         /// Tokens committed so far.
         position: usize,
@@ -130,35 +128,21 @@ impl GrammarEngine {
     /// Builds the token trie with `n_logits` rows (the model's logits width; the table is never narrower than
     /// the tokenizer) and the parser factory. Takes shared ownership of the tokenizer: forced tokens are
     /// tokenized canonically through it for the engine's whole life.
-    pub fn new(
-        tokenizer: impl Into<Arc<GgufTokenizer>>,
-        n_logits: usize,
-    ) -> Result<Self, ConstraintError> {
+    pub fn new(tokenizer: impl Into<Arc<GgufTokenizer>>, n_logits: usize) -> Result<Self, ConstraintError> {
         let tokenizer = tokenizer.into();
         // toktrie asserts on inconsistent tables; a malformed GGUF vocabulary must be an error, not a crash.
-        let env = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            TokenEnvironment::new(tokenizer, n_logits)
-        }))
-        .map_err(|p| ConstraintError::TokenTable(panic_message(p)))??;
+        let env = std::panic::catch_unwind(AssertUnwindSafe(|| TokenEnvironment::new(tokenizer, n_logits)))
+            .map_err(|p| ConstraintError::TokenTable(panic_message(p)))??;
         let env = Arc::new(env);
         let tok_env: TokEnv = env.clone();
-        let caps = InferenceCapabilities {
-            ff_tokens: true,
-            ..InferenceCapabilities::default()
-        };
+        let caps = InferenceCapabilities { ff_tokens: true, ..InferenceCapabilities::default() };
         let slices = SlicedBiasComputer::general_slices();
-        let mut factory = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            ParserFactory::new(&tok_env, caps, &slices)
-        }))
-        .map_err(|p| ConstraintError::TokenTable(panic_message(p)))?
-        .map_err(|e| ConstraintError::TokenTable(format!("{e:#}")))?;
+        let mut factory = std::panic::catch_unwind(AssertUnwindSafe(|| ParserFactory::new(&tok_env, caps, &slices)))
+            .map_err(|p| ConstraintError::TokenTable(panic_message(p)))?
+            .map_err(|e| ConstraintError::TokenTable(format!("{e:#}")))?;
         // The library never prints: llguidance would log warnings to stderr.
         factory.quiet();
-        Ok(Self {
-            factory: Arc::new(factory),
-            env,
-            cache: Arc::new(Mutex::new(HashMap::new())),
-        })
+        Ok(Self { factory: Arc::new(factory), env, cache: Arc::new(Mutex::new(HashMap::new())) })
     }
 
     /// A fresh matcher for `spec`, compiled or taken from the engine's cache. Unsupported schema keywords and
@@ -179,36 +163,16 @@ impl GrammarEngine {
                 (matcher, false)
             }
         };
-        let stats = ConstraintStats {
-            compile_time: started.elapsed(),
-            from_cache,
-            ..ConstraintStats::default()
-        };
-        Ok(ConstraintMatcher {
-            matcher,
-            env: self.env.clone(),
-            produced: Vec::new(),
-            stats,
-        })
+        let stats = ConstraintStats { compile_time: started.elapsed(), from_cache, ..ConstraintStats::default() };
+        Ok(ConstraintMatcher { matcher, env: self.env.clone(), produced: Vec::new(), stats })
     }
 
     /// A matcher compiled from scratch, bypassing the cache (benchmarks of compile time and cold masks).
-    pub fn matcher_uncached(
-        &self,
-        spec: &ConstraintSpec,
-    ) -> Result<ConstraintMatcher, ConstraintError> {
+    pub fn matcher_uncached(&self, spec: &ConstraintSpec) -> Result<ConstraintMatcher, ConstraintError> {
         let started = Instant::now();
         let matcher = self.compile(spec)?;
-        let stats = ConstraintStats {
-            compile_time: started.elapsed(),
-            ..ConstraintStats::default()
-        };
-        Ok(ConstraintMatcher {
-            matcher,
-            env: self.env.clone(),
-            produced: Vec::new(),
-            stats,
-        })
+        let stats = ConstraintStats { compile_time: started.elapsed(), ..ConstraintStats::default() };
+        Ok(ConstraintMatcher { matcher, env: self.env.clone(), produced: Vec::new(), stats })
     }
 
     /// Forgets every cached grammar (and with them their lexer caches).
@@ -218,21 +182,15 @@ impl GrammarEngine {
 
     fn lock_cache(&self) -> std::sync::MutexGuard<'_, HashMap<String, Matcher>> {
         // A panic while holding the lock leaves a map of complete entries: still usable.
-        self.cache
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn compile(&self, spec: &ConstraintSpec) -> Result<Matcher, ConstraintError> {
         let kind = spec.kind();
         let grammar = spec.to_grammar();
-        let parser =
-            std::panic::catch_unwind(AssertUnwindSafe(|| self.factory.create_parser(grammar)))
-                .map_err(|p| ConstraintError::Compile {
-                    kind,
-                    message: panic_message(p),
-                })?
-                .map_err(|e| spec::classify_compile_error(kind, format!("{e:#}")))?;
+        let parser = std::panic::catch_unwind(AssertUnwindSafe(|| self.factory.create_parser(grammar)))
+            .map_err(|p| ConstraintError::Compile { kind, message: panic_message(p) })?
+            .map_err(|e| spec::classify_compile_error(kind, format!("{e:#}")))?;
         let matcher = Matcher::new(Ok(parser));
         match matcher.get_error() {
             Some(message) => Err(spec::classify_compile_error(kind, message)),
@@ -368,11 +326,7 @@ impl ConstraintMatcher {
     /// The ids the grammar allows next, ascending (for tests, benchmarks and debugging; not counted in stats).
     pub fn allowed_tokens(&mut self) -> Result<Vec<u32>, ConstraintError> {
         match self.matcher.compute_mask() {
-            Ok(mask) => Ok(mask
-                .to_list()
-                .into_iter()
-                .filter(|&t| !self.env.is_never(t))
-                .collect()),
+            Ok(mask) => Ok(mask.to_list().into_iter().filter(|&t| !self.env.is_never(t)).collect()),
             Err(e) => Err(self.failure(format!("{e:#}"))),
         }
     }
@@ -381,10 +335,7 @@ impl ConstraintMatcher {
     /// the output so far.
     pub fn commit(&mut self, token: u32) -> Result<(), ConstraintError> {
         if token as usize >= self.env.n_tokens() {
-            return Err(ConstraintError::TokenOutOfRange {
-                token,
-                n_tokens: self.env.n_tokens(),
-            });
+            return Err(ConstraintError::TokenOutOfRange { token, n_tokens: self.env.n_tokens() });
         }
         if self.env.is_never(token) {
             return Err(self.rejected(token, "padding and unused rows are never allowed".into()));
@@ -445,10 +396,7 @@ impl ConstraintMatcher {
         if self.is_finished() || self.is_accepting() {
             Ok(())
         } else {
-            Err(ConstraintError::MaxTokens {
-                max_tokens,
-                text: self.text(),
-            })
+            Err(ConstraintError::MaxTokens { max_tokens, text: self.text() })
         }
     }
 
@@ -467,11 +415,7 @@ impl ConstraintMatcher {
         if self.matcher.stop_reason() == EngineStop::NoExtensionBias {
             ConstraintError::DeadEnd { position, text }
         } else {
-            ConstraintError::Matcher {
-                position,
-                text,
-                message,
-            }
+            ConstraintError::Matcher { position, text, message }
         }
     }
 }

@@ -65,9 +65,7 @@ impl ConstraintSpec {
     /// The llguidance grammar for this constraint.
     pub(crate) fn to_grammar(&self) -> TopLevelGrammar {
         match self {
-            ConstraintSpec::JsonSchema(schema) => {
-                TopLevelGrammar::from_json_schema(prepare_json_schema(schema))
-            }
+            ConstraintSpec::JsonSchema(schema) => TopLevelGrammar::from_json_schema(prepare_json_schema(schema)),
             ConstraintSpec::Lark(grammar) => TopLevelGrammar::from_lark(grammar.clone()),
             ConstraintSpec::Regex(rx) => TopLevelGrammar::from_regex(rx),
         }
@@ -80,11 +78,7 @@ impl ConstraintSpec {
 /// ("\n\n\n…" until the token budget runs out); compact JSON is also fewer tokens.
 pub(crate) fn prepare_json_schema(schema: &Value) -> Value {
     // `true` is the schema "anything"; as an object it can carry the options.
-    let mut schema = if schema == &Value::Bool(true) {
-        json!({})
-    } else {
-        schema.clone()
-    };
+    let mut schema = if schema == &Value::Bool(true) { json!({}) } else { schema.clone() };
     bound_numbers(&mut schema);
     if let Some(object) = schema.as_object_mut() {
         match object.get_mut("x-guidance") {
@@ -92,10 +86,7 @@ pub(crate) fn prepare_json_schema(schema: &Value) -> Value {
                 object.insert("x-guidance".into(), json!({"whitespace_flexible": false}));
             }
             Some(Value::Object(options)) => {
-                let flexible = options
-                    .get("whitespace_flexible")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(true);
+                let flexible = options.get("whitespace_flexible").and_then(Value::as_bool).unwrap_or(true);
                 if flexible && !options.contains_key("whitespace_pattern") {
                     options.insert("whitespace_pattern".into(), json!(BOUNDED_JSON_WHITESPACE));
                 }
@@ -118,9 +109,8 @@ fn bound_numbers(schema: &mut Value) {
         Some(Value::Array(types)) => types.iter().any(|t| t == "number"),
         _ => false,
     };
-    let bounded = ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"]
-        .iter()
-        .any(|k| object.contains_key(*k));
+    let bounded =
+        ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"].iter().any(|k| object.contains_key(*k));
     if is_number && !bounded {
         object.insert("minimum".into(), json!(-UNBOUNDED_NUMBER_LIMIT));
         object.insert("maximum".into(), json!(UNBOUNDED_NUMBER_LIMIT));
@@ -153,26 +143,14 @@ fn bound_numbers(schema: &mut Value) {
 
 /// Maps an llguidance compile error (its full `{:#}` chain) to a precise error.
 pub(crate) fn classify_compile_error(kind: ConstraintKind, message: String) -> ConstraintError {
-    if let Some(rest) = message
-        .split_once("Unimplemented keys:")
-        .map(|(_, rest)| rest)
-    {
-        return ConstraintError::UnsupportedKeyword {
-            keywords: parse_key_list(rest),
-        };
+    if let Some(rest) = message.split_once("Unimplemented keys:").map(|(_, rest)| rest) {
+        return ConstraintError::UnsupportedKeyword { keywords: parse_key_list(rest) };
     }
     if message.contains("oneOf constraints are not supported") {
-        return ConstraintError::UnsupportedKeyword {
-            keywords: vec!["oneOf".into()],
-        };
+        return ConstraintError::UnsupportedKeyword { keywords: vec!["oneOf".into()] };
     }
     if let Some(rest) = message.split_once("Unknown format:").map(|(_, rest)| rest) {
-        let format = rest
-            .split(['\n', '"'])
-            .next()
-            .unwrap_or("")
-            .trim()
-            .to_string();
+        let format = rest.split(['\n', '"']).next().unwrap_or("").trim().to_string();
         return ConstraintError::UnsupportedFormat { format };
     }
     ConstraintError::Compile { kind, message }
@@ -184,11 +162,8 @@ fn parse_key_list(rest: &str) -> Vec<String> {
         (Some(open), Some(close)) if open < close => &rest[open + 1..close],
         _ => rest.lines().next().unwrap_or(""),
     };
-    let keys: Vec<String> = list
-        .split(',')
-        .map(|k| k.trim().trim_matches('"').to_string())
-        .filter(|k| !k.is_empty())
-        .collect();
+    let keys: Vec<String> =
+        list.split(',').map(|k| k.trim().trim_matches('"').to_string()).filter(|k| !k.is_empty()).collect();
     if keys.is_empty() {
         vec![rest.trim().to_string()]
     } else {

@@ -26,28 +26,18 @@ pub(crate) struct TokenEnvironment {
 
 impl TokenEnvironment {
     /// Builds the table with `n_rows` rows (≥ the tokenizer's vocabulary; the logits width).
-    pub(crate) fn new(
-        tokenizer: Arc<GgufTokenizer>,
-        n_rows: usize,
-    ) -> Result<Self, ConstraintError> {
+    pub(crate) fn new(tokenizer: Arc<GgufTokenizer>, n_rows: usize) -> Result<Self, ConstraintError> {
         let vocab = tokenizer.vocab_size();
         let n = n_rows.max(vocab);
         let n_u32 = u32::try_from(n)
             .ok()
             .filter(|&n| n < INVALID_TOKEN)
-            .ok_or_else(|| {
-                ConstraintError::TokenTable(format!(
-                    "{n} token rows do not fit llguidance's 32-bit ids"
-                ))
-            })?;
+            .ok_or_else(|| ConstraintError::TokenTable(format!("{n} token rows do not fit llguidance's 32-bit ids")))?;
         let mut never = vec![0u32; n.div_ceil(32)];
         let mut words: Vec<Vec<u8>> = Vec::with_capacity(n);
         for id in 0..n_u32 {
-            let bytes = if (id as usize) < vocab && !tokenizer.is_unused(id) {
-                tokenizer.token_bytes(id)
-            } else {
-                None
-            };
+            let bytes =
+                if (id as usize) < vocab && !tokenizer.is_unused(id) { tokenizer.token_bytes(id) } else { None };
             let word = match bytes {
                 // An empty word is never in the trie, so a mask never allows it; `never` also stops the
                 // cheap validation path from accepting it (a zero-byte token would pass every grammar).
@@ -68,34 +58,15 @@ impl TokenEnvironment {
             }
             words.push(word);
         }
-        let stops: Vec<TokenId> = tokenizer
-            .stop_tokens()
-            .into_iter()
-            .filter(|&id| id < n_u32)
-            .collect();
+        let stops: Vec<TokenId> = tokenizer.stop_tokens().into_iter().filter(|&id| id < n_u32).collect();
         // Without any stop token the grammar can still end by completing (the loop stops there); INVALID_TOKEN
         // keeps llguidance from treating some real row as end-of-sequence.
         let mut info = TokRxInfo::new(n_u32, stops.first().copied().unwrap_or(INVALID_TOKEN));
         info.tok_bos = tokenizer.bos_token();
         let trie = TokTrie::from(&info, &words);
-        let trie = if stops.is_empty() {
-            trie
-        } else {
-            trie.with_eos_tokens(&stops)
-        };
-        let never_words = never
-            .iter()
-            .enumerate()
-            .filter(|(_, &w)| w != 0)
-            .map(|(i, &w)| (i, w))
-            .collect();
-        Ok(Self {
-            trie,
-            tokenizer,
-            never,
-            never_words,
-            stops,
-        })
+        let trie = if stops.is_empty() { trie } else { trie.with_eos_tokens(&stops) };
+        let never_words = never.iter().enumerate().filter(|(_, &w)| w != 0).map(|(i, &w)| (i, w)).collect();
+        Ok(Self { trie, tokenizer, never, never_words, stops })
     }
 
     /// Rows in the table (the logits width).
@@ -105,9 +76,7 @@ impl TokenEnvironment {
 
     /// Whether `token` may never be emitted under any grammar (padding, unused rows, out of range).
     pub(crate) fn is_never(&self, token: TokenId) -> bool {
-        self.never
-            .get(token as usize / 32)
-            .is_none_or(|w| w & (1 << (token % 32)) != 0)
+        self.never.get(token as usize / 32).is_none_or(|w| w & (1 << (token % 32)) != 0)
     }
 
     /// Rows that may never be emitted, as (word index, bits) in `SimpleVob` layout.
@@ -122,9 +91,7 @@ impl TokenEnvironment {
 
     /// Text of `tokens`, for error messages (our tokenizer's decoding; the trie's if an id is unknown to it).
     pub(crate) fn text(&self, tokens: &[TokenId]) -> String {
-        self.tokenizer
-            .decode(tokens)
-            .unwrap_or_else(|_| self.trie.decode_str(tokens))
+        self.tokenizer.decode(tokens).unwrap_or_else(|_| self.trie.decode_str(tokens))
     }
 
     /// The bytes of one token as text, for error messages.
@@ -147,13 +114,7 @@ impl TokenizerEnv for TokenEnvironment {
     fn tokenize_bytes(&self, s: &[u8]) -> Vec<TokenId> {
         match std::str::from_utf8(s) {
             Ok(text) => match self.tokenizer.encode(text, false) {
-                Ok(ids)
-                    if ids
-                        .iter()
-                        .all(|&id| !self.tokenizer.is_control(id) && !self.is_never(id)) =>
-                {
-                    ids
-                }
+                Ok(ids) if ids.iter().all(|&id| !self.tokenizer.is_control(id) && !self.is_never(id)) => ids,
                 _ => self.trie.greedy_tokenize(s),
             },
             Err(_) => self.trie.greedy_tokenize(s),
