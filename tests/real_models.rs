@@ -37,6 +37,27 @@ fn qwen_0_5b_greedy_answer_matches_llama_cpp() {
     assert_eq!(answer.trim(), "50");
 }
 
+/// The prefix cache keeps the positions a new prompt shares with the previous one (here the chat template's
+/// system prompt) and must not change the answer: after an unrelated question on the same model, the close
+/// "12*4+5" case above still comes out as the cold run and llama.cpp give it.
+#[test]
+fn prefix_cache_reuses_the_shared_prompt_and_changes_nothing() {
+    let mut model = load("qwen2.5-coder-0.5b-instruct-q4_k_m");
+    chat_answer(&mut model, "What is 7*8? Answer with the number only.", 4);
+    let template = model.chat_template.as_ref().expect("chat template");
+    let question = "What is 12*4+5? Answer with the number only.";
+    let prompt = template.render(&[ChatMessage::user(question)], None, true).unwrap();
+    let tokens = model.tokenizer.encode(&prompt, false).unwrap();
+    let generation = generate(&mut model, GenerateRequest::greedy(tokens.clone(), 8), &mut |_| {}).unwrap();
+    assert!(generation.timings.reused_tokens > 10, "reused {}", generation.timings.reused_tokens);
+    assert!(generation.timings.reused_tokens < tokens.len());
+    assert_eq!(generation.text.trim(), "50");
+    // The same prompt again reuses all but its last token.
+    let again = generate(&mut model, GenerateRequest::greedy(tokens.clone(), 8), &mut |_| {}).unwrap();
+    assert_eq!(again.timings.reused_tokens, tokens.len() - 1);
+    assert_eq!(again.text, generation.text);
+}
+
 #[test]
 fn qwen_1_5b_answers_arithmetic() {
     let mut model = load("qwen2.5-coder-1.5b-instruct-q4_k_m");

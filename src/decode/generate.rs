@@ -73,6 +73,8 @@ pub enum StopReason {
 pub struct Timings {
     /// Prompt length.
     pub prompt_tokens: usize,
+    /// Leading prompt tokens whose cached positions were reused (not recomputed).
+    pub reused_tokens: usize,
     /// Time of the prompt's forward pass.
     pub prefill: Duration,
     /// New tokens (stop token excluded).
@@ -143,8 +145,12 @@ pub fn generate(
     let mut constraint = request.constraint.take();
 
     let started = Instant::now();
-    let _prefill = tracing::debug_span!("prefill", tokens = request.prompt.len()).entered();
-    let mut logits = logits_vec(model.weights.forward(&request.prompt, 0)?)?;
+    // Prefix cache: positions the cache already holds for the same leading tokens (a system prompt and tool
+    // list shared by every planner or executor call) are kept; at least one token is run to get logits.
+    let reused = common_prefix(model.weights.cached_tokens(), &request.prompt).min(request.prompt.len() - 1);
+    timings.reused_tokens = reused;
+    let _prefill = tracing::debug_span!("prefill", tokens = request.prompt.len() - reused, reused).entered();
+    let mut logits = logits_vec(model.weights.forward(&request.prompt[reused..], reused)?)?;
     drop(_prefill);
     timings.prefill = started.elapsed();
     let decode_started = Instant::now();
@@ -223,6 +229,11 @@ pub fn generate(
     timings.decode = decode_started.elapsed();
     timings.generated_tokens = tokens.len();
     Ok(Generation { tokens, text, stop, timings })
+}
+
+/// How many leading tokens two sequences share.
+fn common_prefix(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
 /// Moves logits to the host as a flat f32 vector.

@@ -85,6 +85,10 @@ impl LanguageModel for Gemma3 {
         Ok(logits.flatten_all()?.to_dtype(DType::F32)?)
     }
 
+    fn cached_tokens(&self) -> &[u32] {
+        &self.history
+    }
+
     fn clear_kv_cache(&mut self) {
         self.history.clear();
     }

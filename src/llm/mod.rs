@@ -31,6 +31,8 @@ pub const SUPPORTED_ARCHITECTURES: &[&str] = &["qwen2", "gemma3"];
 pub trait LanguageModel: Send {
     /// Runs `tokens` starting at absolute position `pos`; returns the last position's logits, shape `[n_logits]`.
     fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Tensor>;
+    /// The token ids whose positions the cache holds (what the last passes were given, in order).
+    fn cached_tokens(&self) -> &[u32];
     /// Forgets every cached position.
     fn clear_kv_cache(&mut self);
     /// Width of the logits (may exceed the tokenizer's vocabulary, as Qwen2's does).

@@ -82,6 +82,9 @@ pub struct Qwen2 {
     /// Additive causal masks by (new tokens, total positions).
     masks: HashMap<(usize, usize), Tensor>,
     device: Device,
+    /// The token ids whose keys and values the cache holds, in order: generation reuses the longest common
+    /// prefix with a new prompt instead of recomputing it.
+    history: Vec<u32>,
 }
 
 /// Loads tensors and converts slow types once; counts conversions for the load report.
@@ -178,6 +181,7 @@ impl Qwen2 {
             cos,
             sin,
             masks: HashMap::new(),
+            history: Vec::new(),
             device: device.clone(),
         })
     }
@@ -205,8 +209,10 @@ impl Qwen2 {
     }
 }
 
-impl LanguageModel for Qwen2 {
-    fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Tensor> {
+impl Qwen2 {
+    /// One forward pass at `pos` (the cache is cut back to `pos` first).
+    fn forward_at(&mut self, tokens: &[u32], pos: usize) -> Result<Tensor> {
+
         let seq = tokens.len();
         let cached = self.layers.first().map_or(0, |l| l.cache.len());
         if seq == 0 || pos > cached || pos + seq > self.config.context_length {
@@ -265,11 +271,33 @@ impl LanguageModel for Qwen2 {
         let logits = self.output.forward(&last)?; // [1, 1, n_logits]
         Ok(logits.flatten_all()?.to_dtype(DType::F32)?)
     }
+}
+
+impl LanguageModel for Qwen2 {
+    fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Tensor> {
+        match self.forward_at(tokens, pos) {
+            Ok(logits) => {
+                self.history.truncate(pos);
+                self.history.extend_from_slice(tokens);
+                Ok(logits)
+            }
+            Err(e) => {
+                // A pass that failed part-way may have filled some layers' caches and not others.
+                self.clear_kv_cache();
+                Err(e)
+            }
+        }
+    }
+
+    fn cached_tokens(&self) -> &[u32] {
+        &self.history
+    }
 
     fn clear_kv_cache(&mut self) {
         for layer in &mut self.layers {
             layer.cache.truncate(0);
         }
+        self.history.clear();
     }
 
     fn n_logits(&self) -> usize {
