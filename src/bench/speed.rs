@@ -55,10 +55,18 @@ pub struct SpeedReport {
     pub prefill_tok_s: f64,
     pub decode_tokens: usize,
     pub decode_tok_s: f64,
+    /// A prompt of `prefill_tokens` whose last `FRESH_TOKENS` differ from the cached one: time to its first
+    /// logits with the shared prefix reused from the cache (warm) and recomputed (cold), in milliseconds.
+    pub warm_prompt_ms: f64,
+    pub cold_prompt_ms: f64,
     pub peak_rss_bytes: Option<u64>,
     pub conversions: Vec<String>,
     pub threads: usize,
 }
+
+/// Tokens at the end of the warm/cold prompt that differ from the cached prompt (a new question after a shared
+/// system prompt and tool list).
+pub const FRESH_TOKENS: usize = 32;
 
 /// A prompt of exactly `n` tokens.
 pub fn prompt_of_length(model: &Model, n: usize) -> Result<Vec<u32>> {
@@ -77,6 +85,7 @@ pub fn measure(path: &Path, device: &Device, settings: &SpeedSettings, reporter:
     let repeats = settings.repeats.max(1);
     let progress = reporter.start("measuring speed", Some(repeats as u64), ProgressUnit::Items);
     let (mut loads, mut first, mut prefill, mut decode) = (vec![], vec![], vec![], vec![]);
+    let (mut warm, mut cold) = (vec![], vec![]);
     let mut last_model = None;
     for _ in 0..repeats {
         drop(last_model.take()); // free the previous copy before loading the next
@@ -103,6 +112,18 @@ pub fn measure(path: &Path, device: &Device, settings: &SpeedSettings, reporter:
             pos += 1;
         }
         decode.push(settings.decode_tokens as f64 / t.elapsed().as_secs_f64());
+        // The prefix cache: a prompt sharing all but its last tokens with the cached one (what generation
+        // reuses for every planner and executor call after the first).
+        let shared = prompt.len().saturating_sub(FRESH_TOKENS).max(1);
+        let mut varied = prompt.clone();
+        varied[shared..].reverse();
+        let t = Instant::now();
+        let _ = argmax(&model.weights.forward(&varied[shared..], shared)?.to_vec1::<f32>()?);
+        warm.push(t.elapsed().as_secs_f64() * 1000.0);
+        model.weights.clear_kv_cache();
+        let t = Instant::now();
+        let _ = argmax(&model.weights.forward(&varied, 0)?.to_vec1::<f32>()?);
+        cold.push(t.elapsed().as_secs_f64() * 1000.0);
         progress.inc(1);
         last_model = Some(model);
     }
@@ -117,6 +138,8 @@ pub fn measure(path: &Path, device: &Device, settings: &SpeedSettings, reporter:
         prefill_tok_s: median(&prefill),
         decode_tokens: settings.decode_tokens,
         decode_tok_s: median(&decode),
+        warm_prompt_ms: median(&warm),
+        cold_prompt_ms: median(&cold),
         peak_rss_bytes: peak_rss_bytes(),
         conversions: model.info.conversions.clone(),
         threads: candle_core::utils::get_num_threads(),

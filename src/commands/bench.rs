@@ -72,6 +72,14 @@ fn speed(args: SpeedArgs, reporter: &dyn Reporter) -> Result<()> {
     println!("load + 1st token   {:.2} s (100-token prompt)", report.load_and_first_token_s);
     println!("prefill            {:.1} tok/s ({} tokens)", report.prefill_tok_s, report.prefill_tokens);
     println!("decode             {:.1} tok/s ({} tokens)", report.decode_tok_s, report.decode_tokens);
+    println!(
+        "prefix cache       {:.0} ms warm vs {:.0} ms cold to first logits ({} tokens, last {} new): {:.2}×",
+        report.warm_prompt_ms,
+        report.cold_prompt_ms,
+        report.prefill_tokens,
+        crate::bench::speed::FRESH_TOKENS,
+        report.warm_prompt_ms / report.cold_prompt_ms.max(1e-9)
+    );
     if let Some(rss) = report.peak_rss_bytes {
         println!("peak RSS           {:.0} MiB ({:.2}× file size)", mib(rss), rss as f64 / report.file_size as f64);
     }
