@@ -372,3 +372,15 @@ fn the_registry_and_context_can_be_shared_across_threads() {
     });
     assert_eq!(out, [json!(0), json!(10), json!(20), json!(30)]);
 }
+
+#[test]
+fn a_missing_file_names_where_a_file_of_that_name_is() {
+    let sandbox = sandbox();
+    std::fs::create_dir_all(sandbox.root.join("archive/2024")).unwrap();
+    std::fs::write(sandbox.root.join("archive/2024/report.txt"), "r").unwrap();
+    let ctx = ctx(&sandbox);
+    let err = call(&ctx, "read_file", json!({"path": "report.txt"})).unwrap_err().to_string();
+    assert!(err.contains("does not exist") && err.contains("archive/2024/report.txt"), "{err}");
+    let err = call(&ctx, "read_file", json!({"path": "nothing.txt"})).unwrap_err().to_string();
+    assert!(err.contains("list_dir"), "{err}");
+}

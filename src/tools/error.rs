@@ -30,6 +30,16 @@ pub enum ToolError {
         /// Which rule it broke.
         reason: String,
     },
+    /// A path that should exist does not.
+    #[error("tool '{tool}': '{path}' does not exist in the workspace; {hint}")]
+    Missing {
+        /// The tool called.
+        tool: String,
+        /// The path as given.
+        path: String,
+        /// Where a file of that name is, or how to find out.
+        hint: String,
+    },
     /// A file-system operation failed.
     #[error("tool '{tool}': {action} '{path}': {source}")]
     Io {

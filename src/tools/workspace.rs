@@ -71,14 +71,47 @@ impl Workspace {
     /// Resolves a path that must exist (for reading and listing); symlinks are followed and must stay inside.
     pub fn resolve_existing(&self, tool: &str, path: &str) -> ToolResult<PathBuf> {
         let joined = self.root.join(Self::relative(path)?);
-        let resolved = std::fs::canonicalize(&joined).map_err(|source| ToolError::Io {
-            tool: tool.to_string(),
-            action: "resolving",
-            path: PathBuf::from(path),
-            source,
+        let resolved = std::fs::canonicalize(&joined).map_err(|source| {
+            if source.kind() == ErrorKind::NotFound {
+                ToolError::Missing { tool: tool.to_string(), path: path.to_string(), hint: self.where_else(path) }
+            } else {
+                ToolError::Io { tool: tool.to_string(), action: "resolving", path: PathBuf::from(path), source }
+            }
         })?;
         self.check_inside(path, &resolved)?;
         Ok(resolved)
+    }
+
+    /// What to tell a caller that named a missing path: the places in the workspace holding a file of that name
+    /// (a planner that guessed the directory wrong can retry with one), else how to look.
+    fn where_else(&self, path: &str) -> String {
+        let Some(name) = Path::new(path).file_name() else { return "list_dir shows what the workspace holds".into() };
+        let mut found = Vec::new();
+        let mut pending = vec![(self.root.clone(), 0)];
+        let mut visited = 0;
+        while let Some((dir, depth)) = pending.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+            for entry in entries.flatten() {
+                visited += 1;
+                // Bounded: a huge workspace must not turn an error message into a crawl.
+                if visited > 5000 || found.len() >= 5 {
+                    break;
+                }
+                let Ok(kind) = entry.file_type() else { continue };
+                if kind.is_dir() && depth < 6 {
+                    pending.push((entry.path(), depth + 1));
+                } else if kind.is_file() && entry.file_name() == name {
+                    if let Ok(relative) = entry.path().strip_prefix(&self.root) {
+                        found.push(relative.display().to_string());
+                    }
+                }
+            }
+        }
+        found.sort();
+        match found.as_slice() {
+            [] => "list_dir shows what the workspace holds".into(),
+            places => format!("a file of that name is at {}", places.join(", ")),
+        }
     }
 
     /// Resolves a file path to write, creating missing parent directories inside the workspace. An existing
