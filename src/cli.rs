@@ -84,12 +84,33 @@ pub struct ModelArgs {
     /// Keep tensor types as stored (skip the load-time Q5_0→Q8_0 conversion; slower on CPU).
     #[arg(long)]
     pub keep_tensor_types: bool,
+    #[command(flatten)]
+    pub speculate: SpeculateArg,
+}
+
+/// The `--speculate` flag.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct SpeculateArg {
+    /// Speculative decoding by prompt lookup: draft tokens from n-grams of the prompt and output, check them in
+    /// one batched pass. Faster on plans that copy names and values; where two tokens are nearly tied, batched
+    /// rounding can pick the other one, so outputs may differ slightly from plain decoding.
+    #[arg(long)]
+    pub speculate: bool,
+}
+
+/// Drafting as the flag asks.
+pub fn speculation(arg: SpeculateArg) -> crate::decode::Speculation {
+    if arg.speculate {
+        crate::decode::Speculation::prompt_lookup()
+    } else {
+        crate::decode::Speculation::Off
+    }
 }
 
 impl ModelArgs {
     /// The load options these flags ask for.
     pub fn load_options(&self) -> crate::llm::LoadOptions {
-        crate::llm::LoadOptions { keep_tensor_types: self.keep_tensor_types }
+        crate::llm::LoadOptions { keep_tensor_types: self.keep_tensor_types, speculation: speculation(self.speculate) }
     }
 }
 
@@ -177,12 +198,20 @@ pub struct PlanArgs {
     /// Print the plan as JSON instead of a numbered list.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub speculate: SpeculateArg,
 }
 
 impl PlanArgs {
     /// The model options these flags describe.
     pub fn model_args(&self) -> ModelArgs {
-        ModelArgs { model: self.model.clone(), threads: self.threads, device: self.device, keep_tensor_types: false }
+        ModelArgs {
+            model: self.model.clone(),
+            threads: self.threads,
+            device: self.device,
+            keep_tensor_types: false,
+            speculate: self.speculate,
+        }
     }
 }
 
@@ -286,6 +315,8 @@ pub struct RunnerArgs {
     /// Print one JSON object with the outcome (answer, plan, steps, usage) instead of the live view.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub speculate: SpeculateArg,
 }
 
 /// `tandem runs …`.
@@ -340,6 +371,10 @@ pub enum BenchCommand {
     Speed(SpeedArgs),
     /// Grammar cost and savings: compile time, mask time, constrained vs unconstrained plan generation.
     Grammar(GrammarBenchArgs),
+    /// Speculative decoding by prompt lookup: the planner's plans for a few goals, drafted vs plain decoding.
+    ///
+    /// Example: tandem bench drafts -m qwen2.5-coder-1.5b-instruct-q4_k_m
+    Drafts(GrammarBenchArgs),
     /// End-to-end tasks (benches/tasks.toml): success rate, steps, replans, tokens, wall time.
     ///
     /// Example: tandem bench tasks --limit 10

@@ -6,7 +6,7 @@ mod common;
 use candle_core::Device;
 use common::tiny::{write_tiny_qwen2, TinyQwen2};
 use tandem::decode::generate::TokenConstraint;
-use tandem::decode::{generate, GenerateError, GenerateRequest, Sampling, StopReason};
+use tandem::decode::{generate, GenerateError, GenerateRequest, Sampling, Speculation, StopReason};
 use tandem::llm::{LoadOptions, Model};
 use tandem::Error;
 
@@ -28,9 +28,52 @@ fn run(
     max_tokens: usize,
     stop: &[u32],
 ) -> tandem::decode::Generation {
+    run_with(model, sampling, seed, max_tokens, stop, Speculation::Off)
+}
+
+fn run_with(
+    model: &mut Model,
+    sampling: Sampling,
+    seed: u64,
+    max_tokens: usize,
+    stop: &[u32],
+    speculation: Speculation,
+) -> tandem::decode::Generation {
     let prompt = model.tokenizer.encode("the theme", false).unwrap();
-    let request = GenerateRequest { prompt, max_tokens, sampling, seed, stop_tokens: stop.to_vec(), constraint: None };
+    model.weights.clear_kv_cache();
+    let request = GenerateRequest {
+        prompt,
+        max_tokens,
+        sampling,
+        seed,
+        stop_tokens: stop.to_vec(),
+        constraint: None,
+        speculation,
+    };
     generate(model, request, &mut |_| {}).unwrap()
+}
+
+#[test]
+fn drafted_decoding_keeps_the_output_and_saves_passes() {
+    let (_dir, mut model) = tiny_model();
+    for (sampling, seed) in
+        [(Sampling::Greedy, 0), (Sampling::Random { temperature: 0.8, top_k: None, top_p: None }, 5)]
+    {
+        let plain = run_with(&mut model, sampling, seed, 60, &NO_STOP, Speculation::Off);
+        let drafted = run_with(&mut model, sampling, seed, 60, &NO_STOP, Speculation::prompt_lookup());
+        assert_eq!(drafted.tokens, plain.tokens, "{sampling:?}");
+        assert_eq!(plain.timings.drafted_tokens, 0);
+        if sampling == Sampling::Greedy {
+            // A tiny random model loops, which is what prompt lookup predicts.
+            assert!(drafted.timings.accepted_tokens > 0, "{:?}", drafted.timings);
+            assert!(drafted.timings.forward_passes < plain.timings.forward_passes);
+        }
+        assert_eq!(
+            drafted.timings.forward_passes + drafted.timings.accepted_tokens,
+            plain.timings.forward_passes,
+            "every pass saved is a drafted token kept"
+        );
+    }
 }
 
 #[test]
@@ -123,6 +166,7 @@ fn constraint_masks_fast_forwards_and_finishes() {
         seed: 3,
         stop_tokens: NO_STOP.to_vec(),
         constraint: Some(&mut digits),
+        speculation: Speculation::default(),
     };
     let out = generate(&mut model, request, &mut |_| {}).unwrap();
     assert_eq!(out.stop, StopReason::GrammarComplete);
@@ -151,6 +195,7 @@ fn budget_exhausted_before_the_grammar_accepts_is_an_error() {
         seed: 0,
         stop_tokens: NO_STOP.to_vec(),
         constraint: Some(&mut digits),
+        speculation: Speculation::default(),
     };
     let err = generate(&mut model, request, &mut |_| {}).unwrap_err();
     assert!(matches!(err, Error::Generate(GenerateError::GrammarIncomplete { max_tokens: 3, .. })), "{err:?}");

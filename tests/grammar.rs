@@ -18,7 +18,7 @@ use tandem::decode::constraint::{
     apply_allowed_mask, ConstraintError, ConstraintKind, ConstraintMatcher, ConstraintSpec, GrammarEngine,
 };
 use tandem::decode::generate::TokenConstraint;
-use tandem::decode::{generate, GenerateRequest, Sampling, StopReason};
+use tandem::decode::{generate, GenerateRequest, Sampling, Speculation, StopReason};
 use tandem::llm::tokenizer::GgufTokenizer;
 use tandem::llm::{ChatMessage, LoadOptions, Model};
 use tandem::Error;
@@ -719,6 +719,7 @@ fn constrained(
         seed,
         stop_tokens: Vec::new(),
         constraint: Some(&mut matcher as &mut dyn TokenConstraint),
+        speculation: Speculation::default(),
     };
     let out = generate(model, request, &mut |_| {})?;
     Ok((out.text, out.stop, matcher.stats()))
@@ -823,6 +824,7 @@ fn tiny_random_model_output_is_schema_valid_for_many_seeds() {
             seed,
             stop_tokens: Vec::new(),
             constraint: Some(&mut matcher as &mut dyn TokenConstraint),
+            speculation: Speculation::default(),
         };
         let out = generate(&mut model, request, &mut |_| {}).unwrap();
         let value: Value = serde_json::from_str(&out.text).unwrap_or_else(|e| panic!("seed {seed}: {e}: {}", out.text));
@@ -848,6 +850,7 @@ fn a_budget_that_cuts_forced_tokens_short_is_an_error_not_a_complete_answer() {
         seed: 0,
         stop_tokens: Vec::new(),
         constraint: Some(&mut matcher as &mut dyn TokenConstraint),
+        speculation: Speculation::default(),
     };
     match generate(&mut model, request, &mut |_| {}) {
         Ok(out) => panic!("a cut output was returned as {:?}: {:?}", out.stop, out.text),

@@ -22,7 +22,13 @@ fn tiny_file(dir: &tempfile::TempDir, name: &str, spec: &TinyQwen2) -> PathBuf {
 fn load_qwen2(path: &Path, keep_types: bool) -> Qwen2 {
     let file = GgufFile::open(path).unwrap();
     let mut conversions = Vec::new();
-    Qwen2::load(&file, &Device::Cpu, &LoadOptions { keep_tensor_types: keep_types }, &mut conversions).unwrap()
+    Qwen2::load(
+        &file,
+        &Device::Cpu,
+        &LoadOptions { keep_tensor_types: keep_types, ..LoadOptions::default() },
+        &mut conversions,
+    )
+    .unwrap()
 }
 
 fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {

@@ -4,7 +4,9 @@
 mod common;
 
 use candle_core::Device;
-use tandem::decode::{generate, GenerateRequest};
+use tandem::decode::constraint::ConstraintSpec;
+use tandem::decode::generate::TokenConstraint;
+use tandem::decode::{generate, GenerateRequest, Generation, Sampling, Speculation};
 use tandem::llm::{ChatMessage, LoadOptions, Model};
 
 fn load(id: &str) -> Model {
@@ -72,4 +74,70 @@ fn gemma_completes_the_eiffel_tower_sentence() {
     let tokens = model.tokenizer.encode("The Eiffel Tower is located in the city of", add_bos).unwrap();
     let out = generate(&mut model, GenerateRequest::greedy(tokens, 3), &mut |_| {}).unwrap();
     assert!(out.text.starts_with(" Paris"), "completion: {:?}", out.text);
+}
+
+/// Generates with and without prompt-lookup drafts; returns both outputs' tokens and the drafted run's timings.
+fn with_and_without_drafts(
+    model: &mut Model,
+    user: &str,
+    schema: Option<&serde_json::Value>,
+    sampling: Sampling,
+) -> (tandem::Result<Generation>, tandem::Result<Generation>) {
+    let prompt = model.chat_template.as_ref().unwrap().render(&[ChatMessage::user(user)], None, true).unwrap();
+    let tokens = model.tokenizer.encode(&prompt, false).unwrap();
+    let mut run = |speculation: Speculation| {
+        // A cold cache each time, so that both runs compute every position themselves.
+        model.weights.clear_kv_cache();
+        let engine = model.grammar_engine().unwrap();
+        let mut matcher = schema.map(|s| engine.matcher(&ConstraintSpec::JsonSchema(s.clone())).unwrap());
+        let request = GenerateRequest {
+            prompt: tokens.clone(),
+            max_tokens: 64,
+            sampling,
+            seed: 7,
+            stop_tokens: Vec::new(),
+            constraint: matcher.as_mut().map(|m| m as &mut dyn TokenConstraint),
+            speculation,
+        };
+        generate(model, request, &mut |_| {})
+    };
+    (run(Speculation::Off), run(Speculation::prompt_lookup()))
+}
+
+#[test]
+fn drafted_decoding_gives_the_same_tokens_as_plain_decoding() {
+    let mut model = load("qwen2.5-coder-0.5b-instruct-q4_k_m");
+    let copy = "Repeat exactly, nothing else: {\"tool\": \"calculator\", \"args\": {\"expression\": \"(12*4+5)/7\"}, \
+                \"depends_on\": [\"s1\", \"s2\"]}";
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "tool": {"type": "string"},
+            "args": {"type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]},
+            "depends_on": {"type": "array", "items": {"type": "string"}}
+        },
+        "required": ["tool", "args", "depends_on"],
+        "additionalProperties": false
+    });
+    let sampled = Sampling::Random { temperature: 1.0, top_k: None, top_p: None };
+    for (schema, sampling) in [(None, Sampling::Greedy), (Some(&schema), Sampling::Greedy), (Some(&schema), sampled)] {
+        let (plain, drafted) = with_and_without_drafts(&mut model, copy, schema, sampling);
+        // Same outcome either way, errors included (a sampled output may overrun the token budget).
+        let (plain, drafted) = match (plain, drafted) {
+            (Ok(plain), Ok(drafted)) => (plain, drafted),
+            (plain, drafted) if sampling != Sampling::Greedy => {
+                assert_eq!(format!("{:?}", drafted.err()), format!("{:?}", plain.err()), "{sampling:?}");
+                continue;
+            }
+            (plain, drafted) => panic!("greedy copy failed: {:?} / {:?}", plain.err(), drafted.err()),
+        };
+        assert_eq!(plain.timings.drafted_tokens, 0);
+        assert_eq!(drafted.text, plain.text, "grammar: {}, {sampling:?}", schema.is_some());
+        assert_eq!(drafted.tokens, plain.tokens);
+        assert_eq!(drafted.stop, plain.stop);
+        // Copying text is what prompt lookup predicts: drafts were checked, kept, and saved forward passes.
+        let timings = &drafted.timings;
+        assert!(timings.accepted_tokens > 0, "{timings:?}");
+        assert!(timings.forward_passes < plain.timings.forward_passes, "{timings:?} vs {:?}", plain.timings);
+    }
 }

@@ -33,6 +33,7 @@ pub fn chat_call(
         seed: 0,
         stop_tokens: Vec::new(),
         constraint: matcher.as_mut().map(|m| m as &mut dyn TokenConstraint),
+        speculation: model.speculation,
     };
     let generation = generate(model, request, &mut |_| {})?;
     Ok((generation.text, generation.timings))

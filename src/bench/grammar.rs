@@ -11,7 +11,7 @@ use rand::{Rng, SeedableRng};
 use super::median;
 use crate::decode::constraint::{ConstraintSpec, GrammarEngine};
 use crate::decode::generate::TokenConstraint;
-use crate::decode::{generate, GenerateRequest, Sampling};
+use crate::decode::{generate, GenerateRequest, Sampling, Speculation};
 use crate::llm::{ChatMessage, LoadOptions, Model};
 use crate::Result;
 
@@ -118,13 +118,19 @@ pub fn measure(path: &Path, device: &Device, load: &LoadOptions, repeats: usize)
             seed: 0,
             stop_tokens: Vec::new(),
             constraint: Some(&mut matcher as &mut dyn TokenConstraint),
+            // Without drafts on either side, so that the ratio measures the grammar alone.
+            speculation: Speculation::Off,
         };
         let started = Instant::now();
         let out = generate(&mut model, request, &mut |_| {})?;
         constrained_s.push(started.elapsed().as_secs_f64());
         let n = out.tokens.len();
         // The same amount of text without the grammar (stop tokens disabled so the length matches).
-        let request = GenerateRequest { stop_tokens: vec![u32::MAX], ..GenerateRequest::greedy(tokens.clone(), n) };
+        let request = GenerateRequest {
+            stop_tokens: vec![u32::MAX],
+            speculation: Speculation::Off,
+            ..GenerateRequest::greedy(tokens.clone(), n)
+        };
         let started = Instant::now();
         generate(&mut model, request, &mut |_| {})?;
         unconstrained_s.push(started.elapsed().as_secs_f64());

@@ -4,6 +4,7 @@
 pub mod bfcl;
 pub mod bfcl_run;
 pub mod chart;
+pub mod drafting;
 pub mod grammar;
 pub mod nestful;
 pub mod nestful_run;

@@ -12,6 +12,7 @@ pub fn run(cmd: BenchCommand, reporter: &dyn Reporter) -> Result<()> {
     match cmd {
         BenchCommand::Speed(args) => speed(args, reporter),
         BenchCommand::Grammar(args) => grammar(args, reporter),
+        BenchCommand::Drafts(args) => drafts(args, reporter),
         BenchCommand::Tasks(args) => suite(Suite::Tasks, &args, reporter),
         BenchCommand::Nestful(args) => suite(Suite::Nestful, &args, reporter),
         BenchCommand::Bfcl(args) => suite(Suite::Bfcl, &args, reporter),
@@ -46,6 +47,44 @@ fn grammar(args: GrammarBenchArgs, reporter: &dyn Reporter) -> Result<()> {
     println!("same length, free     {:.2} s", r.unconstrained_s);
     println!("constrained ÷ free    {:.2}× wall time", r.wall_ratio);
     println!("plan                  {}", r.plan);
+    Ok(())
+}
+
+fn drafts(args: GrammarBenchArgs, reporter: &dyn Reporter) -> Result<()> {
+    let (path, device) = prepare_model(&args.model, reporter)?;
+    let r = crate::bench::drafting::measure(&path, &device, &args.model.load_options(), args.repeats, reporter)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&r).map_err(|e| Error::Usage(e.to_string()))?);
+        return Ok(());
+    }
+    println!("model     {} ({} threads)", args.model.model, r.threads);
+    println!("drafts    {:?}", r.speculation);
+    println!("| goal | plan tokens | plain s | drafted s | passes plain → drafted | accepted / drafted | same plan |");
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    for g in &r.goals {
+        println!(
+            "| {} | {} | {:.2} | {:.2} | {} → {} | {} / {} | {} |",
+            g.goal,
+            g.tokens,
+            g.plain_s,
+            g.drafted_s,
+            g.plain_passes,
+            g.drafted_passes,
+            g.accepted_tokens,
+            g.drafted_tokens,
+            if g.identical { "yes" } else { "NO" }
+        );
+    }
+    println!(
+        "decode    {:.1} tok/s plain, {:.1} tok/s drafted: {:.2}× (medians of {} runs, prefill excluded)",
+        r.plain_tok_s,
+        r.drafted_tok_s,
+        r.speedup,
+        args.repeats.max(1)
+    );
+    if r.goals.iter().any(|g| !g.identical) {
+        return Err(Error::Usage("a drafted plan differs from the plain one: speculative decoding is broken".into()));
+    }
     Ok(())
 }
 

@@ -84,6 +84,7 @@ pub fn run(args: GenerateArgs, reporter: &dyn Reporter) -> Result<()> {
         seed: args.seed,
         stop_tokens: Vec::new(),
         constraint: matcher.as_mut().map(|m| m as &mut dyn TokenConstraint),
+        speculation: model.speculation,
     };
     let stdout = std::io::stdout();
     let mut out = stdout.lock();

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use crate::agent::events::{EventLog, RunSettings};
 use crate::agent::{Agent, ApproveMode, Approver, AutoApprove, LazyModels, Plan, RunOutcome, StopReason};
-use crate::cli::{ApproveArg, DeviceArg, ModeArg, ResumeArgs, RunArgs};
+use crate::cli::{speculation, ApproveArg, DeviceArg, ModeArg, ResumeArgs, RunArgs};
 use crate::commands::run_view::{TerminalApprover, TerminalObserver};
 use crate::commands::runs::{open_runs_dir, run_summary};
 use crate::commands::toolbox;
@@ -67,7 +67,7 @@ pub fn run(args: RunArgs, reporter: &dyn Reporter, quiet: bool) -> Result<()> {
         &settings.planner,
         &settings.executor,
         device(args.runner.device)?,
-        LoadOptions::default(),
+        LoadOptions { speculation: speculation(args.runner.speculate), ..LoadOptions::default() },
         reporter,
     );
     let observer = TerminalObserver::new(quiet || args.runner.json);
@@ -111,7 +111,7 @@ pub fn resume(args: ResumeArgs, reporter: &dyn Reporter, quiet: bool) -> Result<
         &settings.planner,
         &settings.executor,
         device(args.runner.device)?,
-        LoadOptions::default(),
+        LoadOptions { speculation: speculation(args.runner.speculate), ..LoadOptions::default() },
         reporter,
     );
     let observer = TerminalObserver::new(quiet || args.runner.json);

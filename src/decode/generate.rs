@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use candle_core::Tensor;
 
+use super::draft::Speculation;
 use super::sampler::{Sampler, Sampling};
 use super::GenerateError;
 use crate::llm::tokenizer::TokenStream;
@@ -31,6 +32,11 @@ pub trait TokenConstraint {
     fn is_accepting(&mut self) -> bool;
     /// Whether the grammar can take no further token (stop without another model call).
     fn is_finished(&self) -> bool;
+    /// How many leading `tokens` the grammar would accept in a row, without committing (checks a draft).
+    /// The default, 0, turns drafting off under this constraint.
+    fn valid_prefix(&mut self, _tokens: &[u32]) -> usize {
+        0
+    }
 }
 
 /// One generation.
@@ -47,12 +53,22 @@ pub struct GenerateRequest<'c> {
     pub stop_tokens: Vec<u32>,
     /// Optional grammar.
     pub constraint: Option<&'c mut dyn TokenConstraint>,
+    /// Drafting for speculative decoding (the output is the same either way; only the speed differs).
+    pub speculation: Speculation,
 }
 
 impl GenerateRequest<'_> {
     /// A greedy, unconstrained request.
     pub fn greedy(prompt: Vec<u32>, max_tokens: usize) -> Self {
-        Self { prompt, max_tokens, sampling: Sampling::Greedy, seed: 0, stop_tokens: Vec::new(), constraint: None }
+        Self {
+            prompt,
+            max_tokens,
+            sampling: Sampling::Greedy,
+            seed: 0,
+            stop_tokens: Vec::new(),
+            constraint: None,
+            speculation: Speculation::default(),
+        }
     }
 }
 
@@ -85,6 +101,10 @@ pub struct Timings {
     pub forward_passes: usize,
     /// Tokens the grammar forced (fed without sampling).
     pub forced_tokens: usize,
+    /// Drafted tokens fed to the model for checking (speculative decoding).
+    pub drafted_tokens: usize,
+    /// Drafted tokens the model agreed with (each saves a forward pass).
+    pub accepted_tokens: usize,
 }
 
 impl Timings {
@@ -167,6 +187,11 @@ pub fn generate(
         Ok(())
     };
 
+    // Speculative decoding: tokens fed ahead of the choice (a draft) and the logits that follow each of them.
+    // The loop still chooses every token from the right logits exactly as without drafts; a draft only decides
+    // which logits are computed ahead of time, so the output does not depend on it.
+    let drafting = request.speculation != Speculation::Off && model.weights.batched_logits();
+    let mut ahead = Ahead::default();
     let stop = loop {
         if tokens.len() >= max_tokens {
             break StopReason::MaxTokens;
@@ -212,8 +237,40 @@ pub fn generate(
         if tokens.len() >= max_tokens {
             break StopReason::MaxTokens;
         }
-        let _step = tracing::trace_span!("decode_step", tokens = batch.len()).entered();
-        logits = logits_vec(model.weights.forward(&batch, pos)?)?;
+        // The batch's positions the cache already holds from a draft; if it holds them all, the logits that
+        // follow are already known.
+        let known = ahead.take(&batch);
+        timings.accepted_tokens += known;
+        if let Some(next_logits) = ahead.logits_after_take(known) {
+            logits = next_logits;
+            pos += batch.len();
+            continue;
+        }
+        let fresh = &batch[known..];
+        let start = pos + known;
+        let mut draft = Vec::new();
+        if drafting {
+            let limit = (max_tokens - tokens.len()).min(context.saturating_sub(start + fresh.len()));
+            let mut context_so_far = request.prompt.clone();
+            context_so_far.extend_from_slice(&tokens);
+            draft = request.speculation.draft(&context_so_far, limit);
+            if let Some(c) = constraint.as_deref_mut() {
+                let valid = c.valid_prefix(&draft);
+                draft.truncate(valid);
+            }
+        }
+        let _step = tracing::trace_span!("decode_step", tokens = fresh.len(), drafted = draft.len()).entered();
+        if draft.is_empty() {
+            logits = logits_vec(model.weights.forward(fresh, start)?)?;
+        } else {
+            let mut input = fresh.to_vec();
+            input.extend_from_slice(&draft);
+            let rows = model.weights.forward_all(&input, start)?.to_vec2::<f32>()?;
+            let mut rows = rows.into_iter().skip(fresh.len() - 1);
+            logits = rows.next().expect("one row per input token");
+            timings.drafted_tokens += draft.len();
+            ahead = Ahead { tokens: draft, logits: rows.collect() };
+        }
         timings.forward_passes += 1;
         pos += batch.len();
     };
@@ -229,6 +286,37 @@ pub fn generate(
     timings.decode = decode_started.elapsed();
     timings.generated_tokens = tokens.len();
     Ok(Generation { tokens, text, stop, timings })
+}
+
+/// Drafted tokens whose positions the cache holds, each with the logits the model gave after it.
+#[derive(Default)]
+struct Ahead {
+    tokens: Vec<u32>,
+    logits: Vec<Vec<f32>>,
+}
+
+impl Ahead {
+    /// Consumes the leading drafted tokens that `batch` starts with; returns how many. Whatever disagrees with
+    /// `batch` is dropped (the next forward pass overwrites its cache positions).
+    fn take(&mut self, batch: &[u32]) -> usize {
+        let agreed = common_prefix(&self.tokens, batch);
+        if agreed < batch.len() {
+            self.tokens.clear();
+            self.logits.clear();
+        }
+        agreed
+    }
+
+    /// After `take` agreed on the whole batch (`taken` tokens): the logits following it, and the rest of the draft
+    /// stays ahead.
+    fn logits_after_take(&mut self, taken: usize) -> Option<Vec<f32>> {
+        if taken == 0 || self.tokens.is_empty() {
+            return None;
+        }
+        let logits = self.logits.drain(..taken).last();
+        self.tokens.drain(..taken);
+        logits
+    }
 }
 
 /// How many leading tokens two sequences share.

@@ -1,9 +1,11 @@
 //! Decoding: the sampler, grammar constraints and the generation loop (the hot path).
 
 pub mod constraint;
+pub mod draft;
 pub mod generate;
 pub mod sampler;
 
+pub use draft::Speculation;
 pub use generate::{generate, GenerateRequest, Generation, StopReason, Timings};
 pub use sampler::{Sampler, Sampling};
 

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use candle_core::{Device, Tensor};
 
 use crate::decode::constraint::GrammarEngine;
+use crate::decode::Speculation;
 use crate::Result;
 pub use chat::{ChatMessage, ChatTemplate};
 pub use device::select_device;
@@ -31,6 +32,18 @@ pub const SUPPORTED_ARCHITECTURES: &[&str] = &["qwen2", "gemma3"];
 pub trait LanguageModel: Send {
     /// Runs `tokens` starting at absolute position `pos`; returns the last position's logits, shape `[n_logits]`.
     fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Tensor>;
+    /// Like `forward`, but returns the logits of every position of `tokens`, shape `[tokens.len(), n_logits]`:
+    /// what speculative decoding needs to check several drafted tokens in one pass. The default runs the tokens
+    /// one pass each (correct, not faster); see `batched_logits`.
+    fn forward_all(&mut self, tokens: &[u32], pos: usize) -> Result<Tensor> {
+        let rows =
+            tokens.iter().enumerate().map(|(i, &token)| self.forward(&[token], pos + i)).collect::<Result<Vec<_>>>()?;
+        Ok(Tensor::stack(&rows, 0)?)
+    }
+    /// Whether `forward_all` gets every position's logits from one batched pass (so drafts are worth checking).
+    fn batched_logits(&self) -> bool {
+        false
+    }
     /// The token ids whose positions the cache holds (what the last passes were given, in order).
     fn cached_tokens(&self) -> &[u32];
     /// Forgets every cached position.
@@ -46,6 +59,8 @@ pub trait LanguageModel: Send {
 pub struct LoadOptions {
     /// Keep tensor types as stored instead of converting slow CPU formats (Q5_0 → Q8_0).
     pub keep_tensor_types: bool,
+    /// Drafting for speculative decoding in the model's generations.
+    pub speculation: Speculation,
 }
 
 /// What is known about a loaded model, for logs, the audit trail and benchmarks.
@@ -77,6 +92,8 @@ pub struct Model {
     pub info: ModelInfo,
     /// Where the tensors live.
     pub device: Device,
+    /// Drafting for speculative decoding in this model's generations (`Speculation::Off` to compare).
+    pub speculation: Speculation,
     /// The grammar engine for this tokenizer, built on first use (its token table takes ~0.4 s) and shared
     /// by every constrained generation on this model.
     grammar: OnceLock<GrammarEngine>,
@@ -127,6 +144,7 @@ impl Model {
             chat_template,
             info,
             device: device.clone(),
+            speculation: options.speculation,
             grammar: OnceLock::new(),
         })
     }

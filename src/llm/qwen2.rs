@@ -210,9 +210,9 @@ impl Qwen2 {
 }
 
 impl Qwen2 {
-    /// One forward pass at `pos` (the cache is cut back to `pos` first).
-    fn forward_at(&mut self, tokens: &[u32], pos: usize) -> Result<Tensor> {
-
+    /// One forward pass at `pos` (the cache is cut back to `pos` first). Returns the logits of the last position,
+    /// `[n_logits]`, or with `every_position` those of each position, `[seq, n_logits]`.
+    fn forward_at(&mut self, tokens: &[u32], pos: usize, every_position: bool) -> Result<Tensor> {
         let seq = tokens.len();
         let cached = self.layers.first().map_or(0, |l| l.cache.len());
         if seq == 0 || pos > cached || pos + seq > self.config.context_length {
@@ -266,16 +266,15 @@ impl Qwen2 {
             let gated = (candle_nn::ops::silu(&layer.gate.forward(&h)?)? * layer.up.forward(&h)?)?;
             x = (x + layer.down.forward(&gated)?)?;
         }
-        let last = x.narrow(1, seq - 1, 1)?;
-        let last = candle_nn::ops::rms_norm(&last, &self.norm, c.rms_eps)?;
-        let logits = self.output.forward(&last)?; // [1, 1, n_logits]
-        Ok(logits.flatten_all()?.to_dtype(DType::F32)?)
+        let rows = if every_position { x } else { x.narrow(1, seq - 1, 1)? };
+        let rows = candle_nn::ops::rms_norm(&rows, &self.norm, c.rms_eps)?;
+        let logits = self.output.forward(&rows)?.to_dtype(DType::F32)?; // [1, rows, n_logits]
+        Ok(if every_position { logits.squeeze(0)? } else { logits.flatten_all()? })
     }
-}
 
-impl LanguageModel for Qwen2 {
-    fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Tensor> {
-        match self.forward_at(tokens, pos) {
+    /// Runs `forward_at` and keeps `history` in step with the cache.
+    fn forward_tracked(&mut self, tokens: &[u32], pos: usize, every_position: bool) -> Result<Tensor> {
+        match self.forward_at(tokens, pos, every_position) {
             Ok(logits) => {
                 self.history.truncate(pos);
                 self.history.extend_from_slice(tokens);
@@ -287,6 +286,20 @@ impl LanguageModel for Qwen2 {
                 Err(e)
             }
         }
+    }
+}
+
+impl LanguageModel for Qwen2 {
+    fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Tensor> {
+        self.forward_tracked(tokens, pos, false)
+    }
+
+    fn forward_all(&mut self, tokens: &[u32], pos: usize) -> Result<Tensor> {
+        self.forward_tracked(tokens, pos, true)
+    }
+
+    fn batched_logits(&self) -> bool {
+        true
     }
 
     fn cached_tokens(&self) -> &[u32] {

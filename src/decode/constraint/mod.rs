@@ -294,6 +294,15 @@ impl ConstraintMatcher {
         ok
     }
 
+    /// How many leading `tokens` the grammar would accept in a row, without committing any (checks a draft).
+    pub fn valid_prefix(&mut self, tokens: &[u32]) -> usize {
+        let usable = tokens.iter().take_while(|&&t| !self.env.is_never(t)).count();
+        if usable == 0 || self.matcher.is_stopped() {
+            return 0;
+        }
+        self.matcher.validate_tokens(&tokens[..usable]).unwrap_or(0)
+    }
+
     /// Sets every token the grammar forbids next to −inf (allowed logits are left as they are).
     pub fn mask_logits(&mut self, logits: &mut [f32]) -> Result<(), ConstraintError> {
         let started = Instant::now();
@@ -438,5 +447,8 @@ impl TokenConstraint for ConstraintMatcher {
     }
     fn is_finished(&self) -> bool {
         ConstraintMatcher::is_finished(self)
+    }
+    fn valid_prefix(&mut self, tokens: &[u32]) -> usize {
+        ConstraintMatcher::valid_prefix(self, tokens)
     }
 }

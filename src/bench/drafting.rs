@@ -1,0 +1,133 @@
+//! `tandem bench drafts`: speculative decoding by prompt lookup on the planner's real work (plans for a few
+//! goals, written under the plan grammar with the planner's prompt) against plain decoding of the same plans.
+//! Reports tok/s both ways, forward passes, how many drafted tokens the model kept, and whether the two outputs
+//! are identical (they must be).
+
+use std::path::Path;
+
+use candle_core::Device;
+
+use super::median;
+use crate::agent::model_call::chat_call;
+use crate::agent::planner::system_prompt;
+use crate::agent::schema::plan_json_schema;
+use crate::decode::constraint::ConstraintSpec;
+use crate::decode::{Speculation, Timings};
+use crate::llm::{ChatMessage, LoadOptions, Model};
+use crate::progress::{ProgressUnit, Reporter};
+use crate::tools::{ToolContext, ToolRegistry, Workspace};
+use crate::Result;
+
+/// Goals whose plans are measured: one step, a word problem, a file task, two conversions.
+pub const GOALS: &[&str] = &[
+    "What is 12*4+5?",
+    "A box holds 12 eggs. Tom buys 7 boxes and breaks 5 eggs. How many eggs are left?",
+    "Read notes.txt and todo.txt, then write a one-line summary of both to summary.txt.",
+    "Convert 26.2 miles to kilometres and 5.5 feet to centimetres, then add the two results.",
+];
+
+/// Token budget for one plan.
+const PLAN_TOKENS: usize = 400;
+
+/// One goal's plan, decoded both ways (medians over the repetitions).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct GoalDrafts {
+    pub goal: String,
+    /// Tokens in the plan (forced ones included).
+    pub tokens: usize,
+    pub plain_s: f64,
+    pub drafted_s: f64,
+    pub plain_passes: usize,
+    pub drafted_passes: usize,
+    pub drafted_tokens: usize,
+    pub accepted_tokens: usize,
+    /// Whether the drafted run wrote exactly the plain run's plan.
+    pub identical: bool,
+}
+
+/// The whole measurement.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DraftReport {
+    pub model: String,
+    pub speculation: Speculation,
+    pub goals: Vec<GoalDrafts>,
+    /// Plan tokens over decode time, all goals together.
+    pub plain_tok_s: f64,
+    pub drafted_tok_s: f64,
+    /// drafted ÷ plain throughput.
+    pub speedup: f64,
+    pub threads: usize,
+}
+
+/// Decode time: the generation after its prompt (prefill is the same both ways and not what drafts change).
+fn decode_seconds(timings: &Timings) -> f64 {
+    timings.decode.as_secs_f64()
+}
+
+/// Measures `GOALS` on one model file with the built-in tools (writes allowed, so the file goal can plan them).
+pub fn measure(
+    path: &Path,
+    device: &Device,
+    load: &LoadOptions,
+    repeats: usize,
+    reporter: &dyn Reporter,
+) -> Result<DraftReport> {
+    let mut model = Model::load(path, device, load)?;
+    let workspace = Workspace::new(std::env::temp_dir())?;
+    let registry = ToolRegistry::builtins(&ToolContext::new(workspace).with_write(true));
+    let system = system_prompt(&registry)?;
+    let spec = ConstraintSpec::JsonSchema(plan_json_schema(&registry));
+    let speculation = Speculation::prompt_lookup();
+    let progress =
+        reporter.start("plans, plain and drafted", Some((GOALS.len() * repeats) as u64), ProgressUnit::Items);
+    let mut goals = Vec::new();
+    for goal in GOALS {
+        let messages = [ChatMessage::system(system.clone()), ChatMessage::user(*goal)];
+        let plan = |model: &mut Model, mode: Speculation| -> Result<(String, Timings)> {
+            model.speculation = mode;
+            // The prompt is cached from the previous run; both modes start from the same warm prefix.
+            chat_call(model, "planner", &messages, Some(&spec), PLAN_TOKENS)
+        };
+        plan(&mut model, Speculation::Off)?; // warm-up: first passes rearrange weights, the prompt gets cached
+        let (mut plain, mut drafted) = (Vec::new(), Vec::new());
+        let mut last = None;
+        for _ in 0..repeats.max(1) {
+            let (plain_text, plain_timings) = plan(&mut model, Speculation::Off)?;
+            let (drafted_text, drafted_timings) = plan(&mut model, speculation)?;
+            plain.push(decode_seconds(&plain_timings));
+            drafted.push(decode_seconds(&drafted_timings));
+            last = Some((plain_text, plain_timings, drafted_text, drafted_timings));
+            progress.inc(1);
+        }
+        let Some((plain_text, plain_timings, drafted_text, drafted_timings)) = last else { continue };
+        if plain_text != drafted_text {
+            tracing::warn!(goal, plain = %plain_text, drafted = %drafted_text, "drafted plan differs");
+        }
+        goals.push(GoalDrafts {
+            goal: goal.to_string(),
+            tokens: plain_timings.generated_tokens,
+            plain_s: median(&plain),
+            drafted_s: median(&drafted),
+            plain_passes: plain_timings.forward_passes,
+            drafted_passes: drafted_timings.forward_passes,
+            drafted_tokens: drafted_timings.drafted_tokens,
+            accepted_tokens: drafted_timings.accepted_tokens,
+            identical: plain_text == drafted_text,
+        });
+    }
+    progress.finish();
+    model.speculation = speculation;
+    let tokens: usize = goals.iter().map(|g| g.tokens).sum();
+    let plain_s: f64 = goals.iter().map(|g| g.plain_s).sum();
+    let drafted_s: f64 = goals.iter().map(|g| g.drafted_s).sum();
+    let rate = |s: f64| if s > 0.0 { tokens as f64 / s } else { 0.0 };
+    Ok(DraftReport {
+        model: path.display().to_string(),
+        speculation,
+        plain_tok_s: rate(plain_s),
+        drafted_tok_s: rate(drafted_s),
+        speedup: if drafted_s > 0.0 { plain_s / drafted_s } else { 0.0 },
+        goals,
+        threads: candle_core::utils::get_num_threads(),
+    })
+}

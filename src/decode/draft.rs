@@ -1,0 +1,105 @@
+//! Drafts for speculative decoding by prompt lookup: guess the next tokens by finding the latest n-gram of the
+//! text so far earlier in the prompt or output, and proposing what followed it there.
+//!
+//! Agent prompts suit this well: plans and tool calls copy tool names, argument names, file names and numbers
+//! from the goal, the tool list and the examples. A draft costs no model call; the model checks all of its tokens
+//! in one batched pass and the generation loop keeps only those the model would have chosen anyway, so the output
+//! is what the model chooses (see `Speculation::default` for why it can still differ from one-token decoding).
+
+/// How the generation loop drafts tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Speculation {
+    /// One forward pass per chosen token (plus the grammar's forced tokens).
+    Off,
+    /// Prompt lookup: match the last `max_ngram` … `min_ngram` tokens, draft up to `max_draft` tokens.
+    PromptLookup { min_ngram: usize, max_ngram: usize, max_draft: usize },
+}
+
+impl Default for Speculation {
+    /// Off: batched passes round differently from one-token passes (candle's kernels differ by shape, and int8
+    /// activation quantization turns last-bit differences into visible ones), so where the top two tokens are
+    /// nearly tied a drafted run can pick the other one. Opt in with `--speculate`.
+    fn default() -> Self {
+        Speculation::Off
+    }
+}
+
+impl Speculation {
+    /// Prompt lookup with the settings measured on the planner's plans (`tandem bench drafts`).
+    pub fn prompt_lookup() -> Self {
+        Speculation::PromptLookup { min_ngram: 2, max_ngram: 4, max_draft: 8 }
+    }
+
+    /// Up to `limit` drafted tokens to follow `context` (prompt then output so far); empty when nothing matches.
+    pub fn draft(&self, context: &[u32], limit: usize) -> Vec<u32> {
+        match *self {
+            Speculation::Off => Vec::new(),
+            Speculation::PromptLookup { min_ngram, max_ngram, max_draft } => {
+                prompt_lookup(context, min_ngram.max(1), max_ngram, max_draft.min(limit))
+            }
+        }
+    }
+}
+
+/// Longest n-gram first (a longer match predicts better); within one length, the latest earlier occurrence (the
+/// most recent context is the likeliest to repeat).
+fn prompt_lookup(context: &[u32], min_ngram: usize, max_ngram: usize, max_draft: usize) -> Vec<u32> {
+    if max_draft == 0 {
+        return Vec::new();
+    }
+    for n in (min_ngram..=max_ngram).rev() {
+        if n >= context.len() {
+            continue;
+        }
+        let key = &context[context.len() - n..];
+        // Occurrences that end before the key itself starts to overlap its final position.
+        let found = (0..context.len() - n).rev().find(|&start| &context[start..start + n] == key);
+        if let Some(start) = found {
+            let from = start + n;
+            let to = (from + max_draft).min(context.len());
+            return context[from..to].to_vec();
+        }
+    }
+    Vec::new()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lookup(context: &[u32], max_draft: usize) -> Vec<u32> {
+        Speculation::PromptLookup { min_ngram: 2, max_ngram: 3, max_draft }.draft(context, usize::MAX)
+    }
+
+    #[test]
+    fn proposes_what_followed_the_last_ngram_earlier() {
+        // "… 5 6 7 8 9 … 5 6" → "7 8 9"
+        assert_eq!(lookup(&[1, 5, 6, 7, 8, 9, 2, 5, 6], 3), vec![7, 8, 9]);
+        assert_eq!(lookup(&[1, 5, 6, 7, 8, 9, 2, 5, 6], 2), vec![7, 8]);
+    }
+
+    #[test]
+    fn prefers_the_longest_match_then_the_latest() {
+        // The 3-gram "4 5 6" occurs once (→ 7); the 2-gram "5 6" occurs later too (→ 9), but the longer wins.
+        assert_eq!(lookup(&[4, 5, 6, 7, 0, 5, 6, 9, 0, 4, 5, 6], 1), vec![7]);
+        // Two occurrences of the same 2-gram: the later one.
+        assert_eq!(lookup(&[5, 6, 1, 5, 6, 2, 0, 5, 6], 1), vec![2]);
+    }
+
+    #[test]
+    fn no_match_or_no_room_means_no_draft() {
+        assert!(lookup(&[1, 2, 3, 4], 4).is_empty());
+        assert!(lookup(&[1, 2, 1, 2], 0).is_empty());
+        assert!(lookup(&[7], 4).is_empty());
+        assert!(Speculation::default().draft(&[1, 2, 1, 2], 4).is_empty());
+        // The overall limit caps the draft too.
+        assert_eq!(Speculation::prompt_lookup().draft(&[1, 2, 3, 4, 1, 2], 1), vec![3]);
+    }
+
+    #[test]
+    fn a_draft_may_run_up_to_the_end_of_the_context() {
+        // "1 2" at the start is followed by "1 2 1 2": a repeating pattern drafts itself.
+        assert_eq!(lookup(&[1, 2, 1, 2], 8), vec![1, 2]);
+    }
+}
