@@ -506,4 +506,8 @@ pub struct SpeedArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Also run llama.cpp's llama-bench at this path on the same file, threads and token counts, alternating
+    /// with our runs, and print ratios (build one with scripts/build-llama-bench.sh).
+    #[arg(long, value_name = "LLAMA_BENCH")]
+    pub vs_llamacpp: Option<PathBuf>,
 }

@@ -6,6 +6,7 @@ pub mod bfcl_run;
 pub mod chart;
 pub mod drafting;
 pub mod grammar;
+pub mod llamacpp;
 pub mod nestful;
 pub mod nestful_run;
 pub mod records;

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Builds llama.cpp's `llama-bench` from the source that the llama-cpp-python package ships on PyPI, for the
+# side-by-side speed comparison (`tandem bench speed --vs-llamacpp PATH`). Needs only pip, a C++ compiler and
+# the package registries: cmake and ninja come from PyPI too.
+#
+#   scripts/build-llama-bench.sh [OUT_DIR]      (default: target/llama.cpp; prints the binary's path last)
+#
+# LLAMA_CPP_PYTHON_VERSION picks the package version (default 0.3.36, llama.cpp commit 0c1e570).
+set -euo pipefail
+out="${1:-target/llama.cpp}"
+version="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
+mkdir -p "$out"
+out="$(cd "$out" && pwd)"
+bin="$out/build/bin/llama-bench"
+if [[ -x "$bin" ]]; then
+    echo "$bin"
+    exit 0
+fi
+command -v c++ >/dev/null || { echo "no C++ compiler (c++) found: install g++ or clang" >&2; exit 1; }
+python3 -m venv "$out/venv"
+"$out/venv/bin/pip" install --quiet cmake ninja
+if [[ ! -d "$out/src" ]]; then
+    "$out/venv/bin/pip" download --quiet --no-deps --no-binary :all: "llama-cpp-python==$version" -d "$out/sdist"
+    mkdir -p "$out/src"
+    tar -xzf "$out"/sdist/llama_cpp_python-*.tar.gz -C "$out/src" --strip-components=1
+fi
+# The machine's own instruction set (AVX-512/VNNI where present), no network code, no shared libs to find.
+"$out/venv/bin/cmake" -S "$out/src/vendor/llama.cpp" -B "$out/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+    -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=OFF \
+    -DCMAKE_MAKE_PROGRAM="$out/venv/bin/ninja"
+"$out/venv/bin/cmake" --build "$out/build" --target llama-bench -j "$(nproc)"
+echo "$bin"

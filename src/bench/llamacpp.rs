@@ -1,0 +1,110 @@
+//! The peer in `tandem bench speed --vs-llamacpp BIN`: runs llama.cpp's `llama-bench` on the same file, threads
+//! and token counts, and reads its JSON output (prefill and decode tok/s) and the child's peak RSS.
+//!
+//! `scripts/build-llama-bench.sh` builds the binary from the source on PyPI (`llama-cpp-python`).
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::{Error, Result};
+
+/// One `llama-bench` invocation's figures.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PeerRun {
+    pub prefill_tok_s: f64,
+    pub decode_tok_s: f64,
+    /// Peak resident set size of the child, when the platform reports it.
+    pub peak_rss_bytes: Option<u64>,
+}
+
+/// One row of `llama-bench -o json`: a prompt test (`n_gen` 0) or a generation test (`n_prompt` 0).
+#[derive(Debug, serde::Deserialize)]
+struct BenchRow {
+    n_prompt: usize,
+    n_gen: usize,
+    avg_ts: f64,
+}
+
+/// Runs `llama-bench` once (`-r 1`): prefill of `prefill` tokens and decode of `decode` tokens.
+pub fn run_llama_bench(bin: &Path, model: &Path, threads: usize, prefill: usize, decode: usize) -> Result<PeerRun> {
+    let output = Command::new(bin)
+        .arg("-m")
+        .arg(model)
+        .args(["-t", &threads.to_string(), "-p", &prefill.to_string(), "-n", &decode.to_string()])
+        .args(["-r", "1", "-o", "json"])
+        .output()
+        .map_err(|e| {
+            Error::Usage(format!(
+                "could not run {}: {e}; build it with scripts/build-llama-bench.sh, or pass the path of a llama-bench",
+                bin.display()
+            ))
+        })?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let tail: String =
+            stderr.lines().rev().take(5).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
+        return Err(Error::Usage(format!("{} failed ({}):\n{tail}", bin.display(), output.status)));
+    }
+    let peer = parse_llama_bench_json(&String::from_utf8_lossy(&output.stdout), prefill, decode)?;
+    Ok(PeerRun { peak_rss_bytes: children_peak_rss_bytes(), ..peer })
+}
+
+/// The prefill and decode rates from `llama-bench -o json` output.
+pub fn parse_llama_bench_json(json: &str, prefill: usize, decode: usize) -> Result<PeerRun> {
+    let rows: Vec<BenchRow> = serde_json::from_str(json.trim())
+        .map_err(|e| Error::Usage(format!("llama-bench printed something other than its JSON report: {e}")))?;
+    let rate = |want_prompt: usize, want_gen: usize| {
+        rows.iter().find(|r| r.n_prompt == want_prompt && r.n_gen == want_gen).map(|r| r.avg_ts).ok_or_else(|| {
+            Error::Usage(format!(
+                "llama-bench's report has no test with {want_prompt} prompt and {want_gen} new tokens"
+            ))
+        })
+    };
+    Ok(PeerRun { prefill_tok_s: rate(prefill, 0)?, decode_tok_s: rate(0, decode)?, peak_rss_bytes: None })
+}
+
+/// Largest peak RSS among this process's finished children (Linux reports it in KiB).
+fn children_peak_rss_bytes() -> Option<u64> {
+    #[cfg(unix)]
+    {
+        let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+        // SAFETY: getrusage fills the struct it is given; RUSAGE_CHILDREN is always valid.
+        let ok = unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, usage.as_mut_ptr()) } == 0;
+        let usage = unsafe { usage.assume_init() };
+        if ok && usage.ru_maxrss > 0 {
+            let scale = if cfg!(target_os = "macos") { 1 } else { 1024 };
+            return Some(usage.ru_maxrss as u64 * scale);
+        }
+        None
+    }
+    #[cfg(not(unix))]
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Trimmed from a real `llama-bench -p 512 -n 64 -r 1 -o json` report.
+    const REPORT: &str = r#"[
+      {"build_commit": "0c1e570", "model_filename": "m.gguf", "n_threads": 2, "n_prompt": 512, "n_gen": 0,
+       "avg_ns": 3021000000, "avg_ts": 169.3, "stddev_ts": 0.0, "samples_ts": [169.3]},
+      {"build_commit": "0c1e570", "model_filename": "m.gguf", "n_threads": 2, "n_prompt": 0, "n_gen": 64,
+       "avg_ns": 1753000000, "avg_ts": 36.5, "stddev_ts": 0.0, "samples_ts": [36.5]}
+    ]"#;
+
+    #[test]
+    fn reads_prefill_and_decode_rates() {
+        let run = parse_llama_bench_json(REPORT, 512, 64).unwrap();
+        assert_eq!(run.prefill_tok_s, 169.3);
+        assert_eq!(run.decode_tok_s, 36.5);
+    }
+
+    #[test]
+    fn a_missing_test_or_garbage_is_an_error_that_says_so() {
+        let err = parse_llama_bench_json(REPORT, 128, 64).unwrap_err().to_string();
+        assert!(err.contains("128 prompt"), "{err}");
+        let err = parse_llama_bench_json("error: model not found", 512, 64).unwrap_err().to_string();
+        assert!(err.contains("JSON report"), "{err}");
+    }
+}
