@@ -20,7 +20,22 @@ command -v c++ >/dev/null || { echo "no C++ compiler (c++) found: install g++ or
 python3 -m venv "$out/venv"
 "$out/venv/bin/pip" install --quiet cmake ninja
 if [[ ! -d "$out/src" ]]; then
-    "$out/venv/bin/pip" download --quiet --no-deps --no-binary :all: "llama-cpp-python==$version" -d "$out/sdist"
+    # The sdist straight from PyPI's simple index (`pip download` would build the package's metadata first).
+    mkdir -p "$out/sdist"
+    python3 - "$version" "$out/sdist" <<'PY'
+import json, pathlib, sys, urllib.request
+version, dest = sys.argv[1], pathlib.Path(sys.argv[2])
+index = urllib.request.Request(
+    "https://pypi.org/simple/llama-cpp-python/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}
+)
+files = json.load(urllib.request.urlopen(index))["files"]
+name = f"llama_cpp_python-{version}.tar.gz"
+sdist = next((f for f in files if f["filename"] == name), None)
+if sdist is None:
+    sys.exit(f"PyPI has no {name}; set LLAMA_CPP_PYTHON_VERSION to a released version")
+if not (dest / name).exists():
+    urllib.request.urlretrieve(sdist["url"], dest / name)
+PY
     mkdir -p "$out/src"
     tar -xzf "$out"/sdist/llama_cpp_python-*.tar.gz -C "$out/src" --strip-components=1
 fi
