@@ -3,8 +3,10 @@
 //!
 //! `scripts/build-llama-bench.sh` builds the binary from the source on PyPI (`llama-cpp-python`).
 
+use std::io::Read;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use crate::{Error, Result};
 
@@ -27,26 +29,62 @@ struct BenchRow {
 
 /// Runs `llama-bench` once (`-r 1`): prefill of `prefill` tokens and decode of `decode` tokens.
 pub fn run_llama_bench(bin: &Path, model: &Path, threads: usize, prefill: usize, decode: usize) -> Result<PeerRun> {
-    let output = Command::new(bin)
+    let mut child = Command::new(bin)
         .arg("-m")
         .arg(model)
         .args(["-t", &threads.to_string(), "-p", &prefill.to_string(), "-n", &decode.to_string()])
         .args(["-r", "1", "-o", "json"])
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .map_err(|e| {
             Error::Usage(format!(
                 "could not run {}: {e}; build it with scripts/build-llama-bench.sh, or pass the path of a llama-bench",
                 bin.display()
             ))
         })?;
-    if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let tail: String =
-            stderr.lines().rev().take(5).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
-        return Err(Error::Usage(format!("{} failed ({}):\n{tail}", bin.display(), output.status)));
+    // Read both pipes on threads (so neither fills up) while this thread samples the child's peak RSS: the
+    // kernel's per-child figure (getrusage) can include the parent's size at fork, so it would not be llama.cpp's.
+    let mut stdout = child.stdout.take().expect("piped");
+    let mut stderr = child.stderr.take().expect("piped");
+    let out_reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stdout.read_to_string(&mut text);
+        text
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+    let mut peak = None;
+    let status = loop {
+        if let Some(hwm) = process_peak_rss_bytes(child.id()) {
+            peak = Some(hwm);
+        }
+        let exited = child.try_wait().map_err(|e| Error::Usage(format!("waiting for {}: {e}", bin.display())))?;
+        if let Some(status) = exited {
+            break status;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stdout = out_reader.join().unwrap_or_default();
+    let stderr = err_reader.join().unwrap_or_default();
+    if !status.success() {
+        let tail: Vec<&str> = stderr.lines().rev().take(5).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        return Err(Error::Usage(format!("{} failed ({status}):\n{}", bin.display(), tail.join("\n"))));
     }
-    let peer = parse_llama_bench_json(&String::from_utf8_lossy(&output.stdout), prefill, decode)?;
-    Ok(PeerRun { peak_rss_bytes: children_peak_rss_bytes(), ..peer })
+    let peer = parse_llama_bench_json(&stdout, prefill, decode)?;
+    Ok(PeerRun { peak_rss_bytes: peak, ..peer })
+}
+
+/// A running process's peak RSS (Linux `VmHWM`), if it can be read.
+fn process_peak_rss_bytes(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 /// The prefill and decode rates from `llama-bench -o json` output.
@@ -61,24 +99,6 @@ pub fn parse_llama_bench_json(json: &str, prefill: usize, decode: usize) -> Resu
         })
     };
     Ok(PeerRun { prefill_tok_s: rate(prefill, 0)?, decode_tok_s: rate(0, decode)?, peak_rss_bytes: None })
-}
-
-/// Largest peak RSS among this process's finished children (Linux reports it in KiB).
-fn children_peak_rss_bytes() -> Option<u64> {
-    #[cfg(unix)]
-    {
-        let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-        // SAFETY: getrusage fills the struct it is given; RUSAGE_CHILDREN is always valid.
-        let ok = unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, usage.as_mut_ptr()) } == 0;
-        let usage = unsafe { usage.assume_init() };
-        if ok && usage.ru_maxrss > 0 {
-            let scale = if cfg!(target_os = "macos") { 1 } else { 1024 };
-            return Some(usage.ru_maxrss as u64 * scale);
-        }
-        None
-    }
-    #[cfg(not(unix))]
-    None
 }
 
 #[cfg(test)]

@@ -99,6 +99,12 @@ fn speed_vs_llamacpp(
     reporter: &dyn Reporter,
 ) -> Result<()> {
     use crate::bench::{llamacpp::run_llama_bench, median};
+    if !peer.is_file() {
+        return Err(Error::Usage(format!(
+            "no llama-bench at {}: build one with scripts/build-llama-bench.sh (prints its path)",
+            peer.display()
+        )));
+    }
     let threads = candle_core::utils::get_num_threads();
     let once = SpeedSettings { repeats: 1, ..settings.clone() };
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
