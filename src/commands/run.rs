@@ -62,19 +62,23 @@ pub fn run(args: RunArgs, reporter: &dyn Reporter, quiet: bool) -> Result<()> {
     if !args.runner.json {
         reporter.message(&format!("run {id} (log: {})", log.path().display()));
     }
-    crate::llm::device::set_threads(args.runner.threads);
-    let mut models = LazyModels::new(
-        &settings.planner,
-        &settings.executor,
-        device(args.runner.device)?,
-        LoadOptions { speculation: speculation(args.runner.speculate), ..LoadOptions::default() },
-        reporter,
-    );
+    let mut models = runner_models(&settings, &args.runner, reporter)?;
     let observer = TerminalObserver::new(quiet || args.runner.json);
     let mut approver = approver_for(args.yes, &dir);
     let agent = Agent::start(&goal, settings, log, &registry, &context, &mut models, approver.as_mut(), &observer)?;
     let outcome = agent.run(given_plan)?;
     finish(&id, &dir, &outcome, args.runner.json)
+}
+
+/// The run's models as the runner flags ask (threads, device, drafting), loaded on first use.
+fn runner_models<'r>(
+    settings: &RunSettings,
+    runner: &crate::cli::RunnerArgs,
+    reporter: &'r dyn Reporter,
+) -> Result<LazyModels<'r>> {
+    crate::llm::device::set_threads(runner.threads);
+    let options = LoadOptions { speculation: speculation(runner.speculate), ..LoadOptions::default() };
+    Ok(LazyModels::new(&settings.planner, &settings.executor, device(runner.device)?, options, reporter))
 }
 
 /// Runs `tandem resume`.
@@ -106,14 +110,7 @@ pub fn resume(args: ResumeArgs, reporter: &dyn Reporter, quiet: bool) -> Result<
     if !args.runner.json {
         reporter.message(&format!("resuming run {id}: \"{}\"", state.goal));
     }
-    crate::llm::device::set_threads(args.runner.threads);
-    let mut models = LazyModels::new(
-        &settings.planner,
-        &settings.executor,
-        device(args.runner.device)?,
-        LoadOptions { speculation: speculation(args.runner.speculate), ..LoadOptions::default() },
-        reporter,
-    );
+    let mut models = runner_models(&settings, &args.runner, reporter)?;
     let observer = TerminalObserver::new(quiet || args.runner.json);
     let mut approver = approver_for(args.yes, &dir);
     let agent = Agent::resume(log, &contents.records, &registry, &context, &mut models, approver.as_mut(), &observer)?;
