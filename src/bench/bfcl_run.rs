@@ -109,12 +109,21 @@ pub fn rescore(mut record: Value) -> Value {
     record
 }
 
+/// A record's category; a failed sample's record has only its id (`simple_python_335`), whose prefix names it.
+fn category_of(record: &Value) -> String {
+    if let Some(category) = record["category"].as_str() {
+        return category.to_string();
+    }
+    let id = record["sample"].as_str().unwrap_or("?");
+    id.rsplit_once('_').map_or(id, |(prefix, _)| prefix).to_string()
+}
+
 /// Accuracy overall and per category.
 pub fn summarise(records: &[Value]) -> Value {
     let correct = |r: &Value| r["score"]["correct"].as_bool().unwrap_or(false);
     let mut by_category: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     for r in records {
-        let entry = by_category.entry(r["category"].as_str().unwrap_or("?").to_string()).or_default();
+        let entry = by_category.entry(category_of(r)).or_default();
         entry.0 += 1;
         entry.1 += usize::from(correct(r));
     }
