@@ -1,7 +1,7 @@
 //! `tandem bench drafts`: speculative decoding by prompt lookup on the planner's real work (plans for a few
 //! goals, written under the plan grammar with the planner's prompt) against plain decoding of the same plans.
 //! Reports tok/s both ways, forward passes, how many drafted tokens the model kept, and whether the two outputs
-//! are identical (they must be).
+//! are identical (batched passes round differently, so a near-tie can go the other way).
 
 use std::path::Path;
 
@@ -116,7 +116,6 @@ pub fn measure(
         });
     }
     progress.finish();
-    model.speculation = speculation;
     let tokens: usize = goals.iter().map(|g| g.tokens).sum();
     let plain_s: f64 = goals.iter().map(|g| g.plain_s).sum();
     let drafted_s: f64 = goals.iter().map(|g| g.drafted_s).sum();

@@ -8,6 +8,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use super::process_peak_rss_bytes;
 use crate::{Error, Result};
 
 /// One `llama-bench` invocation's figures.
@@ -59,7 +60,7 @@ pub fn run_llama_bench(bin: &Path, model: &Path, threads: usize, prefill: usize,
     });
     let mut peak = None;
     let status = loop {
-        if let Some(hwm) = process_peak_rss_bytes(child.id()) {
+        if let Some(hwm) = process_peak_rss_bytes(&child.id().to_string()) {
             peak = Some(hwm);
         }
         let exited = child.try_wait().map_err(|e| Error::Usage(format!("waiting for {}: {e}", bin.display())))?;
@@ -77,14 +78,6 @@ pub fn run_llama_bench(bin: &Path, model: &Path, threads: usize, prefill: usize,
     }
     let peer = parse_llama_bench_json(&stdout, prefill, decode)?;
     Ok(PeerRun { peak_rss_bytes: peak, ..peer })
-}
-
-/// A running process's peak RSS (Linux `VmHWM`), if it can be read.
-fn process_peak_rss_bytes(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
 }
 
 /// The prefill and decode rates from `llama-bench -o json` output.

@@ -15,7 +15,12 @@ pub mod tasks;
 
 /// Peak resident set size of this process in bytes (Linux `VmHWM`), if the platform reports it.
 pub fn peak_rss_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    process_peak_rss_bytes("self")
+}
+
+/// Peak resident set size of process `pid` (a number, or `self`) in bytes, if the platform reports it.
+pub fn process_peak_rss_bytes(pid: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)

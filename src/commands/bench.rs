@@ -115,8 +115,8 @@ fn speed_vs_llamacpp(
     let ours_of = |f: fn(&crate::bench::speed::SpeedReport) -> f64| median(&ours.iter().map(f).collect::<Vec<_>>());
     let theirs_of = |f: fn(&crate::bench::llamacpp::PeerRun) -> f64| median(&theirs.iter().map(f).collect::<Vec<_>>());
     let rows = [
-        ("prefill tok/s", ours_of(|r| r.prefill_tok_s), theirs_of(|r| r.prefill_tok_s)),
-        ("decode tok/s", ours_of(|r| r.decode_tok_s), theirs_of(|r| r.decode_tok_s)),
+        ("prefill", settings.prefill_tokens, ours_of(|r| r.prefill_tok_s), theirs_of(|r| r.prefill_tok_s)),
+        ("decode", settings.decode_tokens, ours_of(|r| r.decode_tok_s), theirs_of(|r| r.decode_tok_s)),
     ];
     let mib = |b: Option<u64>| b.map_or(f64::NAN, |b| b as f64 / (1024.0 * 1024.0));
     let our_rss = mib(ours.iter().filter_map(|r| r.peak_rss_bytes).max());
@@ -134,19 +134,11 @@ fn speed_vs_llamacpp(
     );
     println!("| figure | tandem | llama.cpp | tandem ÷ llama.cpp |");
     println!("| --- | --- | --- | --- |");
-    for (name, a, b) in rows {
-        println!("| {name} ({}) | {a:.1} | {b:.1} | {:.2}× |", token_count(name, settings), a / b.max(1e-9));
+    for (name, tokens, a, b) in rows {
+        println!("| {name} tok/s ({tokens} tokens) | {a:.1} | {b:.1} | {:.2}× |", a / b.max(1e-9));
     }
     println!("| peak RSS MiB | {our_rss:.0} | {their_rss:.0} | {:.2}× |", our_rss / their_rss);
     Ok(())
-}
-
-fn token_count(figure: &str, settings: &SpeedSettings) -> String {
-    if figure.starts_with("prefill") {
-        format!("{} tokens", settings.prefill_tokens)
-    } else {
-        format!("{} tokens", settings.decode_tokens)
-    }
 }
 
 fn speed(args: SpeedArgs, reporter: &dyn Reporter) -> Result<()> {

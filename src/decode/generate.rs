@@ -53,7 +53,8 @@ pub struct GenerateRequest<'c> {
     pub stop_tokens: Vec<u32>,
     /// Optional grammar.
     pub constraint: Option<&'c mut dyn TokenConstraint>,
-    /// Drafting for speculative decoding (the output is the same either way; only the speed differs).
+    /// Drafting for speculative decoding: every token is still chosen from the model's logits, but drafted ones
+    /// come from a batched pass, which rounds differently (see `Speculation::default`).
     pub speculation: Speculation,
 }
 
@@ -188,8 +189,8 @@ pub fn generate(
     };
 
     // Speculative decoding: tokens fed ahead of the choice (a draft) and the logits that follow each of them.
-    // The loop still chooses every token from the right logits exactly as without drafts; a draft only decides
-    // which logits are computed ahead of time, so the output does not depend on it.
+    // The loop still chooses every token from the logits of its own prefix, as without drafts; a draft only decides
+    // which logits are computed ahead of time (in one batched pass, whose rounding can differ from a 1-token pass).
     let drafting = request.speculation != Speculation::Off && model.weights.batched_logits();
     let mut ahead = Ahead::default();
     let stop = loop {
@@ -313,7 +314,7 @@ impl Ahead {
         if taken == 0 || self.tokens.is_empty() {
             return None;
         }
-        let logits = self.logits.drain(..taken).last();
+        let logits = self.logits.drain(..taken).next_back();
         self.tokens.drain(..taken);
         logits
     }

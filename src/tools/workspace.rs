@@ -89,13 +89,13 @@ impl Workspace {
         let mut found = Vec::new();
         let mut pending = vec![(self.root.clone(), 0)];
         let mut visited = 0;
-        while let Some((dir, depth)) = pending.pop() {
+        'walk: while let Some((dir, depth)) = pending.pop() {
             let Ok(entries) = std::fs::read_dir(&dir) else { continue };
             for entry in entries.flatten() {
                 visited += 1;
                 // Bounded: a huge workspace must not turn an error message into a crawl.
                 if visited > 5000 || found.len() >= 5 {
-                    break;
+                    break 'walk;
                 }
                 let Ok(kind) = entry.file_type() else { continue };
                 if kind.is_dir() && depth < 6 {
