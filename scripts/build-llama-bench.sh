@@ -23,18 +23,22 @@ if [[ ! -d "$out/src" ]]; then
     # The sdist straight from PyPI's simple index (`pip download` would build the package's metadata first).
     mkdir -p "$out/sdist"
     python3 - "$version" "$out/sdist" <<'PY'
-import json, pathlib, sys, urllib.request
+import json, pathlib, re, sys, urllib.request
 version, dest = sys.argv[1], pathlib.Path(sys.argv[2])
 index = urllib.request.Request(
     "https://pypi.org/simple/llama-cpp-python/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}
 )
-files = json.load(urllib.request.urlopen(index))["files"]
+body = urllib.request.urlopen(index).read().decode()
 name = f"llama_cpp_python-{version}.tar.gz"
-sdist = next((f for f in files if f["filename"] == name), None)
-if sdist is None:
+try:
+    urls = {f["filename"]: f["url"] for f in json.loads(body)["files"]}
+except ValueError:
+    # Some mirrors answer the simple index in HTML only (PEP 503): take the links from it.
+    urls = {u.rsplit("/", 1)[-1].split("#")[0]: u for u in re.findall(r'href="([^"]+)"', body)}
+if name not in urls:
     sys.exit(f"PyPI has no {name}; set LLAMA_CPP_PYTHON_VERSION to a released version")
 if not (dest / name).exists():
-    urllib.request.urlretrieve(sdist["url"], dest / name)
+    urllib.request.urlretrieve(urls[name].split("#")[0], dest / name)
 PY
     mkdir -p "$out/src"
     tar -xzf "$out"/sdist/llama_cpp_python-*.tar.gz -C "$out/src" --strip-components=1

@@ -8,6 +8,7 @@ pub mod cli;
 pub mod commands;
 pub mod decode;
 pub mod error;
+pub mod kernels;
 pub mod llm;
 pub mod progress;
 pub mod store;

@@ -7,12 +7,13 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
+use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{DType, Device, Module, Tensor};
 
 use super::gguf::{GgufFile, LoadError};
 use super::kv_cache::KvCache;
 use super::{LanguageModel, LoadOptions};
+use crate::kernels::QLinear;
 use crate::Result;
 
 /// Hyper-parameters read from `qwen2.*` metadata.
@@ -54,27 +55,28 @@ impl Qwen2Config {
 
 struct Layer {
     attn_norm: Tensor,
-    wq: QMatMul,
-    wk: QMatMul,
-    wv: QMatMul,
+    wq: QLinear,
+    wk: QLinear,
+    wv: QLinear,
     bq: Tensor,
     bk: Tensor,
     bv: Tensor,
-    wo: QMatMul,
+    wo: QLinear,
     ffn_norm: Tensor,
-    gate: QMatMul,
-    up: QMatMul,
-    down: QMatMul,
+    gate: QLinear,
+    up: QLinear,
+    down: QLinear,
     cache: KvCache,
 }
 
 /// A loaded Qwen2 model with its KV cache.
 pub struct Qwen2 {
     config: Qwen2Config,
-    embedding: Arc<QTensor>,
+    /// The token embedding table (the same matrix as `output` when the model ties them).
+    embedding: QLinear,
     layers: Vec<Layer>,
     norm: Tensor,
-    output: QMatMul,
+    output: QLinear,
     n_logits: usize,
     /// RoPE tables, `[context_length, head_dim / 2]`.
     cos: Tensor,
@@ -92,7 +94,10 @@ struct TensorLoader<'a> {
     file: &'a GgufFile,
     device: &'a Device,
     keep_types: bool,
+    /// Q5_0/Q5_1 tensors requantized to Q8_0 for candle's kernels.
     converted: usize,
+    /// Q5_0 tensors widened exactly to int8 for ours.
+    widened: usize,
 }
 
 impl TensorLoader<'_> {
@@ -101,15 +106,21 @@ impl TensorLoader<'_> {
         Ok(self.file.tensor(name, self.device)?.dequantize(self.device)?)
     }
 
-    /// A weight matrix for `QMatMul`.
-    fn matrix(&mut self, name: &str) -> Result<QMatMul> {
+    /// A weight matrix, on our kernels where this CPU has them.
+    fn matrix(&mut self, name: &str) -> Result<QLinear> {
         let tensor = self.file.tensor(name, self.device)?;
-        Ok(QMatMul::from_qtensor(self.convert(tensor)?)?)
+        if !self.keep_types {
+            if let Some(ours) = QLinear::widened(&tensor)? {
+                self.widened += usize::from(tensor.dtype() == GgmlDType::Q5_0);
+                return Ok(ours);
+            }
+        }
+        QLinear::new(self.convert(tensor)?)
     }
 
-    /// candle 0.11 has no fast CPU kernel for Q5_0/Q5_1 (the 0.5B model stores most weights so, since its
-    /// width 896 is not a multiple of 256): requantize them to Q8_0, which has one. Q5_0 values are integers
-    /// in [-16, 15] times a per-block scale, so Q8_0 (255 levels per block) represents them almost exactly.
+    /// Where our kernels do not run, candle 0.11 has no fast CPU kernel for Q5_0/Q5_1 (the 0.5B model stores
+    /// most weights so, since its width 896 is not a multiple of 256): requantize them to Q8_0, which has one.
+    /// Q5_0 values are integers in [-16, 15] times a per-block scale, so Q8_0 represents them almost exactly.
     fn convert(&mut self, tensor: QTensor) -> Result<QTensor> {
         let slow = matches!(tensor.dtype(), GgmlDType::Q5_0 | GgmlDType::Q5_1);
         if self.keep_types || !slow || !self.device.is_cpu() {
@@ -130,7 +141,7 @@ impl Qwen2 {
         conversions: &mut Vec<String>,
     ) -> Result<Self> {
         let config = Qwen2Config::from_gguf(file)?;
-        let mut loader = TensorLoader { file, device, keep_types: options.keep_tensor_types, converted: 0 };
+        let mut loader = TensorLoader { file, device, keep_types: options.keep_tensor_types, converted: 0, widened: 0 };
         let embedding = Arc::new(file.tensor("token_embd.weight", device)?);
         let (n_logits, hidden) = embedding.shape().dims2()?;
         if hidden != config.hidden {
@@ -142,10 +153,11 @@ impl Qwen2 {
             .into());
         }
         // Small models tie the output projection to the embedding table.
-        let output = if file.has_tensor("output.weight") {
-            loader.matrix("output.weight")?
+        let (embedding, output) = if file.has_tensor("output.weight") {
+            (QLinear::from_arc(embedding)?, loader.matrix("output.weight")?)
         } else {
-            QMatMul::from_arc(embedding.clone())?
+            let tied = QLinear::from_arc(embedding)?;
+            (tied.clone(), tied)
         };
         let mut layers = Vec::with_capacity(config.n_layer);
         for i in 0..config.n_layer {
@@ -168,6 +180,9 @@ impl Qwen2 {
         }
         if loader.converted > 0 {
             conversions.push(format!("Q5_0/Q5_1→Q8_0: {} tensors", loader.converted));
+        }
+        if loader.widened > 0 {
+            conversions.push(format!("Q5_0→int8 (exact, tandem kernel): {} tensors", loader.widened));
         }
         let norm = loader.vector("output_norm.weight")?;
         let (cos, sin) = rope_tables(config.head_dim, config.rope_base, config.context_length, device)?;

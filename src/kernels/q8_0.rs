@@ -1,0 +1,246 @@
+//! Q8_0 weight matrices (int8 values with one scale per 32) and their matmul against f32 activations.
+//!
+//! Activations are quantized the same way (int8 per 32 with a scale), so each 32-wide block is an integer dot
+//! product scaled by `d_weight × d_activation` — what llama.cpp does, and what candle does with its `BlockQ8_0`.
+//! Ours differs in the loop: a tile of weight rows meets a tile of activation rows, so a prefill reads each
+//! weight byte once per tile of tokens instead of once per token, and any width divisible by 32 qualifies.
+//! Threads share out tiles of weight rows through candle's CPU pool (the same threads candle's kernels use).
+
+use candle_core::quantized::{GgmlDType, QTensor};
+
+use crate::Result;
+
+/// Values per quantization block.
+pub const BLOCK: usize = 32;
+/// Bytes of one GGUF Q8_0 block: an f16 scale and 32 int8 values.
+const GGUF_BLOCK_BYTES: usize = 2 + BLOCK;
+/// Weight rows one pool work item covers: its rows stay in L1/L2 while every activation tile passes by.
+const ROWS_PER_ITEM: usize = 16;
+
+/// A `[rows, cols]` Q8_0 matrix, rows = output features, cols = input width (a multiple of 32).
+#[derive(Debug)]
+pub struct Q8_0Matrix {
+    rows: usize,
+    cols: usize,
+    /// `[rows][cols]` int8 values.
+    quants: Vec<i8>,
+    /// `[rows][cols / 32]` block scales as f32 (the file's f16, widened once at load).
+    scales: Vec<f32>,
+}
+
+/// Activation rows quantized to int8 per 32-wide block.
+#[derive(Debug, Default)]
+pub struct QuantizedRows {
+    /// `[rows][cols]` int8 values.
+    pub quants: Vec<i8>,
+    /// `[rows][cols / 32]` block scales.
+    pub scales: Vec<f32>,
+}
+
+impl Q8_0Matrix {
+    /// Copies a 2-D Q8_0 `QTensor` (`[out, in]`) into our layout.
+    pub fn from_qtensor(tensor: &QTensor) -> Result<Self> {
+        if tensor.dtype() != GgmlDType::Q8_0 {
+            return Err(candle_core::Error::Msg(format!("expected a Q8_0 tensor, got {:?}", tensor.dtype())).into());
+        }
+        let (rows, cols) = tensor.shape().dims2()?;
+        let bytes = tensor.data()?;
+        Self::from_gguf_bytes(rows, cols, &bytes)
+    }
+
+    /// Builds the matrix from GGUF Q8_0 block bytes (row-major blocks of `f16 scale, 32 × i8`).
+    pub fn from_gguf_bytes(rows: usize, cols: usize, bytes: &[u8]) -> Result<Self> {
+        let blocks = check_layout(rows, cols, bytes.len(), GGUF_BLOCK_BYTES, "Q8_0")?;
+        let mut quants = Vec::with_capacity(rows * cols);
+        let mut scales = Vec::with_capacity(blocks);
+        for block in bytes.chunks_exact(GGUF_BLOCK_BYTES) {
+            scales.push(half::f16::from_le_bytes([block[0], block[1]]).to_f32());
+            quants.extend(block[2..].iter().map(|&b| b as i8));
+        }
+        Ok(Self { rows, cols, quants, scales })
+    }
+
+    /// Widens a 2-D Q5_0 `QTensor` to our layout. Q5_0 values are integers in [-16, 15] times a block scale, so
+    /// int8 with the same scale holds them exactly: the products are the ones llama.cpp computes from Q5_0.
+    pub fn from_q5_0(tensor: &QTensor) -> Result<Self> {
+        if tensor.dtype() != GgmlDType::Q5_0 {
+            return Err(candle_core::Error::Msg(format!("expected a Q5_0 tensor, got {:?}", tensor.dtype())).into());
+        }
+        let (rows, cols) = tensor.shape().dims2()?;
+        let bytes = tensor.data()?;
+        Self::from_q5_0_bytes(rows, cols, &bytes)
+    }
+
+    /// Builds the matrix from GGUF Q5_0 block bytes: `f16 scale, u32 high bits, 16 bytes of low nibbles`, where
+    /// value j (< 16) is the low nibble of byte j and value j + 16 its high nibble, each with bit 4 from the high
+    /// bits (bit j, resp. j + 16), minus 16.
+    pub fn from_q5_0_bytes(rows: usize, cols: usize, bytes: &[u8]) -> Result<Self> {
+        const Q5_0_BLOCK_BYTES: usize = 2 + 4 + BLOCK / 2;
+        let blocks = check_layout(rows, cols, bytes.len(), Q5_0_BLOCK_BYTES, "Q5_0")?;
+        let mut quants = Vec::with_capacity(rows * cols);
+        let mut scales = Vec::with_capacity(blocks);
+        for block in bytes.chunks_exact(Q5_0_BLOCK_BYTES) {
+            scales.push(half::f16::from_le_bytes([block[0], block[1]]).to_f32());
+            let high = u32::from_le_bytes([block[2], block[3], block[4], block[5]]);
+            let low = &block[6..];
+            let value = |nibble: u8, bit: usize| ((nibble | ((((high >> bit) & 1) as u8) << 4)) as i8) - 16;
+            quants.extend((0..BLOCK / 2).map(|j| value(low[j] & 0x0F, j)));
+            quants.extend((0..BLOCK / 2).map(|j| value(low[j] >> 4, j + BLOCK / 2)));
+        }
+        Ok(Self { rows, cols, quants, scales })
+    }
+
+    /// Builds the matrix by quantizing f32 values `[rows][cols]` (tests and benches).
+    pub fn quantize(rows: usize, cols: usize, values: &[f32]) -> Self {
+        assert_eq!(values.len(), rows * cols, "values for a {rows}x{cols} matrix");
+        assert_eq!(cols % BLOCK, 0, "width a multiple of {BLOCK}");
+        let mut q = QuantizedRows::default();
+        quantize_rows(values, cols, &mut q);
+        Self { rows, cols, quants: q.quants, scales: q.scales }
+    }
+
+    /// Output features.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Input width.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Row `r`'s int8 values.
+    pub(crate) fn row_quants(&self, r: usize) -> &[i8] {
+        &self.quants[r * self.cols..(r + 1) * self.cols]
+    }
+
+    /// Row `r`'s block scales.
+    pub(crate) fn row_scales(&self, r: usize) -> &[f32] {
+        let kb = self.cols / BLOCK;
+        &self.scales[r * kb..(r + 1) * kb]
+    }
+
+    /// The f32 values of the rows `ids`, concatenated (an embedding lookup).
+    pub fn dequantize_rows(&self, ids: &[u32]) -> Result<Vec<f32>> {
+        let mut values = Vec::with_capacity(ids.len() * self.cols);
+        for &id in ids {
+            let r = id as usize;
+            if r >= self.rows {
+                return Err(candle_core::Error::Msg(format!("token id {id} outside the {} rows", self.rows)).into());
+            }
+            for (block, &d) in self.row_quants(r).chunks_exact(BLOCK).zip(self.row_scales(r)) {
+                values.extend(block.iter().map(|&q| f32::from(q) * d));
+            }
+        }
+        Ok(values)
+    }
+
+    /// `out[i][r] = Σ_c input[i][c] · W[r][c]` for `m` input rows (`input` is `[m][cols]`, `out` `[m][rows]`),
+    /// with the input quantized to int8 per block like the weights. Uses the fastest kernel this CPU has.
+    pub fn matmul(&self, input: &[f32], m: usize, out: &mut [f32]) {
+        assert_eq!(input.len(), m * self.cols, "input is [m][cols]");
+        assert_eq!(out.len(), m * self.rows, "out is [m][rows]");
+        ACTIVATIONS.with(|cell| {
+            let mut acts = cell.borrow_mut();
+            quantize_rows(input, self.cols, &mut acts);
+            self.matmul_quantized(&acts, m, out);
+        });
+    }
+
+    /// `matmul` with the input already quantized.
+    pub fn matmul_quantized(&self, acts: &QuantizedRows, m: usize, out: &mut [f32]) {
+        let items = self.rows.div_ceil(ROWS_PER_ITEM);
+        let out_addr = out.as_mut_ptr() as usize;
+        let out_len = out.len();
+        candle_core::utils::barrier_pool().execute_chunked(items, |range| {
+            // SAFETY: each work item writes only the columns of its own weight rows, so no two threads write the
+            // same element; `out` outlives the pool call, which returns only when every item is done.
+            let out = unsafe { std::slice::from_raw_parts_mut(out_addr as *mut f32, out_len) };
+            for item in range {
+                let first = item * ROWS_PER_ITEM;
+                let last = (first + ROWS_PER_ITEM).min(self.rows);
+                self.rows_kernel(acts, m, first..last, out);
+            }
+        });
+    }
+
+    /// Computes the output columns `rows` for every activation row.
+    fn rows_kernel(&self, acts: &QuantizedRows, m: usize, rows: std::ops::Range<usize>, out: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if super::cpu_level() == super::CpuLevel::Avx2 {
+            // SAFETY: `cpu_level` checked that the CPU has AVX2 and FMA.
+            unsafe { super::q8_0_avx2::rows_kernel(self, acts, m, rows, out) };
+            return;
+        }
+        reference_rows(self, acts, m, rows, out);
+    }
+}
+
+/// Checks that `len` bytes of `block_bytes`-byte blocks make a `[rows, cols]` matrix; returns the block count.
+fn check_layout(rows: usize, cols: usize, len: usize, block_bytes: usize, kind: &str) -> Result<usize> {
+    if cols % BLOCK != 0 {
+        return Err(candle_core::Error::Msg(format!("{kind} width {cols} is not a multiple of {BLOCK}")).into());
+    }
+    let blocks = rows * cols / BLOCK;
+    if len != blocks * block_bytes {
+        return Err(candle_core::Error::Msg(format!(
+            "{kind} data of {len} bytes for a {rows}x{cols} matrix (expected {})",
+            blocks * block_bytes
+        ))
+        .into());
+    }
+    Ok(blocks)
+}
+
+thread_local! {
+    /// The quantized activations of the current matmul, reused so a decode step allocates nothing.
+    static ACTIVATIONS: std::cell::RefCell<QuantizedRows> = std::cell::RefCell::new(QuantizedRows::default());
+}
+
+/// Quantizes `values` (`[rows][cols]`) to int8 per 32-wide block as llama.cpp's `quantize_row_q8_0` does:
+/// d = max |x| / 127, q = round(x / d), and d is kept rounded to f16 (so our sums match llama.cpp's).
+pub fn quantize_rows(values: &[f32], cols: usize, out: &mut QuantizedRows) {
+    let blocks = values.len() / BLOCK;
+    debug_assert_eq!(cols % BLOCK, 0);
+    out.quants.resize(values.len(), 0);
+    out.scales.resize(blocks, 0.0);
+    for ((src, dst), scale) in
+        values.chunks_exact(BLOCK).zip(out.quants.chunks_exact_mut(BLOCK)).zip(out.scales.iter_mut())
+    {
+        let amax = src.iter().fold(0f32, |m, x| m.max(x.abs()));
+        let d = amax / 127.0;
+        let inv = if d > 0.0 { 1.0 / d } else { 0.0 };
+        for (q, x) in dst.iter_mut().zip(src) {
+            *q = (x * inv).round() as i8;
+        }
+        *scale = half::f16::from_f32(d).to_f32();
+    }
+}
+
+/// The scalar definition every fast kernel must match: output columns `rows` for every activation row.
+pub fn reference_rows(w: &Q8_0Matrix, acts: &QuantizedRows, m: usize, rows: std::ops::Range<usize>, out: &mut [f32]) {
+    let kb = w.cols / BLOCK;
+    for i in 0..m {
+        let a_quants = &acts.quants[i * w.cols..(i + 1) * w.cols];
+        let a_scales = &acts.scales[i * kb..(i + 1) * kb];
+        for r in rows.clone() {
+            let (w_quants, w_scales) = (w.row_quants(r), w.row_scales(r));
+            let mut sum = 0f32;
+            for b in 0..kb {
+                let dot: i32 =
+                    (0..BLOCK).map(|j| i32::from(w_quants[b * BLOCK + j]) * i32::from(a_quants[b * BLOCK + j])).sum();
+                sum += dot as f32 * w_scales[b] * a_scales[b];
+            }
+            out[i * w.rows + r] = sum;
+        }
+    }
+}
+
+/// The whole product by the scalar reference (tests compare the fast kernels against it).
+pub fn reference_matmul(w: &Q8_0Matrix, input: &[f32], m: usize) -> Vec<f32> {
+    let mut acts = QuantizedRows::default();
+    quantize_rows(input, w.cols, &mut acts);
+    let mut out = vec![0f32; m * w.rows];
+    reference_rows(w, &acts, m, 0..w.rows, &mut out);
+    out
+}

@@ -1,0 +1,100 @@
+//! The AVX2 + FMA tile kernel for `Q8_0Matrix`: 4 weight rows × 2 activation rows per tile.
+//!
+//! Per 32-wide block, an int8 × int8 dot product takes three instructions: `maddubs` multiplies unsigned by
+//! signed bytes, so the weight's sign moves onto the activation (`sign`) and its magnitude stays (`|w| ≤ 127`,
+//! so pair sums stay below i16's limit); `madd` with ones widens the pairs to i32. The i32 lanes are scaled by
+//! `d_w × d_a` into f32 accumulators, one per (weight row, activation row), summed across lanes once at the end.
+//! Each loaded weight block serves every activation row of the tile, and each activation block every weight row.
+
+use std::arch::x86_64::*;
+use std::ops::Range;
+
+use super::q8_0::{Q8_0Matrix, QuantizedRows, BLOCK};
+
+/// Weight rows per tile.
+const TILE_ROWS: usize = 4;
+/// Activation rows per tile (4 × 2 accumulators plus operands fit the 16 ymm registers).
+const TILE_ACTS: usize = 2;
+
+/// Output columns `rows` for every one of the `m` activation rows.
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA.
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn rows_kernel(w: &Q8_0Matrix, acts: &QuantizedRows, m: usize, rows: Range<usize>, out: &mut [f32]) {
+    let mut r = rows.start;
+    while r < rows.end {
+        let left = rows.end - r;
+        let mut i = 0;
+        while i < m {
+            match (left >= TILE_ROWS, m - i >= TILE_ACTS) {
+                (true, true) => tile::<TILE_ROWS, TILE_ACTS>(w, r, acts, i, out),
+                (true, false) => tile::<TILE_ROWS, 1>(w, r, acts, i, out),
+                (false, true) => tile::<1, TILE_ACTS>(w, r, acts, i, out),
+                (false, false) => tile::<1, 1>(w, r, acts, i, out),
+            }
+            i += if m - i >= TILE_ACTS { TILE_ACTS } else { 1 };
+        }
+        r += if left >= TILE_ROWS { TILE_ROWS } else { 1 };
+    }
+}
+
+/// `out[i0 + j][r0 + x]` for `x < R`, `j < N`.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn tile<const R: usize, const N: usize>(
+    w: &Q8_0Matrix,
+    r0: usize,
+    acts: &QuantizedRows,
+    i0: usize,
+    out: &mut [f32],
+) {
+    let k = w.cols();
+    let kb = k / BLOCK;
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = [[_mm256_setzero_ps(); N]; R];
+    let mut w_quants = [std::ptr::null::<i8>(); R];
+    let mut w_scales = [std::ptr::null::<f32>(); R];
+    for x in 0..R {
+        w_quants[x] = w.row_quants(r0 + x).as_ptr();
+        w_scales[x] = w.row_scales(r0 + x).as_ptr();
+    }
+    let mut a_quants = [std::ptr::null::<i8>(); N];
+    let mut a_scales = [std::ptr::null::<f32>(); N];
+    for j in 0..N {
+        a_quants[j] = acts.quants[(i0 + j) * k..(i0 + j + 1) * k].as_ptr();
+        a_scales[j] = acts.scales[(i0 + j) * kb..(i0 + j + 1) * kb].as_ptr();
+    }
+    for b in 0..kb {
+        let mut a = [_mm256_setzero_si256(); N];
+        let mut ad = [0f32; N];
+        for j in 0..N {
+            a[j] = _mm256_loadu_si256(a_quants[j].add(b * BLOCK) as *const __m256i);
+            ad[j] = *a_scales[j].add(b);
+        }
+        for x in 0..R {
+            let wv = _mm256_loadu_si256(w_quants[x].add(b * BLOCK) as *const __m256i);
+            let w_abs = _mm256_sign_epi8(wv, wv);
+            let wd = *w_scales[x].add(b);
+            for j in 0..N {
+                let signed = _mm256_sign_epi8(a[j], wv);
+                let dot = _mm256_madd_epi16(_mm256_maddubs_epi16(w_abs, signed), ones);
+                acc[x][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(wd * ad[j]), acc[x][j]);
+            }
+        }
+    }
+    let n_out = w.rows();
+    for x in 0..R {
+        for j in 0..N {
+            out[(i0 + j) * n_out + r0 + x] = horizontal_sum(acc[x][j]);
+        }
+    }
+}
+
+/// The sum of the 8 lanes.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn horizontal_sum(v: __m256) -> f32 {
+    let pair = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    let pair = _mm_add_ps(pair, _mm_movehl_ps(pair, pair));
+    let one = _mm_add_ss(pair, _mm_shuffle_ps(pair, pair, 1));
+    _mm_cvtss_f32(one)
+}
