@@ -5,6 +5,7 @@ use candle_core::{Device, Module, Tensor};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rstest::rstest;
+use tandem::kernels::kquants::{self, Q4KMatrix, Q6KMatrix};
 use tandem::kernels::q8_0::{reference_matmul, Q8_0Matrix};
 use tandem::kernels::{cpu_level, CpuLevel, QLinear};
 
@@ -48,7 +49,7 @@ fn matches_candles_q8_0_matmul_on_the_same_weights() {
     let device = Device::Cpu;
     let dense = Tensor::from_vec(random_values(rows * cols, 3), (rows, cols), &device).unwrap();
     let qtensor = QTensor::quantize(&dense, GgmlDType::Q8_0).unwrap();
-    let ours = QLinear::Q8_0(Q8_0Matrix::from_qtensor(&qtensor).unwrap().into());
+    let ours = QLinear::Ours(std::sync::Arc::new(Q8_0Matrix::from_qtensor(&qtensor).unwrap()));
     let theirs = QMatMul::from_qtensor(qtensor).unwrap();
     let x = Tensor::from_vec(random_values(m * cols, 4), (1, m, cols), &device).unwrap();
     let a = ours.forward(&x).unwrap();
@@ -73,7 +74,7 @@ fn loads_gguf_blocks_exactly_and_looks_up_rows() {
     assert_eq!(&picked[..cols], &expected[4][..]);
     assert_eq!(&picked[cols..2 * cols], &expected[0][..]);
     assert_eq!(&picked[2 * cols..], &expected[4][..]);
-    let linear = QLinear::Q8_0(ours.into());
+    let linear = QLinear::Ours(std::sync::Arc::new(ours));
     let ids = Tensor::new(&[[1u32, 5]], &device).unwrap();
     let embedded = linear.embedding(&ids).unwrap();
     assert_eq!(embedded.dims(), &[1, 2, cols]);
@@ -96,8 +97,13 @@ fn q8_0_weights_take_our_kernel_where_the_cpu_has_one() {
     let dense = Tensor::from_vec(random_values(16 * 64, 7), (16, 64), &Device::Cpu).unwrap();
     let q8 = QLinear::new(QTensor::quantize(&dense, GgmlDType::Q8_0).unwrap()).unwrap();
     let q4 = QLinear::new(QTensor::quantize(&dense, GgmlDType::Q4_0).unwrap()).unwrap();
-    let expected = if cpu_level() == CpuLevel::Avx2 { "tandem-q8_0" } else { "candle" };
-    assert_eq!(q8.kernel_name(), expected);
+    let dense = Tensor::from_vec(random_values(16 * 256, 7), (16, 256), &Device::Cpu).unwrap();
+    let q4k = QLinear::new(QTensor::quantize(&dense, GgmlDType::Q4K).unwrap()).unwrap();
+    let q6k = QLinear::new(QTensor::quantize(&dense, GgmlDType::Q6K).unwrap()).unwrap();
+    let ours = cpu_level() == CpuLevel::Avx2;
+    assert_eq!(q8.kernel_name(), if ours { "tandem-q8_0" } else { "candle" });
+    assert_eq!(q4k.kernel_name(), if ours { "tandem-q4_k" } else { "candle" });
+    assert_eq!(q6k.kernel_name(), if ours { "tandem-q6_k" } else { "candle" });
     assert_eq!(q4.kernel_name(), "candle", "types without a kernel of ours stay on candle's");
 }
 
@@ -113,4 +119,88 @@ fn q5_0_widens_to_int8_exactly() {
     assert_eq!(ours.dequantize_rows(&ids).unwrap(), expected, "same values as candle's Q5_0 dequantization");
     let err = Q8_0Matrix::from_q5_0_bytes(1, 32, &[0; 21]).unwrap_err().to_string();
     assert!(err.contains("Q5_0 data of 21 bytes") && err.contains("expected 22"), "{err}");
+}
+
+/// Random weights quantized by candle to `dtype`, with candle's dequantized values `[rows][cols]`.
+fn candle_weights(rows: usize, cols: usize, dtype: GgmlDType, seed: u64) -> (QTensor, Vec<f32>) {
+    // Spread magnitudes per row, so the super-block scales and minimums differ.
+    let mut values = random_values(rows * cols, seed);
+    for (r, row) in values.chunks_exact_mut(cols).enumerate() {
+        row.iter_mut().for_each(|v| *v = *v * (1.0 + r as f32 * 0.37) + 0.1 * (r % 3) as f32);
+    }
+    let dense = Tensor::from_vec(values, (rows, cols), &Device::Cpu).unwrap();
+    let q = QTensor::quantize(&dense, dtype).unwrap();
+    let dequantized = q.dequantize(&Device::Cpu).unwrap().flatten_all().unwrap().to_vec1().unwrap();
+    (q, dequantized)
+}
+
+#[rstest]
+#[case(GgmlDType::Q4K)]
+#[case(GgmlDType::Q6K)]
+fn k_quants_unpack_to_candles_values(#[case] dtype: GgmlDType) {
+    let (rows, cols) = (7, 512);
+    let (q, expected) = candle_weights(rows, cols, dtype, 9);
+    let rows_of = |r: usize| -> Vec<f32> {
+        match dtype {
+            GgmlDType::Q4K => Q4KMatrix::from_qtensor(&q).unwrap().dequantize_row(r),
+            _ => Q6KMatrix::from_qtensor(&q).unwrap().dequantize_row(r),
+        }
+    };
+    for r in 0..rows {
+        assert_eq!(rows_of(r), expected[r * cols..(r + 1) * cols], "row {r}");
+    }
+}
+
+/// Tile edges for the K-quant kernels: activation counts 1–4 and beyond, one to many super-blocks, the models'
+/// widths (0.5B down: 4864, 1.5B: 1536 and 8960).
+#[rstest]
+#[case(1, 256, 1)]
+#[case(3, 512, 2)]
+#[case(5, 768, 3)]
+#[case(17, 1536, 4)]
+#[case(9, 4864, 5)]
+#[case(33, 256, 11)]
+#[case(4, 8960, 1)]
+fn k_quant_kernels_match_the_reference(#[case] rows: usize, #[case] cols: usize, #[case] m: usize) {
+    let input = random_values(m * cols, 10);
+    let mut fast = vec![f32::NAN; m * rows];
+    let (q4, _) = candle_weights(rows, cols, GgmlDType::Q4K, 11);
+    let q4 = Q4KMatrix::from_qtensor(&q4).unwrap();
+    q4.matmul(&input, m, &mut fast);
+    let reference = kquants::reference_matmul(&q4, &input, m, Q4KMatrix::dequantize_row);
+    let err = relative_error(&fast, &reference);
+    assert!(err < 1e-4, "Q4_K {rows}x{cols}, m={m}: relative error {err}");
+    let (q6, _) = candle_weights(rows, cols, GgmlDType::Q6K, 12);
+    let q6 = Q6KMatrix::from_qtensor(&q6).unwrap();
+    q6.matmul(&input, m, &mut fast);
+    let reference = kquants::reference_matmul(&q6, &input, m, Q6KMatrix::dequantize_row);
+    let err = relative_error(&fast, &reference);
+    assert!(err < 1e-4, "Q6_K {rows}x{cols}, m={m}: relative error {err}");
+}
+
+#[rstest]
+#[case(GgmlDType::Q4K)]
+#[case(GgmlDType::Q6K)]
+fn k_quants_match_candles_matmul(#[case] dtype: GgmlDType) {
+    let (rows, cols, m) = (32, 1536, 3);
+    let (q, _) = candle_weights(rows, cols, dtype, 13);
+    let ours: QLinear = match dtype {
+        GgmlDType::Q4K => QLinear::Ours(std::sync::Arc::new(Q4KMatrix::from_qtensor(&q).unwrap())),
+        _ => QLinear::Ours(std::sync::Arc::new(Q6KMatrix::from_qtensor(&q).unwrap())),
+    };
+    let theirs = QMatMul::from_qtensor(q).unwrap();
+    let x = Tensor::from_vec(random_values(m * cols, 14), (m, cols), &Device::Cpu).unwrap();
+    let a = ours.forward(&x).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    let b = theirs.forward(&x).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    // Both quantize activations to int8 per 256; rounding of the scales differs slightly.
+    let err = relative_error(&a, &b);
+    assert!(err < 2e-3, "{dtype:?}: relative error {err}");
+}
+
+#[test]
+fn k_quant_layout_errors_name_the_problem() {
+    let err = Q4KMatrix::from_gguf_bytes(1, 128, &[0; 72]).unwrap_err().to_string();
+    assert!(err.contains("not a multiple of 256"), "{err}");
+    let err = Q6KMatrix::from_gguf_bytes(2, 256, &[0; 210]).unwrap_err().to_string();
+    assert!(err.contains("210 bytes") && err.contains("expected 420"), "{err}");
 }

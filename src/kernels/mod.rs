@@ -2,10 +2,14 @@
 //!
 //! candle 0.11's CPU path runs Q8_0 weights through one dot product per (row, column) pair unless the width is a
 //! multiple of 256 and the CPU has AVX-512 VNNI; the 0.5B executor (width 896, Q5_0/Q8_0 tensors) never gets
-//! there, so its prefill ran at a third of llama.cpp's. `QLinear` wraps a weight matrix: our tiled Q8_0 kernel
-//! where it applies (x86-64 with AVX2 + FMA), candle's `QMatMul` everywhere else (other types, GPUs, other
-//! CPUs). Every fast path has a test against the scalar reference in `q8_0`.
+//! there, so its prefill ran at a third of llama.cpp's. `QLinear` wraps a weight matrix: our tiled kernels for
+//! Q8_0 (and Q5_0 widened to it), Q4_K and Q6_K where they apply (x86-64 with AVX2 + FMA), candle's `QMatMul`
+//! everywhere else (other types, GPUs, other CPUs). Every fast path has a test against a scalar reference.
 
+pub mod k_acts;
+pub mod kquants;
+#[cfg(target_arch = "x86_64")]
+mod kquants_avx2;
 pub mod q8_0;
 #[cfg(target_arch = "x86_64")]
 mod q8_0_avx2;
@@ -15,9 +19,35 @@ use std::sync::Arc;
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{CpuStorage, CustomOp1, Layout, Module, Shape, Tensor};
 
+pub use kquants::{Q4KMatrix, Q6KMatrix};
 pub use q8_0::Q8_0Matrix;
 
 use crate::Result;
+
+/// Weight rows one pool work item covers: its rows stay in L1/L2 while every activation row passes by.
+const ROWS_PER_ITEM: usize = 16;
+
+/// Runs `kernel(rows, out)` for tiles of `ROWS_PER_ITEM` weight rows on candle's CPU thread pool (the threads
+/// candle's own kernels use, so `--threads` governs both). `out` is `[m][n_rows]`; each call writes only the
+/// columns of its own rows.
+pub(crate) fn for_row_tiles(
+    n_rows: usize,
+    out: &mut [f32],
+    kernel: impl Fn(std::ops::Range<usize>, &mut [f32]) + Sync,
+) {
+    let items = n_rows.div_ceil(ROWS_PER_ITEM);
+    let out_addr = out.as_mut_ptr() as usize;
+    let out_len = out.len();
+    candle_core::utils::barrier_pool().execute_chunked(items, |range| {
+        // SAFETY: items write disjoint columns, so no element is written by two threads, and `out` outlives the
+        // pool call, which returns only when every item is done.
+        let out = unsafe { std::slice::from_raw_parts_mut(out_addr as *mut f32, out_len) };
+        for item in range {
+            let first = item * ROWS_PER_ITEM;
+            kernel(first..(first + ROWS_PER_ITEM).min(n_rows), out);
+        }
+    });
+}
 
 /// The instruction sets our kernels can use on this CPU, detected once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,43 +73,123 @@ pub fn cpu_level() -> CpuLevel {
     })
 }
 
+/// A weight matrix one of our kernels multiplies.
+pub trait CpuMatmul: Send + Sync {
+    /// Output features.
+    fn rows(&self) -> usize;
+    /// Input width.
+    fn cols(&self) -> usize;
+    /// `out[i][r] = Σ_c input[i][c] · W[r][c]` for `m` input rows (`input` `[m][cols]`, `out` `[m][rows]`).
+    fn matmul(&self, input: &[f32], m: usize, out: &mut [f32]);
+    /// Row `r` as f32 (an embedding lookup).
+    fn dequantize_row(&self, r: usize) -> Vec<f32>;
+    /// The kernel's name, for load reports.
+    fn kernel_name(&self) -> &'static str;
+}
+
+impl CpuMatmul for Q8_0Matrix {
+    fn rows(&self) -> usize {
+        self.rows()
+    }
+    fn cols(&self) -> usize {
+        self.cols()
+    }
+    fn matmul(&self, input: &[f32], m: usize, out: &mut [f32]) {
+        self.matmul(input, m, out)
+    }
+    fn dequantize_row(&self, r: usize) -> Vec<f32> {
+        self.dequantize_rows(&[r as u32]).unwrap_or_default()
+    }
+    fn kernel_name(&self) -> &'static str {
+        "tandem-q8_0"
+    }
+}
+
+impl CpuMatmul for Q4KMatrix {
+    fn rows(&self) -> usize {
+        self.rows()
+    }
+    fn cols(&self) -> usize {
+        self.cols()
+    }
+    fn matmul(&self, input: &[f32], m: usize, out: &mut [f32]) {
+        self.matmul(input, m, out)
+    }
+    fn dequantize_row(&self, r: usize) -> Vec<f32> {
+        self.dequantize_row(r)
+    }
+    fn kernel_name(&self) -> &'static str {
+        "tandem-q4_k"
+    }
+}
+
+impl CpuMatmul for Q6KMatrix {
+    fn rows(&self) -> usize {
+        self.rows()
+    }
+    fn cols(&self) -> usize {
+        self.cols()
+    }
+    fn matmul(&self, input: &[f32], m: usize, out: &mut [f32]) {
+        self.matmul(input, m, out)
+    }
+    fn dequantize_row(&self, r: usize) -> Vec<f32> {
+        self.dequantize_row(r)
+    }
+    fn kernel_name(&self) -> &'static str {
+        "tandem-q6_k"
+    }
+}
+
 /// A linear layer without bias, `y = x Wᵀ`, over a quantized weight `W` of shape `[out, in]`.
 #[derive(Clone)]
 pub enum QLinear {
     /// candle's quantized matmul (any type, any device).
     Candle(QMatMul),
-    /// Our tiled Q8_0 kernel (CPU).
-    Q8_0(Arc<Q8_0Matrix>),
+    /// One of our CPU kernels.
+    Ours(Arc<dyn CpuMatmul>),
 }
 
 impl QLinear {
-    /// Wraps `weight`, taking our kernel when the device is the CPU, the CPU has one, and the type is Q8_0.
+    /// Wraps `weight` in our kernel when the device is the CPU, this CPU has one, and we have one for the type
+    /// (Q8_0, Q4_K, Q6_K); in candle's `QMatMul` otherwise.
     pub fn new(weight: QTensor) -> Result<Self> {
-        if weight.device().is_cpu() && weight.dtype() == GgmlDType::Q8_0 && cpu_level() == CpuLevel::Avx2 {
-            return Ok(Self::Q8_0(Arc::new(Q8_0Matrix::from_qtensor(&weight)?)));
+        match Self::ours(&weight, false)? {
+            Some(ours) => Ok(ours),
+            None => Ok(Self::Candle(QMatMul::from_qtensor(weight)?)),
         }
-        Ok(Self::Candle(QMatMul::from_qtensor(weight)?))
     }
 
     /// Like `new`, and Q5_0 weights (which candle's CPU kernels run slowly) widen exactly to our int8 layout.
     /// `None` when this CPU has no kernel of ours for the type: the caller picks another route.
     pub fn widened(weight: &QTensor) -> Result<Option<Self>> {
-        if !weight.device().is_cpu() || cpu_level() != CpuLevel::Avx2 {
-            return Ok(None);
-        }
-        Ok(match weight.dtype() {
-            GgmlDType::Q8_0 => Some(Self::Q8_0(Arc::new(Q8_0Matrix::from_qtensor(weight)?))),
-            GgmlDType::Q5_0 => Some(Self::Q8_0(Arc::new(Q8_0Matrix::from_q5_0(weight)?))),
-            _ => None,
-        })
+        Self::ours(weight, true)
     }
 
     /// Like `new` for a weight shared with another use (the embedding table tied to the output projection).
     pub fn from_arc(weight: Arc<QTensor>) -> Result<Self> {
-        if weight.device().is_cpu() && weight.dtype() == GgmlDType::Q8_0 && cpu_level() == CpuLevel::Avx2 {
-            return Ok(Self::Q8_0(Arc::new(Q8_0Matrix::from_qtensor(&weight)?)));
+        match Self::ours(&weight, false)? {
+            Some(ours) => Ok(ours),
+            None => Ok(Self::Candle(QMatMul::from_arc(weight)?)),
         }
-        Ok(Self::Candle(QMatMul::from_arc(weight)?))
+    }
+
+    fn ours(weight: &QTensor, widen_q5_0: bool) -> Result<Option<Self>> {
+        if !weight.device().is_cpu() || cpu_level() != CpuLevel::Avx2 || weight.shape().rank() != 2 {
+            return Ok(None);
+        }
+        let ours: Arc<dyn CpuMatmul> = match weight.dtype() {
+            GgmlDType::Q8_0 => Arc::new(Q8_0Matrix::from_qtensor(weight)?),
+            GgmlDType::Q5_0 if widen_q5_0 => Arc::new(Q8_0Matrix::from_q5_0(weight)?),
+            GgmlDType::Q4K if weight.shape().dims()[1] % k_acts::SUPER == 0 => {
+                Arc::new(Q4KMatrix::from_qtensor(weight)?)
+            }
+            GgmlDType::Q6K if weight.shape().dims()[1] % k_acts::SUPER == 0 => {
+                Arc::new(Q6KMatrix::from_qtensor(weight)?)
+            }
+            _ => return Ok(None),
+        };
+        Ok(Some(Self::Ours(ours)))
     }
 
     /// Rows of the weight picked by `ids` as f32, shape `ids.dims() ++ [in]`: the embedding lookup, so a table
@@ -87,9 +197,19 @@ impl QLinear {
     pub fn embedding(&self, ids: &Tensor) -> Result<Tensor> {
         match self {
             Self::Candle(m) => Ok(m.embedding(ids)?),
-            Self::Q8_0(w) => {
+            Self::Ours(w) => {
                 let picked = ids.flatten_all()?.to_dtype(candle_core::DType::U32)?.to_vec1::<u32>()?;
-                let values = w.dequantize_rows(&picked)?;
+                let mut values = Vec::with_capacity(picked.len() * w.cols());
+                for id in picked {
+                    if id as usize >= w.rows() {
+                        return Err(candle_core::Error::Msg(format!(
+                            "token id {id} outside the embedding's {} rows",
+                            w.rows()
+                        ))
+                        .into());
+                    }
+                    values.extend(w.dequantize_row(id as usize));
+                }
                 let mut dims = ids.dims().to_vec();
                 dims.push(w.cols());
                 Ok(Tensor::from_vec(values, dims, ids.device())?)
@@ -101,7 +221,7 @@ impl QLinear {
     pub fn kernel_name(&self) -> &'static str {
         match self {
             Self::Candle(_) => "candle",
-            Self::Q8_0(_) => "tandem-q8_0",
+            Self::Ours(w) => w.kernel_name(),
         }
     }
 }
@@ -110,34 +230,33 @@ impl Module for QLinear {
     fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
         match self {
             Self::Candle(m) => m.forward(xs),
-            Self::Q8_0(w) => xs.contiguous()?.apply_op1_no_bwd(&Q8_0Op(w.clone())),
+            Self::Ours(w) => xs.contiguous()?.apply_op1_no_bwd(&OursOp(w.clone())),
         }
     }
 }
 
-/// The candle op that runs `Q8_0Matrix::matmul` on a CPU tensor `[..., in]` → `[..., out]`.
-struct Q8_0Op(Arc<Q8_0Matrix>);
+/// The candle op that runs one of our kernels on a CPU tensor `[..., in]` → `[..., out]`.
+struct OursOp(Arc<dyn CpuMatmul>);
 
-impl CustomOp1 for Q8_0Op {
+impl CustomOp1 for OursOp {
     fn name(&self) -> &'static str {
-        "tandem-q8_0-matmul"
+        self.0.kernel_name()
     }
 
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
         let weight = &self.0;
+        let name = weight.kernel_name();
         let dims = layout.shape().dims();
-        let Some((&k, batch)) = dims.split_last() else { candle_core::bail!("tandem-q8_0-matmul: a scalar input") };
+        let Some((&k, batch)) = dims.split_last() else { candle_core::bail!("{name}: a scalar input") };
         if k != weight.cols() {
-            candle_core::bail!("tandem-q8_0-matmul: input width {k}, weight is {}x{}", weight.rows(), weight.cols())
+            candle_core::bail!("{name}: input width {k}, weight is {}x{}", weight.rows(), weight.cols())
         }
-        let Some(offsets) = layout.contiguous_offsets() else {
-            candle_core::bail!("tandem-q8_0-matmul: input is not contiguous")
-        };
+        let Some(offsets) = layout.contiguous_offsets() else { candle_core::bail!("{name}: input is not contiguous") };
         let input = match storage {
             CpuStorage::F32(values) => &values[offsets.0..offsets.1],
             other => {
                 use candle_core::backend::BackendStorage;
-                candle_core::bail!("tandem-q8_0-matmul: input is {:?}, expected f32", other.dtype())
+                candle_core::bail!("{name}: input is {:?}, expected f32", other.dtype())
             }
         };
         let m = input.len() / k;

@@ -4,7 +4,6 @@
 //! product scaled by `d_weight × d_activation` — what llama.cpp does, and what candle does with its `BlockQ8_0`.
 //! Ours differs in the loop: a tile of weight rows meets a tile of activation rows, so a prefill reads each
 //! weight byte once per tile of tokens instead of once per token, and any width divisible by 32 qualifies.
-//! Threads share out tiles of weight rows through candle's CPU pool (the same threads candle's kernels use).
 
 use candle_core::quantized::{GgmlDType, QTensor};
 
@@ -14,8 +13,6 @@ use crate::Result;
 pub const BLOCK: usize = 32;
 /// Bytes of one GGUF Q8_0 block: an f16 scale and 32 int8 values.
 const GGUF_BLOCK_BYTES: usize = 2 + BLOCK;
-/// Weight rows one pool work item covers: its rows stay in L1/L2 while every activation tile passes by.
-const ROWS_PER_ITEM: usize = 16;
 
 /// A `[rows, cols]` Q8_0 matrix, rows = output features, cols = input width (a multiple of 32).
 #[derive(Debug)]
@@ -149,19 +146,7 @@ impl Q8_0Matrix {
 
     /// `matmul` with the input already quantized.
     pub fn matmul_quantized(&self, acts: &QuantizedRows, m: usize, out: &mut [f32]) {
-        let items = self.rows.div_ceil(ROWS_PER_ITEM);
-        let out_addr = out.as_mut_ptr() as usize;
-        let out_len = out.len();
-        candle_core::utils::barrier_pool().execute_chunked(items, |range| {
-            // SAFETY: each work item writes only the columns of its own weight rows, so no two threads write the
-            // same element; `out` outlives the pool call, which returns only when every item is done.
-            let out = unsafe { std::slice::from_raw_parts_mut(out_addr as *mut f32, out_len) };
-            for item in range {
-                let first = item * ROWS_PER_ITEM;
-                let last = (first + ROWS_PER_ITEM).min(self.rows);
-                self.rows_kernel(acts, m, first..last, out);
-            }
-        });
+        super::for_row_tiles(self.rows, out, |rows, out| self.rows_kernel(acts, m, rows, out));
     }
 
     /// Computes the output columns `rows` for every activation row.

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use candle_core::quantized::{GgmlDType, QTensor};
+use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{DType, Device, Module, Tensor};
 
 use super::gguf::{GgufFile, LoadError};
@@ -154,7 +154,7 @@ impl Qwen2 {
         }
         // Small models tie the output projection to the embedding table.
         let (embedding, output) = if file.has_tensor("output.weight") {
-            (QLinear::from_arc(embedding)?, loader.matrix("output.weight")?)
+            (QLinear::Candle(QMatMul::from_arc(embedding)?), loader.matrix("output.weight")?)
         } else {
             let tied = QLinear::from_arc(embedding)?;
             (tied.clone(), tied)

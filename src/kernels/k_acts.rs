@@ -1,0 +1,60 @@
+//! Activations for K-quant weights (Q4_K, Q6_K): int8 with one scale per 256 values and sums per 16.
+//!
+//! One scale per 256 lets a kernel add the eight or sixteen sub-block products of a super-block in integers and
+//! scale once (llama.cpp's `block_q8_K`); the per-16 sums pay for the weights' offsets (Q4_K's minimums, Q6_K's
+//! −32) without touching the activations again.
+
+/// Values per super-block.
+pub const SUPER: usize = 256;
+
+/// Rows of activations quantized per 256-wide super-block.
+#[derive(Debug, Default)]
+pub struct KActivations {
+    /// `[rows][cols]` int8 values.
+    pub quants: Vec<i8>,
+    /// `[rows][cols / 256]` scales.
+    pub scales: Vec<f32>,
+    /// `[rows][cols / 16]` sums of 16 consecutive int8 values.
+    pub sums16: Vec<i16>,
+}
+
+impl KActivations {
+    /// Quantizes `values` (`[rows][cols]`, `cols` a multiple of 256): d = max |x| / 127, q = round(x / d).
+    pub fn quantize(&mut self, values: &[f32], cols: usize) {
+        debug_assert_eq!(cols % SUPER, 0);
+        self.quants.resize(values.len(), 0);
+        self.scales.resize(values.len() / SUPER, 0.0);
+        self.sums16.resize(values.len() / 16, 0);
+        for (((src, dst), scale), sums) in values
+            .chunks_exact(SUPER)
+            .zip(self.quants.chunks_exact_mut(SUPER))
+            .zip(self.scales.iter_mut())
+            .zip(self.sums16.chunks_exact_mut(SUPER / 16))
+        {
+            let amax = src.iter().fold(0f32, |m, x| m.max(x.abs()));
+            let d = amax / 127.0;
+            let inv = if d > 0.0 { 1.0 / d } else { 0.0 };
+            for (q, x) in dst.iter_mut().zip(src) {
+                *q = (x * inv).round() as i8;
+            }
+            for (sum, group) in sums.iter_mut().zip(dst.chunks_exact(16)) {
+                *sum = group.iter().map(|&q| i16::from(q)).sum();
+            }
+            *scale = d;
+        }
+    }
+
+    /// Row `i`'s values for width `cols`.
+    pub fn row(&self, i: usize, cols: usize) -> (&[i8], &[f32], &[i16]) {
+        (
+            &self.quants[i * cols..(i + 1) * cols],
+            &self.scales[i * cols / SUPER..(i + 1) * cols / SUPER],
+            &self.sums16[i * cols / 16..(i + 1) * cols / 16],
+        )
+    }
+}
+
+thread_local! {
+    /// The quantized activations of the current K-quant matmul, reused so a decode step allocates nothing.
+    pub(crate) static K_ACTIVATIONS: std::cell::RefCell<KActivations> = std::cell::RefCell::new(KActivations::default());
+}

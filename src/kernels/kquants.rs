@@ -1,0 +1,280 @@
+//! Q4_K and Q6_K weight matrices in our layout, their scalar reference products, and the matmul driver.
+//!
+//! The layouts keep the files' bit packing (so a decode step reads about as many bytes as llama.cpp does) and
+//! unpack only what a kernel would otherwise redo for every activation row: Q4_K's twelve bytes of 6-bit scales
+//! and minimums become eight of each, and the f16 super-block scales become f32 (152 bytes per 256 weights
+//! instead of 144; Q6_K 212 instead of 210).
+
+use candle_core::quantized::{GgmlDType, QTensor};
+
+use super::k_acts::{KActivations, K_ACTIVATIONS, SUPER};
+use crate::Result;
+
+/// 256 Q4_K weights: value `l` of sub-block `s` (32 values each) is `d · scales[s] · q − dmin · mins[s]`, where
+/// `q` is the low nibble of `qs[32 · (s / 2) + l]` for even `s` and its high nibble for odd `s`.
+#[derive(Debug, Clone, Copy)]
+#[repr(C)]
+pub struct Q4KBlock {
+    pub d: f32,
+    pub dmin: f32,
+    pub scales: [u8; 8],
+    pub mins: [u8; 8],
+    pub qs: [u8; 128],
+}
+
+/// 256 Q6_K weights in 16 groups of 16, value = `d · scales[group] · (q − 32)` with 6-bit `q`: for half `h` (128
+/// values) and `l < 32`, values `l`, `l + 32`, `l + 64`, `l + 96` take their low four bits from the low nibble of
+/// `ql[64h + l]`, of `ql[64h + l + 32]`, the high nibble of `ql[64h + l]`, of `ql[64h + l + 32]`, and their top
+/// two bits from bits 0–1, 2–3, 4–5, 6–7 of `qh[32h + l]` (GGUF's layout, unchanged).
+#[derive(Debug, Clone, Copy)]
+#[repr(C)]
+pub struct Q6KBlock {
+    pub d: f32,
+    pub scales: [i8; 16],
+    pub ql: [u8; 128],
+    pub qh: [u8; 64],
+}
+
+/// A `[rows, cols]` matrix of K-quant super-blocks (`cols` a multiple of 256), row-major.
+#[derive(Debug)]
+pub struct KMatrix<B> {
+    rows: usize,
+    cols: usize,
+    blocks: Vec<B>,
+}
+
+/// Q4_K weights.
+pub type Q4KMatrix = KMatrix<Q4KBlock>;
+/// Q6_K weights.
+pub type Q6KMatrix = KMatrix<Q6KBlock>;
+
+const Q4K_FILE_BYTES: usize = 144;
+const Q6K_FILE_BYTES: usize = 210;
+
+impl<B> KMatrix<B> {
+    /// Output features.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Input width.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Row `r`'s super-blocks.
+    pub(crate) fn row(&self, r: usize) -> &[B] {
+        let per_row = self.cols / SUPER;
+        &self.blocks[r * per_row..(r + 1) * per_row]
+    }
+
+    fn from_file_blocks(
+        tensor: &QTensor,
+        dtype: GgmlDType,
+        file_bytes: usize,
+        unpack: impl Fn(&[u8]) -> B,
+    ) -> Result<Self> {
+        if tensor.dtype() != dtype {
+            return Err(
+                candle_core::Error::Msg(format!("expected a {dtype:?} tensor, got {:?}", tensor.dtype())).into()
+            );
+        }
+        let (rows, cols) = tensor.shape().dims2()?;
+        let bytes = tensor.data()?;
+        Self::from_bytes(rows, cols, &bytes, dtype, file_bytes, unpack)
+    }
+
+    fn from_bytes(
+        rows: usize,
+        cols: usize,
+        bytes: &[u8],
+        dtype: GgmlDType,
+        file_bytes: usize,
+        unpack: impl Fn(&[u8]) -> B,
+    ) -> Result<Self> {
+        if cols % SUPER != 0 {
+            return Err(candle_core::Error::Msg(format!("{dtype:?} width {cols} is not a multiple of {SUPER}")).into());
+        }
+        let expected = rows * cols / SUPER * file_bytes;
+        if bytes.len() != expected {
+            return Err(candle_core::Error::Msg(format!(
+                "{dtype:?} data of {} bytes for a {rows}x{cols} matrix (expected {expected})",
+                bytes.len()
+            ))
+            .into());
+        }
+        Ok(Self { rows, cols, blocks: bytes.chunks_exact(file_bytes).map(unpack).collect() })
+    }
+}
+
+fn f16_at(bytes: &[u8], at: usize) -> f32 {
+    half::f16::from_le_bytes([bytes[at], bytes[at + 1]]).to_f32()
+}
+
+impl Q4KMatrix {
+    /// Copies a 2-D Q4_K `QTensor` (`[out, in]`) into our layout.
+    pub fn from_qtensor(tensor: &QTensor) -> Result<Self> {
+        Self::from_file_blocks(tensor, GgmlDType::Q4K, Q4K_FILE_BYTES, unpack_q4k)
+    }
+
+    /// From GGUF Q4_K bytes (`f16 d, f16 dmin, 12 bytes of 6-bit scales and minimums, 128 bytes of nibbles`).
+    pub fn from_gguf_bytes(rows: usize, cols: usize, bytes: &[u8]) -> Result<Self> {
+        Self::from_bytes(rows, cols, bytes, GgmlDType::Q4K, Q4K_FILE_BYTES, unpack_q4k)
+    }
+
+    /// Row `r` as f32.
+    pub fn dequantize_row(&self, r: usize) -> Vec<f32> {
+        let mut values = Vec::with_capacity(self.cols);
+        for block in self.row(r) {
+            for s in 0..8 {
+                let (scale, min) = (block.d * f32::from(block.scales[s]), block.dmin * f32::from(block.mins[s]));
+                let chunk = &block.qs[32 * (s / 2)..32 * (s / 2 + 1)];
+                let shift = 4 * (s % 2);
+                values.extend(chunk.iter().map(|&q| scale * f32::from((q >> shift) & 0x0F) - min));
+            }
+        }
+        values
+    }
+
+    /// `out[i][r] = Σ_c input[i][c] · W[r][c]` with the input quantized per 256 (`input` `[m][cols]`).
+    pub fn matmul(&self, input: &[f32], m: usize, out: &mut [f32]) {
+        with_k_activations(input, self.cols, |acts| {
+            super::for_row_tiles(self.rows, out, |rows, out| {
+                #[cfg(target_arch = "x86_64")]
+                if super::cpu_level() == super::CpuLevel::Avx2 {
+                    // SAFETY: `cpu_level` checked that the CPU has AVX2 and FMA.
+                    unsafe { super::kquants_avx2::q4k_rows(self, acts, m, rows, out) };
+                    return;
+                }
+                reference_rows(self, acts, m, rows, out, Self::dequantize_row);
+            })
+        });
+    }
+}
+
+/// ggml's 6-bit scale and minimum of sub-block `j` from a Q4_K block's 12 packed bytes.
+fn scale_min_k4(j: usize, packed: &[u8]) -> (u8, u8) {
+    if j < 4 {
+        (packed[j] & 63, packed[j + 4] & 63)
+    } else {
+        ((packed[j + 4] & 0x0F) | ((packed[j - 4] >> 6) << 4), (packed[j + 4] >> 4) | ((packed[j] >> 6) << 4))
+    }
+}
+
+fn unpack_q4k(bytes: &[u8]) -> Q4KBlock {
+    let packed = &bytes[4..16];
+    let mut block =
+        Q4KBlock { d: f16_at(bytes, 0), dmin: f16_at(bytes, 2), scales: [0; 8], mins: [0; 8], qs: [0; 128] };
+    for j in 0..8 {
+        (block.scales[j], block.mins[j]) = scale_min_k4(j, packed);
+    }
+    block.qs.copy_from_slice(&bytes[16..144]);
+    block
+}
+
+impl Q6KMatrix {
+    /// Copies a 2-D Q6_K `QTensor` (`[out, in]`) into our layout.
+    pub fn from_qtensor(tensor: &QTensor) -> Result<Self> {
+        Self::from_file_blocks(tensor, GgmlDType::Q6K, Q6K_FILE_BYTES, unpack_q6k)
+    }
+
+    /// From GGUF Q6_K bytes (`128 bytes ql, 64 bytes qh, 16 int8 scales, f16 d`).
+    pub fn from_gguf_bytes(rows: usize, cols: usize, bytes: &[u8]) -> Result<Self> {
+        Self::from_bytes(rows, cols, bytes, GgmlDType::Q6K, Q6K_FILE_BYTES, unpack_q6k)
+    }
+
+    /// Row `r` as f32.
+    pub fn dequantize_row(&self, r: usize) -> Vec<f32> {
+        let mut values = vec![0f32; self.cols];
+        for (block, out) in self.row(r).iter().zip(values.chunks_exact_mut(SUPER)) {
+            for h in 0..2 {
+                let (ql, qh) = (&block.ql[64 * h..64 * h + 64], &block.qh[32 * h..32 * h + 32]);
+                for l in 0..32 {
+                    let q = [
+                        (ql[l] & 0x0F) | ((qh[l] & 3) << 4),
+                        (ql[l + 32] & 0x0F) | (((qh[l] >> 2) & 3) << 4),
+                        (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4),
+                        (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4),
+                    ];
+                    for (part, &q) in q.iter().enumerate() {
+                        let at = 128 * h + 32 * part + l;
+                        out[at] = block.d * f32::from(block.scales[at / 16]) * (f32::from(q) - 32.0);
+                    }
+                }
+            }
+        }
+        values
+    }
+
+    /// `out[i][r] = Σ_c input[i][c] · W[r][c]` with the input quantized per 256 (`input` `[m][cols]`).
+    pub fn matmul(&self, input: &[f32], m: usize, out: &mut [f32]) {
+        with_k_activations(input, self.cols, |acts| {
+            super::for_row_tiles(self.rows, out, |rows, out| {
+                #[cfg(target_arch = "x86_64")]
+                if super::cpu_level() == super::CpuLevel::Avx2 {
+                    // SAFETY: `cpu_level` checked that the CPU has AVX2 and FMA.
+                    unsafe { super::kquants_avx2::q6k_rows(self, acts, m, rows, out) };
+                    return;
+                }
+                reference_rows(self, acts, m, rows, out, Self::dequantize_row);
+            })
+        });
+    }
+}
+
+fn unpack_q6k(bytes: &[u8]) -> Q6KBlock {
+    let mut block = Q6KBlock { d: f16_at(bytes, 208), scales: [0; 16], ql: [0; 128], qh: [0; 64] };
+    block.ql.copy_from_slice(&bytes[..128]);
+    block.qh.copy_from_slice(&bytes[128..192]);
+    for (scale, &byte) in block.scales.iter_mut().zip(&bytes[192..208]) {
+        *scale = byte as i8;
+    }
+    block
+}
+
+/// Quantizes `input` into this thread's reusable activation buffer and runs `f` on it.
+fn with_k_activations(input: &[f32], cols: usize, f: impl FnOnce(&KActivations)) {
+    K_ACTIVATIONS.with(|cell| {
+        let mut acts = cell.borrow_mut();
+        acts.quantize(input, cols);
+        f(&acts);
+    });
+}
+
+/// The definition the fast kernels must match: dequantized weights times dequantized activations, summed in f64.
+fn reference_rows<B>(
+    w: &KMatrix<B>,
+    acts: &KActivations,
+    m: usize,
+    rows: std::ops::Range<usize>,
+    out: &mut [f32],
+    dequantize_row: impl Fn(&KMatrix<B>, usize) -> Vec<f32>,
+) {
+    for r in rows {
+        let weights = dequantize_row(w, r);
+        for i in 0..m {
+            let (quants, scales, _) = acts.row(i, w.cols);
+            let sum: f64 = weights
+                .iter()
+                .zip(quants)
+                .enumerate()
+                .map(|(c, (&wv, &q))| f64::from(wv) * f64::from(q) * f64::from(scales[c / SUPER]))
+                .sum();
+            out[i * w.rows + r] = sum as f32;
+        }
+    }
+}
+
+/// The scalar reference product of a Q4_K or Q6_K matrix (tests compare the fast kernels against it).
+pub fn reference_matmul<B>(
+    w: &KMatrix<B>,
+    input: &[f32],
+    m: usize,
+    dequantize_row: impl Fn(&KMatrix<B>, usize) -> Vec<f32>,
+) -> Vec<f32> {
+    let mut acts = KActivations::default();
+    acts.quantize(input, w.cols);
+    let mut out = vec![0f32; m * w.rows];
+    reference_rows(w, &acts, m, 0..w.rows, &mut out, dequantize_row);
+    out
+}

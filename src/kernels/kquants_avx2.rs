@@ -1,0 +1,173 @@
+//! AVX2 + FMA kernels for Q4_K and Q6_K weights against per-256 int8 activations: one weight row × up to four
+//! activation rows per tile.
+//!
+//! Weights are small unsigned integers (Q4_K 0–15, Q6_K 0–63), so `maddubs` multiplies them by signed
+//! activations without overflowing its i16 pair sums; `madd` by the sub-block scales (broadcast as i16) widens to
+//! i32 and applies the scale in the same instruction. A super-block's sub-blocks add up in i32 and become f32
+//! once, times `d_w × d_a`. The offsets (Q4_K's `dmin · min`, Q6_K's −32) are settled once per super-block from the
+//! activations' sums of 16.
+
+use std::arch::x86_64::*;
+use std::ops::Range;
+
+use super::k_acts::{KActivations, SUPER};
+use super::kquants::{Q4KMatrix, Q6KMatrix};
+
+/// Activation rows per tile.
+const TILE_ACTS: usize = 4;
+
+/// Runs `tile::<N>(r, i)` over weight rows `rows` and every activation row, four at a time.
+macro_rules! for_tiles {
+    ($rows:expr, $m:expr, $tile:ident, $($arg:expr),*) => {
+        for r in $rows {
+            let mut i = 0;
+            while i < $m {
+                match $m - i {
+                    1 => $tile::<1>($($arg,)* r, i),
+                    2 => $tile::<2>($($arg,)* r, i),
+                    3 => $tile::<3>($($arg,)* r, i),
+                    _ => $tile::<TILE_ACTS>($($arg,)* r, i),
+                }
+                i += ($m - i).min(TILE_ACTS);
+            }
+        }
+    };
+}
+
+/// Q4_K output columns `rows` for the `m` activation rows.
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA.
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn q4k_rows(w: &Q4KMatrix, acts: &KActivations, m: usize, rows: Range<usize>, out: &mut [f32]) {
+    for_tiles!(rows, m, q4k_tile, w, acts, out);
+}
+
+/// Q6_K output columns `rows` for the `m` activation rows.
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA.
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn q6k_rows(w: &Q6KMatrix, acts: &KActivations, m: usize, rows: Range<usize>, out: &mut [f32]) {
+    for_tiles!(rows, m, q6k_tile, w, acts, out);
+}
+
+/// `out[i0 + j][r]` for `j < N`.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn q4k_tile<const N: usize>(w: &Q4KMatrix, acts: &KActivations, out: &mut [f32], r: usize, i0: usize) {
+    let k = w.cols();
+    let low4 = _mm256_set1_epi8(0x0F);
+    let mut sums = [_mm256_setzero_ps(); N];
+    let mut offsets = [0f32; N];
+    let mut a_rows = [(&[][..], &[][..], &[][..]); N];
+    for (j, row) in a_rows.iter_mut().enumerate() {
+        *row = acts.row(i0 + j, k);
+    }
+    for (b, block) in w.row(r).iter().enumerate() {
+        let mut dots = [_mm256_setzero_si256(); N];
+        for c in 0..4 {
+            let q = _mm256_loadu_si256(block.qs.as_ptr().add(32 * c) as *const __m256i);
+            let low = _mm256_and_si256(q, low4);
+            let high = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+            let low_scale = _mm256_set1_epi16(i16::from(block.scales[2 * c]));
+            let high_scale = _mm256_set1_epi16(i16::from(block.scales[2 * c + 1]));
+            for j in 0..N {
+                let a = a_rows[j].0.as_ptr().add(b * SUPER + 64 * c);
+                let a_low = _mm256_loadu_si256(a as *const __m256i);
+                let a_high = _mm256_loadu_si256(a.add(32) as *const __m256i);
+                let p_low = _mm256_madd_epi16(_mm256_maddubs_epi16(low, a_low), low_scale);
+                let p_high = _mm256_madd_epi16(_mm256_maddubs_epi16(high, a_high), high_scale);
+                dots[j] = _mm256_add_epi32(dots[j], _mm256_add_epi32(p_low, p_high));
+            }
+        }
+        // Σ_s min_s · (sum of the activations of sub-block s): pairs of sums of 16 added, times the minimums.
+        let mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(block.mins.as_ptr() as *const __m128i));
+        for j in 0..N {
+            let da = a_rows[j].1[b];
+            sums[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots[j]), _mm256_set1_ps(block.d * da), sums[j]);
+            let s16 = a_rows[j].2.as_ptr().add(b * SUPER / 16) as *const __m128i;
+            let s32 = _mm_hadd_epi16(_mm_loadu_si128(s16), _mm_loadu_si128(s16.add(1)));
+            offsets[j] += block.dmin * da * horizontal_sum_i32x4(_mm_madd_epi16(mins, s32)) as f32;
+        }
+    }
+    let n_out = w.rows();
+    for j in 0..N {
+        out[(i0 + j) * n_out + r] = horizontal_sum(sums[j]) - offsets[j];
+    }
+}
+
+/// `out[i0 + j][r]` for `j < N`.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn q6k_tile<const N: usize>(w: &Q6KMatrix, acts: &KActivations, out: &mut [f32], r: usize, i0: usize) {
+    let k = w.cols();
+    let low4 = _mm256_set1_epi8(0x0F);
+    let low2 = _mm256_set1_epi8(0x03);
+    let mut sums = [_mm256_setzero_ps(); N];
+    let mut offsets = [0f32; N];
+    let mut a_rows = [(&[][..], &[][..], &[][..]); N];
+    for (j, row) in a_rows.iter_mut().enumerate() {
+        *row = acts.row(i0 + j, k);
+    }
+    for (b, block) in w.row(r).iter().enumerate() {
+        let mut dots = [_mm256_setzero_si256(); N];
+        for h in 0..2 {
+            let ql0 = _mm256_loadu_si256(block.ql.as_ptr().add(64 * h) as *const __m256i);
+            let ql1 = _mm256_loadu_si256(block.ql.as_ptr().add(64 * h + 32) as *const __m256i);
+            let qh = _mm256_loadu_si256(block.qh.as_ptr().add(32 * h) as *const __m256i);
+            // Shifts are per 16-bit lane, so each result is masked back to its byte before moving to bits 4–5.
+            let top0 = _mm256_slli_epi16(_mm256_and_si256(qh, low2), 4);
+            let top1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), low2), 4);
+            let top2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), low2), 4);
+            let top3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), low2), 4);
+            let parts = [
+                _mm256_or_si256(_mm256_and_si256(ql0, low4), top0),
+                _mm256_or_si256(_mm256_and_si256(ql1, low4), top1),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), top2),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4), top3),
+            ];
+            for (p, &q) in parts.iter().enumerate() {
+                // Values 0–15 of this part belong to group 8h + 2p, values 16–31 to the next group.
+                let g = 8 * h + 2 * p;
+                let scale = _mm256_set_m128i(
+                    _mm_set1_epi16(i16::from(block.scales[g + 1])),
+                    _mm_set1_epi16(i16::from(block.scales[g])),
+                );
+                for j in 0..N {
+                    let a = a_rows[j].0.as_ptr().add(b * SUPER + 128 * h + 32 * p);
+                    let a = _mm256_loadu_si256(a as *const __m256i);
+                    dots[j] = _mm256_add_epi32(dots[j], _mm256_madd_epi16(_mm256_maddubs_epi16(q, a), scale));
+                }
+            }
+        }
+        // The −32 offset: 32 · Σ_g scale_g · (sum of the activations of group g).
+        let scales = _mm256_cvtepi8_epi16(_mm_loadu_si128(block.scales.as_ptr() as *const __m128i));
+        for j in 0..N {
+            let da = a_rows[j].1[b];
+            sums[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots[j]), _mm256_set1_ps(block.d * da), sums[j]);
+            let s16 = _mm256_loadu_si256(a_rows[j].2.as_ptr().add(b * SUPER / 16) as *const __m256i);
+            let weighted = _mm256_madd_epi16(scales, s16);
+            let total = _mm_add_epi32(_mm256_castsi256_si128(weighted), _mm256_extracti128_si256(weighted, 1));
+            offsets[j] += 32.0 * block.d * da * horizontal_sum_i32x4(total) as f32;
+        }
+    }
+    let n_out = w.rows();
+    for j in 0..N {
+        out[(i0 + j) * n_out + r] = horizontal_sum(sums[j]) - offsets[j];
+    }
+}
+
+/// The sum of the 8 lanes.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn horizontal_sum(v: __m256) -> f32 {
+    let pair = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    let pair = _mm_add_ps(pair, _mm_movehl_ps(pair, pair));
+    _mm_cvtss_f32(_mm_add_ss(pair, _mm_shuffle_ps(pair, pair, 1)))
+}
+
+/// The sum of the 4 lanes.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn horizontal_sum_i32x4(v: __m128i) -> i32 {
+    let v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0b01_00_11_10));
+    let v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0b10_11_00_01));
+    _mm_cvtsi128_si32(v)
+}
