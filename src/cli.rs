@@ -42,6 +42,26 @@ pub enum Command {
     ///
     /// Example: tandem resume latest
     Resume(ResumeArgs),
+    /// Run many goals in one process: the models load once and their prompt cache stays warm across goals.
+    ///
+    /// Each goal is a normal run (its own run directory and audit log, `tandem runs show ID`), with no approval
+    /// prompts. Each result is appended to the --out file as the goal finishes; running the same command again
+    /// skips the goals already recorded, so an interrupted batch continues where it stopped. A goal that fails,
+    /// and a line that cannot be read, is recorded with its error and the batch goes on; the exit status is
+    /// non-zero when a goal of this invocation did not finish `done`.
+    ///
+    /// Example goals.jsonl:
+    ///   "What is 12*4+5?"
+    ///   {"id": "eggs", "goal": "A box holds 12 eggs. Tom buys 7 boxes and breaks 5. How many are left?"}
+    ///   # a comment
+    ///   {"id": "notes", "goal": "Count the lines of notes.txt", "workspace": "ws/notes"}
+    ///
+    /// Examples:
+    ///   tandem batch goals.jsonl --out results.jsonl
+    ///   tandem batch goals.jsonl --out results.jsonl --retry-failed --json
+    ///   jq -r '[.id // .line, .stop, .answer] | @tsv' results.jsonl
+    #[command(verbatim_doc_comment)]
+    Batch(BatchArgs),
     /// List past runs or show one as a timeline.
     #[command(subcommand)]
     Runs(RunsCommand),
@@ -242,31 +262,21 @@ pub struct RunsDirArg {
     pub runs_dir: Option<PathBuf>,
 }
 
-/// `tandem run`.
-#[derive(Debug, Args)]
-pub struct RunArgs {
-    /// The goal, in plain words (optional with --plan, which holds one).
-    pub goal: Option<String>,
+/// What a run plans with and within: the models, the planner's mode, the tools and the budgets (shared by `run`
+/// and `batch`).
+#[derive(Debug, Clone, Args)]
+pub struct AgentArgs {
     /// The planner: a model id or a .gguf path.
     #[arg(long, default_value = "qwen2.5-coder-1.5b-instruct-q4_k_m")]
     pub planner: String,
     /// The executor (llm steps, filling arguments): a model id or a .gguf path. The same as --planner uses one model.
     #[arg(long, default_value = "qwen2.5-coder-0.5b-instruct-q4_k_m")]
     pub executor: String,
-    /// Run this plan (JSON file) instead of asking the planner; the planner is still used to replan.
-    #[arg(long, value_name = "FILE")]
-    pub plan: Option<PathBuf>,
     /// How the planner works.
     #[arg(long, value_enum, default_value_t = ModeArg::PlanAhead)]
     pub mode: ModeArg,
     #[command(flatten)]
     pub tools: ToolArgs,
-    /// Ask a human before running: the plan, or each tool call. Needs a terminal, or --yes.
-    #[arg(long, value_enum)]
-    pub approve: Option<ApproveArg>,
-    /// Approve automatically (for scripts; every approval is still logged, as by --yes).
-    #[arg(long, short = 'y')]
-    pub yes: bool,
     /// Most plan revisions after failures.
     #[arg(long, default_value_t = 2)]
     pub max_replans: u32,
@@ -285,6 +295,51 @@ pub struct RunArgs {
     /// Token budget of one executor call.
     #[arg(long, default_value_t = 256)]
     pub executor_tokens: usize,
+}
+
+/// `tandem run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The goal, in plain words (optional with --plan, which holds one).
+    pub goal: Option<String>,
+    /// Run this plan (JSON file) instead of asking the planner; the planner is still used to replan.
+    #[arg(long, value_name = "FILE")]
+    pub plan: Option<PathBuf>,
+    #[command(flatten)]
+    pub agent: AgentArgs,
+    /// Ask a human before running: the plan, or each tool call. Needs a terminal, or --yes.
+    #[arg(long, value_enum)]
+    pub approve: Option<ApproveArg>,
+    /// Approve automatically (for scripts; every approval is still logged, as by --yes).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    #[command(flatten)]
+    pub runner: RunnerArgs,
+}
+
+/// `tandem batch`.
+#[derive(Debug, Args)]
+// `--json` comes with the shared runner flags; here it prints the batch summary.
+#[command(mut_arg("json", |a| {
+    a.help("Print the summary as one JSON object on stdout (the text summary still goes to stderr)")
+}))]
+pub struct BatchArgs {
+    /// The goals: a JSON-lines file, one goal per line — a JSON string, or an object
+    /// {"goal": "...", "id": "...", "workspace": "DIR"} (id and workspace optional; a relative workspace is
+    /// taken from the goal file's directory). Blank lines and lines starting with # are skipped.
+    #[arg(value_name = "GOALS.jsonl")]
+    pub goals: PathBuf,
+    /// The results file: one JSON object per goal, appended and synced as each goal finishes. Goals it already
+    /// holds a record for (by id, or by line number for goals without one) are skipped, so the same command
+    /// continues an interrupted batch.
+    #[arg(long, value_name = "RESULTS.jsonl")]
+    pub out: PathBuf,
+    /// Run again the goals whose latest record is not `done` (an error, a spent budget); the new record is
+    /// appended after the old one.
+    #[arg(long)]
+    pub retry_failed: bool,
+    #[command(flatten)]
+    pub agent: AgentArgs,
     #[command(flatten)]
     pub runner: RunnerArgs,
 }
@@ -301,7 +356,7 @@ pub struct ResumeArgs {
     pub runner: RunnerArgs,
 }
 
-/// Where a run computes, where it is logged, and how it reports (shared by `run` and `resume`).
+/// Where a run computes, where it is logged, and how it reports (shared by `run`, `resume` and `batch`).
 #[derive(Debug, Clone, Args)]
 pub struct RunnerArgs {
     /// Compute threads (default: all cores).

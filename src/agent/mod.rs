@@ -1,6 +1,8 @@
 //! The agent: plans and references (`plan`, `refs`, `validate`, `schema`), the planner and executor model
-//! calls, the orchestrator that runs a plan with budgets, approval and replanning, and the audit log of runs.
+//! calls, the orchestrator that runs a plan with budgets, approval and replanning, the audit log of runs, and
+//! batches of goals (`batch`).
 
+pub mod batch;
 pub mod events;
 pub mod executor;
 pub mod model_call;

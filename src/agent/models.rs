@@ -29,6 +29,8 @@ pub struct LazyModels<'r> {
     planner: Option<Model>,
     executor: Option<Model>,
     events: Vec<Event>,
+    /// Every load so far, for [`LazyModels::begin_run`].
+    loaded: Vec<Event>,
 }
 
 impl<'r> LazyModels<'r> {
@@ -49,7 +51,25 @@ impl<'r> LazyModels<'r> {
             planner: None,
             executor: None,
             events: Vec::new(),
+            loaded: Vec::new(),
         }
+    }
+
+    /// Starts another run on the same models (`tandem batch`, benchmarks): the next
+    /// [`ModelSource::take_load_events`] also returns a `ModelLoaded` event for each model an earlier run already
+    /// loaded, with `ms: 0` (nothing was loaded this time), so every run's log names its models and SHA-256.
+    pub fn begin_run(&mut self) {
+        let already = self.loaded.iter().map(|event| match event {
+            Event::ModelLoaded { role, id, path, sha256, .. } => Event::ModelLoaded {
+                role: role.clone(),
+                id: id.clone(),
+                path: path.clone(),
+                sha256: sha256.clone(),
+                ms: 0,
+            },
+            other => other.clone(),
+        });
+        self.events = already.collect();
     }
 
     fn shared(&self) -> bool {
@@ -60,13 +80,15 @@ impl<'r> LazyModels<'r> {
         let resolved = ModelStore::open()?.resolve(id, self.reporter)?;
         self.reporter.message(&format!("loading the {role} ({id}) …"));
         let model = Model::load(&resolved.path, &self.device, &self.options)?;
-        self.events.push(Event::ModelLoaded {
+        let event = Event::ModelLoaded {
             role: role.to_string(),
             id: id.to_string(),
             path: resolved.path,
             sha256: resolved.sha256,
             ms: model.info.load_time.as_millis() as u64,
-        });
+        };
+        self.loaded.push(event.clone());
+        self.events.push(event);
         Ok(model)
     }
 }

@@ -1,5 +1,6 @@
 //! What each subcommand does: the glue between parsed arguments (`cli`) and the library.
 
+pub mod batch;
 pub mod bench;
 pub mod bench_suites;
 pub mod generate;
@@ -21,6 +22,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Generate(args) => generate::run(args, &reporter),
         Command::Run(args) => run::run(args, &reporter, cli.quiet),
         Command::Resume(args) => run::resume(args, &reporter, cli.quiet),
+        Command::Batch(args) => batch::run(args, &reporter),
         Command::Runs(cmd) => runs::run(cmd),
         Command::Plan(args) => plan::run(args, &reporter),
         Command::Models(cmd) => models::run(cmd, &reporter),

@@ -3,7 +3,7 @@
 use std::io::IsTerminal;
 use std::time::Duration;
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
 use crate::progress::{Progress, ProgressUnit, Reporter};
 
@@ -11,12 +11,14 @@ use crate::progress::{Progress, ProgressUnit, Reporter};
 pub struct TerminalReporter {
     quiet: bool,
     interactive: bool,
+    /// Every visible bar, so messages can print above them instead of through them.
+    bars: MultiProgress,
 }
 
 impl TerminalReporter {
     /// `quiet` hides everything; without a terminal, bars are skipped but messages still print.
     pub fn new(quiet: bool) -> Self {
-        Self { quiet, interactive: std::io::stderr().is_terminal() }
+        Self { quiet, interactive: std::io::stderr().is_terminal(), bars: MultiProgress::new() }
     }
 }
 
@@ -43,7 +45,7 @@ impl Reporter for TerminalReporter {
             Some(n) => ProgressBar::new(n),
             None => ProgressBar::new_spinner(),
         };
-        bar.set_draw_target(ProgressDrawTarget::stderr());
+        let bar = self.bars.add(bar);
         let template = match (total, unit) {
             (Some(_), ProgressUnit::Bytes) => "{msg:24} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
             (Some(_), ProgressUnit::Items) => "{msg:24} [{bar:30}] {pos}/{len} eta {eta}",
@@ -59,8 +61,10 @@ impl Reporter for TerminalReporter {
     }
 
     fn message(&self, text: &str) {
-        if !self.quiet {
-            eprintln!("{text}");
+        if self.quiet {
+            return;
         }
+        // With bars on screen, hide them while the line prints, then redraw them below it.
+        self.bars.suspend(|| eprintln!("{text}"));
     }
 }

@@ -6,12 +6,13 @@ use std::path::Path;
 
 use crate::agent::events::{EventLog, RunSettings};
 use crate::agent::{Agent, ApproveMode, Approver, AutoApprove, LazyModels, Plan, RunOutcome, StopReason};
-use crate::cli::{speculation, ApproveArg, DeviceArg, ModeArg, ResumeArgs, RunArgs};
+use crate::cli::{speculation, AgentArgs, ApproveArg, DeviceArg, ModeArg, ResumeArgs, RunArgs};
 use crate::commands::run_view::{TerminalApprover, TerminalObserver};
 use crate::commands::runs::{open_runs_dir, run_summary};
 use crate::commands::toolbox;
 use crate::llm::{select_device, LoadOptions};
 use crate::progress::Reporter;
+use crate::tools::ToolContext;
 use crate::{Error, Result};
 
 /// Runs `tandem run`.
@@ -33,29 +34,8 @@ pub fn run(args: RunArgs, reporter: &dyn Reporter, quiet: bool) -> Result<()> {
         Some(ApproveArg::Steps) => ApproveMode::Steps,
     };
     check_can_ask(approve, args.yes)?;
-    let (context, registry) = toolbox::build_tools(&args.tools)?;
-    let settings = RunSettings {
-        planner: args.planner.clone(),
-        executor: args.executor.clone(),
-        mode: match args.mode {
-            ModeArg::PlanAhead => "plan-ahead",
-            ModeArg::Step => "step",
-        }
-        .into(),
-        workspace: context.workspace.root().to_path_buf(),
-        allow_write: args.tools.allow_write,
-        allow_shell: context.shell_allowlist.clone(),
-        shell_timeout_s: args.tools.shell_timeout,
-        tools_file: args.tools.tools.as_ref().map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone())),
-        max_replans: args.max_replans,
-        max_steps: args.max_steps,
-        max_tokens: args.max_tokens,
-        max_seconds: args.max_time,
-        plan_tokens: args.plan_tokens,
-        executor_tokens: args.executor_tokens,
-        seed: 0,
-        approve: approve.name().into(),
-    };
+    let (context, registry) = toolbox::build_tools(&args.agent.tools)?;
+    let settings = run_settings(&args.agent, &context, approve);
     let runs = open_runs_dir(&args.runner.runs);
     let (id, dir) = runs.create_run()?;
     let log = EventLog::create(&dir)?;
@@ -70,8 +50,35 @@ pub fn run(args: RunArgs, reporter: &dyn Reporter, quiet: bool) -> Result<()> {
     finish(&id, &dir, &outcome, args.runner.json)
 }
 
+/// The settings a run starts with: models, mode, tool policy and budgets from the flags, the workspace and shell
+/// allowlist as the tool context resolved them.
+pub fn run_settings(args: &AgentArgs, context: &ToolContext, approve: ApproveMode) -> RunSettings {
+    RunSettings {
+        planner: args.planner.clone(),
+        executor: args.executor.clone(),
+        mode: match args.mode {
+            ModeArg::PlanAhead => "plan-ahead",
+            ModeArg::Step => "step",
+        }
+        .into(),
+        workspace: context.workspace.root().to_path_buf(),
+        allow_write: context.allow_write,
+        allow_shell: context.shell_allowlist.clone(),
+        shell_timeout_s: args.tools.shell_timeout,
+        tools_file: args.tools.tools.as_ref().map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone())),
+        max_replans: args.max_replans,
+        max_steps: args.max_steps,
+        max_tokens: args.max_tokens,
+        max_seconds: args.max_time,
+        plan_tokens: args.plan_tokens,
+        executor_tokens: args.executor_tokens,
+        seed: 0,
+        approve: approve.name().into(),
+    }
+}
+
 /// The run's models as the runner flags ask (threads, device, drafting), loaded on first use.
-fn runner_models<'r>(
+pub fn runner_models<'r>(
     settings: &RunSettings,
     runner: &crate::cli::RunnerArgs,
     reporter: &'r dyn Reporter,

@@ -1,0 +1,49 @@
+//! Criterion benches of our quantized matmul kernels against candle's `QMatMul` on the same weights, in the same
+//! run: one activation row (a decode step) and 64 rows (a prefill chunk), at the default models' shapes.
+//!
+//! Run with `cargo bench --bench kernels` (`-- q4k` to pick one group).
+
+use std::time::Duration;
+
+use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
+use candle_core::{Device, Module, Tensor};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use tandem::kernels::QLinear;
+
+/// (name, type, output rows, input width): the 0.5B's gate/up and down, the 1.5B's gate/up and down.
+const SHAPES: &[(&str, GgmlDType, usize, usize)] = &[
+    ("q8_0 4864x896 (0.5B gate)", GgmlDType::Q8_0, 4864, 896),
+    ("q4k 896x4864 (0.5B down)", GgmlDType::Q4K, 896, 4864),
+    ("q4k 8960x1536 (1.5B gate)", GgmlDType::Q4K, 8960, 1536),
+    ("q6k 1536x8960 (1.5B down)", GgmlDType::Q6K, 1536, 8960),
+];
+
+fn weights(rows: usize, cols: usize, dtype: GgmlDType) -> QTensor {
+    let values: Vec<f32> = (0..rows * cols).map(|i| ((i * 7919 % 1013) as f32 / 1013.0 - 0.5) * 0.2).collect();
+    let dense = Tensor::from_vec(values, (rows, cols), &Device::Cpu).expect("tensor");
+    QTensor::quantize(&dense, dtype).expect("quantize")
+}
+
+fn bench_kernels(c: &mut Criterion) {
+    for &(name, dtype, rows, cols) in SHAPES {
+        let ours = QLinear::new(weights(rows, cols, dtype)).expect("ours");
+        let theirs = QMatMul::from_qtensor(weights(rows, cols, dtype)).expect("candle");
+        let mut group = c.benchmark_group(name);
+        group.sample_size(20).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(4));
+        for m in [1usize, 64] {
+            let x: Vec<f32> = (0..m * cols).map(|i| ((i % 97) as f32 - 48.0) / 50.0).collect();
+            let x = Tensor::from_vec(x, (m, cols), &Device::Cpu).expect("input");
+            group.throughput(Throughput::Elements((rows * cols * m) as u64));
+            group.bench_with_input(BenchmarkId::new(ours.kernel_name(), m), &x, |b, x| {
+                b.iter(|| ours.forward(x).expect("ours"))
+            });
+            group.bench_with_input(BenchmarkId::new("candle", m), &x, |b, x| {
+                b.iter(|| theirs.forward(x).expect("candle"))
+            });
+        }
+        group.finish();
+    }
+}
+
+criterion_group!(benches, bench_kernels);
+criterion_main!(benches);

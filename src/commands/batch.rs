@@ -1,0 +1,211 @@
+//! `tandem batch`: many goals in one process on one pair of loaded models (their prefix caches stay warm from goal
+//! to goal), one run with its own audit log per goal, one record per goal in the results file, a summary last.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use crate::agent::batch::{read_goals, BatchGoal, BatchRecord, BatchResults, BatchSummary, GoalLine};
+use crate::agent::events::EventLog;
+use crate::agent::{Agent, ApproveMode, AutoApprove, LazyModels, NoObserver, RunOutcome, RunsDir};
+use crate::cli::BatchArgs;
+use crate::commands::run::{run_settings, runner_models};
+use crate::commands::run_view::clip;
+use crate::commands::runs::open_runs_dir;
+use crate::commands::toolbox;
+use crate::progress::{ProgressUnit, Reporter};
+use crate::store::ModelStore;
+use crate::tools::{ToolContext, ToolRegistry};
+use crate::{Error, Result};
+
+/// What every goal of the batch shares: the flags, the default tools, where runs go, and where relative goal
+/// workspaces start from.
+struct Batch<'a> {
+    args: &'a BatchArgs,
+    context: ToolContext,
+    registry: ToolRegistry,
+    runs: RunsDir,
+    goals_dir: PathBuf,
+}
+
+/// Runs `tandem batch`.
+pub fn run(args: BatchArgs, reporter: &dyn Reporter) -> Result<()> {
+    let started = Instant::now();
+    if std::path::absolute(&args.goals).ok() == std::path::absolute(&args.out).ok() {
+        return Err(Error::Usage(format!(
+            "--out {} is the goal file itself; give the results their own file",
+            args.out.display()
+        )));
+    }
+    let lines = read_goals(&args.goals)?;
+    let mut results = BatchResults::open(&args.out)?;
+    for bad in results.unreadable() {
+        reporter.message(&format!("unreadable line in the results (ignored): {bad}"));
+    }
+    let todo: Vec<&GoalLine> =
+        lines.iter().filter(|line| should_run(line, &results, args.retry_failed, reporter)).collect();
+    let mut summary = BatchSummary {
+        goals_file: args.goals.clone(),
+        results: args.out.clone(),
+        lines: lines.len(),
+        skipped: lines.len() - todo.len(),
+        ..BatchSummary::default()
+    };
+    reporter.message(&format!(
+        "batch: {} goal line(s) in {}; {} to run, {} already in {} (skipped)",
+        lines.len(),
+        args.goals.display(),
+        todo.len(),
+        summary.skipped,
+        args.out.display()
+    ));
+    if !todo.is_empty() {
+        // The default workspace, tool policy and models are checked (and pulled) before the first goal, so a typo
+        // in a flag fails once instead of once per goal.
+        let (context, registry) = toolbox::build_tools(&args.agent.tools)?;
+        if todo.iter().any(|line| matches!(line, GoalLine::Goal(_))) {
+            let store = ModelStore::open()?;
+            store.resolve(&args.agent.planner, reporter)?;
+            if args.agent.executor != args.agent.planner {
+                store.resolve(&args.agent.executor, reporter)?;
+            }
+        }
+        let settings = run_settings(&args.agent, &context, ApproveMode::None);
+        let mut models = runner_models(&settings, &args.runner, reporter)?;
+        let goals_dir = args.goals.parent().map(Path::to_path_buf).unwrap_or_default();
+        let batch = Batch { args: &args, context, registry, runs: open_runs_dir(&args.runner.runs), goals_dir };
+        let progress = reporter.start("batch", Some(todo.len() as u64), ProgressUnit::Items);
+        for (n, line) in todo.iter().enumerate() {
+            let record = match line {
+                GoalLine::Malformed { line, message } => {
+                    BatchRecord::malformed(*line, format!("{}:{line}: {message}", args.goals.display()))
+                }
+                GoalLine::Goal(goal) => run_goal(goal, &batch, &mut models),
+            };
+            results.append(&record)?;
+            summary.add(&record);
+            reporter.message(&format!("[{}/{}] {}", n + 1, todo.len(), describe(&record)));
+            progress.inc(1);
+        }
+        progress.finish();
+    }
+    summary.finish(started.elapsed());
+    eprintln!("{}", summary_text(&summary));
+    if args.runner.json {
+        println!("{}", serde_json::to_string(&summary).map_err(|e| Error::Usage(e.to_string()))?);
+    }
+    if summary.failed > 0 {
+        return Err(Error::Usage(format!(
+            "{} of {} goal(s) did not finish; their records in {} say why (--retry-failed runs them again)",
+            summary.failed,
+            summary.done + summary.failed,
+            args.out.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Whether a goal line runs: not when the results already hold it (unless it failed and `--retry-failed`).
+fn should_run(line: &GoalLine, results: &BatchResults, retry_failed: bool, reporter: &dyn Reporter) -> bool {
+    let key = line.key();
+    let Some(recorded) = results.recorded(&key) else {
+        return true;
+    };
+    if let GoalLine::Goal(goal) = line {
+        if goal.id.is_none() && recorded.goal.as_deref().is_some_and(|g| g != goal.goal) {
+            reporter.message(&format!(
+                "line {}: the results hold another goal for this line (was the goal file edited?); give goals ids \
+                 to tell them apart, or write to a new --out",
+                goal.line
+            ));
+        }
+    }
+    retry_failed && !recorded.done
+}
+
+/// Runs one goal as a normal run; whatever happens becomes its record.
+fn run_goal(goal: &BatchGoal, batch: &Batch<'_>, models: &mut LazyModels<'_>) -> BatchRecord {
+    let started = Instant::now();
+    let mut run = None;
+    match attempt(goal, batch, models, &mut run) {
+        Ok(outcome) => match &run {
+            Some((id, dir)) => BatchRecord::from_outcome(goal, id, dir, &outcome, started.elapsed()),
+            None => BatchRecord::failed(goal, None, "the run has no directory".into(), started.elapsed()),
+        },
+        Err(e) => {
+            let run = run.as_ref().map(|(id, dir)| (id.as_str(), dir.as_path()));
+            BatchRecord::failed(goal, run, e.to_string(), started.elapsed())
+        }
+    }
+}
+
+/// The goal's tools, run directory, log and run; `run` is set as soon as the run's directory exists.
+fn attempt(
+    goal: &BatchGoal,
+    batch: &Batch<'_>,
+    models: &mut LazyModels<'_>,
+    run: &mut Option<(String, PathBuf)>,
+) -> Result<RunOutcome> {
+    let tools = &batch.args.agent.tools;
+    let own;
+    let (context, registry) = match &goal.workspace {
+        None => (&batch.context, &batch.registry),
+        Some(workspace) => {
+            own = toolbox::build(
+                &batch.goals_dir.join(workspace),
+                tools.allow_write,
+                &tools.allow_shell,
+                tools.shell_timeout,
+                tools.tools.as_deref(),
+            )?;
+            (&own.0, &own.1)
+        }
+    };
+    let settings = run_settings(&batch.args.agent, context, ApproveMode::None);
+    let (id, dir) = batch.runs.create_run()?;
+    *run = Some((id, dir.clone()));
+    let log = EventLog::create(&dir)?;
+    models.begin_run();
+    // Batch never asks: approval stays off, and the approver is never consulted.
+    let mut approver = AutoApprove;
+    let agent = Agent::start(&goal.goal, settings, log, registry, context, models, &mut approver, &NoObserver)?;
+    agent.run(None)
+}
+
+/// One goal's outcome in a line.
+fn describe(record: &BatchRecord) -> String {
+    let name = match (&record.id, &record.goal) {
+        (Some(id), _) => format!("{id} (line {})", record.line),
+        (None, Some(goal)) => format!("line {}: \"{}\"", record.line, clip(goal, 50)),
+        (None, None) => format!("line {}", record.line),
+    };
+    let mark = if record.is_done() { "✓" } else { "✗" };
+    let result = match (&record.error, &record.answer) {
+        (Some(error), _) => format!("error: {}", clip(error, 160)),
+        (None, Some(answer)) if record.is_done() => format!("→ {}", clip(answer, 80)),
+        (None, _) => format!("{}: {}", record.stop, clip(&record.detail, 120)),
+    };
+    let run = record.run_id.as_deref().map(|id| format!(" [run {id}]")).unwrap_or_default();
+    format!("{mark} {name} {:.1} s {result}{run}", record.wall_s)
+}
+
+/// The summary in words.
+fn summary_text(s: &BatchSummary) -> String {
+    format!(
+        "batch: {} done, {} failed, {} skipped in {:.1} s ({:.2} goals/min); planner {} call(s), {} → {} tokens \
+         ({:.1} tokens out/s); executor {} call(s), {} → {} tokens ({:.1} tokens out/s); results in {}",
+        s.done,
+        s.failed,
+        s.skipped,
+        s.wall_s,
+        s.goals_per_minute,
+        s.planner.calls,
+        s.planner.tokens_in,
+        s.planner.tokens_out,
+        s.planner_tokens_out_per_s,
+        s.executor.calls,
+        s.executor.tokens_in,
+        s.executor.tokens_out,
+        s.executor_tokens_out_per_s,
+        s.results.display()
+    )
+}
