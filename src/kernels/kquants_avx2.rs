@@ -68,19 +68,23 @@ unsafe fn q4k_tile<const N: usize>(w: &Q4KMatrix, acts: &KActivations, out: &mut
     let k = w.cols();
     let low4 = _mm256_set1_epi8(0x0F);
     let mut sums = [_mm256_setzero_ps(); N];
-    let mut offsets = [0f32; N];
+    let mut offsets = [_mm_setzero_ps(); N];
     let mut a_rows = [(&[][..], &[][..], &[][..]); N];
     for (j, row) in a_rows.iter_mut().enumerate() {
         *row = acts.row(i0 + j, k);
     }
     for (b, block) in w.row(r).iter().enumerate() {
         let mut dots = [_mm256_setzero_si256(); N];
+        // The eight scales as i16 in both 128-bit lanes; `vpshufb` broadcasts one of them per sub-block.
+        let scales16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64(
+            block.scales.as_ptr() as *const __m128i,
+        )));
         for c in 0..4 {
             let q = _mm256_loadu_si256(block.qs.as_ptr().add(32 * c) as *const __m256i);
             let low = _mm256_and_si256(q, low4);
             let high = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
-            let low_scale = _mm256_set1_epi16(i16::from(block.scales[2 * c]));
-            let high_scale = _mm256_set1_epi16(i16::from(block.scales[2 * c + 1]));
+            let low_scale = _mm256_shuffle_epi8(scales16, pick_i16(2 * c, 2 * c));
+            let high_scale = _mm256_shuffle_epi8(scales16, pick_i16(2 * c + 1, 2 * c + 1));
             for j in 0..N {
                 let a = a_rows[j].0.as_ptr().add(b * SUPER + 64 * c);
                 let a_low = _mm256_loadu_si256(a as *const __m256i);
@@ -97,12 +101,13 @@ unsafe fn q4k_tile<const N: usize>(w: &Q4KMatrix, acts: &KActivations, out: &mut
             sums[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots[j]), _mm256_set1_ps(block.d * da), sums[j]);
             let s16 = a_rows[j].2.as_ptr().add(b * SUPER / 16) as *const __m128i;
             let s32 = _mm_hadd_epi16(_mm_loadu_si128(s16), _mm_loadu_si128(s16.add(1)));
-            offsets[j] += block.dmin * da * horizontal_sum_i32x4(_mm_madd_epi16(mins, s32)) as f32;
+            let weighted = _mm_cvtepi32_ps(_mm_madd_epi16(mins, s32));
+            offsets[j] = _mm_fmadd_ps(weighted, _mm_set1_ps(block.dmin * da), offsets[j]);
         }
     }
     let n_out = w.rows();
     for j in 0..N {
-        out[(i0 + j) * n_out + r] = horizontal_sum(sums[j]) - offsets[j];
+        out[(i0 + j) * n_out + r] = horizontal_sum(sums[j]) - horizontal_sum_128(offsets[j]);
     }
 }
 
@@ -113,7 +118,7 @@ unsafe fn q6k_tile<const N: usize>(w: &Q6KMatrix, acts: &KActivations, out: &mut
     let low4 = _mm256_set1_epi8(0x0F);
     let low2 = _mm256_set1_epi8(0x03);
     let mut sums = [_mm256_setzero_ps(); N];
-    let mut offsets = [0f32; N];
+    let mut offsets = [_mm256_setzero_ps(); N];
     let mut a_rows = [(&[][..], &[][..], &[][..]); N];
     for (j, row) in a_rows.iter_mut().enumerate() {
         *row = acts.row(i0 + j, k);
@@ -121,6 +126,10 @@ unsafe fn q6k_tile<const N: usize>(w: &Q6KMatrix, acts: &KActivations, out: &mut
     for (b, block) in w.row(r).iter().enumerate() {
         let mut dots = [_mm256_setzero_si256(); N];
         for h in 0..2 {
+            // This half's eight group scales as i16 in both 128-bit lanes, for `vpshufb` to pick from.
+            let scales16 = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_loadl_epi64(
+                block.scales.as_ptr().add(8 * h) as *const __m128i,
+            )));
             let ql0 = _mm256_loadu_si256(block.ql.as_ptr().add(64 * h) as *const __m256i);
             let ql1 = _mm256_loadu_si256(block.ql.as_ptr().add(64 * h + 32) as *const __m256i);
             let qh = _mm256_loadu_si256(block.qh.as_ptr().add(32 * h) as *const __m256i);
@@ -136,12 +145,9 @@ unsafe fn q6k_tile<const N: usize>(w: &Q6KMatrix, acts: &KActivations, out: &mut
                 _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4), top3),
             ];
             for (p, &q) in parts.iter().enumerate() {
-                // Values 0–15 of this part belong to group 8h + 2p, values 16–31 to the next group.
-                let g = 8 * h + 2 * p;
-                let scale = _mm256_set_m128i(
-                    _mm_set1_epi16(i16::from(block.scales[g + 1])),
-                    _mm_set1_epi16(i16::from(block.scales[g])),
-                );
+                // Values 0–15 of this part belong to group 8h + 2p (the low 128-bit lane of the maddubs
+                // result), values 16–31 to the next group.
+                let scale = _mm256_shuffle_epi8(scales16, pick_i16(2 * p, 2 * p + 1));
                 for j in 0..N {
                     let a = a_rows[j].0.as_ptr().add(b * SUPER + 128 * h + 32 * p);
                     let a = _mm256_loadu_si256(a as *const __m256i);
@@ -155,29 +161,53 @@ unsafe fn q6k_tile<const N: usize>(w: &Q6KMatrix, acts: &KActivations, out: &mut
             let da = a_rows[j].1[b];
             sums[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots[j]), _mm256_set1_ps(block.d * da), sums[j]);
             let s16 = _mm256_loadu_si256(a_rows[j].2.as_ptr().add(b * SUPER / 16) as *const __m256i);
-            let weighted = _mm256_madd_epi16(scales, s16);
-            let total = _mm_add_epi32(_mm256_castsi256_si128(weighted), _mm256_extracti128_si256(weighted, 1));
-            offsets[j] += 32.0 * block.d * da * horizontal_sum_i32x4(total) as f32;
+            let weighted = _mm256_cvtepi32_ps(_mm256_madd_epi16(scales, s16));
+            offsets[j] = _mm256_fmadd_ps(weighted, _mm256_set1_ps(32.0 * block.d * da), offsets[j]);
         }
     }
     let n_out = w.rows();
     for j in 0..N {
-        out[(i0 + j) * n_out + r] = horizontal_sum(sums[j]) - offsets[j];
+        out[(i0 + j) * n_out + r] = horizontal_sum(_mm256_sub_ps(sums[j], offsets[j]));
     }
 }
+
+/// A `vpshufb` control that fills the low 128-bit lane with i16 element `low` and the high lane with `high`.
+#[inline(always)]
+fn pick_i16(low: usize, high: usize) -> __m256i {
+    // SAFETY: loading 32 bytes from a 32-byte table.
+    unsafe { _mm256_loadu_si256(PICK_I16[low][high].as_ptr() as *const __m256i) }
+}
+
+/// `PICK_I16[l][h]`: the `vpshufb` controls for `pick_i16`, built at compile time.
+static PICK_I16: [[[u8; 32]; 8]; 8] = {
+    let mut table = [[[0u8; 32]; 8]; 8];
+    let mut l = 0;
+    while l < 8 {
+        let mut h = 0;
+        while h < 8 {
+            let mut i = 0;
+            while i < 16 {
+                let (lane_low, lane_high) = if i % 2 == 0 { (2 * l, 2 * h) } else { (2 * l + 1, 2 * h + 1) };
+                table[l][h][i] = lane_low as u8;
+                table[l][h][16 + i] = lane_high as u8;
+                i += 1;
+            }
+            h += 1;
+        }
+        l += 1;
+    }
+    table
+};
 
 /// The sum of the 8 lanes.
 #[target_feature(enable = "avx2,fma")]
 unsafe fn horizontal_sum(v: __m256) -> f32 {
-    let pair = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    let pair = _mm_add_ps(pair, _mm_movehl_ps(pair, pair));
-    _mm_cvtss_f32(_mm_add_ss(pair, _mm_shuffle_ps(pair, pair, 1)))
+    horizontal_sum_128(_mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)))
 }
 
 /// The sum of the 4 lanes.
 #[target_feature(enable = "avx2,fma")]
-unsafe fn horizontal_sum_i32x4(v: __m128i) -> i32 {
-    let v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0b01_00_11_10));
-    let v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0b10_11_00_01));
-    _mm_cvtsi128_si32(v)
+unsafe fn horizontal_sum_128(v: __m128) -> f32 {
+    let pair = _mm_add_ps(v, _mm_movehl_ps(v, v));
+    _mm_cvtss_f32(_mm_add_ss(pair, _mm_shuffle_ps(pair, pair, 1)))
 }
