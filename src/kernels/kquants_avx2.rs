@@ -76,9 +76,8 @@ unsafe fn q4k_tile<const N: usize>(w: &Q4KMatrix, acts: &KActivations, out: &mut
     for (b, block) in w.row(r).iter().enumerate() {
         let mut dots = [_mm256_setzero_si256(); N];
         // The eight scales as i16 in both 128-bit lanes; `vpshufb` broadcasts one of them per sub-block.
-        let scales16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64(
-            block.scales.as_ptr() as *const __m128i,
-        )));
+        let scales16 =
+            _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64(block.scales.as_ptr() as *const __m128i)));
         for c in 0..4 {
             let q = _mm256_loadu_si256(block.qs.as_ptr().add(32 * c) as *const __m256i);
             let low = _mm256_and_si256(q, low4);
