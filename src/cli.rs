@@ -101,7 +101,8 @@ pub struct ModelArgs {
     /// Device to run on.
     #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
     pub device: DeviceArg,
-    /// Keep tensor types as stored (skip the load-time Q5_0→Q8_0 conversion; slower on CPU).
+    /// Keep tensor types as stored: skip the load-time widening of Q5_0 weights to int8 (for our kernel, or Q8_0
+    /// for candle's); Q5_0 then runs on candle's slow path.
     #[arg(long)]
     pub keep_tensor_types: bool,
     #[command(flatten)]

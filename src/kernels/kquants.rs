@@ -48,6 +48,9 @@ pub type Q4KMatrix = KMatrix<Q4KBlock>;
 /// Q6_K weights.
 pub type Q6KMatrix = KMatrix<Q6KBlock>;
 
+/// An AVX2 kernel: output columns `rows` of `m` activation rows (unsafe: needs AVX2 and FMA).
+type RowsKernel<B> = unsafe fn(&KMatrix<B>, &KActivations, usize, std::ops::Range<usize>, &mut [f32]);
+
 const Q4K_FILE_BYTES: usize = 144;
 const Q6K_FILE_BYTES: usize = 210;
 
@@ -66,6 +69,31 @@ impl<B> KMatrix<B> {
     pub(crate) fn row(&self, r: usize) -> &[B] {
         let per_row = self.cols / SUPER;
         &self.blocks[r * per_row..(r + 1) * per_row]
+    }
+
+    /// Quantizes `input` per 256 and runs the AVX2 kernel `fast` where `cpu_level` allows (the scalar
+    /// reference elsewhere) over tiles of weight rows on the CPU pool.
+    fn matmul_by(
+        &self,
+        input: &[f32],
+        m: usize,
+        out: &mut [f32],
+        fast: Option<RowsKernel<B>>,
+        dequantize_row: fn(&Self, usize) -> Vec<f32>,
+    ) where
+        B: Sync,
+    {
+        let fast = fast.filter(|_| super::cpu_level() == super::CpuLevel::Avx2);
+        K_ACTIVATIONS.with(|cell| {
+            let mut acts = cell.borrow_mut();
+            acts.quantize(input, self.cols);
+            let acts = &*acts;
+            super::for_row_tiles(self.rows, out, |rows, out| match fast {
+                // SAFETY: `fast` is kept only when `cpu_level` found AVX2 and FMA.
+                Some(kernel) => unsafe { kernel(self, acts, m, rows, out) },
+                None => reference_rows(self, acts, m, rows, out, dequantize_row),
+            });
+        });
     }
 
     fn from_file_blocks(
@@ -138,17 +166,11 @@ impl Q4KMatrix {
 
     /// `out[i][r] = Σ_c input[i][c] · W[r][c]` with the input quantized per 256 (`input` `[m][cols]`).
     pub fn matmul(&self, input: &[f32], m: usize, out: &mut [f32]) {
-        with_k_activations(input, self.cols, |acts| {
-            super::for_row_tiles(self.rows, out, |rows, out| {
-                #[cfg(target_arch = "x86_64")]
-                if super::cpu_level() == super::CpuLevel::Avx2 {
-                    // SAFETY: `cpu_level` checked that the CPU has AVX2 and FMA.
-                    unsafe { super::kquants_avx2::q4k_rows(self, acts, m, rows, out) };
-                    return;
-                }
-                reference_rows(self, acts, m, rows, out, Self::dequantize_row);
-            })
-        });
+        #[cfg(target_arch = "x86_64")]
+        let fast: Option<RowsKernel<Q4KBlock>> = Some(super::kquants_avx2::q4k_rows);
+        #[cfg(not(target_arch = "x86_64"))]
+        let fast: Option<RowsKernel<Q4KBlock>> = None;
+        self.matmul_by(input, m, out, fast, Self::dequantize_row);
     }
 }
 
@@ -208,17 +230,11 @@ impl Q6KMatrix {
 
     /// `out[i][r] = Σ_c input[i][c] · W[r][c]` with the input quantized per 256 (`input` `[m][cols]`).
     pub fn matmul(&self, input: &[f32], m: usize, out: &mut [f32]) {
-        with_k_activations(input, self.cols, |acts| {
-            super::for_row_tiles(self.rows, out, |rows, out| {
-                #[cfg(target_arch = "x86_64")]
-                if super::cpu_level() == super::CpuLevel::Avx2 {
-                    // SAFETY: `cpu_level` checked that the CPU has AVX2 and FMA.
-                    unsafe { super::kquants_avx2::q6k_rows(self, acts, m, rows, out) };
-                    return;
-                }
-                reference_rows(self, acts, m, rows, out, Self::dequantize_row);
-            })
-        });
+        #[cfg(target_arch = "x86_64")]
+        let fast: Option<RowsKernel<Q6KBlock>> = Some(super::kquants_avx2::q6k_rows);
+        #[cfg(not(target_arch = "x86_64"))]
+        let fast: Option<RowsKernel<Q6KBlock>> = None;
+        self.matmul_by(input, m, out, fast, Self::dequantize_row);
     }
 }
 
@@ -232,15 +248,6 @@ fn unpack_q6k(bytes: &[u8]) -> Q6KBlock {
     block
 }
 
-/// Quantizes `input` into this thread's reusable activation buffer and runs `f` on it.
-fn with_k_activations(input: &[f32], cols: usize, f: impl FnOnce(&KActivations)) {
-    K_ACTIVATIONS.with(|cell| {
-        let mut acts = cell.borrow_mut();
-        acts.quantize(input, cols);
-        f(&acts);
-    });
-}
-
 /// The definition the fast kernels must match: dequantized weights times dequantized activations, summed in f64.
 fn reference_rows<B>(
     w: &KMatrix<B>,
@@ -248,7 +255,7 @@ fn reference_rows<B>(
     m: usize,
     rows: std::ops::Range<usize>,
     out: &mut [f32],
-    dequantize_row: impl Fn(&KMatrix<B>, usize) -> Vec<f32>,
+    dequantize_row: fn(&KMatrix<B>, usize) -> Vec<f32>,
 ) {
     for r in rows {
         let weights = dequantize_row(w, r);
@@ -270,7 +277,7 @@ pub fn reference_matmul<B>(
     w: &KMatrix<B>,
     input: &[f32],
     m: usize,
-    dequantize_row: impl Fn(&KMatrix<B>, usize) -> Vec<f32>,
+    dequantize_row: fn(&KMatrix<B>, usize) -> Vec<f32>,
 ) -> Vec<f32> {
     let mut acts = KActivations::default();
     acts.quantize(input, w.cols);

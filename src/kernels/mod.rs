@@ -87,59 +87,32 @@ pub trait CpuMatmul: Send + Sync {
     fn kernel_name(&self) -> &'static str;
 }
 
-impl CpuMatmul for Q8_0Matrix {
-    fn rows(&self) -> usize {
-        self.rows()
-    }
-    fn cols(&self) -> usize {
-        self.cols()
-    }
-    fn matmul(&self, input: &[f32], m: usize, out: &mut [f32]) {
-        self.matmul(input, m, out)
-    }
-    fn dequantize_row(&self, r: usize) -> Vec<f32> {
-        self.dequantize_rows(&[r as u32]).unwrap_or_default()
-    }
-    fn kernel_name(&self) -> &'static str {
-        "tandem-q8_0"
-    }
+/// `CpuMatmul` for a matrix type whose inherent methods have the trait's names.
+macro_rules! cpu_matmul_by_inherent_methods {
+    ($matrix:ty, $name:literal) => {
+        impl CpuMatmul for $matrix {
+            fn rows(&self) -> usize {
+                self.rows()
+            }
+            fn cols(&self) -> usize {
+                self.cols()
+            }
+            fn matmul(&self, input: &[f32], m: usize, out: &mut [f32]) {
+                self.matmul(input, m, out)
+            }
+            fn dequantize_row(&self, r: usize) -> Vec<f32> {
+                self.dequantize_row(r)
+            }
+            fn kernel_name(&self) -> &'static str {
+                $name
+            }
+        }
+    };
 }
 
-impl CpuMatmul for Q4KMatrix {
-    fn rows(&self) -> usize {
-        self.rows()
-    }
-    fn cols(&self) -> usize {
-        self.cols()
-    }
-    fn matmul(&self, input: &[f32], m: usize, out: &mut [f32]) {
-        self.matmul(input, m, out)
-    }
-    fn dequantize_row(&self, r: usize) -> Vec<f32> {
-        self.dequantize_row(r)
-    }
-    fn kernel_name(&self) -> &'static str {
-        "tandem-q4_k"
-    }
-}
-
-impl CpuMatmul for Q6KMatrix {
-    fn rows(&self) -> usize {
-        self.rows()
-    }
-    fn cols(&self) -> usize {
-        self.cols()
-    }
-    fn matmul(&self, input: &[f32], m: usize, out: &mut [f32]) {
-        self.matmul(input, m, out)
-    }
-    fn dequantize_row(&self, r: usize) -> Vec<f32> {
-        self.dequantize_row(r)
-    }
-    fn kernel_name(&self) -> &'static str {
-        "tandem-q6_k"
-    }
-}
+cpu_matmul_by_inherent_methods!(Q8_0Matrix, "tandem-q8_0");
+cpu_matmul_by_inherent_methods!(Q4KMatrix, "tandem-q4_k");
+cpu_matmul_by_inherent_methods!(Q6KMatrix, "tandem-q6_k");
 
 /// A linear layer without bias, `y = x Wᵀ`, over a quantized weight `W` of shape `[out, in]`.
 #[derive(Clone)]

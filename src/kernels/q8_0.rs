@@ -117,6 +117,15 @@ impl Q8_0Matrix {
         &self.scales[r * kb..(r + 1) * kb]
     }
 
+    /// Row `r` as f32.
+    pub fn dequantize_row(&self, r: usize) -> Vec<f32> {
+        self.row_quants(r)
+            .chunks_exact(BLOCK)
+            .zip(self.row_scales(r))
+            .flat_map(|(b, &d)| b.iter().map(move |&q| f32::from(q) * d))
+            .collect()
+    }
+
     /// The f32 values of the rows `ids`, concatenated (an embedding lookup).
     pub fn dequantize_rows(&self, ids: &[u32]) -> Result<Vec<f32>> {
         let mut values = Vec::with_capacity(ids.len() * self.cols);
@@ -125,9 +134,7 @@ impl Q8_0Matrix {
             if r >= self.rows {
                 return Err(candle_core::Error::Msg(format!("token id {id} outside the {} rows", self.rows)).into());
             }
-            for (block, &d) in self.row_quants(r).chunks_exact(BLOCK).zip(self.row_scales(r)) {
-                values.extend(block.iter().map(|&q| f32::from(q) * d));
-            }
+            values.extend(self.dequantize_row(r));
         }
         Ok(values)
     }

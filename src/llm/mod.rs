@@ -57,7 +57,7 @@ pub trait LanguageModel: Send {
 /// Options for loading a model.
 #[derive(Debug, Clone, Default)]
 pub struct LoadOptions {
-    /// Keep tensor types as stored instead of converting slow CPU formats (Q5_0 → Q8_0).
+    /// Keep tensor types as stored instead of widening Q5_0 (to int8 for our kernel, Q8_0 for candle's).
     pub keep_tensor_types: bool,
     /// Drafting for speculative decoding in the model's generations.
     pub speculation: Speculation,
@@ -76,7 +76,7 @@ pub struct ModelInfo {
     pub file_size: u64,
     /// Wall time from opening the file to a ready model.
     pub load_time: Duration,
-    /// Tensors converted to a faster type at load, e.g. `Q5_0→Q8_0: 133`.
+    /// Tensors converted to a faster type at load, e.g. `Q5_0→int8 (exact, tandem kernel): 132 tensors`.
     pub conversions: Vec<String>,
 }
 
