@@ -42,17 +42,18 @@ pub enum Command {
     ///
     /// Example: tandem resume latest
     Resume(ResumeArgs),
-    /// Run many goals in one process: the models load once and their prompt cache stays warm across goals.
+    /// Run many goals in one process: models load once, their prompt cache stays warm across goals.
     ///
-    /// Each goal is a normal run (its own run directory and audit log, `tandem runs show ID`), with no approval
-    /// prompts. Each result is appended to the --out file as the goal finishes; running the same command again
-    /// skips the goals already recorded, so an interrupted batch continues where it stopped. A goal that fails,
-    /// and a line that cannot be read, is recorded with its error and the batch goes on; the exit status is
-    /// non-zero when a goal of this invocation did not finish `done`.
+    /// Each goal is a normal run (its own run directory and audit log, `tandem runs show ID`),
+    /// with no approval prompts. Each result is appended to the --out file as the goal finishes;
+    /// running the same command again skips the goals already recorded, so an interrupted batch
+    /// continues where it stopped. A goal that fails, and a line that cannot be read, is recorded
+    /// with its error and the batch goes on; the exit status is non-zero when a goal of this
+    /// invocation did not finish `done`.
     ///
     /// Example goals.jsonl:
     ///   "What is 12*4+5?"
-    ///   {"id": "eggs", "goal": "A box holds 12 eggs. Tom buys 7 boxes and breaks 5. How many are left?"}
+    ///   {"id": "eggs", "goal": "Tom buys 7 boxes of 12 eggs and breaks 5. How many are left?"}
     ///   # a comment
     ///   {"id": "notes", "goal": "Count the lines of notes.txt", "workspace": "ws/notes"}
     ///

@@ -58,11 +58,18 @@ pub enum CpuLevel {
     Portable,
 }
 
+/// Which weight types run on our kernels, from `TANDEM_KERNELS`: `all` (default), `q8_0` (Q8_0 and Q5_0 only:
+/// candle's AVX2 tiles prefill Q4_K/Q6_K faster, at twice the memory and slower decode) or `candle` (none).
+fn kernel_choice() -> &'static str {
+    static CHOICE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    CHOICE.get_or_init(|| std::env::var("TANDEM_KERNELS").unwrap_or_else(|_| "all".into()))
+}
+
 /// What this CPU supports (`TANDEM_KERNELS=candle` forces `Portable`, to compare against candle's kernels).
 pub fn cpu_level() -> CpuLevel {
     static LEVEL: std::sync::OnceLock<CpuLevel> = std::sync::OnceLock::new();
     *LEVEL.get_or_init(|| {
-        if std::env::var("TANDEM_KERNELS").is_ok_and(|v| v == "candle") {
+        if kernel_choice() == "candle" {
             return CpuLevel::Portable;
         }
         #[cfg(target_arch = "x86_64")]
@@ -154,6 +161,7 @@ impl QLinear {
         let ours: Arc<dyn CpuMatmul> = match weight.dtype() {
             GgmlDType::Q8_0 => Arc::new(Q8_0Matrix::from_qtensor(weight)?),
             GgmlDType::Q5_0 if widen_q5_0 => Arc::new(Q8_0Matrix::from_q5_0(weight)?),
+            GgmlDType::Q4K | GgmlDType::Q6K if kernel_choice() == "q8_0" => return Ok(None),
             GgmlDType::Q4K if weight.shape().dims()[1] % k_acts::SUPER == 0 => {
                 Arc::new(Q4KMatrix::from_qtensor(weight)?)
             }
