@@ -368,11 +368,23 @@ fn regexes_accept_and_reject_known_strings(#[case] rx: &str, #[case] text: &str,
 fn unbounded_numbers_stay_finite_and_bounded_ones_keep_their_bounds() {
     let (tok, engine) = qwen();
     let number = ConstraintSpec::JsonSchema(json!({"type": "number"}));
-    for (text, ok) in
-        [("123.5", true), ("-0.25", true), ("9007199254740991", true), ("1e400", false), ("9007199254740992", false)]
-    {
+    for (text, ok) in [
+        ("123.5", true),
+        ("-0.25", true),
+        ("9007199254740991", true),
+        ("1e400", false),
+        ("9007199254740992", false),
+        // At most nine fraction digits: a greedy model writing 0.000000… must stop (seen on NESTFUL).
+        ("0.123456789", true),
+        ("0.1234567891", false),
+        ("0.0000000000", false),
+    ] {
         assert_eq!(accepts(engine, tok, &number, text), ok, "number on {text}");
     }
+    // A user's own multipleOf is kept.
+    let halves = ConstraintSpec::JsonSchema(json!({"type": "number", "multipleOf": 0.5}));
+    assert!(accepts(engine, tok, &halves, "2.5"));
+    assert!(!accepts(engine, tok, &halves, "2.25"));
     // Bounds in the schema are the user's; constants and enums are data, never rewritten.
     let schema = json!({"type": "object", "properties": {"x": {"type": "number", "minimum": 2.5},
         "k": {"const": {"type": "number"}}}, "required": ["x", "k"], "additionalProperties": false});

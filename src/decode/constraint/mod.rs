@@ -8,14 +8,15 @@
 //!
 //! Stop tokens (end of turn / end of sequence) are allowed only where the grammar accepts; `[PAD…]`/unused
 //! rows and logit rows past the vocabulary are never allowed; JSON whitespace is bounded (compact by default),
-//! and so are JSON numbers the schema leaves unbounded (see [`UNBOUNDED_NUMBER_LIMIT`]).
+//! and so are JSON numbers the schema leaves unbounded, in magnitude and in fraction digits (see
+//! [`UNBOUNDED_NUMBER_LIMIT`], [`NUMBER_RESOLUTION`]).
 
 mod mask;
 mod spec;
 mod token_env;
 
 pub use mask::apply_allowed_mask;
-pub use spec::{ConstraintKind, ConstraintSpec, BOUNDED_JSON_WHITESPACE, UNBOUNDED_NUMBER_LIMIT};
+pub use spec::{ConstraintKind, ConstraintSpec, BOUNDED_JSON_WHITESPACE, NUMBER_RESOLUTION, UNBOUNDED_NUMBER_LIMIT};
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;

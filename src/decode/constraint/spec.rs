@@ -16,13 +16,18 @@ pub const BOUNDED_JSON_WHITESPACE: &str = r"[\x20\x0A\x0D\x09]{1,24}";
 /// decimal notation; every output is still valid against the original schema, whose set of values only narrows.
 pub const UNBOUNDED_NUMBER_LIMIT: f64 = 9_007_199_254_740_991.0;
 
+/// `multipleOf` given to JSON `number`s that have none, which llguidance enforces as at most nine fraction
+/// digits. Without it a number's fraction is unbounded, and a greedy model can loop on `0.000000…` until the
+/// token budget ends (seen on NESTFUL). As with the magnitude bound, the set of values only narrows.
+pub const NUMBER_RESOLUTION: f64 = 1e-9;
+
 /// A constraint on the output.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ConstraintSpec {
     /// JSON matching this schema. Compact JSON (no whitespace between tokens) unless the schema's
     /// `x-guidance` object asks for flexible whitespace, which is then bounded by [`BOUNDED_JSON_WHITESPACE`]
     /// unless it also gives a `whitespace_pattern`. Numbers without bounds are kept finite
-    /// ([`UNBOUNDED_NUMBER_LIMIT`]).
+    /// ([`UNBOUNDED_NUMBER_LIMIT`]) and their fractions short ([`NUMBER_RESOLUTION`]).
     JsonSchema(Value),
     /// A Lark grammar (llguidance dialect; `%json { … }` embeds a schema, whose whitespace the grammar controls).
     Lark(String),
@@ -98,7 +103,8 @@ pub(crate) fn prepare_json_schema(schema: &Value) -> Value {
     schema
 }
 
-/// Gives every `"type": "number"` subschema without any bound `±UNBOUNDED_NUMBER_LIMIT`. Walks only the
+/// Gives every `"type": "number"` subschema without any bound `±UNBOUNDED_NUMBER_LIMIT`, and without a
+/// `multipleOf` a resolution of `NUMBER_RESOLUTION` (a bounded count of fraction digits). Walks only the
 /// keywords that hold subschemas, so `const`, `enum`, `default` and `examples` data is never touched.
 fn bound_numbers(schema: &mut Value) {
     let Value::Object(object) = schema else {
@@ -114,6 +120,9 @@ fn bound_numbers(schema: &mut Value) {
     if is_number && !bounded {
         object.insert("minimum".into(), json!(-UNBOUNDED_NUMBER_LIMIT));
         object.insert("maximum".into(), json!(UNBOUNDED_NUMBER_LIMIT));
+    }
+    if is_number && !object.contains_key("multipleOf") {
+        object.insert("multipleOf".into(), json!(NUMBER_RESOLUTION));
     }
     for (key, value) in object.iter_mut() {
         match key.as_str() {
