@@ -25,6 +25,16 @@ pub enum GoalKey {
     Line(usize),
 }
 
+impl GoalKey {
+    /// The key of a goal with this id (if any) on this line.
+    fn of(id: Option<&str>, line: usize) -> Self {
+        match id {
+            Some(id) => GoalKey::Id(id.to_string()),
+            None => GoalKey::Line(line),
+        }
+    }
+}
+
 impl fmt::Display for GoalKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -50,10 +60,7 @@ pub struct BatchGoal {
 impl BatchGoal {
     /// The goal's key in the results file.
     pub fn key(&self) -> GoalKey {
-        match &self.id {
-            Some(id) => GoalKey::Id(id.clone()),
-            None => GoalKey::Line(self.line),
-        }
+        GoalKey::of(self.id.as_deref(), self.line)
     }
 }
 
@@ -259,10 +266,7 @@ impl BatchRecord {
 
     /// Its key: the id, or the line number.
     pub fn key(&self) -> GoalKey {
-        match &self.id {
-            Some(id) => GoalKey::Id(id.clone()),
-            None => GoalKey::Line(self.line),
-        }
+        GoalKey::of(self.id.as_deref(), self.line)
     }
 
     /// Whether the goal finished: stopped `done` without an error.
@@ -422,8 +426,8 @@ impl BatchSummary {
         } else {
             self.failed += 1;
         }
-        add_usage(&mut self.planner, &record.planner);
-        add_usage(&mut self.executor, &record.executor);
+        self.planner.merge(&record.planner);
+        self.executor.merge(&record.executor);
     }
 
     /// Sets the wall time and the rates derived from it.
@@ -434,13 +438,6 @@ impl BatchSummary {
         self.planner_tokens_out_per_s = per_s(self.planner.tokens_out);
         self.executor_tokens_out_per_s = per_s(self.executor.tokens_out);
     }
-}
-
-fn add_usage(total: &mut UsageTotals, more: &UsageTotals) {
-    total.calls += more.calls;
-    total.tokens_in += more.tokens_in;
-    total.tokens_out += more.tokens_out;
-    total.ms += more.ms;
 }
 
 #[cfg(test)]

@@ -153,6 +153,14 @@ pub struct UsageTotals {
 }
 
 impl UsageTotals {
+    /// Adds another total (of another run).
+    pub fn merge(&mut self, other: &UsageTotals) {
+        self.calls += other.calls;
+        self.tokens_in += other.tokens_in;
+        self.tokens_out += other.tokens_out;
+        self.ms += other.ms;
+    }
+
     /// Adds one call.
     pub fn add(&mut self, usage: &ModelUsage) {
         self.calls += 1;

@@ -31,16 +31,10 @@ impl KActivations {
             .zip(self.scales.iter_mut())
             .zip(self.sums16.chunks_exact_mut(SUPER / 16))
         {
-            let amax = src.iter().fold(0f32, |m, x| m.max(x.abs()));
-            let d = amax / 127.0;
-            let inv = if d > 0.0 { 1.0 / d } else { 0.0 };
-            for (q, x) in dst.iter_mut().zip(src) {
-                *q = (x * inv).round() as i8;
-            }
+            *scale = super::q8_0::quantize_block(src, dst);
             for (sum, group) in sums.iter_mut().zip(dst.chunks_exact(16)) {
                 *sum = group.iter().map(|&q| i16::from(q)).sum();
             }
-            *scale = d;
         }
     }
 

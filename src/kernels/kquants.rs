@@ -102,13 +102,7 @@ impl<B> KMatrix<B> {
         file_bytes: usize,
         unpack: impl Fn(&[u8]) -> B,
     ) -> Result<Self> {
-        if tensor.dtype() != dtype {
-            return Err(
-                candle_core::Error::Msg(format!("expected a {dtype:?} tensor, got {:?}", tensor.dtype())).into()
-            );
-        }
-        let (rows, cols) = tensor.shape().dims2()?;
-        let bytes = tensor.data()?;
+        let (rows, cols, bytes) = super::tensor_bytes(tensor, dtype)?;
         Self::from_bytes(rows, cols, &bytes, dtype, file_bytes, unpack)
     }
 
@@ -120,17 +114,7 @@ impl<B> KMatrix<B> {
         file_bytes: usize,
         unpack: impl Fn(&[u8]) -> B,
     ) -> Result<Self> {
-        if cols % SUPER != 0 {
-            return Err(candle_core::Error::Msg(format!("{dtype:?} width {cols} is not a multiple of {SUPER}")).into());
-        }
-        let expected = rows * cols / SUPER * file_bytes;
-        if bytes.len() != expected {
-            return Err(candle_core::Error::Msg(format!(
-                "{dtype:?} data of {} bytes for a {rows}x{cols} matrix (expected {expected})",
-                bytes.len()
-            ))
-            .into());
-        }
+        super::check_layout(rows, cols, bytes.len(), SUPER, file_bytes, dtype)?;
         Ok(Self { rows, cols, blocks: bytes.chunks_exact(file_bytes).map(unpack).collect() })
     }
 }

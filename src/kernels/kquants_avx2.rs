@@ -10,6 +10,7 @@
 use std::arch::x86_64::*;
 use std::ops::Range;
 
+use super::avx2::{horizontal_sum, horizontal_sum_128};
 use super::k_acts::{KActivations, SUPER};
 use super::kquants::{Q4KMatrix, Q6KMatrix};
 
@@ -197,16 +198,3 @@ static PICK_I16: [[[u8; 32]; 8]; 8] = {
     }
     table
 };
-
-/// The sum of the 8 lanes.
-#[target_feature(enable = "avx2,fma")]
-unsafe fn horizontal_sum(v: __m256) -> f32 {
-    horizontal_sum_128(_mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)))
-}
-
-/// The sum of the 4 lanes.
-#[target_feature(enable = "avx2,fma")]
-unsafe fn horizontal_sum_128(v: __m128) -> f32 {
-    let pair = _mm_add_ps(v, _mm_movehl_ps(v, v));
-    _mm_cvtss_f32(_mm_add_ss(pair, _mm_shuffle_ps(pair, pair, 1)))
-}

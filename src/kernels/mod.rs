@@ -6,6 +6,8 @@
 //! Q8_0 (and Q5_0 widened to it), Q4_K and Q6_K where they apply (x86-64 with AVX2 + FMA), candle's `QMatMul`
 //! everywhere else (other types, GPUs, other CPUs). Every fast path has a test against a scalar reference.
 
+#[cfg(target_arch = "x86_64")]
+mod avx2;
 pub mod k_acts;
 pub mod kquants;
 #[cfg(target_arch = "x86_64")]
@@ -47,6 +49,41 @@ pub(crate) fn for_row_tiles(
             kernel(first..(first + ROWS_PER_ITEM).min(n_rows), out);
         }
     });
+}
+
+/// A 2-D quantized tensor's shape and bytes, checked to be of type `dtype`.
+fn tensor_bytes(tensor: &QTensor, dtype: GgmlDType) -> Result<(usize, usize, std::borrow::Cow<'_, [u8]>)> {
+    if tensor.dtype() != dtype {
+        return Err(candle_core::Error::Msg(format!("expected a {dtype:?} tensor, got {:?}", tensor.dtype())).into());
+    }
+    let (rows, cols) = tensor.shape().dims2()?;
+    Ok((rows, cols, tensor.data()?))
+}
+
+/// Checks that `len` bytes of blocks (`block_values` values in `block_bytes` bytes each) make a `[rows, cols]`
+/// matrix of type `kind`; returns the block count.
+fn check_layout(
+    rows: usize,
+    cols: usize,
+    len: usize,
+    block_values: usize,
+    block_bytes: usize,
+    kind: GgmlDType,
+) -> Result<usize> {
+    if cols % block_values != 0 {
+        return Err(
+            candle_core::Error::Msg(format!("{kind:?} width {cols} is not a multiple of {block_values}")).into()
+        );
+    }
+    let blocks = rows * cols / block_values;
+    if len != blocks * block_bytes {
+        return Err(candle_core::Error::Msg(format!(
+            "{kind:?} data of {len} bytes for a {rows}x{cols} matrix (expected {})",
+            blocks * block_bytes
+        ))
+        .into());
+    }
+    Ok(blocks)
 }
 
 /// The instruction sets our kernels can use on this CPU, detected once.

@@ -37,17 +37,13 @@ pub struct QuantizedRows {
 impl Q8_0Matrix {
     /// Copies a 2-D Q8_0 `QTensor` (`[out, in]`) into our layout.
     pub fn from_qtensor(tensor: &QTensor) -> Result<Self> {
-        if tensor.dtype() != GgmlDType::Q8_0 {
-            return Err(candle_core::Error::Msg(format!("expected a Q8_0 tensor, got {:?}", tensor.dtype())).into());
-        }
-        let (rows, cols) = tensor.shape().dims2()?;
-        let bytes = tensor.data()?;
+        let (rows, cols, bytes) = super::tensor_bytes(tensor, GgmlDType::Q8_0)?;
         Self::from_gguf_bytes(rows, cols, &bytes)
     }
 
     /// Builds the matrix from GGUF Q8_0 block bytes (row-major blocks of `f16 scale, 32 × i8`).
     pub fn from_gguf_bytes(rows: usize, cols: usize, bytes: &[u8]) -> Result<Self> {
-        let blocks = check_layout(rows, cols, bytes.len(), GGUF_BLOCK_BYTES, "Q8_0")?;
+        let blocks = super::check_layout(rows, cols, bytes.len(), BLOCK, GGUF_BLOCK_BYTES, GgmlDType::Q8_0)?;
         let mut quants = Vec::with_capacity(rows * cols);
         let mut scales = Vec::with_capacity(blocks);
         for block in bytes.chunks_exact(GGUF_BLOCK_BYTES) {
@@ -60,11 +56,7 @@ impl Q8_0Matrix {
     /// Widens a 2-D Q5_0 `QTensor` to our layout. Q5_0 values are integers in [-16, 15] times a block scale, so
     /// int8 with the same scale holds them exactly: the products are the ones llama.cpp computes from Q5_0.
     pub fn from_q5_0(tensor: &QTensor) -> Result<Self> {
-        if tensor.dtype() != GgmlDType::Q5_0 {
-            return Err(candle_core::Error::Msg(format!("expected a Q5_0 tensor, got {:?}", tensor.dtype())).into());
-        }
-        let (rows, cols) = tensor.shape().dims2()?;
-        let bytes = tensor.data()?;
+        let (rows, cols, bytes) = super::tensor_bytes(tensor, GgmlDType::Q5_0)?;
         Self::from_q5_0_bytes(rows, cols, &bytes)
     }
 
@@ -73,7 +65,7 @@ impl Q8_0Matrix {
     /// bits (bit j, resp. j + 16), minus 16.
     pub fn from_q5_0_bytes(rows: usize, cols: usize, bytes: &[u8]) -> Result<Self> {
         const Q5_0_BLOCK_BYTES: usize = 2 + 4 + BLOCK / 2;
-        let blocks = check_layout(rows, cols, bytes.len(), Q5_0_BLOCK_BYTES, "Q5_0")?;
+        let blocks = super::check_layout(rows, cols, bytes.len(), BLOCK, Q5_0_BLOCK_BYTES, GgmlDType::Q5_0)?;
         let mut quants = Vec::with_capacity(rows * cols);
         let mut scales = Vec::with_capacity(blocks);
         for block in bytes.chunks_exact(Q5_0_BLOCK_BYTES) {
@@ -126,19 +118,6 @@ impl Q8_0Matrix {
             .collect()
     }
 
-    /// The f32 values of the rows `ids`, concatenated (an embedding lookup).
-    pub fn dequantize_rows(&self, ids: &[u32]) -> Result<Vec<f32>> {
-        let mut values = Vec::with_capacity(ids.len() * self.cols);
-        for &id in ids {
-            let r = id as usize;
-            if r >= self.rows {
-                return Err(candle_core::Error::Msg(format!("token id {id} outside the {} rows", self.rows)).into());
-            }
-            values.extend(self.dequantize_row(r));
-        }
-        Ok(values)
-    }
-
     /// `out[i][r] = Σ_c input[i][c] · W[r][c]` for `m` input rows (`input` is `[m][cols]`, `out` `[m][rows]`),
     /// with the input quantized to int8 per block like the weights. Uses the fastest kernel this CPU has.
     pub fn matmul(&self, input: &[f32], m: usize, out: &mut [f32]) {
@@ -168,22 +147,6 @@ impl Q8_0Matrix {
     }
 }
 
-/// Checks that `len` bytes of `block_bytes`-byte blocks make a `[rows, cols]` matrix; returns the block count.
-fn check_layout(rows: usize, cols: usize, len: usize, block_bytes: usize, kind: &str) -> Result<usize> {
-    if cols % BLOCK != 0 {
-        return Err(candle_core::Error::Msg(format!("{kind} width {cols} is not a multiple of {BLOCK}")).into());
-    }
-    let blocks = rows * cols / BLOCK;
-    if len != blocks * block_bytes {
-        return Err(candle_core::Error::Msg(format!(
-            "{kind} data of {len} bytes for a {rows}x{cols} matrix (expected {})",
-            blocks * block_bytes
-        ))
-        .into());
-    }
-    Ok(blocks)
-}
-
 thread_local! {
     /// The quantized activations of the current matmul, reused so a decode step allocates nothing.
     static ACTIVATIONS: std::cell::RefCell<QuantizedRows> = std::cell::RefCell::new(QuantizedRows::default());
@@ -199,14 +162,20 @@ pub fn quantize_rows(values: &[f32], cols: usize, out: &mut QuantizedRows) {
     for ((src, dst), scale) in
         values.chunks_exact(BLOCK).zip(out.quants.chunks_exact_mut(BLOCK)).zip(out.scales.iter_mut())
     {
-        let amax = src.iter().fold(0f32, |m, x| m.max(x.abs()));
-        let d = amax / 127.0;
-        let inv = if d > 0.0 { 1.0 / d } else { 0.0 };
-        for (q, x) in dst.iter_mut().zip(src) {
-            *q = (x * inv).round() as i8;
-        }
-        *scale = half::f16::from_f32(d).to_f32();
+        *scale = half::f16::from_f32(quantize_block(src, dst)).to_f32();
     }
+}
+
+/// Symmetric int8 quantization of one block: d = max |x| / 127, q = round(x / d); returns d (0 for all zeros).
+#[inline]
+pub(crate) fn quantize_block(src: &[f32], dst: &mut [i8]) -> f32 {
+    let amax = src.iter().fold(0f32, |m, x| m.max(x.abs()));
+    let d = amax / 127.0;
+    let inv = if d > 0.0 { 1.0 / d } else { 0.0 };
+    for (q, x) in dst.iter_mut().zip(src) {
+        *q = (x * inv).round() as i8;
+    }
+    d
 }
 
 /// The scalar definition every fast kernel must match: output columns `rows` for every activation row.

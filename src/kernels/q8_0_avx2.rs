@@ -9,6 +9,7 @@
 use std::arch::x86_64::*;
 use std::ops::Range;
 
+use super::avx2::horizontal_sum;
 use super::q8_0::{Q8_0Matrix, QuantizedRows, BLOCK};
 
 /// Weight rows per tile.
@@ -88,13 +89,4 @@ unsafe fn tile<const R: usize, const N: usize>(
             out[(i0 + j) * n_out + r0 + x] = horizontal_sum(acc[x][j]);
         }
     }
-}
-
-/// The sum of the 8 lanes.
-#[target_feature(enable = "avx2,fma")]
-unsafe fn horizontal_sum(v: __m256) -> f32 {
-    let pair = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    let pair = _mm_add_ps(pair, _mm_movehl_ps(pair, pair));
-    let one = _mm_add_ss(pair, _mm_shuffle_ps(pair, pair, 1));
-    _mm_cvtss_f32(one)
 }
