@@ -132,7 +132,11 @@ pub fn speculation(arg: SpeculateArg) -> crate::decode::Speculation {
 impl ModelArgs {
     /// The load options these flags ask for.
     pub fn load_options(&self) -> crate::llm::LoadOptions {
-        crate::llm::LoadOptions { keep_tensor_types: self.keep_tensor_types, speculation: speculation(self.speculate) }
+        crate::llm::LoadOptions {
+            keep_tensor_types: self.keep_tensor_types,
+            speculation: speculation(self.speculate),
+            prefix_store: None,
+        }
     }
 }
 
@@ -374,6 +378,10 @@ pub struct RunnerArgs {
     pub json: bool,
     #[command(flatten)]
     pub speculate: SpeculateArg,
+    /// Don't keep prompt-prefix KV snapshots on disk (<model cache>/prefixes). With them, a new run starts with
+    /// the planner's and executor's long shared prompt openings already computed.
+    #[arg(long)]
+    pub no_prefix_store: bool,
 }
 
 /// `tandem runs …`.

@@ -28,11 +28,36 @@ struct BenchRow {
     avg_ts: f64,
 }
 
+/// Where llama.cpp runs: all layers on the CPU, or all offloaded to the GPU (as ours run on one device).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerDevice {
+    Cpu,
+    Gpu,
+}
+
+impl PeerDevice {
+    /// `-ngl`: a GPU build of llama-bench offloads every layer by default, so the CPU must be asked for.
+    fn gpu_layers(self) -> &'static str {
+        match self {
+            PeerDevice::Cpu => "0",
+            PeerDevice::Gpu => "999",
+        }
+    }
+}
+
 /// Runs `llama-bench` once (`-r 1`): prefill of `prefill` tokens and decode of `decode` tokens.
-pub fn run_llama_bench(bin: &Path, model: &Path, threads: usize, prefill: usize, decode: usize) -> Result<PeerRun> {
+pub fn run_llama_bench(
+    bin: &Path,
+    model: &Path,
+    device: PeerDevice,
+    threads: usize,
+    prefill: usize,
+    decode: usize,
+) -> Result<PeerRun> {
     let mut child = Command::new(bin)
         .arg("-m")
         .arg(model)
+        .args(["-ngl", device.gpu_layers()])
         .args(["-t", &threads.to_string(), "-p", &prefill.to_string(), "-n", &decode.to_string()])
         .args(["-r", "1", "-o", "json"])
         .stdout(Stdio::piped())

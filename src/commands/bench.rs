@@ -98,7 +98,8 @@ fn speed_vs_llamacpp(
     peer: &std::path::Path,
     reporter: &dyn Reporter,
 ) -> Result<()> {
-    use crate::bench::{llamacpp::run_llama_bench, median};
+    use crate::bench::llamacpp::{run_llama_bench, PeerDevice};
+    use crate::bench::median;
     if !peer.is_file() {
         return Err(Error::Usage(format!(
             "no llama-bench at {}: build one with scripts/build-llama-bench.sh (prints its path)",
@@ -106,11 +107,12 @@ fn speed_vs_llamacpp(
         )));
     }
     let threads = candle_core::utils::get_num_threads();
+    let peer_device = if device.is_cpu() { PeerDevice::Cpu } else { PeerDevice::Gpu };
     let once = SpeedSettings { repeats: 1, ..settings.clone() };
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     for _ in 0..args.repeats.max(1) {
         ours.push(measure(path, device, &once, reporter)?);
-        theirs.push(run_llama_bench(peer, path, threads, settings.prefill_tokens, settings.decode_tokens)?);
+        theirs.push(run_llama_bench(peer, path, peer_device, threads, settings.prefill_tokens, settings.decode_tokens)?);
     }
     let ours_of = |f: fn(&crate::bench::speed::SpeedReport) -> f64| median(&ours.iter().map(f).collect::<Vec<_>>());
     let theirs_of = |f: fn(&crate::bench::llamacpp::PeerRun) -> f64| median(&theirs.iter().map(f).collect::<Vec<_>>());
@@ -127,8 +129,9 @@ fn speed_vs_llamacpp(
         return Ok(());
     }
     println!(
-        "model {} ({} threads, {} alternating runs each, medians)",
+        "model {} ({:?}, {} threads, {} alternating runs each, medians)",
         args.model.model,
+        args.model.device,
         threads,
         args.repeats.max(1)
     );

@@ -84,7 +84,11 @@ pub fn runner_models<'r>(
     reporter: &'r dyn Reporter,
 ) -> Result<LazyModels<'r>> {
     crate::llm::device::set_threads(runner.threads);
-    let options = LoadOptions { speculation: speculation(runner.speculate), ..LoadOptions::default() };
+    let options = LoadOptions {
+        speculation: speculation(runner.speculate),
+        prefix_store: (!runner.no_prefix_store).then(crate::store::default_prefix_dir),
+        ..LoadOptions::default()
+    };
     Ok(LazyModels::new(&settings.planner, &settings.executor, device(runner.device)?, options, reporter))
 }
 

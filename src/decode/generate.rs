@@ -14,6 +14,7 @@ use super::draft::Speculation;
 use super::sampler::{Sampler, Sampling};
 use super::GenerateError;
 use crate::llm::tokenizer::TokenStream;
+use crate::llm::prefix_store::{self, common_prefix};
 use crate::llm::Model;
 use crate::Result;
 
@@ -168,12 +169,19 @@ pub fn generate(
     let started = Instant::now();
     // Prefix cache: positions the cache already holds for the same leading tokens (a system prompt and tool
     // list shared by every planner or executor call) are kept; at least one token is run to get logits.
-    let reused = common_prefix(model.weights.cached_tokens(), &request.prompt).min(request.prompt.len() - 1);
+    let mut reused = common_prefix(model.weights.cached_tokens(), &request.prompt).min(request.prompt.len() - 1);
+    // A new process (or a prompt unlike the cached one) may find the opening saved on disk by an earlier one.
+    if let Some(store) = &model.prefix_store {
+        reused = prefix_store::restore(store, model.weights.as_mut(), &request.prompt, reused, &model.device);
+    }
     timings.reused_tokens = reused;
     let _prefill = tracing::debug_span!("prefill", tokens = request.prompt.len() - reused, reused).entered();
     let mut logits = logits_vec(model.weights.forward(&request.prompt[reused..], reused)?)?;
     drop(_prefill);
     timings.prefill = started.elapsed();
+    if let Some(store) = &model.prefix_store {
+        prefix_store::save_after_prefill(store, model.weights.as_ref(), &request.prompt, reused);
+    }
     let decode_started = Instant::now();
     let mut pos = request.prompt.len();
     let mut tokens: Vec<u32> = Vec::with_capacity(max_tokens);
@@ -320,10 +328,6 @@ impl Ahead {
     }
 }
 
-/// How many leading tokens two sequences share.
-fn common_prefix(a: &[u32], b: &[u32]) -> usize {
-    a.iter().zip(b).take_while(|(x, y)| x == y).count()
-}
 
 /// Moves logits to the host as a flat f32 vector.
 fn logits_vec(logits: Tensor) -> Result<Vec<f32>> {

@@ -97,7 +97,7 @@ pub enum CpuLevel {
 
 /// Which weight types run on our kernels, from `TANDEM_KERNELS`: `all` (default), `q8_0` (Q8_0 and Q5_0 only:
 /// candle's AVX2 tiles prefill Q4_K/Q6_K faster, at twice the memory and slower decode) or `candle` (none).
-fn kernel_choice() -> &'static str {
+pub fn kernel_choice() -> &'static str {
     static CHOICE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     CHOICE.get_or_init(|| std::env::var("TANDEM_KERNELS").unwrap_or_else(|_| "all".into()))
 }

@@ -35,6 +35,23 @@ impl KvCache {
         self.len = self.len.min(len);
     }
 
+    /// Copies of the first `len` cached positions, `[1, n_kv_head, len, head_dim]` each (None if fewer are cached).
+    pub fn prefix(&self, len: usize) -> Result<Option<(Tensor, Tensor)>> {
+        match (&self.k, &self.v) {
+            (Some(k), Some(v)) if len <= self.len => {
+                Ok(Some((k.narrow(2, 0, len)?.contiguous()?, v.narrow(2, 0, len)?.contiguous()?)))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Replaces the cache's contents with `k` and `v` (as [`KvCache::prefix`] gave them).
+    pub fn replace(&mut self, k: &Tensor, v: &Tensor, max_len: usize) -> Result<()> {
+        self.len = 0;
+        self.append(k, v, max_len)?;
+        Ok(())
+    }
+
     /// Appends `k` and `v` (`[1, n_kv_head, seq, head_dim]`, contiguous) and returns views of every cached
     /// position, `[1, n_kv_head, len, head_dim]`.
     pub fn append(&mut self, k: &Tensor, v: &Tensor, max_len: usize) -> Result<(Tensor, Tensor)> {

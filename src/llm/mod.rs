@@ -5,6 +5,7 @@ pub mod device;
 pub mod gemma3;
 pub mod gguf;
 pub mod kv_cache;
+pub mod prefix_store;
 pub mod qwen2;
 pub mod tokenizer;
 
@@ -48,6 +49,16 @@ pub trait LanguageModel: Send {
     fn cached_tokens(&self) -> &[u32];
     /// Forgets every cached position.
     fn clear_kv_cache(&mut self);
+    /// Copies of the first `len` cached positions' keys and values, layer by layer (for the on-disk prefix
+    /// store); None where the model does not support it or fewer positions are cached.
+    fn export_kv(&self, _len: usize) -> Result<Option<Vec<(Tensor, Tensor)>>> {
+        Ok(None)
+    }
+    /// Replaces the cache with a snapshot that `export_kv` made (of the same model); false where the model does
+    /// not support it.
+    fn import_kv(&mut self, _snapshot: &prefix_store::KvSnapshot) -> Result<bool> {
+        Ok(false)
+    }
     /// Width of the logits (may exceed the tokenizer's vocabulary, as Qwen2's does).
     fn n_logits(&self) -> usize;
     /// The longest sequence the model was trained for.
@@ -61,6 +72,8 @@ pub struct LoadOptions {
     pub keep_tensor_types: bool,
     /// Drafting for speculative decoding in the model's generations.
     pub speculation: Speculation,
+    /// Keep prompt-prefix KV snapshots under this directory, so a new process starts warm (see `prefix_store`).
+    pub prefix_store: Option<PathBuf>,
 }
 
 /// What is known about a loaded model, for logs, the audit trail and benchmarks.
@@ -94,6 +107,8 @@ pub struct Model {
     pub device: Device,
     /// Drafting for speculative decoding in this model's generations (`Speculation::Off` to compare).
     pub speculation: Speculation,
+    /// Prompt-prefix KV snapshots on disk, when the load options asked for them.
+    pub prefix_store: Option<prefix_store::PrefixStore>,
     /// The grammar engine for this tokenizer, built on first use (its token table takes ~0.4 s) and shared
     /// by every constrained generation on this model.
     grammar: OnceLock<GrammarEngine>,
@@ -145,6 +160,10 @@ impl Model {
             info,
             device: device.clone(),
             speculation: options.speculation,
+            prefix_store: match &options.prefix_store {
+                Some(root) => Some(prefix_store::PrefixStore::new(root, path, device)?),
+                None => None,
+            },
             grammar: OnceLock::new(),
         })
     }

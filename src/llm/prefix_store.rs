@@ -1,0 +1,223 @@
+//! Prompt-prefix KV snapshots on disk, so a new process starts warm: planner and executor prompts open with the
+//! same system text and tool list on every run, and computing it again costs seconds on a laptop CPU.
+//!
+//! ```text
+//! <root>/<model key>/<prompt hash>.safetensors    `tokens` (u32) and each layer's `k.N`, `v.N`
+//!                                                (f32, [1, n_kv_head, len, head_dim]) for one prompt
+//! ```
+//!
+//! The model key hashes what decides the cached values: the model file (path, size, modification time), the
+//! device, the kernel choice and this program's version. A snapshot is written under a temporary name and renamed,
+//! so a crash leaves none half-written; one that cannot be read is removed and the prompt is computed as if no
+//! snapshot existed. The least recently used snapshots beyond [`MAX_SNAPSHOTS`] per model are removed.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use candle_core::{DType, Device, Tensor};
+use sha2::{Digest, Sha256};
+
+use super::LanguageModel;
+use crate::{Error, Result};
+
+/// Snapshots kept per model (each is about 57 KB a token for the 1.5B, 25 KB for the 0.5B).
+pub const MAX_SNAPSHOTS: usize = 4;
+
+/// A prompt's cached keys and values, layer by layer.
+#[derive(Debug, Clone)]
+pub struct KvSnapshot {
+    /// The tokens whose positions the snapshot holds.
+    pub tokens: Vec<u32>,
+    /// `(k, v)` for each layer, `[1, n_kv_head, tokens.len(), head_dim]`.
+    pub layers: Vec<(Tensor, Tensor)>,
+}
+
+/// The snapshots of one model on one device.
+#[derive(Debug, Clone)]
+pub struct PrefixStore {
+    dir: PathBuf,
+}
+
+impl PrefixStore {
+    /// The store under `root` for the model file at `model` running on `device` (nothing is created yet).
+    pub fn new(root: &Path, model: &Path, device: &Device) -> Result<Self> {
+        let meta = std::fs::metadata(model).map_err(|e| Error::io(format!("reading {}", model.display()), e))?;
+        let modified = meta.modified().ok().and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok());
+        let identity = format!(
+            "{}|{}|{:?}|{:?}|{:?}|{}",
+            std::path::absolute(model).unwrap_or_else(|_| model.to_path_buf()).display(),
+            meta.len(),
+            modified.map(|d| d.as_nanos()),
+            device.location(),
+            crate::kernels::kernel_choice(),
+            env!("CARGO_PKG_VERSION"),
+        );
+        let key = hex::encode(&Sha256::digest(identity.as_bytes())[..12]);
+        let stem = model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        Ok(Self { dir: root.join(format!("{stem}-{key}")) })
+    }
+
+    /// The directory holding this model's snapshots.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The snapshot sharing the longest leading run of tokens with `prompt`, if that run is at least `min`
+    /// tokens: `(file, shared length)`. Unreadable files are removed.
+    pub fn best_match(&self, prompt: &[u32], min: usize) -> Option<(PathBuf, usize)> {
+        let mut best: Option<(PathBuf, usize)> = None;
+        for file in self.snapshot_files() {
+            let shared = match read_tokens(&file) {
+                Ok(tokens) => common_prefix(&tokens, prompt),
+                Err(e) => {
+                    self.discard(&file, &e);
+                    continue;
+                }
+            };
+            if shared >= min && best.as_ref().is_none_or(|(_, n)| shared > *n) {
+                best = Some((file, shared));
+            }
+        }
+        best
+    }
+
+    /// The first `len` positions of the snapshot in `file`, on `device`. A file that fails to read is removed.
+    pub fn load(&self, file: &Path, len: usize, device: &Device) -> Result<KvSnapshot> {
+        let loaded = read_snapshot(file, len, device);
+        match &loaded {
+            Ok(_) => touch(file),
+            Err(e) => self.discard(file, e),
+        }
+        loaded
+    }
+
+    /// Writes `snapshot` (atomically: a temporary file, then a rename), then removes the least recently used
+    /// snapshots beyond [`MAX_SNAPSHOTS`].
+    pub fn save(&self, snapshot: &KvSnapshot) -> Result<PathBuf> {
+        let io = |what: &str, e| Error::io(format!("{what} {}", self.dir.display()), e);
+        std::fs::create_dir_all(&self.dir).map_err(|e| io("creating", e))?;
+        let mut tensors = HashMap::new();
+        let n = snapshot.tokens.len();
+        tensors.insert("tokens".to_string(), Tensor::from_slice(&snapshot.tokens, n, &Device::Cpu)?);
+        for (i, (k, v)) in snapshot.layers.iter().enumerate() {
+            tensors.insert(format!("k.{i}"), k.to_device(&Device::Cpu)?.to_dtype(DType::F32)?);
+            tensors.insert(format!("v.{i}"), v.to_device(&Device::Cpu)?.to_dtype(DType::F32)?);
+        }
+        let hash: Vec<u8> = snapshot.tokens.iter().flat_map(|t| t.to_le_bytes()).collect();
+        let name = hex::encode(&Sha256::digest(&hash)[..12]);
+        let file = self.dir.join(format!("{name}.safetensors"));
+        let partial = self.dir.join(format!("{name}.safetensors.{}.partial", std::process::id()));
+        candle_core::safetensors::save(&tensors, &partial)?;
+        std::fs::rename(&partial, &file).map_err(|e| io("writing a snapshot into", e))?;
+        self.evict();
+        Ok(file)
+    }
+
+    /// Snapshot files, most recently used first.
+    fn snapshot_files(&self) -> Vec<PathBuf> {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else { return Vec::new() };
+        let mut files: Vec<(SystemTime, PathBuf)> = entries
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
+            .map(|p| (std::fs::metadata(&p).and_then(|m| m.modified()).unwrap_or(SystemTime::UNIX_EPOCH), p))
+            .collect();
+        files.sort_by(|a, b| b.0.cmp(&a.0));
+        files.into_iter().map(|(_, p)| p).collect()
+    }
+
+    fn evict(&self) {
+        for old in self.snapshot_files().into_iter().skip(MAX_SNAPSHOTS) {
+            let _ = std::fs::remove_file(old);
+        }
+    }
+
+    fn discard(&self, file: &Path, error: &dyn std::fmt::Display) {
+        tracing::warn!(file = %file.display(), %error, "removing an unreadable prompt-prefix snapshot");
+        let _ = std::fs::remove_file(file);
+    }
+}
+
+fn read_tokens(file: &Path) -> Result<Vec<u32>> {
+    // Memory-mapped: only the token list is read, not the keys and values.
+    let tensors = unsafe { candle_core::safetensors::MmapedSafetensors::new(file)? };
+    Ok(tensors.load("tokens", &Device::Cpu)?.to_vec1::<u32>()?)
+}
+
+fn read_snapshot(file: &Path, len: usize, device: &Device) -> Result<KvSnapshot> {
+    let tensors = unsafe { candle_core::safetensors::MmapedSafetensors::new(file)? };
+    let tokens = tensors.load("tokens", &Device::Cpu)?.to_vec1::<u32>()?;
+    if len == 0 || len > tokens.len() {
+        return Err(candle_core::Error::Msg(format!("snapshot holds {} tokens, {len} asked for", tokens.len())).into());
+    }
+    let mut layers = Vec::new();
+    while let (Ok(k), Ok(v)) = (tensors.load(&format!("k.{}", layers.len()), device), tensors.load(&format!("v.{}", layers.len()), device)) {
+        let (_, _, positions, _) = k.dims4()?;
+        if positions != tokens.len() || v.dims() != k.dims() {
+            return Err(candle_core::Error::Msg(format!("snapshot layer {} has the wrong shape", layers.len())).into());
+        }
+        layers.push((k.narrow(2, 0, len)?.contiguous()?, v.narrow(2, 0, len)?.contiguous()?));
+    }
+    if layers.is_empty() {
+        return Err(candle_core::Error::Msg("snapshot holds no layers".into()).into());
+    }
+    Ok(KvSnapshot { tokens: tokens[..len].to_vec(), layers })
+}
+
+/// Fewest prompt tokens worth a snapshot: restoring must save more than it costs to read the file, and saving is
+/// for the long shared openings (system text, tool lists), not a goal's last few words.
+pub const MIN_SNAPSHOT_TOKENS: usize = 64;
+
+/// Before a prompt's prefill: if a snapshot shares more of `prompt` than the `reused` positions already cached
+/// (by at least [`MIN_SNAPSHOT_TOKENS`]), loads it into `model`. Returns the positions now reusable. A snapshot
+/// that fails to load is logged and skipped: the prompt is then computed as usual.
+pub fn restore(store: &PrefixStore, model: &mut dyn LanguageModel, prompt: &[u32], reused: usize, device: &Device) -> usize {
+    let Some((file, shared)) = store.best_match(prompt, reused + MIN_SNAPSHOT_TOKENS) else { return reused };
+    // At least one prompt token is always run, to get its logits.
+    let shared = shared.min(prompt.len() - 1);
+    let restored = store.load(&file, shared, device).and_then(|snapshot| model.import_kv(&snapshot));
+    match restored {
+        Ok(true) => {
+            tracing::debug!(file = %file.display(), tokens = shared, "restored a prompt-prefix snapshot");
+            shared
+        }
+        Ok(false) => reused,
+        Err(e) => {
+            tracing::warn!(file = %file.display(), error = %e, "could not restore a prompt-prefix snapshot");
+            model.clear_kv_cache();
+            0
+        }
+    }
+}
+
+/// After a prompt's prefill: saves its positions when the prompt is long enough and fewer than
+/// [`MIN_SNAPSHOT_TOKENS`] of them were reused, from memory or disk. So each family of prompts (the planner's,
+/// the executor's) is written once, by its first call, and not again for every goal or replan that only changes
+/// its tail. Failures are logged, not returned: the snapshot is an optimisation and the generation goes on.
+pub fn save_after_prefill(store: &PrefixStore, model: &dyn LanguageModel, prompt: &[u32], reused: usize) {
+    if prompt.len() < MIN_SNAPSHOT_TOKENS || reused >= MIN_SNAPSHOT_TOKENS {
+        return;
+    }
+    let saved = model.export_kv(prompt.len()).and_then(|layers| match layers {
+        Some(layers) => store.save(&KvSnapshot { tokens: prompt.to_vec(), layers }).map(Some),
+        None => Ok(None),
+    });
+    match saved {
+        Ok(Some(file)) => tracing::debug!(file = %file.display(), tokens = prompt.len(), "saved a prompt-prefix snapshot"),
+        Ok(None) => {}
+        Err(e) => tracing::warn!(error = %e, "could not save a prompt-prefix snapshot"),
+    }
+}
+
+/// Marks a snapshot as just used (eviction removes the least recently used).
+fn touch(file: &Path) {
+    if let Ok(f) = std::fs::File::options().append(true).open(file) {
+        let _ = f.set_modified(SystemTime::now());
+    }
+}
+
+/// How many leading tokens `a` and `b` share.
+pub fn common_prefix(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
