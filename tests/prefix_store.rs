@@ -168,3 +168,20 @@ fn a_damaged_snapshot_costs_only_its_reuse() {
     assert_eq!(again.text, reference.text);
     assert_eq!(store.best_match(&tokens, 1).map(|(_, n)| n), Some(tokens.len()), "saved again, readable");
 }
+
+/// Partial files of killed writers are cleaned up once they are old; a young one may still be being written.
+#[test]
+fn stale_partial_files_are_removed_fresh_ones_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_in(dir.path());
+    store.save(&snapshot((0..70).collect())).unwrap();
+    let stale = store.dir().join("aaaa.safetensors.1.partial");
+    let fresh = store.dir().join("bbbb.safetensors.2.partial");
+    std::fs::write(&stale, b"cut short").unwrap();
+    std::fs::write(&fresh, b"being written").unwrap();
+    let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    std::fs::File::options().append(true).open(&stale).unwrap().set_modified(hour_ago).unwrap();
+    store.save(&snapshot((100..170).collect())).unwrap();
+    assert!(!stale.exists(), "an hour-old partial file is removed");
+    assert!(fresh.exists(), "a young partial file is left to its writer");
+}

@@ -60,6 +60,32 @@ fn prefix_cache_reuses_the_shared_prompt_and_changes_nothing() {
     assert_eq!(again.text, generation.text);
 }
 
+/// One model in both roles (the one-model baseline): the planner's and the executor's prompts alternate, and
+/// each keeps its own cached sequence instead of evicting the other's.
+#[test]
+fn one_model_keeps_two_prompt_families_warm() {
+    let mut model = load("qwen2.5-coder-0.5b-instruct-q4_k_m");
+    let planner = "You are the planner. Write a plan of tool calls as JSON; the tools are calculator, read_file, \
+                   list_dir and write_file, each with its own arguments.";
+    let executor = "You are the executor. Fill in the arguments of one tool call from the results so far, as \
+                    JSON matching the tool's schema, and nothing else.";
+    let calls = [(planner, "What is 2+2?"), (executor, "Step s1: calculator."), (planner, "What is 3+3?"), (executor, "Step s2: calculator.")];
+    let template = model.chat_template.as_ref().expect("chat template");
+    let prompts: Vec<Vec<u32>> = calls
+        .iter()
+        .map(|(system, user)| {
+            let messages = [ChatMessage::system(*system), ChatMessage::user(*user)];
+            model.tokenizer.encode(&template.render(&messages, None, true).unwrap(), false).unwrap()
+        })
+        .collect();
+    let reused: Vec<usize> = prompts
+        .into_iter()
+        .map(|tokens| generate(&mut model, GenerateRequest::greedy(tokens, 2), &mut |_| {}).unwrap().timings.reused_tokens)
+        .collect();
+    assert!(reused[2] > 30, "planner prefix reused after an executor call: {reused:?}");
+    assert!(reused[3] > 30, "executor prefix reused after a planner call: {reused:?}");
+}
+
 #[test]
 fn qwen_1_5b_answers_arithmetic() {
     let mut model = load("qwen2.5-coder-1.5b-instruct-q4_k_m");

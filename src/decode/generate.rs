@@ -169,6 +169,7 @@ pub fn generate(
     let started = Instant::now();
     // Prefix cache: positions the cache already holds for the same leading tokens (a system prompt and tool
     // list shared by every planner or executor call) are kept; at least one token is run to get logits.
+    model.weights.select_cache_for(&request.prompt);
     let mut reused = common_prefix(model.weights.cached_tokens(), &request.prompt).min(request.prompt.len() - 1);
     // A new process (or a prompt unlike the cached one) may find the opening saved on disk by an earlier one.
     if let Some(store) = &model.prefix_store {

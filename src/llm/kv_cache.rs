@@ -2,7 +2,8 @@
 //!
 //! Keys and values live in buffers of shape `[1, n_kv_head, capacity, head_dim]`; new positions are written in
 //! place (`slice_set`) and reads are narrowed views, so a decode step copies only its own row. Rewinding (for a
-//! cached prompt prefix, or rejected speculative tokens) just moves the length back.
+//! cached prompt prefix, or rejected speculative tokens) just moves the length back. A model holds a few whole
+//! sequences of them ([`CacheSlots`]), one per prompt family it serves.
 
 use candle_core::{DType, Device, Tensor};
 
@@ -89,4 +90,86 @@ fn grow(
         buffer.slice_set(&old.narrow(2, 0, keep)?.contiguous()?, 2, 0)?;
     }
     Ok(buffer)
+}
+
+/// One sequence's cache: a [`KvCache`] per layer and the token ids whose positions they hold.
+#[derive(Debug, Default)]
+pub struct SequenceCache {
+    /// One cache per layer.
+    pub layers: Vec<KvCache>,
+    /// The token ids whose positions the layers hold, in order.
+    pub tokens: Vec<u32>,
+    last_used: u64,
+}
+
+impl SequenceCache {
+    fn new(n_layers: usize) -> Self {
+        Self { layers: (0..n_layers).map(|_| KvCache::default()).collect(), tokens: Vec::new(), last_used: 0 }
+    }
+
+    /// Forgets every position.
+    pub fn clear(&mut self) {
+        for layer in &mut self.layers {
+            layer.truncate(0);
+        }
+        self.tokens.clear();
+    }
+}
+
+/// Leading tokens a prompt must share with a slot to be served by it rather than by the least recently used one:
+/// more than a chat template's opening (`<|im_start|>system` and the like), so a new family keeps off a warm slot.
+const MIN_SHARED_FOR_SLOT: usize = 16;
+
+/// Several sequences' caches, one active. A model that serves two prompt families in turn (the planner's and the
+/// executor's, when one model plays both) keeps each warm instead of computing it again at every switch.
+#[derive(Debug)]
+pub struct CacheSlots {
+    slots: Vec<SequenceCache>,
+    active: usize,
+    clock: u64,
+}
+
+impl CacheSlots {
+    /// `n_slots` empty sequences (at least one) for a model of `n_layers` layers; buffers are allocated on use.
+    pub fn new(n_slots: usize, n_layers: usize) -> Self {
+        Self { slots: (0..n_slots.max(1)).map(|_| SequenceCache::new(n_layers)).collect(), active: 0, clock: 0 }
+    }
+
+    /// The sequence that forward passes read and extend.
+    pub fn active(&self) -> &SequenceCache {
+        &self.slots[self.active]
+    }
+
+    /// The active sequence, mutably.
+    pub fn active_mut(&mut self) -> &mut SequenceCache {
+        &mut self.slots[self.active]
+    }
+
+    /// Makes active the slot sharing the longest leading run of tokens with `prompt`; when none shares at least
+    /// [`MIN_SHARED_FOR_SLOT`], the least recently used slot (an empty one first), so that a new prompt family
+    /// does not overwrite a warm one.
+    pub fn select_for(&mut self, prompt: &[u32]) {
+        let shared = |slot: &SequenceCache| slot.tokens.iter().zip(prompt).take_while(|(a, b)| a == b).count();
+        let (best, best_shared) = self
+            .slots
+            .iter()
+            .enumerate()
+            .map(|(i, slot)| (i, shared(slot)))
+            .max_by_key(|&(i, n)| (n, usize::from(i == self.active)))
+            .unwrap_or((0, 0));
+        self.active = if best_shared >= MIN_SHARED_FOR_SLOT.min(prompt.len()) && best_shared > 0 {
+            best
+        } else {
+            self.slots.iter().enumerate().min_by_key(|(_, slot)| slot.last_used).map_or(0, |(i, _)| i)
+        };
+        self.clock += 1;
+        self.slots[self.active].last_used = self.clock;
+    }
+
+    /// Forgets every position of every slot.
+    pub fn clear_all(&mut self) {
+        for slot in &mut self.slots {
+            slot.clear();
+        }
+    }
 }

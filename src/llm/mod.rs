@@ -45,9 +45,12 @@ pub trait LanguageModel: Send {
     fn batched_logits(&self) -> bool {
         false
     }
-    /// The token ids whose positions the cache holds (what the last passes were given, in order).
+    /// Before a new prompt: makes active the cached sequence that serves it best, for models that keep several
+    /// (so one model serving two prompt families keeps both warm). The default keeps the one cache.
+    fn select_cache_for(&mut self, _prompt: &[u32]) {}
+    /// The token ids whose positions the active cache holds (what the last passes were given, in order).
     fn cached_tokens(&self) -> &[u32];
-    /// Forgets every cached position.
+    /// Forgets every cached position (of every cached sequence).
     fn clear_kv_cache(&mut self);
     /// Copies of the first `len` cached positions' keys and values, layer by layer (for the on-disk prefix
     /// store); None where the model does not support it or fewer positions are cached.

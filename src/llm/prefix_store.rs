@@ -24,6 +24,9 @@ use crate::{Error, Result};
 /// Snapshots kept per model (each is about 57 KB a token for the 1.5B, 25 KB for the 0.5B).
 pub const MAX_SNAPSHOTS: usize = 4;
 
+/// Age after which a `.partial` file is taken to be a dead process's leftover.
+const STALE_PARTIAL: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// A prompt's cached keys and values, layer by layer.
 #[derive(Debug, Clone)]
 pub struct KvSnapshot {
@@ -108,8 +111,14 @@ impl PrefixStore {
         let name = hex::encode(&Sha256::digest(&hash)[..12]);
         let file = self.dir.join(format!("{name}.safetensors"));
         let partial = self.dir.join(format!("{name}.safetensors.{}.partial", std::process::id()));
-        candle_core::safetensors::save(&tensors, &partial)?;
-        std::fs::rename(&partial, &file).map_err(|e| io("writing a snapshot into", e))?;
+        let written = candle_core::safetensors::save(&tensors, &partial)
+            .map_err(Error::from)
+            .and_then(|()| std::fs::rename(&partial, &file).map_err(|e| io("writing a snapshot into", e)));
+        if let Err(e) = written {
+            // A full disk or a crash of the rename: leave no partial file behind.
+            let _ = std::fs::remove_file(&partial);
+            return Err(e);
+        }
         self.evict();
         Ok(file)
     }
@@ -127,9 +136,22 @@ impl PrefixStore {
         files.into_iter().map(|(_, p)| p).collect()
     }
 
+    /// Removes the least recently used snapshots beyond [`MAX_SNAPSHOTS`], and partial files that a killed
+    /// process left (older than [`STALE_PARTIAL`]; a younger one may still be being written).
     fn evict(&self) {
         for old in self.snapshot_files().into_iter().skip(MAX_SNAPSHOTS) {
             let _ = std::fs::remove_file(old);
+        }
+        let Ok(entries) = std::fs::read_dir(&self.dir) else { return };
+        for path in entries.filter_map(|e| e.ok()).map(|e| e.path()) {
+            let stale = std::fs::metadata(&path)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > STALE_PARTIAL);
+            if stale && path.extension().is_some_and(|x| x == "partial") {
+                let _ = std::fs::remove_file(path);
+            }
         }
     }
 

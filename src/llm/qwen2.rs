@@ -11,11 +11,15 @@ use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{DType, Device, Module, Tensor};
 
 use super::gguf::{GgufFile, LoadError};
-use super::kv_cache::KvCache;
+use super::kv_cache::CacheSlots;
 use super::prefix_store::KvSnapshot;
 use super::{LanguageModel, LoadOptions};
 use crate::kernels::QLinear;
 use crate::Result;
+
+/// Sequences whose KV caches a model keeps: the planner's and the executor's prompt families when one model
+/// plays both roles, and one spare (buffers grow on use, about 25–57 KB a position).
+const KV_SLOTS: usize = 3;
 
 /// Hyper-parameters read from `qwen2.*` metadata.
 #[derive(Debug, Clone)]
@@ -67,7 +71,6 @@ struct Layer {
     gate: QLinear,
     up: QLinear,
     down: QLinear,
-    cache: KvCache,
 }
 
 /// A loaded Qwen2 model with its KV cache.
@@ -85,9 +88,9 @@ pub struct Qwen2 {
     /// Additive causal masks by (new tokens, total positions).
     masks: HashMap<(usize, usize), Tensor>,
     device: Device,
-    /// The token ids whose keys and values the cache holds, in order: generation reuses the longest common
-    /// prefix with a new prompt instead of recomputing it.
-    history: Vec<u32>,
+    /// KV caches of a few sequences with the token ids each holds: generation picks the one sharing the longest
+    /// prefix with its prompt and reuses that prefix instead of recomputing it.
+    caches: CacheSlots,
 }
 
 /// Loads tensors and converts slow types once; counts conversions for the load report.
@@ -176,7 +179,6 @@ impl Qwen2 {
                 gate: loader.matrix(&name("ffn_gate.weight"))?,
                 up: loader.matrix(&name("ffn_up.weight"))?,
                 down: loader.matrix(&name("ffn_down.weight"))?,
-                cache: KvCache::default(),
             });
         }
         if loader.converted > 0 {
@@ -187,6 +189,7 @@ impl Qwen2 {
         }
         let norm = loader.vector("output_norm.weight")?;
         let (cos, sin) = rope_tables(config.head_dim, config.rope_base, config.context_length, device)?;
+        let n_layer = config.n_layer;
         Ok(Self {
             config,
             embedding,
@@ -197,7 +200,7 @@ impl Qwen2 {
             cos,
             sin,
             masks: HashMap::new(),
-            history: Vec::new(),
+            caches: CacheSlots::new(KV_SLOTS, n_layer),
             device: device.clone(),
         })
     }
@@ -230,7 +233,7 @@ impl Qwen2 {
     /// `[n_logits]`, or with `every_position` those of each position, `[seq, n_logits]`.
     fn forward_at(&mut self, tokens: &[u32], pos: usize, every_position: bool) -> Result<Tensor> {
         let seq = tokens.len();
-        let cached = self.layers.first().map_or(0, |l| l.cache.len());
+        let cached = self.caches.active().layers.first().map_or(0, |l| l.len());
         if seq == 0 || pos > cached || pos + seq > self.config.context_length {
             return Err(candle_core::Error::Msg(format!(
                 "forward of {seq} tokens at position {pos} with {cached} cached positions and a context of {}",
@@ -246,8 +249,8 @@ impl Qwen2 {
         let c = &self.config;
         let n_rep = c.n_head / c.n_kv_head;
         let scale = 1.0 / (c.head_dim as f64).sqrt();
-        for layer in &mut self.layers {
-            layer.cache.truncate(pos);
+        for (layer, cache) in self.layers.iter().zip(self.caches.active_mut().layers.iter_mut()) {
+            cache.truncate(pos);
             let h = candle_nn::ops::rms_norm(&x, &layer.attn_norm, c.rms_eps)?;
             let heads = |t: Tensor, n: usize| -> candle_core::Result<Tensor> {
                 t.reshape((1, seq, n, c.head_dim))?.transpose(1, 2)?.contiguous()
@@ -257,7 +260,7 @@ impl Qwen2 {
             let v = heads(layer.wv.forward(&h)?.broadcast_add(&layer.bv)?, c.n_kv_head)?;
             let q = candle_nn::rotary_emb::rope(&q, &cos, &sin)?;
             let k = candle_nn::rotary_emb::rope(&k, &cos, &sin)?;
-            let (k, v) = layer.cache.append(&k, &v, c.context_length)?;
+            let (k, v) = cache.append(&k, &v, c.context_length)?;
             let total = k.dim(2)?;
             // Grouped-query attention without repeating K/V: query heads sharing a KV head are stacked along
             // the sequence axis, [1, n_kv, n_rep * seq, head_dim] (query head h uses KV head h / n_rep).
@@ -288,12 +291,13 @@ impl Qwen2 {
         Ok(if every_position { logits.squeeze(0)? } else { logits.flatten_all()? })
     }
 
-    /// Runs `forward_at` and keeps `history` in step with the cache.
+    /// Runs `forward_at` and keeps the active sequence's token ids in step with its cache.
     fn forward_tracked(&mut self, tokens: &[u32], pos: usize, every_position: bool) -> Result<Tensor> {
         match self.forward_at(tokens, pos, every_position) {
             Ok(logits) => {
-                self.history.truncate(pos);
-                self.history.extend_from_slice(tokens);
+                let history = &mut self.caches.active_mut().tokens;
+                history.truncate(pos);
+                history.extend_from_slice(tokens);
                 Ok(logits)
             }
             Err(e) => {
@@ -318,21 +322,22 @@ impl LanguageModel for Qwen2 {
         true
     }
 
+    fn select_cache_for(&mut self, prompt: &[u32]) {
+        self.caches.select_for(prompt);
+    }
+
     fn cached_tokens(&self) -> &[u32] {
-        &self.history
+        &self.caches.active().tokens
     }
 
     fn clear_kv_cache(&mut self) {
-        for layer in &mut self.layers {
-            layer.cache.truncate(0);
-        }
-        self.history.clear();
+        self.caches.clear_all();
     }
 
     fn export_kv(&self, len: usize) -> Result<Option<Vec<(Tensor, Tensor)>>> {
         let mut layers = Vec::with_capacity(self.layers.len());
-        for layer in &self.layers {
-            match layer.cache.prefix(len)? {
+        for cache in &self.caches.active().layers {
+            match cache.prefix(len)? {
                 Some(kv) => layers.push(kv),
                 None => return Ok(None),
             }
@@ -349,16 +354,17 @@ impl LanguageModel for Qwen2 {
             return Ok(false);
         }
         let context = c.context_length;
-        self.clear_kv_cache();
         let device = self.device.clone();
-        let replaced = self.layers.iter_mut().zip(&snapshot.layers).try_for_each(|(layer, (k, v))| {
-            layer.cache.replace(&k.to_device(&device)?, &v.to_device(&device)?, context)
+        let sequence = self.caches.active_mut();
+        sequence.clear();
+        let replaced = sequence.layers.iter_mut().zip(&snapshot.layers).try_for_each(|(cache, (k, v))| {
+            cache.replace(&k.to_device(&device)?, &v.to_device(&device)?, context)
         });
         if let Err(e) = replaced {
-            self.clear_kv_cache();
+            sequence.clear();
             return Err(e);
         }
-        self.history = snapshot.tokens.clone();
+        sequence.tokens = snapshot.tokens.clone();
         Ok(true)
     }
 
