@@ -69,7 +69,12 @@ fn one_model_keeps_two_prompt_families_warm() {
                    list_dir and write_file, each with its own arguments.";
     let executor = "You are the executor. Fill in the arguments of one tool call from the results so far, as \
                     JSON matching the tool's schema, and nothing else.";
-    let calls = [(planner, "What is 2+2?"), (executor, "Step s1: calculator."), (planner, "What is 3+3?"), (executor, "Step s2: calculator.")];
+    let calls = [
+        (planner, "What is 2+2?"),
+        (executor, "Step s1: calculator."),
+        (planner, "What is 3+3?"),
+        (executor, "Step s2: calculator."),
+    ];
     let template = model.chat_template.as_ref().expect("chat template");
     let prompts: Vec<Vec<u32>> = calls
         .iter()
@@ -80,7 +85,9 @@ fn one_model_keeps_two_prompt_families_warm() {
         .collect();
     let reused: Vec<usize> = prompts
         .into_iter()
-        .map(|tokens| generate(&mut model, GenerateRequest::greedy(tokens, 2), &mut |_| {}).unwrap().timings.reused_tokens)
+        .map(|tokens| {
+            generate(&mut model, GenerateRequest::greedy(tokens, 2), &mut |_| {}).unwrap().timings.reused_tokens
+        })
         .collect();
     assert!(reused[2] > 30, "planner prefix reused after an executor call: {reused:?}");
     assert!(reused[3] > 30, "executor prefix reused after a planner call: {reused:?}");

@@ -112,7 +112,14 @@ fn speed_vs_llamacpp(
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     for _ in 0..args.repeats.max(1) {
         ours.push(measure(path, device, &once, reporter)?);
-        theirs.push(run_llama_bench(peer, path, peer_device, threads, settings.prefill_tokens, settings.decode_tokens)?);
+        theirs.push(run_llama_bench(
+            peer,
+            path,
+            peer_device,
+            threads,
+            settings.prefill_tokens,
+            settings.decode_tokens,
+        )?);
     }
     let ours_of = |f: fn(&crate::bench::speed::SpeedReport) -> f64| median(&ours.iter().map(f).collect::<Vec<_>>());
     let theirs_of = |f: fn(&crate::bench::llamacpp::PeerRun) -> f64| median(&theirs.iter().map(f).collect::<Vec<_>>());

@@ -13,8 +13,8 @@ use candle_core::Tensor;
 use super::draft::Speculation;
 use super::sampler::{Sampler, Sampling};
 use super::GenerateError;
-use crate::llm::tokenizer::TokenStream;
 use crate::llm::prefix_store::{self, common_prefix};
+use crate::llm::tokenizer::TokenStream;
 use crate::llm::Model;
 use crate::Result;
 
@@ -328,7 +328,6 @@ impl Ahead {
         logits
     }
 }
-
 
 /// Moves logits to the host as a flat f32 vector.
 fn logits_vec(logits: Tensor) -> Result<Vec<f32>> {

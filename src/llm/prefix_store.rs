@@ -132,7 +132,7 @@ impl PrefixStore {
             .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
             .map(|p| (std::fs::metadata(&p).and_then(|m| m.modified()).unwrap_or(SystemTime::UNIX_EPOCH), p))
             .collect();
-        files.sort_by(|a, b| b.0.cmp(&a.0));
+        files.sort_by_key(|(modified, _)| std::cmp::Reverse(*modified));
         files.into_iter().map(|(_, p)| p).collect()
     }
 
@@ -174,7 +174,9 @@ fn read_snapshot(file: &Path, len: usize, device: &Device) -> Result<KvSnapshot>
         return Err(candle_core::Error::Msg(format!("snapshot holds {} tokens, {len} asked for", tokens.len())).into());
     }
     let mut layers = Vec::new();
-    while let (Ok(k), Ok(v)) = (tensors.load(&format!("k.{}", layers.len()), device), tensors.load(&format!("v.{}", layers.len()), device)) {
+    while let (Ok(k), Ok(v)) =
+        (tensors.load(&format!("k.{}", layers.len()), device), tensors.load(&format!("v.{}", layers.len()), device))
+    {
         let (_, _, positions, _) = k.dims4()?;
         if positions != tokens.len() || v.dims() != k.dims() {
             return Err(candle_core::Error::Msg(format!("snapshot layer {} has the wrong shape", layers.len())).into());
@@ -194,7 +196,13 @@ pub const MIN_SNAPSHOT_TOKENS: usize = 64;
 /// Before a prompt's prefill: if a snapshot shares more of `prompt` than the `reused` positions already cached
 /// (by at least [`MIN_SNAPSHOT_TOKENS`]), loads it into `model`. Returns the positions now reusable. A snapshot
 /// that fails to load is logged and skipped: the prompt is then computed as usual.
-pub fn restore(store: &PrefixStore, model: &mut dyn LanguageModel, prompt: &[u32], reused: usize, device: &Device) -> usize {
+pub fn restore(
+    store: &PrefixStore,
+    model: &mut dyn LanguageModel,
+    prompt: &[u32],
+    reused: usize,
+    device: &Device,
+) -> usize {
     let Some((file, shared)) = store.best_match(prompt, reused + MIN_SNAPSHOT_TOKENS) else { return reused };
     // At least one prompt token is always run, to get its logits.
     let shared = shared.min(prompt.len() - 1);
@@ -226,7 +234,9 @@ pub fn save_after_prefill(store: &PrefixStore, model: &dyn LanguageModel, prompt
         None => Ok(None),
     });
     match saved {
-        Ok(Some(file)) => tracing::debug!(file = %file.display(), tokens = prompt.len(), "saved a prompt-prefix snapshot"),
+        Ok(Some(file)) => {
+            tracing::debug!(file = %file.display(), tokens = prompt.len(), "saved a prompt-prefix snapshot")
+        }
         Ok(None) => {}
         Err(e) => tracing::warn!(error = %e, "could not save a prompt-prefix snapshot"),
     }

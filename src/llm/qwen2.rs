@@ -357,9 +357,11 @@ impl LanguageModel for Qwen2 {
         let device = self.device.clone();
         let sequence = self.caches.active_mut();
         sequence.clear();
-        let replaced = sequence.layers.iter_mut().zip(&snapshot.layers).try_for_each(|(cache, (k, v))| {
-            cache.replace(&k.to_device(&device)?, &v.to_device(&device)?, context)
-        });
+        let replaced = sequence
+            .layers
+            .iter_mut()
+            .zip(&snapshot.layers)
+            .try_for_each(|(cache, (k, v))| cache.replace(&k.to_device(&device)?, &v.to_device(&device)?, context));
         if let Err(e) = replaced {
             sequence.clear();
             return Err(e);

@@ -19,8 +19,8 @@ pub mod wheels;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-pub use cache::{default_cache_dir, default_prefix_dir};
 use cache::CacheLayout;
+pub use cache::{default_cache_dir, default_prefix_dir};
 use error::io;
 pub use error::StoreError;
 pub use manifest::{Manifest, ModelEntry, Source, WheelPart};
