@@ -136,6 +136,7 @@ impl ModelArgs {
             keep_tensor_types: self.keep_tensor_types,
             speculation: speculation(self.speculate),
             prefix_store: None,
+            stack_projections: None,
         }
     }
 }

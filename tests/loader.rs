@@ -211,3 +211,49 @@ fn missing_file_is_a_clear_error() {
     let err = load_error(Path::new("/nonexistent/model.gguf"));
     assert!(matches!(err, Error::Load(LoadError::Open { .. })), "{err:?}");
 }
+
+/// Matrices of one type and width stack into one whose rows are theirs, in order (what the stacked Q/K/V and
+/// gate/up projections load); other widths do not stack.
+#[test]
+fn stacked_rows_are_the_parts_rows_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    for matrix_type in [GgmlDType::Q8_0, GgmlDType::Q4K] {
+        let spec = TinyQwen2 { matrix_type, hidden: 256, n_head: 4, n_kv_head: 2, ffn: 512, ..TinyQwen2::default() };
+        let path = tiny_file(&dir, &format!("stack-{matrix_type:?}.gguf"), &spec);
+        let file = GgufFile::open(&path).unwrap();
+        let names = ["blk.0.attn_q.weight", "blk.0.attn_k.weight", "blk.0.attn_v.weight"];
+        let stacked = file.stacked_rows(&names, &Device::Cpu).unwrap().expect("same type and width");
+        let parts: Vec<Tensor> =
+            names.iter().map(|n| file.tensor(n, &Device::Cpu).unwrap().dequantize(&Device::Cpu).unwrap()).collect();
+        let expected = Tensor::cat(&parts, 0).unwrap();
+        let got = stacked.dequantize(&Device::Cpu).unwrap();
+        assert_eq!(got.dims(), expected.dims());
+        let diff = (got - expected).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+        assert_eq!(diff, 0.0, "{matrix_type:?}: stacked rows differ from the parts'");
+        // ffn_down is [hidden, ffn]: another width than attn_q's [hidden, hidden].
+        let mixed = file.stacked_rows(&["blk.0.attn_q.weight", "blk.0.ffn_down.weight"], &Device::Cpu).unwrap();
+        assert!(mixed.is_none(), "different widths must not stack");
+    }
+}
+
+/// Stacked Q/K/V and gate/up matmuls (the GPU default) give exactly the logits of separate ones, for a prompt
+/// and a decode step after it: every output row is computed as before, only the split differs.
+#[test]
+fn stacked_projections_give_the_same_logits() {
+    let dir = tempfile::tempdir().unwrap();
+    for matrix_type in [GgmlDType::Q8_0, GgmlDType::Q4K] {
+        let spec = TinyQwen2 { matrix_type, hidden: 256, n_head: 4, n_kv_head: 2, ffn: 512, ..TinyQwen2::default() };
+        let path = tiny_file(&dir, &format!("stacking-{matrix_type:?}.gguf"), &spec);
+        let file = GgufFile::open(&path).unwrap();
+        let mut run = |stack: bool| {
+            let options = LoadOptions { stack_projections: Some(stack), ..LoadOptions::default() };
+            let mut model = Qwen2::load(&file, &Device::Cpu, &options, &mut Vec::new()).unwrap();
+            let prompt = model.forward(&TOKENS[..4], 0).unwrap();
+            let step = model.forward(&TOKENS[4..5], 4).unwrap();
+            (prompt, step)
+        };
+        let (separate, stacked) = (run(false), run(true));
+        assert_eq!(max_abs_diff(&separate.0, &stacked.0), 0.0, "{matrix_type:?}: prompt logits differ");
+        assert_eq!(max_abs_diff(&separate.1, &stacked.1), 0.0, "{matrix_type:?}: decode logits differ");
+    }
+}

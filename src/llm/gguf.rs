@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
 
-use candle_core::quantized::{ggml_file, gguf_file, QTensor};
+use candle_core::quantized::{ggml_file, gguf_file, GgmlDType, QTensor};
 use candle_core::Device;
 use memmap2::Mmap;
 
@@ -131,16 +131,53 @@ impl GgufFile {
     /// Reads one tensor straight from the mapped file (one copy into candle's block storage,
     /// no intermediate buffer), after checking that it lies inside the file.
     pub fn tensor(&self, name: &str, device: &Device) -> Result<QTensor, LoadError> {
+        let (dtype, dims, range) = self.tensor_range(name)?;
+        let tensor = ggml_file::qtensor_from_ggml(dtype, &self.mmap[range.clone()], dims, device)
+            .map_err(|e| self.bad_tensor(name, e.to_string()))?;
+        self.release(range);
+        Ok(tensor)
+    }
+
+    /// Matrices with the same type and width stacked along their rows as one tensor (`[Σ rows, cols]`), so one
+    /// matmul computes all of them (the query, key and value projections read the same input). `None` when the
+    /// types or widths differ. Quantized rows are whole blocks, so stacking is concatenating their bytes.
+    pub fn stacked_rows(&self, names: &[&str], device: &Device) -> Result<Option<QTensor>, LoadError> {
+        let parts = names.iter().map(|name| self.tensor_range(name)).collect::<Result<Vec<_>, _>>()?;
+        let Some((dtype, first_dims, _)) = parts.first() else { return Ok(None) };
+        let same = parts.iter().all(|(t, dims, _)| t == dtype && dims.len() == 2 && dims[1] == first_dims[1]);
+        if !same || first_dims.len() != 2 {
+            return Ok(None);
+        }
+        let rows: usize = parts.iter().map(|(_, dims, _)| dims[0]).sum();
+        let mut bytes = Vec::with_capacity(parts.iter().map(|(_, _, r)| r.len()).sum());
+        for (_, _, range) in &parts {
+            bytes.extend_from_slice(&self.mmap[range.clone()]);
+        }
+        let tensor = ggml_file::qtensor_from_ggml(*dtype, &bytes, vec![rows, first_dims[1]], device)
+            .map_err(|e| self.bad_tensor(names[0], e.to_string()))?;
+        for (_, _, range) in parts {
+            self.release(range);
+        }
+        Ok(Some(tensor))
+    }
+
+    /// A tensor's type and dimensions (`[rows, cols]` for a matrix), without reading it.
+    pub fn tensor_layout(&self, name: &str) -> Result<(GgmlDType, Vec<usize>), LoadError> {
+        self.tensor_range(name).map(|(dtype, dims, _)| (dtype, dims))
+    }
+
+    /// A tensor's type, dimensions (as stored: `[rows, cols]` for a matrix) and byte range in the file, after
+    /// checking that whole blocks fill it and that it lies inside the file.
+    fn tensor_range(&self, name: &str) -> Result<(GgmlDType, Vec<usize>, std::ops::Range<usize>), LoadError> {
         let info = self
             .content
             .tensor_infos
             .get(name)
             .ok_or_else(|| LoadError::MissingTensor { path: self.path.clone(), name: name.to_string() })?;
-        let bad = |message: String| LoadError::BadTensor { path: self.path.clone(), name: name.to_string(), message };
         let dtype = info.ggml_dtype;
         let elems = info.shape.elem_count();
         if elems % dtype.block_size() != 0 {
-            return Err(bad(format!("{elems} elements do not fill whole {dtype:?} blocks")));
+            return Err(self.bad_tensor(name, format!("{elems} elements do not fill whole {dtype:?} blocks")));
         }
         let size = (elems / dtype.block_size() * dtype.type_size()) as u64;
         let start = self.content.tensor_data_offset.saturating_add(info.offset);
@@ -153,17 +190,21 @@ impl GgufFile {
                 file_size: self.file_size(),
             });
         }
-        let bytes = &self.mmap[start as usize..end as usize];
-        let tensor = ggml_file::qtensor_from_ggml(dtype, bytes, info.shape.dims().to_vec(), device)
-            .map_err(|e| bad(e.to_string()))?;
-        // The bytes now live in the tensor: drop the mapped pages so peak memory stays near one copy of the
-        // model rather than two (mapped file pages count towards RSS).
+        Ok((dtype, info.shape.dims().to_vec(), start as usize..end as usize))
+    }
+
+    fn bad_tensor(&self, name: &str, message: String) -> LoadError {
+        LoadError::BadTensor { path: self.path.clone(), name: name.to_string(), message }
+    }
+
+    /// The bytes now live in a tensor: drop the mapped pages so peak memory stays near one copy of the model
+    /// rather than two (mapped file pages count towards RSS).
+    fn release(&self, range: std::ops::Range<usize>) {
         #[cfg(unix)]
-        // SAFETY: the map is a read-only file mapping and `bytes` is no longer borrowed; dropped pages are
-        // simply read from the file again if touched.
+        // SAFETY: the map is a read-only file mapping and no slice of it is borrowed past this call; dropped pages
+        // are simply read from the file again if touched.
         unsafe {
-            let _ = self.mmap.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start as usize, size as usize);
+            let _ = self.mmap.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, range.start, range.len());
         }
-        Ok(tensor)
     }
 }

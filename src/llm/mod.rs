@@ -75,6 +75,9 @@ pub struct LoadOptions {
     pub keep_tensor_types: bool,
     /// Drafting for speculative decoding in the model's generations.
     pub speculation: Speculation,
+    /// Stack the query/key/value and the gate/up matmuls into one each where types allow; `None` decides by
+    /// device (on a GPU yes, on the CPU no: see `qwen2::StackedLinear`).
+    pub stack_projections: Option<bool>,
     /// Keep prompt-prefix KV snapshots under this directory, so a new process starts warm (see `prefix_store`).
     pub prefix_store: Option<PathBuf>,
 }
