@@ -245,7 +245,7 @@ fn stacked_projections_give_the_same_logits() {
         let spec = TinyQwen2 { matrix_type, hidden: 256, n_head: 4, n_kv_head: 2, ffn: 512, ..TinyQwen2::default() };
         let path = tiny_file(&dir, &format!("stacking-{matrix_type:?}.gguf"), &spec);
         let file = GgufFile::open(&path).unwrap();
-        let mut run = |stack: bool| {
+        let run = |stack: bool| {
             let options = LoadOptions { stack_projections: Some(stack), ..LoadOptions::default() };
             let mut model = Qwen2::load(&file, &Device::Cpu, &options, &mut Vec::new()).unwrap();
             let prompt = model.forward(&TOKENS[..4], 0).unwrap();
