@@ -276,7 +276,7 @@ fn the_plan_schema_accepts_a_valid_plan() {
     let errors: Vec<String> = validator.iter_errors(&good).map(|e| e.to_string()).collect();
     assert!(errors.is_empty(), "{errors:#?}");
     // The step shape lists its properties in the order the model should write them.
-    let shape = &schema["properties"]["steps"]["items"]["anyOf"][0]["properties"];
+    let shape = &schema["properties"]["steps"]["prefixItems"][0]["anyOf"][0]["properties"];
     let order: Vec<&str> = shape.as_object().unwrap().keys().map(String::as_str).collect();
     assert_eq!(order, ["id", "description", "tool", "args", "depends_on"]);
 }
@@ -353,6 +353,10 @@ fn accepted_prefix(matcher: &mut Matcher, text: &str) -> usize {
     matcher.try_consume_tokens(&tokens).unwrap_or(0)
 }
 
+/// A complete first step, to build later steps on.
+const FIRST: &str =
+    r#"{"steps":[{"id":"s1","description":"","tool":"calculator","args":{"expression":"1"},"depends_on":[]}"#;
+
 #[test]
 fn llguidance_compiles_the_plan_schema_and_follows_it() {
     let schema = plan_json_schema(&registry());
@@ -365,10 +369,30 @@ fn llguidance_compiles_the_plan_schema_and_follows_it() {
         (r#"{"steps":[{"id":"s1","description":"","tool":"browser""#, r#""tool":""#),
         (r#"{"steps":[{"id":"s1","description":"","tool":"calculator","args":{"path""#, r#""args":{""#),
         (
-            r#"{"steps":[{"id":"s1","description":"","tool":"calculator","args":{"expression":"$s1.nope$"#,
+            &format!(r#"{FIRST},{{"id":"s2","description":"","tool":"calculator","args":{{"expression":"$s1.nope$"#),
             r#""expression":"$s1."#,
         ),
         (r#"{"steps":[{"id":"step1""#, r#""id":"s"#),
+        // Step k is `s<k>`, and depends on and refers to earlier steps only.
+        (&format!(r#"{FIRST},{{"id":"s3""#), r#"},{"id":"s"#),
+        (
+            r#"{"steps":[{"id":"s1","description":"","tool":"calculator","args":{"expression":"1"},"depends_on":["s1"]"#,
+            r#""depends_on":["#,
+        ),
+        (
+            &format!(
+                r#"{FIRST},{{"id":"s2","description":"","tool":"calculator","args":{{"expression":"1"}},"depends_on":["s2"]"#
+            ),
+            r#""depends_on":["s"#,
+        ),
+        (
+            &format!(r#"{FIRST},{{"id":"s2","description":"","tool":"calculator","args":{{"expression":"$s2.result$"#),
+            r#"{"expression":"$s"#,
+        ),
+        (
+            r#"{"steps":[{"id":"s1","description":"","tool":"calculator","args":{"expression":"$s1.result$"#,
+            r#""expression":"$"#,
+        ),
     ] {
         let mut matcher = llguidance_matcher(&schema);
         let taken = accepted_prefix(&mut matcher, bad);

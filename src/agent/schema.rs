@@ -2,12 +2,14 @@
 //!
 //! - Each step is an `anyOf` of per-tool shapes: `tool` is a `const` and `args` is that tool's argument schema
 //!   with `additionalProperties: false`, so unknown tools and misnamed arguments cannot be generated.
-//! - Step ids follow the convention `s1`, `s2`, … (`^s[1-9][0-9]?$` for up to 99 steps); `depends_on` items too.
+//! - In a plan, step k has the id `s<k>` (`prefixItems`, one entry per position), and its `depends_on` and its
+//!   references name only `s1` … `s<k-1>`: a step cannot depend on itself or on a later one. Step mode's single
+//!   next step follows the looser convention `^s[1-9][0-9]?$` (up to 99 steps).
 //! - References are constrained: where tools declare output fields, an argument accepts its own type **or** a
 //!   string `$s<N>.<field>$` whose field is a declared output field of a type the argument accepts (numbers for
 //!   numbers, anything for strings). Plain string arguments may embed references to any declared field, and a
-//!   literal dollar must be written `$$`, so a string cannot smuggle in a malformed reference. The grammar cannot
-//!   know which step a number names, so "the step exists, comes earlier and has that field" is left to
+//!   literal dollar must be written `$$`, so a string cannot smuggle in a malformed reference. Which tool step N
+//!   called is not tracked, so "that step has that field" is left to
 //!   [`Plan::validate`](super::plan::Plan::validate); the field name and the type are fixed by the grammar.
 //! - If some tool declares no output fields, references to its steps cannot be checked: then any identifier is
 //!   admitted as a field, and `$s<N>$` (the whole output) as well.
@@ -69,11 +71,23 @@ struct FieldCatalog {
     fields: BTreeMap<String, Vec<Option<String>>>,
     /// Some tool declares nothing: any field name may be referenced.
     open: bool,
-    id: String,
+    /// Regex of the step ids a reference may name; `None`: no step may be referenced (the plan's first step).
+    id: Option<String>,
 }
 
 impl FieldCatalog {
+    /// References may name any step id of a plan of `options.max_steps` steps.
     fn new(registry: &ToolRegistry, options: &PlanSchemaOptions) -> Self {
+        Self::naming(registry, Some(step_id_regex(options.max_steps)))
+    }
+
+    /// References may name only the steps before step `position` (1-based): `s1` … `s<position - 1>`.
+    fn before(registry: &ToolRegistry, position: usize) -> Self {
+        let earlier: Vec<String> = (1..position).map(|k| k.to_string()).collect();
+        Self::naming(registry, (!earlier.is_empty()).then(|| format!("s({})", earlier.join("|"))))
+    }
+
+    fn naming(registry: &ToolRegistry, id: Option<String>) -> Self {
         let mut fields: BTreeMap<String, Vec<Option<String>>> = BTreeMap::new();
         let mut open = false;
         for spec in registry.specs() {
@@ -89,7 +103,7 @@ impl FieldCatalog {
                 None => open = true,
             }
         }
-        Self { fields, open, id: step_id_regex(options.max_steps) }
+        Self { fields, open, id }
     }
 
     /// Alternation of field names a reference into an argument of `arg_types` may use (`None`: none fits).
@@ -108,9 +122,10 @@ impl FieldCatalog {
 
     /// The body of one reference (between the dollars' neighbours), or `None` when nothing may be referenced.
     fn reference_regex(&self, arg_types: &[&str]) -> Option<String> {
+        let id = self.id.as_ref()?;
         let fields = self.field_alternation(arg_types);
-        let whole = if self.open { format!("|\\${}\\$", self.id) } else { String::new() };
-        fields.map(|f| format!("\\${id}\\.({f})\\${whole}", id = self.id))
+        let whole = if self.open { format!("|\\${id}\\$") } else { String::new() };
+        fields.map(|f| format!("\\${id}\\.({f})\\${whole}"))
     }
 
     /// Schema of a string that is exactly one reference fitting `arg_types`.
@@ -177,12 +192,19 @@ pub fn plan_json_schema(registry: &ToolRegistry) -> Value {
 /// The plan schema for the registry's tools. Property order (id, description, tool, args, depends_on) is the
 /// order the grammar makes the model write them in.
 pub fn plan_json_schema_with(registry: &ToolRegistry, options: &PlanSchemaOptions) -> Value {
-    let shapes = step_shapes(registry, options);
+    let positions: Vec<Value> =
+        (1..=options.max_steps).map(|k| json!({"anyOf": positional_step_shapes(registry, options, k)})).collect();
     json!({
         "type": "object",
         // No goal: the run knows it, and copying a long goal back cost the planner dozens of decoded tokens.
         "properties": {
-            "steps": {"type": "array", "minItems": 1, "maxItems": options.max_steps, "items": {"anyOf": shapes}}
+            "steps": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": options.max_steps,
+                "prefixItems": positions,
+                "items": false
+            }
         },
         "required": ["steps"],
         "additionalProperties": false
@@ -210,10 +232,35 @@ pub fn next_step_json_schema(registry: &ToolRegistry, options: &PlanSchemaOption
 }
 
 /// One schema per tool for a step calling it: `tool` fixed, `args` that tool's arguments (references allowed
-/// where the types fit).
+/// where the types fit). Any step id; `depends_on` and references may name any step (step mode, where the
+/// position is the caller's to check).
 pub fn step_shapes(registry: &ToolRegistry, options: &PlanSchemaOptions) -> Vec<Value> {
-    let catalog = FieldCatalog::new(registry, options);
     let id = json!({"type": "string", "pattern": step_id_pattern(options.max_steps)});
+    let depends_on = json!({"type": "array", "items": id, "maxItems": options.max_steps.saturating_sub(1)});
+    shapes(registry, options, &FieldCatalog::new(registry, options), id, depends_on)
+}
+
+/// The step shapes for the plan's step `position` (1-based): its id is `s<position>`, and `depends_on` and
+/// references name only earlier steps, so a plan cannot depend on itself or on a later step (seen on NESTFUL
+/// before: `"id":"s4", … "depends_on":["s3","s4"]`).
+pub fn positional_step_shapes(registry: &ToolRegistry, options: &PlanSchemaOptions, position: usize) -> Vec<Value> {
+    let earlier: Vec<String> = (1..position).map(|k| format!("s{k}")).collect();
+    let depends_on = if earlier.is_empty() {
+        json!({"type": "array", "maxItems": 0})
+    } else {
+        json!({"type": "array", "items": {"enum": earlier}, "maxItems": earlier.len()})
+    };
+    let id = json!({"const": format!("s{position}")});
+    shapes(registry, options, &FieldCatalog::before(registry, position), id, depends_on)
+}
+
+fn shapes(
+    registry: &ToolRegistry,
+    options: &PlanSchemaOptions,
+    catalog: &FieldCatalog,
+    id: Value,
+    depends_on: Value,
+) -> Vec<Value> {
     registry
         .specs()
         .map(|spec| {
@@ -222,10 +269,7 @@ pub fn step_shapes(registry: &ToolRegistry, options: &PlanSchemaOptions) -> Vec<
             properties.insert("description".into(), json!({"type": "string", "maxLength": options.max_description}));
             properties.insert("tool".into(), json!({"const": spec.name}));
             properties.insert("args".into(), catalog.args_schema(spec));
-            properties.insert(
-                "depends_on".into(),
-                json!({"type": "array", "items": id, "maxItems": options.max_steps.saturating_sub(1)}),
-            );
+            properties.insert("depends_on".into(), depends_on.clone());
             json!({
                 "type": "object",
                 "properties": properties,
