@@ -212,15 +212,19 @@ fn missing_file_is_a_clear_error() {
     assert!(matches!(err, Error::Load(LoadError::Open { .. })), "{err:?}");
 }
 
+/// A tiny model whose widths are whole K-quant blocks (256), so Q4_K matrices can be written too.
+fn stackable_tiny(dir: &tempfile::TempDir, matrix_type: GgmlDType) -> GgufFile {
+    let spec = TinyQwen2 { matrix_type, hidden: 256, n_head: 4, n_kv_head: 2, ffn: 512, ..TinyQwen2::default() };
+    GgufFile::open(&tiny_file(dir, &format!("stackable-{matrix_type:?}.gguf"), &spec)).unwrap()
+}
+
 /// Matrices of one type and width stack into one whose rows are theirs, in order (what the stacked Q/K/V and
 /// gate/up projections load); other widths do not stack.
 #[test]
 fn stacked_rows_are_the_parts_rows_in_order() {
     let dir = tempfile::tempdir().unwrap();
     for matrix_type in [GgmlDType::Q8_0, GgmlDType::Q4K] {
-        let spec = TinyQwen2 { matrix_type, hidden: 256, n_head: 4, n_kv_head: 2, ffn: 512, ..TinyQwen2::default() };
-        let path = tiny_file(&dir, &format!("stack-{matrix_type:?}.gguf"), &spec);
-        let file = GgufFile::open(&path).unwrap();
+        let file = stackable_tiny(&dir, matrix_type);
         let names = ["blk.0.attn_q.weight", "blk.0.attn_k.weight", "blk.0.attn_v.weight"];
         let stacked = file.stacked_rows(&names, &Device::Cpu).unwrap().expect("same type and width");
         let parts: Vec<Tensor> =
@@ -242,9 +246,7 @@ fn stacked_rows_are_the_parts_rows_in_order() {
 fn stacked_projections_give_the_same_logits() {
     let dir = tempfile::tempdir().unwrap();
     for matrix_type in [GgmlDType::Q8_0, GgmlDType::Q4K] {
-        let spec = TinyQwen2 { matrix_type, hidden: 256, n_head: 4, n_kv_head: 2, ffn: 512, ..TinyQwen2::default() };
-        let path = tiny_file(&dir, &format!("stacking-{matrix_type:?}.gguf"), &spec);
-        let file = GgufFile::open(&path).unwrap();
+        let file = stackable_tiny(&dir, matrix_type);
         let run = |stack: bool| {
             let options = LoadOptions { stack_projections: Some(stack), ..LoadOptions::default() };
             let mut model = Qwen2::load(&file, &Device::Cpu, &options, &mut Vec::new()).unwrap();

@@ -7,6 +7,8 @@
 
 use candle_core::{DType, Device, Tensor};
 
+use super::prefix_store::common_prefix;
+
 use crate::Result;
 
 /// Capacity added when a cache is first used or grows; a multiple of it is allocated.
@@ -149,12 +151,11 @@ impl CacheSlots {
     /// [`MIN_SHARED_FOR_SLOT`], the least recently used slot (an empty one first), so that a new prompt family
     /// does not overwrite a warm one.
     pub fn select_for(&mut self, prompt: &[u32]) {
-        let shared = |slot: &SequenceCache| slot.tokens.iter().zip(prompt).take_while(|(a, b)| a == b).count();
         let (best, best_shared) = self
             .slots
             .iter()
             .enumerate()
-            .map(|(i, slot)| (i, shared(slot)))
+            .map(|(i, slot)| (i, common_prefix(&slot.tokens, prompt)))
             .max_by_key(|&(i, n)| (n, usize::from(i == self.active)))
             .unwrap_or((0, 0));
         self.active = if best_shared >= MIN_SHARED_FOR_SLOT.min(prompt.len()) && best_shared > 0 {
