@@ -1,5 +1,6 @@
 //! Criterion benches of our quantized matmul kernels against candle's `QMatMul` on the same weights, in the same
-//! run: one activation row (a decode step) and 64 rows (a prefill chunk), at the default models' shapes.
+//! run: one activation row (a decode step) and 64 rows (a prefill chunk), at the default models' shapes. Q5_0
+//! weights run on our five-bit kernel (`int8`: widened, the default layout).
 //!
 //! Run with `cargo bench --bench kernels` (`-- q4k` to pick one group).
 
@@ -8,11 +9,15 @@ use std::time::Duration;
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{Device, Module, Tensor};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use tandem::kernels::QLinear;
+use std::sync::Arc;
+
+use tandem::kernels::{Q5_0Matrix, Q8_0Matrix, QLinear};
 
 /// (name, type, output rows, input width): the 0.5B's gate/up and down, the 1.5B's gate/up and down.
 const SHAPES: &[(&str, GgmlDType, usize, usize)] = &[
     ("q8_0 4864x896 (0.5B gate)", GgmlDType::Q8_0, 4864, 896),
+    ("q5_0 4864x896 (0.5B gate)", GgmlDType::Q5_0, 4864, 896),
+    ("q8_0 151936x896 (0.5B output)", GgmlDType::Q8_0, 151936, 896),
     ("q4k 896x4864 (0.5B down)", GgmlDType::Q4K, 896, 4864),
     ("q4k 8960x1536 (1.5B gate)", GgmlDType::Q4K, 8960, 1536),
     ("q6k 1536x8960 (1.5B down)", GgmlDType::Q6K, 1536, 8960),
@@ -26,7 +31,14 @@ fn weights(rows: usize, cols: usize, dtype: GgmlDType) -> QTensor {
 
 fn bench_kernels(c: &mut Criterion) {
     for &(name, dtype, rows, cols) in SHAPES {
-        let ours = QLinear::new(weights(rows, cols, dtype)).expect("ours");
+        let ours = match dtype {
+            GgmlDType::Q5_0 => {
+                QLinear::Ours(Arc::new(Q5_0Matrix::from_qtensor(&weights(rows, cols, dtype)).expect("q5")))
+            }
+            _ => QLinear::new(weights(rows, cols, dtype)).expect("ours"),
+        };
+        let int8 = (dtype == GgmlDType::Q5_0)
+            .then(|| QLinear::Ours(Arc::new(Q8_0Matrix::from_q5_0(&weights(rows, cols, dtype)).expect("int8"))));
         let theirs = QMatMul::from_qtensor(weights(rows, cols, dtype)).expect("candle");
         let mut group = c.benchmark_group(name);
         group.sample_size(20).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(4));
@@ -37,6 +49,11 @@ fn bench_kernels(c: &mut Criterion) {
             group.bench_with_input(BenchmarkId::new(ours.kernel_name(), m), &x, |b, x| {
                 b.iter(|| ours.forward(x).expect("ours"))
             });
+            if let Some(int8) = &int8 {
+                group.bench_with_input(BenchmarkId::new("int8", m), &x, |b, x| {
+                    b.iter(|| int8.forward(x).expect("int8"))
+                });
+            }
             group.bench_with_input(BenchmarkId::new("candle", m), &x, |b, x| {
                 b.iter(|| theirs.forward(x).expect("candle"))
             });

@@ -6,6 +6,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rstest::rstest;
 use tandem::kernels::kquants::{self, Q4KMatrix, Q6KMatrix};
+use tandem::kernels::q5_0::{self, Q5_0Matrix};
 use tandem::kernels::q8_0::{reference_matmul, Q8_0Matrix};
 use tandem::kernels::{cpu_level, CpuLevel, QLinear};
 
@@ -120,6 +121,52 @@ fn q5_0_widens_to_int8_exactly() {
     }
     let err = Q8_0Matrix::from_q5_0_bytes(1, 32, &[0; 21]).unwrap_err().to_string();
     assert!(err.contains("Q5_0 data of 21 bytes") && err.contains("expected 22"), "{err}");
+}
+
+#[test]
+fn q5_0_keeps_five_bits_and_unpacks_to_candles_values() {
+    // 20 blocks a row: two and a half bit planes (8 blocks each). 11 blocks (352) are no whole block pairs.
+    let (rows, cols) = (5, 640);
+    let (q5, expected) = candle_weights(rows, cols, GgmlDType::Q5_0, 9);
+    let ours = Q5_0Matrix::from_qtensor(&q5).unwrap();
+    for r in 0..rows {
+        assert_eq!(ours.dequantize_row(r), expected[r * cols..(r + 1) * cols], "row {r}: candle's Q5_0 values");
+    }
+    let (odd_pairs, _) = candle_weights(2, 352, GgmlDType::Q5_0, 9);
+    let err = Q5_0Matrix::from_qtensor(&odd_pairs).unwrap_err().to_string();
+    assert!(err.contains("Q5_0 width 352 is not a multiple of 64"), "{err}");
+    let err = Q5_0Matrix::from_gguf_bytes(1, 64, &[0; 43]).unwrap_err().to_string();
+    assert!(err.contains("Q5_0 data of 43 bytes") && err.contains("expected 44"), "{err}");
+}
+
+/// Decode tiles (m < 4: the five-bit kernel) and prefill tiles (m ≥ 4: rows unpacked to int8 for the Q8_0
+/// kernel), with tile edges in rows, a partial last bit plane (896 = 3.5 planes) and the 0.5B's shapes.
+#[rstest]
+#[case(1, 64, 1)]
+#[case(3, 128, 2)]
+#[case(5, 896, 1)]
+#[case(9, 896, 3)]
+#[case(17, 896, 4)]
+#[case(33, 896, 9)]
+#[case(40, 4864, 1)]
+#[case(21, 4864, 5)]
+fn q5_0_kernels_match_the_reference(#[case] rows: usize, #[case] cols: usize, #[case] m: usize) {
+    let (q5, _) = candle_weights(rows, cols, GgmlDType::Q5_0, 10);
+    let weight = Q5_0Matrix::from_qtensor(&q5).unwrap();
+    let input = random_values(m * cols, 11);
+    let mut fast = vec![f32::NAN; m * rows];
+    weight.matmul(&input, m, &mut fast);
+    let reference = q5_0::reference_matmul(&weight, &input, m);
+    // The decode kernel sums unsigned values and subtracts 16 · Σ q at the end: two f32 sums larger than the
+    // result, so a few bits more rounding than the int8 kernels' 1e-5 (a wrong value or layout is off by far more).
+    let err = relative_error(&fast, &reference);
+    assert!(err < 1e-4, "{rows}x{cols}, m={m}: relative error {err}");
+    // The same integers widened to int8 give the same product through the Q8_0 kernel.
+    let widened = Q8_0Matrix::from_q5_0(&q5).unwrap();
+    let mut by_int8 = vec![f32::NAN; m * rows];
+    widened.matmul(&input, m, &mut by_int8);
+    let err = relative_error(&fast, &by_int8);
+    assert!(err < 1e-4, "{rows}x{cols}, m={m}: relative error {err} against the widened weights");
 }
 
 /// Random weights quantized by candle to `dtype`, with candle's dequantized values `[rows][cols]`.

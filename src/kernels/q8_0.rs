@@ -88,6 +88,20 @@ impl Q8_0Matrix {
         Self { rows, cols, quants: q.quants, scales: q.scales }
     }
 
+    /// An empty matrix, to be filled by `refill` (a scratch tile of unpacked rows).
+    pub(crate) fn scratch() -> Self {
+        Self { rows: 0, cols: 0, quants: Vec::new(), scales: Vec::new() }
+    }
+
+    /// Reshapes this matrix to `[rows, cols]`, keeping its allocations, and hands out its values and scales to
+    /// be overwritten.
+    pub(crate) fn refill(&mut self, rows: usize, cols: usize) -> (&mut [i8], &mut [f32]) {
+        (self.rows, self.cols) = (rows, cols);
+        self.quants.resize(rows * cols, 0);
+        self.scales.resize(rows * cols / BLOCK, 0.0);
+        (&mut self.quants, &mut self.scales)
+    }
+
     /// Output features.
     pub fn rows(&self) -> usize {
         self.rows

@@ -13,6 +13,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use candle_core::{DType, Device, Tensor};
@@ -40,6 +41,9 @@ pub struct KvSnapshot {
 #[derive(Debug, Clone)]
 pub struct PrefixStore {
     dir: PathBuf,
+    /// Token lists already read, by file. A file's name is the hash of its tokens, so a name never comes to hold
+    /// other tokens: the list is read from disk once per process, not on every generation.
+    known_tokens: Arc<Mutex<HashMap<PathBuf, Arc<[u32]>>>>,
 }
 
 impl PrefixStore {
@@ -58,7 +62,7 @@ impl PrefixStore {
         );
         let key = hex::encode(&Sha256::digest(identity.as_bytes())[..12]);
         let stem = model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-        Ok(Self { dir: root.join(format!("{stem}-{key}")) })
+        Ok(Self { dir: root.join(format!("{stem}-{key}")), known_tokens: Arc::default() })
     }
 
     /// The directory holding this model's snapshots.
@@ -71,7 +75,7 @@ impl PrefixStore {
     pub fn best_match(&self, prompt: &[u32], min: usize) -> Option<(PathBuf, usize)> {
         let mut best: Option<(PathBuf, usize)> = None;
         for file in self.snapshot_files() {
-            let shared = match read_tokens(&file) {
+            let shared = match self.tokens_of(&file) {
                 Ok(tokens) => common_prefix(&tokens, prompt),
                 Err(e) => {
                     self.discard(&file, &e);
@@ -140,6 +144,7 @@ impl PrefixStore {
     /// process left (older than [`STALE_PARTIAL`]; a younger one may still be being written).
     fn evict(&self) {
         for old in self.snapshot_files().into_iter().skip(MAX_SNAPSHOTS) {
+            self.known().remove(&old);
             let _ = std::fs::remove_file(old);
         }
         let Ok(entries) = std::fs::read_dir(&self.dir) else { return };
@@ -155,8 +160,24 @@ impl PrefixStore {
         }
     }
 
+    /// The tokens `file` holds, read once.
+    fn tokens_of(&self, file: &Path) -> Result<Arc<[u32]>> {
+        if let Some(tokens) = self.known().get(file) {
+            return Ok(tokens.clone());
+        }
+        let tokens: Arc<[u32]> = read_tokens(file)?.into();
+        self.known().insert(file.to_path_buf(), tokens.clone());
+        Ok(tokens)
+    }
+
+    fn known(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Arc<[u32]>>> {
+        // A panic elsewhere while holding the lock leaves the map intact (inserts and removes are single calls).
+        self.known_tokens.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     fn discard(&self, file: &Path, error: &dyn std::fmt::Display) {
         tracing::warn!(file = %file.display(), %error, "removing an unreadable prompt-prefix snapshot");
+        self.known().remove(file);
         let _ = std::fs::remove_file(file);
     }
 }
@@ -203,6 +224,10 @@ pub fn restore(
     reused: usize,
     device: &Device,
 ) -> usize {
+    // No snapshot can add the minimum when the prompt's uncached tail is shorter: skip the disk.
+    if prompt.len() < reused + MIN_SNAPSHOT_TOKENS {
+        return reused;
+    }
     let Some((file, shared)) = store.best_match(prompt, reused + MIN_SNAPSHOT_TOKENS) else { return reused };
     // At least one prompt token is always run, to get its logits.
     let shared = shared.min(prompt.len() - 1);

@@ -123,7 +123,7 @@ struct TensorLoader<'a> {
     keep_types: bool,
     /// Q5_0/Q5_1 tensors requantized to Q8_0 for candle's kernels.
     converted: usize,
-    /// Q5_0 tensors widened exactly to int8 for ours.
+    /// Q5_0 tensors widened exactly to int8 for ours (the rest of them stay at five bits in ours).
     widened: usize,
     /// Whether `stacked` stacks matrices. By default only off the CPU: on a GPU each matmul costs launches
     /// (stacking gave decode +5 % on the 0.5B and +15 % on the 1.5B on an H100), while on 2 CPU cores the stacked
@@ -180,12 +180,12 @@ impl TensorLoader<'_> {
         Ok(StackedLinear { groups })
     }
 
-    /// A loaded weight matrix as a layer: our kernels where this CPU has them (Q5_0 widened to int8), else
-    /// candle's (Q5_0 converted to Q8_0 on the CPU).
+    /// A loaded weight matrix as a layer: our kernels where this CPU has them (Q5_0 included), else candle's (Q5_0
+    /// converted to Q8_0 on the CPU).
     fn linear(&mut self, tensor: QTensor) -> Result<QLinear> {
         if !self.keep_types {
             if let Some(ours) = QLinear::widened(&tensor)? {
-                self.widened += usize::from(tensor.dtype() == GgmlDType::Q5_0);
+                self.widened += usize::from(tensor.dtype() == GgmlDType::Q5_0 && ours.kernel_name() == "tandem-q8_0");
                 return Ok(ours);
             }
         }
