@@ -101,8 +101,8 @@ pub enum CpuLevel {
 
 /// Which weight types run on our kernels, from `TANDEM_KERNELS`: `all` (default), `q5_0` (all, with Q5_0 kept at
 /// five bits instead of widened to int8: fewer bytes, but on a Zen 4 it decoded at 0.89× and prefilled at 0.70×
-/// of the widened layout, so it is opt-in), `q8_0` (Q8_0 and Q5_0 only: candle's
-/// AVX2 tiles prefill Q4_K/Q6_K faster, at twice the memory and slower decode) or `candle` (none).
+/// of the widened layout, so it is opt-in), `q8_0` (Q8_0 and Q5_0 only: candle's AVX2 tiles prefill Q4_K/Q6_K
+/// faster, at twice the memory and slower decode) or `candle` (none).
 pub fn kernel_choice() -> &'static str {
     static CHOICE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     CHOICE.get_or_init(|| std::env::var("TANDEM_KERNELS").unwrap_or_else(|_| "all".into()))

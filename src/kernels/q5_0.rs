@@ -1,7 +1,7 @@
 //! Q5_0 weight matrices kept at five bits a weight, and their matmul against int8 activations.
 //!
 //! The 0.5B executor stores most of its matrices as Q5_0 (22 bytes per 32 weights). Widened to int8 they cost 36
-//! bytes per 32, and a decode step, which reads every weight once, is bound by memory: so decode keeps five bits.
+//! bytes per 32, and a decode step reads every weight once: where it is bound by memory, five bits read less.
 //! Our layout repacks each row so that AVX2 rebuilds 64 weights from one 32-byte load of nibbles and a shift of a
 //! shared bit plane (24 bytes per 32 weights, scales as f32):
 //!
