@@ -32,16 +32,20 @@ fn relative_error(a: &[f32], b: &[f32]) -> f32 {
 #[case(33, 896, 7)]
 #[case(40, 4864, 2)]
 #[case(130, 256, 9)]
+#[case(9, 96, 5)]
+#[case(8, 1536, 4)]
 fn fast_kernel_matches_the_reference(#[case] rows: usize, #[case] cols: usize, #[case] m: usize) {
     let weight = Q8_0Matrix::quantize(rows, cols, &random_values(rows * cols, 1));
     let input = random_values(m * cols, 2);
-    let mut fast = vec![f32::NAN; m * rows];
-    weight.matmul(&input, m, &mut fast);
     let reference = reference_matmul(&weight, &input, m);
-    // Integer dot products are exact; only the order of the f32 sums differs.
-    let err = relative_error(&fast, &reference);
-    assert!(err < 1e-5, "{rows}x{cols}, m={m}: relative error {err}");
-    assert!(fast.iter().all(|x| x.is_finite()), "every output written");
+    for level in cpu_level().with_lower_levels() {
+        let mut fast = vec![f32::NAN; m * rows];
+        weight.matmul_at(level, &input, m, &mut fast);
+        // Integer dot products are exact; only the order of the f32 sums differs.
+        let err = relative_error(&fast, &reference);
+        assert!(err < 1e-5, "{level:?} {rows}x{cols}, m={m}: relative error {err}");
+        assert!(fast.iter().all(|x| x.is_finite()), "{level:?}: every output written");
+    }
 }
 
 #[test]
@@ -101,7 +105,7 @@ fn q8_0_weights_take_our_kernel_where_the_cpu_has_one() {
     let dense = Tensor::from_vec(random_values(16 * 256, 7), (16, 256), &Device::Cpu).unwrap();
     let q4k = QLinear::new(QTensor::quantize(&dense, GgmlDType::Q4K).unwrap()).unwrap();
     let q6k = QLinear::new(QTensor::quantize(&dense, GgmlDType::Q6K).unwrap()).unwrap();
-    let ours = cpu_level() == CpuLevel::Avx2;
+    let ours = cpu_level() >= CpuLevel::Avx2;
     assert_eq!(q8.kernel_name(), if ours { "tandem-q8_0" } else { "candle" });
     assert_eq!(q4k.kernel_name(), if ours { "tandem-q4_k" } else { "candle" });
     assert_eq!(q6k.kernel_name(), if ours { "tandem-q6_k" } else { "candle" });
@@ -211,19 +215,49 @@ fn k_quants_unpack_to_candles_values(#[case] dtype: GgmlDType) {
 #[case(4, 8960, 1)]
 fn k_quant_kernels_match_the_reference(#[case] rows: usize, #[case] cols: usize, #[case] m: usize) {
     let input = random_values(m * cols, 10);
-    let mut fast = vec![f32::NAN; m * rows];
     let (q4, _) = candle_weights(rows, cols, GgmlDType::Q4K, 11);
     let q4 = Q4KMatrix::from_qtensor(&q4).unwrap();
-    q4.matmul(&input, m, &mut fast);
-    let reference = kquants::reference_matmul(&q4, &input, m, Q4KMatrix::dequantize_row);
-    let err = relative_error(&fast, &reference);
-    assert!(err < 1e-4, "Q4_K {rows}x{cols}, m={m}: relative error {err}");
     let (q6, _) = candle_weights(rows, cols, GgmlDType::Q6K, 12);
     let q6 = Q6KMatrix::from_qtensor(&q6).unwrap();
-    q6.matmul(&input, m, &mut fast);
-    let reference = kquants::reference_matmul(&q6, &input, m, Q6KMatrix::dequantize_row);
-    let err = relative_error(&fast, &reference);
-    assert!(err < 1e-4, "Q6_K {rows}x{cols}, m={m}: relative error {err}");
+    assert_k_quant_kernels_match(&q4, &q6, &input, m);
+}
+
+/// Every K-quant kernel this CPU can run gives the reference's product of `input` (`m` rows) with `q4` and `q6`.
+fn assert_k_quant_kernels_match(q4: &Q4KMatrix, q6: &Q6KMatrix, input: &[f32], m: usize) {
+    let q4_reference = kquants::reference_matmul(q4, input, m, Q4KMatrix::dequantize_row);
+    let q6_reference = kquants::reference_matmul(q6, input, m, Q6KMatrix::dequantize_row);
+    for level in cpu_level().with_lower_levels() {
+        let mut fast = vec![f32::NAN; m * q4.rows()];
+        q4.matmul_at(level, input, m, &mut fast);
+        let err = relative_error(&fast, &q4_reference);
+        assert!(err < 1e-4, "{level:?} Q4_K {}x{}, m={m}: relative error {err}", q4.rows(), q4.cols());
+        let mut fast = vec![f32::NAN; m * q6.rows()];
+        q6.matmul_at(level, input, m, &mut fast);
+        let err = relative_error(&fast, &q6_reference);
+        assert!(err < 1e-4, "{level:?} Q6_K {}x{}, m={m}: relative error {err}", q6.rows(), q6.cols());
+    }
+}
+
+/// The largest integers the kernels meet: every weight at its maximum (Q4_K 15 with scale and minimum 63, Q6_K
+/// 63 with scale ±127 — each four-value lane sums to 4 · 63 · 127 = 32,004, near the 16-bit limit the VNNI
+/// kernels rely on) against activations of ±127.
+#[test]
+fn k_quant_kernels_hold_the_extremes() {
+    let one = half::f16::from_f32(0.01).to_le_bytes();
+    let mut q4_block = vec![0xFFu8; 144];
+    q4_block[..2].copy_from_slice(&one);
+    q4_block[2..4].copy_from_slice(&one);
+    let mut q6_block = vec![0xFFu8; 210];
+    for (g, scale) in q6_block[192..208].iter_mut().enumerate() {
+        *scale = if g % 3 == 0 { 0x81 } else { 0x7F }; // −127 and 127
+    }
+    q6_block[208..].copy_from_slice(&one);
+    let (rows, cols) = (3, 512);
+    let q4 = Q4KMatrix::from_gguf_bytes(rows, cols, &q4_block.repeat(rows * cols / 256)).unwrap();
+    let q6 = Q6KMatrix::from_gguf_bytes(rows, cols, &q6_block.repeat(rows * cols / 256)).unwrap();
+    let m = 5;
+    let input: Vec<f32> = (0..m * cols).map(|i| if (i / cols) % 2 == 0 { 3.0 } else { -3.0 }).collect();
+    assert_k_quant_kernels_match(&q4, &q6, &input, m);
 }
 
 #[rstest]

@@ -48,7 +48,7 @@ pub type Q4KMatrix = KMatrix<Q4KBlock>;
 /// Q6_K weights.
 pub type Q6KMatrix = KMatrix<Q6KBlock>;
 
-/// An AVX2 kernel: output columns `rows` of `m` activation rows (unsafe: needs AVX2 and FMA).
+/// A SIMD kernel: output columns `rows` of `m` activation rows (unsafe: needs its instruction sets).
 type RowsKernel<B> = unsafe fn(&KMatrix<B>, &KActivations, usize, std::ops::Range<usize>, &mut [f32]);
 
 const Q4K_FILE_BYTES: usize = 144;
@@ -71,10 +71,11 @@ impl<B> KMatrix<B> {
         &self.blocks[r * per_row..(r + 1) * per_row]
     }
 
-    /// Quantizes `input` per 256 and runs the AVX2 kernel `fast` where `cpu_level` allows (the scalar
-    /// reference elsewhere) over tiles of weight rows on the CPU pool.
+    /// Quantizes `input` per 256 and runs `fast`, the kernel for `level` (the scalar reference where there is
+    /// none), over tiles of weight rows on the CPU pool.
     fn matmul_by(
         &self,
+        level: super::CpuLevel,
         input: &[f32],
         m: usize,
         out: &mut [f32],
@@ -83,13 +84,15 @@ impl<B> KMatrix<B> {
     ) where
         B: Sync,
     {
-        let fast = fast.filter(|_| super::cpu_level() == super::CpuLevel::Avx2);
+        assert!(level <= super::cpu_level(), "{level:?} kernels on a {:?} CPU", super::cpu_level());
+        assert_eq!(input.len(), m * self.cols, "input is [m][cols]");
+        assert_eq!(out.len(), m * self.rows, "out is [m][rows]");
         K_ACTIVATIONS.with(|cell| {
             let mut acts = cell.borrow_mut();
             acts.quantize(input, self.cols);
             let acts = &*acts;
             super::for_row_tiles(self.rows, out, |rows, out| match fast {
-                // SAFETY: `fast` is kept only when `cpu_level` found AVX2 and FMA.
+                // SAFETY: `fast` is the kernel for `level`, which `cpu_level` found on this CPU.
                 Some(kernel) => unsafe { kernel(self, acts, m, rows, out) },
                 None => reference_rows(self, acts, m, rows, out, dequantize_row),
             });
@@ -150,11 +153,19 @@ impl Q4KMatrix {
 
     /// `out[i][r] = Σ_c input[i][c] · W[r][c]` with the input quantized per 256 (`input` `[m][cols]`).
     pub fn matmul(&self, input: &[f32], m: usize, out: &mut [f32]) {
-        #[cfg(target_arch = "x86_64")]
-        let fast: Option<RowsKernel<Q4KBlock>> = Some(super::kquants_avx2::q4k_rows);
-        #[cfg(not(target_arch = "x86_64"))]
-        let fast: Option<RowsKernel<Q4KBlock>> = None;
-        self.matmul_by(input, m, out, fast, Self::dequantize_row);
+        self.matmul_at(super::cpu_level(), input, m, out);
+    }
+
+    /// `matmul` on the kernel for `level` (at most `cpu_level()`: tests run every kernel the CPU can).
+    pub fn matmul_at(&self, level: super::CpuLevel, input: &[f32], m: usize, out: &mut [f32]) {
+        let fast: Option<RowsKernel<Q4KBlock>> = match level {
+            #[cfg(target_arch = "x86_64")]
+            super::CpuLevel::Avx512Vnni => Some(super::kquants_vnni::q4k_rows),
+            #[cfg(target_arch = "x86_64")]
+            super::CpuLevel::Avx2 => Some(super::kquants_avx2::q4k_rows),
+            _ => None,
+        };
+        self.matmul_by(level, input, m, out, fast, Self::dequantize_row);
     }
 }
 
@@ -214,11 +225,19 @@ impl Q6KMatrix {
 
     /// `out[i][r] = Σ_c input[i][c] · W[r][c]` with the input quantized per 256 (`input` `[m][cols]`).
     pub fn matmul(&self, input: &[f32], m: usize, out: &mut [f32]) {
-        #[cfg(target_arch = "x86_64")]
-        let fast: Option<RowsKernel<Q6KBlock>> = Some(super::kquants_avx2::q6k_rows);
-        #[cfg(not(target_arch = "x86_64"))]
-        let fast: Option<RowsKernel<Q6KBlock>> = None;
-        self.matmul_by(input, m, out, fast, Self::dequantize_row);
+        self.matmul_at(super::cpu_level(), input, m, out);
+    }
+
+    /// `matmul` on the kernel for `level` (at most `cpu_level()`: tests run every kernel the CPU can).
+    pub fn matmul_at(&self, level: super::CpuLevel, input: &[f32], m: usize, out: &mut [f32]) {
+        let fast: Option<RowsKernel<Q6KBlock>> = match level {
+            #[cfg(target_arch = "x86_64")]
+            super::CpuLevel::Avx512Vnni => Some(super::kquants_vnni::q6k_rows),
+            #[cfg(target_arch = "x86_64")]
+            super::CpuLevel::Avx2 => Some(super::kquants_avx2::q6k_rows),
+            _ => None,
+        };
+        self.matmul_by(level, input, m, out, fast, Self::dequantize_row);
     }
 }
 

@@ -15,19 +15,19 @@ use super::k_acts::{KActivations, SUPER};
 use super::kquants::{Q4KMatrix, Q6KMatrix};
 
 /// Activation rows per tile.
-const TILE_ACTS: usize = 4;
+pub(super) const TILE_ACTS: usize = 4;
 
 /// Activation rows that meet the same weight rows before moving on: 8 rows of 1536 int8 values and 16 weight
 /// rows of 1536 Q4_K values together fit a 32 KiB L1 cache.
-const ACT_BLOCK: usize = 8;
+pub(super) const ACT_BLOCK: usize = 8;
 
 /// Runs `tile::<N>(r, i)` over weight rows `rows` and every activation row, four at a time, in blocks of
-/// `ACT_BLOCK` activation rows.
+/// `ACT_BLOCK` activation rows (the AVX2 and the VNNI kernels walk their tiles alike).
 macro_rules! for_tiles {
     ($rows:expr, $m:expr, $tile:ident, $($arg:expr),*) => {
         let mut block = 0;
         while block < $m {
-            let end = $m.min(block + ACT_BLOCK);
+            let end = $m.min(block + super::kquants_avx2::ACT_BLOCK);
             for r in $rows.clone() {
                 let mut i = block;
                 while i < end {
@@ -35,15 +35,16 @@ macro_rules! for_tiles {
                         1 => $tile::<1>($($arg,)* r, i),
                         2 => $tile::<2>($($arg,)* r, i),
                         3 => $tile::<3>($($arg,)* r, i),
-                        _ => $tile::<TILE_ACTS>($($arg,)* r, i),
+                        _ => $tile::<{ super::kquants_avx2::TILE_ACTS }>($($arg,)* r, i),
                     }
-                    i += (end - i).min(TILE_ACTS);
+                    i += (end - i).min(super::kquants_avx2::TILE_ACTS);
                 }
             }
             block = end;
         }
     };
 }
+pub(super) use for_tiles;
 
 /// Q4_K output columns `rows` for the `m` activation rows.
 ///

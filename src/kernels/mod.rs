@@ -12,12 +12,16 @@ pub mod k_acts;
 pub mod kquants;
 #[cfg(target_arch = "x86_64")]
 mod kquants_avx2;
+#[cfg(target_arch = "x86_64")]
+mod kquants_vnni;
 pub mod q5_0;
 #[cfg(target_arch = "x86_64")]
 mod q5_0_avx2;
 pub mod q8_0;
 #[cfg(target_arch = "x86_64")]
 mod q8_0_avx2;
+#[cfg(target_arch = "x86_64")]
+mod q8_0_vnni;
 
 use std::sync::Arc;
 
@@ -90,13 +94,22 @@ fn check_layout(
     Ok(blocks)
 }
 
-/// The instruction sets our kernels can use on this CPU, detected once.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The instruction sets our kernels can use on this CPU, detected once; each level includes the ones before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum CpuLevel {
-    /// x86-64 with AVX2 and FMA: our tiled kernels run.
-    Avx2,
     /// Anything else: candle's kernels run.
     Portable,
+    /// x86-64 with AVX2 and FMA: our tiled kernels run.
+    Avx2,
+    /// AVX2 plus AVX-512 (F, BW, VL) with VNNI: the Q8_0 kernel multiplies 64 bytes per instruction.
+    Avx512Vnni,
+}
+
+impl CpuLevel {
+    /// This level and every one below it that has kernels of ours (tests run each fast path the CPU allows).
+    pub fn with_lower_levels(self) -> Vec<CpuLevel> {
+        [CpuLevel::Avx2, CpuLevel::Avx512Vnni].into_iter().filter(|&level| level <= self).collect()
+    }
 }
 
 /// Which weight types run on our kernels, from `TANDEM_KERNELS`: `all` (default), `q5_0` (all, with Q5_0 kept at
@@ -117,7 +130,12 @@ pub fn cpu_level() -> CpuLevel {
         }
         #[cfg(target_arch = "x86_64")]
         if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-            return CpuLevel::Avx2;
+            let avx512_vnni = is_x86_feature_detected!("avx512f")
+                && is_x86_feature_detected!("avx512bw")
+                && is_x86_feature_detected!("avx512vl")
+                && is_x86_feature_detected!("avx512vnni");
+            // `TANDEM_KERNELS=avx2` keeps to the AVX2 kernels, to compare.
+            return if avx512_vnni && kernel_choice() != "avx2" { CpuLevel::Avx512Vnni } else { CpuLevel::Avx2 };
         }
         CpuLevel::Portable
     })
@@ -200,7 +218,7 @@ impl QLinear {
     }
 
     fn ours(weight: &QTensor, widen_q5_0: bool) -> Result<Option<Self>> {
-        if !weight.device().is_cpu() || cpu_level() != CpuLevel::Avx2 || weight.shape().rank() != 2 {
+        if !weight.device().is_cpu() || cpu_level() < CpuLevel::Avx2 || weight.shape().rank() != 2 {
             return Ok(None);
         }
         let ours: Arc<dyn CpuMatmul> = match weight.dtype() {

@@ -161,7 +161,7 @@ impl Q5_0Matrix {
             let acts = &*acts;
             super::for_row_tiles(self.rows, out, |rows, out| {
                 #[cfg(target_arch = "x86_64")]
-                if super::cpu_level() == super::CpuLevel::Avx2 {
+                if super::cpu_level() >= super::CpuLevel::Avx2 {
                     // SAFETY: `cpu_level` checked that the CPU has AVX2 and FMA.
                     unsafe {
                         if m >= UNPACK_FROM_ROWS {

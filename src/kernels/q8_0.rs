@@ -135,27 +135,37 @@ impl Q8_0Matrix {
     /// `out[i][r] = Σ_c input[i][c] · W[r][c]` for `m` input rows (`input` is `[m][cols]`, `out` `[m][rows]`),
     /// with the input quantized to int8 per block like the weights. Uses the fastest kernel this CPU has.
     pub fn matmul(&self, input: &[f32], m: usize, out: &mut [f32]) {
+        self.matmul_at(super::cpu_level(), input, m, out);
+    }
+
+    /// `matmul` on the kernel for `level` (at most `cpu_level()`: tests run every kernel the CPU can).
+    pub fn matmul_at(&self, level: super::CpuLevel, input: &[f32], m: usize, out: &mut [f32]) {
+        assert!(level <= super::cpu_level(), "{level:?} kernels on a {:?} CPU", super::cpu_level());
         assert_eq!(input.len(), m * self.cols, "input is [m][cols]");
         assert_eq!(out.len(), m * self.rows, "out is [m][rows]");
         ACTIVATIONS.with(|cell| {
             let mut acts = cell.borrow_mut();
             quantize_rows(input, self.cols, &mut acts);
-            self.matmul_quantized(&acts, m, out);
+            let acts = &*acts;
+            super::for_row_tiles(self.rows, out, |rows, out| self.rows_kernel(level, acts, m, rows, out));
         });
     }
 
-    /// `matmul` with the input already quantized.
-    pub fn matmul_quantized(&self, acts: &QuantizedRows, m: usize, out: &mut [f32]) {
-        super::for_row_tiles(self.rows, out, |rows, out| self.rows_kernel(acts, m, rows, out));
-    }
-
-    /// Computes the output columns `rows` for every activation row.
-    fn rows_kernel(&self, acts: &QuantizedRows, m: usize, rows: std::ops::Range<usize>, out: &mut [f32]) {
+    /// Computes the output columns `rows` for every activation row on the kernel for `level`.
+    fn rows_kernel(
+        &self,
+        level: super::CpuLevel,
+        acts: &QuantizedRows,
+        m: usize,
+        rows: std::ops::Range<usize>,
+        out: &mut [f32],
+    ) {
         #[cfg(target_arch = "x86_64")]
-        if super::cpu_level() == super::CpuLevel::Avx2 {
-            // SAFETY: `cpu_level` checked that the CPU has AVX2 and FMA.
-            unsafe { super::q8_0_avx2::rows_kernel(self, acts, m, rows, out) };
-            return;
+        match level {
+            // SAFETY: `level` is at most `cpu_level()`, which found these instruction sets.
+            super::CpuLevel::Avx512Vnni => return unsafe { super::q8_0_vnni::rows_kernel(self, acts, m, rows, out) },
+            super::CpuLevel::Avx2 => return unsafe { super::q8_0_avx2::rows_kernel(self, acts, m, rows, out) },
+            super::CpuLevel::Portable => {}
         }
         reference_rows(self, acts, m, rows, out);
     }

@@ -1,0 +1,153 @@
+//! AVX-512 VNNI kernels for Q4_K and Q6_K weights against per-256 int8 activations: 64 values per instruction,
+//! one weight row × up to four activation rows per tile.
+//!
+//! For each 64 values, `vpdpbusd` multiplies the unsigned weights (Q4_K 0–15, Q6_K 0–63) by the signed
+//! activations and adds groups of four into i32 lanes; every lane lies inside one sub-block (Q4_K: 8 lanes per
+//! 32 values, Q6_K: 4 lanes per 16), so `vpdpwssd` then multiplies each lane by its sub-block's scale and adds it
+//! to the super-block's sum: two instructions per 64 values and activation row, where the AVX2 kernel spends six.
+//! `vpdpwssd` multiplies 16-bit halves, so the lane values must fit i16 (at most 4 · 63 · 127 = 32,004) and the
+//! scales sit in the low half of their lanes with the high half zero. The offsets are settled from the
+//! activations' sums of 16, as in the AVX2 kernels.
+
+use std::arch::x86_64::*;
+use std::ops::Range;
+
+use super::avx2::{horizontal_sum, horizontal_sum_128};
+use super::k_acts::{KActivations, SUPER};
+use super::kquants::{Q4KMatrix, Q6KMatrix};
+use super::kquants_avx2::for_tiles;
+
+/// Q4_K output columns `rows` for the `m` activation rows.
+///
+/// # Safety
+/// The CPU must support AVX-512 F, BW, VL and VNNI.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
+pub(super) unsafe fn q4k_rows(w: &Q4KMatrix, acts: &KActivations, m: usize, rows: Range<usize>, out: &mut [f32]) {
+    for_tiles!(rows, m, q4k_tile, w, acts, out);
+}
+
+/// Q6_K output columns `rows` for the `m` activation rows.
+///
+/// # Safety
+/// The CPU must support AVX-512 F, BW, VL and VNNI.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
+pub(super) unsafe fn q6k_rows(w: &Q6KMatrix, acts: &KActivations, m: usize, rows: Range<usize>, out: &mut [f32]) {
+    for_tiles!(rows, m, q6k_tile, w, acts, out);
+}
+
+/// `out[i0 + j][r]` for `j < N`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
+unsafe fn q4k_tile<const N: usize>(w: &Q4KMatrix, acts: &KActivations, out: &mut [f32], r: usize, i0: usize) {
+    let k = w.cols();
+    let low4 = _mm512_set1_epi8(0x0F);
+    // 32 bytes of nibbles fill both halves of a register; the upper half shifts right by 4, so after masking the
+    // low half holds sub-block 2c (low nibbles) and the upper half sub-block 2c + 1 (high nibbles): values
+    // 64c..64c + 64 in order, matching one 64-byte load of activations.
+    let nibble_shift = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
+    let mut sums = [_mm512_setzero_ps(); N];
+    let mut offsets = [_mm_setzero_ps(); N];
+    let mut a_rows = [(&[][..], &[][..], &[][..]); N];
+    for (j, row) in a_rows.iter_mut().enumerate() {
+        *row = acts.row(i0 + j, k);
+    }
+    for (b, block) in w.row(r).iter().enumerate() {
+        let mut dots = [_mm512_setzero_si512(); N];
+        let scales32 =
+            _mm512_castsi256_si512(_mm256_cvtepu8_epi32(_mm_loadl_epi64(block.scales.as_ptr() as *const __m128i)));
+        for c in 0..4 {
+            let packed = _mm512_broadcast_i64x4(_mm256_loadu_si256(block.qs.as_ptr().add(32 * c) as *const __m256i));
+            let q = _mm512_and_si512(_mm512_srlv_epi64(packed, nibble_shift), low4);
+            let scale = _mm512_permutexvar_epi32(lane_groups(8, 2 * c), scales32);
+            for j in 0..N {
+                let a = _mm512_loadu_si512(a_rows[j].0.as_ptr().add(b * SUPER + 64 * c) as *const __m512i);
+                let dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, a);
+                dots[j] = _mm512_dpwssd_epi32(dots[j], dot, scale);
+            }
+        }
+        // Σ_s min_s · (sum of the activations of sub-block s): pairs of sums of 16 added, times the minimums.
+        let mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(block.mins.as_ptr() as *const __m128i));
+        for j in 0..N {
+            let da = a_rows[j].1[b];
+            sums[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots[j]), _mm512_set1_ps(block.d * da), sums[j]);
+            let s16 = a_rows[j].2.as_ptr().add(b * SUPER / 16) as *const __m128i;
+            let s32 = _mm_hadd_epi16(_mm_loadu_si128(s16), _mm_loadu_si128(s16.add(1)));
+            let weighted = _mm_cvtepi32_ps(_mm_madd_epi16(mins, s32));
+            offsets[j] = _mm_fmadd_ps(weighted, _mm_set1_ps(block.dmin * da), offsets[j]);
+        }
+    }
+    let n_out = w.rows();
+    for j in 0..N {
+        out[(i0 + j) * n_out + r] = _mm512_reduce_add_ps(sums[j]) - horizontal_sum_128(offsets[j]);
+    }
+}
+
+/// `out[i0 + j][r]` for `j < N`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
+unsafe fn q6k_tile<const N: usize>(w: &Q6KMatrix, acts: &KActivations, out: &mut [f32], r: usize, i0: usize) {
+    let k = w.cols();
+    let low4 = _mm512_set1_epi8(0x0F);
+    let low2 = _mm512_set1_epi8(0x03);
+    // `qh` (32 bytes) fills both halves of a register; values 0–31 of a 64 take their top bits from bits 0–1,
+    // values 32–63 from bits 2–3 (high nibbles of `ql`: bits 4–5 and 6–7).
+    let top_shift_low = _mm512_set_epi64(2, 2, 2, 2, 0, 0, 0, 0);
+    let top_shift_high = _mm512_set_epi64(6, 6, 6, 6, 4, 4, 4, 4);
+    let mut sums = [_mm512_setzero_ps(); N];
+    let mut offsets = [_mm256_setzero_ps(); N];
+    let mut a_rows = [(&[][..], &[][..], &[][..]); N];
+    for (j, row) in a_rows.iter_mut().enumerate() {
+        *row = acts.row(i0 + j, k);
+    }
+    for (b, block) in w.row(r).iter().enumerate() {
+        let mut dots = [_mm512_setzero_si512(); N];
+        // The sixteen signed scales in the low 16 bits of their lanes, the high 16 bits zero (see the module doc).
+        let scales32 = _mm512_and_si512(
+            _mm512_cvtepi8_epi32(_mm_loadu_si128(block.scales.as_ptr() as *const __m128i)),
+            _mm512_set1_epi32(0xFFFF),
+        );
+        for h in 0..2 {
+            let ql = _mm512_loadu_si512(block.ql.as_ptr().add(64 * h) as *const __m512i);
+            let qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(block.qh.as_ptr().add(32 * h) as *const __m256i));
+            // Masked to two bits per byte before the 16-bit shift moves them to bits 4–5 of the same byte.
+            let top_low = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(qh, top_shift_low), low2), 4);
+            let top_high = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(qh, top_shift_high), low2), 4);
+            let parts = [
+                _mm512_or_si512(_mm512_and_si512(ql, low4), top_low),
+                _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4), top_high),
+            ];
+            for (p, &q) in parts.iter().enumerate() {
+                // Values 128h + 64p.. (groups 8h + 4p to 8h + 4p + 3).
+                let scale = _mm512_permutexvar_epi32(lane_groups(4, 8 * h + 4 * p), scales32);
+                for j in 0..N {
+                    let a = a_rows[j].0.as_ptr().add(b * SUPER + 128 * h + 64 * p);
+                    let dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, _mm512_loadu_si512(a as *const __m512i));
+                    dots[j] = _mm512_dpwssd_epi32(dots[j], dot, scale);
+                }
+            }
+        }
+        // The −32 offset: 32 · Σ_g scale_g · (sum of the activations of group g).
+        let scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(block.scales.as_ptr() as *const __m128i));
+        for j in 0..N {
+            let da = a_rows[j].1[b];
+            sums[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots[j]), _mm512_set1_ps(block.d * da), sums[j]);
+            let s16 = _mm256_loadu_si256(a_rows[j].2.as_ptr().add(b * SUPER / 16) as *const __m256i);
+            let weighted = _mm256_cvtepi32_ps(_mm256_madd_epi16(scales16, s16));
+            offsets[j] = _mm256_fmadd_ps(weighted, _mm256_set1_ps(32.0 * block.d * da), offsets[j]);
+        }
+    }
+    let n_out = w.rows();
+    for j in 0..N {
+        out[(i0 + j) * n_out + r] = _mm512_reduce_add_ps(sums[j]) - horizontal_sum(offsets[j]);
+    }
+}
+
+/// A `vpermd` index giving lane `l` the element `first + l / width`: each scale spread over the lanes of its
+/// sub-block (`width` 8 for Q4_K's 32 values, 4 for Q6_K's 16).
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn lane_groups(width: u32, first: usize) -> __m512i {
+    let spread = match width {
+        8 => _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
+        _ => _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0),
+    };
+    _mm512_add_epi32(spread, _mm512_set1_epi32(first as i32))
+}
