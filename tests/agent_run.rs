@@ -51,7 +51,7 @@ fn run_with(
     approve: &str,
     approver: &mut Scripted,
 ) -> (tandem::agent::RunOutcome, Vec<Value>) {
-    let context = ToolContext::new(Workspace::new(&scratch.workspace()).unwrap()).with_write(true);
+    let context = ToolContext::new(Workspace::new(scratch.workspace()).unwrap()).with_write(true);
     let registry = ToolRegistry::builtins(&context);
     let mut settings = RunSettings::new("no-planner-needed", "no-executor-needed", &scratch.workspace());
     settings.allow_write = true;

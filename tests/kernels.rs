@@ -244,7 +244,7 @@ fn assert_k_quant_kernels_match(q4: &Q4KMatrix, q6: &Q6KMatrix, input: &[f32], m
 #[test]
 fn k_quant_kernels_hold_the_extremes() {
     let one = half::f16::from_f32(0.01).to_le_bytes();
-    let mut q4_block = vec![0xFFu8; 144];
+    let mut q4_block = [0xFFu8; 144];
     q4_block[..2].copy_from_slice(&one);
     q4_block[2..4].copy_from_slice(&one);
     let mut q6_block = vec![0xFFu8; 210];

@@ -871,7 +871,7 @@ fn with_unreferenced_inputs(step: &Step, prompt: &str, state: &RunState) -> Stri
         .dependencies()
         .into_iter()
         .filter(|dep| !referenced.contains(dep))
-        .filter_map(|dep| state.outputs.get(&dep).map(|output| output_text(output)))
+        .filter_map(|dep| state.outputs.get(&dep).map(output_text))
         .collect();
     if inputs.is_empty() {
         prompt.to_string()

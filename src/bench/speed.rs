@@ -104,12 +104,10 @@ pub fn measure(path: &Path, device: &Device, settings: &SpeedSettings, reporter:
 
         // Decode ignores stop tokens so every run does the same amount of work.
         let mut next = argmax(&logits);
-        let mut pos = prompt.len();
         let t = Instant::now();
-        for _ in 0..settings.decode_tokens {
+        for pos in prompt.len()..prompt.len() + settings.decode_tokens {
             let logits = model.weights.forward(&[next], pos)?.to_vec1::<f32>()?;
             next = argmax(&logits);
-            pos += 1;
         }
         decode.push(settings.decode_tokens as f64 / t.elapsed().as_secs_f64());
         // The prefix cache: a prompt sharing all but its last tokens with the cached one (what generation

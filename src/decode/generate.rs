@@ -288,7 +288,7 @@ pub fn generate(
         on_text(&rest);
         text.push_str(&rest);
     }
-    if let Some(c) = constraint.as_deref_mut() {
+    if let Some(c) = constraint {
         if stop == StopReason::MaxTokens && !c.is_accepting() {
             return Err(GenerateError::GrammarIncomplete { max_tokens, text }.into());
         }

@@ -78,7 +78,7 @@ fn check_layout(
     block_bytes: usize,
     kind: GgmlDType,
 ) -> Result<usize> {
-    if cols % block_values != 0 {
+    if !cols.is_multiple_of(block_values) {
         return Err(
             candle_core::Error::Msg(format!("{kind:?} width {cols} is not a multiple of {block_values}")).into()
         );
@@ -230,10 +230,10 @@ impl QLinear {
             }
             GgmlDType::Q5_0 if widen_q5_0 => Arc::new(Q8_0Matrix::from_q5_0(weight)?),
             GgmlDType::Q4K | GgmlDType::Q6K if kernel_choice() == "q8_0" => return Ok(None),
-            GgmlDType::Q4K if weight.shape().dims()[1] % k_acts::SUPER == 0 => {
+            GgmlDType::Q4K if weight.shape().dims()[1].is_multiple_of(k_acts::SUPER) => {
                 Arc::new(Q4KMatrix::from_qtensor(weight)?)
             }
-            GgmlDType::Q6K if weight.shape().dims()[1] % k_acts::SUPER == 0 => {
+            GgmlDType::Q6K if weight.shape().dims()[1].is_multiple_of(k_acts::SUPER) => {
                 Arc::new(Q6KMatrix::from_qtensor(weight)?)
             }
             _ => return Ok(None),

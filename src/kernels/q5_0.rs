@@ -74,7 +74,7 @@ impl Q5_0Matrix {
 
     /// Whether a `[rows, cols]` Q5_0 matrix fits our layout (blocks come in pairs).
     pub fn fits(cols: usize) -> bool {
-        cols % (2 * BLOCK) == 0
+        cols.is_multiple_of(2 * BLOCK)
     }
 
     /// From GGUF Q5_0 bytes: per block `f16 d, u32 high bits, 16 bytes`, where value j (< 16) is the low nibble

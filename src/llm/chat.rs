@@ -469,7 +469,7 @@ impl PyJson {
             ValueKind::Map => {
                 let mut keys: Vec<JinjaValue> = value.try_iter()?.collect();
                 if self.sort_keys {
-                    keys.sort_by_key(|k| key_text(k));
+                    keys.sort_by_key(key_text);
                 }
                 self.write_container('{', '}', keys.len(), depth, out, |i, out| {
                     self.write_str(&key_text(&keys[i]), out);
