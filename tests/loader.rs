@@ -31,6 +31,15 @@ fn load_qwen2(path: &Path, keep_types: bool) -> Qwen2 {
     .unwrap()
 }
 
+/// `‖other − reference‖ / ‖reference‖`.
+fn relative_rms(reference: &Tensor, other: &Tensor) -> f32 {
+    let a = reference.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    let b = other.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    let diff: f32 = a.iter().zip(&b).map(|(x, y)| (x - y) * (x - y)).sum();
+    let norm: f32 = a.iter().map(|x| x * x).sum();
+    (diff / norm.max(1e-12)).sqrt()
+}
+
 fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
     let a = a.flatten_all().unwrap().to_vec1::<f32>().unwrap();
     let b = b.flatten_all().unwrap().to_vec1::<f32>().unwrap();
@@ -65,17 +74,19 @@ fn forward_matches_candle_reference_implementation(
     let prompt = &TOKENS[..6];
     let ref_logits = reference.forward(&Tensor::new(prompt, &Device::Cpu).unwrap().unsqueeze(0).unwrap(), 0).unwrap();
     let our_logits = ours.forward(prompt, 0).unwrap();
-    // Both quantize activations to int8, with scales rounded differently: a tolerance relative to the logits.
-    let scale = ref_logits.abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap().max(1.0);
-    let tolerance = 2e-3 * scale;
-    let diff = max_abs_diff(&ref_logits, &our_logits);
-    assert!(diff < tolerance, "{matrix_type:?}: prefill differs by {diff} (logits up to {scale})");
+    // Both quantize activations to int8 between layers. Kernels that add in another order (ours on AVX-512 VNNI
+    // against candle's AVX2 ones) differ by ~1e-7, but such a difference can flip the rounding of one int8
+    // activation, which moves the logits by ~1 % (measured: 1.4 % on one step). A wiring error (a wrong scale,
+    // sub-block or offset) moves them by tens of percent; the bound sits between the two.
+    let tolerance = 3e-2;
+    let err = relative_rms(&ref_logits, &our_logits);
+    assert!(err < tolerance, "{matrix_type:?}: prefill logits differ by {err} (relative RMS)");
     for (i, &t) in TOKENS[6..].iter().enumerate() {
         let pos = 6 + i;
         let r = reference.forward(&Tensor::new(&[t], &Device::Cpu).unwrap().unsqueeze(0).unwrap(), pos).unwrap();
         let o = ours.forward(&[t], pos).unwrap();
-        let diff = max_abs_diff(&r, &o);
-        assert!(diff < tolerance, "{matrix_type:?}: step at {pos} differs by {diff}");
+        let err = relative_rms(&r, &o);
+        assert!(err < tolerance, "{matrix_type:?}: logits at step {pos} differ by {err} (relative RMS)");
     }
 }
 
