@@ -566,6 +566,10 @@ pub struct SpeedArgs {
     /// Tokens to decode for the decode measurement.
     #[arg(long, default_value_t = 128)]
     pub decode_tokens: usize,
+    /// Positions already in the cache when decoding starts. 0 (the default) decodes after a one-token prompt,
+    /// like llama-bench's generation test; 512 decodes as after a 512-token prompt (llama-bench `-d 512`).
+    #[arg(long, default_value_t = 0)]
+    pub decode_depth: usize,
     /// Repetitions; medians are reported.
     #[arg(long, default_value_t = 3)]
     pub repeats: usize,

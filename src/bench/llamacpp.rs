@@ -45,7 +45,9 @@ impl PeerDevice {
     }
 }
 
-/// Runs `llama-bench` once (`-r 1`): prefill of `prefill` tokens and decode of `decode` tokens.
+/// Runs `llama-bench` once (`-r 1`): prefill of `prefill` tokens and decode of `decode` tokens after `depth`
+/// cached positions. `-d` would put the prefill test at that depth too, so a decode at depth is a second
+/// invocation.
 pub fn run_llama_bench(
     bin: &Path,
     model: &Path,
@@ -53,13 +55,34 @@ pub fn run_llama_bench(
     threads: usize,
     prefill: usize,
     decode: usize,
+    depth: usize,
 ) -> Result<PeerRun> {
+    let args = |prompt: usize, gen: usize, depth: usize| -> Vec<String> {
+        let mut args: Vec<String> = ["-ngl", device.gpu_layers(), "-r", "1", "-o", "json"].map(String::from).to_vec();
+        for (flag, value) in [("-t", threads), ("-p", prompt), ("-n", gen), ("-d", depth)] {
+            args.extend([flag.to_string(), value.to_string()]);
+        }
+        args
+    };
+    if depth == 0 {
+        let (json, peak) = invoke(bin, model, &args(prefill, decode, 0))?;
+        return Ok(PeerRun { peak_rss_bytes: peak, ..parse_llama_bench_json(&json, prefill, decode)? });
+    }
+    let (prefill_json, prefill_peak) = invoke(bin, model, &args(prefill, 0, 0))?;
+    let (decode_json, decode_peak) = invoke(bin, model, &args(0, decode, depth))?;
+    Ok(PeerRun {
+        prefill_tok_s: rate(&prefill_json, prefill, 0)?,
+        decode_tok_s: rate(&decode_json, 0, decode)?,
+        peak_rss_bytes: prefill_peak.max(decode_peak),
+    })
+}
+
+/// Runs `bin -m model args…`, returning its standard output and its peak RSS.
+fn invoke(bin: &Path, model: &Path, args: &[String]) -> Result<(String, Option<u64>)> {
     let mut child = Command::new(bin)
         .arg("-m")
         .arg(model)
-        .args(["-ngl", device.gpu_layers()])
-        .args(["-t", &threads.to_string(), "-p", &prefill.to_string(), "-n", &decode.to_string()])
-        .args(["-r", "1", "-o", "json"])
+        .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -101,22 +124,21 @@ pub fn run_llama_bench(
         let tail: Vec<&str> = tail.into_iter().rev().collect();
         return Err(Error::Usage(format!("{} failed ({status}):\n{}", bin.display(), tail.join("\n"))));
     }
-    let peer = parse_llama_bench_json(&stdout, prefill, decode)?;
-    Ok(PeerRun { peak_rss_bytes: peak, ..peer })
+    Ok((stdout, peak))
 }
 
 /// The prefill and decode rates from `llama-bench -o json` output.
 pub fn parse_llama_bench_json(json: &str, prefill: usize, decode: usize) -> Result<PeerRun> {
+    Ok(PeerRun { prefill_tok_s: rate(json, prefill, 0)?, decode_tok_s: rate(json, 0, decode)?, peak_rss_bytes: None })
+}
+
+/// The tok/s of the test with `n_prompt` prompt and `n_gen` new tokens in `llama-bench -o json` output.
+fn rate(json: &str, n_prompt: usize, n_gen: usize) -> Result<f64> {
     let rows: Vec<BenchRow> = serde_json::from_str(json.trim())
         .map_err(|e| Error::Usage(format!("llama-bench printed something other than its JSON report: {e}")))?;
-    let rate = |want_prompt: usize, want_gen: usize| {
-        rows.iter().find(|r| r.n_prompt == want_prompt && r.n_gen == want_gen).map(|r| r.avg_ts).ok_or_else(|| {
-            Error::Usage(format!(
-                "llama-bench's report has no test with {want_prompt} prompt and {want_gen} new tokens"
-            ))
-        })
-    };
-    Ok(PeerRun { prefill_tok_s: rate(prefill, 0)?, decode_tok_s: rate(0, decode)?, peak_rss_bytes: None })
+    rows.iter().find(|r| r.n_prompt == n_prompt && r.n_gen == n_gen).map(|r| r.avg_ts).ok_or_else(|| {
+        Error::Usage(format!("llama-bench's report has no test with {n_prompt} prompt and {n_gen} new tokens"))
+    })
 }
 
 #[cfg(test)]

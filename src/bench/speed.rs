@@ -23,6 +23,10 @@ pub struct SpeedSettings {
     pub prefill_tokens: usize,
     /// Tokens to decode.
     pub decode_tokens: usize,
+    /// Positions already cached when decoding starts (llama-bench's `-d`): 0 decodes from a one-token prompt,
+    /// as llama-bench's generation test starts from an empty cache; an agent decodes at its prompt's depth, where
+    /// every token attends over more positions.
+    pub decode_depth: usize,
     /// Repetitions (medians are reported).
     pub repeats: usize,
     /// Prompt length for the load + first token measurement.
@@ -36,6 +40,7 @@ impl Default for SpeedSettings {
         Self {
             prefill_tokens: 512,
             decode_tokens: 128,
+            decode_depth: 0,
             repeats: 3,
             first_token_prompt: 100,
             load: LoadOptions::default(),
@@ -54,6 +59,7 @@ pub struct SpeedReport {
     pub prefill_tokens: usize,
     pub prefill_tok_s: f64,
     pub decode_tokens: usize,
+    pub decode_depth: usize,
     pub decode_tok_s: f64,
     /// A prompt of `prefill_tokens` whose last `FRESH_TOKENS` differ from the cached one: time to its first
     /// logits with the shared prefix reused from the cache (warm) and recomputed (cold), in milliseconds.
@@ -97,19 +103,21 @@ pub fn measure(path: &Path, device: &Device, settings: &SpeedSettings, reporter:
         let _ = argmax(&logits.to_vec1::<f32>()?);
         first.push(started.elapsed().as_secs_f64());
 
-        let prompt = prompt_of_length(&model, settings.prefill_tokens)?;
-        let t = Instant::now();
-        let logits = model.weights.forward(&prompt, 0)?.to_vec1::<f32>()?;
-        prefill.push(prompt.len() as f64 / t.elapsed().as_secs_f64());
-
         // Decode ignores stop tokens so every run does the same amount of work.
-        let mut next = argmax(&logits);
+        let context = prompt_of_length(&model, settings.decode_depth.max(1))?;
+        let mut next = argmax(&model.weights.forward(&context, 0)?.to_vec1::<f32>()?);
         let t = Instant::now();
-        for pos in prompt.len()..prompt.len() + settings.decode_tokens {
+        for pos in context.len()..context.len() + settings.decode_tokens {
             let logits = model.weights.forward(&[next], pos)?.to_vec1::<f32>()?;
             next = argmax(&logits);
         }
         decode.push(settings.decode_tokens as f64 / t.elapsed().as_secs_f64());
+
+        // A forward pass at position 0 starts the cache afresh.
+        let prompt = prompt_of_length(&model, settings.prefill_tokens)?;
+        let t = Instant::now();
+        let _ = model.weights.forward(&prompt, 0)?;
+        prefill.push(prompt.len() as f64 / t.elapsed().as_secs_f64());
         // The prefix cache: a prompt sharing all but its last tokens with the cached one (what generation
         // reuses for every planner and executor call after the first).
         let shared = prompt.len().saturating_sub(FRESH_TOKENS).max(1);
@@ -135,6 +143,7 @@ pub fn measure(path: &Path, device: &Device, settings: &SpeedSettings, reporter:
         prefill_tokens: settings.prefill_tokens,
         prefill_tok_s: median(&prefill),
         decode_tokens: settings.decode_tokens,
+        decode_depth: settings.decode_depth,
         decode_tok_s: median(&decode),
         warm_prompt_ms: median(&warm),
         cold_prompt_ms: median(&cold),

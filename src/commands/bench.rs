@@ -119,6 +119,7 @@ fn speed_vs_llamacpp(
             threads,
             settings.prefill_tokens,
             settings.decode_tokens,
+            settings.decode_depth,
         )?);
     }
     let ours_of = |f: fn(&crate::bench::speed::SpeedReport) -> f64| median(&ours.iter().map(f).collect::<Vec<_>>());
@@ -127,6 +128,7 @@ fn speed_vs_llamacpp(
         ("prefill", settings.prefill_tokens, ours_of(|r| r.prefill_tok_s), theirs_of(|r| r.prefill_tok_s)),
         ("decode", settings.decode_tokens, ours_of(|r| r.decode_tok_s), theirs_of(|r| r.decode_tok_s)),
     ];
+    let depth = if settings.decode_depth > 0 { format!(" at depth {}", settings.decode_depth) } else { String::new() };
     let mib = |b: Option<u64>| b.map_or(f64::NAN, |b| b as f64 / (1024.0 * 1024.0));
     let our_rss = mib(ours.iter().filter_map(|r| r.peak_rss_bytes).max());
     let their_rss = mib(theirs.iter().filter_map(|r| r.peak_rss_bytes).max());
@@ -145,7 +147,8 @@ fn speed_vs_llamacpp(
     println!("| figure | tandem | llama.cpp | tandem ÷ llama.cpp |");
     println!("| --- | --- | --- | --- |");
     for (name, tokens, a, b) in rows {
-        println!("| {name} tok/s ({tokens} tokens) | {a:.1} | {b:.1} | {:.2}× |", a / b.max(1e-9));
+        let at = if name == "decode" { depth.as_str() } else { "" };
+        println!("| {name} tok/s ({tokens} tokens{at}) | {a:.1} | {b:.1} | {:.2}× |", a / b.max(1e-9));
     }
     println!("| peak RSS MiB | {our_rss:.0} | {their_rss:.0} | {:.2}× |", our_rss / their_rss);
     Ok(())
@@ -156,6 +159,7 @@ fn speed(args: SpeedArgs, reporter: &dyn Reporter) -> Result<()> {
     let settings = SpeedSettings {
         prefill_tokens: args.prefill_tokens,
         decode_tokens: args.decode_tokens,
+        decode_depth: args.decode_depth,
         repeats: args.repeats,
         load: args.model.load_options(),
         ..SpeedSettings::default()
@@ -176,7 +180,12 @@ fn speed(args: SpeedArgs, reporter: &dyn Reporter) -> Result<()> {
     println!("load               {:.2} s", report.load_s);
     println!("load + 1st token   {:.2} s (100-token prompt)", report.load_and_first_token_s);
     println!("prefill            {:.1} tok/s ({} tokens)", report.prefill_tok_s, report.prefill_tokens);
-    println!("decode             {:.1} tok/s ({} tokens)", report.decode_tok_s, report.decode_tokens);
+    println!(
+        "decode             {:.1} tok/s ({} tokens after {} cached)",
+        report.decode_tok_s,
+        report.decode_tokens,
+        report.decode_depth.max(1)
+    );
     println!(
         "prefix cache       {:.0} ms warm vs {:.0} ms cold to first logits ({} tokens, last {} new): {:.2}×",
         report.warm_prompt_ms,
