@@ -239,8 +239,8 @@ fn assert_k_quant_kernels_match(q4: &Q4KMatrix, q6: &Q6KMatrix, input: &[f32], m
 }
 
 /// The largest integers the kernels meet: every weight at its maximum (Q4_K 15 with scale and minimum 63, Q6_K
-/// 63 with scale ±127 — each four-value lane sums to 4 · 63 · 127 = 32,004, near the 16-bit limit the VNNI
-/// kernels rely on) against activations of ±127.
+/// 63 with scale ±127 — pair sums of 2 · 63 · 127 = 16,002 in the kernels' 16-bit lanes, and i16 × scale
+/// products summed in i32) against activations of ±127.
 #[test]
 fn k_quant_kernels_hold_the_extremes() {
     let one = half::f16::from_f32(0.01).to_le_bytes();

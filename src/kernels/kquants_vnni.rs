@@ -1,13 +1,12 @@
 //! AVX-512 VNNI kernels for Q4_K and Q6_K weights against per-256 int8 activations: 64 values per instruction,
 //! one weight row × up to four activation rows per tile.
 //!
-//! For each 64 values, `vpdpbusd` multiplies the unsigned weights (Q4_K 0–15, Q6_K 0–63) by the signed
-//! activations and adds groups of four into i32 lanes; every lane lies inside one sub-block (Q4_K: 8 lanes per
-//! 32 values, Q6_K: 4 lanes per 16), so `vpdpwssd` then multiplies each lane by its sub-block's scale and adds it
-//! to the super-block's sum: two instructions per 64 values and activation row, where the AVX2 kernel spends six.
-//! `vpdpwssd` multiplies 16-bit halves, so the lane values must fit i16 (at most 4 · 63 · 127 = 32,004) and the
-//! scales sit in the low half of their lanes with the high half zero. The offsets are settled from the
-//! activations' sums of 16, as in the AVX2 kernels.
+//! For each 64 values, `vpmaddubsw` multiplies the unsigned weights (Q4_K 0–15, Q6_K 0–63) by the signed
+//! activations and adds pairs into i16 lanes (at most 2 · 63 · 127 = 16,002, so nothing saturates); every pair
+//! lies inside one sub-block, so `vpdpwssd` multiplies each by its sub-block's scale (the scale in both halves of
+//! an i32 lane) and adds pairs of those into the super-block's i32 sums: two instructions per 64 values and
+//! activation row, where the AVX2 kernel spends six per 64. The offsets are settled from the activations' sums
+//! of 16, as in the AVX2 kernels.
 
 use std::arch::x86_64::*;
 use std::ops::Range;
@@ -52,16 +51,16 @@ unsafe fn q4k_tile<const N: usize>(w: &Q4KMatrix, acts: &KActivations, out: &mut
     }
     for (b, block) in w.row(r).iter().enumerate() {
         let mut dots = [_mm512_setzero_si512(); N];
-        let scales32 =
-            _mm512_castsi256_si512(_mm256_cvtepu8_epi32(_mm_loadl_epi64(block.scales.as_ptr() as *const __m128i)));
+        let scales32 = paired_i16(_mm512_castsi256_si512(_mm256_cvtepu8_epi32(_mm_loadl_epi64(
+            block.scales.as_ptr() as *const __m128i,
+        ))));
         for c in 0..4 {
             let packed = _mm512_broadcast_i64x4(_mm256_loadu_si256(block.qs.as_ptr().add(32 * c) as *const __m256i));
             let q = _mm512_and_si512(_mm512_srlv_epi64(packed, nibble_shift), low4);
             let scale = _mm512_permutexvar_epi32(lane_groups(8, 2 * c), scales32);
             for j in 0..N {
                 let a = _mm512_loadu_si512(a_rows[j].0.as_ptr().add(b * SUPER + 64 * c) as *const __m512i);
-                let dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, a);
-                dots[j] = _mm512_dpwssd_epi32(dots[j], dot, scale);
+                dots[j] = _mm512_dpwssd_epi32(dots[j], _mm512_maddubs_epi16(q, a), scale);
             }
         }
         // Σ_s min_s · (sum of the activations of sub-block s): pairs of sums of 16 added, times the minimums.
@@ -99,11 +98,7 @@ unsafe fn q6k_tile<const N: usize>(w: &Q6KMatrix, acts: &KActivations, out: &mut
     }
     for (b, block) in w.row(r).iter().enumerate() {
         let mut dots = [_mm512_setzero_si512(); N];
-        // The sixteen signed scales in the low 16 bits of their lanes, the high 16 bits zero (see the module doc).
-        let scales32 = _mm512_and_si512(
-            _mm512_cvtepi8_epi32(_mm_loadu_si128(block.scales.as_ptr() as *const __m128i)),
-            _mm512_set1_epi32(0xFFFF),
-        );
+        let scales32 = paired_i16(_mm512_cvtepi8_epi32(_mm_loadu_si128(block.scales.as_ptr() as *const __m128i)));
         for h in 0..2 {
             let ql = _mm512_loadu_si512(block.ql.as_ptr().add(64 * h) as *const __m512i);
             let qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(block.qh.as_ptr().add(32 * h) as *const __m256i));
@@ -119,8 +114,8 @@ unsafe fn q6k_tile<const N: usize>(w: &Q6KMatrix, acts: &KActivations, out: &mut
                 let scale = _mm512_permutexvar_epi32(lane_groups(4, 8 * h + 4 * p), scales32);
                 for j in 0..N {
                     let a = a_rows[j].0.as_ptr().add(b * SUPER + 128 * h + 64 * p);
-                    let dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, _mm512_loadu_si512(a as *const __m512i));
-                    dots[j] = _mm512_dpwssd_epi32(dots[j], dot, scale);
+                    let a = _mm512_loadu_si512(a as *const __m512i);
+                    dots[j] = _mm512_dpwssd_epi32(dots[j], _mm512_maddubs_epi16(q, a), scale);
                 }
             }
         }
@@ -138,6 +133,15 @@ unsafe fn q6k_tile<const N: usize>(w: &Q6KMatrix, acts: &KActivations, out: &mut
     for j in 0..N {
         out[(i0 + j) * n_out + r] = _mm512_reduce_add_ps(sums[j]) - horizontal_sum(offsets[j]);
     }
+}
+
+/// Each i32 lane's low 16 bits copied into its high 16 bits: a scale for both i16 halves that `vpdpwssd`
+/// multiplies.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn paired_i16(lanes: __m512i) -> __m512i {
+    let low = _mm512_and_si512(lanes, _mm512_set1_epi32(0xFFFF));
+    _mm512_or_si512(low, _mm512_slli_epi32(low, 16))
 }
 
 /// A `vpermd` index giving lane `l` the element `first + l / width`: each scale spread over the lanes of its
