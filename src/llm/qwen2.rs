@@ -351,7 +351,7 @@ impl Qwen2 {
             }
             let probs = candle_nn::ops::softmax_last_dim(&scores)?;
             let attn = probs
-                .matmul(&v.contiguous()?)? // [1, n_kv, n_rep * seq, head_dim]
+                .matmul(&v)? // [1, n_kv, n_rep * seq, head_dim]
                 .reshape((1, c.n_head, seq, c.head_dim))?
                 .transpose(1, 2)?
                 .reshape((1, seq, c.hidden))?;
