@@ -12,7 +12,7 @@ use std::ops::Range;
 
 use super::avx2::{horizontal_sum, horizontal_sum_128};
 use super::k_acts::{KActivations, SUPER};
-use super::kquants::{Q4KMatrix, Q6KMatrix};
+use super::kquants::{Q4KBlock, Q4KMatrix, Q6KBlock, Q6KMatrix};
 
 /// Activation rows per tile.
 pub(super) const TILE_ACTS: usize = 4;
@@ -95,15 +95,11 @@ unsafe fn q4k_tile<const N: usize>(w: &Q4KMatrix, acts: &KActivations, out: &mut
                 dots[j] = _mm256_add_epi32(dots[j], _mm256_add_epi32(p_low, p_high));
             }
         }
-        // Σ_s min_s · (sum of the activations of sub-block s): pairs of sums of 16 added, times the minimums.
-        let mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(block.mins.as_ptr() as *const __m128i));
+        let mins = q4k_mins(block);
         for j in 0..N {
             let da = a_rows[j].1[b];
             sums[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots[j]), _mm256_set1_ps(block.d * da), sums[j]);
-            let s16 = a_rows[j].2.as_ptr().add(b * SUPER / 16) as *const __m128i;
-            let s32 = _mm_hadd_epi16(_mm_loadu_si128(s16), _mm_loadu_si128(s16.add(1)));
-            let weighted = _mm_cvtepi32_ps(_mm_madd_epi16(mins, s32));
-            offsets[j] = _mm_fmadd_ps(weighted, _mm_set1_ps(block.dmin * da), offsets[j]);
+            offsets[j] = q4k_min_term(block, mins, a_rows[j].2[b * SUPER / 16..].as_ptr(), da, offsets[j]);
         }
     }
     let n_out = w.rows();
@@ -156,20 +152,58 @@ unsafe fn q6k_tile<const N: usize>(w: &Q6KMatrix, acts: &KActivations, out: &mut
                 }
             }
         }
-        // The −32 offset: 32 · Σ_g scale_g · (sum of the activations of group g).
-        let scales = _mm256_cvtepi8_epi16(_mm_loadu_si128(block.scales.as_ptr() as *const __m128i));
+        let scales = q6k_scales16(block);
         for j in 0..N {
             let da = a_rows[j].1[b];
             sums[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots[j]), _mm256_set1_ps(block.d * da), sums[j]);
-            let s16 = _mm256_loadu_si256(a_rows[j].2.as_ptr().add(b * SUPER / 16) as *const __m256i);
-            let weighted = _mm256_cvtepi32_ps(_mm256_madd_epi16(scales, s16));
-            offsets[j] = _mm256_fmadd_ps(weighted, _mm256_set1_ps(32.0 * block.d * da), offsets[j]);
+            offsets[j] = q6k_offset_term(block, scales, a_rows[j].2[b * SUPER / 16..].as_ptr(), da, offsets[j]);
         }
     }
     let n_out = w.rows();
     for j in 0..N {
         out[(i0 + j) * n_out + r] = horizontal_sum(_mm256_sub_ps(sums[j], offsets[j]));
     }
+}
+
+/// A Q4_K block's eight minimums as i16.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn q4k_mins(block: &Q4KBlock) -> __m128i {
+    _mm_cvtepu8_epi16(_mm_loadl_epi64(block.mins.as_ptr() as *const __m128i))
+}
+
+/// `acc` plus Q4_K's minimum term of one super-block and activation row (to be subtracted):
+/// `dmin · d_a · Σ_s min_s · (sum of the activations of sub-block s)`, the sums of 32 made from pairs of the
+/// activations' sums of 16 at `sums16`.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn q4k_min_term(block: &Q4KBlock, mins: __m128i, sums16: *const i16, da: f32, acc: __m128) -> __m128 {
+    let s16 = sums16 as *const __m128i;
+    let s32 = _mm_hadd_epi16(_mm_loadu_si128(s16), _mm_loadu_si128(s16.add(1)));
+    let weighted = _mm_cvtepi32_ps(_mm_madd_epi16(mins, s32));
+    _mm_fmadd_ps(weighted, _mm_set1_ps(block.dmin * da), acc)
+}
+
+/// A Q6_K block's sixteen scales as i16.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn q6k_scales16(block: &Q6KBlock) -> __m256i {
+    _mm256_cvtepi8_epi16(_mm_loadu_si128(block.scales.as_ptr() as *const __m128i))
+}
+
+/// `acc` plus Q6_K's −32 offset term of one super-block and activation row (to be subtracted):
+/// `32 · d · d_a · Σ_g scale_g · (sum of the activations of group g)`, from the sums of 16 at `sums16`.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn q6k_offset_term(
+    block: &Q6KBlock,
+    scales: __m256i,
+    sums16: *const i16,
+    da: f32,
+    acc: __m256,
+) -> __m256 {
+    let weighted = _mm256_cvtepi32_ps(_mm256_madd_epi16(scales, _mm256_loadu_si256(sums16 as *const __m256i)));
+    _mm256_fmadd_ps(weighted, _mm256_set1_ps(32.0 * block.d * da), acc)
 }
 
 /// A `vpshufb` control that fills the low 128-bit lane with i16 element `low` and the high lane with `high`.

@@ -14,7 +14,7 @@ use std::ops::Range;
 use super::avx2::{horizontal_sum, horizontal_sum_128};
 use super::k_acts::{KActivations, SUPER};
 use super::kquants::{Q4KMatrix, Q6KMatrix};
-use super::kquants_avx2::for_tiles;
+use super::kquants_avx2::{for_tiles, q4k_min_term, q4k_mins, q6k_offset_term, q6k_scales16};
 
 /// Q4_K output columns `rows` for the `m` activation rows.
 ///
@@ -52,7 +52,7 @@ unsafe fn q4k_tile<const N: usize>(w: &Q4KMatrix, acts: &KActivations, out: &mut
     for (b, block) in w.row(r).iter().enumerate() {
         let mut dots = [_mm512_setzero_si512(); N];
         let scales32 = paired_i16(_mm512_castsi256_si512(_mm256_cvtepu8_epi32(_mm_loadl_epi64(
-            block.scales.as_ptr() as *const __m128i,
+            block.scales.as_ptr() as *const __m128i
         ))));
         for c in 0..4 {
             let packed = _mm512_broadcast_i64x4(_mm256_loadu_si256(block.qs.as_ptr().add(32 * c) as *const __m256i));
@@ -63,15 +63,11 @@ unsafe fn q4k_tile<const N: usize>(w: &Q4KMatrix, acts: &KActivations, out: &mut
                 dots[j] = _mm512_dpwssd_epi32(dots[j], _mm512_maddubs_epi16(q, a), scale);
             }
         }
-        // Σ_s min_s · (sum of the activations of sub-block s): pairs of sums of 16 added, times the minimums.
-        let mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(block.mins.as_ptr() as *const __m128i));
+        let mins = q4k_mins(block);
         for j in 0..N {
             let da = a_rows[j].1[b];
             sums[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots[j]), _mm512_set1_ps(block.d * da), sums[j]);
-            let s16 = a_rows[j].2.as_ptr().add(b * SUPER / 16) as *const __m128i;
-            let s32 = _mm_hadd_epi16(_mm_loadu_si128(s16), _mm_loadu_si128(s16.add(1)));
-            let weighted = _mm_cvtepi32_ps(_mm_madd_epi16(mins, s32));
-            offsets[j] = _mm_fmadd_ps(weighted, _mm_set1_ps(block.dmin * da), offsets[j]);
+            offsets[j] = q4k_min_term(block, mins, a_rows[j].2[b * SUPER / 16..].as_ptr(), da, offsets[j]);
         }
     }
     let n_out = w.rows();
@@ -119,14 +115,11 @@ unsafe fn q6k_tile<const N: usize>(w: &Q6KMatrix, acts: &KActivations, out: &mut
                 }
             }
         }
-        // The −32 offset: 32 · Σ_g scale_g · (sum of the activations of group g).
-        let scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(block.scales.as_ptr() as *const __m128i));
+        let scales16 = q6k_scales16(block);
         for j in 0..N {
             let da = a_rows[j].1[b];
             sums[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots[j]), _mm512_set1_ps(block.d * da), sums[j]);
-            let s16 = _mm256_loadu_si256(a_rows[j].2.as_ptr().add(b * SUPER / 16) as *const __m256i);
-            let weighted = _mm256_cvtepi32_ps(_mm256_madd_epi16(scales16, s16));
-            offsets[j] = _mm256_fmadd_ps(weighted, _mm256_set1_ps(32.0 * block.d * da), offsets[j]);
+            offsets[j] = q6k_offset_term(block, scales16, a_rows[j].2[b * SUPER / 16..].as_ptr(), da, offsets[j]);
         }
     }
     let n_out = w.rows();

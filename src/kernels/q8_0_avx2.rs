@@ -50,23 +50,35 @@ pub(super) unsafe fn rows_kernel_into(
     // Few activation rows (a decode step): the weights come from memory, and one row at a time reads them as one
     // sequential stream, which the hardware prefetcher follows; four rows read in step are four short streams it
     // does not (the 0.5B's output matrix, 153 MB: 5.8 ms a product one row at a time, 12.2 ms four at a time).
-    let row_tiles = m >= TILE_ROWS;
-    let mut r = rows.start;
-    while r < rows.end {
-        let four_rows = row_tiles && rows.end - r >= TILE_ROWS;
-        let mut i = 0;
-        while i < m {
-            match (four_rows, m - i >= TILE_ACTS) {
-                (true, true) => tile::<TILE_ROWS, TILE_ACTS>(w, r, acts, i, out, columns),
-                (true, false) => tile::<TILE_ROWS, 1>(w, r, acts, i, out, columns),
-                (false, true) => tile::<1, TILE_ACTS>(w, r, acts, i, out, columns),
-                (false, false) => tile::<1, 1>(w, r, acts, i, out, columns),
-            }
-            i += if m - i >= TILE_ACTS { TILE_ACTS } else { 1 };
-        }
-        r += if four_rows { TILE_ROWS } else { 1 };
-    }
+    for_q8_0_tiles!(tile, TILE_ROWS, TILE_ACTS, w, acts, m, rows, out, columns);
 }
+
+/// Walks `tile::<R, N>(w, r, acts, i, out, columns)` over weight rows `rows` (`tile_rows` at a time, or one at a
+/// time when `m < tile_rows`) and activation rows (up to `tile_acts` at a time); the AVX2 and VNNI kernels share it.
+macro_rules! for_q8_0_tiles {
+    ($tile:ident, $tile_rows:expr, $tile_acts:expr, $w:expr, $acts:expr, $m:expr, $rows:expr, $out:expr, $columns:expr) => {
+        let row_tiles = $m >= $tile_rows;
+        let mut r = $rows.start;
+        while r < $rows.end {
+            let full_tile = row_tiles && $rows.end - r >= $tile_rows;
+            let mut i = 0;
+            while i < $m {
+                let n = ($m - i).min($tile_acts);
+                match (full_tile, n) {
+                    (true, 1) => $tile::<{ $tile_rows }, 1>($w, r, $acts, i, $out, $columns),
+                    (true, 2) => $tile::<{ $tile_rows }, 2>($w, r, $acts, i, $out, $columns),
+                    (true, _) => $tile::<{ $tile_rows }, { $tile_acts }>($w, r, $acts, i, $out, $columns),
+                    (false, 1) => $tile::<1, 1>($w, r, $acts, i, $out, $columns),
+                    (false, 2) => $tile::<1, 2>($w, r, $acts, i, $out, $columns),
+                    (false, _) => $tile::<1, { $tile_acts }>($w, r, $acts, i, $out, $columns),
+                }
+                i += n;
+            }
+            r += if full_tile { $tile_rows } else { 1 };
+        }
+    };
+}
+pub(super) use for_q8_0_tiles;
 
 /// `out[i0 + j][columns.first + r0 + x]` for `x < R`, `j < N`.
 #[target_feature(enable = "avx2,fma")]

@@ -11,7 +11,7 @@ use std::arch::x86_64::*;
 use std::ops::Range;
 
 use super::q8_0::{Q8_0Matrix, QuantizedRows, BLOCK};
-use super::q8_0_avx2::OutColumns;
+use super::q8_0_avx2::{for_q8_0_tiles, OutColumns};
 
 /// Weight rows per tile.
 const TILE_ROWS: usize = 4;
@@ -42,25 +42,7 @@ pub(super) unsafe fn rows_kernel_into(
     columns: OutColumns,
 ) {
     // One weight row at a time for a decode step: one sequential stream for the prefetcher (see the AVX2 kernel).
-    let row_tiles = m >= TILE_ROWS;
-    let mut r = rows.start;
-    while r < rows.end {
-        let four_rows = row_tiles && rows.end - r >= TILE_ROWS;
-        let mut i = 0;
-        while i < m {
-            let n = (m - i).min(TILE_ACTS);
-            match (four_rows, n) {
-                (true, 1) => tile::<TILE_ROWS, 1>(w, r, acts, i, out, columns),
-                (true, 2) => tile::<TILE_ROWS, 2>(w, r, acts, i, out, columns),
-                (true, _) => tile::<TILE_ROWS, TILE_ACTS>(w, r, acts, i, out, columns),
-                (false, 1) => tile::<1, 1>(w, r, acts, i, out, columns),
-                (false, 2) => tile::<1, 2>(w, r, acts, i, out, columns),
-                (false, _) => tile::<1, TILE_ACTS>(w, r, acts, i, out, columns),
-            }
-            i += n;
-        }
-        r += if four_rows { TILE_ROWS } else { 1 };
-    }
+    for_q8_0_tiles!(tile, TILE_ROWS, TILE_ACTS, w, acts, m, rows, out, columns);
 }
 
 /// `out[i0 + j][columns.first + r0 + x]` for `x < R`, `j < N`.
@@ -103,7 +85,8 @@ unsafe fn tile<const R: usize, const N: usize>(
         }
         for x in 0..R {
             let wv = _mm512_maskz_loadu_epi8(bytes, w_quants[x].add(b * BLOCK));
-            let offset = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, wv));
+            let offset =
+                _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, wv));
             let wd = block_scales(w_scales[x].add(b), pair);
             for j in 0..N {
                 let dot = _mm512_dpbusd_epi32(offset, a[j], wv);
@@ -123,10 +106,6 @@ unsafe fn tile<const R: usize, const N: usize>(
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
 unsafe fn block_scales(scales: *const f32, pair: bool) -> __m512 {
-    let two = if pair {
-        _mm_castsi128_ps(_mm_loadl_epi64(scales as *const __m128i))
-    } else {
-        _mm_load_ss(scales)
-    };
+    let two = if pair { _mm_castsi128_ps(_mm_loadl_epi64(scales as *const __m128i)) } else { _mm_load_ss(scales) };
     _mm512_permutexvar_ps(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0), _mm512_castps128_ps512(two))
 }
