@@ -191,7 +191,8 @@ pub fn quantize_rows(values: &[f32], cols: usize, out: &mut QuantizedRows) {
 }
 
 /// Symmetric int8 quantization of one block (any multiple of 32 values): d = max |x| / 127, q = round(x / d)
-/// with ties to even; returns d (0 for all zeros). On AVX2 CPUs, eight values per instruction (the activations of
+/// with halves away from zero (as candle rounds; on the 0.5B's close "12*4+5" case, ties to even turned the
+/// greedy answer from llama.cpp's "50" to "56"); returns d (0 for all zeros). On AVX2 CPUs, eight values per instruction (the activations of
 /// every matmul pass through here, on one thread).
 #[inline]
 pub(crate) fn quantize_block(src: &[f32], dst: &mut [i8]) -> f32 {
@@ -209,7 +210,7 @@ pub(crate) fn quantize_block_scalar(src: &[f32], dst: &mut [i8]) -> f32 {
     let d = amax / 127.0;
     let inv = if d > 0.0 { 1.0 / d } else { 0.0 };
     for (q, x) in dst.iter_mut().zip(src) {
-        *q = (x * inv).round_ties_even() as i8;
+        *q = (x * inv).round() as i8;
     }
     d
 }
@@ -263,8 +264,10 @@ mod tests {
             })
             .collect();
         blocks.push(vec![0.0; 32]);
-        // Exact halves after scaling by 127 / 127: ties go to even.
+        // Exact halves after scaling by 127 / 127 go away from zero; values just below a half stay below.
         blocks.push((0..32).map(|i| if i == 0 { 127.0 } else { (i % 8) as f32 + 0.5 }).collect());
+        blocks.push((0..32).map(|i| if i == 0 { -127.0 } else { -((i % 8) as f32 + 0.5) }).collect());
+        blocks.push((0..32).map(|i| if i == 0 { 127.0 } else { (i % 8) as f32 + 0.499_999_97 }).collect());
         blocks.push((0..64).map(|i| -(i as f32)).collect());
         for block in blocks {
             let (mut fast, mut scalar) = (vec![0i8; block.len()], vec![0i8; block.len()]);
