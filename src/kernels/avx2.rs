@@ -36,7 +36,7 @@ unsafe fn round_half_away(v: __m256) -> __m256 {
 /// The CPU must support AVX2 and FMA.
 #[target_feature(enable = "avx2,fma")]
 pub(super) unsafe fn quantize_block(src: &[f32], dst: &mut [i8]) -> f32 {
-    debug_assert!(src.len() % 32 == 0 && dst.len() >= src.len());
+    debug_assert!(src.len().is_multiple_of(32) && dst.len() >= src.len());
     let abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFF_FFFF));
     let mut amax = _mm256_setzero_ps();
     for chunk in src.chunks_exact(8) {

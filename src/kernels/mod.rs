@@ -101,7 +101,7 @@ pub enum CpuLevel {
     Portable,
     /// x86-64 with AVX2 and FMA: our tiled kernels run.
     Avx2,
-    /// AVX2 plus AVX-512 (F, BW, VL) with VNNI: the Q8_0 kernel multiplies 64 bytes per instruction.
+    /// AVX2 plus AVX-512 (F, BW, VL) with VNNI: the Q8_0, Q4_K and Q6_K kernels take 64 bytes per instruction.
     Avx512Vnni,
 }
 

@@ -192,12 +192,12 @@ pub fn quantize_rows(values: &[f32], cols: usize, out: &mut QuantizedRows) {
 
 /// Symmetric int8 quantization of one block (any multiple of 32 values): d = max |x| / 127, q = round(x / d)
 /// with halves away from zero (as candle rounds; on the 0.5B's close "12*4+5" case, ties to even turned the
-/// greedy answer from llama.cpp's "50" to "56"); returns d (0 for all zeros). On AVX2 CPUs, eight values per instruction (the activations of
-/// every matmul pass through here, on one thread).
+/// greedy answer from llama.cpp's "50" to "56"); returns d (0 for all zeros). On AVX2 CPUs, eight values per
+/// instruction (the activations of every matmul pass through here, on one thread).
 #[inline]
 pub(crate) fn quantize_block(src: &[f32], dst: &mut [i8]) -> f32 {
     #[cfg(target_arch = "x86_64")]
-    if super::cpu_level() >= super::CpuLevel::Avx2 && src.len() % BLOCK == 0 {
+    if super::cpu_level() >= super::CpuLevel::Avx2 && src.len().is_multiple_of(BLOCK) {
         // SAFETY: `cpu_level` found AVX2 and FMA; the length is a multiple of 32 as the kernel needs.
         return unsafe { super::avx2::quantize_block(src, dst) };
     }

@@ -25,22 +25,7 @@ const TILE_ACTS: usize = 3;
 /// The CPU must support AVX-512 F, BW, VL and VNNI.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
 pub(super) unsafe fn rows_kernel(w: &Q8_0Matrix, acts: &QuantizedRows, m: usize, rows: Range<usize>, out: &mut [f32]) {
-    rows_kernel_into(w, acts, m, rows, out, OutColumns { width: w.rows(), first: 0 });
-}
-
-/// `rows_kernel` writing through `columns`.
-///
-/// # Safety
-/// The CPU must support AVX-512 F, BW, VL and VNNI.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
-pub(super) unsafe fn rows_kernel_into(
-    w: &Q8_0Matrix,
-    acts: &QuantizedRows,
-    m: usize,
-    rows: Range<usize>,
-    out: &mut [f32],
-    columns: OutColumns,
-) {
+    let columns = OutColumns { width: w.rows(), first: 0 };
     // One weight row at a time for a decode step: one sequential stream for the prefetcher (see the AVX2 kernel).
     for_q8_0_tiles!(tile, TILE_ROWS, TILE_ACTS, w, acts, m, rows, out, columns);
 }
