@@ -213,6 +213,9 @@ fn k_quants_unpack_to_candles_values(#[case] dtype: GgmlDType) {
 #[case(9, 4864, 5)]
 #[case(33, 256, 11)]
 #[case(4, 8960, 1)]
+#[case(32, 512, 9)]
+#[case(40, 1536, 13)]
+#[case(16, 8960, 8)]
 fn k_quant_kernels_match_the_reference(#[case] rows: usize, #[case] cols: usize, #[case] m: usize) {
     let input = random_values(m * cols, 10);
     let (q4, _) = candle_weights(rows, cols, GgmlDType::Q4K, 11);
@@ -252,10 +255,10 @@ fn k_quant_kernels_hold_the_extremes() {
         *scale = if g % 3 == 0 { 0x81 } else { 0x7F }; // −127 and 127
     }
     q6_block[208..].copy_from_slice(&one);
-    let (rows, cols) = (3, 512);
+    let (rows, cols) = (17, 512);
     let q4 = Q4KMatrix::from_gguf_bytes(rows, cols, &q4_block.repeat(rows * cols / 256)).unwrap();
     let q6 = Q6KMatrix::from_gguf_bytes(rows, cols, &q6_block.repeat(rows * cols / 256)).unwrap();
-    let m = 5;
+    let m = 9;
     let input: Vec<f32> = (0..m * cols).map(|i| if (i / cols) % 2 == 0 { 3.0 } else { -3.0 }).collect();
     assert_k_quant_kernels_match(&q4, &q6, &input, m);
 }

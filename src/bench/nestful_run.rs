@@ -149,6 +149,7 @@ fn plan_sample(
         "score": score_sample(&sample.calls, &predicted),
         "tokens_in": usage.prompt_tokens,
         "tokens_out": usage.generated_tokens,
+        "planner_timings": usage,
     }))
 }
 

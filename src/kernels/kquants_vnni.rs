@@ -15,6 +15,7 @@ use super::avx2::{horizontal_sum, horizontal_sum_128};
 use super::k_acts::{KActivations, SUPER};
 use super::kquants::{Q4KMatrix, Q6KMatrix};
 use super::kquants_avx2::{for_tiles, q4k_min_term, q4k_mins, q6k_offset_term, q6k_scales16};
+use super::q4k_panel_vnni;
 
 /// Q4_K output columns `rows` for the `m` activation rows.
 ///
@@ -22,6 +23,9 @@ use super::kquants_avx2::{for_tiles, q4k_min_term, q4k_mins, q6k_offset_term, q6
 /// The CPU must support AVX-512 F, BW, VL and VNNI.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
 pub(super) unsafe fn q4k_rows(w: &Q4KMatrix, acts: &KActivations, m: usize, rows: Range<usize>, out: &mut [f32]) {
+    if m >= q4k_panel_vnni::MIN_ACT_ROWS && rows.len() == q4k_panel_vnni::PANEL_ROWS {
+        return q4k_panel_vnni::q4k_panel_rows(w, acts, m, rows.start, out);
+    }
     for_tiles!(rows, m, q4k_tile, w, acts, out);
 }
 
@@ -133,7 +137,7 @@ unsafe fn q6k_tile<const N: usize>(w: &Q6KMatrix, acts: &KActivations, out: &mut
 /// 64 activation rows: Q4_K 8960×1536 8.3 → 7.0 ms, Q6_K 1536×8960 9.7 → 7.4 ms).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
-unsafe fn dpwssd(acc: &mut __m512i, pairs: __m512i, scales: __m512i) {
+pub(super) unsafe fn dpwssd(acc: &mut __m512i, pairs: __m512i, scales: __m512i) {
     std::arch::asm!(
         "vpdpwssd {acc}, {pairs}, {scales}",
         acc = inout(zmm_reg) *acc,

@@ -14,6 +14,8 @@ pub mod kquants;
 mod kquants_avx2;
 #[cfg(target_arch = "x86_64")]
 mod kquants_vnni;
+#[cfg(target_arch = "x86_64")]
+mod q4k_panel_vnni;
 pub mod q5_0;
 #[cfg(target_arch = "x86_64")]
 mod q5_0_avx2;
