@@ -13,9 +13,9 @@ use std::ops::Range;
 
 use super::avx2::{horizontal_sum, horizontal_sum_128};
 use super::k_acts::{KActivations, SUPER};
-use super::kquants::{Q4KMatrix, Q6KMatrix};
+use super::k_panels_vnni;
+use super::kquants::{Q4KMatrix, Q6KBlock, Q6KMatrix};
 use super::kquants_avx2::{for_tiles, q4k_min_term, q4k_mins, q6k_offset_term, q6k_scales16};
-use super::q4k_panel_vnni;
 
 /// Q4_K output columns `rows` for the `m` activation rows.
 ///
@@ -23,8 +23,8 @@ use super::q4k_panel_vnni;
 /// The CPU must support AVX-512 F, BW, VL and VNNI.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
 pub(super) unsafe fn q4k_rows(w: &Q4KMatrix, acts: &KActivations, m: usize, rows: Range<usize>, out: &mut [f32]) {
-    if m >= q4k_panel_vnni::MIN_ACT_ROWS && rows.len() == q4k_panel_vnni::PANEL_ROWS {
-        return q4k_panel_vnni::q4k_panel_rows(w, acts, m, rows.start, out);
+    if m >= k_panels_vnni::MIN_ACT_ROWS && rows.len() == k_panels_vnni::PANEL_ROWS {
+        return k_panels_vnni::q4k_panel_rows(w, acts, m, rows.start, out);
     }
     for_tiles!(rows, m, q4k_tile, w, acts, out);
 }
@@ -35,6 +35,9 @@ pub(super) unsafe fn q4k_rows(w: &Q4KMatrix, acts: &KActivations, m: usize, rows
 /// The CPU must support AVX-512 F, BW, VL and VNNI.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
 pub(super) unsafe fn q6k_rows(w: &Q6KMatrix, acts: &KActivations, m: usize, rows: Range<usize>, out: &mut [f32]) {
+    if m >= k_panels_vnni::MIN_ACT_ROWS && rows.len() == k_panels_vnni::PANEL_ROWS {
+        return k_panels_vnni::q6k_panel_rows(w, acts, m, rows.start, out);
+    }
     for_tiles!(rows, m, q6k_tile, w, acts, out);
 }
 
@@ -84,12 +87,6 @@ unsafe fn q4k_tile<const N: usize>(w: &Q4KMatrix, acts: &KActivations, out: &mut
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
 unsafe fn q6k_tile<const N: usize>(w: &Q6KMatrix, acts: &KActivations, out: &mut [f32], r: usize, i0: usize) {
     let k = w.cols();
-    let low4 = _mm512_set1_epi8(0x0F);
-    let low2 = _mm512_set1_epi8(0x03);
-    // `qh` (32 bytes) fills both halves of a register; values 0–31 of a 64 take their top bits from bits 0–1,
-    // values 32–63 from bits 2–3 (high nibbles of `ql`: bits 4–5 and 6–7).
-    let top_shift_low = _mm512_set_epi64(2, 2, 2, 2, 0, 0, 0, 0);
-    let top_shift_high = _mm512_set_epi64(6, 6, 6, 6, 4, 4, 4, 4);
     let mut sums = [_mm512_setzero_ps(); N];
     let mut offsets = [_mm256_setzero_ps(); N];
     let mut a_rows = [(&[][..], &[][..], &[][..]); N];
@@ -100,16 +97,7 @@ unsafe fn q6k_tile<const N: usize>(w: &Q6KMatrix, acts: &KActivations, out: &mut
         let mut dots = [_mm512_setzero_si512(); N];
         let scales32 = paired_i16(_mm512_cvtepi8_epi32(_mm_loadu_si128(block.scales.as_ptr() as *const __m128i)));
         for h in 0..2 {
-            let ql = _mm512_loadu_si512(block.ql.as_ptr().add(64 * h) as *const __m512i);
-            let qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(block.qh.as_ptr().add(32 * h) as *const __m256i));
-            // Masked to two bits per byte before the 16-bit shift moves them to bits 4–5 of the same byte.
-            let top_low = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(qh, top_shift_low), low2), 4);
-            let top_high = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(qh, top_shift_high), low2), 4);
-            let parts = [
-                _mm512_or_si512(_mm512_and_si512(ql, low4), top_low),
-                _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4), top_high),
-            ];
-            for (p, &q) in parts.iter().enumerate() {
+            for (p, &q) in q6k_half(block, h).iter().enumerate() {
                 // Values 128h + 64p.. (groups 8h + 4p to 8h + 4p + 3).
                 let scale = _mm512_permutexvar_epi32(lane_groups(4, 8 * h + 4 * p), scales32);
                 for j in 0..N {
@@ -130,6 +118,27 @@ unsafe fn q6k_tile<const N: usize>(w: &Q6KMatrix, acts: &KActivations, out: &mut
     for j in 0..N {
         out[(i0 + j) * n_out + r] = _mm512_reduce_add_ps(sums[j]) - horizontal_sum(offsets[j]);
     }
+}
+
+/// Values `128h..128h + 128` of a Q6_K block as unsigned bytes (0–63), 64 to a register, in order.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
+pub(super) unsafe fn q6k_half(block: &Q6KBlock, h: usize) -> [__m512i; 2] {
+    let low4 = _mm512_set1_epi8(0x0F);
+    let low2 = _mm512_set1_epi8(0x03);
+    // `qh` (32 bytes) fills both halves of a register; values 0–31 of a 64 take their top bits from bits 0–1,
+    // values 32–63 from bits 2–3 (high nibbles of `ql`: bits 4–5 and 6–7).
+    let top_shift_low = _mm512_set_epi64(2, 2, 2, 2, 0, 0, 0, 0);
+    let top_shift_high = _mm512_set_epi64(6, 6, 6, 6, 4, 4, 4, 4);
+    let ql = _mm512_loadu_si512(block.ql.as_ptr().add(64 * h) as *const __m512i);
+    let qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(block.qh.as_ptr().add(32 * h) as *const __m256i));
+    // Masked to two bits per byte before the 16-bit shift moves them to bits 4–5 of the same byte.
+    let top_low = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(qh, top_shift_low), low2), 4);
+    let top_high = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(qh, top_shift_high), low2), 4);
+    [
+        _mm512_or_si512(_mm512_and_si512(ql, low4), top_low),
+        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4), top_high),
+    ]
 }
 
 /// `acc += vpdpwssd(pairs, scales)`. Written as the instruction itself: LLVM's generic tuning splits the

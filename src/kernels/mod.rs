@@ -9,13 +9,13 @@
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 pub mod k_acts;
+#[cfg(target_arch = "x86_64")]
+mod k_panels_vnni;
 pub mod kquants;
 #[cfg(target_arch = "x86_64")]
 mod kquants_avx2;
 #[cfg(target_arch = "x86_64")]
 mod kquants_vnni;
-#[cfg(target_arch = "x86_64")]
-mod q4k_panel_vnni;
 pub mod q5_0;
 #[cfg(target_arch = "x86_64")]
 mod q5_0_avx2;

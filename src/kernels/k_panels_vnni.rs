@@ -1,0 +1,361 @@
+//! AVX-512 VNNI Q4_K and Q6_K kernels for many activation rows (prefill): sixteen weight rows repacked into a
+//! panel, so one `vpdpbusd` adds four products into each of sixteen rows' sums.
+//!
+//! The row-at-a-time kernels (`kquants_vnni`) spend two instructions per 64 products and, for every weight row,
+//! super-block and activation row, a dozen more on scales, offsets and sums. Here a 512-bit register holds the
+//! same four bytes of sixteen weight rows, and the activations' four bytes are broadcast from memory: one
+//! instruction per 64 products, and the per-sub-block work is shared by sixteen rows.
+//!
+//! No second copy of the weights is kept: each pool work item (16 rows) repacks its rows into a thread-local
+//! panel, then runs every activation row past it.
+//! - Q4_K moves 32-bit words, in the file's nibble order: bytes `4t..4t + 4` of a block's 32-byte chunk `c`
+//!   hold, in their low nibbles, values `4t..4t + 4` of sub-block `2c` and, in their high nibbles, the same
+//!   values of sub-block `2c + 1`; both halves meet four consecutive activations.
+//! - Q6_K values are split over two arrays, so the repack joins them into bytes (0–63) first.
+
+use std::arch::x86_64::*;
+use std::cell::RefCell;
+
+use super::k_acts::{KActivations, SUPER};
+use super::kquants::{Q4KMatrix, Q6KMatrix};
+use super::kquants_vnni::{dpwssd, q6k_half};
+
+/// Weight rows per panel: one per i32 lane of a 512-bit register.
+pub(super) const PANEL_ROWS: usize = 16;
+
+/// Fewest activation rows for which the panel pays for its repack (below it, `kquants_vnni` runs).
+pub(super) const MIN_ACT_ROWS: usize = 8;
+
+/// Activation rows that pass the panel together (their sums stay in registers).
+const TILE_ACTS: usize = 4;
+
+/// One Q4_K super-block (256 values) of sixteen weight rows; each array's last index is the row.
+#[repr(C, align(64))]
+#[derive(Clone, Copy)]
+struct Q4KPanelBlock {
+    /// Word `i` of every row's 128 nibble bytes (chunk `i / 8`, values `4 · (i % 8)..` of its two sub-blocks).
+    qs: [[u32; PANEL_ROWS]; 32],
+    /// Sub-block scales.
+    scales: [[i32; PANEL_ROWS]; 8],
+    /// Sub-block minimums in both i16 halves, for `vpdpwssd` against a pair of activation sums of 16.
+    mins: [[i32; PANEL_ROWS]; 8],
+    d: [f32; PANEL_ROWS],
+    dmin: [f32; PANEL_ROWS],
+}
+
+impl Q4KPanelBlock {
+    const EMPTY: Self = Self {
+        qs: [[0; PANEL_ROWS]; 32],
+        scales: [[0; PANEL_ROWS]; 8],
+        mins: [[0; PANEL_ROWS]; 8],
+        d: [0.0; PANEL_ROWS],
+        dmin: [0.0; PANEL_ROWS],
+    };
+}
+
+/// One Q6_K super-block of sixteen weight rows.
+#[repr(C, align(64))]
+#[derive(Clone, Copy)]
+struct Q6KPanelBlock {
+    /// Values `4i..4i + 4` (unsigned, 0–63) of every row in word `i`.
+    qs: [[u32; PANEL_ROWS]; 64],
+    /// Scales of the sixteen groups of 16.
+    scales: [[i32; PANEL_ROWS]; 16],
+    /// Scales of groups `2p` and `2p + 1` as an i16 pair, for `vpdpwssd` against the activations' sums of 16.
+    scale_pairs: [[i32; PANEL_ROWS]; 8],
+    d: [f32; PANEL_ROWS],
+}
+
+impl Q6KPanelBlock {
+    const EMPTY: Self = Self {
+        qs: [[0; PANEL_ROWS]; 64],
+        scales: [[0; PANEL_ROWS]; 16],
+        scale_pairs: [[0; PANEL_ROWS]; 8],
+        d: [0.0; PANEL_ROWS],
+    };
+}
+
+thread_local! {
+    /// The current work item's panels, reused across matmuls.
+    static Q4K_PANEL: RefCell<Vec<Q4KPanelBlock>> = const { RefCell::new(Vec::new()) };
+    static Q6K_PANEL: RefCell<Vec<Q6KPanelBlock>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `tile::<N>(i)` for every activation row `i`, up to `TILE_ACTS` at a time.
+macro_rules! for_act_tiles {
+    ($m:expr, $tile:ident, $($arg:expr),*) => {
+        let mut i = 0;
+        while i < $m {
+            match $m - i {
+                1 => $tile::<1>($($arg,)* i),
+                2 => $tile::<2>($($arg,)* i),
+                3 => $tile::<3>($($arg,)* i),
+                _ => $tile::<TILE_ACTS>($($arg,)* i),
+            }
+            i += ($m - i).min(TILE_ACTS);
+        }
+    };
+}
+
+/// Output columns `first..first + 16` for the `m` activation rows.
+///
+/// # Safety
+/// The CPU must support AVX-512 F, BW, VL and VNNI; `first + 16 <= w.rows()`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
+pub(super) unsafe fn q4k_panel_rows(w: &Q4KMatrix, acts: &KActivations, m: usize, first: usize, out: &mut [f32]) {
+    debug_assert!(first + PANEL_ROWS <= w.rows());
+    Q4K_PANEL.with(|cell| {
+        let mut panel = cell.borrow_mut();
+        repack_q4k(w, first, &mut panel);
+        for_act_tiles!(m, q4k_tile, &panel, w, acts, out, first);
+    });
+}
+
+/// Output columns `first..first + 16` for the `m` activation rows.
+///
+/// # Safety
+/// The CPU must support AVX-512 F, BW, VL and VNNI; `first + 16 <= w.rows()`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
+pub(super) unsafe fn q6k_panel_rows(w: &Q6KMatrix, acts: &KActivations, m: usize, first: usize, out: &mut [f32]) {
+    debug_assert!(first + PANEL_ROWS <= w.rows());
+    Q6K_PANEL.with(|cell| {
+        let mut panel = cell.borrow_mut();
+        repack_q6k(w, first, &mut panel);
+        for_act_tiles!(m, q6k_tile, &panel, w, acts, out, first);
+    });
+}
+
+/// Rows `first..first + 16` of `w`, super-block by super-block.
+///
+/// # Safety
+/// The CPU must support AVX-512 F, BW, VL and VNNI.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
+unsafe fn repack_q4k(w: &Q4KMatrix, first: usize, panel: &mut Vec<Q4KPanelBlock>) {
+    // Every field is overwritten below; only a new length needs filling.
+    panel.resize(w.cols() / SUPER, Q4KPanelBlock::EMPTY);
+    let rows: [_; PANEL_ROWS] = std::array::from_fn(|lane| w.row(first + lane));
+    for (b, dst) in panel.iter_mut().enumerate() {
+        for quarter in 0..2 {
+            // A loop, not a closure: closures do not inherit `target_feature`, and would call out for each load.
+            let mut words = [_mm512_setzero_si512(); PANEL_ROWS];
+            for (word, row) in words.iter_mut().zip(&rows) {
+                *word = _mm512_loadu_si512(row[b].qs.as_ptr().add(64 * quarter) as *const __m512i);
+            }
+            store_transposed(words, &mut dst.qs[16 * quarter..16 * quarter + 16]);
+        }
+        for (lane, row) in rows.iter().enumerate() {
+            let block = &row[b];
+            for s in 0..8 {
+                dst.scales[s][lane] = i32::from(block.scales[s]);
+                dst.mins[s][lane] = i32::from(block.mins[s]) * 0x1_0001;
+            }
+            dst.d[lane] = block.d;
+            dst.dmin[lane] = block.dmin;
+        }
+    }
+}
+
+/// Rows `first..first + 16` of `w`, super-block by super-block.
+///
+/// # Safety
+/// The CPU must support AVX-512 F, BW, VL and VNNI.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
+unsafe fn repack_q6k(w: &Q6KMatrix, first: usize, panel: &mut Vec<Q6KPanelBlock>) {
+    panel.resize(w.cols() / SUPER, Q6KPanelBlock::EMPTY);
+    let rows: [_; PANEL_ROWS] = std::array::from_fn(|lane| w.row(first + lane));
+    // Each row's 256 values as bytes, then transposed 64 bytes (16 words) at a time.
+    let mut values = [[_mm512_setzero_si512(); 4]; PANEL_ROWS];
+    for (b, dst) in panel.iter_mut().enumerate() {
+        for (lane, row) in rows.iter().enumerate() {
+            let block = &row[b];
+            for h in 0..2 {
+                let [low, high] = q6k_half(block, h);
+                values[lane][2 * h] = low;
+                values[lane][2 * h + 1] = high;
+            }
+            for (g, &scale) in block.scales.iter().enumerate() {
+                dst.scales[g][lane] = i32::from(scale);
+            }
+            for p in 0..8 {
+                let pair = [block.scales[2 * p], block.scales[2 * p + 1]].map(|s| i16::from(s) as u16);
+                dst.scale_pairs[p][lane] = (u32::from(pair[0]) | u32::from(pair[1]) << 16) as i32;
+            }
+            dst.d[lane] = block.d;
+        }
+        for quarter in 0..4 {
+            let mut words = [_mm512_setzero_si512(); PANEL_ROWS];
+            for (word, row) in words.iter_mut().zip(&values) {
+                *word = row[quarter];
+            }
+            store_transposed(words, &mut dst.qs[16 * quarter..16 * quarter + 16]);
+        }
+    }
+}
+
+/// Stores the 16 × 16 matrix of 32-bit words `rows` (one register per row) as `out[column][row]`.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn store_transposed(rows: [__m512i; PANEL_ROWS], out: &mut [[u32; PANEL_ROWS]]) {
+    debug_assert_eq!(out.len(), PANEL_ROWS);
+    // Within each 128-bit lane L: pairs of rows interleaved by word, then by pairs of words, give for rows
+    // 4g..4g + 4 and j < 4 a register `by_column[g][j]` whose lane L holds column 4L + j of those four rows.
+    let mut by_column = [[_mm512_setzero_si512(); 4]; 4];
+    for g in 0..4 {
+        let r = &rows[4 * g..4 * g + 4];
+        let (lo01, hi01) = (_mm512_unpacklo_epi32(r[0], r[1]), _mm512_unpackhi_epi32(r[0], r[1]));
+        let (lo23, hi23) = (_mm512_unpacklo_epi32(r[2], r[3]), _mm512_unpackhi_epi32(r[2], r[3]));
+        by_column[g] = [
+            _mm512_unpacklo_epi64(lo01, lo23),
+            _mm512_unpackhi_epi64(lo01, lo23),
+            _mm512_unpacklo_epi64(hi01, hi23),
+            _mm512_unpackhi_epi64(hi01, hi23),
+        ];
+    }
+    // Then a 4 × 4 transpose of 128-bit lanes: column 4L + j takes lane L of by_column[g][j] into its lane g.
+    for j in 0..4 {
+        let [v0, v1, v2, v3] = [by_column[0][j], by_column[1][j], by_column[2][j], by_column[3][j]];
+        let low01 = _mm512_shuffle_i32x4::<0b01_00_01_00>(v0, v1);
+        let high01 = _mm512_shuffle_i32x4::<0b11_10_11_10>(v0, v1);
+        let low23 = _mm512_shuffle_i32x4::<0b01_00_01_00>(v2, v3);
+        let high23 = _mm512_shuffle_i32x4::<0b11_10_11_10>(v2, v3);
+        let columns = [
+            _mm512_shuffle_i32x4::<0b10_00_10_00>(low01, low23),
+            _mm512_shuffle_i32x4::<0b11_01_11_01>(low01, low23),
+            _mm512_shuffle_i32x4::<0b10_00_10_00>(high01, high23),
+            _mm512_shuffle_i32x4::<0b11_01_11_01>(high01, high23),
+        ];
+        for (l, column) in columns.into_iter().enumerate() {
+            _mm512_store_si512(out[4 * l + j].as_mut_ptr() as *mut __m512i, column);
+        }
+    }
+}
+
+/// `out[i0 + j][first..first + 16]` for `j < N`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
+unsafe fn q4k_tile<const N: usize>(
+    panel: &[Q4KPanelBlock],
+    w: &Q4KMatrix,
+    acts: &KActivations,
+    out: &mut [f32],
+    first: usize,
+    i0: usize,
+) {
+    let k = w.cols();
+    let low4 = _mm512_set1_epi8(0x0F);
+    let mut a_rows = [(&[][..], &[][..], &[][..]); N];
+    for (j, row) in a_rows.iter_mut().enumerate() {
+        *row = acts.row(i0 + j, k);
+    }
+    let mut sums = [_mm512_setzero_ps(); N];
+    for (b, block) in panel.iter().enumerate() {
+        let mut dots = [_mm512_setzero_si512(); N];
+        for c in 0..4 {
+            // Two chains per activation row (the chunk's two sub-blocks) keep `vpdpbusd`'s latency hidden.
+            let mut even = [_mm512_setzero_si512(); N];
+            let mut odd = [_mm512_setzero_si512(); N];
+            for t in 0..8 {
+                let q = _mm512_load_si512(block.qs[8 * c + t].as_ptr() as *const __m512i);
+                let low = _mm512_and_si512(q, low4);
+                let high = _mm512_and_si512(_mm512_srli_epi32(q, 4), low4);
+                for j in 0..N {
+                    let a = a_rows[j].0.as_ptr().add(b * SUPER + 64 * c + 4 * t);
+                    even[j] = _mm512_dpbusd_epi32(even[j], low, broadcast_word(a));
+                    odd[j] = _mm512_dpbusd_epi32(odd[j], high, broadcast_word(a.add(32)));
+                }
+            }
+            let even_scale = _mm512_load_si512(block.scales[2 * c].as_ptr() as *const __m512i);
+            let odd_scale = _mm512_load_si512(block.scales[2 * c + 1].as_ptr() as *const __m512i);
+            for j in 0..N {
+                let scaled =
+                    _mm512_add_epi32(_mm512_mullo_epi32(even[j], even_scale), _mm512_mullo_epi32(odd[j], odd_scale));
+                dots[j] = _mm512_add_epi32(dots[j], scaled);
+            }
+        }
+        let d = _mm512_load_ps(block.d.as_ptr());
+        let dmin = _mm512_load_ps(block.dmin.as_ptr());
+        for j in 0..N {
+            // Σ_s min[s] · (sum of sub-block s's 32 activations), from the pairs of sums of 16.
+            let mut min_dot = _mm512_setzero_si512();
+            let sums16 = a_rows[j].2.as_ptr().add(b * SUPER / 16);
+            for s in 0..8 {
+                let mins = _mm512_load_si512(block.mins[s].as_ptr() as *const __m512i);
+                dpwssd(&mut min_dot, mins, broadcast_word(sums16.add(2 * s) as *const i8));
+            }
+            let da = _mm512_set1_ps(a_rows[j].1[b]);
+            sums[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots[j]), _mm512_mul_ps(d, da), sums[j]);
+            sums[j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(min_dot), _mm512_mul_ps(dmin, da), sums[j]);
+        }
+    }
+    let n_out = w.rows();
+    for (j, sum) in sums.iter().enumerate() {
+        _mm512_storeu_ps(out.as_mut_ptr().add((i0 + j) * n_out + first), *sum);
+    }
+}
+
+/// `out[i0 + j][first..first + 16]` for `j < N`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
+unsafe fn q6k_tile<const N: usize>(
+    panel: &[Q6KPanelBlock],
+    w: &Q6KMatrix,
+    acts: &KActivations,
+    out: &mut [f32],
+    first: usize,
+    i0: usize,
+) {
+    let k = w.cols();
+    let mut a_rows = [(&[][..], &[][..], &[][..]); N];
+    for (j, row) in a_rows.iter_mut().enumerate() {
+        *row = acts.row(i0 + j, k);
+    }
+    let mut sums = [_mm512_setzero_ps(); N];
+    for (b, block) in panel.iter().enumerate() {
+        let mut dots = [_mm512_setzero_si512(); N];
+        for g in (0..16).step_by(2) {
+            // Groups g and g + 1 in two chains per activation row.
+            let mut first_group = [_mm512_setzero_si512(); N];
+            let mut second_group = [_mm512_setzero_si512(); N];
+            for t in 0..4 {
+                let q0 = _mm512_load_si512(block.qs[4 * g + t].as_ptr() as *const __m512i);
+                let q1 = _mm512_load_si512(block.qs[4 * g + 4 + t].as_ptr() as *const __m512i);
+                for j in 0..N {
+                    let a = a_rows[j].0.as_ptr().add(b * SUPER + 16 * g + 4 * t);
+                    first_group[j] = _mm512_dpbusd_epi32(first_group[j], q0, broadcast_word(a));
+                    second_group[j] = _mm512_dpbusd_epi32(second_group[j], q1, broadcast_word(a.add(16)));
+                }
+            }
+            let scale0 = _mm512_load_si512(block.scales[g].as_ptr() as *const __m512i);
+            let scale1 = _mm512_load_si512(block.scales[g + 1].as_ptr() as *const __m512i);
+            for j in 0..N {
+                let scaled = _mm512_add_epi32(
+                    _mm512_mullo_epi32(first_group[j], scale0),
+                    _mm512_mullo_epi32(second_group[j], scale1),
+                );
+                dots[j] = _mm512_add_epi32(dots[j], scaled);
+            }
+        }
+        let d = _mm512_load_ps(block.d.as_ptr());
+        for j in 0..N {
+            // The weights are q − 32: take 32 · Σ_g scale[g] · (sum of group g's activations).
+            let mut offset = _mm512_setzero_si512();
+            let sums16 = a_rows[j].2.as_ptr().add(b * SUPER / 16);
+            for p in 0..8 {
+                let pairs = _mm512_load_si512(block.scale_pairs[p].as_ptr() as *const __m512i);
+                dpwssd(&mut offset, pairs, broadcast_word(sums16.add(2 * p) as *const i8));
+            }
+            let dot = _mm512_sub_epi32(dots[j], _mm512_slli_epi32(offset, 5));
+            let da = _mm512_set1_ps(a_rows[j].1[b]);
+            sums[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(d, da), sums[j]);
+        }
+    }
+    let n_out = w.rows();
+    for (j, sum) in sums.iter().enumerate() {
+        _mm512_storeu_ps(out.as_mut_ptr().add((i0 + j) * n_out + first), *sum);
+    }
+}
+
+/// The four bytes at `at` in every 32-bit lane.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn broadcast_word(at: *const i8) -> __m512i {
+    _mm512_set1_epi32(std::ptr::read_unaligned(at as *const i32))
+}
