@@ -241,6 +241,34 @@ fn assert_k_quant_kernels_match(q4: &Q4KMatrix, q6: &Q6KMatrix, input: &[f32], m
     }
 }
 
+/// A batched product equals one-row products bit for bit at every kernel level: a drafted token's logits, checked
+/// in a batch, must be the ones a one-token pass gives, or speculative decoding could change the output. The
+/// 40-row matrices take the AVX-512 panel kernel for two tiles of rows and the row kernel for the rest.
+#[test]
+fn k_quant_batches_equal_single_rows_bit_for_bit() {
+    let (rows, cols, m) = (40, 1536, 11);
+    let input = random_values(m * cols, 21);
+    let q4 = Q4KMatrix::from_qtensor(&candle_weights(rows, cols, GgmlDType::Q4K, 22).0).unwrap();
+    let q6 = Q6KMatrix::from_qtensor(&candle_weights(rows, cols, GgmlDType::Q6K, 23).0).unwrap();
+    for level in cpu_level().with_lower_levels() {
+        let products: [(&str, &dyn Fn(&[f32], usize, &mut [f32])); 2] = [
+            ("Q4_K", &|x, m, out| q4.matmul_at(level, x, m, out)),
+            ("Q6_K", &|x, m, out| q6.matmul_at(level, x, m, out)),
+        ];
+        for (name, product) in products {
+            let mut batched = vec![f32::NAN; m * rows];
+            product(&input, m, &mut batched);
+            for i in 0..m {
+                let mut single = vec![f32::NAN; rows];
+                product(&input[i * cols..(i + 1) * cols], 1, &mut single);
+                let same =
+                    single.iter().zip(&batched[i * rows..(i + 1) * rows]).all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "{level:?} {name}: activation row {i} differs between a batch of {m} and alone");
+            }
+        }
+    }
+}
+
 /// The largest integers the kernels meet: every weight at its maximum (Q4_K 15 with scale and minimum 63, Q6_K
 /// 63 with scale ±127 — pair sums of 2 · 63 · 127 = 16,002 in the kernels' 16-bit lanes, and i16 × scale
 /// products summed in i32) against activations of ±127.

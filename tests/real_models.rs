@@ -27,33 +27,55 @@ fn qwen_0_5b_answers_arithmetic() {
     assert!(answer.contains("56"), "answer: {answer:?}");
 }
 
-/// A cross-engine check rather than a quiz: on "12*4+5" this 0.5B file answers "50" greedily, and llama.cpp
-/// (commit 0c1e570, `llama-simple -m <file> -n 6 "<the same rendered chat prompt>"`) answers "50" too, while
-/// the 1.5B answers 53 in both. Matching the reference engine's greedy output shows the forward pass, tokenizer
-/// and chat template agree with it; the step-two logits are close ("0" 16.4 vs "6" 16.3), so a numerical bug
-/// would flip it.
+/// A cross-engine check rather than a quiz. On "12*4+5" this 0.5B file's second answer token is a near-tie:
+/// llama.cpp (commit 0c1e570, `llama-simple -m <file> -n 6 "<the same rendered chat prompt>"`) answers "50",
+/// and our kernels put "0" and "6" within a tenth of a logit of each other (AVX2: 16.51 / 16.43; AVX-512 VNNI,
+/// which adds in another order: 16.54 / 16.56). Which of the two wins is rounding, so the check is on what a
+/// numerical bug would break: the first token, the two leading candidates (a third follows 0.4 behind), and how
+/// close they are.
 #[test]
-fn qwen_0_5b_greedy_answer_matches_llama_cpp() {
+fn qwen_0_5b_second_answer_token_is_the_near_tie_llama_cpp_sees() {
     let mut model = load("qwen2.5-coder-0.5b-instruct-q4_k_m");
+    let template = model.chat_template.as_ref().expect("chat template");
+    let prompt =
+        template.render(&[ChatMessage::user("What is 12*4+5? Answer with the number only.")], None, true).unwrap();
+    let mut tokens = model.tokenizer.encode(&prompt, false).unwrap();
+    let id = |model: &Model, text: &str| model.tokenizer.encode(text, false).unwrap()[0] as usize;
+    let logits = model.weights.forward(&tokens, 0).unwrap().to_vec1::<f32>().unwrap();
+    assert_eq!(argmax(&logits), id(&model, "5"));
+    tokens.push(id(&model, "5") as u32);
+    let logits =
+        model.weights.forward(&tokens[tokens.len() - 1..], tokens.len() - 1).unwrap().to_vec1::<f32>().unwrap();
+    let (zero, six) = (logits[id(&model, "0")], logits[id(&model, "6")]);
+    let mut rest = logits.clone();
+    rest[id(&model, "0")] = f32::NEG_INFINITY;
+    rest[id(&model, "6")] = f32::NEG_INFINITY;
+    assert!(zero.min(six) > rest[argmax(&rest)], "\"0\" {zero}, \"6\" {six}, next {}", rest[argmax(&rest)]);
+    assert!((zero - six).abs() < 0.25, "\"0\" {zero} vs \"6\" {six}: no longer a near-tie");
     let answer = chat_answer(&mut model, "What is 12*4+5? Answer with the number only.", 8);
-    assert_eq!(answer.trim(), "50");
+    assert!(["50", "56"].contains(&answer.trim()), "answer: {answer:?}");
+}
+
+fn argmax(values: &[f32]) -> usize {
+    values.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).expect("logits").0
 }
 
 /// The prefix cache keeps the positions a new prompt shares with the previous one (here the chat template's
 /// system prompt) and must not change the answer: after an unrelated question on the same model, the close
-/// "12*4+5" case above still comes out as the cold run and llama.cpp give it.
+/// "12*4+5" case above comes out exactly as a cold run on a fresh model gives it.
 #[test]
 fn prefix_cache_reuses_the_shared_prompt_and_changes_nothing() {
+    let question = "What is 12*4+5? Answer with the number only.";
+    let cold = chat_answer(&mut load("qwen2.5-coder-0.5b-instruct-q4_k_m"), question, 8);
     let mut model = load("qwen2.5-coder-0.5b-instruct-q4_k_m");
     chat_answer(&mut model, "What is 7*8? Answer with the number only.", 4);
     let template = model.chat_template.as_ref().expect("chat template");
-    let question = "What is 12*4+5? Answer with the number only.";
     let prompt = template.render(&[ChatMessage::user(question)], None, true).unwrap();
     let tokens = model.tokenizer.encode(&prompt, false).unwrap();
     let generation = generate(&mut model, GenerateRequest::greedy(tokens.clone(), 8), &mut |_| {}).unwrap();
     assert!(generation.timings.reused_tokens > 10, "reused {}", generation.timings.reused_tokens);
     assert!(generation.timings.reused_tokens < tokens.len());
-    assert_eq!(generation.text.trim(), "50");
+    assert_eq!(generation.text, cold);
     // The same prompt again reuses all but its last token.
     let again = generate(&mut model, GenerateRequest::greedy(tokens.clone(), 8), &mut |_| {}).unwrap();
     assert_eq!(again.timings.reused_tokens, tokens.len() - 1);

@@ -11,11 +11,10 @@
 use std::arch::x86_64::*;
 use std::ops::Range;
 
-use super::avx2::{horizontal_sum, horizontal_sum_128};
 use super::k_acts::{KActivations, SUPER};
 use super::k_panels_vnni;
-use super::kquants::{Q4KMatrix, Q6KBlock, Q6KMatrix};
-use super::kquants_avx2::{for_tiles, q4k_min_term, q4k_mins, q6k_offset_term, q6k_scales16};
+use super::kquants::{Q4KBlock, Q4KMatrix, Q6KBlock, Q6KMatrix};
+use super::kquants_avx2::{for_tiles, q4k_mins, q6k_scales16};
 
 /// Q4_K output columns `rows` for the `m` activation rows.
 ///
@@ -50,8 +49,7 @@ unsafe fn q4k_tile<const N: usize>(w: &Q4KMatrix, acts: &KActivations, out: &mut
     // low half holds sub-block 2c (low nibbles) and the upper half sub-block 2c + 1 (high nibbles): values
     // 64c..64c + 64 in order, matching one 64-byte load of activations.
     let nibble_shift = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
-    let mut sums = [_mm512_setzero_ps(); N];
-    let mut offsets = [_mm_setzero_ps(); N];
+    let mut sums = [0f32; N];
     let mut a_rows = [(&[][..], &[][..], &[][..]); N];
     for (j, row) in a_rows.iter_mut().enumerate() {
         *row = acts.row(i0 + j, k);
@@ -72,14 +70,13 @@ unsafe fn q4k_tile<const N: usize>(w: &Q4KMatrix, acts: &KActivations, out: &mut
         }
         let mins = q4k_mins(block);
         for j in 0..N {
-            let da = a_rows[j].1[b];
-            sums[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots[j]), _mm512_set1_ps(block.d * da), sums[j]);
-            offsets[j] = q4k_min_term(block, mins, a_rows[j].2[b * SUPER / 16..].as_ptr(), da, offsets[j]);
+            let (dot, min_dot) = q4k_dot_and_min(dots[j], mins, a_rows[j].2[b * SUPER / 16..].as_ptr());
+            sums[j] = q4k_step(sums[j], dot, min_dot, block, a_rows[j].1[b]);
         }
     }
     let n_out = w.rows();
-    for j in 0..N {
-        out[(i0 + j) * n_out + r] = _mm512_reduce_add_ps(sums[j]) - horizontal_sum_128(offsets[j]);
+    for (j, sum) in sums.into_iter().enumerate() {
+        out[(i0 + j) * n_out + r] = sum;
     }
 }
 
@@ -87,8 +84,7 @@ unsafe fn q4k_tile<const N: usize>(w: &Q4KMatrix, acts: &KActivations, out: &mut
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
 unsafe fn q6k_tile<const N: usize>(w: &Q6KMatrix, acts: &KActivations, out: &mut [f32], r: usize, i0: usize) {
     let k = w.cols();
-    let mut sums = [_mm512_setzero_ps(); N];
-    let mut offsets = [_mm256_setzero_ps(); N];
+    let mut sums = [0f32; N];
     let mut a_rows = [(&[][..], &[][..], &[][..]); N];
     for (j, row) in a_rows.iter_mut().enumerate() {
         *row = acts.row(i0 + j, k);
@@ -109,15 +105,64 @@ unsafe fn q6k_tile<const N: usize>(w: &Q6KMatrix, acts: &KActivations, out: &mut
         }
         let scales16 = q6k_scales16(block);
         for j in 0..N {
-            let da = a_rows[j].1[b];
-            sums[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots[j]), _mm512_set1_ps(block.d * da), sums[j]);
-            offsets[j] = q6k_offset_term(block, scales16, a_rows[j].2[b * SUPER / 16..].as_ptr(), da, offsets[j]);
+            let dot = q6k_dot(dots[j], scales16, a_rows[j].2[b * SUPER / 16..].as_ptr());
+            sums[j] = q6k_step(sums[j], dot, block, a_rows[j].1[b]);
         }
     }
     let n_out = w.rows();
-    for j in 0..N {
-        out[(i0 + j) * n_out + r] = _mm512_reduce_add_ps(sums[j]) - horizontal_sum(offsets[j]);
+    for (j, sum) in sums.into_iter().enumerate() {
+        out[(i0 + j) * n_out + r] = sum;
     }
+}
+
+/// One super-block's step of a Q4_K output: `sum + dot · (d · d_a) − min_dot · (dmin · d_a)`, each product
+/// fused with its addition. The panel kernel takes the same steps in the same order from the same exact integers,
+/// so a batched product equals one-row products bit for bit (speculative decoding's drafts rely on it).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
+pub(super) unsafe fn q4k_step(sum: f32, dot: i32, min_dot: i32, block: &Q4KBlock, da: f32) -> f32 {
+    let sum = (dot as f32).mul_add(block.d * da, sum);
+    (-(min_dot as f32)).mul_add(block.dmin * da, sum)
+}
+
+/// One super-block's step of a Q6_K output: `sum + dot · (d · d_a)`, fused (see `q4k_step`).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
+pub(super) unsafe fn q6k_step(sum: f32, dot: i32, block: &Q6KBlock, da: f32) -> f32 {
+    (dot as f32).mul_add(block.d * da, sum)
+}
+
+/// The super-block's dot product (the sum of `dots`' lanes) and `Σ_s min_s · (sum of the activations of sub-block
+/// s)`, both exact, from the activations' sums of 16. Both reductions share their last two steps.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
+unsafe fn q4k_dot_and_min(dots: __m512i, mins: __m128i, sums16: *const i16) -> (i32, i32) {
+    let s16 = sums16 as *const __m128i;
+    let s32 = _mm_hadd_epi16(_mm_loadu_si128(s16), _mm_loadu_si128(s16.add(1)));
+    let min_terms = _mm_madd_epi16(mins, s32);
+    let dot_terms = fold_to_128(_mm256_add_epi32(_mm512_castsi512_si256(dots), _mm512_extracti64x4_epi64(dots, 1)));
+    let pairs = _mm_hadd_epi32(dot_terms, min_terms);
+    let both = _mm_hadd_epi32(pairs, pairs);
+    (_mm_cvtsi128_si32(both), _mm_extract_epi32(both, 1))
+}
+
+/// The super-block's dot product with Q6_K's −32 offset taken off, exactly:
+/// `Σ lanes of dots − 32 · Σ_g scale_g · (sum of the activations of group g)`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
+unsafe fn q6k_dot(dots: __m512i, scales16: __m256i, sums16: *const i16) -> i32 {
+    let offsets = _mm256_madd_epi16(scales16, _mm256_loadu_si256(sums16 as *const __m256i));
+    let terms = _mm256_add_epi32(_mm512_castsi512_si256(dots), _mm512_extracti64x4_epi64(dots, 1));
+    let terms = fold_to_128(_mm256_sub_epi32(terms, _mm256_slli_epi32(offsets, 5)));
+    let pairs = _mm_hadd_epi32(terms, terms);
+    _mm_cvtsi128_si32(_mm_hadd_epi32(pairs, pairs))
+}
+
+/// The two 128-bit halves added.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn fold_to_128(v: __m256i) -> __m128i {
+    _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1))
 }
 
 /// Values `128h..128h + 128` of a Q6_K block as unsigned bytes (0–63), 64 to a register, in order.
