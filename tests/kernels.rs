@@ -34,6 +34,8 @@ fn relative_error(a: &[f32], b: &[f32]) -> f32 {
 #[case(130, 256, 9)]
 #[case(9, 96, 5)]
 #[case(8, 1536, 4)]
+#[case(48, 4864, 8)]
+#[case(32, 96, 12)]
 fn fast_kernel_matches_the_reference(#[case] rows: usize, #[case] cols: usize, #[case] m: usize) {
     let weight = Q8_0Matrix::quantize(rows, cols, &random_values(rows * cols, 1));
     let input = random_values(m * cols, 2);
@@ -243,19 +245,22 @@ fn assert_k_quant_kernels_match(q4: &Q4KMatrix, q6: &Q6KMatrix, input: &[f32], m
 
 /// A batched product equals one-row products bit for bit at every kernel level: a drafted token's logits, checked
 /// in a batch, must be the ones a one-token pass gives, or speculative decoding could change the output. The
-/// 40-row matrices take the AVX-512 panel kernel for two tiles of rows and the row kernel for the rest.
+/// 40-row matrices take the AVX-512 panel kernel for two tiles of rows and the row kernel for the rest; the Q8_0
+/// one of width 1568 ends in an odd block.
 #[test]
-fn k_quant_batches_equal_single_rows_bit_for_bit() {
-    let (rows, cols, m) = (40, 1536, 11);
-    let input = random_values(m * cols, 21);
-    let q4 = Q4KMatrix::from_qtensor(&candle_weights(rows, cols, GgmlDType::Q4K, 22).0).unwrap();
-    let q6 = Q6KMatrix::from_qtensor(&candle_weights(rows, cols, GgmlDType::Q6K, 23).0).unwrap();
+fn batches_equal_single_rows_bit_for_bit() {
+    let (rows, m) = (40, 11);
+    let q4 = Q4KMatrix::from_qtensor(&candle_weights(rows, 1536, GgmlDType::Q4K, 22).0).unwrap();
+    let q6 = Q6KMatrix::from_qtensor(&candle_weights(rows, 1536, GgmlDType::Q6K, 23).0).unwrap();
+    let q8 = Q8_0Matrix::quantize(rows, 1568, &random_values(rows * 1568, 24));
     for level in cpu_level().with_lower_levels() {
-        let products: [(&str, &dyn Fn(&[f32], usize, &mut [f32])); 2] = [
-            ("Q4_K", &|x, m, out| q4.matmul_at(level, x, m, out)),
-            ("Q6_K", &|x, m, out| q6.matmul_at(level, x, m, out)),
+        let products: [Product; 3] = [
+            ("Q4_K", 1536, &|x, m, out| q4.matmul_at(level, x, m, out)),
+            ("Q6_K", 1536, &|x, m, out| q6.matmul_at(level, x, m, out)),
+            ("Q8_0", 1568, &|x, m, out| q8.matmul_at(level, x, m, out)),
         ];
-        for (name, product) in products {
+        for (name, cols, product) in products {
+            let input = random_values(m * cols, 21);
             let mut batched = vec![f32::NAN; m * rows];
             product(&input, m, &mut batched);
             for i in 0..m {
@@ -268,6 +273,9 @@ fn k_quant_batches_equal_single_rows_bit_for_bit() {
         }
     }
 }
+
+/// A named product of a weight matrix of the given width: `(input, m, out)`.
+type Product<'a> = (&'static str, usize, &'a dyn Fn(&[f32], usize, &mut [f32]));
 
 /// The largest integers the kernels meet: every weight at its maximum (Q4_K 15 with scale and minimum 63, Q6_K
 /// 63 with scale ±127 — pair sums of 2 · 63 · 127 = 16,002 in the kernels' 16-bit lanes, and i16 × scale

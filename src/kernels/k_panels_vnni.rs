@@ -1,5 +1,5 @@
-//! AVX-512 VNNI Q4_K and Q6_K kernels for many activation rows (prefill): sixteen weight rows repacked into a
-//! panel, so one `vpdpbusd` adds four products into each of sixteen rows' sums.
+//! AVX-512 VNNI Q4_K, Q6_K and Q8_0 kernels for many activation rows (prefill): sixteen weight rows repacked into
+//! a panel, so one `vpdpbusd` adds four products into each of sixteen rows' sums.
 //!
 //! The row-at-a-time kernels (`kquants_vnni`) spend two instructions per 64 products and, for every weight row,
 //! super-block and activation row, a dozen more on scales, offsets and sums. Here a 512-bit register holds the
@@ -12,6 +12,12 @@
 //!   hold, in their low nibbles, values `4t..4t + 4` of sub-block `2c` and, in their high nibbles, the same
 //!   values of sub-block `2c + 1`; both halves meet four consecutive activations.
 //! - Q6_K values are split over two arrays, so the repack joins them into bytes (0–63) first.
+//! - Q8_0 bytes get 128 added (`vpdpbusd` wants its weights unsigned); the activations' block sums times 128
+//!   (`QuantizedRows::offsets`) take it back out.
+//!
+//! Each output takes, super-block (or block) by super-block, a fused multiply-add of an exact integer dot product,
+//! the same steps in the same order as the row kernels take, so that any batch gives a row the bits it gets
+//! alone.
 
 use std::arch::x86_64::*;
 use std::cell::RefCell;
@@ -19,6 +25,7 @@ use std::cell::RefCell;
 use super::k_acts::{KActivations, SUPER};
 use super::kquants::{Q4KMatrix, Q6KMatrix};
 use super::kquants_vnni::{dpwssd, q6k_half};
+use super::q8_0::{Q8_0Matrix, QuantizedRows, BLOCK};
 
 /// Weight rows per panel: one per i32 lane of a 512-bit register.
 pub(super) const PANEL_ROWS: usize = 16;
@@ -75,10 +82,24 @@ impl Q6KPanelBlock {
     };
 }
 
+/// One Q8_0 block (32 values) of sixteen weight rows.
+#[repr(C, align(64))]
+#[derive(Clone, Copy)]
+struct Q8_0PanelBlock {
+    /// Word `t` of every row's block, each byte plus 128.
+    qs: [[u32; PANEL_ROWS]; BLOCK / 4],
+    d: [f32; PANEL_ROWS],
+}
+
+impl Q8_0PanelBlock {
+    const EMPTY: Self = Self { qs: [[0; PANEL_ROWS]; BLOCK / 4], d: [0.0; PANEL_ROWS] };
+}
+
 thread_local! {
     /// The current work item's panels, reused across matmuls.
     static Q4K_PANEL: RefCell<Vec<Q4KPanelBlock>> = const { RefCell::new(Vec::new()) };
     static Q6K_PANEL: RefCell<Vec<Q6KPanelBlock>> = const { RefCell::new(Vec::new()) };
+    static Q8_0_PANEL: RefCell<Vec<Q8_0PanelBlock>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Runs `tile::<N>(i)` for every activation row `i`, up to `TILE_ACTS` at a time.
@@ -123,6 +144,48 @@ pub(super) unsafe fn q6k_panel_rows(w: &Q6KMatrix, acts: &KActivations, m: usize
         repack_q6k(w, first, &mut panel);
         for_act_tiles!(m, q6k_tile, &panel, w, acts, out, first);
     });
+}
+
+/// Output columns `first..first + 16` for the `m` activation rows.
+///
+/// # Safety
+/// The CPU must support AVX-512 F, BW, VL and VNNI; `first + 16 <= w.rows()`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
+pub(super) unsafe fn q8_0_panel_rows(w: &Q8_0Matrix, acts: &QuantizedRows, m: usize, first: usize, out: &mut [f32]) {
+    debug_assert!(first + PANEL_ROWS <= w.rows());
+    Q8_0_PANEL.with(|cell| {
+        let mut panel = cell.borrow_mut();
+        repack_q8_0(w, first, &mut panel);
+        for_act_tiles!(m, q8_0_tile, &panel, w, acts, out, first);
+    });
+}
+
+/// Rows `first..first + 16` of `w`, two blocks (64 bytes) at a time.
+///
+/// # Safety
+/// The CPU must support AVX-512 F, BW, VL and VNNI.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
+unsafe fn repack_q8_0(w: &Q8_0Matrix, first: usize, panel: &mut Vec<Q8_0PanelBlock>) {
+    let blocks = w.cols() / BLOCK;
+    panel.resize(blocks, Q8_0PanelBlock::EMPTY);
+    let bias = _mm512_set1_epi8(0x80u8 as i8);
+    let mut columns = [[0u32; PANEL_ROWS]; PANEL_ROWS];
+    for b in (0..blocks).step_by(2) {
+        // The last block of an odd count alone: the upper half loads as zeros and is not stored.
+        let bytes: __mmask64 = if b + 1 < blocks { !0 } else { 0xFFFF_FFFF };
+        let mut words = [_mm512_setzero_si512(); PANEL_ROWS];
+        for (lane, word) in words.iter_mut().enumerate() {
+            let quants = w.row_quants(first + lane).as_ptr().add(b * BLOCK);
+            *word = _mm512_xor_si512(_mm512_maskz_loadu_epi8(bytes, quants), bias);
+        }
+        store_transposed(words, &mut columns);
+        for (half, dst) in panel[b..blocks.min(b + 2)].iter_mut().enumerate() {
+            dst.qs.copy_from_slice(&columns[8 * half..8 * half + 8]);
+            for lane in 0..PANEL_ROWS {
+                dst.d[lane] = w.row_scales(first + lane)[b + half];
+            }
+        }
+    }
 }
 
 /// Rows `first..first + 16` of `w`, super-block by super-block.
@@ -225,7 +288,7 @@ unsafe fn store_transposed(rows: [__m512i; PANEL_ROWS], out: &mut [[u32; PANEL_R
             _mm512_shuffle_i32x4::<0b11_01_11_01>(high01, high23),
         ];
         for (l, column) in columns.into_iter().enumerate() {
-            _mm512_store_si512(out[4 * l + j].as_mut_ptr() as *mut __m512i, column);
+            _mm512_storeu_si512(out[4 * l + j].as_mut_ptr() as *mut __m512i, column);
         }
     }
 }
@@ -350,6 +413,58 @@ unsafe fn q6k_tile<const N: usize>(
     let n_out = w.rows();
     for (j, sum) in sums.iter().enumerate() {
         _mm512_storeu_ps(out.as_mut_ptr().add((i0 + j) * n_out + first), *sum);
+    }
+}
+
+/// `out[i0 + j][first..first + 16]` for `j < N`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
+unsafe fn q8_0_tile<const N: usize>(
+    panel: &[Q8_0PanelBlock],
+    w: &Q8_0Matrix,
+    acts: &QuantizedRows,
+    out: &mut [f32],
+    first: usize,
+    i0: usize,
+) {
+    let k = w.cols();
+    let kb = k / BLOCK;
+    let mut a_quants = [std::ptr::null::<i8>(); N];
+    let mut a_scales = [&[][..]; N];
+    let mut a_offsets = [&[][..]; N];
+    for j in 0..N {
+        a_quants[j] = acts.quants[(i0 + j) * k..].as_ptr();
+        a_scales[j] = &acts.scales[(i0 + j) * kb..(i0 + j + 1) * kb];
+        a_offsets[j] = &acts.offsets[(i0 + j) * kb..(i0 + j + 1) * kb];
+    }
+    // Four sums per output, one per block position mod 4, added as the row kernel adds them (`block_sum_lanes`).
+    let mut sums = [[_mm512_setzero_ps(); 4]; N];
+    for (quad, blocks) in panel.chunks(4).enumerate() {
+        for (l, block) in blocks.iter().enumerate() {
+            let b = 4 * quad + l;
+            // Two chains per activation row (the block's two halves) keep `vpdpbusd`'s latency hidden.
+            let mut low = [_mm512_setzero_si512(); N];
+            let mut high = [_mm512_setzero_si512(); N];
+            for t in 0..4 {
+                let q0 = _mm512_load_si512(block.qs[t].as_ptr() as *const __m512i);
+                let q1 = _mm512_load_si512(block.qs[t + 4].as_ptr() as *const __m512i);
+                for j in 0..N {
+                    let a = a_quants[j].add(b * BLOCK + 4 * t);
+                    low[j] = _mm512_dpbusd_epi32(low[j], q0, broadcast_word(a));
+                    high[j] = _mm512_dpbusd_epi32(high[j], q1, broadcast_word(a.add(16)));
+                }
+            }
+            let d = _mm512_load_ps(block.d.as_ptr());
+            for j in 0..N {
+                let dot = _mm512_sub_epi32(_mm512_add_epi32(low[j], high[j]), _mm512_set1_epi32(a_offsets[j][b]));
+                let scale = _mm512_mul_ps(d, _mm512_set1_ps(a_scales[j][b]));
+                sums[j][l] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, sums[j][l]);
+            }
+        }
+    }
+    let n_out = w.rows();
+    for (j, [s0, s1, s2, s3]) in sums.into_iter().enumerate() {
+        let sum = _mm512_add_ps(_mm512_add_ps(s0, s2), _mm512_add_ps(s1, s3));
+        _mm512_storeu_ps(out.as_mut_ptr().add((i0 + j) * n_out + first), sum);
     }
 }
 

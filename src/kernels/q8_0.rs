@@ -32,6 +32,9 @@ pub struct QuantizedRows {
     pub quants: Vec<i8>,
     /// `[rows][cols / 32]` block scales.
     pub scales: Vec<f32>,
+    /// `[rows][cols / 32]` block sums times 128: what adding 128 to every weight of a block adds to its dot
+    /// product (the AVX-512 panel kernel makes the weights unsigned so).
+    pub offsets: Vec<i32>,
 }
 
 impl Q8_0Matrix {
@@ -183,10 +186,15 @@ pub fn quantize_rows(values: &[f32], cols: usize, out: &mut QuantizedRows) {
     debug_assert_eq!(cols % BLOCK, 0);
     out.quants.resize(values.len(), 0);
     out.scales.resize(blocks, 0.0);
-    for ((src, dst), scale) in
-        values.chunks_exact(BLOCK).zip(out.quants.chunks_exact_mut(BLOCK)).zip(out.scales.iter_mut())
+    out.offsets.resize(blocks, 0);
+    for (((src, dst), scale), offset) in values
+        .chunks_exact(BLOCK)
+        .zip(out.quants.chunks_exact_mut(BLOCK))
+        .zip(out.scales.iter_mut())
+        .zip(out.offsets.iter_mut())
     {
         *scale = half::f16::from_f32(quantize_block(src, dst)).to_f32();
+        *offset = 128 * dst.iter().map(|&q| i32::from(q)).sum::<i32>();
     }
 }
 

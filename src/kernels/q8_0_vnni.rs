@@ -1,15 +1,18 @@
 //! The AVX-512 VNNI tile kernel for `Q8_0Matrix`: two 32-wide blocks per 512-bit register, one `vpdpbusd` per
 //! (weight row, activation row) pair of blocks.
 //!
-//! `vpdpbusd` multiplies unsigned bytes by signed bytes and adds groups of four into i32 lanes. The activations
-//! are made unsigned by adding 128 (`a ^ 0x80` as u8); the extra `128 · Σ w` of each lane is computed once per
-//! weight register (a `vpdpbusd` of 0x80 bytes by the weights) and starts the sum negated, so each (weight row,
-//! activation row) pair costs one `vpdpbusd`, one conversion, one scale product and one FMA per 64 values, where
-//! the AVX2 kernel spends about six instructions per 32.
+//! `vpdpbusd` multiplies unsigned bytes by signed bytes and adds groups of four into i32 lanes. The weights are
+//! made unsigned by adding 128 (`w ^ 0x80` as u8); the extra `128 · Σ a` of each block is the activations' own,
+//! computed once when they are quantized (`QuantizedRows::offsets`), so each (weight row, activation row) pair
+//! costs one `vpdpbusd` per 64 values. Four blocks' dot products are then summed across
+//! their lanes, exactly, and scaled into four f32 sums, one per block position mod 4, with one fused
+//! multiply-add: the same steps as the panel kernel (`k_panels_vnni`) takes for many activation rows, so a batch
+//! gives every row the bits it gets alone.
 
 use std::arch::x86_64::*;
 use std::ops::Range;
 
+use super::k_panels_vnni;
 use super::q8_0::{Q8_0Matrix, QuantizedRows, BLOCK};
 use super::q8_0_avx2::{for_q8_0_tiles, OutColumns};
 
@@ -25,6 +28,9 @@ const TILE_ACTS: usize = 3;
 /// The CPU must support AVX-512 F, BW, VL and VNNI.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
 pub(super) unsafe fn rows_kernel(w: &Q8_0Matrix, acts: &QuantizedRows, m: usize, rows: Range<usize>, out: &mut [f32]) {
+    if m >= k_panels_vnni::MIN_ACT_ROWS && rows.len() == k_panels_vnni::PANEL_ROWS {
+        return k_panels_vnni::q8_0_panel_rows(w, acts, m, rows.start, out);
+    }
     let columns = OutColumns { width: w.rows(), first: 0 };
     // One weight row at a time for a decode step: one sequential stream for the prefetcher (see the AVX2 kernel).
     for_q8_0_tiles!(tile, TILE_ROWS, TILE_ACTS, w, acts, m, rows, out, columns);
@@ -43,7 +49,8 @@ unsafe fn tile<const R: usize, const N: usize>(
     let k = w.cols();
     let kb = k / BLOCK;
     let bias = _mm512_set1_epi8(0x80u8 as i8);
-    let mut acc = [[_mm512_setzero_ps(); N]; R];
+    // Lane l of `acc` sums the blocks b with b % 4 == l (see `block_sum_lanes`).
+    let mut acc = [[_mm_setzero_ps(); N]; R];
     let mut w_quants = [std::ptr::null::<i8>(); R];
     let mut w_scales = [std::ptr::null::<f32>(); R];
     for x in 0..R {
@@ -52,45 +59,69 @@ unsafe fn tile<const R: usize, const N: usize>(
     }
     let mut a_quants = [std::ptr::null::<i8>(); N];
     let mut a_scales = [std::ptr::null::<f32>(); N];
+    let mut a_offsets = [std::ptr::null::<i32>(); N];
     for j in 0..N {
         a_quants[j] = acts.quants[(i0 + j) * k..(i0 + j + 1) * k].as_ptr();
         a_scales[j] = acts.scales[(i0 + j) * kb..(i0 + j + 1) * kb].as_ptr();
+        a_offsets[j] = acts.offsets[(i0 + j) * kb..(i0 + j + 1) * kb].as_ptr();
     }
     let mut b = 0;
     while b < kb {
-        // Two blocks, or the last one alone (the upper half masked to zero, its scale zero).
-        let pair = kb - b >= 2;
-        let bytes: __mmask64 = if pair { !0 } else { 0xFFFF_FFFF };
-        let mut a = [_mm512_setzero_si512(); N];
-        let mut ad = [_mm512_setzero_ps(); N];
+        // Four blocks, two to a register; past the end, masked loads give zero values and zero scales.
+        let count = (kb - b).min(4);
+        let lanes: __mmask8 = (1 << count) - 1;
+        let first_bytes: __mmask64 = if count >= 2 { !0 } else { 0xFFFF_FFFF };
+        let second_bytes: __mmask64 = match count {
+            4 => !0,
+            3 => 0xFFFF_FFFF,
+            _ => 0,
+        };
+        let mut a = [[_mm512_setzero_si512(); 2]; N];
+        let mut ad = [_mm_setzero_ps(); N];
+        let mut offsets = [_mm_setzero_si128(); N];
         for j in 0..N {
-            let q = _mm512_maskz_loadu_epi8(bytes, a_quants[j].add(b * BLOCK));
-            a[j] = _mm512_xor_si512(q, bias);
-            ad[j] = block_scales(a_scales[j].add(b), pair);
+            let at = a_quants[j].add(b * BLOCK);
+            a[j] = [_mm512_maskz_loadu_epi8(first_bytes, at), _mm512_maskz_loadu_epi8(second_bytes, at.add(64))];
+            ad[j] = _mm_maskz_loadu_ps(lanes, a_scales[j].add(b));
+            offsets[j] = _mm_maskz_loadu_epi32(lanes, a_offsets[j].add(b));
         }
         for x in 0..R {
-            let wv = _mm512_maskz_loadu_epi8(bytes, w_quants[x].add(b * BLOCK));
-            let offset =
-                _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), bias, wv));
-            let wd = block_scales(w_scales[x].add(b), pair);
+            // Weights plus 128, unsigned for `vpdpbusd`; the activations' block sums times 128 come off after.
+            let at = w_quants[x].add(b * BLOCK);
+            let first = _mm512_xor_si512(_mm512_maskz_loadu_epi8(first_bytes, at), bias);
+            let second = _mm512_xor_si512(_mm512_maskz_loadu_epi8(second_bytes, at.add(64)), bias);
+            let wd = _mm_maskz_loadu_ps(lanes, w_scales[x].add(b));
             for j in 0..N {
-                let dot = _mm512_dpbusd_epi32(offset, a[j], wv);
-                acc[x][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(wd, ad[j]), acc[x][j]);
+                let zero = _mm512_setzero_si512();
+                let dots =
+                    block_sums(_mm512_dpbusd_epi32(zero, first, a[j][0]), _mm512_dpbusd_epi32(zero, second, a[j][1]));
+                let dots = _mm_cvtepi32_ps(_mm_sub_epi32(dots, offsets[j]));
+                acc[x][j] = _mm_fmadd_ps(dots, _mm_mul_ps(wd, ad[j]), acc[x][j]);
             }
         }
-        b += 2;
+        b += 4;
     }
     for x in 0..R {
         for j in 0..N {
-            out[(i0 + j) * columns.width + columns.first + r0 + x] = _mm512_reduce_add_ps(acc[x][j]);
+            out[(i0 + j) * columns.width + columns.first + r0 + x] = block_sum_lanes(acc[x][j]);
         }
     }
 }
 
-/// The scales of blocks `b` and `b + 1` (`pair`) or of `b` alone, each across the 8 lanes of its block.
+/// The sums of the four blocks in `first` (lanes 0–7, 8–15) and `second`, exactly, in lanes 0–3.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
-unsafe fn block_scales(scales: *const f32, pair: bool) -> __m512 {
-    let two = if pair { _mm_castsi128_ps(_mm_loadl_epi64(scales as *const __m128i)) } else { _mm_load_ss(scales) };
-    _mm512_permutexvar_ps(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0), _mm512_castps128_ps512(two))
+unsafe fn block_sums(first: __m512i, second: __m512i) -> __m128i {
+    let pairs_first = _mm256_hadd_epi32(_mm512_castsi512_si256(first), _mm512_extracti64x4_epi64(first, 1));
+    let pairs_second = _mm256_hadd_epi32(_mm512_castsi512_si256(second), _mm512_extracti64x4_epi64(second, 1));
+    let quads = _mm256_hadd_epi32(pairs_first, pairs_second);
+    _mm_add_epi32(_mm256_castsi256_si128(quads), _mm256_extracti128_si256(quads, 1))
+}
+
+/// An output from its four block-class sums: `(s0 + s2) + (s1 + s3)`, the order the panel kernel adds in.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
+pub(super) unsafe fn block_sum_lanes(sums: __m128) -> f32 {
+    let halves = _mm_add_ps(sums, _mm_movehl_ps(sums, sums));
+    _mm_cvtss_f32(_mm_add_ss(halves, _mm_movehdup_ps(halves)))
 }
