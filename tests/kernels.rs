@@ -77,8 +77,8 @@ fn loads_gguf_blocks_exactly_and_looks_up_rows() {
     let qtensor = QTensor::quantize(&dense, GgmlDType::Q8_0).unwrap();
     let expected = qtensor.dequantize(&device).unwrap().to_vec2::<f32>().unwrap();
     let ours = Q8_0Matrix::from_qtensor(&qtensor).unwrap();
-    for r in 0..rows {
-        assert_eq!(ours.dequantize_row(r), expected[r], "row {r}");
+    for (r, row) in expected.iter().enumerate() {
+        assert_eq!(&ours.dequantize_row(r), row, "row {r}");
     }
     let linear = QLinear::Ours(std::sync::Arc::new(ours));
     let ids = Tensor::new(&[[4u32, 0, 4]], &device).unwrap();

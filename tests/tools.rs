@@ -104,6 +104,13 @@ fn calculator_rejects_garbage(#[case] expression: &str) {
 }
 
 #[test]
+fn calculator_refuses_division_by_either_zero() {
+    for expression in ["1/0", "1/0.0", "1/-0.0", "5//0.0", "5%-0.0"] {
+        assert_eq!(evaluate(expression), Err("division by zero".into()), "{expression}");
+    }
+}
+
+#[test]
 fn calculator_nesting_is_bounded() {
     let deep = format!("{}1{}", "(".repeat(10_000), ")".repeat(10_000));
     assert!(evaluate(&deep).is_err());

@@ -192,7 +192,7 @@ fn binary(op: &str, a: Number, b: Number) -> Result<Number, String> {
         ("-", Int(x), Int(y)) => x.checked_sub(y).map(Int).ok_or_else(|| overflow(op)),
         ("*", Int(x), Int(y)) => x.checked_mul(y).map(Int).ok_or_else(|| overflow(op)),
         ("/" | "//" | "%", _, Int(0)) => Err("division by zero".into()),
-        ("/" | "//" | "%", _, Float(y)) if y == 0.0 => Err("division by zero".into()),
+        ("/" | "//" | "%", _, Float(0.0)) => Err("division by zero".into()), // −0.0 matches too
         ("/", Int(x), Int(y)) => match x.checked_rem(y) {
             Some(0) => x.checked_div(y).map(Int).ok_or_else(|| overflow(op)),
             Some(_) => float(x as f64 / y as f64),
