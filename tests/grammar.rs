@@ -876,3 +876,19 @@ fn a_budget_that_cuts_forced_tokens_short_is_an_error_not_a_complete_answer() {
         ),
     }
 }
+
+/// A plan grammar over a large catalogue: NESTFUL's whole spec file (64 tools, `tandem bench nestful --tools all`)
+/// needed more lexer work to compile than llguidance's default limit allowed ("initial lexer configuration
+/// (grammar) too big"). It compiles, and a plan calling two of its tools is accepted.
+#[test]
+fn plan_grammar_over_nestfuls_whole_catalogue_compiles() {
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/nestful");
+    let catalogue = tandem::bench::nestful::load(&data).unwrap();
+    assert!(catalogue.tools.len() >= 60, "{} tools", catalogue.tools.len());
+    let registry = tandem::bench::nestful_run::registry_of(&catalogue.tools).unwrap();
+    let (tok, engine) = qwen();
+    let spec = ConstraintSpec::JsonSchema(tandem::agent::schema::plan_json_schema(&registry));
+    let mut matcher = engine.matcher(&spec).unwrap_or_else(|e| panic!("{e}"));
+    let plan = r#"{"steps":[{"id":"s1","description":"tip","tool":"calculate_tip","args":{"bill_total":100,"tip_percentage":20},"depends_on":[]},{"id":"s2","description":"joke","tool":"get_random_joke","args":{},"depends_on":[]}]}"#;
+    assert!(feed(&mut matcher, tok, plan) && matcher.is_accepting(), "the plan was refused");
+}

@@ -1,8 +1,8 @@
 //! AVX-512 VNNI Q4_K, Q6_K and Q8_0 kernels for many activation rows (prefill): sixteen weight rows repacked into
 //! a panel, so one `vpdpbusd` adds four products into each of sixteen rows' sums.
 //!
-//! The row-at-a-time kernels (`kquants_vnni`) spend two instructions per 64 products and, for every weight row,
-//! super-block and activation row, a dozen more on scales, offsets and sums. Here a 512-bit register holds the
+//! The K-quants' row-at-a-time kernels (`kquants_vnni`) spend two instructions per 64 products and, for every
+//! weight row, super-block and activation row, a dozen more on scales, offsets and sums. Here a 512-bit register holds the
 //! same four bytes of sixteen weight rows, and the activations' four bytes are broadcast from memory: one
 //! instruction per 64 products, and the per-sub-block work is shared by sixteen rows.
 //!
@@ -15,9 +15,9 @@
 //! - Q8_0 bytes get 128 added (`vpdpbusd` wants its weights unsigned); the activations' block sums times 128
 //!   (`QuantizedRows::offsets`) take it back out.
 //!
-//! Each output takes, super-block (or block) by super-block, a fused multiply-add of an exact integer dot product,
-//! the same steps in the same order as the row kernels take, so that any batch gives a row the bits it gets
-//! alone.
+//! Every (super-)block's integer dot product is exact, and the f32 steps that scale and add them are the row
+//! kernels' steps in the row kernels' order (K-quants: fused multiply-adds super-block by super-block; Q8_0: four
+//! sums by block index mod 4), so that any batch gives a row the bits it gets alone.
 
 use std::arch::x86_64::*;
 use std::cell::RefCell;

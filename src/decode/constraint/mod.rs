@@ -125,6 +125,9 @@ pub struct GrammarEngine {
     cache: Arc<Mutex<HashMap<String, Matcher>>>,
 }
 
+/// Lexer fuel for compiling a grammar: 20× llguidance's default (see `GrammarEngine::new`).
+const INITIAL_LEXER_FUEL: u64 = 20_000_000;
+
 impl GrammarEngine {
     /// Builds the token trie with `n_logits` rows (the model's logits width; the table is never narrower than
     /// the tokenizer) and the parser factory. Takes shared ownership of the tokenizer: forced tokens are
@@ -143,6 +146,9 @@ impl GrammarEngine {
             .map_err(|e| ConstraintError::TokenTable(format!("{e:#}")))?;
         // The library never prints: llguidance would log warnings to stderr.
         factory.quiet();
+        // A plan grammar over a large tool catalogue (NESTFUL's 64 tools, `--tools all`) needs more lexer work to
+        // set up than llguidance's default allows (1M, "initial lexer configuration too big").
+        factory.limits_mut().initial_lexer_fuel = INITIAL_LEXER_FUEL;
         Ok(Self { factory: Arc::new(factory), env, cache: Arc::new(Mutex::new(HashMap::new())) })
     }
 
