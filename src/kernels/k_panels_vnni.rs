@@ -2,9 +2,9 @@
 //! a panel, so one `vpdpbusd` adds four products into each of sixteen rows' sums.
 //!
 //! The K-quants' row-at-a-time kernels (`kquants_vnni`) spend two instructions per 64 products and, for every
-//! weight row, super-block and activation row, a dozen more on scales, offsets and sums. Here a 512-bit register holds the
-//! same four bytes of sixteen weight rows, and the activations' four bytes are broadcast from memory: one
-//! instruction per 64 products, and the per-sub-block work is shared by sixteen rows.
+//! weight row, super-block and activation row, a dozen more on scales, offsets and sums. Here a 512-bit register
+//! holds the same four bytes of sixteen weight rows, and the activations' four bytes are broadcast from memory:
+//! one instruction per 64 products, and the per-sub-block work is shared by sixteen rows.
 //!
 //! No second copy of the weights is kept: each pool work item (16 rows) repacks its rows into a thread-local
 //! panel, then runs every activation row past it.

@@ -33,8 +33,17 @@ pub struct QuantizedRows {
     /// `[rows][cols / 32]` block scales.
     pub scales: Vec<f32>,
     /// `[rows][cols / 32]` block sums times 128: what adding 128 to every weight of a block adds to its dot
-    /// product (the AVX-512 panel kernel makes the weights unsigned so).
+    /// product (the AVX-512 kernels make the weights unsigned so). Filled by `fill_offsets`, only for them.
     pub offsets: Vec<i32>,
+}
+
+impl QuantizedRows {
+    /// Computes `offsets` from `quants`.
+    pub fn fill_offsets(&mut self) {
+        self.offsets.clear();
+        self.offsets
+            .extend(self.quants.chunks_exact(BLOCK).map(|q| 128 * q.iter().map(|&v| i32::from(v)).sum::<i32>()));
+    }
 }
 
 impl Q8_0Matrix {
@@ -149,6 +158,9 @@ impl Q8_0Matrix {
         ACTIVATIONS.with(|cell| {
             let mut acts = cell.borrow_mut();
             quantize_rows(input, self.cols, &mut acts);
+            if level == super::CpuLevel::Avx512Vnni {
+                acts.fill_offsets();
+            }
             let acts = &*acts;
             super::for_row_tiles(self.rows, out, |rows, out| self.rows_kernel(level, acts, m, rows, out));
         });
@@ -186,15 +198,10 @@ pub fn quantize_rows(values: &[f32], cols: usize, out: &mut QuantizedRows) {
     debug_assert_eq!(cols % BLOCK, 0);
     out.quants.resize(values.len(), 0);
     out.scales.resize(blocks, 0.0);
-    out.offsets.resize(blocks, 0);
-    for (((src, dst), scale), offset) in values
-        .chunks_exact(BLOCK)
-        .zip(out.quants.chunks_exact_mut(BLOCK))
-        .zip(out.scales.iter_mut())
-        .zip(out.offsets.iter_mut())
+    for ((src, dst), scale) in
+        values.chunks_exact(BLOCK).zip(out.quants.chunks_exact_mut(BLOCK)).zip(out.scales.iter_mut())
     {
         *scale = half::f16::from_f32(quantize_block(src, dst)).to_f32();
-        *offset = 128 * dst.iter().map(|&q| i32::from(q)).sum::<i32>();
     }
 }
 

@@ -3,11 +3,10 @@
 //!
 //! `vpdpbusd` multiplies unsigned bytes by signed bytes and adds groups of four into i32 lanes. The weights are
 //! made unsigned by adding 128 (`w ^ 0x80` as u8); the extra `128 · Σ a` of each block is the activations' own,
-//! computed once when they are quantized (`QuantizedRows::offsets`), so each (weight row, activation row) pair
-//! costs one `vpdpbusd` per 64 values. Four blocks' dot products are then summed across
-//! their lanes, exactly, and scaled into four f32 sums, one per block position mod 4, with one fused
-//! multiply-add: the same steps as the panel kernel (`k_panels_vnni`) takes for many activation rows, so a batch
-//! gives every row the bits it gets alone.
+//! computed once per product (`QuantizedRows::fill_offsets`), so each (weight row, activation row) pair costs one
+//! `vpdpbusd` per 64 values. Four blocks' dot products are then summed across their lanes, exactly, and scaled
+//! into four f32 sums, one per block position mod 4, with one fused multiply-add: the same steps as the panel
+//! kernel (`k_panels_vnni`) takes for many activation rows, so a batch gives every row the bits it gets alone.
 
 use std::arch::x86_64::*;
 use std::ops::Range;
@@ -18,8 +17,8 @@ use super::q8_0_avx2::{for_q8_0_tiles, OutColumns};
 
 /// Weight rows per tile.
 const TILE_ROWS: usize = 4;
-/// Activation rows per tile: 4 × 3 accumulators, 4 weight registers with their offsets and scales, 3 activation
-/// registers with their scales fit the 32 zmm registers.
+/// Activation rows per tile: 4 × 3 accumulators, 4 × 2 weight registers and 3 × 2 activation registers fit the
+/// 32 zmm registers.
 const TILE_ACTS: usize = 3;
 
 /// Output columns `rows` for every one of the `m` activation rows.
@@ -121,7 +120,7 @@ unsafe fn block_sums(first: __m512i, second: __m512i) -> __m128i {
 /// An output from its four block-class sums: `(s0 + s2) + (s1 + s3)`, the order the panel kernel adds in.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
-pub(super) unsafe fn block_sum_lanes(sums: __m128) -> f32 {
+unsafe fn block_sum_lanes(sums: __m128) -> f32 {
     let halves = _mm_add_ps(sums, _mm_movehl_ps(sums, sums));
     _mm_cvtss_f32(_mm_add_ss(halves, _mm_movehdup_ps(halves)))
 }
