@@ -8,7 +8,7 @@ use rstest::rstest;
 use tandem::kernels::kquants::{self, Q4KMatrix, Q6KMatrix};
 use tandem::kernels::q5_0::{self, Q5_0Matrix};
 use tandem::kernels::q8_0::{reference_matmul, Q8_0Matrix};
-use tandem::kernels::{cpu_level, CpuLevel, QLinear};
+use tandem::kernels::{cpu_level, CpuLevel, Q4KPanels, QLinear};
 
 fn random_values(n: usize, seed: u64) -> Vec<f32> {
     let mut rng = StdRng::seed_from_u64(seed);
@@ -109,7 +109,12 @@ fn q8_0_weights_take_our_kernel_where_the_cpu_has_one() {
     let q6k = QLinear::new(QTensor::quantize(&dense, GgmlDType::Q6K).unwrap()).unwrap();
     let ours = cpu_level() >= CpuLevel::Avx2;
     assert_eq!(q8.kernel_name(), if ours { "tandem-q8_0" } else { "candle" });
-    assert_eq!(q4k.kernel_name(), if ours { "tandem-q4_k" } else { "candle" });
+    let q4k_kernel = match cpu_level() {
+        CpuLevel::Avx512Vnni => "tandem-q4_k-panels",
+        CpuLevel::Avx2 => "tandem-q4_k",
+        CpuLevel::Portable => "candle",
+    };
+    assert_eq!(q4k.kernel_name(), q4k_kernel);
     assert_eq!(q6k.kernel_name(), if ours { "tandem-q6_k" } else { "candle" });
     assert_eq!(q4.kernel_name(), "candle", "types without a kernel of ours stay on candle's");
 }
@@ -203,6 +208,13 @@ fn k_quants_unpack_to_candles_values(#[case] dtype: GgmlDType) {
     for r in 0..rows {
         assert_eq!(rows_of(r), expected[r * cols..(r + 1) * cols], "row {r}");
     }
+    if dtype == GgmlDType::Q4K {
+        // The panel layout gives back every row of its panels, the last one partly filled.
+        let panels = Q4KPanels::from_qtensor(&q).unwrap();
+        for r in 0..rows {
+            assert_eq!(panels.dequantize_row(r), expected[r * cols..(r + 1) * cols], "panel row {r}");
+        }
+    }
 }
 
 /// Tile edges for the K-quant kernels: activation counts 1–4 and beyond, one to many super-blocks, the models'
@@ -241,24 +253,34 @@ fn assert_k_quant_kernels_match(q4: &Q4KMatrix, q6: &Q6KMatrix, input: &[f32], m
         let err = relative_error(&fast, &q6_reference);
         assert!(err < 1e-4, "{level:?} Q6_K {}x{}, m={m}: relative error {err}", q6.rows(), q6.cols());
     }
+    if Q4KPanels::supported() {
+        let mut fast = vec![f32::NAN; m * q4.rows()];
+        Q4KPanels::from_rows(q4).matmul(input, m, &mut fast);
+        let err = relative_error(&fast, &q4_reference);
+        assert!(err < 1e-4, "Q4_K panels {}x{}, m={m}: relative error {err}", q4.rows(), q4.cols());
+    }
 }
 
 /// A batched product equals one-row products bit for bit at every kernel level: a drafted token's logits, checked
 /// in a batch, must be the ones a one-token pass gives, or speculative decoding could change the output. The
-/// 40-row matrices take the AVX-512 panel kernel for two tiles of rows and the row kernel for the rest; the Q8_0
-/// one of width 1568 ends in an odd block.
+/// 40-row matrices take the AVX-512 panel kernels for two tiles of rows and the row kernels for the rest (Q4_K
+/// panels for all 40, the last panel half full); the Q8_0 one of width 1568 ends in an odd block.
 #[test]
 fn batches_equal_single_rows_bit_for_bit() {
     let (rows, m) = (40, 11);
     let q4 = Q4KMatrix::from_qtensor(&candle_weights(rows, 1536, GgmlDType::Q4K, 22).0).unwrap();
     let q6 = Q6KMatrix::from_qtensor(&candle_weights(rows, 1536, GgmlDType::Q6K, 23).0).unwrap();
     let q8 = Q8_0Matrix::quantize(rows, 1568, &random_values(rows * 1568, 24));
+    let q4_panels = Q4KPanels::from_rows(&q4);
     for level in cpu_level().with_lower_levels() {
-        let products: [Product; 3] = [
-            ("Q4_K", 1536, &|x, m, out| q4.matmul_at(level, x, m, out)),
-            ("Q6_K", 1536, &|x, m, out| q6.matmul_at(level, x, m, out)),
-            ("Q8_0", 1568, &|x, m, out| q8.matmul_at(level, x, m, out)),
+        let mut products: Vec<Product> = vec![
+            ("Q4_K", 1536, Box::new(|x, m, out| q4.matmul_at(level, x, m, out))),
+            ("Q6_K", 1536, Box::new(|x, m, out| q6.matmul_at(level, x, m, out))),
+            ("Q8_0", 1568, Box::new(|x, m, out| q8.matmul_at(level, x, m, out))),
         ];
+        if level == CpuLevel::Avx512Vnni {
+            products.push(("Q4_K panels", 1536, Box::new(|x, m, out| q4_panels.matmul(x, m, out))));
+        }
         for (name, cols, product) in products {
             let input = random_values(m * cols, 21);
             let mut batched = vec![f32::NAN; m * rows];
@@ -275,7 +297,7 @@ fn batches_equal_single_rows_bit_for_bit() {
 }
 
 /// A named product of a weight matrix of the given width: `(input, m, out)`.
-type Product<'a> = (&'static str, usize, &'a dyn Fn(&[f32], usize, &mut [f32]));
+type Product<'a> = (&'static str, usize, Box<dyn Fn(&[f32], usize, &mut [f32]) + 'a>);
 
 /// The largest integers the kernels meet: every weight at its maximum (Q4_K 15 with scale and minimum 63, Q6_K
 /// 63 with scale ±127 — pair sums of 2 · 63 · 127 = 16,002 in the kernels' 16-bit lanes, and i16 × scale

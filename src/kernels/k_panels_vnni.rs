@@ -1,16 +1,14 @@
-//! AVX-512 VNNI Q4_K, Q6_K and Q8_0 kernels for many activation rows (prefill): sixteen weight rows repacked into
-//! a panel, so one `vpdpbusd` adds four products into each of sixteen rows' sums.
+//! AVX-512 VNNI panel kernels: sixteen weight rows side by side, so one `vpdpbusd` adds four products into each
+//! of sixteen rows' sums. Q4_K for any number of activation rows; Q6_K and Q8_0 for many (prefill).
 //!
-//! The K-quants' row-at-a-time kernels (`kquants_vnni`) spend two instructions per 64 products and, for every
+//! The row-at-a-time kernels (`kquants_vnni`) spend two instructions per 64 products and, for every
 //! weight row, super-block and activation row, a dozen more on scales, offsets and sums. Here a 512-bit register
 //! holds the same four bytes of sixteen weight rows, and the activations' four bytes are broadcast from memory:
 //! one instruction per 64 products, and the per-sub-block work is shared by sixteen rows.
 //!
-//! No second copy of the weights is kept: each pool work item (16 rows) repacks its rows into a thread-local
-//! panel, then runs every activation row past it.
-//! - Q4_K moves 32-bit words, in the file's nibble order: bytes `4t..4t + 4` of a block's 32-byte chunk `c`
-//!   hold, in their low nibbles, values `4t..4t + 4` of sub-block `2c` and, in their high nibbles, the same
-//!   values of sub-block `2c + 1`; both halves meet four consecutive activations.
+//! Q4_K weights are stored as panels from the load on (`Q4KPanels`), and this kernel runs them for any number of
+//! activation rows, a decode step included. For Q6_K and Q8_0 no second copy of the weights is kept: each pool
+//! work item (16 rows) repacks its rows into a thread-local panel, then runs every activation row past it.
 //! - Q6_K values are split over two arrays, so the repack joins them into bytes (0–63) first.
 //! - Q8_0 bytes get 128 added (`vpdpbusd` wants its weights unsigned); the activations' block sums times 128
 //!   (`QuantizedRows::offsets`) take it back out.
@@ -21,44 +19,20 @@
 
 use std::arch::x86_64::*;
 use std::cell::RefCell;
+use std::ops::Range;
 
 use super::k_acts::{KActivations, SUPER};
-use super::kquants::{Q4KMatrix, Q6KMatrix};
+use super::kquants::Q6KMatrix;
 use super::kquants_vnni::{dpwssd, q6k_half};
+pub(super) use super::q4k_panels::PANEL_ROWS;
+use super::q4k_panels::{Q4KPanelBlock, Q4KPanels};
 use super::q8_0::{Q8_0Matrix, QuantizedRows, BLOCK};
 
-/// Weight rows per panel: one per i32 lane of a 512-bit register.
-pub(super) const PANEL_ROWS: usize = 16;
-
-/// Fewest activation rows for which the panel pays for its repack (below it, `kquants_vnni` runs).
+/// Fewest activation rows for which a Q6_K or Q8_0 panel pays for its repack (below it, the row kernels run).
 pub(super) const MIN_ACT_ROWS: usize = 8;
 
 /// Activation rows that pass the panel together (their sums stay in registers).
 const TILE_ACTS: usize = 4;
-
-/// One Q4_K super-block (256 values) of sixteen weight rows; each array's last index is the row.
-#[repr(C, align(64))]
-#[derive(Clone, Copy)]
-struct Q4KPanelBlock {
-    /// Word `i` of every row's 128 nibble bytes (chunk `i / 8`, values `4 · (i % 8)..` of its two sub-blocks).
-    qs: [[u32; PANEL_ROWS]; 32],
-    /// Sub-block scales.
-    scales: [[i32; PANEL_ROWS]; 8],
-    /// Sub-block minimums in both i16 halves, for `vpdpwssd` against a pair of activation sums of 16.
-    mins: [[i32; PANEL_ROWS]; 8],
-    d: [f32; PANEL_ROWS],
-    dmin: [f32; PANEL_ROWS],
-}
-
-impl Q4KPanelBlock {
-    const EMPTY: Self = Self {
-        qs: [[0; PANEL_ROWS]; 32],
-        scales: [[0; PANEL_ROWS]; 8],
-        mins: [[0; PANEL_ROWS]; 8],
-        d: [0.0; PANEL_ROWS],
-        dmin: [0.0; PANEL_ROWS],
-    };
-}
 
 /// One Q6_K super-block of sixteen weight rows.
 #[repr(C, align(64))]
@@ -97,7 +71,6 @@ impl Q8_0PanelBlock {
 
 thread_local! {
     /// The current work item's panels, reused across matmuls.
-    static Q4K_PANEL: RefCell<Vec<Q4KPanelBlock>> = const { RefCell::new(Vec::new()) };
     static Q6K_PANEL: RefCell<Vec<Q6KPanelBlock>> = const { RefCell::new(Vec::new()) };
     static Q8_0_PANEL: RefCell<Vec<Q8_0PanelBlock>> = const { RefCell::new(Vec::new()) };
 }
@@ -118,18 +91,17 @@ macro_rules! for_act_tiles {
     };
 }
 
-/// Output columns `first..first + 16` for the `m` activation rows.
+/// Output columns `rows` (one panel: `rows.start` a multiple of 16, at most 16 rows) for the `m` activation rows.
 ///
 /// # Safety
-/// The CPU must support AVX-512 F, BW, VL and VNNI; `first + 16 <= w.rows()`.
+/// The CPU must support AVX-512 F, BW, VL and VNNI.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
-pub(super) unsafe fn q4k_panel_rows(w: &Q4KMatrix, acts: &KActivations, m: usize, first: usize, out: &mut [f32]) {
-    debug_assert!(first + PANEL_ROWS <= w.rows());
-    Q4K_PANEL.with(|cell| {
-        let mut panel = cell.borrow_mut();
-        repack_q4k(w, first, &mut panel);
-        for_act_tiles!(m, q4k_tile, &panel, w, acts, out, first);
-    });
+pub(super) unsafe fn q4k_panel_rows(w: &Q4KPanels, acts: &KActivations, m: usize, rows: Range<usize>, out: &mut [f32]) {
+    assert!(rows.start.is_multiple_of(PANEL_ROWS) && rows.len() <= PANEL_ROWS && rows.end <= w.rows());
+    let panel = w.panel(rows.start / PANEL_ROWS);
+    // The last panel of a matrix whose rows are not a multiple of 16 stores only its own lanes.
+    let lanes: __mmask16 = if rows.len() == PANEL_ROWS { !0 } else { (1 << rows.len()) - 1 };
+    for_act_tiles!(m, q4k_tile, panel, w, acts, out, rows.start, lanes);
 }
 
 /// Output columns `first..first + 16` for the `m` activation rows.
@@ -184,36 +156,6 @@ unsafe fn repack_q8_0(w: &Q8_0Matrix, first: usize, panel: &mut Vec<Q8_0PanelBlo
             for lane in 0..PANEL_ROWS {
                 dst.d[lane] = w.row_scales(first + lane)[b + half];
             }
-        }
-    }
-}
-
-/// Rows `first..first + 16` of `w`, super-block by super-block.
-///
-/// # Safety
-/// The CPU must support AVX-512 F, BW, VL and VNNI.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
-unsafe fn repack_q4k(w: &Q4KMatrix, first: usize, panel: &mut Vec<Q4KPanelBlock>) {
-    // Every field is overwritten below; only a new length needs filling.
-    panel.resize(w.cols() / SUPER, Q4KPanelBlock::EMPTY);
-    let rows: [_; PANEL_ROWS] = std::array::from_fn(|lane| w.row(first + lane));
-    for (b, dst) in panel.iter_mut().enumerate() {
-        for quarter in 0..2 {
-            // A loop, not a closure: closures do not inherit `target_feature`, and would call out for each load.
-            let mut words = [_mm512_setzero_si512(); PANEL_ROWS];
-            for (word, row) in words.iter_mut().zip(&rows) {
-                *word = _mm512_loadu_si512(row[b].qs.as_ptr().add(64 * quarter) as *const __m512i);
-            }
-            store_transposed(words, &mut dst.qs[16 * quarter..16 * quarter + 16]);
-        }
-        for (lane, row) in rows.iter().enumerate() {
-            let block = &row[b];
-            for s in 0..8 {
-                dst.scales[s][lane] = i32::from(block.scales[s]);
-                dst.mins[s][lane] = i32::from(block.mins[s]) * 0x1_0001;
-            }
-            dst.d[lane] = block.d;
-            dst.dmin[lane] = block.dmin;
         }
     }
 }
@@ -293,14 +235,20 @@ unsafe fn store_transposed(rows: [__m512i; PANEL_ROWS], out: &mut [[u32; PANEL_R
     }
 }
 
-/// `out[i0 + j][first..first + 16]` for `j < N`.
+/// `out[i0 + j][first..first + 16]` for `j < N`, the lanes in `lanes` only.
+///
+/// Per super-block and row, in this order: the exact integer dot product `Σ_s scale_s · Σ q · a`, the exact
+/// `Σ_s min_s · (sum of sub-block s's activations)`, then `sum += dot · (d · d_a)` and `sum −= min_dot · (dmin ·
+/// d_a)`, each fused. Nothing depends on the other activation rows of the tile, so a row gets the same bits in any
+/// batch (speculative decoding checks its drafts in one).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
 unsafe fn q4k_tile<const N: usize>(
     panel: &[Q4KPanelBlock],
-    w: &Q4KMatrix,
+    w: &Q4KPanels,
     acts: &KActivations,
     out: &mut [f32],
     first: usize,
+    lanes: __mmask16,
     i0: usize,
 ) {
     let k = w.cols();
@@ -326,23 +274,26 @@ unsafe fn q4k_tile<const N: usize>(
                     odd[j] = _mm512_dpbusd_epi32(odd[j], high, broadcast_word(a.add(32)));
                 }
             }
-            let even_scale = _mm512_load_si512(block.scales[2 * c].as_ptr() as *const __m512i);
-            let odd_scale = _mm512_load_si512(block.scales[2 * c + 1].as_ptr() as *const __m512i);
+            let even_scale = widen_lanes(&block.scales[2 * c]);
+            let odd_scale = widen_lanes(&block.scales[2 * c + 1]);
             for j in 0..N {
                 let scaled =
                     _mm512_add_epi32(_mm512_mullo_epi32(even[j], even_scale), _mm512_mullo_epi32(odd[j], odd_scale));
                 dots[j] = _mm512_add_epi32(dots[j], scaled);
             }
         }
+        // Each minimum in both i16 halves of its lane, for `vpdpwssd` against a pair of activation sums of 16.
+        let mins: [__m512i; 8] = std::array::from_fn(|s| {
+            let min = widen_lanes(&block.mins[s]);
+            _mm512_or_si512(min, _mm512_slli_epi32(min, 16))
+        });
         let d = _mm512_load_ps(block.d.as_ptr());
         let dmin = _mm512_load_ps(block.dmin.as_ptr());
         for j in 0..N {
-            // Σ_s min[s] · (sum of sub-block s's 32 activations), from the pairs of sums of 16.
             let mut min_dot = _mm512_setzero_si512();
             let sums16 = a_rows[j].2.as_ptr().add(b * SUPER / 16);
-            for s in 0..8 {
-                let mins = _mm512_load_si512(block.mins[s].as_ptr() as *const __m512i);
-                dpwssd(&mut min_dot, mins, broadcast_word(sums16.add(2 * s) as *const i8));
+            for (s, &min) in mins.iter().enumerate() {
+                dpwssd(&mut min_dot, min, broadcast_word(sums16.add(2 * s) as *const i8));
             }
             let da = _mm512_set1_ps(a_rows[j].1[b]);
             sums[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots[j]), _mm512_mul_ps(d, da), sums[j]);
@@ -351,8 +302,15 @@ unsafe fn q4k_tile<const N: usize>(
     }
     let n_out = w.rows();
     for (j, sum) in sums.iter().enumerate() {
-        _mm512_storeu_ps(out.as_mut_ptr().add((i0 + j) * n_out + first), *sum);
+        _mm512_mask_storeu_ps(out.as_mut_ptr().add((i0 + j) * n_out + first), lanes, *sum);
     }
+}
+
+/// Sixteen bytes, one per row, as sixteen i32 lanes.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn widen_lanes(bytes: &[u8; PANEL_ROWS]) -> __m512i {
+    _mm512_cvtepu8_epi32(_mm_loadu_si128(bytes.as_ptr() as *const __m128i))
 }
 
 /// `out[i0 + j][first..first + 16]` for `j < N`.

@@ -51,7 +51,7 @@ pub type Q6KMatrix = KMatrix<Q6KBlock>;
 /// A SIMD kernel: output columns `rows` of `m` activation rows (unsafe: needs its instruction sets).
 type RowsKernel<B> = unsafe fn(&KMatrix<B>, &KActivations, usize, std::ops::Range<usize>, &mut [f32]);
 
-const Q4K_FILE_BYTES: usize = 144;
+pub(super) const Q4K_FILE_BYTES: usize = 144;
 const Q6K_FILE_BYTES: usize = 210;
 
 impl<B> KMatrix<B> {
@@ -139,16 +139,7 @@ impl Q4KMatrix {
 
     /// Row `r` as f32.
     pub fn dequantize_row(&self, r: usize) -> Vec<f32> {
-        let mut values = Vec::with_capacity(self.cols);
-        for block in self.row(r) {
-            for s in 0..8 {
-                let (scale, min) = (block.d * f32::from(block.scales[s]), block.dmin * f32::from(block.mins[s]));
-                let chunk = &block.qs[32 * (s / 2)..32 * (s / 2 + 1)];
-                let shift = 4 * (s % 2);
-                values.extend(chunk.iter().map(|&q| scale * f32::from((q >> shift) & 0x0F) - min));
-            }
-        }
-        values
+        dequantize_q4k_blocks(self.row(r))
     }
 
     /// `out[i][r] = Σ_c input[i][c] · W[r][c]` with the input quantized per 256 (`input` `[m][cols]`).
@@ -158,11 +149,11 @@ impl Q4KMatrix {
 
     /// `matmul` on the kernel for `level` (at most `cpu_level()`: tests run every kernel the CPU can).
     pub fn matmul_at(&self, level: super::CpuLevel, input: &[f32], m: usize, out: &mut [f32]) {
+        // AVX-512 VNNI CPUs load Q4_K weights as panels (`Q4KPanels`), whose kernel beats any on this layout; the
+        // row layout is for the others, and here runs its AVX2 kernel.
         let fast: Option<RowsKernel<Q4KBlock>> = match level {
             #[cfg(target_arch = "x86_64")]
-            super::CpuLevel::Avx512Vnni => Some(super::kquants_vnni::q4k_rows),
-            #[cfg(target_arch = "x86_64")]
-            super::CpuLevel::Avx2 => Some(super::kquants_avx2::q4k_rows),
+            super::CpuLevel::Avx512Vnni | super::CpuLevel::Avx2 => Some(super::kquants_avx2::q4k_rows),
             _ => None,
         };
         self.matmul_by(level, input, m, out, fast, Self::dequantize_row);
@@ -178,7 +169,22 @@ fn scale_min_k4(j: usize, packed: &[u8]) -> (u8, u8) {
     }
 }
 
-fn unpack_q4k(bytes: &[u8]) -> Q4KBlock {
+/// Super-blocks as f32 values, in order.
+pub(super) fn dequantize_q4k_blocks(blocks: &[Q4KBlock]) -> Vec<f32> {
+    let mut values = Vec::with_capacity(blocks.len() * SUPER);
+    for block in blocks {
+        for s in 0..8 {
+            let (scale, min) = (block.d * f32::from(block.scales[s]), block.dmin * f32::from(block.mins[s]));
+            let chunk = &block.qs[32 * (s / 2)..32 * (s / 2 + 1)];
+            let shift = 4 * (s % 2);
+            values.extend(chunk.iter().map(|&q| scale * f32::from((q >> shift) & 0x0F) - min));
+        }
+    }
+    values
+}
+
+/// A GGUF Q4_K block (144 bytes) in our layout.
+pub(super) fn unpack_q4k(bytes: &[u8]) -> Q4KBlock {
     let packed = &bytes[4..16];
     let mut block =
         Q4KBlock { d: f16_at(bytes, 0), dmin: f16_at(bytes, 2), scales: [0; 8], mins: [0; 8], qs: [0; 128] };

@@ -1,7 +1,8 @@
-//! AVX-512 VNNI kernels for Q4_K and Q6_K weights against per-256 int8 activations: 64 values per instruction,
-//! one weight row × up to four activation rows per tile.
+//! AVX-512 VNNI kernel for Q6_K weights in the row layout against per-256 int8 activations: 64 values per
+//! instruction, one weight row × up to four activation rows per tile. (Q4_K weights are stored as panels on these
+//! CPUs: `q4k_panels`.)
 //!
-//! For each 64 values, `vpmaddubsw` multiplies the unsigned weights (Q4_K 0–15, Q6_K 0–63) by the signed
+//! For each 64 values, `vpmaddubsw` multiplies the unsigned weights (0–63) by the signed
 //! activations and adds pairs into i16 lanes (at most 2 · 63 · 127 = 16,002, so nothing saturates); every pair
 //! lies inside one sub-block, so `vpdpwssd` multiplies each by its sub-block's scale (the scale in both halves of
 //! an i32 lane) and adds pairs of those into the super-block's i32 sums: two instructions per 64 values and
@@ -13,20 +14,8 @@ use std::ops::Range;
 
 use super::k_acts::{KActivations, SUPER};
 use super::k_panels_vnni;
-use super::kquants::{Q4KBlock, Q4KMatrix, Q6KBlock, Q6KMatrix};
-use super::kquants_avx2::{for_tiles, q4k_mins, q6k_scales16};
-
-/// Q4_K output columns `rows` for the `m` activation rows.
-///
-/// # Safety
-/// The CPU must support AVX-512 F, BW, VL and VNNI.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
-pub(super) unsafe fn q4k_rows(w: &Q4KMatrix, acts: &KActivations, m: usize, rows: Range<usize>, out: &mut [f32]) {
-    if m >= k_panels_vnni::MIN_ACT_ROWS && rows.len() == k_panels_vnni::PANEL_ROWS {
-        return k_panels_vnni::q4k_panel_rows(w, acts, m, rows.start, out);
-    }
-    for_tiles!(rows, m, q4k_tile, w, acts, out);
-}
+use super::kquants::{Q6KBlock, Q6KMatrix};
+use super::kquants_avx2::{for_tiles, q6k_scales16};
 
 /// Q6_K output columns `rows` for the `m` activation rows.
 ///
@@ -38,46 +27,6 @@ pub(super) unsafe fn q6k_rows(w: &Q6KMatrix, acts: &KActivations, m: usize, rows
         return k_panels_vnni::q6k_panel_rows(w, acts, m, rows.start, out);
     }
     for_tiles!(rows, m, q6k_tile, w, acts, out);
-}
-
-/// `out[i0 + j][r]` for `j < N`.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
-unsafe fn q4k_tile<const N: usize>(w: &Q4KMatrix, acts: &KActivations, out: &mut [f32], r: usize, i0: usize) {
-    let k = w.cols();
-    let low4 = _mm512_set1_epi8(0x0F);
-    // 32 bytes of nibbles fill both halves of a register; the upper half shifts right by 4, so after masking the
-    // low half holds sub-block 2c (low nibbles) and the upper half sub-block 2c + 1 (high nibbles): values
-    // 64c..64c + 64 in order, matching one 64-byte load of activations.
-    let nibble_shift = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
-    let mut sums = [0f32; N];
-    let mut a_rows = [(&[][..], &[][..], &[][..]); N];
-    for (j, row) in a_rows.iter_mut().enumerate() {
-        *row = acts.row(i0 + j, k);
-    }
-    for (b, block) in w.row(r).iter().enumerate() {
-        let mut dots = [_mm512_setzero_si512(); N];
-        let scales32 = paired_i16(_mm512_castsi256_si512(_mm256_cvtepu8_epi32(_mm_loadl_epi64(
-            block.scales.as_ptr() as *const __m128i
-        ))));
-        for c in 0..4 {
-            let packed = _mm512_broadcast_i64x4(_mm256_loadu_si256(block.qs.as_ptr().add(32 * c) as *const __m256i));
-            let q = _mm512_and_si512(_mm512_srlv_epi64(packed, nibble_shift), low4);
-            let scale = _mm512_permutexvar_epi32(lane_groups(8, 2 * c), scales32);
-            for j in 0..N {
-                let a = _mm512_loadu_si512(a_rows[j].0.as_ptr().add(b * SUPER + 64 * c) as *const __m512i);
-                dpwssd(&mut dots[j], _mm512_maddubs_epi16(q, a), scale);
-            }
-        }
-        let mins = q4k_mins(block);
-        for j in 0..N {
-            let (dot, min_dot) = q4k_dot_and_min(dots[j], mins, a_rows[j].2[b * SUPER / 16..].as_ptr());
-            sums[j] = q4k_step(sums[j], dot, min_dot, block, a_rows[j].1[b]);
-        }
-    }
-    let n_out = w.rows();
-    for (j, sum) in sums.into_iter().enumerate() {
-        out[(i0 + j) * n_out + r] = sum;
-    }
 }
 
 /// `out[i0 + j][r]` for `j < N`.
@@ -95,7 +44,7 @@ unsafe fn q6k_tile<const N: usize>(w: &Q6KMatrix, acts: &KActivations, out: &mut
         for h in 0..2 {
             for (p, &q) in q6k_half(block, h).iter().enumerate() {
                 // Values 128h + 64p.. (groups 8h + 4p to 8h + 4p + 3).
-                let scale = _mm512_permutexvar_epi32(lane_groups(4, 8 * h + 4 * p), scales32);
+                let scale = _mm512_permutexvar_epi32(group_lanes(8 * h + 4 * p), scales32);
                 for j in 0..N {
                     let a = a_rows[j].0.as_ptr().add(b * SUPER + 128 * h + 64 * p);
                     let a = _mm512_loadu_si512(a as *const __m512i);
@@ -115,35 +64,13 @@ unsafe fn q6k_tile<const N: usize>(w: &Q6KMatrix, acts: &KActivations, out: &mut
     }
 }
 
-/// One super-block's step of a Q4_K output: `sum + dot · (d · d_a) − min_dot · (dmin · d_a)`, each product
-/// fused with its addition. The panel kernel takes the same steps in the same order from the same exact integers,
-/// so a batched product equals one-row products bit for bit (speculative decoding's drafts rely on it).
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
-pub(super) unsafe fn q4k_step(sum: f32, dot: i32, min_dot: i32, block: &Q4KBlock, da: f32) -> f32 {
-    let sum = (dot as f32).mul_add(block.d * da, sum);
-    (-(min_dot as f32)).mul_add(block.dmin * da, sum)
-}
-
-/// One super-block's step of a Q6_K output: `sum + dot · (d · d_a)`, fused (see `q4k_step`).
+/// One super-block's step of a Q6_K output: `sum + dot · (d · d_a)`, fused. The panel kernel takes the same steps
+/// in the same order from the same exact integers, so a batched product equals one-row products bit for bit
+/// (speculative decoding's drafts rely on it).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
 pub(super) unsafe fn q6k_step(sum: f32, dot: i32, block: &Q6KBlock, da: f32) -> f32 {
     (dot as f32).mul_add(block.d * da, sum)
-}
-
-/// The super-block's dot product (the sum of `dots`' lanes) and `Σ_s min_s · (sum of the activations of sub-block
-/// s)`, both exact, from the activations' sums of 16. Both reductions share their last two steps.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
-unsafe fn q4k_dot_and_min(dots: __m512i, mins: __m128i, sums16: *const i16) -> (i32, i32) {
-    let s16 = sums16 as *const __m128i;
-    let s32 = _mm_hadd_epi16(_mm_loadu_si128(s16), _mm_loadu_si128(s16.add(1)));
-    let min_terms = _mm_madd_epi16(mins, s32);
-    let dot_terms = fold_to_128(_mm256_add_epi32(_mm512_castsi512_si256(dots), _mm512_extracti64x4_epi64(dots, 1)));
-    let pairs = _mm_hadd_epi32(dot_terms, min_terms);
-    let both = _mm_hadd_epi32(pairs, pairs);
-    (_mm_cvtsi128_si32(both), _mm_extract_epi32(both, 1))
 }
 
 /// The super-block's dot product with Q6_K's −32 offset taken off, exactly:
@@ -210,14 +137,11 @@ unsafe fn paired_i16(lanes: __m512i) -> __m512i {
     _mm512_or_si512(low, _mm512_slli_epi32(low, 16))
 }
 
-/// A `vpermd` index giving lane `l` the element `first + l / width`: each scale spread over the lanes of its
-/// sub-block (`width` 8 for Q4_K's 32 values, 4 for Q6_K's 16).
+/// A `vpermd` index giving lane `l` the element `first + l / 4`: each scale spread over the four lanes (16
+/// values) of its group.
 #[inline]
 #[target_feature(enable = "avx512f")]
-unsafe fn lane_groups(width: u32, first: usize) -> __m512i {
-    let spread = match width {
-        8 => _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
-        _ => _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0),
-    };
+unsafe fn group_lanes(first: usize) -> __m512i {
+    let spread = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
     _mm512_add_epi32(spread, _mm512_set1_epi32(first as i32))
 }

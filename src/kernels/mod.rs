@@ -16,6 +16,7 @@ pub mod kquants;
 mod kquants_avx2;
 #[cfg(target_arch = "x86_64")]
 mod kquants_vnni;
+pub mod q4k_panels;
 pub mod q5_0;
 #[cfg(target_arch = "x86_64")]
 mod q5_0_avx2;
@@ -31,13 +32,15 @@ use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{CpuStorage, CustomOp1, Layout, Module, Shape, Tensor};
 
 pub use kquants::{Q4KMatrix, Q6KMatrix};
+pub use q4k_panels::Q4KPanels;
 pub use q5_0::Q5_0Matrix;
 pub use q8_0::Q8_0Matrix;
 
 use crate::Result;
 
-/// Weight rows one pool work item covers: its rows stay in L1/L2 while every activation row passes by.
-const ROWS_PER_ITEM: usize = 16;
+/// Weight rows one pool work item covers: its rows stay in L1/L2 while every activation row passes by. One Q4_K
+/// panel, so an item never splits one.
+const ROWS_PER_ITEM: usize = q4k_panels::PANEL_ROWS;
 
 /// Runs `kernel(rows, out)` for tiles of `ROWS_PER_ITEM` weight rows on candle's CPU thread pool (the threads
 /// candle's own kernels use, so `--threads` governs both). `out` is `[m][n_rows]`; each call writes only the
@@ -183,6 +186,7 @@ macro_rules! cpu_matmul_by_inherent_methods {
 cpu_matmul_by_inherent_methods!(Q8_0Matrix, "tandem-q8_0");
 cpu_matmul_by_inherent_methods!(Q5_0Matrix, "tandem-q5_0");
 cpu_matmul_by_inherent_methods!(Q4KMatrix, "tandem-q4_k");
+cpu_matmul_by_inherent_methods!(Q4KPanels, "tandem-q4_k-panels");
 cpu_matmul_by_inherent_methods!(Q6KMatrix, "tandem-q6_k");
 
 /// A linear layer without bias, `y = x Wᵀ`, over a quantized weight `W` of shape `[out, in]`.
@@ -233,7 +237,11 @@ impl QLinear {
             GgmlDType::Q5_0 if widen_q5_0 => Arc::new(Q8_0Matrix::from_q5_0(weight)?),
             GgmlDType::Q4K | GgmlDType::Q6K if kernel_choice() == "q8_0" => return Ok(None),
             GgmlDType::Q4K if weight.shape().dims()[1].is_multiple_of(k_acts::SUPER) => {
-                Arc::new(Q4KMatrix::from_qtensor(weight)?)
+                if Q4KPanels::supported() {
+                    Arc::new(Q4KPanels::from_qtensor(weight)?)
+                } else {
+                    Arc::new(Q4KMatrix::from_qtensor(weight)?)
+                }
             }
             GgmlDType::Q6K if weight.shape().dims()[1].is_multiple_of(k_acts::SUPER) => {
                 Arc::new(Q6KMatrix::from_qtensor(weight)?)
