@@ -1,6 +1,6 @@
 //! Criterion benches of our quantized matmul kernels against candle's `QMatMul` on the same weights, in the same
 //! run: one activation row (a decode step) and 64 rows (a prefill chunk), at the default models' shapes. Q5_0
-//! weights run on our five-bit kernel (`int8`: widened, the default layout).
+//! weights run on the kernel a model load picks (`int8`: widened, for comparison).
 //!
 //! Run with `cargo bench --bench kernels` (`-- q4k` to pick one group).
 
@@ -11,7 +11,7 @@ use candle_core::{Device, Module, Tensor};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::sync::Arc;
 
-use tandem::kernels::{Q5_0Matrix, Q8_0Matrix, QLinear};
+use tandem::kernels::{Q8_0Matrix, QLinear};
 
 /// (name, type, output rows, input width): the 0.5B's gate/up and down, the 1.5B's gate/up and down.
 const SHAPES: &[(&str, GgmlDType, usize, usize)] = &[
@@ -31,10 +31,10 @@ fn weights(rows: usize, cols: usize, dtype: GgmlDType) -> QTensor {
 
 fn bench_kernels(c: &mut Criterion) {
     for &(name, dtype, rows, cols) in SHAPES {
+        // What a model load picks on this CPU (Q5_0: five-bit panels on AVX-512 VNNI, `TANDEM_KERNELS=q5_0` the
+        // five-bit rows, else widened to int8).
         let ours = match dtype {
-            GgmlDType::Q5_0 => {
-                QLinear::Ours(Arc::new(Q5_0Matrix::from_qtensor(&weights(rows, cols, dtype)).expect("q5")))
-            }
+            GgmlDType::Q5_0 => QLinear::widened(&weights(rows, cols, dtype)).expect("q5").expect("a kernel of ours"),
             _ => QLinear::new(weights(rows, cols, dtype)).expect("ours"),
         };
         let int8 = (dtype == GgmlDType::Q5_0)

@@ -8,7 +8,7 @@ use rstest::rstest;
 use tandem::kernels::kquants::{self, Q4KMatrix, Q6KMatrix};
 use tandem::kernels::q5_0::{self, Q5_0Matrix};
 use tandem::kernels::q8_0::{reference_matmul, Q8_0Matrix};
-use tandem::kernels::{cpu_level, CpuLevel, Q4KPanels, QLinear};
+use tandem::kernels::{cpu_level, CpuLevel, Q4KPanels, Q5_0Panels, QLinear};
 
 fn random_values(n: usize, seed: u64) -> Vec<f32> {
     let mut rng = StdRng::seed_from_u64(seed);
@@ -150,6 +150,36 @@ fn q5_0_keeps_five_bits_and_unpacks_to_candles_values() {
     assert!(err.contains("Q5_0 data of 43 bytes") && err.contains("expected 44"), "{err}");
 }
 
+/// The five-bit panels give the widened int8 matrix's values and, through the AVX-512 kernels, its products bit
+/// for bit (so the model's outputs do not change): partial last panels (1, 17, 40 rows), odd block counts (3, 27
+/// blocks) and the 0.5B's widths; activation tiles of 1 to 4 rows and their remainders.
+#[rstest]
+#[case(1, 32, 1)]
+#[case(17, 96, 2)]
+#[case(16, 864, 3)]
+#[case(40, 896, 1)]
+#[case(33, 896, 7)]
+#[case(48, 4864, 9)]
+fn q5_0_panels_equal_the_widened_matrix_bit_for_bit(#[case] rows: usize, #[case] cols: usize, #[case] m: usize) {
+    let (q5, expected) = candle_weights(rows, cols, GgmlDType::Q5_0, 15);
+    let widened = Q8_0Matrix::from_q5_0(&q5).unwrap();
+    let panels = Q5_0Panels::from_qtensor(&q5).unwrap();
+    for r in 0..rows {
+        assert_eq!(panels.dequantize_row(r), expected[r * cols..(r + 1) * cols], "row {r}: candle's Q5_0 values");
+    }
+    if !Q5_0Panels::supported() {
+        return;
+    }
+    let input = random_values(m * cols, 16);
+    let mut by_int8 = vec![f32::NAN; m * rows];
+    widened.matmul_at(CpuLevel::Avx512Vnni, &input, m, &mut by_int8);
+    let mut by_panels = vec![f32::NAN; m * rows];
+    panels.matmul(&input, m, &mut by_panels);
+    for (i, (a, b)) in by_panels.iter().zip(&by_int8).enumerate() {
+        assert_eq!(a.to_bits(), b.to_bits(), "{rows}x{cols}, m={m}: output {i} is {a}, widened {b}");
+    }
+}
+
 /// Decode tiles (m < 4: the five-bit kernel) and prefill tiles (m ≥ 4: rows unpacked to int8 for the Q8_0
 /// kernel), with tile edges in rows, a partial last bit plane (896 = 3.5 planes) and the 0.5B's shapes.
 #[rstest]
@@ -272,6 +302,8 @@ fn batches_equal_single_rows_bit_for_bit() {
     let q6 = Q6KMatrix::from_qtensor(&candle_weights(rows, 1536, GgmlDType::Q6K, 23).0).unwrap();
     let q8 = Q8_0Matrix::quantize(rows, 1568, &random_values(rows * 1568, 24));
     let q4_panels = Q4KPanels::from_rows(&q4);
+    let (q5, _) = candle_weights(rows, 1568, GgmlDType::Q5_0, 25);
+    let q5_panels = Q5_0Panels::from_qtensor(&q5).unwrap();
     for level in cpu_level().with_lower_levels() {
         let mut products: Vec<Product> = vec![
             ("Q4_K", 1536, Box::new(|x, m, out| q4.matmul_at(level, x, m, out))),
@@ -280,6 +312,7 @@ fn batches_equal_single_rows_bit_for_bit() {
         ];
         if level == CpuLevel::Avx512Vnni {
             products.push(("Q4_K panels", 1536, Box::new(|x, m, out| q4_panels.matmul(x, m, out))));
+            products.push(("Q5_0 panels", 1568, Box::new(|x, m, out| q5_panels.matmul(x, m, out))));
         }
         for (name, cols, product) in products {
             let input = random_values(m * cols, 21);

@@ -26,6 +26,7 @@ use super::kquants::Q6KMatrix;
 use super::kquants_vnni::{dpwssd, q6k_half};
 pub(super) use super::q4k_panels::PANEL_ROWS;
 use super::q4k_panels::{Q4KPanelBlock, Q4KPanels};
+use super::q5_0_panels::{Q5_0PanelBlock, Q5_0Panels, FIFTH_BIT_SHIFTS};
 use super::q8_0::{Q8_0Matrix, QuantizedRows, BLOCK};
 
 /// Fewest activation rows for which a Q6_K or Q8_0 panel pays for its repack (below it, the row kernels run).
@@ -97,11 +98,32 @@ macro_rules! for_act_tiles {
 /// The CPU must support AVX-512 F, BW, VL and VNNI.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
 pub(super) unsafe fn q4k_panel_rows(w: &Q4KPanels, acts: &KActivations, m: usize, rows: Range<usize>, out: &mut [f32]) {
-    assert!(rows.start.is_multiple_of(PANEL_ROWS) && rows.len() <= PANEL_ROWS && rows.end <= w.rows());
-    let panel = w.panel(rows.start / PANEL_ROWS);
+    let (panel, lanes) = panel_of(rows, w.rows());
+    for_act_tiles!(m, q4k_tile, w.panel(panel), w, acts, out, panel * PANEL_ROWS, lanes);
+}
+
+/// Output columns `rows` (one panel) for the `m` activation rows.
+///
+/// # Safety
+/// The CPU must support AVX-512 F, BW, VL and VNNI.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
+pub(super) unsafe fn q5_0_panel_rows(
+    w: &Q5_0Panels,
+    acts: &QuantizedRows,
+    m: usize,
+    rows: Range<usize>,
+    out: &mut [f32],
+) {
+    let (panel, lanes) = panel_of(rows, w.rows());
+    for_act_tiles!(m, q5_0_tile, w.panel(panel), w, acts, out, panel * PANEL_ROWS, lanes);
+}
+
+/// The panel that output columns `rows` make up, and a mask of its lanes that hold rows of the matrix.
+fn panel_of(rows: Range<usize>, n_rows: usize) -> (usize, __mmask16) {
+    assert!(rows.start.is_multiple_of(PANEL_ROWS) && rows.len() <= PANEL_ROWS && rows.end <= n_rows);
     // The last panel of a matrix whose rows are not a multiple of 16 stores only its own lanes.
-    let lanes: __mmask16 = if rows.len() == PANEL_ROWS { !0 } else { (1 << rows.len()) - 1 };
-    for_act_tiles!(m, q4k_tile, panel, w, acts, out, rows.start, lanes);
+    let lanes = if rows.len() == PANEL_ROWS { !0 } else { (1 << rows.len()) - 1 };
+    (rows.start / PANEL_ROWS, lanes)
 }
 
 /// Output columns `first..first + 16` for the `m` activation rows.
@@ -423,6 +445,92 @@ unsafe fn q8_0_tile<const N: usize>(
     for (j, [s0, s1, s2, s3]) in sums.into_iter().enumerate() {
         let sum = _mm512_add_ps(_mm512_add_ps(s0, s2), _mm512_add_ps(s1, s3));
         _mm512_storeu_ps(out.as_mut_ptr().add((i0 + j) * n_out + first), sum);
+    }
+}
+
+/// `out[i0 + j][first..first + 16]` for `j < N`, the lanes in `lanes` only.
+///
+/// Each block's integer dot product `Σ (v − 16) · a` is exact; the f32 steps are `q8_0_tile`'s (and the Q8_0 row
+/// kernel's), in the same order, so the products equal the widened matrix's bit for bit.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
+unsafe fn q5_0_tile<const N: usize>(
+    panel: &[Q5_0PanelBlock],
+    w: &Q5_0Panels,
+    acts: &QuantizedRows,
+    out: &mut [f32],
+    first: usize,
+    lanes: __mmask16,
+    i0: usize,
+) {
+    let k = w.cols();
+    let kb = k / BLOCK;
+    let low4 = _mm512_set1_epi8(0x0F);
+    let bit4 = _mm512_set1_epi8(0x10);
+    let mut a_quants = [std::ptr::null::<i8>(); N];
+    let mut a_scales = [&[][..]; N];
+    let mut a_offsets = [&[][..]; N];
+    for j in 0..N {
+        a_quants[j] = acts.quants[(i0 + j) * k..].as_ptr();
+        a_scales[j] = &acts.scales[(i0 + j) * kb..(i0 + j + 1) * kb];
+        a_offsets[j] = &acts.offsets[(i0 + j) * kb..(i0 + j + 1) * kb];
+    }
+    let mut sums = [[_mm512_setzero_ps(); 4]; N];
+    for (quad, blocks) in panel.chunks(4).enumerate() {
+        for (l, block) in blocks.iter().enumerate() {
+            let b = 4 * quad + l;
+            let fifth_bits = _mm512_load_si512(block.fifth_bits.as_ptr() as *const __m512i);
+            // The block's two halves in two chains per activation row.
+            let mut low = [_mm512_setzero_si512(); N];
+            let mut high = [_mm512_setzero_si512(); N];
+            for t in 0..4 {
+                let q = _mm512_load_si512(block.qs[t].as_ptr() as *const __m512i);
+                // Nibbles, with each byte's fifth bit put in by one ternary logic op: a | (b & c).
+                let q0 = _mm512_ternarylogic_epi32::<0xF8>(
+                    _mm512_and_si512(q, low4),
+                    rotate_right(fifth_bits, FIFTH_BIT_SHIFTS[t]),
+                    bit4,
+                );
+                let q1 = _mm512_ternarylogic_epi32::<0xF8>(
+                    _mm512_and_si512(_mm512_srli_epi32(q, 4), low4),
+                    rotate_right(fifth_bits, FIFTH_BIT_SHIFTS[4 + t]),
+                    bit4,
+                );
+                for j in 0..N {
+                    let a = a_quants[j].add(b * BLOCK + 4 * t);
+                    low[j] = _mm512_dpbusd_epi32(low[j], q0, broadcast_word(a));
+                    high[j] = _mm512_dpbusd_epi32(high[j], q1, broadcast_word(a.add(16)));
+                }
+            }
+            let d = _mm512_load_ps(block.d.as_ptr());
+            for j in 0..N {
+                // The offsets are 128 · Σ a; the weights carry + 16.
+                let offset = _mm512_set1_epi32(a_offsets[j][b] >> 3);
+                let dot = _mm512_sub_epi32(_mm512_add_epi32(low[j], high[j]), offset);
+                let scale = _mm512_mul_ps(d, _mm512_set1_ps(a_scales[j][b]));
+                sums[j][l] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, sums[j][l]);
+            }
+        }
+    }
+    let n_out = w.rows();
+    for (j, [s0, s1, s2, s3]) in sums.into_iter().enumerate() {
+        let sum = _mm512_add_ps(_mm512_add_ps(s0, s2), _mm512_add_ps(s1, s3));
+        _mm512_mask_storeu_ps(out.as_mut_ptr().add((i0 + j) * n_out + first), lanes, sum);
+    }
+}
+
+/// Every lane of `v` rotated right by `bits` (a constant once the caller's loop is unrolled).
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn rotate_right(v: __m512i, bits: u32) -> __m512i {
+    match bits {
+        0 => v,
+        1 => _mm512_ror_epi32::<1>(v),
+        2 => _mm512_ror_epi32::<2>(v),
+        3 => _mm512_ror_epi32::<3>(v),
+        28 => _mm512_ror_epi32::<28>(v),
+        29 => _mm512_ror_epi32::<29>(v),
+        30 => _mm512_ror_epi32::<30>(v),
+        _ => _mm512_ror_epi32::<31>(v),
     }
 }
 

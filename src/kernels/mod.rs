@@ -3,8 +3,9 @@
 //! candle 0.11's CPU path runs Q8_0 weights through one dot product per (row, column) pair unless the width is a
 //! multiple of 256 and the CPU has AVX-512 VNNI; the 0.5B executor (width 896, Q5_0/Q8_0 tensors) never gets
 //! there, so its prefill ran at a third of llama.cpp's. `QLinear` wraps a weight matrix: our tiled kernels for
-//! Q8_0 (and Q5_0 widened to it), Q4_K and Q6_K where they apply (x86-64 with AVX2 + FMA), candle's `QMatMul`
-//! everywhere else (other types, GPUs, other CPUs). Every fast path has a test against a scalar reference.
+//! Q8_0, Q5_0, Q4_K and Q6_K where they apply (x86-64 with AVX2 + FMA; on AVX-512 VNNI CPUs Q4_K and Q5_0 are
+//! stored as panels of 16 rows, elsewhere Q5_0 is widened to int8), candle's `QMatMul` everywhere else (other
+//! types, GPUs, other CPUs). Every fast path has a test against a scalar reference.
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -20,6 +21,7 @@ pub mod q4k_panels;
 pub mod q5_0;
 #[cfg(target_arch = "x86_64")]
 mod q5_0_avx2;
+pub mod q5_0_panels;
 pub mod q8_0;
 #[cfg(target_arch = "x86_64")]
 mod q8_0_avx2;
@@ -34,6 +36,7 @@ use candle_core::{CpuStorage, CustomOp1, Layout, Module, Shape, Tensor};
 pub use kquants::{Q4KMatrix, Q6KMatrix};
 pub use q4k_panels::Q4KPanels;
 pub use q5_0::Q5_0Matrix;
+pub use q5_0_panels::Q5_0Panels;
 pub use q8_0::Q8_0Matrix;
 
 use crate::Result;
@@ -118,8 +121,8 @@ impl CpuLevel {
 }
 
 /// Which weight types run on our kernels, from `TANDEM_KERNELS`: `all` (default), `q5_0` (all, with Q5_0 kept at
-/// five bits instead of widened to int8: fewer bytes, but on a Zen 4 it decoded at 0.89× and prefilled at 0.70×
-/// of the widened layout, so it is opt-in), `q8_0` (Q8_0 and Q5_0 only: candle's AVX2 tiles prefill Q4_K/Q6_K
+/// five bits in rows rather than panels or widened to int8: on a Zen 4 the rows decoded at 0.89× and prefilled at
+/// 0.70× of the widened layout, so they are opt-in), `q8_0` (Q8_0 and Q5_0 only: candle's AVX2 tiles prefill Q4_K/Q6_K
 /// faster, at twice the memory and slower decode) or `candle` (none).
 pub fn kernel_choice() -> &'static str {
     static CHOICE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
@@ -187,6 +190,7 @@ cpu_matmul_by_inherent_methods!(Q8_0Matrix, "tandem-q8_0");
 cpu_matmul_by_inherent_methods!(Q5_0Matrix, "tandem-q5_0");
 cpu_matmul_by_inherent_methods!(Q4KMatrix, "tandem-q4_k");
 cpu_matmul_by_inherent_methods!(Q4KPanels, "tandem-q4_k-panels");
+cpu_matmul_by_inherent_methods!(Q5_0Panels, "tandem-q5_0-panels");
 cpu_matmul_by_inherent_methods!(Q6KMatrix, "tandem-q6_k");
 
 /// A linear layer without bias, `y = x Wᵀ`, over a quantized weight `W` of shape `[out, in]`.
@@ -208,9 +212,10 @@ impl QLinear {
         }
     }
 
-    /// Like `new`, and Q5_0 weights (which candle's CPU kernels run slowly) take ours too: widened exactly to int8,
-    /// or kept at five bits with `TANDEM_KERNELS=q5_0` where the width is a multiple of 64. `None`
-    /// when this CPU has no kernel of ours for the type: the caller picks another route.
+    /// Like `new`, and Q5_0 weights (which candle's CPU kernels run slowly) take ours too: as five-bit panels on
+    /// AVX-512 VNNI CPUs, else widened exactly to int8, or kept at five bits in rows with `TANDEM_KERNELS=q5_0`
+    /// where the width is a multiple of 64. `None` when this CPU has no kernel of ours for the type: the caller
+    /// picks another route.
     pub fn widened(weight: &QTensor) -> Result<Option<Self>> {
         Self::ours(weight, true)
     }
@@ -234,6 +239,7 @@ impl QLinear {
             {
                 Arc::new(Q5_0Matrix::from_qtensor(weight)?)
             }
+            GgmlDType::Q5_0 if widen_q5_0 && Q5_0Panels::supported() => Arc::new(Q5_0Panels::from_qtensor(weight)?),
             GgmlDType::Q5_0 if widen_q5_0 => Arc::new(Q8_0Matrix::from_q5_0(weight)?),
             GgmlDType::Q4K | GgmlDType::Q6K if kernel_choice() == "q8_0" => return Ok(None),
             GgmlDType::Q4K if weight.shape().dims()[1].is_multiple_of(k_acts::SUPER) => {

@@ -155,13 +155,7 @@ impl Q8_0Matrix {
         assert!(level <= super::cpu_level(), "{level:?} kernels on a {:?} CPU", super::cpu_level());
         assert_eq!(input.len(), m * self.cols, "input is [m][cols]");
         assert_eq!(out.len(), m * self.rows, "out is [m][rows]");
-        ACTIVATIONS.with(|cell| {
-            let mut acts = cell.borrow_mut();
-            quantize_rows(input, self.cols, &mut acts);
-            if level == super::CpuLevel::Avx512Vnni {
-                acts.fill_offsets();
-            }
-            let acts = &*acts;
+        with_quantized(input, self.cols, level == super::CpuLevel::Avx512Vnni, |acts| {
             super::for_row_tiles(self.rows, out, |rows, out| self.rows_kernel(level, acts, m, rows, out));
         });
     }
@@ -189,6 +183,19 @@ impl Q8_0Matrix {
 thread_local! {
     /// The quantized activations of the current matmul, reused so a decode step allocates nothing.
     static ACTIVATIONS: std::cell::RefCell<QuantizedRows> = std::cell::RefCell::new(QuantizedRows::default());
+}
+
+/// Runs `product` on `input` (`[m][cols]`) quantized per 32 into this thread's reused buffer, with the block
+/// offsets filled where `offsets` asks for them (the AVX-512 kernels).
+pub(super) fn with_quantized(input: &[f32], cols: usize, offsets: bool, product: impl FnOnce(&QuantizedRows)) {
+    ACTIVATIONS.with(|cell| {
+        let mut acts = cell.borrow_mut();
+        quantize_rows(input, cols, &mut acts);
+        if offsets {
+            acts.fill_offsets();
+        }
+        product(&acts);
+    });
 }
 
 /// Quantizes `values` (`[rows][cols]`) to int8 per 32-wide block as llama.cpp's `quantize_row_q8_0` does:
