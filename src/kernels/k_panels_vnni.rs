@@ -281,6 +281,7 @@ unsafe fn q4k_tile<const N: usize>(
     }
     let mut sums = [_mm512_setzero_ps(); N];
     for (b, block) in panel.iter().enumerate() {
+        let [scales, mins] = q4k_scales_and_mins(block);
         let mut dots = [_mm512_setzero_si512(); N];
         for c in 0..4 {
             // Two chains per activation row (the chunk's two sub-blocks) keep `vpdpbusd`'s latency hidden.
@@ -296,8 +297,8 @@ unsafe fn q4k_tile<const N: usize>(
                     odd[j] = _mm512_dpbusd_epi32(odd[j], high, broadcast_word(a.add(32)));
                 }
             }
-            let even_scale = widen_lanes(&block.scales[2 * c]);
-            let odd_scale = widen_lanes(&block.scales[2 * c + 1]);
+            let even_scale = lane_byte(scales[c / 2], 2 * c % 4, false);
+            let odd_scale = lane_byte(scales[c / 2], (2 * c + 1) % 4, false);
             for j in 0..N {
                 let scaled =
                     _mm512_add_epi32(_mm512_mullo_epi32(even[j], even_scale), _mm512_mullo_epi32(odd[j], odd_scale));
@@ -305,12 +306,9 @@ unsafe fn q4k_tile<const N: usize>(
             }
         }
         // Each minimum in both i16 halves of its lane, for `vpdpwssd` against a pair of activation sums of 16.
-        let mins: [__m512i; 8] = std::array::from_fn(|s| {
-            let min = widen_lanes(&block.mins[s]);
-            _mm512_or_si512(min, _mm512_slli_epi32(min, 16))
-        });
-        let d = _mm512_load_ps(block.d.as_ptr());
-        let dmin = _mm512_load_ps(block.dmin.as_ptr());
+        let mins: [__m512i; 8] = std::array::from_fn(|s| lane_byte(mins[s / 4], s % 4, true));
+        let d = _mm512_cvtph_ps(_mm256_loadu_si256(block.d.as_ptr() as *const __m256i));
+        let dmin = _mm512_cvtph_ps(_mm256_loadu_si256(block.dmin.as_ptr() as *const __m256i));
         for j in 0..N {
             let mut min_dot = _mm512_setzero_si512();
             let sums16 = a_rows[j].2.as_ptr().add(b * SUPER / 16);
@@ -328,11 +326,33 @@ unsafe fn q4k_tile<const N: usize>(
     }
 }
 
-/// Sixteen bytes, one per row, as sixteen i32 lanes.
+/// A Q4_K panel block's sub-block scales and minimums unpacked from their 6-bit packing: `[scales, mins]`, each
+/// two registers whose lanes hold four values (sub-blocks 0–3, then 4–7), one per byte.
 #[inline]
-#[target_feature(enable = "avx512f")]
-unsafe fn widen_lanes(bytes: &[u8; PANEL_ROWS]) -> __m512i {
-    _mm512_cvtepu8_epi32(_mm_loadu_si128(bytes.as_ptr() as *const __m128i))
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn q4k_scales_and_mins(block: &Q4KPanelBlock) -> [[__m512i; 2]; 2] {
+    let [w0, w1, w2] = block.packed.map(|word| _mm512_load_si512(word.as_ptr() as *const __m512i));
+    let (low6, low4, top2) = (_mm512_set1_epi8(0x3F), _mm512_set1_epi8(0x0F), _mm512_set1_epi8(0x30));
+    // Values 4–7: a low nibble from word 2, the top two bits from bits 6–7 of words 0 and 1, moved to bits 4–5.
+    let high_values = |nibbles: __m512i, tops: __m512i| {
+        _mm512_ternarylogic_epi32::<0xF8>(_mm512_and_si512(nibbles, low4), _mm512_srli_epi32(tops, 2), top2)
+    };
+    [
+        [_mm512_and_si512(w0, low6), high_values(w2, w0)],
+        [_mm512_and_si512(w1, low6), high_values(_mm512_srli_epi32(w2, 4), w1)],
+    ]
+}
+
+/// Byte `k` of every 32-bit lane of `v` as that lane's value (`paired`: in both 16-bit halves, for `vpdpwssd`).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn lane_byte(v: __m512i, k: usize, paired: bool) -> __m512i {
+    // `vpshufb` indexes bytes within each 128-bit lane; an index with the top bit set gives a zero byte.
+    let control = |word: i32| {
+        let byte = 4 * word + k as i32;
+        byte | if paired { byte << 16 } else { 0 } | if paired { 0x8000_8000u32 as i32 } else { 0x8080_8000u32 as i32 }
+    };
+    _mm512_shuffle_epi8(v, _mm512_broadcast_i32x4(_mm_setr_epi32(control(0), control(1), control(2), control(3))))
 }
 
 /// `out[i0 + j][first..first + 16]` for `j < N`.

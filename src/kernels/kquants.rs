@@ -161,7 +161,7 @@ impl Q4KMatrix {
 }
 
 /// ggml's 6-bit scale and minimum of sub-block `j` from a Q4_K block's 12 packed bytes.
-fn scale_min_k4(j: usize, packed: &[u8]) -> (u8, u8) {
+pub(super) fn scale_min_k4(j: usize, packed: &[u8]) -> (u8, u8) {
     if j < 4 {
         (packed[j] & 63, packed[j + 4] & 63)
     } else {

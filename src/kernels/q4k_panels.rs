@@ -1,17 +1,18 @@
 //! Q4_K weights stored as panels of sixteen rows, for AVX-512 VNNI CPUs: the layout the panel kernel reads
-//! directly, for a decode step as for a prefill, at the row layout's size (152 bytes per 256 weights).
+//! directly, for a decode step as for a prefill.
 //!
 //! In the row layout (`kquants`) a decode step spends about fifty instructions per row and super-block, a dozen
 //! of them adding a register's lanes into one sum; the 1.5B's Q4_K products were bound by those instructions, not
 //! by memory. Here a 512-bit register holds the same four bytes of sixteen rows, so one `vpdpbusd` adds four
 //! products into each of sixteen sums and nothing is added across lanes: about thirteen instructions per row and
 //! super-block. The prefill kernel used to repack sixteen rows into this form for every product; now the file is
-//! repacked once, at load.
+//! repacked once, at load, to the file's size: 144 bytes per 256 weights, every field packed as the file packs it.
 
 use candle_core::quantized::{GgmlDType, QTensor};
+use half::f16;
 
 use super::k_acts::SUPER;
-use super::kquants::{unpack_q4k, Q4KBlock, Q4KMatrix, Q4K_FILE_BYTES};
+use super::kquants::{scale_min_k4, unpack_q4k, Q4KBlock, Q4KMatrix, Q4K_FILE_BYTES};
 use crate::Result;
 
 /// Weight rows per panel: one per i32 lane of a 512-bit register.
@@ -24,35 +25,35 @@ pub struct Q4KPanelBlock {
     /// Word `i` of every row's 128 nibble bytes: chunk `i / 8` (32 bytes), in its low nibbles values
     /// `4 · (i % 8)..+4` of sub-block `2 · (i / 8)`, in its high nibbles the same values of the next sub-block.
     pub qs: [[u32; PANEL_ROWS]; 32],
-    /// Sub-block scales (6 bits).
-    pub scales: [[u8; PANEL_ROWS]; 8],
-    /// Sub-block minimums (6 bits).
-    pub mins: [[u8; PANEL_ROWS]; 8],
-    pub d: [f32; PANEL_ROWS],
-    pub dmin: [f32; PANEL_ROWS],
+    /// The sub-block scales and minimums (6 bits each) packed as in the file: word 0 holds scales 0–3 and the top
+    /// two bits of scales 4–7, word 1 the same for the minimums, word 2 the low nibbles of scales 4–7 and, above
+    /// them, of minimums 4–7.
+    pub packed: [[u32; PANEL_ROWS]; 3],
+    /// The super-block scales as the file has them (f16 bits): 8 bytes a row fewer than as f32.
+    pub d: [u16; PANEL_ROWS],
+    pub dmin: [u16; PANEL_ROWS],
 }
 
 impl Q4KPanelBlock {
     /// Rows past the matrix's end (a last panel of fewer than 16) stay all zero and add nothing.
-    const EMPTY: Self = Self {
-        qs: [[0; PANEL_ROWS]; 32],
-        scales: [[0; PANEL_ROWS]; 8],
-        mins: [[0; PANEL_ROWS]; 8],
-        d: [0.0; PANEL_ROWS],
-        dmin: [0.0; PANEL_ROWS],
-    };
+    const EMPTY: Self =
+        Self { qs: [[0; PANEL_ROWS]; 32], packed: [[0; PANEL_ROWS]; 3], d: [0; PANEL_ROWS], dmin: [0; PANEL_ROWS] };
 
     /// Row `lane`'s super-block in the row layout.
     fn row_block(&self, lane: usize) -> Q4KBlock {
         let mut block = Q4KBlock {
-            d: self.d[lane],
-            dmin: self.dmin[lane],
-            scales: std::array::from_fn(|s| self.scales[s][lane]),
-            mins: std::array::from_fn(|s| self.mins[s][lane]),
+            d: f16::from_bits(self.d[lane]).to_f32(),
+            dmin: f16::from_bits(self.dmin[lane]).to_f32(),
+            scales: [0; 8],
+            mins: [0; 8],
             qs: [0; 128],
         };
         for (word, bytes) in self.qs.iter().zip(block.qs.chunks_exact_mut(4)) {
             bytes.copy_from_slice(&word[lane].to_le_bytes());
+        }
+        let packed: Vec<u8> = self.packed.iter().flat_map(|word| word[lane].to_le_bytes()).collect();
+        for s in 0..8 {
+            (block.scales[s], block.mins[s]) = scale_min_k4(s, &packed);
         }
         block
     }
@@ -61,12 +62,20 @@ impl Q4KPanelBlock {
         for (word, bytes) in self.qs.iter_mut().zip(block.qs.chunks_exact(4)) {
             word[lane] = u32::from_le_bytes(bytes.try_into().expect("four bytes"));
         }
-        for s in 0..8 {
-            self.scales[s][lane] = block.scales[s];
-            self.mins[s][lane] = block.mins[s];
+        // The inverse of `scale_min_k4`.
+        let mut packed = [0u8; 12];
+        for j in 0..4 {
+            let (scale_high, min_high) = (block.scales[j + 4], block.mins[j + 4]);
+            packed[j] = block.scales[j] | (scale_high >> 4) << 6;
+            packed[j + 4] = block.mins[j] | (min_high >> 4) << 6;
+            packed[j + 8] = (scale_high & 0x0F) | (min_high & 0x0F) << 4;
         }
-        self.d[lane] = block.d;
-        self.dmin[lane] = block.dmin;
+        for (word, bytes) in self.packed.iter_mut().zip(packed.chunks_exact(4)) {
+            word[lane] = u32::from_le_bytes(bytes.try_into().expect("four bytes"));
+        }
+        // Exact: the row layout's f32 scales came from the file's f16.
+        self.d[lane] = f16::from_f32(block.d).to_bits();
+        self.dmin[lane] = f16::from_f32(block.dmin).to_bits();
     }
 }
 
