@@ -24,7 +24,7 @@ use std::ops::Range;
 use super::k_acts::{KActivations, SUPER};
 use super::kquants::Q6KMatrix;
 use super::kquants_vnni::{dpwssd, q6k_half};
-pub(super) use super::q4k_panels::PANEL_ROWS;
+pub(super) use super::panels::PANEL_ROWS;
 use super::q4k_panels::{Q4KPanelBlock, Q4KPanels};
 use super::q5_0_panels::{Q5_0PanelBlock, Q5_0Panels, FIFTH_BIT_SHIFTS};
 use super::q8_0::{Q8_0Matrix, QuantizedRows, BLOCK};

@@ -17,6 +17,7 @@ pub mod kquants;
 mod kquants_avx2;
 #[cfg(target_arch = "x86_64")]
 mod kquants_vnni;
+pub mod panels;
 pub mod q4k_panels;
 pub mod q5_0;
 #[cfg(target_arch = "x86_64")]
@@ -43,7 +44,7 @@ use crate::Result;
 
 /// Weight rows one pool work item covers: its rows stay in L1/L2 while every activation row passes by. One Q4_K
 /// panel, so an item never splits one.
-const ROWS_PER_ITEM: usize = q4k_panels::PANEL_ROWS;
+const ROWS_PER_ITEM: usize = panels::PANEL_ROWS;
 
 /// Runs `kernel(rows, out)` for tiles of `ROWS_PER_ITEM` weight rows on candle's CPU thread pool (the threads
 /// candle's own kernels use, so `--threads` governs both). `out` is `[m][n_rows]`; each call writes only the

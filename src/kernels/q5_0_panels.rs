@@ -11,11 +11,10 @@
 //! The kernel computes every block's integer dot product exactly and adds them in the int8 kernels' f32 steps and
 //! order, so the products are bit for bit those of the widened matrix: the model's outputs do not change.
 
-use candle_core::quantized::{GgmlDType, QTensor};
+use candle_core::quantized::GgmlDType;
 
-use super::q4k_panels::PANEL_ROWS;
+use super::panels::{PanelBlock, Panels, PANEL_ROWS};
 use super::q8_0::BLOCK;
-use crate::Result;
 
 /// Bytes of one GGUF Q5_0 block: an f16 scale, 32 fifth bits, 16 bytes of nibbles.
 const GGUF_BLOCK_BYTES: usize = 2 + 4 + BLOCK / 2;
@@ -37,11 +36,25 @@ pub struct Q5_0PanelBlock {
 }
 
 impl Q5_0PanelBlock {
-    /// Rows past the matrix's end (a last panel of fewer than 16) stay all zero and add nothing.
+    /// Row `lane`'s 32 values as signed integers (−16 to 15).
+    fn row_values(&self, lane: usize) -> [i8; BLOCK] {
+        std::array::from_fn(|v| {
+            let (word, nibble_shift, g) = if v < 16 { (v / 4, 0, v / 4) } else { ((v - 16) / 4, 4, 4 + (v - 16) / 4) };
+            let nibble = (self.qs[word][lane] >> (8 * (v % 4) + nibble_shift)) & 0x0F;
+            let fifth = (self.fifth_bits[lane].rotate_right(FIFTH_BIT_SHIFTS[g]) >> (8 * (v % 4) + 4)) & 1;
+            (nibble | fifth << 4) as i8 - 16
+        })
+    }
+}
+
+impl PanelBlock for Q5_0PanelBlock {
+    const TYPE: GgmlDType = GgmlDType::Q5_0;
+    const VALUES: usize = BLOCK;
+    const FILE_BYTES: usize = GGUF_BLOCK_BYTES;
     const EMPTY: Self = Self { qs: [[0; PANEL_ROWS]; 4], fifth_bits: [0; PANEL_ROWS], d: [0.0; PANEL_ROWS] };
 
-    /// Sets row `lane` from a GGUF block: value `j < 16` is the low nibble of byte `j`, value `j + 16` its high
-    /// nibble, with bit 4 from bit `j` (resp. `j + 16`) of the high bits.
+    /// Value `j < 16` is the low nibble of byte `j`, value `j + 16` its high nibble, with bit 4 from bit `j`
+    /// (resp. `j + 16`) of the high bits.
     fn set_row(&mut self, lane: usize, gguf: &[u8]) {
         self.d[lane] = half::f16::from_le_bytes([gguf[0], gguf[1]]).to_f32();
         let high = u32::from_le_bytes([gguf[2], gguf[3], gguf[4], gguf[5]]);
@@ -59,90 +72,21 @@ impl Q5_0PanelBlock {
         self.fifth_bits[lane] = placed;
     }
 
-    /// Row `lane`'s 32 values as signed integers (−16 to 15).
-    fn row_values(&self, lane: usize) -> [i8; BLOCK] {
-        std::array::from_fn(|v| {
-            let (word, nibble_shift, g) = if v < 16 { (v / 4, 0, v / 4) } else { ((v - 16) / 4, 4, 4 + (v - 16) / 4) };
-            let nibble = (self.qs[word][lane] >> (8 * (v % 4) + nibble_shift)) & 0x0F;
-            let fifth = (self.fifth_bits[lane].rotate_right(FIFTH_BIT_SHIFTS[g]) >> (8 * (v % 4) + 4)) & 1;
-            (nibble | fifth << 4) as i8 - 16
-        })
-    }
-}
-
-/// A `[rows, cols]` Q5_0 matrix as panels: panel `p` holds rows `16p..16p + 16`, its blocks in order.
-#[derive(Debug)]
-pub struct Q5_0Panels {
-    rows: usize,
-    cols: usize,
-    blocks: Vec<Q5_0PanelBlock>,
-}
-
-impl Q5_0Panels {
-    /// Whether this CPU runs the panel kernels (see `Q4KPanels::supported`).
-    pub fn supported() -> bool {
-        super::Q4KPanels::supported()
+    /// Value × block scale, as the widened matrix gives it.
+    fn dequantize_row(&self, lane: usize, out: &mut Vec<f32>) {
+        out.extend(self.row_values(lane).map(|q| f32::from(q) * self.d[lane]));
     }
 
-    /// Repacks a 2-D Q5_0 `QTensor` (`[out, in]`).
-    pub fn from_qtensor(tensor: &QTensor) -> Result<Self> {
-        let (rows, cols, bytes) = super::tensor_bytes(tensor, GgmlDType::Q5_0)?;
-        Self::from_gguf_bytes(rows, cols, &bytes)
-    }
-
-    /// From GGUF Q5_0 bytes (per block: `f16 d, u32 high bits, 16 bytes of nibbles`).
-    pub fn from_gguf_bytes(rows: usize, cols: usize, bytes: &[u8]) -> Result<Self> {
-        super::check_layout(rows, cols, bytes.len(), BLOCK, GGUF_BLOCK_BYTES, GgmlDType::Q5_0)?;
-        let per_row = cols / BLOCK;
-        let mut blocks = vec![Q5_0PanelBlock::EMPTY; rows.div_ceil(PANEL_ROWS) * per_row];
-        for (r, row) in bytes.chunks_exact(per_row * GGUF_BLOCK_BYTES).enumerate() {
-            let panel = &mut blocks[r / PANEL_ROWS * per_row..][..per_row];
-            for (dst, gguf) in panel.iter_mut().zip(row.chunks_exact(GGUF_BLOCK_BYTES)) {
-                dst.set_row(r % PANEL_ROWS, gguf);
-            }
-        }
-        Ok(Self { rows, cols, blocks })
-    }
-
-    /// Output features.
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-
-    /// Input width.
-    pub fn cols(&self) -> usize {
-        self.cols
-    }
-
-    /// Panel `p`'s blocks (rows `16p..16p + 16`).
-    pub(crate) fn panel(&self, p: usize) -> &[Q5_0PanelBlock] {
-        let per_row = self.cols / BLOCK;
-        &self.blocks[p * per_row..(p + 1) * per_row]
-    }
-
-    /// Row `r` as f32 (value × block scale, as the widened matrix gives it).
-    pub fn dequantize_row(&self, r: usize) -> Vec<f32> {
-        let lane = r % PANEL_ROWS;
-        self.panel(r / PANEL_ROWS)
-            .iter()
-            .flat_map(|block| block.row_values(lane).map(|q| f32::from(q) * block.d[lane]))
-            .collect()
-    }
-
-    /// `out[i][r] = Σ_c input[i][c] · W[r][c]` with the input quantized per 32 (`input` `[m][cols]`).
-    ///
-    /// # Panics
-    /// Where the CPU lacks AVX-512 VNNI (see `supported`): there is no other kernel for this layout.
-    pub fn matmul(&self, input: &[f32], m: usize, out: &mut [f32]) {
-        assert!(Self::supported(), "Q5_0 panels need AVX-512 VNNI; widen to Q8_0Matrix on this CPU");
-        assert_eq!(input.len(), m * self.cols, "input is [m][cols]");
-        assert_eq!(out.len(), m * self.rows, "out is [m][rows]");
+    fn matmul(panels: &Panels<Self>, input: &[f32], m: usize, out: &mut [f32]) {
         #[cfg(target_arch = "x86_64")]
-        super::q8_0::with_quantized(input, self.cols, true, |acts| {
-            super::for_row_tiles(self.rows, out, |rows, out| {
-                // SAFETY: `supported` found AVX-512 VNNI; `for_row_tiles` hands out whole panels.
-                unsafe { super::k_panels_vnni::q5_0_panel_rows(self, acts, m, rows, out) }
+        super::q8_0::with_quantized(input, panels.cols(), true, |acts| {
+            super::for_row_tiles(panels.rows(), out, |rows, out| {
+                // SAFETY: `Panels::matmul` checked for AVX-512 VNNI; `for_row_tiles` hands out whole panels.
+                unsafe { super::k_panels_vnni::q5_0_panel_rows(panels, acts, m, rows, out) }
             });
         });
     }
 }
+
+/// A `[rows, cols]` Q5_0 matrix as panels.
+pub type Q5_0Panels = Panels<Q5_0PanelBlock>;

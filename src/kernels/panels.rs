@@ -1,0 +1,134 @@
+//! Weight matrices stored as panels of sixteen rows, for AVX-512 VNNI CPUs: the layout the panel kernels
+//! (`k_panels_vnni`) read directly, for a decode step as for a prefill.
+//!
+//! In a row layout a decode step spends a dozen instructions per row and block adding a register's lanes into one
+//! sum. In a panel a 512-bit register holds the same four values of sixteen rows, so one `vpdpbusd` adds four
+//! products into each of sixteen sums and nothing is added across lanes. The file is repacked once, at load, with
+//! its bit packing kept (Q4_K and Q6_K at the file's size, Q5_0 two bytes a block over it); each block type says
+//! how (`q4k_panels`, `q6k_panels`, `q5_0_panels`).
+
+use candle_core::quantized::{GgmlDType, QTensor};
+
+use crate::Result;
+
+/// Weight rows per panel: one per i32 lane of a 512-bit register.
+pub const PANEL_ROWS: usize = 16;
+
+/// One block of sixteen rows in a panel layout: its values for each row, and the product kernel.
+pub trait PanelBlock: Copy + Send + Sync + 'static {
+    /// The GGUF type it holds.
+    const TYPE: GgmlDType;
+    /// Values of one row in one block.
+    const VALUES: usize;
+    /// GGUF bytes of one row's block.
+    const FILE_BYTES: usize;
+    /// All rows zero (the lanes past a matrix's last row add nothing).
+    const EMPTY: Self;
+
+    /// Sets row `lane` from its GGUF block bytes.
+    fn set_row(&mut self, lane: usize, gguf: &[u8]);
+
+    /// Appends row `lane`'s values as f32.
+    fn dequantize_row(&self, lane: usize, out: &mut Vec<f32>);
+
+    /// `out[i][r] = Σ_c input[i][c] · W[r][c]` on the AVX-512 VNNI kernel (`Panels::matmul` checks the shapes and
+    /// the CPU).
+    fn matmul(panels: &Panels<Self>, input: &[f32], m: usize, out: &mut [f32]);
+}
+
+/// A `[rows, cols]` matrix as panels: panel `p` holds rows `16p..16p + 16`, its blocks in order.
+#[derive(Debug)]
+pub struct Panels<B> {
+    rows: usize,
+    cols: usize,
+    blocks: Vec<B>,
+}
+
+impl<B: PanelBlock> Panels<B> {
+    /// Whether this CPU runs the panel kernels (AVX-512 F, BW, VL and VNNI, not turned off by `TANDEM_KERNELS`).
+    pub fn supported() -> bool {
+        super::cpu_level() >= super::CpuLevel::Avx512Vnni
+    }
+
+    /// Repacks a 2-D `QTensor` (`[out, in]`) of the block's type.
+    pub fn from_qtensor(tensor: &QTensor) -> Result<Self> {
+        let (rows, cols, bytes) = super::tensor_bytes(tensor, B::TYPE)?;
+        Self::from_gguf_bytes(rows, cols, &bytes)
+    }
+
+    /// From GGUF bytes of the block's type, row-major.
+    pub fn from_gguf_bytes(rows: usize, cols: usize, bytes: &[u8]) -> Result<Self> {
+        super::check_layout(rows, cols, bytes.len(), B::VALUES, B::FILE_BYTES, B::TYPE)?;
+        let per_row = cols / B::VALUES;
+        let mut panels = Self::zeroed(rows, cols);
+        for (r, row) in bytes.chunks_exact(per_row * B::FILE_BYTES).enumerate() {
+            for (dst, gguf) in panels.panel_mut(r / PANEL_ROWS).iter_mut().zip(row.chunks_exact(B::FILE_BYTES)) {
+                dst.set_row(r % PANEL_ROWS, gguf);
+            }
+        }
+        Ok(panels)
+    }
+
+    /// A `[rows, cols]` matrix of zeros (`cols` a multiple of the block's values).
+    pub(super) fn zeroed(rows: usize, cols: usize) -> Self {
+        Self { rows, cols, blocks: vec![B::EMPTY; rows.div_ceil(PANEL_ROWS) * (cols / B::VALUES)] }
+    }
+
+    /// Output features.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Input width.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Panel `p`'s blocks (rows `16p..16p + 16`).
+    pub(crate) fn panel(&self, p: usize) -> &[B] {
+        let per_row = self.cols / B::VALUES;
+        &self.blocks[p * per_row..(p + 1) * per_row]
+    }
+
+    pub(super) fn panel_mut(&mut self, p: usize) -> &mut [B] {
+        let per_row = self.cols / B::VALUES;
+        &mut self.blocks[p * per_row..(p + 1) * per_row]
+    }
+
+    /// Row `r` as f32.
+    pub fn dequantize_row(&self, r: usize) -> Vec<f32> {
+        let mut values = Vec::with_capacity(self.cols);
+        for block in self.panel(r / PANEL_ROWS) {
+            block.dequantize_row(r % PANEL_ROWS, &mut values);
+        }
+        values
+    }
+
+    /// `out[i][r] = Σ_c input[i][c] · W[r][c]` with the input quantized as the block type's kernel wants it
+    /// (`input` `[m][cols]`).
+    ///
+    /// # Panics
+    /// Where the CPU lacks AVX-512 VNNI (see `supported`): there is no other kernel for this layout.
+    pub fn matmul(&self, input: &[f32], m: usize, out: &mut [f32]) {
+        assert!(Self::supported(), "{:?} panels need AVX-512 VNNI; load the row layout on this CPU", B::TYPE);
+        assert_eq!(input.len(), m * self.cols, "input is [m][cols]");
+        assert_eq!(out.len(), m * self.rows, "out is [m][rows]");
+        B::matmul(self, input, m, out);
+    }
+}
+
+/// Runs `panel_rows(rows, out)` for every panel on the CPU pool, K-quant activations (per 256) quantized first.
+#[cfg(target_arch = "x86_64")]
+pub(super) fn k_quant_product<B: PanelBlock>(
+    panels: &Panels<B>,
+    input: &[f32],
+    out: &mut [f32],
+    panel_rows: impl Fn(&super::k_acts::KActivations, std::ops::Range<usize>, &mut [f32]) + Sync,
+) {
+    super::k_acts::K_ACTIVATIONS.with(|cell| {
+        let mut acts = cell.borrow_mut();
+        acts.quantize(input, panels.cols());
+        let acts = &*acts;
+        super::for_row_tiles(panels.rows(), out, |rows, out| panel_rows(acts, rows, out));
+    });
+}
