@@ -8,7 +8,7 @@ use rstest::rstest;
 use tandem::kernels::kquants::{self, Q4KMatrix, Q6KMatrix};
 use tandem::kernels::q5_0::{self, Q5_0Matrix};
 use tandem::kernels::q8_0::{reference_matmul, Q8_0Matrix};
-use tandem::kernels::{cpu_level, CpuLevel, Q4KPanels, Q5_0Panels, QLinear};
+use tandem::kernels::{cpu_level, CpuLevel, Q4KPanels, Q5_0Panels, Q6KPanels, QLinear};
 
 fn random_values(n: usize, seed: u64) -> Vec<f32> {
     let mut rng = StdRng::seed_from_u64(seed);
@@ -109,13 +109,13 @@ fn q8_0_weights_take_our_kernel_where_the_cpu_has_one() {
     let q6k = QLinear::new(QTensor::quantize(&dense, GgmlDType::Q6K).unwrap()).unwrap();
     let ours = cpu_level() >= CpuLevel::Avx2;
     assert_eq!(q8.kernel_name(), if ours { "tandem-q8_0" } else { "candle" });
-    let q4k_kernel = match cpu_level() {
-        CpuLevel::Avx512Vnni => "tandem-q4_k-panels",
-        CpuLevel::Avx2 => "tandem-q4_k",
-        CpuLevel::Portable => "candle",
+    let (q4k_kernel, q6k_kernel) = match cpu_level() {
+        CpuLevel::Avx512Vnni => ("tandem-q4_k-panels", "tandem-q6_k-panels"),
+        CpuLevel::Avx2 => ("tandem-q4_k", "tandem-q6_k"),
+        CpuLevel::Portable => ("candle", "candle"),
     };
     assert_eq!(q4k.kernel_name(), q4k_kernel);
-    assert_eq!(q6k.kernel_name(), if ours { "tandem-q6_k" } else { "candle" });
+    assert_eq!(q6k.kernel_name(), q6k_kernel);
     assert_eq!(q4.kernel_name(), "candle", "types without a kernel of ours stay on candle's");
 }
 
@@ -238,12 +238,15 @@ fn k_quants_unpack_to_candles_values(#[case] dtype: GgmlDType) {
     for r in 0..rows {
         assert_eq!(rows_of(r), expected[r * cols..(r + 1) * cols], "row {r}");
     }
-    if dtype == GgmlDType::Q4K {
-        // The panel layout gives back every row of its panels, the last one partly filled.
-        let panels = Q4KPanels::from_qtensor(&q).unwrap();
-        for r in 0..rows {
-            assert_eq!(panels.dequantize_row(r), expected[r * cols..(r + 1) * cols], "panel row {r}");
+    // The panel layouts give back every row of their panels, the last one partly filled.
+    let panel_rows = |r: usize| -> Vec<f32> {
+        match dtype {
+            GgmlDType::Q4K => Q4KPanels::from_qtensor(&q).unwrap().dequantize_row(r),
+            _ => Q6KPanels::from_qtensor(&q).unwrap().dequantize_row(r),
         }
+    };
+    for r in 0..rows {
+        assert_eq!(panel_rows(r), expected[r * cols..(r + 1) * cols], "panel row {r}");
     }
 }
 
@@ -288,13 +291,18 @@ fn assert_k_quant_kernels_match(q4: &Q4KMatrix, q6: &Q6KMatrix, input: &[f32], m
         Q4KPanels::from_rows(q4).matmul(input, m, &mut fast);
         let err = relative_error(&fast, &q4_reference);
         assert!(err < 1e-4, "Q4_K panels {}x{}, m={m}: relative error {err}", q4.rows(), q4.cols());
+        let mut fast = vec![f32::NAN; m * q6.rows()];
+        Q6KPanels::from_rows(q6).matmul(input, m, &mut fast);
+        let err = relative_error(&fast, &q6_reference);
+        assert!(err < 1e-4, "Q6_K panels {}x{}, m={m}: relative error {err}", q6.rows(), q6.cols());
     }
 }
 
 /// A batched product equals one-row products bit for bit at every kernel level: a drafted token's logits, checked
 /// in a batch, must be the ones a one-token pass gives, or speculative decoding could change the output. The
-/// 40-row matrices take the AVX-512 panel kernels for two tiles of rows and the row kernels for the rest (Q4_K
-/// panels for all 40, the last panel half full); the Q8_0 one of width 1568 ends in an odd block.
+/// 40-row matrices take, on AVX-512 VNNI CPUs, the Q8_0 panel kernel for two tiles of rows and the row kernel for
+/// the rest, and the stored panels (Q4_K, Q6_K, Q5_0) for all 40, the last panel half full; the Q8_0 and Q5_0
+/// ones of width 1568 end in an odd block.
 #[test]
 fn batches_equal_single_rows_bit_for_bit() {
     let (rows, m) = (40, 11);
@@ -302,6 +310,7 @@ fn batches_equal_single_rows_bit_for_bit() {
     let q6 = Q6KMatrix::from_qtensor(&candle_weights(rows, 1536, GgmlDType::Q6K, 23).0).unwrap();
     let q8 = Q8_0Matrix::quantize(rows, 1568, &random_values(rows * 1568, 24));
     let q4_panels = Q4KPanels::from_rows(&q4);
+    let q6_panels = Q6KPanels::from_rows(&q6);
     let (q5, _) = candle_weights(rows, 1568, GgmlDType::Q5_0, 25);
     let q5_panels = Q5_0Panels::from_qtensor(&q5).unwrap();
     for level in cpu_level().with_lower_levels() {
@@ -312,6 +321,7 @@ fn batches_equal_single_rows_bit_for_bit() {
         ];
         if level == CpuLevel::Avx512Vnni {
             products.push(("Q4_K panels", 1536, Box::new(|x, m, out| q4_panels.matmul(x, m, out))));
+            products.push(("Q6_K panels", 1536, Box::new(|x, m, out| q6_panels.matmul(x, m, out))));
             products.push(("Q5_0 panels", 1568, Box::new(|x, m, out| q5_panels.matmul(x, m, out))));
         }
         for (name, cols, product) in products {

@@ -1,61 +1,39 @@
 //! AVX-512 VNNI panel kernels: sixteen weight rows side by side, so one `vpdpbusd` adds four products into each
-//! of sixteen rows' sums. Q4_K for any number of activation rows; Q6_K and Q8_0 for many (prefill).
+//! of sixteen rows' sums. Q4_K, Q6_K and Q5_0 for any number of activation rows; Q8_0 for many (prefill).
 //!
-//! The row-at-a-time kernels (`kquants_vnni`) spend two instructions per 64 products and, for every
-//! weight row, super-block and activation row, a dozen more on scales, offsets and sums. Here a 512-bit register
-//! holds the same four bytes of sixteen weight rows, and the activations' four bytes are broadcast from memory:
-//! one instruction per 64 products, and the per-sub-block work is shared by sixteen rows.
+//! A row-at-a-time kernel spends two instructions per 64 products and, for every weight row, block and
+//! activation row, a dozen more on scales, offsets and adding a register's lanes into one sum. Here a 512-bit
+//! register holds the same four values of sixteen weight rows, and the activations' four bytes are broadcast from
+//! memory: one instruction per 64 products, and the per-block work is shared by sixteen rows.
 //!
-//! Q4_K weights are stored as panels from the load on (`Q4KPanels`), and this kernel runs them for any number of
-//! activation rows, a decode step included. For Q6_K and Q8_0 no second copy of the weights is kept: each pool
-//! work item (16 rows) repacks its rows into a thread-local panel, then runs every activation row past it.
-//! - Q6_K values are split over two arrays, so the repack joins them into bytes (0–63) first.
-//! - Q8_0 bytes get 128 added (`vpdpbusd` wants its weights unsigned); the activations' block sums times 128
-//!   (`QuantizedRows::offsets`) take it back out.
+//! Q4_K, Q6_K and Q5_0 weights are stored as panels from the load on (`panels`), in their files' bit packing;
+//! the kernels rebuild bytes from nibbles and top bits as they go (Q6_K, for eight or more activation rows, once
+//! per work item into a thread-local buffer). Q8_0 weights stay in rows: for eight or more activation rows each
+//! pool work item (16 rows) repacks its rows into a thread-local panel, bytes plus 128 (`vpdpbusd` wants its
+//! weights unsigned), and the activations' block sums times 128 (`QuantizedRows::offsets`) take it back out.
 //!
-//! Every (super-)block's integer dot product is exact, and the f32 steps that scale and add them are the row
-//! kernels' steps in the row kernels' order (K-quants: fused multiply-adds super-block by super-block; Q8_0: four
-//! sums by block index mod 4), so that any batch gives a row the bits it gets alone.
+//! Every (super-)block's integer dot product is exact, and the f32 steps that scale and add them are the same for
+//! any number of activation rows (K-quants: fused multiply-adds super-block by super-block; Q8_0 and Q5_0: four
+//! sums by block index mod 4, as the Q8_0 row kernel adds them), so that any batch gives a row the bits it gets
+//! alone.
 
 use std::arch::x86_64::*;
 use std::cell::RefCell;
 use std::ops::Range;
 
 use super::k_acts::{KActivations, SUPER};
-use super::kquants::Q6KMatrix;
-use super::kquants_vnni::{dpwssd, q6k_half};
 pub(super) use super::panels::PANEL_ROWS;
 use super::q4k_panels::{Q4KPanelBlock, Q4KPanels};
 use super::q5_0_panels::{Q5_0PanelBlock, Q5_0Panels, FIFTH_BIT_SHIFTS};
+use super::q6k_panels::{Q6KPanelBlock, Q6KPanels};
 use super::q8_0::{Q8_0Matrix, QuantizedRows, BLOCK};
 
-/// Fewest activation rows for which a Q6_K or Q8_0 panel pays for its repack (below it, the row kernels run).
+/// Fewest activation rows for which a Q8_0 panel pays for its repack (below it, the row kernel runs), and a Q6_K
+/// panel for unpacking its values to bytes first.
 pub(super) const MIN_ACT_ROWS: usize = 8;
 
 /// Activation rows that pass the panel together (their sums stay in registers).
 const TILE_ACTS: usize = 4;
-
-/// One Q6_K super-block of sixteen weight rows.
-#[repr(C, align(64))]
-#[derive(Clone, Copy)]
-struct Q6KPanelBlock {
-    /// Values `4i..4i + 4` (unsigned, 0–63) of every row in word `i`.
-    qs: [[u32; PANEL_ROWS]; 64],
-    /// Scales of the sixteen groups of 16.
-    scales: [[i32; PANEL_ROWS]; 16],
-    /// Scales of groups `2p` and `2p + 1` as an i16 pair, for `vpdpwssd` against the activations' sums of 16.
-    scale_pairs: [[i32; PANEL_ROWS]; 8],
-    d: [f32; PANEL_ROWS],
-}
-
-impl Q6KPanelBlock {
-    const EMPTY: Self = Self {
-        qs: [[0; PANEL_ROWS]; 64],
-        scales: [[0; PANEL_ROWS]; 16],
-        scale_pairs: [[0; PANEL_ROWS]; 8],
-        d: [0.0; PANEL_ROWS],
-    };
-}
 
 /// One Q8_0 block (32 values) of sixteen weight rows.
 #[repr(C, align(64))]
@@ -72,8 +50,9 @@ impl Q8_0PanelBlock {
 
 thread_local! {
     /// The current work item's panels, reused across matmuls.
-    static Q6K_PANEL: RefCell<Vec<Q6KPanelBlock>> = const { RefCell::new(Vec::new()) };
     static Q8_0_PANEL: RefCell<Vec<Q8_0PanelBlock>> = const { RefCell::new(Vec::new()) };
+    /// The current work item's Q6_K values as bytes.
+    static Q6K_BYTES: RefCell<Vec<Q6KBytes>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Runs `tile::<N>(i)` for every activation row `i`, up to `TILE_ACTS` at a time.
@@ -118,26 +97,32 @@ pub(super) unsafe fn q5_0_panel_rows(
     for_act_tiles!(m, q5_0_tile, w.panel(panel), w, acts, out, panel * PANEL_ROWS, lanes);
 }
 
+/// Output columns `rows` (one panel) for the `m` activation rows.
+///
+/// # Safety
+/// The CPU must support AVX-512 F, BW, VL and VNNI.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
+pub(super) unsafe fn q6k_panel_rows(w: &Q6KPanels, acts: &KActivations, m: usize, rows: Range<usize>, out: &mut [f32]) {
+    let (panel, lanes) = panel_of(rows, w.rows());
+    if m < MIN_ACT_ROWS {
+        for_act_tiles!(m, q6k_tile, w.panel(panel), w, acts, out, panel * PANEL_ROWS, lanes);
+        return;
+    }
+    // Many activation rows: the values are unpacked to bytes once, not once per tile of activation rows.
+    Q6K_BYTES.with(|cell| {
+        let mut bytes = cell.borrow_mut();
+        bytes.clear();
+        bytes.extend(w.panel(panel).iter().map(|block| q6k_bytes(block)));
+        for_act_tiles!(m, q6k_bytes_tile, w.panel(panel), &bytes, w, acts, out, panel * PANEL_ROWS, lanes);
+    });
+}
+
 /// The panel that output columns `rows` make up, and a mask of its lanes that hold rows of the matrix.
 fn panel_of(rows: Range<usize>, n_rows: usize) -> (usize, __mmask16) {
     assert!(rows.start.is_multiple_of(PANEL_ROWS) && rows.len() <= PANEL_ROWS && rows.end <= n_rows);
     // The last panel of a matrix whose rows are not a multiple of 16 stores only its own lanes.
     let lanes = if rows.len() == PANEL_ROWS { !0 } else { (1 << rows.len()) - 1 };
     (rows.start / PANEL_ROWS, lanes)
-}
-
-/// Output columns `first..first + 16` for the `m` activation rows.
-///
-/// # Safety
-/// The CPU must support AVX-512 F, BW, VL and VNNI; `first + 16 <= w.rows()`.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
-pub(super) unsafe fn q6k_panel_rows(w: &Q6KMatrix, acts: &KActivations, m: usize, first: usize, out: &mut [f32]) {
-    debug_assert!(first + PANEL_ROWS <= w.rows());
-    Q6K_PANEL.with(|cell| {
-        let mut panel = cell.borrow_mut();
-        repack_q6k(w, first, &mut panel);
-        for_act_tiles!(m, q6k_tile, &panel, w, acts, out, first);
-    });
 }
 
 /// Output columns `first..first + 16` for the `m` activation rows.
@@ -178,43 +163,6 @@ unsafe fn repack_q8_0(w: &Q8_0Matrix, first: usize, panel: &mut Vec<Q8_0PanelBlo
             for lane in 0..PANEL_ROWS {
                 dst.d[lane] = w.row_scales(first + lane)[b + half];
             }
-        }
-    }
-}
-
-/// Rows `first..first + 16` of `w`, super-block by super-block.
-///
-/// # Safety
-/// The CPU must support AVX-512 F, BW, VL and VNNI.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
-unsafe fn repack_q6k(w: &Q6KMatrix, first: usize, panel: &mut Vec<Q6KPanelBlock>) {
-    panel.resize(w.cols() / SUPER, Q6KPanelBlock::EMPTY);
-    let rows: [_; PANEL_ROWS] = std::array::from_fn(|lane| w.row(first + lane));
-    // Each row's 256 values as bytes, then transposed 64 bytes (16 words) at a time.
-    let mut values = [[_mm512_setzero_si512(); 4]; PANEL_ROWS];
-    for (b, dst) in panel.iter_mut().enumerate() {
-        for (lane, row) in rows.iter().enumerate() {
-            let block = &row[b];
-            for h in 0..2 {
-                let [low, high] = q6k_half(block, h);
-                values[lane][2 * h] = low;
-                values[lane][2 * h + 1] = high;
-            }
-            for (g, &scale) in block.scales.iter().enumerate() {
-                dst.scales[g][lane] = i32::from(scale);
-            }
-            for p in 0..8 {
-                let pair = [block.scales[2 * p], block.scales[2 * p + 1]].map(|s| i16::from(s) as u16);
-                dst.scale_pairs[p][lane] = (u32::from(pair[0]) | u32::from(pair[1]) << 16) as i32;
-            }
-            dst.d[lane] = block.d;
-        }
-        for quarter in 0..4 {
-            let mut words = [_mm512_setzero_si512(); PANEL_ROWS];
-            for (word, row) in words.iter_mut().zip(&values) {
-                *word = row[quarter];
-            }
-            store_transposed(words, &mut dst.qs[16 * quarter..16 * quarter + 16]);
         }
     }
 }
@@ -355,14 +303,18 @@ unsafe fn lane_byte(v: __m512i, k: usize, paired: bool) -> __m512i {
     _mm512_shuffle_epi8(v, _mm512_broadcast_i32x4(_mm_setr_epi32(control(0), control(1), control(2), control(3))))
 }
 
-/// `out[i0 + j][first..first + 16]` for `j < N`.
+/// `out[i0 + j][first..first + 16]` for `j < N`, the lanes in `lanes` only.
+///
+/// Per super-block and row: the exact integer dot product `Σ_g scale_g · Σ (q − 32) · a`, then `sum += dot · (d ·
+/// d_a)`, fused. As for Q4_K, a row gets the same bits in any batch.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
 unsafe fn q6k_tile<const N: usize>(
     panel: &[Q6KPanelBlock],
-    w: &Q6KMatrix,
+    w: &Q6KPanels,
     acts: &KActivations,
     out: &mut [f32],
     first: usize,
+    lanes: __mmask16,
     i0: usize,
 ) {
     let k = w.cols();
@@ -373,21 +325,136 @@ unsafe fn q6k_tile<const N: usize>(
     let mut sums = [_mm512_setzero_ps(); N];
     for (b, block) in panel.iter().enumerate() {
         let mut dots = [_mm512_setzero_si512(); N];
+        for h in 0..2 {
+            for quarter in 0..2 {
+                // Words t = 4 · quarter..+4 of half h: part p (values 128h + 32p + 4t..) lies in group
+                // 8h + 2p + quarter, one chain per part and activation row.
+                let mut parts = [[_mm512_setzero_si512(); 4]; N];
+                for t in 4 * quarter..4 * quarter + 4 {
+                    let values = q6k_values(block, 8 * h + t);
+                    for j in 0..N {
+                        let a = a_rows[j].0.as_ptr().add(b * SUPER + 128 * h + 4 * t);
+                        for (p, &v) in values.iter().enumerate() {
+                            parts[j][p] = _mm512_dpbusd_epi32(parts[j][p], v, broadcast_word(a.add(32 * p)));
+                        }
+                    }
+                }
+                // Group 8h + 2p + quarter's scale: the low (quarter 0) or high i16 of pair 4h + p, sign-extended.
+                let scales: [__m512i; 4] = std::array::from_fn(|p| {
+                    let pair = q6k_scale_pair(block, 4 * h + p);
+                    let high = if quarter == 0 { _mm512_slli_epi32(pair, 16) } else { pair };
+                    _mm512_srai_epi32(high, 16)
+                });
+                for (dot, parts) in dots.iter_mut().zip(&parts) {
+                    for (&part, &scale) in parts.iter().zip(&scales) {
+                        *dot = _mm512_add_epi32(*dot, _mm512_mullo_epi32(part, scale));
+                    }
+                }
+            }
+        }
+        for j in 0..N {
+            sums[j] = q6k_step(block, dots[j], a_rows[j].2[b * SUPER / 16..].as_ptr(), a_rows[j].1[b], sums[j]);
+        }
+    }
+    let n_out = w.rows();
+    for (j, sum) in sums.iter().enumerate() {
+        _mm512_mask_storeu_ps(out.as_mut_ptr().add((i0 + j) * n_out + first), lanes, *sum);
+    }
+}
+
+/// One Q6_K super-block's step for one activation row: `sum + (dot − 32 · Σ_g scale_g · sums16_g) · (d · d_a)`,
+/// fused (the weights are q − 32, so 32 · Σ_g scale_g · (sum of group g's activations) comes off the exact dot).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
+unsafe fn q6k_step(block: &Q6KPanelBlock, dot: __m512i, sums16: *const i16, da: f32, sum: __m512) -> __m512 {
+    let mut offset = _mm512_setzero_si512();
+    for p in 0..8 {
+        dpwssd(&mut offset, q6k_scale_pair(block, p), broadcast_word(sums16.add(2 * p) as *const i8));
+    }
+    let dot = _mm512_sub_epi32(dot, _mm512_slli_epi32(offset, 5));
+    let d = _mm512_cvtph_ps(_mm256_loadu_si256(block.d.as_ptr() as *const __m256i));
+    _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(d, _mm512_set1_ps(da)), sum)
+}
+
+/// One Q6_K super-block of sixteen rows with its values as bytes (0–63): word `i` holds values `4i..4i + 4` of
+/// every row.
+#[repr(C, align(64))]
+struct Q6KBytes {
+    qs: [[u32; PANEL_ROWS]; 64],
+}
+
+/// The four sets of values that words `s = 8h + t` of a Q6_K panel block hold, as bytes: values `128h + 32p +
+/// 4t..+4` in register `p`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn q6k_values(block: &Q6KPanelBlock, s: usize) -> [__m512i; 4] {
+    let (low4, top2) = (_mm512_set1_epi8(0x0F), _mm512_set1_epi8(0x30));
+    let [ql0, ql1, qh] = block.words[s].map(|word| _mm512_loadu_si512(word.as_ptr() as *const __m512i));
+    // Low nibble | top two bits moved to bits 4–5, by one ternary logic op: a | (b & c).
+    let join = |nibbles: __m512i, tops: __m512i| {
+        _mm512_ternarylogic_epi32::<0xF8>(_mm512_and_si512(nibbles, low4), tops, top2)
+    };
+    [
+        join(ql0, _mm512_slli_epi32(qh, 4)),
+        join(ql1, _mm512_slli_epi32(qh, 2)),
+        join(_mm512_srli_epi32(ql0, 4), qh),
+        join(_mm512_srli_epi32(ql1, 4), _mm512_srli_epi32(qh, 2)),
+    ]
+}
+
+/// A Q6_K panel block's values as bytes.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn q6k_bytes(block: &Q6KPanelBlock) -> Q6KBytes {
+    let mut bytes = Q6KBytes { qs: [[0; PANEL_ROWS]; 64] };
+    for s in 0..16 {
+        let (h, t) = (s / 8, s % 8);
+        for (p, values) in q6k_values(block, s).into_iter().enumerate() {
+            _mm512_store_si512(bytes.qs[32 * h + 8 * p + t].as_mut_ptr() as *mut __m512i, values);
+        }
+    }
+    bytes
+}
+
+/// `q6k_tile` on values unpacked to bytes (`bytes[b]` for `panel[b]`): the same exact integers and f32 steps, so
+/// the same bits.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn q6k_bytes_tile<const N: usize>(
+    panel: &[Q6KPanelBlock],
+    bytes: &[Q6KBytes],
+    w: &Q6KPanels,
+    acts: &KActivations,
+    out: &mut [f32],
+    first: usize,
+    lanes: __mmask16,
+    i0: usize,
+) {
+    let k = w.cols();
+    let mut a_rows = [(&[][..], &[][..], &[][..]); N];
+    for (j, row) in a_rows.iter_mut().enumerate() {
+        *row = acts.row(i0 + j, k);
+    }
+    let mut sums = [_mm512_setzero_ps(); N];
+    for (b, (block, values)) in panel.iter().zip(bytes).enumerate() {
+        let mut dots = [_mm512_setzero_si512(); N];
         for g in (0..16).step_by(2) {
             // Groups g and g + 1 in two chains per activation row.
             let mut first_group = [_mm512_setzero_si512(); N];
             let mut second_group = [_mm512_setzero_si512(); N];
             for t in 0..4 {
-                let q0 = _mm512_load_si512(block.qs[4 * g + t].as_ptr() as *const __m512i);
-                let q1 = _mm512_load_si512(block.qs[4 * g + 4 + t].as_ptr() as *const __m512i);
+                let q0 = _mm512_load_si512(values.qs[4 * g + t].as_ptr() as *const __m512i);
+                let q1 = _mm512_load_si512(values.qs[4 * g + 4 + t].as_ptr() as *const __m512i);
                 for j in 0..N {
                     let a = a_rows[j].0.as_ptr().add(b * SUPER + 16 * g + 4 * t);
                     first_group[j] = _mm512_dpbusd_epi32(first_group[j], q0, broadcast_word(a));
                     second_group[j] = _mm512_dpbusd_epi32(second_group[j], q1, broadcast_word(a.add(16)));
                 }
             }
-            let scale0 = _mm512_load_si512(block.scales[g].as_ptr() as *const __m512i);
-            let scale1 = _mm512_load_si512(block.scales[g + 1].as_ptr() as *const __m512i);
+            // The pair's low and high i16, sign-extended.
+            let pair = q6k_scale_pair(block, g / 2);
+            let scale0 = _mm512_srai_epi32(_mm512_slli_epi32(pair, 16), 16);
+            let scale1 = _mm512_srai_epi32(pair, 16);
             for j in 0..N {
                 let scaled = _mm512_add_epi32(
                     _mm512_mullo_epi32(first_group[j], scale0),
@@ -396,23 +463,13 @@ unsafe fn q6k_tile<const N: usize>(
                 dots[j] = _mm512_add_epi32(dots[j], scaled);
             }
         }
-        let d = _mm512_load_ps(block.d.as_ptr());
         for j in 0..N {
-            // The weights are q − 32: take 32 · Σ_g scale[g] · (sum of group g's activations).
-            let mut offset = _mm512_setzero_si512();
-            let sums16 = a_rows[j].2.as_ptr().add(b * SUPER / 16);
-            for p in 0..8 {
-                let pairs = _mm512_load_si512(block.scale_pairs[p].as_ptr() as *const __m512i);
-                dpwssd(&mut offset, pairs, broadcast_word(sums16.add(2 * p) as *const i8));
-            }
-            let dot = _mm512_sub_epi32(dots[j], _mm512_slli_epi32(offset, 5));
-            let da = _mm512_set1_ps(a_rows[j].1[b]);
-            sums[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(d, da), sums[j]);
+            sums[j] = q6k_step(block, dots[j], a_rows[j].2[b * SUPER / 16..].as_ptr(), a_rows[j].1[b], sums[j]);
         }
     }
     let n_out = w.rows();
     for (j, sum) in sums.iter().enumerate() {
-        _mm512_storeu_ps(out.as_mut_ptr().add((i0 + j) * n_out + first), *sum);
+        _mm512_mask_storeu_ps(out.as_mut_ptr().add((i0 + j) * n_out + first), lanes, *sum);
     }
 }
 
@@ -552,6 +609,28 @@ unsafe fn rotate_right(v: __m512i, bits: u32) -> __m512i {
         30 => _mm512_ror_epi32::<30>(v),
         _ => _mm512_ror_epi32::<31>(v),
     }
+}
+
+/// The scales of groups `2p` and `2p + 1` as the i16 halves of each lane (loaded where used: held in registers
+/// across the super-block, the eight spilled the activation tile's sums).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn q6k_scale_pair(block: &Q6KPanelBlock, p: usize) -> __m512i {
+    _mm512_cvtepi8_epi16(_mm256_loadu_si256(block.scale_pairs[p].as_ptr() as *const __m256i))
+}
+
+/// `acc += vpdpwssd(pairs, scales)`. Written as the instruction itself: LLVM's generic tuning splits the
+/// intrinsic into `vpmaddwd` + `vpaddd`, two instructions where the CPU has one.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")]
+unsafe fn dpwssd(acc: &mut __m512i, pairs: __m512i, scales: __m512i) {
+    std::arch::asm!(
+        "vpdpwssd {acc}, {pairs}, {scales}",
+        acc = inout(zmm_reg) *acc,
+        pairs = in(zmm_reg) pairs,
+        scales = in(zmm_reg) scales,
+        options(pure, nomem, nostack),
+    );
 }
 
 /// The four bytes at `at` in every 32-bit lane.

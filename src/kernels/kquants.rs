@@ -52,7 +52,7 @@ pub type Q6KMatrix = KMatrix<Q6KBlock>;
 type RowsKernel<B> = unsafe fn(&KMatrix<B>, &KActivations, usize, std::ops::Range<usize>, &mut [f32]);
 
 pub(super) const Q4K_FILE_BYTES: usize = 144;
-const Q6K_FILE_BYTES: usize = 210;
+pub(super) const Q6K_FILE_BYTES: usize = 210;
 
 impl<B> KMatrix<B> {
     /// Output features.
@@ -208,25 +208,7 @@ impl Q6KMatrix {
 
     /// Row `r` as f32.
     pub fn dequantize_row(&self, r: usize) -> Vec<f32> {
-        let mut values = vec![0f32; self.cols];
-        for (block, out) in self.row(r).iter().zip(values.chunks_exact_mut(SUPER)) {
-            for h in 0..2 {
-                let (ql, qh) = (&block.ql[64 * h..64 * h + 64], &block.qh[32 * h..32 * h + 32]);
-                for l in 0..32 {
-                    let q = [
-                        (ql[l] & 0x0F) | ((qh[l] & 3) << 4),
-                        (ql[l + 32] & 0x0F) | (((qh[l] >> 2) & 3) << 4),
-                        (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4),
-                        (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4),
-                    ];
-                    for (part, &q) in q.iter().enumerate() {
-                        let at = 128 * h + 32 * part + l;
-                        out[at] = block.d * f32::from(block.scales[at / 16]) * (f32::from(q) - 32.0);
-                    }
-                }
-            }
-        }
-        values
+        dequantize_q6k_blocks(self.row(r))
     }
 
     /// `out[i][r] = Σ_c input[i][c] · W[r][c]` with the input quantized per 256 (`input` `[m][cols]`).
@@ -236,18 +218,41 @@ impl Q6KMatrix {
 
     /// `matmul` on the kernel for `level` (at most `cpu_level()`: tests run every kernel the CPU can).
     pub fn matmul_at(&self, level: super::CpuLevel, input: &[f32], m: usize, out: &mut [f32]) {
+        // As for Q4_K: AVX-512 VNNI CPUs load Q6_K weights as panels (`Q6KPanels`).
         let fast: Option<RowsKernel<Q6KBlock>> = match level {
             #[cfg(target_arch = "x86_64")]
-            super::CpuLevel::Avx512Vnni => Some(super::kquants_vnni::q6k_rows),
-            #[cfg(target_arch = "x86_64")]
-            super::CpuLevel::Avx2 => Some(super::kquants_avx2::q6k_rows),
+            super::CpuLevel::Avx512Vnni | super::CpuLevel::Avx2 => Some(super::kquants_avx2::q6k_rows),
             _ => None,
         };
         self.matmul_by(level, input, m, out, fast, Self::dequantize_row);
     }
 }
 
-fn unpack_q6k(bytes: &[u8]) -> Q6KBlock {
+/// Super-blocks as f32 values, in order.
+pub(super) fn dequantize_q6k_blocks(blocks: &[Q6KBlock]) -> Vec<f32> {
+    let mut values = vec![0f32; blocks.len() * SUPER];
+    for (block, out) in blocks.iter().zip(values.chunks_exact_mut(SUPER)) {
+        for h in 0..2 {
+            let (ql, qh) = (&block.ql[64 * h..64 * h + 64], &block.qh[32 * h..32 * h + 32]);
+            for l in 0..32 {
+                let q = [
+                    (ql[l] & 0x0F) | ((qh[l] & 3) << 4),
+                    (ql[l + 32] & 0x0F) | (((qh[l] >> 2) & 3) << 4),
+                    (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4),
+                    (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4),
+                ];
+                for (part, &q) in q.iter().enumerate() {
+                    let at = 128 * h + 32 * part + l;
+                    out[at] = block.d * f32::from(block.scales[at / 16]) * (f32::from(q) - 32.0);
+                }
+            }
+        }
+    }
+    values
+}
+
+/// A GGUF Q6_K block (210 bytes) in our layout.
+pub(super) fn unpack_q6k(bytes: &[u8]) -> Q6KBlock {
     let mut block = Q6KBlock { d: f16_at(bytes, 208), scales: [0; 16], ql: [0; 128], qh: [0; 64] };
     block.ql.copy_from_slice(&bytes[..128]);
     block.qh.copy_from_slice(&bytes[128..192]);

@@ -15,14 +15,14 @@ use super::k_acts::{KActivations, SUPER};
 use super::kquants::{Q4KBlock, Q4KMatrix, Q6KBlock, Q6KMatrix};
 
 /// Activation rows per tile.
-pub(super) const TILE_ACTS: usize = 4;
+const TILE_ACTS: usize = 4;
 
 /// Activation rows that meet the same weight rows before moving on: 8 rows of 1536 int8 values and 16 weight
 /// rows of 1536 Q4_K values together fit a 32 KiB L1 cache.
-pub(super) const ACT_BLOCK: usize = 8;
+const ACT_BLOCK: usize = 8;
 
 /// Runs `tile::<N>(r, i)` over weight rows `rows` and every activation row, four at a time, in blocks of
-/// `ACT_BLOCK` activation rows (the AVX2 and the VNNI kernels walk their tiles alike).
+/// `ACT_BLOCK` activation rows.
 macro_rules! for_tiles {
     ($rows:expr, $m:expr, $tile:ident, $($arg:expr),*) => {
         let mut block = 0;
@@ -44,7 +44,6 @@ macro_rules! for_tiles {
         }
     };
 }
-pub(super) use for_tiles;
 
 /// Q4_K output columns `rows` for the `m` activation rows.
 ///
@@ -168,7 +167,7 @@ unsafe fn q6k_tile<const N: usize>(w: &Q6KMatrix, acts: &KActivations, out: &mut
 /// A Q4_K block's eight minimums as i16.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn q4k_mins(block: &Q4KBlock) -> __m128i {
+unsafe fn q4k_mins(block: &Q4KBlock) -> __m128i {
     _mm_cvtepu8_epi16(_mm_loadl_epi64(block.mins.as_ptr() as *const __m128i))
 }
 
@@ -177,7 +176,7 @@ pub(super) unsafe fn q4k_mins(block: &Q4KBlock) -> __m128i {
 /// activations' sums of 16 at `sums16`.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn q4k_min_term(block: &Q4KBlock, mins: __m128i, sums16: *const i16, da: f32, acc: __m128) -> __m128 {
+unsafe fn q4k_min_term(block: &Q4KBlock, mins: __m128i, sums16: *const i16, da: f32, acc: __m128) -> __m128 {
     let s16 = sums16 as *const __m128i;
     let s32 = _mm_hadd_epi16(_mm_loadu_si128(s16), _mm_loadu_si128(s16.add(1)));
     let weighted = _mm_cvtepi32_ps(_mm_madd_epi16(mins, s32));
@@ -187,7 +186,7 @@ pub(super) unsafe fn q4k_min_term(block: &Q4KBlock, mins: __m128i, sums16: *cons
 /// A Q6_K block's sixteen scales as i16.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn q6k_scales16(block: &Q6KBlock) -> __m256i {
+unsafe fn q6k_scales16(block: &Q6KBlock) -> __m256i {
     _mm256_cvtepi8_epi16(_mm_loadu_si128(block.scales.as_ptr() as *const __m128i))
 }
 
@@ -195,13 +194,7 @@ pub(super) unsafe fn q6k_scales16(block: &Q6KBlock) -> __m256i {
 /// `32 · d · d_a · Σ_g scale_g · (sum of the activations of group g)`, from the sums of 16 at `sums16`.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn q6k_offset_term(
-    block: &Q6KBlock,
-    scales: __m256i,
-    sums16: *const i16,
-    da: f32,
-    acc: __m256,
-) -> __m256 {
+unsafe fn q6k_offset_term(block: &Q6KBlock, scales: __m256i, sums16: *const i16, da: f32, acc: __m256) -> __m256 {
     let weighted = _mm256_cvtepi32_ps(_mm256_madd_epi16(scales, _mm256_loadu_si256(sums16 as *const __m256i)));
     _mm256_fmadd_ps(weighted, _mm256_set1_ps(32.0 * block.d * da), acc)
 }

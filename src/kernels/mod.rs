@@ -15,14 +15,13 @@ mod k_panels_vnni;
 pub mod kquants;
 #[cfg(target_arch = "x86_64")]
 mod kquants_avx2;
-#[cfg(target_arch = "x86_64")]
-mod kquants_vnni;
 pub mod panels;
 pub mod q4k_panels;
 pub mod q5_0;
 #[cfg(target_arch = "x86_64")]
 mod q5_0_avx2;
 pub mod q5_0_panels;
+pub mod q6k_panels;
 pub mod q8_0;
 #[cfg(target_arch = "x86_64")]
 mod q8_0_avx2;
@@ -38,6 +37,7 @@ pub use kquants::{Q4KMatrix, Q6KMatrix};
 pub use q4k_panels::Q4KPanels;
 pub use q5_0::Q5_0Matrix;
 pub use q5_0_panels::Q5_0Panels;
+pub use q6k_panels::Q6KPanels;
 pub use q8_0::Q8_0Matrix;
 
 use crate::Result;
@@ -192,6 +192,7 @@ cpu_matmul_by_inherent_methods!(Q5_0Matrix, "tandem-q5_0");
 cpu_matmul_by_inherent_methods!(Q4KMatrix, "tandem-q4_k");
 cpu_matmul_by_inherent_methods!(Q4KPanels, "tandem-q4_k-panels");
 cpu_matmul_by_inherent_methods!(Q5_0Panels, "tandem-q5_0-panels");
+cpu_matmul_by_inherent_methods!(Q6KPanels, "tandem-q6_k-panels");
 cpu_matmul_by_inherent_methods!(Q6KMatrix, "tandem-q6_k");
 
 /// A linear layer without bias, `y = x Wᵀ`, over a quantized weight `W` of shape `[out, in]`.
@@ -251,7 +252,11 @@ impl QLinear {
                 }
             }
             GgmlDType::Q6K if weight.shape().dims()[1].is_multiple_of(k_acts::SUPER) => {
-                Arc::new(Q6KMatrix::from_qtensor(weight)?)
+                if Q6KPanels::supported() {
+                    Arc::new(Q6KPanels::from_qtensor(weight)?)
+                } else {
+                    Arc::new(Q6KMatrix::from_qtensor(weight)?)
+                }
             }
             _ => return Ok(None),
         };
