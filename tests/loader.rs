@@ -127,7 +127,9 @@ fn q5_0_weights_are_converted_and_stay_close() {
     let file = GgufFile::open(&path).unwrap();
     let mut conversions = Vec::new();
     let mut converted = Qwen2::load(&file, &Device::Cpu, &LoadOptions::default(), &mut conversions).unwrap();
-    if tandem::kernels::cpu_level() >= tandem::kernels::CpuLevel::Avx2 {
+    if tandem::kernels::Q5_0Panels::supported() {
+        assert!(conversions.is_empty(), "kept at five bits, as panels: {conversions:?}");
+    } else if tandem::kernels::cpu_level() >= tandem::kernels::CpuLevel::Avx2 {
         assert_eq!(conversions.len(), 1, "{conversions:?}");
         assert!(conversions[0].contains("Q5_0→int8 (exact"), "widened for our int8 kernel: {conversions:?}");
     } else {

@@ -223,10 +223,7 @@ unsafe fn q4k_tile<const N: usize>(
 ) {
     let k = w.cols();
     let low4 = _mm512_set1_epi8(0x0F);
-    let mut a_rows = [(&[][..], &[][..], &[][..]); N];
-    for (j, row) in a_rows.iter_mut().enumerate() {
-        *row = acts.row(i0 + j, k);
-    }
+    let a_rows: [_; N] = std::array::from_fn(|j| acts.row(i0 + j, k));
     let mut sums = [_mm512_setzero_ps(); N];
     for (b, block) in panel.iter().enumerate() {
         let [scales, mins] = q4k_scales_and_mins(block);
@@ -268,10 +265,7 @@ unsafe fn q4k_tile<const N: usize>(
             sums[j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(min_dot), _mm512_mul_ps(dmin, da), sums[j]);
         }
     }
-    let n_out = w.rows();
-    for (j, sum) in sums.iter().enumerate() {
-        _mm512_mask_storeu_ps(out.as_mut_ptr().add((i0 + j) * n_out + first), lanes, *sum);
-    }
+    store_tile(&sums, out, w.rows(), first, lanes, i0);
 }
 
 /// A Q4_K panel block's sub-block scales and minimums unpacked from their 6-bit packing: `[scales, mins]`, each
@@ -318,10 +312,7 @@ unsafe fn q6k_tile<const N: usize>(
     i0: usize,
 ) {
     let k = w.cols();
-    let mut a_rows = [(&[][..], &[][..], &[][..]); N];
-    for (j, row) in a_rows.iter_mut().enumerate() {
-        *row = acts.row(i0 + j, k);
-    }
+    let a_rows: [_; N] = std::array::from_fn(|j| acts.row(i0 + j, k));
     let mut sums = [_mm512_setzero_ps(); N];
     for (b, block) in panel.iter().enumerate() {
         let mut dots = [_mm512_setzero_si512(); N];
@@ -356,10 +347,7 @@ unsafe fn q6k_tile<const N: usize>(
             sums[j] = q6k_step(block, dots[j], a_rows[j].2[b * SUPER / 16..].as_ptr(), a_rows[j].1[b], sums[j]);
         }
     }
-    let n_out = w.rows();
-    for (j, sum) in sums.iter().enumerate() {
-        _mm512_mask_storeu_ps(out.as_mut_ptr().add((i0 + j) * n_out + first), lanes, *sum);
-    }
+    store_tile(&sums, out, w.rows(), first, lanes, i0);
 }
 
 /// One Q6_K super-block's step for one activation row: `sum + (dot − 32 · Σ_g scale_g · sums16_g) · (d · d_a)`,
@@ -431,10 +419,7 @@ unsafe fn q6k_bytes_tile<const N: usize>(
     i0: usize,
 ) {
     let k = w.cols();
-    let mut a_rows = [(&[][..], &[][..], &[][..]); N];
-    for (j, row) in a_rows.iter_mut().enumerate() {
-        *row = acts.row(i0 + j, k);
-    }
+    let a_rows: [_; N] = std::array::from_fn(|j| acts.row(i0 + j, k));
     let mut sums = [_mm512_setzero_ps(); N];
     for (b, (block, values)) in panel.iter().zip(bytes).enumerate() {
         let mut dots = [_mm512_setzero_si512(); N];
@@ -467,10 +452,7 @@ unsafe fn q6k_bytes_tile<const N: usize>(
             sums[j] = q6k_step(block, dots[j], a_rows[j].2[b * SUPER / 16..].as_ptr(), a_rows[j].1[b], sums[j]);
         }
     }
-    let n_out = w.rows();
-    for (j, sum) in sums.iter().enumerate() {
-        _mm512_mask_storeu_ps(out.as_mut_ptr().add((i0 + j) * n_out + first), lanes, *sum);
-    }
+    store_tile(&sums, out, w.rows(), first, lanes, i0);
 }
 
 /// `out[i0 + j][first..first + 16]` for `j < N`.
@@ -631,6 +613,16 @@ unsafe fn dpwssd(acc: &mut __m512i, pairs: __m512i, scales: __m512i) {
         scales = in(zmm_reg) scales,
         options(pure, nomem, nostack),
     );
+}
+
+/// `out[i0 + j][first..first + 16] = sums[j]` (rows of `n_out`), the lanes in `lanes` only.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn store_tile(sums: &[__m512], out: &mut [f32], n_out: usize, first: usize, lanes: __mmask16, i0: usize) {
+    for (j, sum) in sums.iter().enumerate() {
+        assert!((i0 + j) * n_out + first + (16 - lanes.leading_zeros() as usize) <= out.len());
+        _mm512_mask_storeu_ps(out.as_mut_ptr().add((i0 + j) * n_out + first), lanes, *sum);
+    }
 }
 
 /// The four bytes at `at` in every 32-bit lane.
