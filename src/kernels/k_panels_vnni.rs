@@ -112,7 +112,10 @@ pub(super) unsafe fn q6k_panel_rows(w: &Q6KPanels, acts: &KActivations, m: usize
     Q6K_BYTES.with(|cell| {
         let mut bytes = cell.borrow_mut();
         bytes.clear();
-        bytes.extend(w.panel(panel).iter().map(|block| q6k_bytes(block)));
+        // A loop, not a closure: closures do not inherit `target_feature`, and would call out for each block.
+        for block in w.panel(panel) {
+            bytes.push(q6k_bytes(block));
+        }
         for_act_tiles!(m, q6k_bytes_tile, w.panel(panel), &bytes, w, acts, out, panel * PANEL_ROWS, lanes);
     });
 }

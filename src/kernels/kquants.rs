@@ -1,4 +1,6 @@
-//! Q4_K and Q6_K weight matrices in our layout, their scalar reference products, and the matmul driver.
+//! Q4_K and Q6_K weight matrices in a row layout, their scalar reference products, and the matmul driver. CPUs
+//! with AVX-512 VNNI load these types as panels instead (`panels`); the row layout serves the AVX2 kernels, the
+//! reference, and the panels' conversions.
 //!
 //! The layouts keep the files' bit packing (so a decode step reads about as many bytes as llama.cpp does) and
 //! unpack only what a kernel would otherwise redo for every activation row: Q4_K's twelve bytes of 6-bit scales
