@@ -102,8 +102,8 @@ pub struct ModelArgs {
     /// Device to run on.
     #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
     pub device: DeviceArg,
-    /// Keep tensor types as stored: skip the load-time widening of Q5_0 weights to int8 (for our kernel, or Q8_0
-    /// for candle's); Q5_0 then runs on candle's slow path.
+    /// Keep tensor types as stored: Q5_0 weights skip our kernels (five-bit panels on AVX-512 VNNI CPUs, widened to
+    /// int8 on others) and candle's Q8_0 conversion, and run on candle's slow Q5_0 path.
     #[arg(long)]
     pub keep_tensor_types: bool,
     #[command(flatten)]
