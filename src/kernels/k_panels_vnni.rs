@@ -468,16 +468,7 @@ unsafe fn q8_0_tile<const N: usize>(
     first: usize,
     i0: usize,
 ) {
-    let k = w.cols();
-    let kb = k / BLOCK;
-    let mut a_quants = [std::ptr::null::<i8>(); N];
-    let mut a_scales = [&[][..]; N];
-    let mut a_offsets = [&[][..]; N];
-    for j in 0..N {
-        a_quants[j] = acts.quants[(i0 + j) * k..].as_ptr();
-        a_scales[j] = &acts.scales[(i0 + j) * kb..(i0 + j + 1) * kb];
-        a_offsets[j] = &acts.offsets[(i0 + j) * kb..(i0 + j + 1) * kb];
-    }
+    let (a_quants, a_scales, a_offsets) = block_act_rows::<N>(acts, i0, w.cols());
     // Four sums per output, one per block position mod 4, added as the row kernel adds them (`block_sum_lanes`).
     let mut sums = [[_mm512_setzero_ps(); 4]; N];
     for (quad, blocks) in panel.chunks(4).enumerate() {
@@ -503,11 +494,8 @@ unsafe fn q8_0_tile<const N: usize>(
             }
         }
     }
-    let n_out = w.rows();
-    for (j, [s0, s1, s2, s3]) in sums.into_iter().enumerate() {
-        let sum = _mm512_add_ps(_mm512_add_ps(s0, s2), _mm512_add_ps(s1, s3));
-        _mm512_storeu_ps(out.as_mut_ptr().add((i0 + j) * n_out + first), sum);
-    }
+    let sums = sums.map(|[s0, s1, s2, s3]| _mm512_add_ps(_mm512_add_ps(s0, s2), _mm512_add_ps(s1, s3)));
+    store_tile(&sums, out, w.rows(), first, !0, i0);
 }
 
 /// `out[i0 + j][first..first + 16]` for `j < N`, the lanes in `lanes` only.
@@ -524,18 +512,9 @@ unsafe fn q5_0_tile<const N: usize>(
     lanes: __mmask16,
     i0: usize,
 ) {
-    let k = w.cols();
-    let kb = k / BLOCK;
     let low4 = _mm512_set1_epi8(0x0F);
     let bit4 = _mm512_set1_epi8(0x10);
-    let mut a_quants = [std::ptr::null::<i8>(); N];
-    let mut a_scales = [&[][..]; N];
-    let mut a_offsets = [&[][..]; N];
-    for j in 0..N {
-        a_quants[j] = acts.quants[(i0 + j) * k..].as_ptr();
-        a_scales[j] = &acts.scales[(i0 + j) * kb..(i0 + j + 1) * kb];
-        a_offsets[j] = &acts.offsets[(i0 + j) * kb..(i0 + j + 1) * kb];
-    }
+    let (a_quants, a_scales, a_offsets) = block_act_rows::<N>(acts, i0, w.cols());
     let mut sums = [[_mm512_setzero_ps(); 4]; N];
     for (quad, blocks) in panel.chunks(4).enumerate() {
         for (l, block) in blocks.iter().enumerate() {
@@ -573,11 +552,8 @@ unsafe fn q5_0_tile<const N: usize>(
             }
         }
     }
-    let n_out = w.rows();
-    for (j, [s0, s1, s2, s3]) in sums.into_iter().enumerate() {
-        let sum = _mm512_add_ps(_mm512_add_ps(s0, s2), _mm512_add_ps(s1, s3));
-        _mm512_mask_storeu_ps(out.as_mut_ptr().add((i0 + j) * n_out + first), lanes, sum);
-    }
+    let sums = sums.map(|[s0, s1, s2, s3]| _mm512_add_ps(_mm512_add_ps(s0, s2), _mm512_add_ps(s1, s3)));
+    store_tile(&sums, out, w.rows(), first, lanes, i0);
 }
 
 /// Every lane of `v` rotated right by `bits` (a constant once the caller's loop is unrolled).
@@ -626,6 +602,21 @@ unsafe fn store_tile(sums: &[__m512], out: &mut [f32], n_out: usize, first: usiz
         assert!((i0 + j) * n_out + first + (16 - lanes.leading_zeros() as usize) <= out.len());
         _mm512_mask_storeu_ps(out.as_mut_ptr().add((i0 + j) * n_out + first), lanes, *sum);
     }
+}
+
+/// Rows `i0..i0 + N` of per-32 activations of width `k`: each row's values, block scales and block offsets.
+#[allow(clippy::type_complexity)]
+fn block_act_rows<const N: usize>(
+    acts: &QuantizedRows,
+    i0: usize,
+    k: usize,
+) -> ([*const i8; N], [&[f32]; N], [&[i32]; N]) {
+    let kb = k / BLOCK;
+    (
+        std::array::from_fn(|j| acts.quants[(i0 + j) * k..].as_ptr()),
+        std::array::from_fn(|j| &acts.scales[(i0 + j) * kb..(i0 + j + 1) * kb]),
+        std::array::from_fn(|j| &acts.offsets[(i0 + j) * kb..(i0 + j + 1) * kb]),
+    )
 }
 
 /// The four bytes at `at` in every 32-bit lane.
