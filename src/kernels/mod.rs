@@ -3,8 +3,8 @@
 //! candle 0.11's CPU path runs Q8_0 weights through one dot product per (row, column) pair unless the width is a
 //! multiple of 256 and the CPU has AVX-512 VNNI; the 0.5B executor (width 896, Q5_0/Q8_0 tensors) never gets
 //! there, so its prefill ran at a third of llama.cpp's. `QLinear` wraps a weight matrix: our tiled kernels for
-//! Q8_0, Q5_0, Q4_K and Q6_K where they apply (x86-64 with AVX2 + FMA; on AVX-512 VNNI CPUs Q4_K and Q5_0 are
-//! stored as panels of 16 rows, elsewhere Q5_0 is widened to int8), candle's `QMatMul` everywhere else (other
+//! Q8_0, Q5_0, Q4_K and Q6_K where they apply (x86-64 with AVX2 + FMA; on AVX-512 VNNI CPUs Q4_K, Q6_K and Q5_0
+//! are stored as panels of 16 rows, elsewhere Q5_0 is widened to int8), candle's `QMatMul` everywhere else (other
 //! types, GPUs, other CPUs). Every fast path has a test against a scalar reference.
 
 #[cfg(target_arch = "x86_64")]

@@ -59,19 +59,32 @@ impl<B: PanelBlock> Panels<B> {
     /// From GGUF bytes of the block's type, row-major.
     pub fn from_gguf_bytes(rows: usize, cols: usize, bytes: &[u8]) -> Result<Self> {
         super::check_layout(rows, cols, bytes.len(), B::VALUES, B::FILE_BYTES, B::TYPE)?;
-        let per_row = cols / B::VALUES;
-        let mut panels = Self::zeroed(rows, cols);
-        for (r, row) in bytes.chunks_exact(per_row * B::FILE_BYTES).enumerate() {
-            for (dst, gguf) in panels.panel_mut(r / PANEL_ROWS).iter_mut().zip(row.chunks_exact(B::FILE_BYTES)) {
-                dst.set_row(r % PANEL_ROWS, gguf);
-            }
-        }
-        Ok(panels)
+        let row_bytes = cols / B::VALUES * B::FILE_BYTES;
+        Ok(Self::gather(
+            rows,
+            cols,
+            |r| bytes[r * row_bytes..(r + 1) * row_bytes].chunks_exact(B::FILE_BYTES),
+            B::set_row,
+        ))
     }
 
-    /// A `[rows, cols]` matrix of zeros (`cols` a multiple of the block's values).
-    pub(super) fn zeroed(rows: usize, cols: usize) -> Self {
-        Self { rows, cols, blocks: vec![B::EMPTY; rows.div_ceil(PANEL_ROWS) * (cols / B::VALUES)] }
+    /// A `[rows, cols]` matrix (`cols` a multiple of the block's values) whose row `r` is set, block by block, from
+    /// `row_sources(r)` by `set(block, lane, source)`.
+    pub(super) fn gather<S, I: Iterator<Item = S>>(
+        rows: usize,
+        cols: usize,
+        row_sources: impl Fn(usize) -> I,
+        set: impl Fn(&mut B, usize, S),
+    ) -> Self {
+        let per_row = cols / B::VALUES;
+        let mut blocks = vec![B::EMPTY; rows.div_ceil(PANEL_ROWS) * per_row];
+        for r in 0..rows {
+            let panel = &mut blocks[r / PANEL_ROWS * per_row..][..per_row];
+            for (dst, source) in panel.iter_mut().zip(row_sources(r)) {
+                set(dst, r % PANEL_ROWS, source);
+            }
+        }
+        Self { rows, cols, blocks }
     }
 
     /// Output features.
@@ -88,11 +101,6 @@ impl<B: PanelBlock> Panels<B> {
     pub(crate) fn panel(&self, p: usize) -> &[B] {
         let per_row = self.cols / B::VALUES;
         &self.blocks[p * per_row..(p + 1) * per_row]
-    }
-
-    pub(super) fn panel_mut(&mut self, p: usize) -> &mut [B] {
-        let per_row = self.cols / B::VALUES;
-        &mut self.blocks[p * per_row..(p + 1) * per_row]
     }
 
     /// Row `r` as f32.

@@ -99,12 +99,6 @@ pub type Q4KPanels = Panels<Q4KPanelBlock>;
 impl Q4KPanels {
     /// The same weights as `matrix` (the row layout), as panels.
     pub fn from_rows(matrix: &Q4KMatrix) -> Self {
-        let mut panels = Self::zeroed(matrix.rows(), matrix.cols());
-        for r in 0..matrix.rows() {
-            for (dst, block) in panels.panel_mut(r / PANEL_ROWS).iter_mut().zip(matrix.row(r)) {
-                dst.set_row_block(r % PANEL_ROWS, block);
-            }
-        }
-        panels
+        Self::gather(matrix.rows(), matrix.cols(), |r| matrix.row(r).iter(), Q4KPanelBlock::set_row_block)
     }
 }
