@@ -2,7 +2,7 @@
 //! run: one activation row (a decode step) and 64 rows (a prefill chunk), at the default models' shapes. Q5_0
 //! weights run on the kernel a model load picks (`int8`: widened, for comparison).
 //!
-//! Run with `cargo bench --bench kernels` (`-- q4k` to pick one group).
+//! Also our CPU attention against candle's ops. Run with `cargo bench --bench kernels` (`-- q4k` to pick one group).
 
 use std::time::Duration;
 
@@ -11,6 +11,7 @@ use candle_core::{Device, Module, Tensor};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::sync::Arc;
 
+use tandem::kernels::attention::{candle_attention, causal_attention};
 use tandem::kernels::{Q8_0Matrix, QLinear};
 
 /// (name, type, output rows, input width): the 0.5B's gate/up and down, the 1.5B's gate/up and down.
@@ -62,5 +63,34 @@ fn bench_kernels(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, bench_kernels);
+/// Attention at the 1.5B's shapes (12 query heads over 2 key/value heads of 128): a decode step after 512 cached
+/// positions and a 512-token prefill, ours against candle's ops on the same tensors.
+fn bench_attention(c: &mut Criterion) {
+    let (n_head, n_kv_head, head_dim) = (12, 2, 128);
+    let mut group = c.benchmark_group("attention 12x2x128 (1.5B)");
+    group.sample_size(20).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(4));
+    for (seq, pos) in [(1usize, 512usize), (8, 512), (512, 0)] {
+        let tensor = |heads: usize, rows: usize, seed: usize| {
+            let values: Vec<f32> =
+                (0..heads * rows * head_dim).map(|i| ((i * 7919 + seed) % 1013) as f32 / 1013.0 - 0.5).collect();
+            Tensor::from_vec(values, (1, heads, rows, head_dim), &Device::Cpu).expect("tensor")
+        };
+        let (q, k, v) = (tensor(n_head, seq, 1), tensor(n_kv_head, pos + seq, 2), tensor(n_kv_head, pos + seq, 3));
+        let mask: Vec<f32> = (0..seq)
+            .flat_map(|i| (0..pos + seq).map(move |j| if j > pos + i { f32::NEG_INFINITY } else { 0.0 }))
+            .collect();
+        let mask = (seq > 1).then(|| Tensor::from_vec(mask, (seq, pos + seq), &Device::Cpu).expect("mask"));
+        let scale = 1.0 / (head_dim as f64).sqrt();
+        let label = format!("seq {seq} after {pos}");
+        group.bench_function(BenchmarkId::new("tandem", &label), |b| {
+            b.iter(|| causal_attention(&q, &k, &v, pos, scale as f32).expect("ours"))
+        });
+        group.bench_function(BenchmarkId::new("candle", &label), |b| {
+            b.iter(|| candle_attention(&q, &k, &v, mask.as_ref(), scale).expect("candle"))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_kernels, bench_attention);
 criterion_main!(benches);

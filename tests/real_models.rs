@@ -199,3 +199,26 @@ fn drafted_decoding_gives_the_same_tokens_as_plain_decoding() {
     }
     assert!(completed > 0, "no case produced an output to compare");
 }
+
+/// On our CPU kernels a position's logits do not depend on how many positions share its forward pass (every
+/// weight product and the attention compute a row alone, in a fixed order). That is what lets drafted decoding
+/// give plain decoding's output exactly, and a cached prefix the logits of the cold prompt.
+#[test]
+fn a_batched_pass_gives_every_position_the_logits_of_one_token_passes() {
+    if tandem::kernels::cpu_level() == tandem::kernels::CpuLevel::Portable {
+        eprintln!("candle's kernels round by batch shape on this CPU; nothing to check");
+        return;
+    }
+    let mut model = load("qwen2.5-coder-0.5b-instruct-q4_k_m");
+    let tokens = model.tokenizer.encode("fn add(a: i32, b: i32) -> i32 { a + b } // sums", false).unwrap();
+    assert!(tokens.len() >= 10, "{} tokens", tokens.len());
+    model.weights.clear_kv_cache();
+    let batched = model.weights.forward_all(&tokens, 0).unwrap().to_vec2::<f32>().unwrap();
+    model.weights.clear_kv_cache();
+    for (position, &token) in tokens.iter().enumerate() {
+        let alone = model.weights.forward(&[token], position).unwrap().to_vec1::<f32>().unwrap();
+        let bits = |row: &[f32]| row.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        let differing = alone.iter().zip(&batched[position]).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+        assert!(bits(&alone) == bits(&batched[position]), "position {position}: {differing} logits differ");
+    }
+}

@@ -7,6 +7,7 @@
 //! are stored as panels of 16 rows, elsewhere Q5_0 is widened to int8), candle's `QMatMul` everywhere else (other
 //! types, GPUs, other CPUs). Every fast path has a test against a scalar reference.
 
+pub mod attention;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 pub mod k_acts;

@@ -14,6 +14,7 @@ use super::gguf::{GgufFile, LoadError};
 use super::kv_cache::CacheSlots;
 use super::prefix_store::KvSnapshot;
 use super::{LanguageModel, LoadOptions};
+use crate::kernels::attention::{candle_attention, causal_attention};
 use crate::kernels::QLinear;
 use crate::Result;
 
@@ -317,11 +318,12 @@ impl Qwen2 {
         }
         let ids = Tensor::new(tokens, &self.device)?.unsqueeze(0)?;
         let mut x = self.embedding.embedding(&ids)?; // [1, seq, hidden]
-        let mask = if seq > 1 { Some(self.mask(seq, pos)?) } else { None };
+                                                     // Our CPU attention reads only the positions a row may see; candle's route needs the mask.
+        let on_cpu = self.device.is_cpu();
+        let mask = if seq > 1 && !on_cpu { Some(self.mask(seq, pos)?) } else { None };
         let cos = self.cos.narrow(0, pos, seq)?;
         let sin = self.sin.narrow(0, pos, seq)?;
         let c = &self.config;
-        let n_rep = c.n_head / c.n_kv_head;
         let scale = 1.0 / (c.head_dim as f64).sqrt();
         for (layer, cache) in self.layers.iter().zip(self.caches.active_mut().layers.iter_mut()) {
             cache.truncate(pos);
@@ -336,25 +338,11 @@ impl Qwen2 {
             let q = candle_nn::rotary_emb::rope(&q, &cos, &sin)?;
             let k = candle_nn::rotary_emb::rope(&k, &cos, &sin)?;
             let (k, v) = cache.append(&k, &v, c.context_length)?;
-            let total = k.dim(2)?;
-            // Grouped-query attention without repeating K/V: query heads sharing a KV head are stacked along
-            // the sequence axis, [1, n_kv, n_rep * seq, head_dim] (query head h uses KV head h / n_rep).
-            let q = q.reshape((1, c.n_kv_head, n_rep * seq, c.head_dim))?;
-            let mut scores = (q.matmul(&k.t()?)? * scale)?; // [1, n_kv, n_rep * seq, total]
-            if let Some(mask) = &mask {
-                scores = scores.reshape((1, c.n_kv_head, n_rep, seq, total))?.broadcast_add(mask)?.reshape((
-                    1,
-                    c.n_kv_head,
-                    n_rep * seq,
-                    total,
-                ))?;
-            }
-            let probs = candle_nn::ops::softmax_last_dim(&scores)?;
-            let attn = probs
-                .matmul(&v)? // [1, n_kv, n_rep * seq, head_dim]
-                .reshape((1, c.n_head, seq, c.head_dim))?
-                .transpose(1, 2)?
-                .reshape((1, seq, c.hidden))?;
+            let attn = if on_cpu {
+                causal_attention(&q, &k, &v, pos, scale as f32)?
+            } else {
+                candle_attention(&q, &k, &v, mask.as_ref(), scale)?
+            };
             x = (x + layer.wo.forward(&attn)?)?;
             let h = candle_nn::ops::rms_norm(&x, &layer.ffn_norm, c.rms_eps)?;
             let [gate, up]: [Tensor; 2] = layer.gate_up.forward(&h)?.try_into().map_err(|_| parts_error("gate/up"))?;

@@ -1,0 +1,402 @@
+//! Causal grouped-query attention on the CPU in one call, each query row computed alone and in a fixed order.
+//!
+//! Two reasons to have our own. candle's route is nine ops (two matmuls, scale, mask, softmax, reshapes), each
+//! allocating its output while the second core waits: a share of every decode step that does not shrink with the
+//! weights. And candle's matmul rounds a row differently depending on how many rows share the call, so a batch of
+//! drafted tokens got other logits than one-token passes, and speculative decoding could change the output. Here
+//! row `i` of head `h` reads the keys and values of positions `0..=pos + i` and nothing else, in the same order
+//! whatever else is in the batch, so its output is bit for bit what it is alone (with our matmul kernels, which
+//! have the same property, a whole forward pass does: `tests/real_models.rs`).
+
+use std::cell::RefCell;
+
+use candle_core::{CpuStorage, Storage, Tensor};
+
+use crate::Result;
+
+/// Lanes of the partial sums in a dot product: a fixed number, so the order of additions does not depend on the
+/// instruction set (no fused multiply-add is used either), and every CPU level gives the same bits.
+const LANES: usize = 16;
+
+/// Output values summed at once over the positions (four 512-bit registers).
+const OUT_CHUNK: usize = 64;
+
+/// The sizes of one attention call.
+#[derive(Debug, Clone, Copy)]
+pub struct AttentionDims {
+    /// Query heads.
+    pub n_head: usize,
+    /// Key/value heads; query head `h` uses key/value head `h / (n_head / n_kv_head)`.
+    pub n_kv_head: usize,
+    /// Values per head.
+    pub head_dim: usize,
+    /// Query rows (new positions).
+    pub seq: usize,
+    /// Absolute position of the first query row; the keys hold positions `0..pos + seq`.
+    pub pos: usize,
+}
+
+/// Cached keys or values: the row of head `g` at position `j` starts at `offset + g * head_stride + j * pos_stride`
+/// and holds `head_dim` values (the cache's buffers are wider than the positions in use).
+#[derive(Debug, Clone, Copy)]
+pub struct KvRows<'a> {
+    /// The buffer.
+    pub data: &'a [f32],
+    /// Where head 0, position 0 starts.
+    pub offset: usize,
+    /// Distance between heads.
+    pub head_stride: usize,
+    /// Distance between positions.
+    pub pos_stride: usize,
+}
+
+impl KvRows<'_> {
+    fn row(&self, head: usize, position: usize, head_dim: usize) -> &[f32] {
+        let start = self.offset + head * self.head_stride + position * self.pos_stride;
+        &self.data[start..start + head_dim]
+    }
+}
+
+thread_local! {
+    /// One row's attention scores, reused across calls.
+    static SCORES: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// `softmax(q kᵀ · scale, causal) v` for every query row and head. `q` is `[n_head, seq, head_dim]`; `out` is
+/// `[seq, n_head, head_dim]` (the layout the output projection reads), fully overwritten.
+pub fn attend(q: &[f32], keys: KvRows, values: KvRows, dims: AttentionDims, scale: f32, out: &mut [f32]) {
+    let AttentionDims { n_head, n_kv_head, head_dim, seq, pos } = dims;
+    assert!(n_kv_head > 0 && n_head.is_multiple_of(n_kv_head), "{n_head} query heads over {n_kv_head} kv heads");
+    assert_eq!(q.len(), n_head * seq * head_dim, "query size");
+    assert_eq!(out.len(), n_head * seq * head_dim, "output size");
+    let n_rep = n_head / n_kv_head;
+    let out_addr = out.as_mut_ptr() as usize;
+    let out_len = out.len();
+    // Items run head-major, so the items a thread takes in a row share their keys in cache.
+    candle_core::utils::barrier_pool().execute_chunked(n_head * seq, |items| {
+        // SAFETY: each item writes only its own `head_dim` values of `out`, which outlives the pool call (it
+        // returns when every item is done), so no value is written by two threads.
+        let out = unsafe { std::slice::from_raw_parts_mut(out_addr as *mut f32, out_len) };
+        for item in items {
+            let (head, row) = (item / seq, item % seq);
+            let query = &q[(head * seq + row) * head_dim..][..head_dim];
+            let start = (row * n_head + head) * head_dim;
+            attend_row(
+                query,
+                &keys,
+                &values,
+                head / n_rep,
+                pos + row,
+                head_dim,
+                scale,
+                &mut out[start..start + head_dim],
+            );
+        }
+    });
+}
+
+/// One query row of one head against positions `0..=last`, by the instruction set this CPU has (the same bits
+/// on each).
+#[allow(clippy::too_many_arguments)]
+fn attend_row(
+    query: &[f32],
+    keys: &KvRows,
+    values: &KvRows,
+    kv_head: usize,
+    last: usize,
+    head_dim: usize,
+    scale: f32,
+    out: &mut [f32],
+) {
+    SCORES.with_borrow_mut(|scores| {
+        scores.clear();
+        scores.resize(last + 1, 0.0);
+        #[cfg(target_arch = "x86_64")]
+        {
+            use super::CpuLevel;
+            match super::cpu_level() {
+                // SAFETY: the level says the CPU has these instructions.
+                CpuLevel::Avx512Vnni => unsafe {
+                    return row_avx512(query, keys, values, kv_head, head_dim, scale, scores, out);
+                },
+                CpuLevel::Avx2 => unsafe {
+                    return row_avx2(query, keys, values, kv_head, head_dim, scale, scores, out);
+                },
+                CpuLevel::Portable => {}
+            }
+        }
+        row_portable(query, keys, values, kv_head, head_dim, scale, scores, out)
+    })
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn row_avx512(
+    query: &[f32],
+    keys: &KvRows,
+    values: &KvRows,
+    kv_head: usize,
+    head_dim: usize,
+    scale: f32,
+    scores: &mut [f32],
+    out: &mut [f32],
+) {
+    row_portable(query, keys, values, kv_head, head_dim, scale, scores, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn row_avx2(
+    query: &[f32],
+    keys: &KvRows,
+    values: &KvRows,
+    kv_head: usize,
+    head_dim: usize,
+    scale: f32,
+    scores: &mut [f32],
+    out: &mut [f32],
+) {
+    row_portable(query, keys, values, kv_head, head_dim, scale, scores, out)
+}
+
+/// Scores, then the softmax's weights, then their sum of value rows; `scores` has one slot per position.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn row_portable(
+    query: &[f32],
+    keys: &KvRows,
+    values: &KvRows,
+    kv_head: usize,
+    head_dim: usize,
+    scale: f32,
+    scores: &mut [f32],
+    out: &mut [f32],
+) {
+    let mut max = f32::NEG_INFINITY;
+    for (position, score) in scores.iter_mut().enumerate() {
+        *score = dot(query, keys.row(kv_head, position, head_dim)) * scale;
+        max = max.max(*score);
+    }
+    let mut total = 0.0f32;
+    for score in scores.iter_mut() {
+        *score = (*score - max).exp();
+        total += *score;
+    }
+    // The weighted sum by slices of `OUT_CHUNK` values, so that the sums stay in registers across positions (a
+    // narrower last slice, if any, takes the general loop; each value is summed in position order either way).
+    let inverse = 1.0 / total;
+    for (chunk, out) in out.chunks_mut(OUT_CHUNK).enumerate() {
+        let (first, width) = (chunk * OUT_CHUNK, out.len());
+        let row = |position| &values.row(kv_head, position, head_dim)[first..first + width];
+        if let Ok(out) = <&mut [f32; OUT_CHUNK]>::try_from(&mut *out) {
+            let mut acc = [0.0f32; OUT_CHUNK];
+            for (position, &weight) in scores.iter().enumerate() {
+                let row: &[f32; OUT_CHUNK] = row(position).try_into().expect("a whole slice");
+                for lane in 0..OUT_CHUNK {
+                    acc[lane] += weight * row[lane];
+                }
+            }
+            for lane in 0..OUT_CHUNK {
+                out[lane] = acc[lane] * inverse;
+            }
+        } else {
+            out.fill(0.0);
+            for (position, &weight) in scores.iter().enumerate() {
+                for (o, &v) in out.iter_mut().zip(row(position)) {
+                    *o += weight * v;
+                }
+            }
+            for o in out.iter_mut() {
+                *o *= inverse;
+            }
+        }
+    }
+}
+
+/// A dot product with `LANES` partial sums added in a fixed tree.
+#[inline(always)]
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0.0f32; LANES];
+    let whole = a.len() / LANES * LANES;
+    for (x, y) in a[..whole].chunks_exact(LANES).zip(b[..whole].chunks_exact(LANES)) {
+        for lane in 0..LANES {
+            acc[lane] += x[lane] * y[lane];
+        }
+    }
+    for i in whole..a.len() {
+        acc[i % LANES] += a[i] * b[i];
+    }
+    let mut width = LANES;
+    while width > 1 {
+        width /= 2;
+        for lane in 0..width {
+            acc[lane] += acc[lane + width];
+        }
+    }
+    acc[0]
+}
+
+/// The CPU route for a model's attention: `q` `[1, n_head, seq, head_dim]`, `k` and `v` the cache's views
+/// `[1, n_kv_head, pos + seq, head_dim]`, all f32 on the CPU; returns `[1, seq, n_head * head_dim]`.
+pub fn causal_attention(q: &Tensor, k: &Tensor, v: &Tensor, pos: usize, scale: f32) -> Result<Tensor> {
+    let (_, n_head, seq, head_dim) = q.dims4()?;
+    let (_, n_kv_head, total, kv_dim) = k.dims4()?;
+    if kv_dim != head_dim || v.dims() != k.dims() || total != pos + seq {
+        return Err(candle_core::Error::Msg(format!(
+            "attention of {:?} queries at position {pos} over keys {:?} and values {:?}",
+            q.dims(),
+            k.dims(),
+            v.dims()
+        ))
+        .into());
+    }
+    // The cache's views are strided along positions only; anything else is copied to that form.
+    let rows_in_place = |t: &Tensor| t.layout().stride()[3] == 1;
+    let k = if rows_in_place(k) { k.clone() } else { k.contiguous()? };
+    let v = if rows_in_place(v) { v.clone() } else { v.contiguous()? };
+    let q = q.contiguous()?;
+    let (q_storage, q_layout) = q.storage_and_layout();
+    let (k_storage, k_layout) = k.storage_and_layout();
+    let (v_storage, v_layout) = v.storage_and_layout();
+    let (
+        Storage::Cpu(CpuStorage::F32(q_data)),
+        Storage::Cpu(CpuStorage::F32(k_data)),
+        Storage::Cpu(CpuStorage::F32(v_data)),
+    ) = (&*q_storage, &*k_storage, &*v_storage)
+    else {
+        return Err(candle_core::Error::Msg(format!(
+            "CPU attention takes f32 tensors on the CPU, got {:?} on {:?}",
+            q.dtype(),
+            q.device()
+        ))
+        .into());
+    };
+    let (q_start, q_end) = q_layout.contiguous_offsets().expect("made contiguous above");
+    let dims = AttentionDims { n_head, n_kv_head, head_dim, seq, pos };
+    let mut out = vec![0.0f32; n_head * seq * head_dim];
+    attend(&q_data[q_start..q_end], kv_rows(k_data, k_layout), kv_rows(v_data, v_layout), dims, scale, &mut out);
+    Ok(Tensor::from_vec(out, (1, seq, n_head * head_dim), q.device())?)
+}
+
+/// The same attention through candle's ops, for the devices our kernel does not serve (GPUs), and to compare
+/// against: `mask` is the additive causal mask `[seq, pos + seq]` (None for one row), `scale` multiplies the scores.
+pub fn candle_attention(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    mask: Option<&Tensor>,
+    scale: f64,
+) -> candle_core::Result<Tensor> {
+    let (_, n_head, seq, head_dim) = q.dims4()?;
+    let (_, n_kv_head, total, _) = k.dims4()?;
+    let n_rep = n_head / n_kv_head;
+    // Grouped-query attention without repeating K/V: query heads sharing a KV head are stacked along the
+    // sequence axis, [1, n_kv, n_rep * seq, head_dim] (query head h uses KV head h / n_rep).
+    let q = q.reshape((1, n_kv_head, n_rep * seq, head_dim))?;
+    let mut scores = (q.matmul(&k.t()?)? * scale)?; // [1, n_kv, n_rep * seq, total]
+    if let Some(mask) = mask {
+        scores = scores.reshape((1, n_kv_head, n_rep, seq, total))?.broadcast_add(mask)?.reshape((
+            1,
+            n_kv_head,
+            n_rep * seq,
+            total,
+        ))?;
+    }
+    let probs = candle_nn::ops::softmax_last_dim(&scores)?;
+    probs
+        .matmul(v)? // [1, n_kv, n_rep * seq, head_dim]
+        .reshape((1, n_head, seq, head_dim))?
+        .transpose(1, 2)?
+        .reshape((1, seq, n_head * head_dim))
+}
+
+/// A cache view `[1, n_kv_head, positions, head_dim]` with unit stride along `head_dim`.
+fn kv_rows<'a>(data: &'a [f32], layout: &candle_core::Layout) -> KvRows<'a> {
+    let stride = layout.stride();
+    KvRows { data, offset: layout.start_offset(), head_stride: stride[1], pos_stride: stride[2] }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Deterministic values in [-1, 1).
+    fn values(n: usize, seed: u64) -> Vec<f32> {
+        let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (0..n)
+            .map(|_| {
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    /// The textbook computation in f64.
+    fn reference(q: &[f32], k: &[f32], v: &[f32], dims: AttentionDims, capacity: usize, scale: f32) -> Vec<f32> {
+        let AttentionDims { n_head, n_kv_head, head_dim, seq, pos } = dims;
+        let mut out = vec![0.0f32; n_head * seq * head_dim];
+        for h in 0..n_head {
+            let g = h / (n_head / n_kv_head);
+            for i in 0..seq {
+                let query = &q[(h * seq + i) * head_dim..][..head_dim];
+                let kv = |buf: &[f32], j: usize| buf[(g * capacity + j) * head_dim..][..head_dim].to_vec();
+                let scores: Vec<f64> = (0..=pos + i)
+                    .map(|j| query.iter().zip(kv(k, j)).map(|(&a, b)| a as f64 * b as f64).sum::<f64>() * scale as f64)
+                    .collect();
+                let max = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let weights: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
+                let total: f64 = weights.iter().sum();
+                for d in 0..head_dim {
+                    let value: f64 = (0..=pos + i).map(|j| weights[j] * kv(v, j)[d] as f64).sum();
+                    out[(i * n_head + h) * head_dim + d] = (value / total) as f32;
+                }
+            }
+        }
+        out
+    }
+
+    fn run(q: &[f32], k: &[f32], v: &[f32], dims: AttentionDims, capacity: usize) -> Vec<f32> {
+        let rows = |data| KvRows { data, offset: 0, head_stride: capacity * dims.head_dim, pos_stride: dims.head_dim };
+        let mut out = vec![f32::NAN; dims.n_head * dims.seq * dims.head_dim];
+        attend(q, rows(k), rows(v), dims, 0.125, &mut out);
+        out
+    }
+
+    #[test]
+    fn matches_the_textbook_computation() {
+        let (capacity, head_dim) = (40, 24); // head_dim not a multiple of LANES: the tail path runs too
+        let dims = AttentionDims { n_head: 6, n_kv_head: 2, head_dim, seq: 5, pos: 30 };
+        let q = values(dims.n_head * dims.seq * head_dim, 1);
+        let k = values(dims.n_kv_head * capacity * head_dim, 2);
+        let v = values(dims.n_kv_head * capacity * head_dim, 3);
+        let ours = run(&q, &k, &v, dims, capacity);
+        let expected = reference(&q, &k, &v, dims, capacity, 0.125);
+        for (i, (a, b)) in ours.iter().zip(&expected).enumerate() {
+            assert!((a - b).abs() < 1e-5, "value {i}: {a} vs {b}");
+        }
+    }
+
+    #[test]
+    fn a_row_in_a_batch_equals_the_row_alone() {
+        let (capacity, head_dim) = (64, 64);
+        let batch = AttentionDims { n_head: 4, n_kv_head: 2, head_dim, seq: 9, pos: 20 };
+        let q = values(batch.n_head * batch.seq * head_dim, 4);
+        let k = values(batch.n_kv_head * capacity * head_dim, 5);
+        let v = values(batch.n_kv_head * capacity * head_dim, 6);
+        let together = run(&q, &k, &v, batch, capacity);
+        for i in 0..batch.seq {
+            let alone = AttentionDims { seq: 1, pos: batch.pos + i, ..batch };
+            let query: Vec<f32> =
+                (0..batch.n_head).flat_map(|h| q[(h * batch.seq + i) * head_dim..][..head_dim].to_vec()).collect();
+            let out = run(&query, &k, &v, alone, capacity);
+            let row = &together[i * batch.n_head * head_dim..][..batch.n_head * head_dim];
+            assert_eq!(
+                out.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                row.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                "row {i}"
+            );
+        }
+    }
+}
