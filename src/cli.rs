@@ -113,19 +113,32 @@ pub struct ModelArgs {
 /// The `--speculate` flag.
 #[derive(Debug, Clone, Copy, Args)]
 pub struct SpeculateArg {
-    /// Speculative decoding by prompt lookup: draft tokens from n-grams of the prompt and output, check them in
-    /// one batched pass. Faster on plans that copy names and values; where two tokens are nearly tied, batched
-    /// rounding can pick the other one, so outputs may differ slightly from plain decoding.
-    #[arg(long)]
-    pub speculate: bool,
+    /// Speculative decoding by prompt lookup: guess the next token from an n-gram of the prompt and output, and
+    /// check it in the same forward pass as the token before it. `auto` drafts where it is exact: on the CPU
+    /// with our kernels a batched pass gives each token the logits a one-token pass gives, so the output is the
+    /// same bit for bit, and plans come about a tenth faster. `on` drafts elsewhere too (GPU, candle's kernels),
+    /// where batched rounding can tip a near-tie; `off` never drafts. `--speculate` alone means `on`.
+    #[arg(long, value_enum, default_value_t = SpeculateMode::Auto, num_args = 0..=1, default_missing_value = "on")]
+    pub speculate: SpeculateMode,
 }
 
-/// Drafting as the flag asks.
-pub fn speculation(arg: SpeculateArg) -> crate::decode::Speculation {
-    if arg.speculate {
-        crate::decode::Speculation::prompt_lookup()
-    } else {
-        crate::decode::Speculation::Off
+/// When to draft tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SpeculateMode {
+    /// Where the output stays exactly plain decoding's.
+    Auto,
+    /// Always.
+    On,
+    /// Never.
+    Off,
+}
+
+/// Drafting as the flag asks; `None` leaves it to the model (`auto`).
+pub fn speculation(arg: SpeculateArg) -> Option<crate::decode::Speculation> {
+    match arg.speculate {
+        SpeculateMode::Auto => None,
+        SpeculateMode::On => Some(crate::decode::Speculation::prompt_lookup()),
+        SpeculateMode::Off => Some(crate::decode::Speculation::Off),
     }
 }
 

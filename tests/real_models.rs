@@ -210,6 +210,8 @@ fn a_batched_pass_gives_every_position_the_logits_of_one_token_passes() {
         return;
     }
     let mut model = load("qwen2.5-coder-0.5b-instruct-q4_k_m");
+    assert!(model.weights.exact_batches(), "every product of this file runs on our kernels");
+    assert_eq!(model.speculation, Speculation::prompt_lookup(), "exact batches turn drafting on by default");
     let tokens = model.tokenizer.encode("fn add(a: i32, b: i32) -> i32 { a + b } // sums", false).unwrap();
     assert!(tokens.len() >= 10, "{} tokens", tokens.len());
     model.weights.clear_kv_cache();

@@ -1,7 +1,7 @@
 //! `tandem bench drafts`: speculative decoding by prompt lookup on the planner's real work (plans for a few
 //! goals, written under the plan grammar with the planner's prompt) against plain decoding of the same plans.
 //! Reports tok/s both ways, forward passes, how many drafted tokens the model kept, and whether the two outputs
-//! are identical (batched passes round differently, so a near-tie can go the other way).
+//! are identical (they must be where the model's batches are exact; elsewhere a near-tie can go the other way).
 
 use std::path::Path;
 

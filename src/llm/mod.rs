@@ -45,6 +45,12 @@ pub trait LanguageModel: Send {
     fn batched_logits(&self) -> bool {
         false
     }
+    /// Whether a batched pass gives every position exactly the logits one-token passes give, so that drafted
+    /// decoding writes plain decoding's output bit for bit (our CPU kernels and attention do; candle's kernels
+    /// round by batch shape).
+    fn exact_batches(&self) -> bool {
+        false
+    }
     /// Before a new prompt: makes active the cached sequence that serves it best, for models that keep several
     /// (so one model serving two prompt families keeps both warm). The default keeps the one cache.
     fn select_cache_for(&mut self, _prompt: &[u32]) {}
@@ -73,8 +79,9 @@ pub trait LanguageModel: Send {
 pub struct LoadOptions {
     /// Keep tensor types as stored instead of widening Q5_0 (to int8 for our kernel, Q8_0 for candle's).
     pub keep_tensor_types: bool,
-    /// Drafting for speculative decoding in the model's generations.
-    pub speculation: Speculation,
+    /// Drafting for speculative decoding in the model's generations; `None` (the default) drafts by prompt lookup
+    /// where the model's batched passes are exact and not elsewhere.
+    pub speculation: Option<Speculation>,
     /// Stack the query/key/value and the gate/up matmuls into one each where types allow; `None` decides by
     /// device (on a GPU yes, on the CPU no: see `qwen2::StackedLinear`).
     pub stack_projections: Option<bool>,
@@ -159,13 +166,18 @@ impl Model {
             conversions,
         };
         tracing::info!(path = %path.display(), load_ms = info.load_time.as_millis() as u64, "model loaded");
+        let speculation = options.speculation.unwrap_or(if weights.exact_batches() {
+            Speculation::prompt_lookup()
+        } else {
+            Speculation::Off
+        });
         Ok(Self {
             weights,
             tokenizer: Arc::new(tokenizer),
             chat_template,
             info,
             device: device.clone(),
-            speculation: options.speculation,
+            speculation,
             prefix_store: match &options.prefix_store {
                 Some(root) => Some(prefix_store::PrefixStore::new(root, path, device)?),
                 None => None,

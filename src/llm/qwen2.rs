@@ -79,6 +79,11 @@ struct StackedLinear {
 }
 
 impl StackedLinear {
+    /// The layers, for load reports and checks.
+    fn linears(&self) -> impl Iterator<Item = &QLinear> {
+        self.groups.iter().map(|(linear, _, _)| linear)
+    }
+
     /// Every part's output `[.., width]`, in the order the parts were given.
     fn forward(&self, x: &Tensor) -> Result<Vec<Tensor>> {
         let mut outputs = Vec::new();
@@ -115,6 +120,8 @@ pub struct Qwen2 {
     /// KV caches of a few sequences with the token ids each holds: generation picks the one sharing the longest
     /// prefix with its prompt and reuses that prefix instead of recomputing it.
     caches: CacheSlots,
+    /// Whether every product runs on our kernels on the CPU (with our attention), so batches are exact.
+    exact_batches: bool,
 }
 
 /// Loads tensors and converts slow types once; counts conversions for the load report.
@@ -265,6 +272,13 @@ impl Qwen2 {
         let norm = loader.vector("output_norm.weight")?;
         let (cos, sin) = rope_tables(config.head_dim, config.rope_base, config.context_length, device)?;
         let n_layer = config.n_layer;
+        // Norms, RoPE, biases and activations work on each row alone; the products and attention decide.
+        let ours = |linear: &QLinear| linear.kernel_name() != "candle";
+        let exact_batches = device.is_cpu()
+            && ours(&output)
+            && layers
+                .iter()
+                .all(|l| ours(&l.wo) && ours(&l.down) && l.qkv.linears().all(ours) && l.gate_up.linears().all(ours));
         Ok(Self {
             config,
             embedding,
@@ -277,6 +291,7 @@ impl Qwen2 {
             masks: HashMap::new(),
             caches: CacheSlots::new(KV_SLOTS, n_layer),
             device: device.clone(),
+            exact_batches,
         })
     }
 
@@ -384,6 +399,10 @@ impl LanguageModel for Qwen2 {
 
     fn batched_logits(&self) -> bool {
         true
+    }
+
+    fn exact_batches(&self) -> bool {
+        self.exact_batches
     }
 
     fn select_cache_for(&mut self, prompt: &[u32]) {
