@@ -453,7 +453,7 @@ pub enum BenchCommand {
     /// Speculative decoding by prompt lookup: the planner's plans for a few goals, drafted vs plain decoding.
     ///
     /// Example: tandem bench drafts -m qwen2.5-coder-1.5b-instruct-q4_k_m
-    Drafts(GrammarBenchArgs),
+    Drafts(DraftsArgs),
     /// End-to-end tasks (benches/tasks.toml): success rate, steps, replans, tokens, wall time.
     ///
     /// Example: tandem bench tasks --limit 10
@@ -563,6 +563,23 @@ pub struct GrammarBenchArgs {
     /// Repetitions of the generation comparison; medians are reported.
     #[arg(long, default_value_t = 3)]
     pub repeats: usize,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `tandem bench drafts`.
+#[derive(Debug, Args)]
+pub struct DraftsArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Repetitions of each plan, plain and drafted; medians are reported.
+    #[arg(long, default_value_t = 3)]
+    pub repeats: usize,
+    /// Also time llama.cpp's plain decoding of as many tokens at the same depth (the plan's prompt length),
+    /// alternating with ours: a `llama-bench` binary (`scripts/build-llama-bench.sh` builds one).
+    #[arg(long, value_name = "LLAMA_BENCH")]
+    pub vs_llamacpp: Option<PathBuf>,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,

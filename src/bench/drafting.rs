@@ -7,6 +7,7 @@ use std::path::Path;
 
 use candle_core::Device;
 
+use super::llamacpp::run_llama_decode;
 use super::median;
 use crate::agent::model_call::chat_call;
 use crate::agent::planner::system_prompt;
@@ -43,6 +44,11 @@ pub struct GoalDrafts {
     pub accepted_tokens: usize,
     /// Whether the drafted run wrote exactly the plain run's plan.
     pub identical: bool,
+    /// The prompt's length: the depth the plan is decoded at.
+    pub prompt_tokens: usize,
+    /// llama.cpp's plain decode of as many tokens at the same depth (`llama-bench -n TOKENS -d PROMPT`), when
+    /// asked for.
+    pub llamacpp_s: Option<f64>,
 }
 
 /// The whole measurement.
@@ -56,6 +62,8 @@ pub struct DraftReport {
     pub drafted_tok_s: f64,
     /// drafted ÷ plain throughput.
     pub speedup: f64,
+    /// llama.cpp's plain decode of the same numbers of tokens at the same depths, when measured.
+    pub llamacpp_tok_s: Option<f64>,
     pub threads: usize,
 }
 
@@ -64,12 +72,15 @@ fn decode_seconds(timings: &Timings) -> f64 {
     timings.decode.as_secs_f64()
 }
 
-/// Measures `GOALS` on one model file with the built-in tools (writes allowed, so the file goal can plan them).
+/// Measures `GOALS` on one model file with the built-in tools (writes allowed, so the file goal can plan them);
+/// with `peer` (a `llama-bench` binary), each repetition also times llama.cpp decoding as many tokens at the
+/// same depth, alternating with ours.
 pub fn measure(
     path: &Path,
     device: &Device,
     load: &LoadOptions,
     repeats: usize,
+    peer: Option<&Path>,
     reporter: &dyn Reporter,
 ) -> Result<DraftReport> {
     let mut model = Model::load(path, device, load)?;
@@ -89,13 +100,18 @@ pub fn measure(
             chat_call(model, "planner", &messages, Some(&spec), PLAN_TOKENS)
         };
         plan(&mut model, Speculation::Off)?; // warm-up: first passes rearrange weights, the prompt gets cached
-        let (mut plain, mut drafted) = (Vec::new(), Vec::new());
+        let (mut plain, mut drafted, mut peer_s) = (Vec::new(), Vec::new(), Vec::new());
         let mut last = None;
         for _ in 0..repeats.max(1) {
             let (plain_text, plain_timings) = plan(&mut model, Speculation::Off)?;
             let (drafted_text, drafted_timings) = plan(&mut model, speculation)?;
             plain.push(decode_seconds(&plain_timings));
             drafted.push(decode_seconds(&drafted_timings));
+            if let Some(bin) = peer {
+                let (tokens, depth) = (plain_timings.generated_tokens, plain_timings.prompt_tokens);
+                let threads = candle_core::utils::get_num_threads();
+                peer_s.push(tokens as f64 / run_llama_decode(bin, path, threads, tokens, depth)?);
+            }
             last = Some((plain_text, plain_timings, drafted_text, drafted_timings));
             progress.inc(1);
         }
@@ -113,6 +129,8 @@ pub fn measure(
             drafted_tokens: drafted_timings.drafted_tokens,
             accepted_tokens: drafted_timings.accepted_tokens,
             identical: plain_text == drafted_text,
+            prompt_tokens: plain_timings.prompt_tokens,
+            llamacpp_s: (!peer_s.is_empty()).then(|| median(&peer_s)),
         });
     }
     progress.finish();
@@ -120,12 +138,14 @@ pub fn measure(
     let plain_s: f64 = goals.iter().map(|g| g.plain_s).sum();
     let drafted_s: f64 = goals.iter().map(|g| g.drafted_s).sum();
     let rate = |s: f64| if s > 0.0 { tokens as f64 / s } else { 0.0 };
+    let llamacpp_s: Option<f64> = goals.iter().map(|g| g.llamacpp_s).sum();
     Ok(DraftReport {
         model: path.display().to_string(),
         speculation,
         plain_tok_s: rate(plain_s),
         drafted_tok_s: rate(drafted_s),
         speedup: if drafted_s > 0.0 { plain_s / drafted_s } else { 0.0 },
+        llamacpp_tok_s: llamacpp_s.map(rate),
         goals,
         threads: candle_core::utils::get_num_threads(),
     })

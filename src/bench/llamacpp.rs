@@ -77,6 +77,17 @@ pub fn run_llama_bench(
     })
 }
 
+/// Runs `llama-bench` once for plain decoding only: `decode` tokens after `depth` cached positions, on the CPU;
+/// returns its tok/s.
+pub fn run_llama_decode(bin: &Path, model: &Path, threads: usize, decode: usize, depth: usize) -> Result<f64> {
+    let mut args: Vec<String> = ["-ngl", "0", "-r", "1", "-o", "json", "-p", "0"].map(String::from).to_vec();
+    for (flag, value) in [("-t", threads), ("-n", decode), ("-d", depth)] {
+        args.extend([flag.to_string(), value.to_string()]);
+    }
+    let (json, _) = invoke(bin, model, &args)?;
+    rate(&json, 0, decode)
+}
+
 /// Runs `bin -m model args…`, returning its standard output and its peak RSS.
 fn invoke(bin: &Path, model: &Path, args: &[String]) -> Result<(String, Option<u64>)> {
     let mut child = Command::new(bin)

@@ -1,7 +1,7 @@
 //! `tandem bench …`: runs a benchmark and prints its report.
 
 use crate::bench::speed::{measure, SpeedSettings};
-use crate::cli::{BenchCommand, GrammarBenchArgs, SpeedArgs, SuiteArgs};
+use crate::cli::{BenchCommand, DraftsArgs, GrammarBenchArgs, SpeedArgs, SuiteArgs};
 use crate::commands::bench_suites::{self, Suite};
 use crate::commands::generate::prepare_model;
 use crate::progress::Reporter;
@@ -50,9 +50,10 @@ fn grammar(args: GrammarBenchArgs, reporter: &dyn Reporter) -> Result<()> {
     Ok(())
 }
 
-fn drafts(args: GrammarBenchArgs, reporter: &dyn Reporter) -> Result<()> {
+fn drafts(args: DraftsArgs, reporter: &dyn Reporter) -> Result<()> {
     let (path, device) = prepare_model(&args.model, reporter)?;
-    let r = crate::bench::drafting::measure(&path, &device, &args.model.load_options(), args.repeats, reporter)?;
+    let peer = args.vs_llamacpp.as_deref();
+    let r = crate::bench::drafting::measure(&path, &device, &args.model.load_options(), args.repeats, peer, reporter)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&r).map_err(|e| Error::Usage(e.to_string()))?);
         return Ok(());
@@ -82,6 +83,17 @@ fn drafts(args: GrammarBenchArgs, reporter: &dyn Reporter) -> Result<()> {
         r.speedup,
         args.repeats.max(1)
     );
+    if let Some(peer) = r.llamacpp_tok_s {
+        println!(
+            "llama.cpp {:.1} tok/s plain decode of as many tokens at the same depths: drafted ÷ llama.cpp {:.2}×",
+            peer,
+            r.drafted_tok_s / peer
+        );
+        for g in &r.goals {
+            let peer_s = g.llamacpp_s.unwrap_or(f64::NAN);
+            println!("          {:.2} s for {} tokens after {} ({})", peer_s, g.tokens, g.prompt_tokens, g.goal);
+        }
+    }
     if r.goals.iter().any(|g| !g.identical) {
         println!("a plan marked NO differs where two tokens were nearly tied: batched passes round differently");
     }
