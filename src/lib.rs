@@ -10,6 +10,7 @@ pub mod decode;
 pub mod error;
 pub mod kernels;
 pub mod llm;
+pub mod memory;
 pub mod progress;
 pub mod store;
 pub mod tools;

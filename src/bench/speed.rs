@@ -95,6 +95,7 @@ pub fn measure(path: &Path, device: &Device, settings: &SpeedSettings, reporter:
     let mut last_model = None;
     for _ in 0..repeats {
         drop(last_model.take()); // free the previous copy before loading the next
+        crate::memory::release_freed(); // and return it, so that the peak RSS is one load's
         let started = Instant::now();
         let mut model = Model::load(path, device, &settings.load)?;
         loads.push(started.elapsed().as_secs_f64());
