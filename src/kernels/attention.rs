@@ -81,33 +81,25 @@ pub fn attend(q: &[f32], keys: KvRows, values: KvRows, dims: AttentionDims, scal
             let (head, row) = (item / seq, item % seq);
             let query = &q[(head * seq + row) * head_dim..][..head_dim];
             let start = (row * n_head + head) * head_dim;
-            attend_row(
-                query,
-                &keys,
-                &values,
-                head / n_rep,
-                pos + row,
-                head_dim,
-                scale,
-                &mut out[start..start + head_dim],
-            );
+            let task = RowTask { query, keys: &keys, values: &values, kv_head: head / n_rep, head_dim, scale };
+            attend_row(task, pos + row, &mut out[start..start + head_dim]);
         }
     });
 }
 
-/// One query row of one head against positions `0..=last`, by the instruction set this CPU has (the same bits
-/// on each).
-#[allow(clippy::too_many_arguments)]
-fn attend_row(
-    query: &[f32],
-    keys: &KvRows,
-    values: &KvRows,
+/// One query row of one head: what it reads.
+struct RowTask<'a> {
+    query: &'a [f32],
+    keys: &'a KvRows<'a>,
+    values: &'a KvRows<'a>,
     kv_head: usize,
-    last: usize,
     head_dim: usize,
     scale: f32,
-    out: &mut [f32],
-) {
+}
+
+/// One query row of one head against positions `0..=last`, by the instruction set this CPU has (the same bits
+/// on each).
+fn attend_row(task: RowTask, last: usize, out: &mut [f32]) {
     SCORES.with_borrow_mut(|scores| {
         scores.clear();
         scores.resize(last + 1, 0.0);
@@ -116,64 +108,31 @@ fn attend_row(
             use super::CpuLevel;
             match super::cpu_level() {
                 // SAFETY: the level says the CPU has these instructions.
-                CpuLevel::Avx512Vnni => unsafe {
-                    return row_avx512(query, keys, values, kv_head, head_dim, scale, scores, out);
-                },
-                CpuLevel::Avx2 => unsafe {
-                    return row_avx2(query, keys, values, kv_head, head_dim, scale, scores, out);
-                },
+                CpuLevel::Avx512Vnni => return unsafe { row_avx512(&task, scores, out) },
+                CpuLevel::Avx2 => return unsafe { row_avx2(&task, scores, out) },
                 CpuLevel::Portable => {}
             }
         }
-        row_portable(query, keys, values, kv_head, head_dim, scale, scores, out)
+        row_portable(&task, scores, out)
     })
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn row_avx512(
-    query: &[f32],
-    keys: &KvRows,
-    values: &KvRows,
-    kv_head: usize,
-    head_dim: usize,
-    scale: f32,
-    scores: &mut [f32],
-    out: &mut [f32],
-) {
-    row_portable(query, keys, values, kv_head, head_dim, scale, scores, out)
+unsafe fn row_avx512(task: &RowTask, scores: &mut [f32], out: &mut [f32]) {
+    row_portable(task, scores, out)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn row_avx2(
-    query: &[f32],
-    keys: &KvRows,
-    values: &KvRows,
-    kv_head: usize,
-    head_dim: usize,
-    scale: f32,
-    scores: &mut [f32],
-    out: &mut [f32],
-) {
-    row_portable(query, keys, values, kv_head, head_dim, scale, scores, out)
+unsafe fn row_avx2(task: &RowTask, scores: &mut [f32], out: &mut [f32]) {
+    row_portable(task, scores, out)
 }
 
 /// Scores, then the softmax's weights, then their sum of value rows; `scores` has one slot per position.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn row_portable(
-    query: &[f32],
-    keys: &KvRows,
-    values: &KvRows,
-    kv_head: usize,
-    head_dim: usize,
-    scale: f32,
-    scores: &mut [f32],
-    out: &mut [f32],
-) {
+fn row_portable(task: &RowTask, scores: &mut [f32], out: &mut [f32]) {
+    let RowTask { query, keys, values, kv_head, head_dim, scale } = *task;
     let mut max = f32::NEG_INFINITY;
     for (position, score) in scores.iter_mut().enumerate() {
         *score = dot(query, keys.row(kv_head, position, head_dim)) * scale;
