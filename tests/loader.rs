@@ -90,6 +90,29 @@ fn forward_matches_candle_reference_implementation(
     }
 }
 
+/// Past the first 4096 positions (where our RoPE tables grow), in 512-token chunks as a long prompt is fed,
+/// against candle-transformers' Qwen2 (whose tables cover the whole context from the start).
+#[test]
+fn positions_past_the_first_rope_tables_match_the_reference() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = TinyQwen2 { context: 8192, ..TinyQwen2::default() };
+    let path = tiny_file(&dir, "long.gguf", &spec);
+    let mut ours = load_qwen2(&path, true);
+    let mut reader = std::fs::File::open(&path).unwrap();
+    let content = gguf_file::Content::read(&mut reader).unwrap();
+    let mut reference =
+        candle_transformers::models::quantized_qwen2::ModelWeights::from_gguf(content, &mut reader, &Device::Cpu)
+            .unwrap();
+    let tokens: Vec<u32> = (0..4200u32).map(|i| i * 37 % 250).collect();
+    for start in (0..tokens.len()).step_by(512) {
+        let chunk = &tokens[start..(start + 512).min(tokens.len())];
+        let r = reference.forward(&Tensor::new(chunk, &Device::Cpu).unwrap().unsqueeze(0).unwrap(), start).unwrap();
+        let o = ours.forward(chunk, start).unwrap();
+        let err = relative_rms(&r, &o);
+        assert!(err < 3e-2, "logits after the chunk at {start} differ by {err} (relative RMS)");
+    }
+}
+
 #[test]
 fn incremental_decoding_equals_one_pass() {
     let dir = tempfile::tempdir().unwrap();

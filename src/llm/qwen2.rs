@@ -111,7 +111,7 @@ pub struct Qwen2 {
     norm: Tensor,
     output: QLinear,
     n_logits: usize,
-    /// RoPE tables, `[context_length, head_dim / 2]`.
+    /// RoPE tables, `[positions, head_dim / 2]`, for the positions used so far (grown by `ROPE_GROWTH`).
     cos: Tensor,
     sin: Tensor,
     /// Additive causal masks by (new tokens, total positions).
@@ -270,7 +270,8 @@ impl Qwen2 {
             conversions.push(format!("Q5_0→int8 (exact, tandem kernel): {} tensors", loader.widened));
         }
         let norm = loader.vector("output_norm.weight")?;
-        let (cos, sin) = rope_tables(config.head_dim, config.rope_base, config.context_length, device)?;
+        let (cos, sin) =
+            rope_tables(config.head_dim, config.rope_base, ROPE_GROWTH.min(config.context_length), device)?;
         let n_layer = config.n_layer;
         // Norms, RoPE, biases and activations work on each row alone; the products and attention decide.
         let ours = |linear: &QLinear| linear.kernel_name() != "candle";
@@ -298,6 +299,18 @@ impl Qwen2 {
     /// The model's hyper-parameters.
     pub fn config(&self) -> &Qwen2Config {
         &self.config
+    }
+
+    /// Grows the RoPE tables to cover `positions` (each position's row is computed alone, so a grown table holds
+    /// the same values as a table built whole).
+    fn cover_rope_positions(&mut self, positions: usize) -> Result<()> {
+        let have = self.cos.dim(0)?;
+        if positions > have {
+            let c = &self.config;
+            let rows = positions.div_ceil(ROPE_GROWTH).saturating_mul(ROPE_GROWTH).min(c.context_length.max(positions));
+            (self.cos, self.sin) = rope_tables(c.head_dim, c.rope_base, rows, &self.device)?;
+        }
+        Ok(())
     }
 
     /// Additive mask `[seq, pos + seq]`: new token i (at absolute position pos + i) sees positions ≤ pos + i.
@@ -336,6 +349,7 @@ impl Qwen2 {
                                                      // Our CPU attention reads only the positions a row may see; candle's route needs the mask.
         let on_cpu = self.device.is_cpu();
         let mask = if seq > 1 && !on_cpu { Some(self.mask(seq, pos)?) } else { None };
+        self.cover_rope_positions(pos + seq)?;
         let cos = self.cos.narrow(0, pos, seq)?;
         let sin = self.sin.narrow(0, pos, seq)?;
         let c = &self.config;
@@ -467,6 +481,10 @@ fn parts_error(what: &str) -> candle_core::Error {
     candle_core::Error::Msg(format!("the {what} projection returned the wrong number of parts"))
 }
 
+/// Positions the RoPE tables are built for at a time: a model's full context (32768 for Qwen2.5) would take 8 to
+/// 17 MiB that most runs never touch.
+const ROPE_GROWTH: usize = 4096;
+
 /// RoPE cos/sin tables for the NeoX layout (halves rotated), `[context, head_dim / 2]`.
 fn rope_tables(head_dim: usize, base: f32, context: usize, device: &Device) -> Result<(Tensor, Tensor)> {
     let inv_freq: Vec<f32> = (0..head_dim / 2).map(|i| 1.0 / base.powf(2.0 * i as f32 / head_dim as f32)).collect();
@@ -474,4 +492,23 @@ fn rope_tables(head_dim: usize, base: f32, context: usize, device: &Device) -> R
     let positions = Tensor::arange(0u32, context as u32, device)?.to_dtype(DType::F32)?.reshape((context, 1))?;
     let angles = positions.broadcast_mul(&inv_freq)?;
     Ok((angles.cos()?, angles.sin()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Growing the tables must not move a position's values: a table for fewer positions is the start of a
+    /// longer one, bit for bit.
+    #[test]
+    fn a_grown_rope_table_starts_with_the_shorter_one() {
+        let (short_cos, short_sin) = rope_tables(64, 1_000_000.0, 37, &Device::Cpu).unwrap();
+        let (long_cos, long_sin) = rope_tables(64, 1_000_000.0, ROPE_GROWTH + 5, &Device::Cpu).unwrap();
+        let bits = |t: &Tensor| {
+            t.flatten_all().unwrap().to_vec1::<f32>().unwrap().iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+        };
+        assert_eq!(bits(&short_cos), bits(&long_cos.narrow(0, 0, 37).unwrap()));
+        assert_eq!(bits(&short_sin), bits(&long_sin.narrow(0, 0, 37).unwrap()));
+        assert_eq!(long_cos.dims(), &[ROPE_GROWTH + 5, 32]);
+    }
 }

@@ -23,6 +23,8 @@ pub struct TinyQwen2 {
     pub architecture: String,
     /// Metadata keys to leave out.
     pub omit_keys: Vec<String>,
+    /// `context_length`.
+    pub context: usize,
     pub seed: u64,
 }
 
@@ -38,6 +40,7 @@ impl Default for TinyQwen2 {
             separate_output: true,
             architecture: "qwen2".into(),
             omit_keys: Vec::new(),
+            context: 256,
             seed: 1,
         }
     }
@@ -115,7 +118,7 @@ pub fn write_tiny_qwen2(path: &Path, spec: &TinyQwen2) {
         ("general.architecture".into(), Value::String(arch.into())),
         ("general.name".into(), Value::String("tiny test model".into())),
         (format!("{arch}.block_count"), Value::U32(spec.n_layer as u32)),
-        (format!("{arch}.context_length"), Value::U32(256)),
+        (format!("{arch}.context_length"), Value::U32(spec.context as u32)),
         (format!("{arch}.embedding_length"), Value::U32(spec.hidden as u32)),
         (format!("{arch}.feed_forward_length"), Value::U32(spec.ffn as u32)),
         (format!("{arch}.attention.head_count"), Value::U32(spec.n_head as u32)),
