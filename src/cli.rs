@@ -113,32 +113,26 @@ pub struct ModelArgs {
 /// The `--speculate` flag.
 #[derive(Debug, Clone, Copy, Args)]
 pub struct SpeculateArg {
-    /// Speculative decoding by prompt lookup: guess the next token from an n-gram of the prompt and output, and
-    /// check it in the same forward pass as the token before it. `auto` drafts where it is exact: on the CPU
-    /// with our kernels a batched pass gives each token the logits a one-token pass gives, so the output is the
-    /// same bit for bit, and plans come about a tenth faster. `on` drafts elsewhere too (GPU, candle's kernels),
-    /// where batched rounding can tip a near-tie; `off` never drafts. `--speculate` alone means `on`.
-    #[arg(long, value_enum, default_value_t = SpeculateMode::Auto, num_args = 0..=1, default_missing_value = "on")]
-    pub speculate: SpeculateMode,
+    /// Speculative decoding everywhere. By default it runs where it is exact: prompt lookup guesses the next
+    /// token from an n-gram of the prompt and output, and one pass checks it with the token before it; on the
+    /// CPU with our kernels a batched pass gives each token the logits a one-token pass gives, so the output is
+    /// plain decoding's bit for bit, and plans come about a tenth faster. This flag drafts elsewhere too (GPU,
+    /// candle's kernels), where batched rounding can tip a near-tie.
+    #[arg(long, conflicts_with = "no_speculate")]
+    pub speculate: bool,
+    /// No speculative decoding, not even where it is exact.
+    #[arg(long)]
+    pub no_speculate: bool,
 }
 
-/// When to draft tokens.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum SpeculateMode {
-    /// Where the output stays exactly plain decoding's.
-    Auto,
-    /// Always.
-    On,
-    /// Never.
-    Off,
-}
-
-/// Drafting as the flag asks; `None` leaves it to the model (`auto`).
+/// Drafting as the flags ask; `None` leaves it to the model (drafts where exact).
 pub fn speculation(arg: SpeculateArg) -> Option<crate::decode::Speculation> {
-    match arg.speculate {
-        SpeculateMode::Auto => None,
-        SpeculateMode::On => Some(crate::decode::Speculation::prompt_lookup()),
-        SpeculateMode::Off => Some(crate::decode::Speculation::Off),
+    if arg.speculate {
+        Some(crate::decode::Speculation::prompt_lookup())
+    } else if arg.no_speculate {
+        Some(crate::decode::Speculation::Off)
+    } else {
+        None
     }
 }
 
