@@ -47,6 +47,16 @@ fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
     a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
 }
 
+/// Our Qwen2 and candle-transformers' own, both loaded from `path`.
+fn ours_and_reference(path: &std::path::Path) -> (Qwen2, candle_transformers::models::quantized_qwen2::ModelWeights) {
+    let mut reader = std::fs::File::open(path).unwrap();
+    let content = gguf_file::Content::read(&mut reader).unwrap();
+    let reference =
+        candle_transformers::models::quantized_qwen2::ModelWeights::from_gguf(content, &mut reader, &Device::Cpu)
+            .unwrap();
+    (load_qwen2(path, true), reference)
+}
+
 const TOKENS: [u32; 9] = [5, 77, 256, 13, 200, 31, 99, 257, 42];
 
 /// Every weight type our kernels take (Q8_0, Q5_0, Q4_K, Q6_K; K-quants need widths of 256) against
@@ -64,12 +74,7 @@ fn forward_matches_candle_reference_implementation(
     let dir = tempfile::tempdir().unwrap();
     let spec = TinyQwen2 { matrix_type, hidden, ffn, ..TinyQwen2::default() };
     let path = tiny_file(&dir, "ref.gguf", &spec);
-    let mut ours = load_qwen2(&path, true);
-    let mut reader = std::fs::File::open(&path).unwrap();
-    let content = gguf_file::Content::read(&mut reader).unwrap();
-    let mut reference =
-        candle_transformers::models::quantized_qwen2::ModelWeights::from_gguf(content, &mut reader, &Device::Cpu)
-            .unwrap();
+    let (mut ours, mut reference) = ours_and_reference(&path);
     // Prompt in one pass, then two single-token steps: exercises the mask, the cache and RoPE offsets.
     let prompt = &TOKENS[..6];
     let ref_logits = reference.forward(&Tensor::new(prompt, &Device::Cpu).unwrap().unsqueeze(0).unwrap(), 0).unwrap();
@@ -97,12 +102,7 @@ fn positions_past_the_first_rope_tables_match_the_reference() {
     let dir = tempfile::tempdir().unwrap();
     let spec = TinyQwen2 { context: 8192, ..TinyQwen2::default() };
     let path = tiny_file(&dir, "long.gguf", &spec);
-    let mut ours = load_qwen2(&path, true);
-    let mut reader = std::fs::File::open(&path).unwrap();
-    let content = gguf_file::Content::read(&mut reader).unwrap();
-    let mut reference =
-        candle_transformers::models::quantized_qwen2::ModelWeights::from_gguf(content, &mut reader, &Device::Cpu)
-            .unwrap();
+    let (mut ours, mut reference) = ours_and_reference(&path);
     let tokens: Vec<u32> = (0..4200u32).map(|i| i * 37 % 250).collect();
     for start in (0..tokens.len()).step_by(512) {
         let chunk = &tokens[start..(start + 512).min(tokens.len())];
