@@ -57,13 +57,7 @@ pub fn run_llama_bench(
     decode: usize,
     depth: usize,
 ) -> Result<PeerRun> {
-    let args = |prompt: usize, gen: usize, depth: usize| -> Vec<String> {
-        let mut args: Vec<String> = ["-ngl", device.gpu_layers(), "-r", "1", "-o", "json"].map(String::from).to_vec();
-        for (flag, value) in [("-t", threads), ("-p", prompt), ("-n", gen), ("-d", depth)] {
-            args.extend([flag.to_string(), value.to_string()]);
-        }
-        args
-    };
+    let args = |prompt, gen, depth| bench_args(device, threads, prompt, gen, depth);
     if depth == 0 {
         let (json, peak) = invoke(bin, model, &args(prefill, decode, 0))?;
         return Ok(PeerRun { peak_rss_bytes: peak, ..parse_llama_bench_json(&json, prefill, decode)? });
@@ -80,12 +74,18 @@ pub fn run_llama_bench(
 /// Runs `llama-bench` once for plain decoding only: `decode` tokens after `depth` cached positions, on the CPU;
 /// returns its tok/s.
 pub fn run_llama_decode(bin: &Path, model: &Path, threads: usize, decode: usize, depth: usize) -> Result<f64> {
-    let mut args: Vec<String> = ["-ngl", "0", "-r", "1", "-o", "json", "-p", "0"].map(String::from).to_vec();
-    for (flag, value) in [("-t", threads), ("-n", decode), ("-d", depth)] {
+    let (json, _) = invoke(bin, model, &bench_args(PeerDevice::Cpu, threads, 0, decode, depth))?;
+    rate(&json, 0, decode)
+}
+
+/// One `llama-bench -o json` invocation's arguments: one repetition, `prompt` prompt and `gen` new tokens after
+/// `depth` cached positions.
+fn bench_args(device: PeerDevice, threads: usize, prompt: usize, gen: usize, depth: usize) -> Vec<String> {
+    let mut args: Vec<String> = ["-ngl", device.gpu_layers(), "-r", "1", "-o", "json"].map(String::from).to_vec();
+    for (flag, value) in [("-t", threads), ("-p", prompt), ("-n", gen), ("-d", depth)] {
         args.extend([flag.to_string(), value.to_string()]);
     }
-    let (json, _) = invoke(bin, model, &args)?;
-    rate(&json, 0, decode)
+    args
 }
 
 /// Runs `bin -m model args…`, returning its standard output and its peak RSS.
