@@ -100,6 +100,7 @@ impl ChatMessage {
 }
 
 /// A compiled chat template with the BOS/EOS texts it may print.
+#[derive(Clone)]
 pub struct ChatTemplate {
     env: Environment<'static>,
     source: String,

@@ -1,5 +1,6 @@
 //! Language models: GGUF loading, architecture dispatch, tokenizer and chat template, behind one `LanguageModel` trait.
 
+pub mod batching;
 pub mod chat;
 pub mod device;
 pub mod gemma3;
@@ -68,10 +69,45 @@ pub trait LanguageModel: Send {
     fn import_kv(&mut self, _snapshot: &prefix_store::KvSnapshot) -> Result<bool> {
         Ok(false)
     }
+    /// Several independent sequences run in one pass (batching across generations, see `batching`); None where
+    /// the model keeps one sequence.
+    fn multi_sequence(&mut self) -> Option<&mut dyn MultiSequence> {
+        None
+    }
     /// Width of the logits (may exceed the tokenizer's vocabulary, as Qwen2's does).
     fn n_logits(&self) -> usize;
     /// The longest sequence the model was trained for.
     fn context_length(&self) -> usize;
+}
+
+/// Names one of the independent sequences a [`MultiSequence`] model keeps.
+pub type SequenceId = usize;
+
+/// One sequence's share of a pass over several.
+#[derive(Debug, Clone, Copy)]
+pub struct SequencePass<'a> {
+    /// Whose caches the tokens extend.
+    pub sequence: SequenceId,
+    /// The new tokens.
+    pub tokens: &'a [u32],
+    /// The absolute position of the first of them (the sequence's cache is cut back to it).
+    pub pos: usize,
+    /// Whether to return every position's logits (`forward_all`) or the last one's (`forward`).
+    pub every_position: bool,
+}
+
+/// A model that keeps several independent sequences, each with its own KV caches, and runs the new tokens of
+/// several in one pass: each weight matrix is read once for all of them, which is what decoding is bound by.
+pub trait MultiSequence {
+    /// A new sequence with empty caches.
+    fn open_sequence(&mut self) -> SequenceId;
+    /// Frees a sequence's caches (the model's own sequence stays).
+    fn close_sequence(&mut self, sequence: SequenceId);
+    /// Makes `sequence` the one [`LanguageModel`]'s methods act on.
+    fn use_sequence(&mut self, sequence: SequenceId) -> Result<()>;
+    /// One pass over every part (one part per sequence at most); each part's logits as `forward` (or, with
+    /// `every_position`, `forward_all`) on its sequence alone would give them.
+    fn forward_sequences(&mut self, parts: &[SequencePass<'_>]) -> Result<Vec<Tensor>>;
 }
 
 /// Options for loading a model.
@@ -124,7 +160,7 @@ pub struct Model {
     pub prefix_store: Option<prefix_store::PrefixStore>,
     /// The grammar engine for this tokenizer, built on first use (its token table takes ~0.4 s) and shared
     /// by every constrained generation on this model.
-    grammar: OnceLock<GrammarEngine>,
+    grammar: Arc<OnceLock<GrammarEngine>>,
 }
 
 impl Model {
@@ -182,7 +218,7 @@ impl Model {
                 Some(root) => Some(prefix_store::PrefixStore::new(root, path, device)?),
                 None => None,
             },
-            grammar: OnceLock::new(),
+            grammar: Arc::new(OnceLock::new()),
         })
     }
 }

@@ -114,7 +114,10 @@ impl PrefixStore {
         let hash: Vec<u8> = snapshot.tokens.iter().flat_map(|t| t.to_le_bytes()).collect();
         let name = hex::encode(&Sha256::digest(&hash)[..12]);
         let file = self.dir.join(format!("{name}.safetensors"));
-        let partial = self.dir.join(format!("{name}.safetensors.{}.partial", std::process::id()));
+        // Unique per process and per write: generations batched in one process may save the same prefix at once.
+        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let write = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let partial = self.dir.join(format!("{name}.safetensors.{}-{write}.partial", std::process::id()));
         let written = candle_core::safetensors::save(&tensors, &partial)
             .map_err(Error::from)
             .and_then(|()| std::fs::rename(&partial, &file).map_err(|e| io("writing a snapshot into", e)));

@@ -4,7 +4,7 @@
 //! (prompt-prefix reuse), grouped-query attention without copying K/V per head, a quantized embedding table
 //! (no 0.5–0.9 GB f32 copy), and a one-time conversion of tensor types that candle's CPU kernels run slowly.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
@@ -13,7 +13,7 @@ use candle_core::{DType, Device, Module, Tensor, D};
 use super::gguf::{GgufFile, LoadError};
 use super::kv_cache::CacheSlots;
 use super::prefix_store::KvSnapshot;
-use super::{LanguageModel, LoadOptions};
+use super::{LanguageModel, LoadOptions, MultiSequence, SequenceId, SequencePass};
 use crate::kernels::attention::{candle_attention, causal_attention};
 use crate::kernels::QLinear;
 use crate::Result;
@@ -21,6 +21,9 @@ use crate::Result;
 /// Sequences whose KV caches a model keeps: the planner's and the executor's prompt families when one model
 /// plays both roles, and one spare (buffers grow on use, about 25–57 KB a position).
 const KV_SLOTS: usize = 3;
+
+/// The sequence a model uses until told otherwise (see [`MultiSequence::use_sequence`]).
+const OWN_SEQUENCE: SequenceId = 0;
 
 /// Hyper-parameters read from `qwen2.*` metadata.
 #[derive(Debug, Clone)]
@@ -117,9 +120,14 @@ pub struct Qwen2 {
     /// Additive causal masks by (new tokens, total positions).
     masks: HashMap<(usize, usize), Tensor>,
     device: Device,
-    /// KV caches of a few sequences with the token ids each holds: generation picks the one sharing the longest
-    /// prefix with its prompt and reuses that prefix instead of recomputing it.
-    caches: CacheSlots,
+    /// Independent sequences (one per concurrent generation when batching across them; the model's own is
+    /// [`OWN_SEQUENCE`]), each with KV caches of a few prompt families and the token ids each holds: generation
+    /// picks the slot sharing the longest prefix with its prompt and reuses that prefix instead of recomputing it.
+    sequences: HashMap<SequenceId, CacheSlots>,
+    /// The sequence that `LanguageModel`'s methods act on.
+    current: SequenceId,
+    /// The id the next opened sequence gets.
+    next_sequence: SequenceId,
     /// Whether every product runs on our kernels on the CPU (with our attention), so batches are exact.
     exact_batches: bool,
 }
@@ -290,7 +298,9 @@ impl Qwen2 {
             cos,
             sin,
             masks: HashMap::new(),
-            caches: CacheSlots::new(KV_SLOTS, n_layer),
+            sequences: HashMap::from([(OWN_SEQUENCE, CacheSlots::new(KV_SLOTS, n_layer))]),
+            current: OWN_SEQUENCE,
+            next_sequence: OWN_SEQUENCE + 1,
             device: device.clone(),
             exact_batches,
         })
@@ -332,83 +342,200 @@ impl Qwen2 {
 }
 
 impl Qwen2 {
-    /// One forward pass at `pos` (the cache is cut back to `pos` first). Returns the logits of the last position,
-    /// `[n_logits]`, or with `every_position` those of each position, `[seq, n_logits]`.
-    fn forward_at(&mut self, tokens: &[u32], pos: usize, every_position: bool) -> Result<Tensor> {
-        let seq = tokens.len();
-        let cached = self.caches.active().layers.first().map_or(0, |l| l.len());
-        if seq == 0 || pos > cached || pos + seq > self.config.context_length {
-            return Err(candle_core::Error::Msg(format!(
-                "forward of {seq} tokens at position {pos} with {cached} cached positions and a context of {}",
-                self.config.context_length
-            ))
-            .into());
+    /// The current sequence's caches.
+    fn caches(&self) -> &CacheSlots {
+        self.sequences.get(&self.current).expect("the current sequence is always open")
+    }
+
+    /// The current sequence's caches, mutably.
+    fn caches_mut(&mut self) -> &mut CacheSlots {
+        self.sequences.get_mut(&self.current).expect("the current sequence is always open")
+    }
+
+    /// Checks a pass's parts before anything changes: known sequences, one part each, tokens to run, positions
+    /// that follow what each caches and fit the context.
+    fn check_parts(&self, parts: &[SequencePass<'_>]) -> Result<()> {
+        let mut seen = HashSet::new();
+        for part in parts {
+            let (seq, pos) = (part.tokens.len(), part.pos);
+            let Some(slots) = self.sequences.get(&part.sequence) else {
+                return Err(
+                    candle_core::Error::Msg(format!("forward on sequence {} that is not open", part.sequence)).into()
+                );
+            };
+            let cached = slots.active().layers.first().map_or(0, |l| l.len());
+            if seq == 0 || pos > cached || pos + seq > self.config.context_length || !seen.insert(part.sequence) {
+                return Err(candle_core::Error::Msg(format!(
+                    "forward of {seq} tokens at position {pos} with {cached} cached positions and a context of {} \
+                     (sequence {}, {} part(s) in the pass)",
+                    self.config.context_length,
+                    part.sequence,
+                    parts.len()
+                ))
+                .into());
+            }
         }
-        let ids = Tensor::new(tokens, &self.device)?.unsqueeze(0)?;
-        let mut x = self.embedding.embedding(&ids)?; // [1, seq, hidden]
-                                                     // Our CPU attention reads only the positions a row may see; candle's route needs the mask.
+        if parts.is_empty() {
+            return Err(candle_core::Error::Msg("a forward pass with no tokens".into()).into());
+        }
+        Ok(())
+    }
+
+    /// One forward pass over the new tokens of one or more sequences, their rows stacked so that each weight
+    /// matrix is read once for all of them (each sequence's cache is cut back to its `pos` first; attention runs
+    /// per sequence). Returns each part's logits: its last position's, `[n_logits]`, or with `every_position` each
+    /// position's, `[tokens, n_logits]`. Every product and our attention compute a row alone, so on our CPU
+    /// kernels a part gets exactly the logits a pass of its own gives.
+    fn pass(&mut self, parts: &[SequencePass<'_>]) -> Result<Vec<Tensor>> {
+        self.check_parts(parts)?;
+        let rows: usize = parts.iter().map(|p| p.tokens.len()).sum();
+        self.cover_rope_positions(parts.iter().map(|p| p.pos + p.tokens.len()).max().unwrap_or(0))?;
+        // Our CPU attention reads only the positions a row may see; candle's route needs the mask.
         let on_cpu = self.device.is_cpu();
-        let mask = if seq > 1 && !on_cpu { Some(self.mask(seq, pos)?) } else { None };
-        self.cover_rope_positions(pos + seq)?;
-        let cos = self.cos.narrow(0, pos, seq)?;
-        let sin = self.sin.narrow(0, pos, seq)?;
+        let masks = parts
+            .iter()
+            .map(|p| if p.tokens.len() > 1 && !on_cpu { self.mask(p.tokens.len(), p.pos).map(Some) } else { Ok(None) })
+            .collect::<Result<Vec<_>>>()?;
+        let (cos, sin) = match parts {
+            [part] => (self.cos.narrow(0, part.pos, rows)?, self.sin.narrow(0, part.pos, rows)?),
+            _ => {
+                let positions: Vec<u32> =
+                    parts.iter().flat_map(|p| (p.pos..p.pos + p.tokens.len()).map(|i| i as u32)).collect();
+                let positions = Tensor::new(positions.as_slice(), &self.device)?;
+                (self.cos.index_select(&positions, 0)?, self.sin.index_select(&positions, 0)?)
+            }
+        };
+        let tokens: Vec<u32> = parts.iter().flat_map(|p| p.tokens.iter().copied()).collect();
+        let ids = Tensor::new(tokens.as_slice(), &self.device)?.unsqueeze(0)?;
+        let mut x = self.embedding.embedding(&ids)?; // [1, rows, hidden]
         let c = &self.config;
         let scale = 1.0 / (c.head_dim as f64).sqrt();
-        for (layer, cache) in self.layers.iter().zip(self.caches.active_mut().layers.iter_mut()) {
-            cache.truncate(pos);
+        for (index, layer) in self.layers.iter().enumerate() {
             let h = candle_nn::ops::rms_norm(&x, &layer.attn_norm, c.rms_eps)?;
             let heads = |t: Tensor, n: usize| -> candle_core::Result<Tensor> {
-                t.reshape((1, seq, n, c.head_dim))?.transpose(1, 2)?.contiguous()
+                t.reshape((1, rows, n, c.head_dim))?.transpose(1, 2)?.contiguous()
             };
             let [q, k, v]: [Tensor; 3] = layer.qkv.forward(&h)?.try_into().map_err(|_| parts_error("qkv"))?;
-            let q = heads(q, c.n_head)?;
-            let k = heads(k, c.n_kv_head)?;
+            let q = candle_nn::rotary_emb::rope(&heads(q, c.n_head)?, &cos, &sin)?;
+            let k = candle_nn::rotary_emb::rope(&heads(k, c.n_kv_head)?, &cos, &sin)?;
             let v = heads(v, c.n_kv_head)?;
-            let q = candle_nn::rotary_emb::rope(&q, &cos, &sin)?;
-            let k = candle_nn::rotary_emb::rope(&k, &cos, &sin)?;
-            let (k, v) = cache.append(&k, &v, c.context_length)?;
-            let attn = if on_cpu {
-                causal_attention(&q, &k, &v, pos, scale as f32)?
-            } else {
-                candle_attention(&q, &k, &v, mask.as_ref(), scale)?
-            };
+            let mut outputs = Vec::with_capacity(parts.len());
+            let mut row = 0;
+            for (part, mask) in parts.iter().zip(&masks) {
+                let n = part.tokens.len();
+                // A part's rows of `[1, heads, rows, head_dim]`.
+                let own_rows =
+                    |t: &Tensor| if parts.len() == 1 { Ok(t.clone()) } else { t.narrow(2, row, n)?.contiguous() };
+                let slots = self.sequences.get_mut(&part.sequence).expect("checked above");
+                let cache = &mut slots.active_mut().layers[index];
+                cache.truncate(part.pos);
+                let (keys, values) = cache.append(&own_rows(&k)?, &own_rows(&v)?, c.context_length)?;
+                let q = own_rows(&q)?;
+                outputs.push(if on_cpu {
+                    causal_attention(&q, &keys, &values, part.pos, scale as f32)?
+                } else {
+                    candle_attention(&q, &keys, &values, mask.as_ref(), scale)?
+                });
+                row += n;
+            }
+            let attn = if outputs.len() == 1 { outputs.remove(0) } else { Tensor::cat(&outputs, 1)? };
             x = (x + layer.wo.forward(&attn)?)?;
             let h = candle_nn::ops::rms_norm(&x, &layer.ffn_norm, c.rms_eps)?;
             let [gate, up]: [Tensor; 2] = layer.gate_up.forward(&h)?.try_into().map_err(|_| parts_error("gate/up"))?;
             let gated = (candle_nn::ops::silu(&gate)? * up)?;
             x = (x + layer.down.forward(&gated)?)?;
         }
-        let rows = if every_position { x } else { x.narrow(1, seq - 1, 1)? };
-        let rows = candle_nn::ops::rms_norm(&rows, &self.norm, c.rms_eps)?;
-        let logits = self.output.forward(&rows)?.to_dtype(DType::F32)?; // [1, rows, n_logits]
-        Ok(if every_position { logits.squeeze(0)? } else { logits.flatten_all()? })
-    }
-
-    /// Runs `forward_at` and keeps the active sequence's token ids in step with its cache.
-    fn forward_tracked(&mut self, tokens: &[u32], pos: usize, every_position: bool) -> Result<Tensor> {
-        match self.forward_at(tokens, pos, every_position) {
-            Ok(logits) => {
-                let history = &mut self.caches.active_mut().tokens;
-                history.truncate(pos);
-                history.extend_from_slice(tokens);
-                Ok(logits)
-            }
-            Err(e) => {
-                // A pass that failed part-way may have filled some layers' caches and not others.
-                self.clear_kv_cache();
-                Err(e)
+        // Only the rows whose logits are wanted go through the (wide) output projection.
+        let mut wanted = Vec::new();
+        let mut row = 0;
+        for part in parts {
+            let n = part.tokens.len();
+            wanted.extend(if part.every_position { row..row + n } else { row + n - 1..row + n }.map(|r| r as u32));
+            row += n;
+        }
+        let x = match wanted.as_slice() {
+            all if all.len() == rows => x,
+            [one] => x.narrow(1, *one as usize, 1)?,
+            some => x.index_select(&Tensor::new(some, &self.device)?, 1)?,
+        };
+        let x = candle_nn::ops::rms_norm(&x, &self.norm, c.rms_eps)?;
+        let logits = self.output.forward(&x)?.to_dtype(DType::F32)?.squeeze(0)?; // [wanted rows, n_logits]
+        let mut out = Vec::with_capacity(parts.len());
+        let mut offset = 0;
+        for part in parts {
+            if part.every_position {
+                out.push(logits.narrow(0, offset, part.tokens.len())?);
+                offset += part.tokens.len();
+            } else {
+                out.push(logits.get(offset)?);
+                offset += 1;
             }
         }
+        Ok(out)
+    }
+
+    /// Runs `pass` and keeps each sequence's token ids in step with its cache.
+    fn forward_parts(&mut self, parts: &[SequencePass<'_>]) -> Result<Vec<Tensor>> {
+        let result = self.pass(parts);
+        for part in parts {
+            let Some(slots) = self.sequences.get_mut(&part.sequence) else { continue };
+            if result.is_ok() {
+                let history = &mut slots.active_mut().tokens;
+                history.truncate(part.pos);
+                history.extend_from_slice(part.tokens);
+            } else {
+                // A pass that failed part-way may have filled some layers' caches and not others.
+                slots.clear_all();
+            }
+        }
+        result
+    }
+
+    /// `forward_parts` on the current sequence alone.
+    fn forward_current(&mut self, tokens: &[u32], pos: usize, every_position: bool) -> Result<Tensor> {
+        let part = SequencePass { sequence: self.current, tokens, pos, every_position };
+        let mut logits = self.forward_parts(&[part])?;
+        Ok(logits.remove(0))
+    }
+}
+
+impl MultiSequence for Qwen2 {
+    fn open_sequence(&mut self) -> SequenceId {
+        let id = self.next_sequence;
+        self.next_sequence += 1;
+        self.sequences.insert(id, CacheSlots::new(KV_SLOTS, self.layers.len()));
+        id
+    }
+
+    fn close_sequence(&mut self, sequence: SequenceId) {
+        if sequence != OWN_SEQUENCE {
+            self.sequences.remove(&sequence);
+            if self.current == sequence {
+                self.current = OWN_SEQUENCE;
+            }
+        }
+    }
+
+    fn use_sequence(&mut self, sequence: SequenceId) -> Result<()> {
+        if !self.sequences.contains_key(&sequence) {
+            return Err(candle_core::Error::Msg(format!("sequence {sequence} is not open")).into());
+        }
+        self.current = sequence;
+        Ok(())
+    }
+
+    fn forward_sequences(&mut self, parts: &[SequencePass<'_>]) -> Result<Vec<Tensor>> {
+        self.forward_parts(parts)
     }
 }
 
 impl LanguageModel for Qwen2 {
     fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Tensor> {
-        self.forward_tracked(tokens, pos, false)
+        self.forward_current(tokens, pos, false)
     }
 
     fn forward_all(&mut self, tokens: &[u32], pos: usize) -> Result<Tensor> {
-        self.forward_tracked(tokens, pos, true)
+        self.forward_current(tokens, pos, true)
     }
 
     fn batched_logits(&self) -> bool {
@@ -419,21 +546,25 @@ impl LanguageModel for Qwen2 {
         self.exact_batches
     }
 
+    fn multi_sequence(&mut self) -> Option<&mut dyn MultiSequence> {
+        Some(self)
+    }
+
     fn select_cache_for(&mut self, prompt: &[u32]) {
-        self.caches.select_for(prompt);
+        self.caches_mut().select_for(prompt);
     }
 
     fn cached_tokens(&self) -> &[u32] {
-        &self.caches.active().tokens
+        &self.caches().active().tokens
     }
 
     fn clear_kv_cache(&mut self) {
-        self.caches.clear_all();
+        self.caches_mut().clear_all();
     }
 
     fn export_kv(&self, len: usize) -> Result<Option<Vec<(Tensor, Tensor)>>> {
         let mut layers = Vec::with_capacity(self.layers.len());
-        for cache in &self.caches.active().layers {
+        for cache in &self.caches().active().layers {
             match cache.prefix(len)? {
                 Some(kv) => layers.push(kv),
                 None => return Ok(None),
@@ -452,7 +583,7 @@ impl LanguageModel for Qwen2 {
         }
         let context = c.context_length;
         let device = self.device.clone();
-        let sequence = self.caches.active_mut();
+        let sequence = self.caches_mut().active_mut();
         sequence.clear();
         let replaced = sequence
             .layers
