@@ -352,6 +352,12 @@ pub struct BatchArgs {
     /// appended after the old one.
     #[arg(long)]
     pub retry_failed: bool,
+    /// Goals in flight at once. Their generations share each model's forward passes: a pass reads the weights
+    /// once for every goal decoding at that moment, so N goals take far less than N times one goal's time (on
+    /// a CPU as on a GPU). Records are appended as goals finish, not in file order; on the CPU with our kernels
+    /// each goal writes what it would write alone. Qwen2 models only.
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub parallel: u16,
     #[command(flatten)]
     pub agent: AgentArgs,
     #[command(flatten)]
@@ -594,6 +600,11 @@ pub struct SpeedArgs {
     /// like llama-bench's generation test; 512 decodes as after a 512-token prompt (llama-bench `-d 512`).
     #[arg(long, default_value_t = 0)]
     pub decode_depth: usize,
+    /// Also decode N sequences at once, one forward pass a token for all of them (what `tandem batch
+    /// --parallel N` does), for each N in this list, e.g. `--sequences 2,4,8`; prints the total tok/s and its
+    /// ratio to one sequence's.
+    #[arg(long, value_delimiter = ',', value_name = "N,..", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub sequences: Vec<u16>,
     /// Repetitions; medians are reported.
     #[arg(long, default_value_t = 3)]
     pub repeats: usize,

@@ -416,6 +416,14 @@ pub struct BatchSummary {
     pub planner_tokens_out_per_s: f64,
     /// Executor tokens generated per second of the batch's wall time.
     pub executor_tokens_out_per_s: f64,
+    /// Goals in flight at once (`--parallel`).
+    pub parallel: usize,
+    /// With several goals in flight: goals a planner forward pass served, on average.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub planner_goals_per_pass: Option<f64>,
+    /// With several goals in flight: goals an executor forward pass served, on average.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub executor_goals_per_pass: Option<f64>,
 }
 
 impl BatchSummary {

@@ -16,7 +16,7 @@ pub mod schema;
 pub mod validate;
 
 pub use events::{Event, EventLog, PlanOrigin, Record, RunSettings, StopReason};
-pub use models::{LazyModels, ModelSource};
+pub use models::{LazyModels, ModelSource, SharedModels};
 pub use orchestrator::{
     Agent, ApproveMode, Approver, AutoApprove, Mode, NoObserver, Observer, PlanDecision, RunOutcome,
 };

@@ -4,6 +4,7 @@
 use candle_core::Device;
 
 use super::events::Event;
+use crate::llm::batching::{PassStats, SharedModel};
 use crate::llm::{LoadOptions, Model};
 use crate::progress::Reporter;
 use crate::store::ModelStore;
@@ -76,6 +77,31 @@ impl<'r> LazyModels<'r> {
         self.planner_id == self.executor_id
     }
 
+    /// Loads both models now and shares each among `runs` concurrent runs: a source per run, whose models are the
+    /// same networks on sequences of their own, their forward passes batched together (see `llm::batching`).
+    /// The returned [`SharedModels`] tell how full the passes were.
+    pub fn share(mut self, runs: usize) -> Result<(Vec<LazyModels<'r>>, SharedModels)> {
+        self.planner()?;
+        self.executor()?;
+        let planner = SharedModel::start(self.planner.take().expect("loaded above"))?;
+        let executor = self.executor.take().map(SharedModel::start).transpose()?;
+        let mut sources = Vec::with_capacity(runs);
+        for _ in 0..runs {
+            sources.push(LazyModels {
+                planner_id: self.planner_id.clone(),
+                executor_id: self.executor_id.clone(),
+                device: self.device.clone(),
+                options: self.options.clone(),
+                reporter: self.reporter,
+                planner: Some(planner.model()?),
+                executor: executor.as_ref().map(SharedModel::model).transpose()?,
+                events: Vec::new(),
+                loaded: self.loaded.clone(),
+            });
+        }
+        Ok((sources, SharedModels { planner, executor }))
+    }
+
     fn load(&mut self, id: &str, role: &str) -> Result<Model> {
         let resolved = ModelStore::open()?.resolve(id, self.reporter)?;
         self.reporter.message(&format!("loading the {role} ({id}) …"));
@@ -90,6 +116,24 @@ impl<'r> LazyModels<'r> {
         self.loaded.push(event.clone());
         self.events.push(event);
         Ok(model)
+    }
+}
+
+/// The models of a batch of concurrent runs, each on its own batching thread.
+pub struct SharedModels {
+    planner: SharedModel,
+    executor: Option<SharedModel>,
+}
+
+impl SharedModels {
+    /// How full the planner's passes were.
+    pub fn planner_stats(&self) -> PassStats {
+        self.planner.stats()
+    }
+
+    /// How full the executor's passes were (the planner's, when one model plays both roles).
+    pub fn executor_stats(&self) -> PassStats {
+        self.executor.as_ref().unwrap_or(&self.planner).stats()
     }
 }
 

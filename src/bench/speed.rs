@@ -7,7 +7,7 @@ use candle_core::Device;
 
 use super::{median, peak_rss_bytes};
 use crate::decode::sampler::argmax;
-use crate::llm::{LoadOptions, Model};
+use crate::llm::{LoadOptions, Model, SequenceId, SequencePass};
 use crate::progress::{ProgressUnit, Reporter};
 use crate::Result;
 
@@ -31,6 +31,8 @@ pub struct SpeedSettings {
     pub repeats: usize,
     /// Prompt length for the load + first token measurement.
     pub first_token_prompt: usize,
+    /// Also decode this many sequences at once (one pass per token for all of them), for each number given.
+    pub sequences: Vec<usize>,
     /// How to load the model.
     pub load: LoadOptions,
 }
@@ -43,6 +45,7 @@ impl Default for SpeedSettings {
             decode_depth: 0,
             repeats: 3,
             first_token_prompt: 100,
+            sequences: Vec::new(),
             load: LoadOptions::default(),
         }
     }
@@ -68,6 +71,17 @@ pub struct SpeedReport {
     pub peak_rss_bytes: Option<u64>,
     pub conversions: Vec<String>,
     pub threads: usize,
+    /// Decoding several sequences at once: total tokens a second over all of them, by number of sequences.
+    pub batched_decode: Vec<BatchedDecode>,
+}
+
+/// Decode throughput of several sequences sharing each pass (what `tandem batch --parallel` does).
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct BatchedDecode {
+    /// Sequences decoded together.
+    pub sequences: usize,
+    /// Tokens a second over all of them (median over the repetitions).
+    pub tok_s: f64,
 }
 
 /// Tokens at the end of the warm/cold prompt that differ from the cached prompt (a new question after a shared
@@ -92,6 +106,7 @@ pub fn measure(path: &Path, device: &Device, settings: &SpeedSettings, reporter:
     let progress = reporter.start("measuring speed", Some(repeats as u64), ProgressUnit::Items);
     let (mut loads, mut first, mut prefill, mut decode) = (vec![], vec![], vec![], vec![]);
     let (mut warm, mut cold) = (vec![], vec![]);
+    let mut batched: Vec<Vec<f64>> = vec![Vec::new(); settings.sequences.len()];
     let mut last_model = None;
     for _ in 0..repeats {
         drop(last_model.take()); // free the previous copy before loading the next
@@ -113,6 +128,9 @@ pub fn measure(path: &Path, device: &Device, settings: &SpeedSettings, reporter:
             next = argmax(&logits);
         }
         decode.push(settings.decode_tokens as f64 / t.elapsed().as_secs_f64());
+        for (&n, rates) in settings.sequences.iter().zip(&mut batched) {
+            rates.push(decode_together(&mut model, n, &context, settings.decode_tokens)?);
+        }
 
         // A forward pass at position 0 starts the cache afresh.
         let prompt = prompt_of_length(&model, settings.prefill_tokens)?;
@@ -151,5 +169,48 @@ pub fn measure(path: &Path, device: &Device, settings: &SpeedSettings, reporter:
         peak_rss_bytes: peak_rss_bytes(),
         conversions: model.info.conversions.clone(),
         threads: candle_core::utils::get_num_threads(),
+        batched_decode: settings
+            .sequences
+            .iter()
+            .zip(&batched)
+            .map(|(&sequences, rates)| BatchedDecode { sequences, tok_s: median(rates) })
+            .collect(),
     })
+}
+
+/// Decodes `tokens` tokens on each of `n` new sequences after `context`, one pass a token for all of them;
+/// returns the tokens a second over all of them.
+fn decode_together(model: &mut Model, n: usize, context: &[u32], tokens: usize) -> Result<f64> {
+    let architecture = model.info.architecture.clone();
+    let multi = model.weights.multi_sequence().ok_or_else(|| {
+        crate::Error::Usage(format!("{architecture} keeps one sequence: --sequences needs a qwen2 model"))
+    })?;
+    let ids: Vec<SequenceId> = (0..n.max(1)).map(|_| multi.open_sequence()).collect();
+    let result = (|| {
+        let prefill: Vec<SequencePass<'_>> = ids
+            .iter()
+            .map(|&sequence| SequencePass { sequence, tokens: context, pos: 0, every_position: false })
+            .collect();
+        let mut next: Vec<[u32; 1]> = Vec::with_capacity(ids.len());
+        for logits in multi.forward_sequences(&prefill)? {
+            next.push([argmax(&logits.to_vec1::<f32>()?)]);
+        }
+        let t = Instant::now();
+        for pos in context.len()..context.len() + tokens {
+            let step: Vec<SequencePass<'_>> = ids
+                .iter()
+                .zip(&next)
+                .map(|(&sequence, token)| SequencePass { sequence, tokens: token, pos, every_position: false })
+                .collect();
+            let logits = multi.forward_sequences(&step)?;
+            for (token, logits) in next.iter_mut().zip(logits) {
+                *token = [argmax(&logits.to_vec1::<f32>()?)];
+            }
+        }
+        Ok((ids.len() * tokens) as f64 / t.elapsed().as_secs_f64())
+    })();
+    for id in ids {
+        multi.close_sequence(id);
+    }
+    result
 }

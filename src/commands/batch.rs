@@ -2,6 +2,8 @@
 //! to goal), one run with its own audit log per goal, one record per goal in the results file, a summary last.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::Instant;
 
 use crate::agent::batch::{read_goals, BatchGoal, BatchRecord, BatchResults, BatchSummary, GoalLine};
@@ -12,7 +14,7 @@ use crate::commands::run::{run_settings, runner_models};
 use crate::commands::run_view::clip;
 use crate::commands::runs::open_runs_dir;
 use crate::commands::toolbox;
-use crate::progress::{ProgressUnit, Reporter};
+use crate::progress::{Progress, ProgressUnit, Reporter};
 use crate::store::ModelStore;
 use crate::tools::{ToolContext, ToolRegistry};
 use crate::{Error, Result};
@@ -37,7 +39,7 @@ pub fn run(args: BatchArgs, reporter: &dyn Reporter) -> Result<()> {
         )));
     }
     let lines = read_goals(&args.goals)?;
-    let mut results = BatchResults::open(&args.out)?;
+    let results = BatchResults::open(&args.out)?;
     for bad in results.unreadable() {
         reporter.message(&format!("unreadable line in the results (ignored): {bad}"));
     }
@@ -70,23 +72,63 @@ pub fn run(args: BatchArgs, reporter: &dyn Reporter) -> Result<()> {
             }
         }
         let settings = run_settings(&args.agent, &context, ApproveMode::None);
-        let mut models = runner_models(&settings, &args.runner, reporter)?;
+        let models = runner_models(&settings, &args.runner, reporter)?;
         let goals_dir = args.goals.parent().map(Path::to_path_buf).unwrap_or_default();
         let batch = Batch { args: &args, context, registry, runs: open_runs_dir(&args.runner.runs), goals_dir };
+        let workers = usize::from(args.parallel).min(todo.len()).max(1);
+        // One goal at a time loads the models lazily on this thread; several share each model's passes.
+        let (sources, shared) = if workers > 1 {
+            reporter.message(&format!("batch: {workers} goals at a time, sharing each model's forward passes"));
+            let (sources, shared) = models.share(workers)?;
+            (sources, Some(shared))
+        } else {
+            (vec![models], None)
+        };
         let progress = reporter.start("batch", Some(todo.len() as u64), ProgressUnit::Items);
-        for (n, line) in todo.iter().enumerate() {
-            let record = match line {
-                GoalLine::Malformed { line, message } => {
-                    BatchRecord::malformed(*line, format!("{}:{line}: {message}", args.goals.display()))
-                }
-                GoalLine::Goal(goal) => run_goal(goal, &batch, &mut models),
-            };
-            results.append(&record)?;
-            summary.add(&record);
-            reporter.message(&format!("[{}/{}] {}", n + 1, todo.len(), describe(&record)));
-            progress.inc(1);
+        let filed = Mutex::new(Filed { results, summary, progress, count: 0, error: None });
+        let next = AtomicUsize::new(0);
+        std::thread::scope(|scope| {
+            for mut models in sources {
+                let (batch, todo, filed, next) = (&batch, &todo, &filed, &next);
+                scope.spawn(move || {
+                    while let Some(line) = todo.get(next.fetch_add(1, Ordering::Relaxed)) {
+                        let record = match line {
+                            GoalLine::Malformed { line, message } => BatchRecord::malformed(
+                                *line,
+                                format!("{}:{line}: {message}", batch.args.goals.display()),
+                            ),
+                            GoalLine::Goal(goal) => run_goal(goal, batch, &mut models),
+                        };
+                        let mut filed = filed.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                        if !filed.file(&record, todo.len(), reporter) {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        let filed = filed.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner());
+        filed.progress.finish();
+        if let Some(error) = filed.error {
+            return Err(error);
         }
-        progress.finish();
+        summary = filed.summary;
+        summary.parallel = workers;
+        if let Some(shared) = shared {
+            for (role, stats) in [("planner", shared.planner_stats()), ("executor", shared.executor_stats())] {
+                reporter.message(&format!(
+                    "{role}: {} forward passes served {:.2} goals ({:.1} tokens) each, {:.1} s computing, {:.1} s \
+                     waiting for the goals of the pass before",
+                    stats.passes,
+                    stats.parts_per_pass(),
+                    stats.rows as f64 / stats.passes.max(1) as f64,
+                    stats.pass_s,
+                    stats.gather_s
+                ));
+            }
+            summary.planner_goals_per_pass = Some(shared.planner_stats().parts_per_pass());
+            summary.executor_goals_per_pass = Some(shared.executor_stats().parts_per_pass());
+        }
     }
     summary.finish(started.elapsed());
     eprintln!("{}", summary_text(&summary));
@@ -102,6 +144,35 @@ pub fn run(args: BatchArgs, reporter: &dyn Reporter) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// The batch's records so far, shared by the goals in flight.
+struct Filed {
+    results: BatchResults,
+    summary: BatchSummary,
+    progress: Box<dyn Progress>,
+    /// Records filed by this invocation.
+    count: usize,
+    /// A record that could not be written: the batch stops (no goal runs without its record being kept).
+    error: Option<Error>,
+}
+
+impl Filed {
+    /// Appends a finished goal's record and reports it; false once a record could not be written.
+    fn file(&mut self, record: &BatchRecord, total: usize, reporter: &dyn Reporter) -> bool {
+        if self.error.is_some() {
+            return false;
+        }
+        if let Err(e) = self.results.append(record) {
+            self.error = Some(e);
+            return false;
+        }
+        self.summary.add(record);
+        self.count += 1;
+        reporter.message(&format!("[{}/{total}] {}", self.count, describe(record)));
+        self.progress.inc(1);
+        true
+    }
 }
 
 /// Whether a goal line runs: not when the results already hold it (unless it failed and `--retry-failed`).
@@ -190,9 +261,17 @@ fn describe(record: &BatchRecord) -> String {
 
 /// The summary in words.
 fn summary_text(s: &BatchSummary) -> String {
+    let sharing = match (s.planner_goals_per_pass, s.executor_goals_per_pass) {
+        (Some(planner), Some(executor)) => format!(
+            "; {} goals at a time, a forward pass served {planner:.2} goals on average (planner), {executor:.2} \
+             (executor)",
+            s.parallel
+        ),
+        _ => String::new(),
+    };
     format!(
         "batch: {} done, {} failed, {} skipped in {:.1} s ({:.2} goals/min); planner {} call(s), {} → {} tokens \
-         ({:.1} tokens out/s); executor {} call(s), {} → {} tokens ({:.1} tokens out/s); results in {}",
+         ({:.1} tokens out/s); executor {} call(s), {} → {} tokens ({:.1} tokens out/s){sharing}; results in {}",
         s.done,
         s.failed,
         s.skipped,

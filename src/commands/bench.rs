@@ -173,6 +173,7 @@ fn speed(args: SpeedArgs, reporter: &dyn Reporter) -> Result<()> {
         decode_tokens: args.decode_tokens,
         decode_depth: args.decode_depth,
         repeats: args.repeats,
+        sequences: args.sequences.iter().map(|&n| usize::from(n)).collect(),
         load: args.model.load_options(),
         ..SpeedSettings::default()
     };
@@ -198,6 +199,15 @@ fn speed(args: SpeedArgs, reporter: &dyn Reporter) -> Result<()> {
         report.decode_tokens,
         report.decode_depth.max(1)
     );
+    for batched in &report.batched_decode {
+        println!(
+            "decode ×{:<3}        {:.1} tok/s over {} sequences at once ({:.2}× one sequence)",
+            batched.sequences,
+            batched.tok_s,
+            batched.sequences,
+            batched.tok_s / report.decode_tok_s.max(1e-9)
+        );
+    }
     println!(
         "prefix cache       {:.0} ms warm vs {:.0} ms cold to first logits ({} tokens, last {} new): {:.2}×",
         report.warm_prompt_ms,

@@ -53,10 +53,12 @@ struct Counters {
     passes: AtomicU64,
     parts: AtomicU64,
     rows: AtomicU64,
+    pass_us: AtomicU64,
+    gather_us: AtomicU64,
 }
 
 /// How full the batched passes were.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
 pub struct PassStats {
     /// Forward passes run.
     pub passes: u64,
@@ -64,6 +66,10 @@ pub struct PassStats {
     pub parts: u64,
     /// Token rows over all passes.
     pub rows: u64,
+    /// Seconds spent in passes.
+    pub pass_s: f64,
+    /// Seconds spent waiting for the sequences of the pass before (see `GATHER`).
+    pub gather_s: f64,
 }
 
 impl PassStats {
@@ -161,6 +167,8 @@ impl SharedModel {
             passes: self.counters.passes.load(Ordering::Relaxed),
             parts: self.counters.parts.load(Ordering::Relaxed),
             rows: self.counters.rows.load(Ordering::Relaxed),
+            pass_s: self.counters.pass_us.load(Ordering::Relaxed) as f64 / 1e6,
+            gather_s: self.counters.gather_us.load(Ordering::Relaxed) as f64 / 1e6,
         }
     }
 }
@@ -183,7 +191,8 @@ fn serve(mut model: Box<dyn LanguageModel>, inbox: Receiver<Request>, counters: 
         }
         // The sequences of the last pass usually come back within a token's sampling: wait for them (briefly),
         // so that the pass serves them all instead of splitting into passes of one.
-        let deadline = Instant::now() + GATHER;
+        let gathering = Instant::now();
+        let deadline = gathering + GATHER;
         while !last_pass.iter().all(|s| waiting.iter().any(|w| w.sequence == *s)) {
             match inbox.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
                 Ok(request) => take(request, model.as_mut(), &mut waiting, &mut last_pass),
@@ -193,6 +202,7 @@ fn serve(mut model: Box<dyn LanguageModel>, inbox: Receiver<Request>, counters: 
         while let Ok(request) = inbox.try_recv() {
             take(request, model.as_mut(), &mut waiting, &mut last_pass);
         }
+        counters.gather_us.fetch_add(gathering.elapsed().as_micros() as u64, Ordering::Relaxed);
         last_pass = waiting.iter().map(|w| w.sequence).collect();
         run_pass(model.as_mut(), std::mem::take(&mut waiting), counters);
     }
@@ -237,7 +247,9 @@ fn run_pass(model: &mut dyn LanguageModel, waiting: Vec<Waiting>, counters: &Cou
         .iter()
         .map(|w| SequencePass { sequence: w.sequence, tokens: &w.tokens, pos: w.pos, every_position: w.every_position })
         .collect();
+    let started = Instant::now();
     let result = multi.forward_sequences(&parts);
+    counters.pass_us.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
     counters.passes.fetch_add(1, Ordering::Relaxed);
     counters.parts.fetch_add(parts.len() as u64, Ordering::Relaxed);
     counters.rows.fetch_add(parts.iter().map(|p| p.tokens.len() as u64).sum(), Ordering::Relaxed);

@@ -167,6 +167,11 @@ impl CacheSlots {
         self.slots[self.active].last_used = self.clock;
     }
 
+    /// Every slot.
+    pub fn slots(&self) -> &[SequenceCache] {
+        &self.slots
+    }
+
     /// Forgets every position of every slot.
     pub fn clear_all(&mut self) {
         for slot in &mut self.slots {
