@@ -33,10 +33,13 @@ enum Request {
     Forward(Waiting),
     /// Anything else a `LanguageModel` does on one sequence (choose a cache slot, clear, export, import), run at
     /// once between passes.
-    Call(SequenceId, Box<dyn FnOnce(&mut dyn LanguageModel) + Send>),
+    Call(SequenceId, ModelCall),
     /// The sequence's generation is over for good: free its caches.
     Close(SequenceId),
 }
+
+/// Work for the model's thread on one sequence; it sends its own answer.
+type ModelCall = Box<dyn FnOnce(&mut dyn LanguageModel) + Send>;
 
 /// A sequence's tokens waiting for the next pass, and where its logits go.
 struct Waiting {
