@@ -1,5 +1,6 @@
 //! Criterion benches of our quantized matmul kernels against candle's `QMatMul` on the same weights, in the same
-//! run: one activation row (a decode step) and 64 rows (a prefill chunk), at the default models' shapes. Q5_0
+//! run: one activation row (a decode step), 2–16 rows (drafts, sequences decoded together) and 64 rows (a prefill
+//! chunk), at the default models' shapes. Q5_0
 //! weights run on the kernel a model load picks (`int8`: widened, for comparison).
 //!
 //! Also our CPU attention against candle's ops. Run with `cargo bench --bench kernels` (`-- q4k` to pick one group).
@@ -43,7 +44,9 @@ fn bench_kernels(c: &mut Criterion) {
         let theirs = QMatMul::from_qtensor(weights(rows, cols, dtype)).expect("candle");
         let mut group = c.benchmark_group(name);
         group.sample_size(20).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(4));
-        for m in [1usize, 64] {
+        // 1 row: a decode step; 2–16: drafts and sequences decoded together (`tandem batch --parallel`); 64: a
+        // prefill chunk. candle's only at 1 and 64, to keep the run short.
+        for m in [1usize, 2, 4, 8, 16, 64] {
             let x: Vec<f32> = (0..m * cols).map(|i| ((i % 97) as f32 - 48.0) / 50.0).collect();
             let x = Tensor::from_vec(x, (m, cols), &Device::Cpu).expect("input");
             group.throughput(Throughput::Elements((rows * cols * m) as u64));
@@ -55,9 +58,11 @@ fn bench_kernels(c: &mut Criterion) {
                     b.iter(|| int8.forward(x).expect("int8"))
                 });
             }
-            group.bench_with_input(BenchmarkId::new("candle", m), &x, |b, x| {
-                b.iter(|| theirs.forward(x).expect("candle"))
-            });
+            if m == 1 || m == 64 {
+                group.bench_with_input(BenchmarkId::new("candle", m), &x, |b, x| {
+                    b.iter(|| theirs.forward(x).expect("candle"))
+                });
+            }
         }
         group.finish();
     }

@@ -302,10 +302,14 @@ fn assert_k_quant_kernels_match(q4: &Q4KMatrix, q6: &Q6KMatrix, input: &[f32], m
 /// in a batch, must be the ones a one-token pass gives, or speculative decoding could change the output. The
 /// 40-row matrices take, on AVX-512 VNNI CPUs, the Q8_0 panel kernel for two tiles of rows and the row kernel for
 /// the rest, and the stored panels (Q4_K, Q6_K, Q5_0) for all 40, the last panel half full; the Q8_0 and Q5_0
-/// ones of width 1568 end in an odd block.
-#[test]
-fn batches_equal_single_rows_bit_for_bit() {
-    let (rows, m) = (40, 11);
+/// ones of width 1568 end in an odd block. Batches of 3, 11 and 100 rows: the Q8_0 panels run from 4 activation
+/// rows on (the row kernel below), the Q6_K panels unpack to bytes first from 96 rows on.
+#[rstest]
+#[case(3)]
+#[case(11)]
+#[case(100)]
+fn batches_equal_single_rows_bit_for_bit(#[case] m: usize) {
+    let rows = 40;
     let q4 = Q4KMatrix::from_qtensor(&candle_weights(rows, 1536, GgmlDType::Q4K, 22).0).unwrap();
     let q6 = Q6KMatrix::from_qtensor(&candle_weights(rows, 1536, GgmlDType::Q6K, 23).0).unwrap();
     let q8 = Q8_0Matrix::quantize(rows, 1568, &random_values(rows * 1568, 24));

@@ -64,7 +64,8 @@ pub fn run(args: BatchArgs, reporter: &dyn Reporter) -> Result<()> {
         // The default workspace, tool policy and models are checked (and pulled) before the first goal, so a typo
         // in a flag fails once instead of once per goal.
         let (context, registry) = toolbox::build_tools(&args.agent.tools)?;
-        if todo.iter().any(|line| matches!(line, GoalLine::Goal(_))) {
+        let goals = todo.iter().filter(|line| matches!(line, GoalLine::Goal(_))).count();
+        if goals > 0 {
             let store = ModelStore::open()?;
             store.resolve(&args.agent.planner, reporter)?;
             if args.agent.executor != args.agent.planner {
@@ -75,7 +76,7 @@ pub fn run(args: BatchArgs, reporter: &dyn Reporter) -> Result<()> {
         let models = runner_models(&settings, &args.runner, reporter)?;
         let goals_dir = args.goals.parent().map(Path::to_path_buf).unwrap_or_default();
         let batch = Batch { args: &args, context, registry, runs: open_runs_dir(&args.runner.runs), goals_dir };
-        let workers = usize::from(args.parallel).min(todo.len()).max(1);
+        let workers = usize::from(args.parallel).min(goals).max(1);
         // One goal at a time loads the models lazily on this thread; several share each model's passes.
         let (sources, shared) = if workers > 1 {
             reporter.message(&format!("batch: {workers} goals at a time, sharing each model's forward passes"));
