@@ -116,6 +116,41 @@ impl SequenceCache {
         }
         self.tokens.clear();
     }
+
+    /// Copies of the first `len` positions' keys and values, layer by layer (None if fewer are cached).
+    pub fn prefix(&self, len: usize) -> Result<Option<Vec<(Tensor, Tensor)>>> {
+        let mut layers = Vec::with_capacity(self.layers.len());
+        for layer in &self.layers {
+            match layer.prefix(len)? {
+                Some(kv) => layers.push(kv),
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(layers))
+    }
+
+    /// Replaces the contents with `layers` (as [`SequenceCache::prefix`] gave them), moved to `device`, which hold
+    /// the positions of `tokens`. On an error the sequence is left empty, never half replaced.
+    pub fn replace(
+        &mut self,
+        layers: &[(Tensor, Tensor)],
+        tokens: &[u32],
+        device: &Device,
+        max_len: usize,
+    ) -> Result<()> {
+        self.clear();
+        let replaced = self
+            .layers
+            .iter_mut()
+            .zip(layers)
+            .try_for_each(|(cache, (k, v))| cache.replace(&k.to_device(device)?, &v.to_device(device)?, max_len));
+        if let Err(e) = replaced {
+            self.clear();
+            return Err(e);
+        }
+        self.tokens = tokens.to_vec();
+        Ok(())
+    }
 }
 
 /// Leading tokens a prompt must share with a slot to be served by it rather than by the least recently used one:

@@ -376,20 +376,11 @@ impl Qwen2 {
         if shared < have + MIN_BORROWED {
             return Ok(());
         }
-        let mut copies = Vec::with_capacity(source.layers.len());
-        for layer in &source.layers {
-            match layer.prefix(shared)? {
-                Some(kv) => copies.push(kv),
-                None => return Ok(()),
-            }
-        }
-        let context = self.config.context_length;
-        let target = self.caches_mut().active_mut();
-        for (layer, (k, v)) in target.layers.iter_mut().zip(&copies) {
-            layer.replace(k, v, context)?;
-        }
-        target.tokens = prompt[..shared].to_vec();
-        Ok(())
+        let Some(copies) = source.prefix(shared)? else {
+            return Ok(());
+        };
+        let (device, context) = (self.device.clone(), self.config.context_length);
+        self.caches_mut().active_mut().replace(&copies, &prompt[..shared], &device, context)
     }
 
     /// Checks a pass's parts before anything changes: known sequences, one part each, tokens to run, positions
@@ -593,9 +584,8 @@ impl LanguageModel for Qwen2 {
     fn select_cache_for(&mut self, prompt: &[u32]) {
         self.caches_mut().select_for(prompt);
         if let Err(e) = self.borrow_prefix(prompt) {
-            // The slot may hold part of a copy: start it afresh (the prompt is then computed, not copied).
+            // The slot is left empty (or as it was): the prompt is then computed, not copied.
             tracing::warn!(error = %e, "copying a cached prefix from another sequence failed");
-            self.caches_mut().active_mut().clear();
         }
     }
 
@@ -608,14 +598,7 @@ impl LanguageModel for Qwen2 {
     }
 
     fn export_kv(&self, len: usize) -> Result<Option<Vec<(Tensor, Tensor)>>> {
-        let mut layers = Vec::with_capacity(self.layers.len());
-        for cache in &self.caches().active().layers {
-            match cache.prefix(len)? {
-                Some(kv) => layers.push(kv),
-                None => return Ok(None),
-            }
-        }
-        Ok(Some(layers))
+        self.caches().active().prefix(len)
     }
 
     fn import_kv(&mut self, snapshot: &KvSnapshot) -> Result<bool> {
@@ -626,20 +609,8 @@ impl LanguageModel for Qwen2 {
         if !fits || snapshot.tokens.is_empty() {
             return Ok(false);
         }
-        let context = c.context_length;
-        let device = self.device.clone();
-        let sequence = self.caches_mut().active_mut();
-        sequence.clear();
-        let replaced = sequence
-            .layers
-            .iter_mut()
-            .zip(&snapshot.layers)
-            .try_for_each(|(cache, (k, v))| cache.replace(&k.to_device(&device)?, &v.to_device(&device)?, context));
-        if let Err(e) = replaced {
-            sequence.clear();
-            return Err(e);
-        }
-        sequence.tokens = snapshot.tokens.clone();
+        let (device, context) = (self.device.clone(), c.context_length);
+        self.caches_mut().active_mut().replace(&snapshot.layers, &snapshot.tokens, &device, context)?;
         Ok(true)
     }
 
