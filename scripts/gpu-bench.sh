@@ -9,7 +9,10 @@
 # llama-cpp-python: target/llama.cpp/src/vendor/llama.cpp). Each MODEL is a .gguf file, or a header saved by
 # `scripts/gguf-twin.py header` for a machine the weights cannot reach: it is first rebuilt into a twin with the
 # same shapes and types and random weights (same cost per token, gibberish text).
-# Before measuring, the GPU's greedy tokens are compared with the CPU's on one prompt.
+# Before measuring, the GPU's greedy tokens are compared with the CPU's on one prompt. With SEQUENCES (e.g.
+# SEQUENCES=4,16,64) it also decodes that many sequences together after 512 tokens each (`--sequences`) and runs
+# llama.cpp's llama-batched-bench on the same file (-npp 512 -ntg DECODE, every layer on the GPU).
+# TANDEM_GPU_ATTENTION=candle in the environment measures candle's attention route instead of ours.
 set -euo pipefail
 tandem="$(realpath "$1")"
 source_dir="$(realpath "$2")"
@@ -24,7 +27,7 @@ if [[ ! -x "$bench" ]]; then
         -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHITECTURES:-native}" -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
         -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
         >"$work/llama-build.log" 2>&1
-    cmake --build "$work/llama" --target llama-bench -j "$(nproc)" >>"$work/llama-build.log" 2>&1
+    cmake --build "$work/llama" --target llama-bench llama-batched-bench -j "$(nproc)" >>"$work/llama-build.log" 2>&1
 fi
 for model in "$@"; do
     if [[ "$model" == *.header ]]; then
@@ -39,4 +42,11 @@ for model in "$@"; do
         echo "$(basename "$model"): GPU and CPU differ: GPU ${gpu@Q} CPU ${cpu@Q}"; fi
     "$tandem" bench speed -q -m "$model" --device cuda --prefill-tokens "${PREFILL:-512}" \
         --decode-tokens "${DECODE:-128}" --repeats "${REPEATS:-3}" --vs-llamacpp "$bench"
+    if [[ -n "${SEQUENCES:-}" ]]; then
+        "$tandem" bench speed -q -m "$model" --device cuda --prefill-tokens 64 --decode-tokens "${DECODE:-32}" \
+            --decode-depth 512 --repeats "${REPEATS:-3}" --sequences "$SEQUENCES"
+        slots=$(( $(tr ',' '\n' <<<"$SEQUENCES" | sort -n | tail -1) * (512 + ${DECODE:-32}) + 512 ))
+        "$(dirname "$bench")/llama-batched-bench" -m "$model" -ngl 999 -c "$slots" -b 2048 -ub 512 -npp 512 \
+            -ntg "${DECODE:-32}" -npl "1,$SEQUENCES" 2>/dev/null | grep -E '^\|'
+    fi
 done

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use candle_core::Device;
+use candle_core::{Device, Tensor};
 
 use super::{median, peak_rss_bytes};
 use crate::decode::sampler::argmax;
@@ -191,10 +191,7 @@ fn decode_together(model: &mut Model, n: usize, context: &[u32], tokens: usize) 
             .iter()
             .map(|&sequence| SequencePass { sequence, tokens: context, pos: 0, every_position: false })
             .collect();
-        let mut next: Vec<[u32; 1]> = Vec::with_capacity(ids.len());
-        for logits in multi.forward_sequences(&prefill)? {
-            next.push([argmax(&logits.to_vec1::<f32>()?)]);
-        }
+        let mut next: Vec<[u32; 1]> = greedy(multi.forward_sequences(&prefill)?)?.into_iter().map(|t| [t]).collect();
         let t = Instant::now();
         for pos in context.len()..context.len() + tokens {
             let step: Vec<SequencePass<'_>> = ids
@@ -202,9 +199,9 @@ fn decode_together(model: &mut Model, n: usize, context: &[u32], tokens: usize) 
                 .zip(&next)
                 .map(|(&sequence, token)| SequencePass { sequence, tokens: token, pos, every_position: false })
                 .collect();
-            let logits = multi.forward_sequences(&step)?;
-            for (token, logits) in next.iter_mut().zip(logits) {
-                *token = [argmax(&logits.to_vec1::<f32>()?)];
+            let tokens = greedy(multi.forward_sequences(&step)?)?;
+            for (token, chosen) in next.iter_mut().zip(tokens) {
+                *token = [chosen];
             }
         }
         Ok((ids.len() * tokens) as f64 / t.elapsed().as_secs_f64())
@@ -213,4 +210,15 @@ fn decode_together(model: &mut Model, n: usize, context: &[u32], tokens: usize) 
         multi.close_sequence(id);
     }
     result
+}
+
+/// Each part's greedy next token. On a GPU the argmax runs there, so a step copies back N token ids rather than
+/// N rows of logits (151,936 floats each for Qwen2.5), which would take longer than the pass at large N.
+fn greedy(logits: Vec<Tensor>) -> Result<Vec<u32>> {
+    match logits.first() {
+        Some(first) if !first.device().is_cpu() => {
+            Ok(Tensor::stack(&logits, 0)?.argmax(candle_core::D::Minus1)?.to_vec1::<u32>()?)
+        }
+        _ => logits.iter().map(|l| Ok(argmax(&l.to_vec1::<f32>()?))).collect(),
+    }
 }

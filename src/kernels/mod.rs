@@ -10,6 +10,8 @@
 pub mod attention;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+#[cfg(feature = "cuda")]
+pub mod gpu_attention;
 pub mod k_acts;
 #[cfg(target_arch = "x86_64")]
 mod k_panels_vnni;

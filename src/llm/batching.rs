@@ -150,8 +150,13 @@ impl SharedModel {
         let (reply, answer) = mpsc::channel();
         self.requests.send(Request::Open(reply)).map_err(|_| thread_gone())?;
         let sequence = answer.recv().map_err(|_| thread_gone())?;
-        let handle =
-            SequenceHandle { sequence, requests: self.requests.clone(), tokens: Vec::new(), facts: self.facts };
+        let handle = SequenceHandle {
+            sequence,
+            requests: self.requests.clone(),
+            tokens: Vec::new(),
+            facts: self.facts,
+            device: self.device.clone(),
+        };
         Ok(Model {
             weights: Box::new(handle),
             tokenizer: self.tokenizer.clone(),
@@ -251,7 +256,10 @@ fn run_pass(model: &mut dyn LanguageModel, waiting: Vec<Waiting>, counters: &Cou
         .map(|w| SequencePass { sequence: w.sequence, tokens: &w.tokens, pos: w.pos, every_position: w.every_position })
         .collect();
     let started = Instant::now();
-    let result = multi.forward_sequences(&parts);
+    let result = multi.forward_sequences(&parts).and_then(|logits| {
+        logits.first().map(|first| finish_queued_work(first.device())).transpose()?;
+        Ok(logits)
+    });
     counters.pass_us.fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
     counters.passes.fetch_add(1, Ordering::Relaxed);
     counters.parts.fetch_add(parts.len() as u64, Ordering::Relaxed);
@@ -272,6 +280,13 @@ fn run_pass(model: &mut dyn LanguageModel, waiting: Vec<Waiting>, counters: &Cou
     }
 }
 
+/// Waits until this thread's queued device work is done (nothing to wait for on the CPU). On CUDA candle queues
+/// each host thread's work on that thread's own default stream, so a tensor made on one thread (logits and KV
+/// copies on the model's thread, a restored snapshot on a generation's) must be finished before another reads it.
+fn finish_queued_work(device: &Device) -> Result<()> {
+    Ok(device.synchronize()?)
+}
+
 /// One generation's view of a shared model: its own sequence (KV caches, cached token ids) on the model's thread.
 pub struct SequenceHandle {
     sequence: SequenceId,
@@ -279,14 +294,21 @@ pub struct SequenceHandle {
     /// The token ids the sequence's active cache holds, kept in step with the thread's.
     tokens: Vec<u32>,
     facts: Facts,
+    /// Where the network's tensors live (see [`finish_queued_work`]).
+    device: Device,
 }
 
 impl SequenceHandle {
     /// Runs `call` on the model's thread with this sequence current, and returns what it returns.
     fn call<T: Send + 'static>(&self, call: impl FnOnce(&mut dyn LanguageModel) -> T + Send + 'static) -> Result<T> {
+        finish_queued_work(&self.device)?;
         let (reply, answer) = mpsc::channel();
+        let device = self.device.clone();
         let call = Box::new(move |model: &mut dyn LanguageModel| {
-            let _ = reply.send(call(model));
+            let out = call(model);
+            // A failed wait shows again at the next pass; the call's own result goes back as it is.
+            let _ = finish_queued_work(&device);
+            let _ = reply.send(out);
         });
         self.requests.send(Request::Call(self.sequence, call)).map_err(|_| thread_gone())?;
         answer.recv().map_err(|_| thread_gone())

@@ -59,21 +59,40 @@ impl KvCache {
     /// position, `[1, n_kv_head, len, head_dim]`.
     pub fn append(&mut self, k: &Tensor, v: &Tensor, max_len: usize) -> Result<(Tensor, Tensor)> {
         let (_, n_kv, seq, head_dim) = k.dims4()?;
-        let needed = self.len + seq;
+        let (kb, vb) = self.reserve(self.len + seq, (n_kv, head_dim), k.dtype(), k.device(), max_len)?;
+        kb.slice_set(k, 2, self.len)?;
+        vb.slice_set(v, 2, self.len)?;
+        self.advance(seq);
+        Ok((kb.narrow(2, 0, self.len)?, vb.narrow(2, 0, self.len)?))
+    }
+
+    /// Makes room for `needed` positions of `(n_kv_head, head_dim)` rows, growing the buffers as appends do, and
+    /// returns them (`[1, n_kv_head, capacity, head_dim]`): for writers that fill positions themselves (the GPU's
+    /// pass attention) and then [`KvCache::advance`].
+    pub fn reserve(
+        &mut self,
+        needed: usize,
+        (n_kv, head_dim): (usize, usize),
+        dtype: DType,
+        device: &Device,
+        max_len: usize,
+    ) -> Result<(Tensor, Tensor)> {
         let capacity = self.k.as_ref().map(|t| t.dim(2)).transpose()?.unwrap_or(0);
         if needed > capacity {
             let new_capacity =
                 needed.div_ceil(GROWTH).saturating_mul(GROWTH).max(capacity * 2).min(max_len.max(needed));
-            self.k = Some(grow(self.k.as_ref(), self.len, n_kv, new_capacity, head_dim, k.dtype(), k.device())?);
-            self.v = Some(grow(self.v.as_ref(), self.len, n_kv, new_capacity, head_dim, v.dtype(), v.device())?);
+            self.k = Some(grow(self.k.as_ref(), self.len, n_kv, new_capacity, head_dim, dtype, device)?);
+            self.v = Some(grow(self.v.as_ref(), self.len, n_kv, new_capacity, head_dim, dtype, device)?);
         }
-        let (Some(kb), Some(vb)) = (&self.k, &self.v) else {
-            return Err(candle_core::Error::Msg("kv cache buffers missing after allocation".into()).into());
-        };
-        kb.slice_set(k, 2, self.len)?;
-        vb.slice_set(v, 2, self.len)?;
-        self.len = needed;
-        Ok((kb.narrow(2, 0, self.len)?, vb.narrow(2, 0, self.len)?))
+        match (&self.k, &self.v) {
+            (Some(kb), Some(vb)) => Ok((kb.clone(), vb.clone())),
+            _ => Err(candle_core::Error::Msg("kv cache buffers missing after allocation".into()).into()),
+        }
+    }
+
+    /// Counts `n` more positions as cached, after a writer filled them in the buffers [`KvCache::reserve`] gave.
+    pub fn advance(&mut self, n: usize) {
+        self.len += n;
     }
 }
 

@@ -15,8 +15,28 @@ use super::kv_cache::CacheSlots;
 use super::prefix_store::{common_prefix, KvSnapshot};
 use super::{LanguageModel, LoadOptions, MultiSequence, SequenceId, SequencePass};
 use crate::kernels::attention::{candle_attention, causal_attention};
+#[cfg(feature = "cuda")]
+use crate::kernels::gpu_attention::{self, PartCache, PassTable};
 use crate::kernels::QLinear;
 use crate::Result;
+
+/// Without CUDA there is never a pass table (see `kernels::gpu_attention`).
+#[cfg(not(feature = "cuda"))]
+enum PassTable {}
+
+#[cfg(not(feature = "cuda"))]
+impl PassTable {
+    fn attend(&self, _: usize, _: &Tensor, _: &Tensor, _: &Tensor, _: f32) -> Result<Tensor> {
+        match *self {}
+    }
+}
+
+/// Whether passes on `device` may take the GPU's pass-attention kernels (`kernels::gpu_attention`: two launches a
+/// layer for every sequence of the pass); `TANDEM_GPU_ATTENTION=candle` keeps candle's route, to compare.
+#[cfg(feature = "cuda")]
+fn gpu_pass_attention(device: &Device) -> bool {
+    std::env::var("TANDEM_GPU_ATTENTION").map_or(true, |route| route != "candle") && gpu_attention::available(device)
+}
 
 /// Sequences whose KV caches a model keeps: the planner's and the executor's prompt families when one model
 /// plays both roles, and one spare (buffers grow on use, about 25–57 KB a position).
@@ -77,6 +97,15 @@ struct Layer {
     down: QLinear,
 }
 
+impl Layer {
+    /// The feed-forward block's output for the residual stream `x` (its norm, gated SiLU, down projection).
+    fn feed_forward(&self, x: &Tensor, rms_eps: f32) -> Result<Tensor> {
+        let h = candle_nn::ops::rms_norm(x, &self.ffn_norm, rms_eps)?;
+        let [gate, up]: [Tensor; 2] = self.gate_up.forward(&h)?.try_into().map_err(|_| parts_error("gate/up"))?;
+        Ok(self.down.forward(&(candle_nn::ops::silu(&gate)? * up)?)?)
+    }
+}
+
 /// Linear layers that read the same input; on a GPU, consecutive ones of the same type and width are stacked into
 /// one matrix, so one matmul's launches replace several. Each output row is computed exactly as the separate
 /// layer would, so results do not change.
@@ -134,6 +163,9 @@ pub struct Qwen2 {
     next_sequence: SequenceId,
     /// Whether every product runs on our kernels on the CPU (with our attention), so batches are exact.
     exact_batches: bool,
+    /// Whether short passes take the GPU's pass-attention kernels ([`gpu_pass_attention`]).
+    #[cfg(feature = "cuda")]
+    gpu_pass_attention: bool,
 }
 
 /// Loads tensors and converts slow types once; counts conversions for the load report.
@@ -307,6 +339,8 @@ impl Qwen2 {
             next_sequence: OWN_SEQUENCE + 1,
             device: device.clone(),
             exact_batches,
+            #[cfg(feature = "cuda")]
+            gpu_pass_attention: gpu_pass_attention(device),
         })
     }
 
@@ -383,6 +417,42 @@ impl Qwen2 {
         self.caches_mut().active_mut().replace(&copies, &prompt[..shared], &device, context)
     }
 
+    /// For a pass the GPU's pass attention takes (`gpu_attention::takes`), on a device where it runs: cuts each part's
+    /// caches back to its position, makes room for its new tokens in every layer and uploads where they live.
+    #[cfg(feature = "cuda")]
+    fn gpu_pass_table(&mut self, parts: &[SequencePass<'_>]) -> Result<Option<PassTable>> {
+        let c = &self.config;
+        if !self.gpu_pass_attention
+            || !gpu_attention::head_dim_fits(c.head_dim)
+            || !gpu_attention::takes(parts.iter().map(|p| p.tokens.len()))
+        {
+            return Ok(None);
+        }
+        let (shape, context, device) = ((c.n_kv_head, c.head_dim), c.context_length, &self.device);
+        let mut caches = vec![Vec::with_capacity(parts.len()); c.n_layer];
+        for part in parts {
+            let slots = self.sequences.get_mut(&part.sequence).expect("checked by check_parts");
+            for (layer, cache) in caches.iter_mut().zip(&mut slots.active_mut().layers) {
+                cache.truncate(part.pos);
+                let (keys, values) = cache.reserve(part.pos + part.tokens.len(), shape, DType::F32, device, context)?;
+                layer.push(PartCache {
+                    keys: gpu_attention::device_address(&keys)?,
+                    values: gpu_attention::device_address(&values)?,
+                    capacity: keys.dim(2)?,
+                    position: part.pos,
+                });
+            }
+        }
+        let rows: Vec<usize> = parts.iter().map(|p| p.tokens.len()).collect();
+        Ok(Some(PassTable::upload(device, &caches, &rows)?))
+    }
+
+    /// Without CUDA, passes never take the GPU's pass attention.
+    #[cfg(not(feature = "cuda"))]
+    fn gpu_pass_table(&mut self, _: &[SequencePass<'_>]) -> Result<Option<PassTable>> {
+        Ok(None)
+    }
+
     /// Checks a pass's parts before anything changes: known sequences, one part each, tokens to run, positions
     /// that follow what each caches and fit the context.
     fn check_parts(&self, parts: &[SequencePass<'_>]) -> Result<()> {
@@ -421,11 +491,14 @@ impl Qwen2 {
         self.check_parts(parts)?;
         let rows: usize = parts.iter().map(|p| p.tokens.len()).sum();
         self.cover_rope_positions(parts.iter().map(|p| p.pos + p.tokens.len()).max().unwrap_or(0))?;
-        // Our CPU attention reads only the positions a row may see; candle's route needs the mask.
+        let table = self.gpu_pass_table(parts)?;
+        // Our CPU attention and the GPU's pass attention read only the positions a row may see; candle's route
+        // needs the mask.
         let on_cpu = self.device.is_cpu();
+        let needs_mask = |p: &SequencePass<'_>| p.tokens.len() > 1 && !on_cpu && table.is_none();
         let masks = parts
             .iter()
-            .map(|p| if p.tokens.len() > 1 && !on_cpu { self.mask(p.tokens.len(), p.pos).map(Some) } else { Ok(None) })
+            .map(|p| if needs_mask(p) { self.mask(p.tokens.len(), p.pos).map(Some) } else { Ok(None) })
             .collect::<Result<Vec<_>>>()?;
         let (cos, sin) = match parts {
             [part] => (self.cos.narrow(0, part.pos, rows)?, self.sin.narrow(0, part.pos, rows)?),
@@ -447,6 +520,21 @@ impl Qwen2 {
                 t.reshape((1, rows, n, c.head_dim))?.transpose(1, 2)?.contiguous()
             };
             let [q, k, v]: [Tensor; 3] = layer.qkv.forward(&h)?.try_into().map_err(|_| parts_error("qkv"))?;
+            if let Some(table) = &table {
+                // Rows stay `[1, rows, heads, head_dim]`: the kernels read them so and write attention in the
+                // layout the output projection takes.
+                let rows_of = |t: Tensor, n: usize| t.reshape((1, rows, n, c.head_dim))?.contiguous();
+                let q = candle_nn::rotary_emb::rope_thd(&rows_of(q, c.n_head)?, &cos, &sin)?;
+                let k = candle_nn::rotary_emb::rope_thd(&rows_of(k, c.n_kv_head)?, &cos, &sin)?;
+                let attn = table.attend(index, &q, &k, &rows_of(v, c.n_kv_head)?, scale as f32)?;
+                for part in parts {
+                    let slots = self.sequences.get_mut(&part.sequence).expect("checked above");
+                    slots.active_mut().layers[index].advance(part.tokens.len());
+                }
+                x = (x + layer.wo.forward(&attn)?)?;
+                x = (&x + layer.feed_forward(&x, c.rms_eps)?)?;
+                continue;
+            }
             let q = candle_nn::rotary_emb::rope(&heads(q, c.n_head)?, &cos, &sin)?;
             let k = candle_nn::rotary_emb::rope(&heads(k, c.n_kv_head)?, &cos, &sin)?;
             let v = heads(v, c.n_kv_head)?;
@@ -471,10 +559,7 @@ impl Qwen2 {
             }
             let attn = if outputs.len() == 1 { outputs.remove(0) } else { Tensor::cat(&outputs, 1)? };
             x = (x + layer.wo.forward(&attn)?)?;
-            let h = candle_nn::ops::rms_norm(&x, &layer.ffn_norm, c.rms_eps)?;
-            let [gate, up]: [Tensor; 2] = layer.gate_up.forward(&h)?.try_into().map_err(|_| parts_error("gate/up"))?;
-            let gated = (candle_nn::ops::silu(&gate)? * up)?;
-            x = (x + layer.down.forward(&gated)?)?;
+            x = (&x + layer.feed_forward(&x, c.rms_eps)?)?;
         }
         // Only the rows whose logits are wanted go through the (wide) output projection.
         let mut wanted = Vec::new();

@@ -1,0 +1,349 @@
+//! Attention on CUDA for a forward pass over several sequences: two kernel launches a layer for all of them.
+//!
+//! A GPU decode step is bound by kernel launches, not by memory: candle's route costs about nine launches per
+//! sequence and layer (copying the sequence's rows out, writing its keys and values, two matrix products, scale,
+//! softmax, a transpose), so sequences decoded together (`tandem batch --parallel`) gained little. Here one
+//! launch writes every row's new keys and values into its own sequence's cache, and one computes every row's
+//! causal attention over its cache (`cuda/pass_attention.cu`, compiled at first use with NVRTC). Parts of a
+//! pass are described by a table of device addresses uploaded once per pass ([`PassTable`]).
+
+use std::sync::OnceLock;
+
+use candle_core::backend::BackendStorage;
+use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, DevicePtr, LaunchConfig, PushKernelArg};
+use candle_core::cuda_backend::{CudaDevice, WrapErr};
+use candle_core::{CpuStorage, CudaStorage, CustomOp3, Device, Layout, Shape, Storage, Tensor};
+
+use crate::Result;
+
+/// The kernels' source.
+const SOURCE: &str = include_str!("cuda/pass_attention.cu");
+
+/// Values per part in the table (`FIELDS` in the source).
+const FIELDS: usize = 5;
+
+/// The widest head the attention kernel holds in shared memory (`MAX_HEAD_DIM` in the source).
+const MAX_HEAD_DIM: usize = 256;
+
+/// Threads of an attention block (`THREADS` in the source).
+const THREADS: u32 = 256;
+
+/// Whether the kernels take heads this wide: at most `MAX_HEAD_DIM`, in whole float4s.
+pub fn head_dim_fits(head_dim: usize) -> bool {
+    head_dim <= MAX_HEAD_DIM && head_dim.is_multiple_of(4)
+}
+
+/// A pass of one sequence takes these kernels up to this many tokens; a longer one (a prompt's prefill) takes
+/// candle's matrix products, which do that work faster and whose launch count then no longer matters.
+pub const MAX_ALONE_TOKENS: usize = 64;
+
+/// A pass shared by several sequences takes these kernels while each part is at most this long (candle's route
+/// would cost its launches once per part); the kernels' work grows with the square of a part's length.
+pub const MAX_SHARED_TOKENS: usize = 2048;
+
+/// Whether a pass whose parts have these token counts takes these kernels.
+pub fn takes(part_tokens: impl Iterator<Item = usize>) -> bool {
+    let (mut parts, mut longest) = (0, 0);
+    for tokens in part_tokens {
+        parts += 1;
+        longest = longest.max(tokens);
+    }
+    longest <= if parts > 1 { MAX_SHARED_TOKENS } else { MAX_ALONE_TOKENS }
+}
+
+/// The kernels' PTX, compiled once per process (an error says why NVRTC failed).
+fn ptx() -> std::result::Result<&'static str, String> {
+    static PTX: OnceLock<std::result::Result<String, String>> = OnceLock::new();
+    PTX.get_or_init(|| {
+        candle_core::cuda_backend::cudarc::nvrtc::compile_ptx(SOURCE)
+            .map(|ptx| ptx.to_src())
+            .map_err(|e| format!("compiling the pass-attention kernels with NVRTC: {e}"))
+    })
+    .as_deref()
+    .map_err(Clone::clone)
+}
+
+/// Whether the kernels can run here: a CUDA device and NVRTC able to compile them (checked once; on failure the
+/// reason is logged and candle's route is used).
+pub fn available(device: &Device) -> bool {
+    if !device.is_cuda() {
+        return false;
+    }
+    match ptx() {
+        Ok(_) => true,
+        Err(reason) => {
+            static WARNED: OnceLock<()> = OnceLock::new();
+            WARNED.get_or_init(|| tracing::warn!("{reason}; attention runs on candle's kernels"));
+            false
+        }
+    }
+}
+
+/// The device address of a CUDA tensor's first element (f32).
+pub fn device_address(tensor: &Tensor) -> Result<u64> {
+    let (storage, layout) = tensor.storage_and_layout();
+    let Storage::Cuda(cuda) = &*storage else {
+        return Err(candle_core::Error::Msg("pass attention needs tensors on a CUDA device".into()).into());
+    };
+    let slice = cuda.as_cuda_slice::<f32>()?;
+    let stream = cuda.device().cuda_stream();
+    let (address, _sync) = slice.device_ptr(&stream);
+    Ok(address + (layout.start_offset() * std::mem::size_of::<f32>()) as u64)
+}
+
+/// One part's cache for one layer, as the kernels read it.
+#[derive(Debug, Clone, Copy)]
+pub struct PartCache {
+    /// Keys and values buffers, `[1, n_kv_head, capacity, head_dim]` f32 each ([`device_address`]).
+    pub keys: u64,
+    pub values: u64,
+    /// Positions the buffers hold.
+    pub capacity: usize,
+    /// Positions cached before this pass: the part's first new token goes there.
+    pub position: usize,
+}
+
+/// Every layer's part caches of one pass, on the device.
+pub struct PassTable {
+    table: CudaSlice<u64>,
+    layers: usize,
+    parts: usize,
+    /// The first stacked row of each part; the rows of the pass.
+    rows: usize,
+}
+
+impl PassTable {
+    /// Uploads `caches[layer][part]`; `part_rows[part]` is how many rows (new tokens) each part has.
+    pub fn upload(device: &Device, caches: &[Vec<PartCache>], part_rows: &[usize]) -> Result<Self> {
+        let Device::Cuda(cuda) = device else {
+            return Err(candle_core::Error::Msg("pass attention needs a CUDA device".into()).into());
+        };
+        let parts = part_rows.len();
+        let mut values = Vec::with_capacity(caches.len() * parts * FIELDS);
+        for layer in caches {
+            if layer.len() != parts {
+                return Err(candle_core::Error::Msg(format!("{} caches for {parts} parts", layer.len())).into());
+            }
+            let mut first_row = 0;
+            for (cache, rows) in layer.iter().zip(part_rows) {
+                if cache.position + rows > cache.capacity {
+                    return Err(candle_core::Error::Msg(format!(
+                        "a cache of {} positions cannot take {rows} more after {}",
+                        cache.capacity, cache.position
+                    ))
+                    .into());
+                }
+                values.extend([cache.keys, cache.values, cache.capacity as u64, cache.position as u64, first_row]);
+                first_row += *rows as u64;
+            }
+        }
+        let table = cuda.cuda_stream().clone_htod(&values[..]).w()?;
+        Ok(Self { table, layers: caches.len(), parts, rows: part_rows.iter().sum() })
+    }
+
+    /// Writes `k` and `v` (`[1, rows, n_kv_head, head_dim]`) into layer `layer`'s caches and returns every row's
+    /// attention over its own sequence, `[1, rows, n_head * head_dim]`; `q` is `[1, rows, n_head, head_dim]`.
+    /// The caller then counts the new positions as cached.
+    pub fn attend(&self, layer: usize, q: &Tensor, k: &Tensor, v: &Tensor, scale: f32) -> Result<Tensor> {
+        if layer >= self.layers {
+            return Err(candle_core::Error::Msg(format!("layer {layer} of a table of {}", self.layers)).into());
+        }
+        let stream = match q.device() {
+            Device::Cuda(cuda) => cuda.cuda_stream(),
+            _ => return Err(candle_core::Error::Msg("pass attention needs a CUDA device".into()).into()),
+        };
+        let (base, _sync) = self.table.device_ptr(&stream);
+        let table = base + (layer * self.parts * FIELDS * std::mem::size_of::<u64>()) as u64;
+        let op = PassAttention { table, parts: self.parts, rows: self.rows, scale };
+        Ok(q.apply_op3_no_bwd(k, v, &op)?)
+    }
+}
+
+/// The two launches for one layer (a candle op, so that candle hands over the inputs' device memory and takes
+/// the output's).
+struct PassAttention {
+    /// This layer's rows of the table.
+    table: u64,
+    parts: usize,
+    rows: usize,
+    scale: f32,
+}
+
+/// A contiguous f32 input's elements on the device.
+fn view<'a>(storage: &'a CudaStorage, layout: &Layout) -> candle_core::Result<CudaView<'a, f32>> {
+    let (start, end) = layout.contiguous_offsets().expect("checked contiguous");
+    Ok(storage.as_cuda_slice::<f32>()?.slice(start..end))
+}
+
+/// A contiguous f32 input's `[1, rows, heads, head_dim]` dims.
+fn dims(layout: &Layout, what: &str) -> candle_core::Result<(usize, usize, usize)> {
+    let (one, rows, heads, head_dim) = layout.shape().dims4()?;
+    if one != 1 || !layout.is_contiguous() {
+        candle_core::bail!("pass attention: {what} must be contiguous [1, rows, heads, head_dim], got {layout:?}");
+    }
+    Ok((rows, heads, head_dim))
+}
+
+impl CustomOp3 for PassAttention {
+    fn name(&self) -> &'static str {
+        "tandem-pass-attention"
+    }
+
+    fn cpu_fwd(
+        &self,
+        _: &CpuStorage,
+        _: &Layout,
+        _: &CpuStorage,
+        _: &Layout,
+        _: &CpuStorage,
+        _: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        candle_core::bail!("pass attention runs on CUDA only (the CPU has its own attention kernel)")
+    }
+
+    fn cuda_fwd(
+        &self,
+        q: &CudaStorage,
+        q_layout: &Layout,
+        k: &CudaStorage,
+        k_layout: &Layout,
+        v: &CudaStorage,
+        v_layout: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        let (rows, n_head, head_dim) = dims(q_layout, "q")?;
+        let (k_rows, n_kv, k_dim) = dims(k_layout, "k")?;
+        if rows != self.rows || k_rows != rows || k_dim != head_dim || v_layout.shape() != k_layout.shape() {
+            candle_core::bail!(
+                "pass attention: q {:?}, k {:?}, v {:?} for {} rows",
+                q_layout.shape(),
+                k_layout.shape(),
+                v_layout.shape(),
+                self.rows
+            );
+        }
+        if !v_layout.is_contiguous() || !head_dim_fits(head_dim) || n_kv == 0 || n_head % n_kv != 0 {
+            candle_core::bail!("pass attention: unsupported heads ({n_head} of {n_kv}, dim {head_dim})");
+        }
+        let device: &CudaDevice = q.device();
+        let ptx = ptx().map_err(candle_core::Error::Msg)?;
+        let (q, k, v) = (view(q, q_layout)?, view(k, k_layout)?, view(v, v_layout)?);
+        let (parts, n_head_i, n_kv_i, dim_i) = (self.parts as i32, n_head as i32, n_kv as i32, head_dim as i32);
+
+        let append = device.get_or_load_custom_func("tandem_kv_append", "tandem_pass_attention", ptx)?;
+        let mut launch = append.builder();
+        launch.arg(&k).arg(&v).arg(&self.table).arg(&parts).arg(&n_kv_i).arg(&dim_i);
+        let config = LaunchConfig {
+            grid_dim: (rows as u32, n_kv as u32, 1),
+            block_dim: (head_dim.min(256) as u32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: the arguments match the kernel's parameters; the table's rows were checked to fit the caches.
+        unsafe { launch.launch(config) }.w()?;
+
+        let mut out = unsafe { device.alloc::<f32>(rows * n_head * head_dim)? };
+        let attend = device.get_or_load_custom_func("tandem_pass_attention", "tandem_pass_attention", ptx)?;
+        let mut launch = attend.builder();
+        launch
+            .arg(&q)
+            .arg(&mut out)
+            .arg(&self.table)
+            .arg(&parts)
+            .arg(&n_head_i)
+            .arg(&n_kv_i)
+            .arg(&dim_i)
+            .arg(&self.scale);
+        let config =
+            LaunchConfig { grid_dim: (rows as u32, n_head as u32, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: as above; every output element is written (one block per row and head, one thread per dim).
+        unsafe { launch.launch(config) }.w()?;
+        Ok((CudaStorage::wrap_cuda_slice(out, device.clone()), Shape::from((1, rows, n_head * head_dim))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::attention::candle_attention;
+    use crate::llm::kv_cache::KvCache;
+    use candle_core::DType;
+
+    /// Deterministic values in [-1, 1).
+    fn values(n: usize, seed: u64) -> Vec<f32> {
+        let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (0..n)
+            .map(|_| {
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    fn causal_mask(seq: usize, pos: usize, device: &Device) -> Tensor {
+        let total = pos + seq;
+        let mask: Vec<f32> =
+            (0..seq).flat_map(|i| (0..total).map(move |j| if j > pos + i { f32::NEG_INFINITY } else { 0.0 })).collect();
+        Tensor::from_vec(mask, (seq, total), device).unwrap()
+    }
+
+    /// Parts of one pass at cached lengths that cross the kernel's tile of 1024 positions, with one, three, two and
+    /// a hundred new tokens: each part's attention and cache contents match candle's route on its own cache.
+    #[test]
+    fn a_pass_over_several_caches_attends_as_candle_does_part_by_part() {
+        let device = Device::new_cuda(0).expect("these tests need a CUDA device");
+        for (n_head, n_kv, head_dim) in [(14, 2, 64), (12, 2, 128)] {
+            let parts = [(0usize, 1usize), (1100, 3), (37, 2), (5, 100)]; // (cached positions, new tokens)
+            let rows: usize = parts.iter().map(|p| p.1).sum();
+            let scale = 1.0 / (head_dim as f64).sqrt();
+            let mut expected = Vec::new();
+            let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+            let mut part_caches = Vec::new();
+            let q =
+                Tensor::from_vec(values(rows * n_head * head_dim, 1), (1, rows, n_head, head_dim), &device).unwrap();
+            let k = Tensor::from_vec(values(rows * n_kv * head_dim, 2), (1, rows, n_kv, head_dim), &device).unwrap();
+            let v = Tensor::from_vec(values(rows * n_kv * head_dim, 3), (1, rows, n_kv, head_dim), &device).unwrap();
+            let mut row = 0;
+            for (index, &(cached, new)) in parts.iter().enumerate() {
+                let prefix = |seed| {
+                    Tensor::from_vec(values(n_kv * cached * head_dim, seed), (1, n_kv, cached, head_dim), &device)
+                        .unwrap()
+                };
+                let (mut candle_cache, mut our_cache) = (KvCache::default(), KvCache::default());
+                if cached > 0 {
+                    let (pk, pv) = (prefix(10 + index as u64), prefix(20 + index as u64));
+                    candle_cache.append(&pk, &pv, 4096).unwrap();
+                    our_cache.append(&pk, &pv, 4096).unwrap();
+                }
+                let heads = |t: &Tensor| t.narrow(1, row, new).unwrap().transpose(1, 2).unwrap().contiguous().unwrap();
+                let (keys, vals) = candle_cache.append(&heads(&k), &heads(&v), 4096).unwrap();
+                let mask = (new > 1).then(|| causal_mask(new, cached, &device));
+                expected.push(candle_attention(&heads(&q), &keys, &vals, mask.as_ref(), scale).unwrap());
+                let (kb, vb) = our_cache.reserve(cached + new, (n_kv, head_dim), DType::F32, &device, 4096).unwrap();
+                part_caches.push(PartCache {
+                    keys: device_address(&kb).unwrap(),
+                    values: device_address(&vb).unwrap(),
+                    capacity: kb.dim(2).unwrap(),
+                    position: cached,
+                });
+                theirs.push(candle_cache);
+                ours.push(our_cache);
+                row += new;
+            }
+            let part_rows: Vec<usize> = parts.iter().map(|p| p.1).collect();
+            let table = PassTable::upload(&device, &[part_caches], &part_rows).unwrap();
+            let got = table.attend(0, &q, &k, &v, scale as f32).unwrap();
+            let expected = Tensor::cat(&expected, 1).unwrap();
+            let error = (got - &expected).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+            assert!(error < 1e-4, "heads {n_head}/{n_kv}×{head_dim}: max error {error}");
+            for ((our_cache, candle_cache), &(cached, new)) in ours.iter_mut().zip(&theirs).zip(&parts) {
+                our_cache.advance(new);
+                let (a, b) = (
+                    our_cache.prefix(cached + new).unwrap().unwrap(),
+                    candle_cache.prefix(cached + new).unwrap().unwrap(),
+                );
+                let diff = (a.0 - b.0).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap()
+                    + (a.1 - b.1).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+                assert_eq!(diff, 0.0, "the caches' contents differ");
+            }
+        }
+    }
+}
