@@ -12,7 +12,7 @@
 # Before measuring, the GPU's greedy tokens are compared with the CPU's on one prompt. With SEQUENCES (e.g.
 # SEQUENCES=4,16,64) it also decodes that many sequences together after 512 tokens each (`--sequences`) and runs
 # llama.cpp's llama-batched-bench on the same file (-npp 512 -ntg DECODE, every layer on the GPU).
-# TANDEM_GPU_ATTENTION=candle in the environment measures candle's attention route instead of ours.
+# TANDEM_GPU_KERNELS=candle (or attention) in the environment measures candle's ops (or our attention alone).
 set -euo pipefail
 tandem="$(realpath "$1")"
 source_dir="$(realpath "$2")"

@@ -1,23 +1,18 @@
 //! Attention on CUDA for a forward pass over several sequences: two kernel launches a layer for all of them.
 //!
-//! A GPU decode step is bound by kernel launches, not by memory: candle's route costs about nine launches per
-//! sequence and layer (copying the sequence's rows out, writing its keys and values, two matrix products, scale,
-//! softmax, a transpose), so sequences decoded together (`tandem batch --parallel`) gained little. Here one
-//! launch writes every row's new keys and values into its own sequence's cache, and one computes every row's
-//! causal attention over its cache (`cuda/pass_attention.cu`, compiled at first use with NVRTC). Parts of a
-//! pass are described by a table of device addresses uploaded once per pass ([`PassTable`]).
-
-use std::sync::OnceLock;
+//! candle's attention route costs about nine launches per sequence and layer (copying the sequence's rows out,
+//! writing its keys and values, two matrix products, scale, softmax, a transpose), so sequences decoded together
+//! (`tandem batch --parallel`) gained little. Here one launch writes every row's new keys and values into its own
+//! sequence's cache, and one computes every row's causal attention over its cache (`cuda/pass_attention.cu`, see
+//! `gpu`). Parts of a pass are described by a table of device addresses uploaded once per pass ([`PassTable`]).
 
 use candle_core::backend::BackendStorage;
-use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, DevicePtr, LaunchConfig, PushKernelArg};
+use candle_core::cuda_backend::cudarc::driver::{CudaSlice, DevicePtr, LaunchConfig, PushKernelArg};
 use candle_core::cuda_backend::{CudaDevice, WrapErr};
-use candle_core::{CpuStorage, CudaStorage, CustomOp3, Device, Layout, Shape, Storage, Tensor};
+use candle_core::{CpuStorage, CudaStorage, CustomOp3, Device, Layout, Shape, Tensor};
 
+use super::gpu::{contiguous_view, PASS_ATTENTION};
 use crate::Result;
-
-/// The kernels' source.
-const SOURCE: &str = include_str!("cuda/pass_attention.cu");
 
 /// Values per part in the table (`FIELDS` in the source).
 const FIELDS: usize = 5;
@@ -51,50 +46,10 @@ pub fn takes(part_tokens: impl Iterator<Item = usize>) -> bool {
     longest <= if parts > 1 { MAX_SHARED_TOKENS } else { MAX_ALONE_TOKENS }
 }
 
-/// The kernels' PTX, compiled once per process (an error says why NVRTC failed).
-fn ptx() -> std::result::Result<&'static str, String> {
-    static PTX: OnceLock<std::result::Result<String, String>> = OnceLock::new();
-    PTX.get_or_init(|| {
-        candle_core::cuda_backend::cudarc::nvrtc::compile_ptx(SOURCE)
-            .map(|ptx| ptx.to_src())
-            .map_err(|e| format!("compiling the pass-attention kernels with NVRTC: {e}"))
-    })
-    .as_deref()
-    .map_err(Clone::clone)
-}
-
-/// Whether the kernels can run here: a CUDA device and NVRTC able to compile them (checked once; on failure the
-/// reason is logged and candle's route is used).
-pub fn available(device: &Device) -> bool {
-    if !device.is_cuda() {
-        return false;
-    }
-    match ptx() {
-        Ok(_) => true,
-        Err(reason) => {
-            static WARNED: OnceLock<()> = OnceLock::new();
-            WARNED.get_or_init(|| tracing::warn!("{reason}; attention runs on candle's kernels"));
-            false
-        }
-    }
-}
-
-/// The device address of a CUDA tensor's first element (f32).
-pub fn device_address(tensor: &Tensor) -> Result<u64> {
-    let (storage, layout) = tensor.storage_and_layout();
-    let Storage::Cuda(cuda) = &*storage else {
-        return Err(candle_core::Error::Msg("pass attention needs tensors on a CUDA device".into()).into());
-    };
-    let slice = cuda.as_cuda_slice::<f32>()?;
-    let stream = cuda.device().cuda_stream();
-    let (address, _sync) = slice.device_ptr(&stream);
-    Ok(address + (layout.start_offset() * std::mem::size_of::<f32>()) as u64)
-}
-
 /// One part's cache for one layer, as the kernels read it.
 #[derive(Debug, Clone, Copy)]
 pub struct PartCache {
-    /// Keys and values buffers, `[1, n_kv_head, capacity, head_dim]` f32 each ([`device_address`]).
+    /// Keys and values buffers, `[1, n_kv_head, capacity, head_dim]` f32 each ([`super::gpu::device_address`]).
     pub keys: u64,
     pub values: u64,
     /// Positions the buffers hold.
@@ -169,12 +124,6 @@ struct PassAttention {
     scale: f32,
 }
 
-/// A contiguous f32 input's elements on the device.
-fn view<'a>(storage: &'a CudaStorage, layout: &Layout) -> candle_core::Result<CudaView<'a, f32>> {
-    let (start, end) = layout.contiguous_offsets().expect("checked contiguous");
-    Ok(storage.as_cuda_slice::<f32>()?.slice(start..end))
-}
-
 /// A contiguous f32 input's `[1, rows, heads, head_dim]` dims.
 fn dims(layout: &Layout, what: &str) -> candle_core::Result<(usize, usize, usize)> {
     let (one, rows, heads, head_dim) = layout.shape().dims4()?;
@@ -225,12 +174,12 @@ impl CustomOp3 for PassAttention {
             candle_core::bail!("pass attention: unsupported heads ({n_head} of {n_kv}, dim {head_dim})");
         }
         let device: &CudaDevice = q.device();
-        let ptx = ptx().map_err(candle_core::Error::Msg)?;
-        let (q, k, v) = (view(q, q_layout)?, view(k, k_layout)?, view(v, v_layout)?);
+        let stream = device.cuda_stream();
+        let (q, k, v) = (contiguous_view(q, q_layout)?, contiguous_view(k, k_layout)?, contiguous_view(v, v_layout)?);
         let (parts, n_head_i, n_kv_i, dim_i) = (self.parts as i32, n_head as i32, n_kv as i32, head_dim as i32);
 
-        let append = device.get_or_load_custom_func("tandem_kv_append", "tandem_pass_attention", ptx)?;
-        let mut launch = append.builder();
+        let append = PASS_ATTENTION.function(device, "tandem_kv_append")?;
+        let mut launch = stream.launch_builder(&append);
         launch.arg(&k).arg(&v).arg(&self.table).arg(&parts).arg(&n_kv_i).arg(&dim_i);
         let config = LaunchConfig {
             grid_dim: (rows as u32, n_kv as u32, 1),
@@ -241,8 +190,8 @@ impl CustomOp3 for PassAttention {
         unsafe { launch.launch(config) }.w()?;
 
         let mut out = unsafe { device.alloc::<f32>(rows * n_head * head_dim)? };
-        let attend = device.get_or_load_custom_func("tandem_pass_attention", "tandem_pass_attention", ptx)?;
-        let mut launch = attend.builder();
+        let attend = PASS_ATTENTION.function(device, "tandem_pass_attention")?;
+        let mut launch = stream.launch_builder(&attend);
         launch
             .arg(&q)
             .arg(&mut out)
@@ -264,6 +213,7 @@ impl CustomOp3 for PassAttention {
 mod tests {
     use super::*;
     use crate::kernels::attention::candle_attention;
+    use crate::kernels::gpu::device_address;
     use crate::llm::kv_cache::KvCache;
     use candle_core::DType;
 

@@ -11,7 +11,11 @@ pub mod attention;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(feature = "cuda")]
+pub mod gpu;
+#[cfg(feature = "cuda")]
 pub mod gpu_attention;
+#[cfg(feature = "cuda")]
+pub mod gpu_fused;
 pub mod k_acts;
 #[cfg(target_arch = "x86_64")]
 mod k_panels_vnni;

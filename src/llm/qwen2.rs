@@ -16,7 +16,11 @@ use super::prefix_store::{common_prefix, KvSnapshot};
 use super::{LanguageModel, LoadOptions, MultiSequence, SequenceId, SequencePass};
 use crate::kernels::attention::{candle_attention, causal_attention};
 #[cfg(feature = "cuda")]
+use crate::kernels::gpu::{self, device_address};
+#[cfg(feature = "cuda")]
 use crate::kernels::gpu_attention::{self, PartCache, PassTable};
+#[cfg(feature = "cuda")]
+use crate::kernels::gpu_fused;
 use crate::kernels::QLinear;
 use crate::Result;
 
@@ -31,11 +35,44 @@ impl PassTable {
     }
 }
 
-/// Whether passes on `device` may take the GPU's pass-attention kernels (`kernels::gpu_attention`: two launches a
-/// layer for every sequence of the pass); `TANDEM_GPU_ATTENTION=candle` keeps candle's route, to compare.
-#[cfg(feature = "cuda")]
-fn gpu_pass_attention(device: &Device) -> bool {
-    std::env::var("TANDEM_GPU_ATTENTION").map_or(true, |route| route != "candle") && gpu_attention::available(device)
+/// Which of our GPU kernels the model's passes on `device` take (`kernels::gpu::Ours`): (pass attention, fused
+/// elementwise steps).
+fn ours_on_gpu(device: &Device) -> (bool, bool) {
+    #[cfg(feature = "cuda")]
+    {
+        let ours = gpu::Ours::on(device);
+        (ours.attention, ours.fused)
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = device;
+        (false, false)
+    }
+}
+
+/// `x += delta` (when there is one), then `x`'s RMS norm scaled by `weight`: with `ours`, one launch on the GPU.
+fn add_and_norm(x: &mut Tensor, delta: Option<Tensor>, weight: &Tensor, eps: f32, ours: bool) -> Result<Tensor> {
+    #[cfg(feature = "cuda")]
+    if let (true, Some(delta)) = (ours, &delta) {
+        let (sum, normed) = gpu_fused::add_rms_norm(x, delta, weight, eps)?;
+        *x = sum;
+        return Ok(normed);
+    }
+    let _ = ours;
+    if let Some(delta) = delta {
+        *x = (&*x + delta)?;
+    }
+    Ok(candle_nn::ops::rms_norm(x, weight, eps)?)
+}
+
+/// `silu(gate) * up`: with `ours`, one launch on the GPU.
+fn gated_silu(gate: &Tensor, up: &Tensor, ours: bool) -> Result<Tensor> {
+    #[cfg(feature = "cuda")]
+    if ours {
+        return gpu_fused::silu_mul(gate, up);
+    }
+    let _ = ours;
+    Ok((candle_nn::ops::silu(gate)? * up)?)
 }
 
 /// Sequences whose KV caches a model keeps: the planner's and the executor's prompt families when one model
@@ -97,15 +134,6 @@ struct Layer {
     down: QLinear,
 }
 
-impl Layer {
-    /// The feed-forward block's output for the residual stream `x` (its norm, gated SiLU, down projection).
-    fn feed_forward(&self, x: &Tensor, rms_eps: f32) -> Result<Tensor> {
-        let h = candle_nn::ops::rms_norm(x, &self.ffn_norm, rms_eps)?;
-        let [gate, up]: [Tensor; 2] = self.gate_up.forward(&h)?.try_into().map_err(|_| parts_error("gate/up"))?;
-        Ok(self.down.forward(&(candle_nn::ops::silu(&gate)? * up)?)?)
-    }
-}
-
 /// Linear layers that read the same input; on a GPU, consecutive ones of the same type and width are stacked into
 /// one matrix, so one matmul's launches replace several. Each output row is computed exactly as the separate
 /// layer would, so results do not change.
@@ -163,9 +191,11 @@ pub struct Qwen2 {
     next_sequence: SequenceId,
     /// Whether every product runs on our kernels on the CPU (with our attention), so batches are exact.
     exact_batches: bool,
-    /// Whether short passes take the GPU's pass-attention kernels ([`gpu_pass_attention`]).
+    /// Whether passes take our GPU attention for every sequence of a pass ([`ours_on_gpu`]).
     #[cfg(feature = "cuda")]
-    gpu_pass_attention: bool,
+    gpu_attention: bool,
+    /// Whether passes take our fused GPU elementwise steps ([`ours_on_gpu`]).
+    gpu_fused: bool,
 }
 
 /// Loads tensors and converts slow types once; counts conversions for the load report.
@@ -319,6 +349,9 @@ impl Qwen2 {
         let n_layer = config.n_layer;
         // Norms, RoPE, biases and activations work on each row alone; the products and attention decide.
         let ours = |linear: &QLinear| linear.kernel_name() != "candle";
+        let (gpu_attention, gpu_fused) = ours_on_gpu(device);
+        #[cfg(not(feature = "cuda"))]
+        let _ = gpu_attention;
         let exact_batches = device.is_cpu()
             && ours(&output)
             && layers
@@ -340,7 +373,8 @@ impl Qwen2 {
             device: device.clone(),
             exact_batches,
             #[cfg(feature = "cuda")]
-            gpu_pass_attention: gpu_pass_attention(device),
+            gpu_attention,
+            gpu_fused,
         })
     }
 
@@ -422,7 +456,7 @@ impl Qwen2 {
     #[cfg(feature = "cuda")]
     fn gpu_pass_table(&mut self, parts: &[SequencePass<'_>]) -> Result<Option<PassTable>> {
         let c = &self.config;
-        if !self.gpu_pass_attention
+        if !self.gpu_attention
             || !gpu_attention::head_dim_fits(c.head_dim)
             || !gpu_attention::takes(parts.iter().map(|p| p.tokens.len()))
         {
@@ -436,8 +470,8 @@ impl Qwen2 {
                 cache.truncate(part.pos);
                 let (keys, values) = cache.reserve(part.pos + part.tokens.len(), shape, DType::F32, device, context)?;
                 layer.push(PartCache {
-                    keys: gpu_attention::device_address(&keys)?,
-                    values: gpu_attention::device_address(&values)?,
+                    keys: device_address(&keys)?,
+                    values: device_address(&values)?,
                     capacity: keys.dim(2)?,
                     position: part.pos,
                 });
@@ -514,13 +548,13 @@ impl Qwen2 {
         let mut x = self.embedding.embedding(&ids)?; // [1, rows, hidden]
         let c = &self.config;
         let scale = 1.0 / (c.head_dim as f64).sqrt();
+        let ours = self.gpu_fused;
+        // Each block's output waits here to be added to the residual stream together with the next norm.
+        let mut pending: Option<Tensor> = None;
         for (index, layer) in self.layers.iter().enumerate() {
-            let h = candle_nn::ops::rms_norm(&x, &layer.attn_norm, c.rms_eps)?;
-            let heads = |t: Tensor, n: usize| -> candle_core::Result<Tensor> {
-                t.reshape((1, rows, n, c.head_dim))?.transpose(1, 2)?.contiguous()
-            };
+            let h = add_and_norm(&mut x, pending.take(), &layer.attn_norm, c.rms_eps, ours)?;
             let [q, k, v]: [Tensor; 3] = layer.qkv.forward(&h)?.try_into().map_err(|_| parts_error("qkv"))?;
-            if let Some(table) = &table {
+            let attn = if let Some(table) = &table {
                 // Rows stay `[1, rows, heads, head_dim]`: the kernels read them so and write attention in the
                 // layout the output projection takes.
                 let rows_of = |t: Tensor, n: usize| t.reshape((1, rows, n, c.head_dim))?.contiguous();
@@ -531,35 +565,45 @@ impl Qwen2 {
                     let slots = self.sequences.get_mut(&part.sequence).expect("checked above");
                     slots.active_mut().layers[index].advance(part.tokens.len());
                 }
-                x = (x + layer.wo.forward(&attn)?)?;
-                x = (&x + layer.feed_forward(&x, c.rms_eps)?)?;
-                continue;
-            }
-            let q = candle_nn::rotary_emb::rope(&heads(q, c.n_head)?, &cos, &sin)?;
-            let k = candle_nn::rotary_emb::rope(&heads(k, c.n_kv_head)?, &cos, &sin)?;
-            let v = heads(v, c.n_kv_head)?;
-            let mut outputs = Vec::with_capacity(parts.len());
-            let mut row = 0;
-            for (part, mask) in parts.iter().zip(&masks) {
-                let n = part.tokens.len();
-                // A part's rows of `[1, heads, rows, head_dim]`.
-                let own_rows =
-                    |t: &Tensor| if parts.len() == 1 { Ok(t.clone()) } else { t.narrow(2, row, n)?.contiguous() };
-                let slots = self.sequences.get_mut(&part.sequence).expect("checked above");
-                let cache = &mut slots.active_mut().layers[index];
-                cache.truncate(part.pos);
-                let (keys, values) = cache.append(&own_rows(&k)?, &own_rows(&v)?, c.context_length)?;
-                let q = own_rows(&q)?;
-                outputs.push(if on_cpu {
-                    causal_attention(&q, &keys, &values, part.pos, scale as f32)?
+                attn
+            } else {
+                let heads = |t: Tensor, n: usize| -> candle_core::Result<Tensor> {
+                    t.reshape((1, rows, n, c.head_dim))?.transpose(1, 2)?.contiguous()
+                };
+                let q = candle_nn::rotary_emb::rope(&heads(q, c.n_head)?, &cos, &sin)?;
+                let k = candle_nn::rotary_emb::rope(&heads(k, c.n_kv_head)?, &cos, &sin)?;
+                let v = heads(v, c.n_kv_head)?;
+                let mut outputs = Vec::with_capacity(parts.len());
+                let mut row = 0;
+                for (part, mask) in parts.iter().zip(&masks) {
+                    let n = part.tokens.len();
+                    // A part's rows of `[1, heads, rows, head_dim]`.
+                    let own_rows =
+                        |t: &Tensor| if parts.len() == 1 { Ok(t.clone()) } else { t.narrow(2, row, n)?.contiguous() };
+                    let slots = self.sequences.get_mut(&part.sequence).expect("checked above");
+                    let cache = &mut slots.active_mut().layers[index];
+                    cache.truncate(part.pos);
+                    let (keys, values) = cache.append(&own_rows(&k)?, &own_rows(&v)?, c.context_length)?;
+                    let q = own_rows(&q)?;
+                    outputs.push(if on_cpu {
+                        causal_attention(&q, &keys, &values, part.pos, scale as f32)?
+                    } else {
+                        candle_attention(&q, &keys, &values, mask.as_ref(), scale)?
+                    });
+                    row += n;
+                }
+                if outputs.len() == 1 {
+                    outputs.remove(0)
                 } else {
-                    candle_attention(&q, &keys, &values, mask.as_ref(), scale)?
-                });
-                row += n;
-            }
-            let attn = if outputs.len() == 1 { outputs.remove(0) } else { Tensor::cat(&outputs, 1)? };
-            x = (x + layer.wo.forward(&attn)?)?;
-            x = (&x + layer.feed_forward(&x, c.rms_eps)?)?;
+                    Tensor::cat(&outputs, 1)?
+                }
+            };
+            let h = add_and_norm(&mut x, Some(layer.wo.forward(&attn)?), &layer.ffn_norm, c.rms_eps, ours)?;
+            let [gate, up]: [Tensor; 2] = layer.gate_up.forward(&h)?.try_into().map_err(|_| parts_error("gate/up"))?;
+            pending = Some(layer.down.forward(&gated_silu(&gate, &up, ours)?)?);
+        }
+        if let Some(delta) = pending {
+            x = (x + delta)?;
         }
         // Only the rows whose logits are wanted go through the (wide) output projection.
         let mut wanted = Vec::new();
