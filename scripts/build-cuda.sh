@@ -5,6 +5,8 @@
 # names the same functions. Prints the binary's path last.
 #
 #   scripts/build-cuda.sh [COMPUTE_CAP]     (default 90: H100/H200; 89 Ada, 86/80 Ampere)
+#   TESTS=1 scripts/build-cuda.sh           also builds the library's tests (our GPU kernels' checks, which need a
+#                                           GPU: run that binary there with the filter `gpu_`) and prints its path
 #
 # Run it on the GPU machine with CUDA's libraries on the library path, e.g.
 # LD_LIBRARY_PATH=/usr/local/cuda/lib64 target/release/tandem bench speed --device cuda
@@ -38,7 +40,15 @@ grep -ohE '^\s+fn (cu[A-Za-z0-9_]+)\(' "$cudarc/src/driver/sys/mod.rs" | sed -E 
     sort -u | awk '{print "void " $1 "(void) {}"}' >"$cuda/lib/stubs/libcuda.c"
 cc -shared -fPIC -o "$cuda/lib/stubs/libcuda.so" -Wl,-soname,libcuda.so.1 "$cuda/lib/stubs/libcuda.c"
 cd "$root"
-CUDA_HOME="$cuda" CUDA_PATH="$cuda" PATH="$cuda/bin:$PATH" CUDARC_CUDA_VERSION=13000 CUDA_COMPUTE_CAP="$cap" \
-    LIBRARY_PATH="$cuda/lib:$cuda/lib/stubs" cargo build --release --locked --features cuda --bin tandem \
-    --target-dir target/cuda >&2
+build_env=(CUDA_HOME="$cuda" CUDA_PATH="$cuda" PATH="$cuda/bin:$PATH" CUDARC_CUDA_VERSION=13000
+    CUDA_COMPUTE_CAP="$cap" LIBRARY_PATH="$cuda/lib:$cuda/lib/stubs")
+env "${build_env[@]}" cargo build --release --locked --features cuda --bin tandem --target-dir target/cuda >&2
+if [[ -n "${TESTS:-}" ]]; then
+    env "${build_env[@]}" cargo test --release --locked --features cuda --lib --no-run --target-dir target/cuda \
+        --message-format=json 2>/dev/null | python3 -c 'import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["lib"]:
+        print(m["executable"])'
+fi
 echo "$root/target/cuda/release/tandem"

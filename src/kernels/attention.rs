@@ -278,11 +278,11 @@ fn kv_rows<'a>(data: &'a [f32], layout: &candle_core::Layout) -> KvRows<'a> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// Deterministic values in [-1, 1).
-    fn values(n: usize, seed: u64) -> Vec<f32> {
+    pub(crate) fn values(n: usize, seed: u64) -> Vec<f32> {
         let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         (0..n)
             .map(|_| {

@@ -213,20 +213,10 @@ impl CustomOp3 for PassAttention {
 mod tests {
     use super::*;
     use crate::kernels::attention::candle_attention;
+    use crate::kernels::attention::tests::values;
     use crate::kernels::gpu::device_address;
     use crate::llm::kv_cache::KvCache;
     use candle_core::DType;
-
-    /// Deterministic values in [-1, 1).
-    fn values(n: usize, seed: u64) -> Vec<f32> {
-        let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        (0..n)
-            .map(|_| {
-                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-            })
-            .collect()
-    }
 
     fn causal_mask(seq: usize, pos: usize, device: &Device) -> Tensor {
         let total = pos + seq;

@@ -155,18 +155,13 @@ impl CustomOp2 for SiluMul {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernels::attention::tests::values;
     use candle_core::{Device, D};
 
+    /// Deterministic values in [-2, 2).
     fn random(shape: &[usize], seed: u64, device: &Device) -> Tensor {
         let n: usize = shape.iter().product();
-        let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        let values: Vec<f32> = (0..n)
-            .map(|_| {
-                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                ((state >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0
-            })
-            .collect();
-        Tensor::from_vec(values, shape, device).unwrap()
+        (Tensor::from_vec(values(n, seed), shape, device).unwrap() * 2.0).unwrap()
     }
 
     fn max_difference(a: &Tensor, b: &Tensor) -> f32 {

@@ -543,61 +543,17 @@ impl Qwen2 {
                 (self.cos.index_select(&positions, 0)?, self.sin.index_select(&positions, 0)?)
             }
         };
+        let shape = PassShape { parts, rows, cos, sin, masks, table, on_cpu };
         let tokens: Vec<u32> = parts.iter().flat_map(|p| p.tokens.iter().copied()).collect();
         let ids = Tensor::new(tokens.as_slice(), &self.device)?.unsqueeze(0)?;
         let mut x = self.embedding.embedding(&ids)?; // [1, rows, hidden]
-        let c = &self.config;
-        let scale = 1.0 / (c.head_dim as f64).sqrt();
-        let ours = self.gpu_fused;
+        let (c, ours) = (&self.config, self.gpu_fused);
         // Each block's output waits here to be added to the residual stream together with the next norm.
         let mut pending: Option<Tensor> = None;
         for (index, layer) in self.layers.iter().enumerate() {
             let h = add_and_norm(&mut x, pending.take(), &layer.attn_norm, c.rms_eps, ours)?;
-            let [q, k, v]: [Tensor; 3] = layer.qkv.forward(&h)?.try_into().map_err(|_| parts_error("qkv"))?;
-            let attn = if let Some(table) = &table {
-                // Rows stay `[1, rows, heads, head_dim]`: the kernels read them so and write attention in the
-                // layout the output projection takes.
-                let rows_of = |t: Tensor, n: usize| t.reshape((1, rows, n, c.head_dim))?.contiguous();
-                let q = candle_nn::rotary_emb::rope_thd(&rows_of(q, c.n_head)?, &cos, &sin)?;
-                let k = candle_nn::rotary_emb::rope_thd(&rows_of(k, c.n_kv_head)?, &cos, &sin)?;
-                let attn = table.attend(index, &q, &k, &rows_of(v, c.n_kv_head)?, scale as f32)?;
-                for part in parts {
-                    let slots = self.sequences.get_mut(&part.sequence).expect("checked above");
-                    slots.active_mut().layers[index].advance(part.tokens.len());
-                }
-                attn
-            } else {
-                let heads = |t: Tensor, n: usize| -> candle_core::Result<Tensor> {
-                    t.reshape((1, rows, n, c.head_dim))?.transpose(1, 2)?.contiguous()
-                };
-                let q = candle_nn::rotary_emb::rope(&heads(q, c.n_head)?, &cos, &sin)?;
-                let k = candle_nn::rotary_emb::rope(&heads(k, c.n_kv_head)?, &cos, &sin)?;
-                let v = heads(v, c.n_kv_head)?;
-                let mut outputs = Vec::with_capacity(parts.len());
-                let mut row = 0;
-                for (part, mask) in parts.iter().zip(&masks) {
-                    let n = part.tokens.len();
-                    // A part's rows of `[1, heads, rows, head_dim]`.
-                    let own_rows =
-                        |t: &Tensor| if parts.len() == 1 { Ok(t.clone()) } else { t.narrow(2, row, n)?.contiguous() };
-                    let slots = self.sequences.get_mut(&part.sequence).expect("checked above");
-                    let cache = &mut slots.active_mut().layers[index];
-                    cache.truncate(part.pos);
-                    let (keys, values) = cache.append(&own_rows(&k)?, &own_rows(&v)?, c.context_length)?;
-                    let q = own_rows(&q)?;
-                    outputs.push(if on_cpu {
-                        causal_attention(&q, &keys, &values, part.pos, scale as f32)?
-                    } else {
-                        candle_attention(&q, &keys, &values, mask.as_ref(), scale)?
-                    });
-                    row += n;
-                }
-                if outputs.len() == 1 {
-                    outputs.remove(0)
-                } else {
-                    Tensor::cat(&outputs, 1)?
-                }
-            };
+            let qkv: [Tensor; 3] = layer.qkv.forward(&h)?.try_into().map_err(|_| parts_error("qkv"))?;
+            let attn = shape.attention(index, qkv, c, &mut self.sequences)?;
             let h = add_and_norm(&mut x, Some(layer.wo.forward(&attn)?), &layer.ffn_norm, c.rms_eps, ours)?;
             let [gate, up]: [Tensor; 2] = layer.gate_up.forward(&h)?.try_into().map_err(|_| parts_error("gate/up"))?;
             pending = Some(layer.down.forward(&gated_silu(&gate, &up, ours)?)?);
@@ -753,6 +709,74 @@ impl LanguageModel for Qwen2 {
 }
 
 /// A stacked projection returned another number of parts than the model has (a bug, not bad input).
+/// What every layer of one pass shares: its parts, their RoPE rows and masks, and where attention runs.
+struct PassShape<'a, 'b> {
+    parts: &'a [SequencePass<'b>],
+    /// All parts' new tokens.
+    rows: usize,
+    /// RoPE rows for each new token's position, `[rows, head_dim / 2]`.
+    cos: Tensor,
+    sin: Tensor,
+    /// Each part's causal mask, where candle's attention route needs one.
+    masks: Vec<Option<Tensor>>,
+    /// The caches as the GPU's pass attention reads them, when it takes this pass.
+    table: Option<PassTable>,
+    on_cpu: bool,
+}
+
+impl PassShape<'_, '_> {
+    /// One layer's attention: each part's new rows attend over its own sequence's cache, which takes their keys
+    /// and values first. `[1, rows, n_head * head_dim]`, the parts' rows in order.
+    fn attention(
+        &self,
+        layer: usize,
+        [q, k, v]: [Tensor; 3],
+        c: &Qwen2Config,
+        sequences: &mut HashMap<SequenceId, CacheSlots>,
+    ) -> Result<Tensor> {
+        let (rows, scale) = (self.rows, 1.0 / (c.head_dim as f64).sqrt());
+        if let Some(table) = &self.table {
+            // Rows stay `[1, rows, heads, head_dim]`: the kernels read them so and write attention in the layout
+            // the output projection takes.
+            let rows_of = |t: Tensor, n: usize| t.reshape((1, rows, n, c.head_dim))?.contiguous();
+            let q = candle_nn::rotary_emb::rope_thd(&rows_of(q, c.n_head)?, &self.cos, &self.sin)?;
+            let k = candle_nn::rotary_emb::rope_thd(&rows_of(k, c.n_kv_head)?, &self.cos, &self.sin)?;
+            let attn = table.attend(layer, &q, &k, &rows_of(v, c.n_kv_head)?, scale as f32)?;
+            for part in self.parts {
+                let slots = sequences.get_mut(&part.sequence).expect("checked by check_parts");
+                slots.active_mut().layers[layer].advance(part.tokens.len());
+            }
+            return Ok(attn);
+        }
+        let heads = |t: Tensor, n: usize| -> candle_core::Result<Tensor> {
+            t.reshape((1, rows, n, c.head_dim))?.transpose(1, 2)?.contiguous()
+        };
+        let q = candle_nn::rotary_emb::rope(&heads(q, c.n_head)?, &self.cos, &self.sin)?;
+        let k = candle_nn::rotary_emb::rope(&heads(k, c.n_kv_head)?, &self.cos, &self.sin)?;
+        let v = heads(v, c.n_kv_head)?;
+        let mut outputs = Vec::with_capacity(self.parts.len());
+        let mut row = 0;
+        for (part, mask) in self.parts.iter().zip(&self.masks) {
+            let n = part.tokens.len();
+            // A part's rows of `[1, heads, rows, head_dim]`.
+            let own_rows =
+                |t: &Tensor| if self.parts.len() == 1 { Ok(t.clone()) } else { t.narrow(2, row, n)?.contiguous() };
+            let slots = sequences.get_mut(&part.sequence).expect("checked by check_parts");
+            let cache = &mut slots.active_mut().layers[layer];
+            cache.truncate(part.pos);
+            let (keys, values) = cache.append(&own_rows(&k)?, &own_rows(&v)?, c.context_length)?;
+            let q = own_rows(&q)?;
+            outputs.push(if self.on_cpu {
+                causal_attention(&q, &keys, &values, part.pos, scale as f32)?
+            } else {
+                candle_attention(&q, &keys, &values, mask.as_ref(), scale)?
+            });
+            row += n;
+        }
+        Ok(if outputs.len() == 1 { outputs.remove(0) } else { Tensor::cat(&outputs, 1)? })
+    }
+}
+
 fn parts_error(what: &str) -> candle_core::Error {
     candle_core::Error::Msg(format!("the {what} projection returned the wrong number of parts"))
 }
