@@ -63,7 +63,7 @@ pub struct PassTable {
     table: CudaSlice<u64>,
     layers: usize,
     parts: usize,
-    /// The first stacked row of each part; the rows of the pass.
+    /// The pass's rows: every part's new tokens.
     rows: usize,
 }
 
