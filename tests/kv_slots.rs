@@ -54,3 +54,36 @@ fn a_short_shared_opening_does_not_claim_a_warm_slot() {
     slots.clear_all();
     assert_eq!(serve(&mut slots, &first), 0, "clear_all forgets every slot");
 }
+
+/// A writer that fills positions itself (the GPU's pass attention) reserves room, writes into the buffers and
+/// advances: growing keeps what was cached, and the cache then reads as if the rows had been appended.
+#[test]
+fn reserved_rows_written_in_place_read_as_appended_rows() {
+    use candle_core::{DType, Device, Tensor};
+    use tandem::llm::kv_cache::KvCache;
+    let device = Device::Cpu;
+    let rows = |start: usize, n: usize| {
+        let values: Vec<f32> = (0..2 * n * 4).map(|i| (start * 100 + i) as f32).collect();
+        Tensor::from_vec(values, (1, 2, n, 4), &device).unwrap()
+    };
+    let (mut appended, mut written) = (KvCache::default(), KvCache::default());
+    appended.append(&rows(0, 3), &rows(1, 3), 4096).unwrap();
+    written.append(&rows(0, 3), &rows(1, 3), 4096).unwrap();
+    // 600 more positions: past the first buffer's 512, so the buffers grow and must keep the first three.
+    appended.append(&rows(2, 600), &rows(3, 600), 4096).unwrap();
+    let (keys, values) = written.reserve(603, (2, 4), DType::F32, &device, 4096).unwrap();
+    assert!(keys.dim(2).unwrap() >= 603);
+    keys.slice_set(&rows(2, 600), 2, 3).unwrap();
+    values.slice_set(&rows(3, 600), 2, 3).unwrap();
+    assert_eq!(written.len(), 3, "reserving counts nothing as cached");
+    written.advance(600);
+    let (a, b) = (appended.prefix(603).unwrap().unwrap(), written.prefix(603).unwrap().unwrap());
+    assert_eq!(
+        a.0.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+        b.0.flatten_all().unwrap().to_vec1::<f32>().unwrap()
+    );
+    assert_eq!(
+        a.1.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+        b.1.flatten_all().unwrap().to_vec1::<f32>().unwrap()
+    );
+}
