@@ -226,3 +226,28 @@ fn a_batched_pass_gives_every_position_the_logits_of_one_token_passes() {
         assert!(bits(&alone) == bits(&batched[position]), "position {position}: {differing} logits differ");
     }
 }
+
+/// A long pass on the CPU runs the feed-forward block in slices of rows (to bound its memory); the slicing must
+/// not show: a 300-token prompt in one pass (slices of 128, 128, 44 rows) gives its last positions exactly the
+/// logits that the same prompt in passes of 200 and 100 tokens (sliced otherwise) gives them.
+#[test]
+fn a_long_pass_gives_the_logits_of_the_same_prompt_in_shorter_passes() {
+    let mut model = load("qwen2.5-coder-0.5b-instruct-q4_k_m");
+    if !model.weights.exact_batches() {
+        return; // candle's kernels round by batch shape (checked in the test above)
+    }
+    let text = "fn add(a: i32, b: i32) -> i32 { a + b } // sums two numbers\n".repeat(20);
+    let tokens = model.tokenizer.encode(&text, false).unwrap();
+    assert!(tokens.len() >= 300, "{} tokens", tokens.len());
+    let tokens = &tokens[..300];
+    model.weights.clear_kv_cache();
+    let whole = model.weights.forward_all(tokens, 0).unwrap().to_vec2::<f32>().unwrap();
+    model.weights.clear_kv_cache();
+    let first = model.weights.forward_all(&tokens[..200], 0).unwrap().to_vec2::<f32>().unwrap();
+    let rest = model.weights.forward_all(&tokens[200..], 200).unwrap().to_vec2::<f32>().unwrap();
+    let bits = |row: &[f32]| row.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for position in [0, 127, 128, 199, 255, 256, 299] {
+        let split = if position < 200 { &first[position] } else { &rest[position - 200] };
+        assert!(bits(&whole[position]) == bits(split), "position {position} differs");
+    }
+}

@@ -176,10 +176,12 @@ impl Model {
     /// Loads a GGUF file: memory-maps it, checks it, dispatches on `general.architecture`.
     pub fn load(path: &Path, device: &Device, options: &LoadOptions) -> Result<Self> {
         let started = Instant::now();
-        let file = GgufFile::open(path)?;
+        let mut file = GgufFile::open(path)?;
         let architecture = file.architecture()?.to_string();
         let tokenizer = GgufTokenizer::from_gguf(&file.content.metadata)?;
         let chat_template = ChatTemplate::from_gguf(&file.content.metadata, &architecture)?;
+        file.forget_tokenizer_arrays();
+        crate::memory::release_freed();
         let mut conversions = Vec::new();
         let weights: Box<dyn LanguageModel> = match architecture.as_str() {
             "qwen2" => Box::new(qwen2::Qwen2::load(&file, device, options, &mut conversions)?),
@@ -201,6 +203,10 @@ impl Model {
             load_time: started.elapsed(),
             conversions,
         };
+        // The file's header and the conversions' scratch are freed now; glibc would keep their pages (16 MiB for
+        // the 0.5B) resident.
+        drop(file);
+        crate::memory::release_freed();
         tracing::info!(path = %path.display(), load_ms = info.load_time.as_millis() as u64, "model loaded");
         let speculation = options.speculation.unwrap_or(if weights.exact_batches() {
             Speculation::prompt_lookup()
