@@ -233,9 +233,9 @@ fn a_batched_pass_gives_every_position_the_logits_of_one_token_passes() {
 #[test]
 fn a_long_pass_gives_the_logits_of_the_same_prompt_in_shorter_passes() {
     let mut model = load("qwen2.5-coder-0.5b-instruct-q4_k_m");
-    if !model.weights.exact_batches() {
-        return; // candle's kernels round by batch shape (checked in the test above)
-    }
+    // candle's kernels round by batch shape: there the slicing may move a logit by rounding (0 measured with
+    // TANDEM_KERNELS=candle on a Zen 4), never the choice.
+    let exact = model.weights.exact_batches();
     let text = "fn add(a: i32, b: i32) -> i32 { a + b } // sums two numbers\n".repeat(20);
     let tokens = model.tokenizer.encode(&text, false).unwrap();
     assert!(tokens.len() >= 300, "{} tokens", tokens.len());
@@ -248,6 +248,12 @@ fn a_long_pass_gives_the_logits_of_the_same_prompt_in_shorter_passes() {
     let bits = |row: &[f32]| row.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     for position in [0, 127, 128, 199, 255, 256, 299] {
         let split = if position < 200 { &first[position] } else { &rest[position - 200] };
-        assert!(bits(&whole[position]) == bits(split), "position {position} differs");
+        if exact {
+            assert!(bits(&whole[position]) == bits(split), "position {position} differs");
+        } else {
+            let largest = whole[position].iter().zip(split).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+            assert_eq!(argmax(&whole[position]), argmax(split), "position {position}: another token wins");
+            assert!(largest < 0.05, "position {position}: a logit moved by {largest}");
+        }
     }
 }

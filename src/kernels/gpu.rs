@@ -88,6 +88,11 @@ impl Ours {
     }
 }
 
+/// The error a kernel of ours gives when candle asks for it on the CPU (the CPU keeps its own ops).
+pub(crate) fn cpu_only(name: &str) -> candle_core::Error {
+    candle_core::Error::Msg(format!("{name} runs on CUDA only (the CPU keeps its own ops)"))
+}
+
 /// The device address of a CUDA tensor's first element (f32).
 pub fn device_address(tensor: &Tensor) -> Result<u64> {
     let (storage, layout) = tensor.storage_and_layout();

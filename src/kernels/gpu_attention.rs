@@ -11,7 +11,7 @@ use candle_core::cuda_backend::cudarc::driver::{CudaSlice, DevicePtr, LaunchConf
 use candle_core::cuda_backend::{CudaDevice, WrapErr};
 use candle_core::{CpuStorage, CudaStorage, CustomOp3, Device, Layout, Shape, Tensor};
 
-use super::gpu::{contiguous_view, PASS_ATTENTION};
+use super::gpu::{contiguous_view, cpu_only, PASS_ATTENTION};
 use crate::Result;
 
 /// Values per part in the table (`FIELDS` in the source).
@@ -147,7 +147,7 @@ impl CustomOp3 for PassAttention {
         _: &CpuStorage,
         _: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        candle_core::bail!("pass attention runs on CUDA only (the CPU has its own attention kernel)")
+        Err(cpu_only(self.name()))
     }
 
     fn cuda_fwd(

@@ -6,7 +6,7 @@ use candle_core::cuda_backend::cudarc::driver::{LaunchConfig, PushKernelArg};
 use candle_core::cuda_backend::WrapErr;
 use candle_core::{CpuStorage, CudaStorage, CustomOp2, CustomOp3, Layout, Shape, Tensor};
 
-use super::gpu::{contiguous_view, view_from_start, FUSED};
+use super::gpu::{contiguous_view, cpu_only, view_from_start, FUSED};
 use crate::Result;
 
 /// Threads of a block (`THREADS` in the source).
@@ -29,10 +29,6 @@ pub fn silu_mul(gate: &Tensor, up: &Tensor) -> Result<Tensor> {
 
 struct AddRmsNorm {
     eps: f32,
-}
-
-fn cpu_only(name: &str) -> candle_core::Error {
-    candle_core::Error::Msg(format!("{name} runs on CUDA only (the CPU keeps candle's ops)"))
 }
 
 impl CustomOp3 for AddRmsNorm {

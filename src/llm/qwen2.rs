@@ -731,7 +731,6 @@ impl LanguageModel for Qwen2 {
     }
 }
 
-/// A stacked projection returned another number of parts than the model has (a bug, not bad input).
 /// What every layer of one pass shares: its parts, their RoPE rows and masks, and where attention runs.
 struct PassShape<'a, 'b> {
     parts: &'a [SequencePass<'b>],
@@ -800,6 +799,7 @@ impl PassShape<'_, '_> {
     }
 }
 
+/// A stacked projection returned another number of parts than the model has (a bug, not bad input).
 fn parts_error(what: &str) -> candle_core::Error {
     candle_core::Error::Msg(format!("the {what} projection returned the wrong number of parts"))
 }
