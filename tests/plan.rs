@@ -3,6 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
+use std::sync::Arc;
 
 use llguidance::api::TopLevelGrammar;
 use llguidance::toktrie::{ApproximateTokEnv, InferenceCapabilities};
@@ -13,7 +14,7 @@ use tandem::agent::refs::{references_in, resolve_value};
 use tandem::agent::{
     coerce_to_schema, parse_reference, plan_json_schema, resolve_args, IssueKind, Plan, PlanError, PlanIssue, Reference,
 };
-use tandem::tools::{ToolContext, ToolRegistry, Workspace};
+use tandem::tools::{DeclaredTool, ToolContext, ToolRegistry, Workspace};
 
 /// The built-ins with writes allowed: calculator, read_file, list_dir, write_file, llm.
 fn registry() -> ToolRegistry {
@@ -328,6 +329,29 @@ fn references_of_a_fitting_type_are_admitted_in_typed_arguments() {
     assert!(schema_accepts(&schema, &step(json!({"path": "a", "content": "$s1.anything$"}))));
     let closed = plan_json_schema(&self::registry());
     assert!(!schema_accepts(&closed, &step(json!({"path": "a", "content": "$s1.anything$"}))));
+}
+
+#[test]
+fn nested_objects_that_declare_their_keys_take_no_others() {
+    // NESTFUL's analyze_stock_market: the planner once wrote "start_date " (trailing space) into an open object.
+    let mut registry = ToolRegistry::new();
+    let args = json!({"type": "object", "additionalProperties": false, "required": ["date_range", "filters"],
+        "properties": {
+            "date_range": {"type": "object", "properties": {"start_date": {"type": "string"}, "end_date": {"type": "string"}}},
+            "filters": {"type": "object"},
+            "open": {"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": true}}});
+    let tool = DeclaredTool { name: "stocks".into(), description: String::new(), args_schema: args, output_schema: None };
+    registry.register_arc(Arc::new(tool)).unwrap();
+    let schema = plan_json_schema(&registry);
+    let plan = |args: Value| {
+        json!({"steps": [{"id": "s1", "description": "", "tool": "stocks", "args": args, "depends_on": []}]})
+    };
+    let dates = |key: &str| json!({key: "2021-01-01", "end_date": "2021-12-31"});
+    assert!(schema_accepts(&schema, &plan(json!({"date_range": dates("start_date"), "filters": {}}))));
+    assert!(!schema_accepts(&schema, &plan(json!({"date_range": dates("start_date "), "filters": {}}))));
+    // An object that declares no keys, or says it takes others, stays open.
+    assert!(schema_accepts(&schema, &plan(json!({"date_range": {}, "filters": {"any": 1}}))));
+    assert!(schema_accepts(&schema, &plan(json!({"date_range": {}, "filters": {}, "open": {"b": "x"}}))));
 }
 
 /// A matcher for the schema on llguidance's one-byte-per-token test vocabulary, compact JSON as the decoder

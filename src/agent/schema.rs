@@ -159,6 +159,11 @@ impl FieldCatalog {
                 for property in properties.values_mut() {
                     *property = self.admit_references(property);
                 }
+                // An object that declares its keys gets only those: left open, the planner has written
+                // near-misses such as "start_date " for "start_date".
+                if !properties.is_empty() && !object.contains_key("additionalProperties") {
+                    inner.insert("additionalProperties".into(), Value::Bool(false));
+                }
             }
         }
         if types == ["array"] {
