@@ -478,8 +478,9 @@ fn random_walk(
 
 /// Tokens whose bytes close a string, array or object.
 fn closing_tokens(tok: &GgufTokenizer, width: usize) -> Vec<bool> {
-    let bytes = tok.all_token_bytes();
-    (0..width).map(|i| bytes.get(i).is_some_and(|b| b.iter().any(|c| matches!(c, b'"' | b']' | b'}')))).collect()
+    (0..width as u32)
+        .map(|i| tok.token_bytes(i).is_some_and(|b| b.iter().any(|c| matches!(c, b'"' | b']' | b'}'))))
+        .collect()
 }
 
 fn fuzz_schemas() -> Vec<Value> {

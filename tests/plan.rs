@@ -340,12 +340,11 @@ fn nested_objects_that_declare_their_keys_take_no_others() {
             "date_range": {"type": "object", "properties": {"start_date": {"type": "string"}, "end_date": {"type": "string"}}},
             "filters": {"type": "object"},
             "open": {"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": true}}});
-    let tool = DeclaredTool { name: "stocks".into(), description: String::new(), args_schema: args, output_schema: None };
+    let tool =
+        DeclaredTool { name: "stocks".into(), description: String::new(), args_schema: args, output_schema: None };
     registry.register_arc(Arc::new(tool)).unwrap();
     let schema = plan_json_schema(&registry);
-    let plan = |args: Value| {
-        json!({"steps": [{"id": "s1", "description": "", "tool": "stocks", "args": args, "depends_on": []}]})
-    };
+    let plan = |args: Value| json!({"steps": [{"id": "s1", "description": "", "tool": "stocks", "args": args, "depends_on": []}]});
     let dates = |key: &str| json!({key: "2021-01-01", "end_date": "2021-12-31"});
     assert!(schema_accepts(&schema, &plan(json!({"date_range": dates("start_date"), "filters": {}}))));
     assert!(!schema_accepts(&schema, &plan(json!({"date_range": dates("start_date "), "filters": {}}))));

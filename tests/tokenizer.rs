@@ -93,7 +93,7 @@ fn round_trips_are_exact(#[values("qwen", "gemma")] model: &str) {
     for text in SAMPLES {
         let ids = tok.encode(text, false).unwrap();
         assert_eq!(tok.decode(&ids).unwrap(), *text, "ids {ids:?}");
-        let bytes: Vec<u8> = ids.iter().flat_map(|&id| tok.token_bytes(id).unwrap()).collect();
+        let bytes: Vec<u8> = ids.iter().flat_map(|&id| tok.token_bytes(id).unwrap().iter().copied()).collect();
         assert_eq!(bytes, text.as_bytes(), "token bytes of {text:?}");
         assert_eq!(tok.decode_bytes(&ids).unwrap(), text.as_bytes());
     }

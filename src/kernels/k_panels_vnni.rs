@@ -528,12 +528,13 @@ unsafe fn q5_0_tile<const N: usize>(
     for (quad, blocks) in panel.chunks(4).enumerate() {
         for (l, block) in blocks.iter().enumerate() {
             let b = 4 * quad + l;
-            let fifth_bits = _mm512_load_si512(block.fifth_bits.as_ptr() as *const __m512i);
+            // Blocks are 32-byte aligned (see `Q5_0PanelBlock`): unaligned loads.
+            let fifth_bits = _mm512_loadu_si512(block.fifth_bits.as_ptr() as *const __m512i);
             // The block's two halves in two chains per activation row.
             let mut low = [_mm512_setzero_si512(); N];
             let mut high = [_mm512_setzero_si512(); N];
             for t in 0..4 {
-                let q = _mm512_load_si512(block.qs[t].as_ptr() as *const __m512i);
+                let q = _mm512_loadu_si512(block.qs[t].as_ptr() as *const __m512i);
                 // Nibbles, with each byte's fifth bit put in by one ternary logic op: a | (b & c).
                 let q0 = _mm512_ternarylogic_epi32::<0xF8>(
                     _mm512_and_si512(q, low4),
@@ -551,7 +552,8 @@ unsafe fn q5_0_tile<const N: usize>(
                     high[j] = _mm512_dpbusd_epi32(high[j], q1, broadcast_word(a.add(16)));
                 }
             }
-            let d = _mm512_load_ps(block.d.as_ptr());
+            // f16 → f32 is exact, so the scales are the values the file's f16 scales always gave.
+            let d = _mm512_cvtph_ps(_mm256_loadu_si256(block.d.as_ptr() as *const __m256i));
             for j in 0..N {
                 // The offsets are 128 · Σ a; the weights carry + 16.
                 let offset = _mm512_set1_epi32(a_offsets[j][b] >> 3);

@@ -21,6 +21,8 @@ use serde_json::json;
 use tokenizers::models::bpe::{Vocab, BPE};
 use tokenizers::{AddedToken, DecoderWrapper, NormalizerWrapper, PreTokenizerWrapper};
 
+use super::packed_strings::PackedStrings;
+
 /// Errors building or using a tokenizer.
 #[derive(Debug, thiserror::Error)]
 pub enum TokenizerError {
@@ -135,9 +137,11 @@ const END_OF_TURN_TEXTS: [&str; 4] = ["<|im_end|>", "<|endoftext|>", "<end_of_tu
 pub struct GgufTokenizer {
     inner: tokenizers::Tokenizer,
     kind: TokenizerKind,
-    tokens: Vec<String>,
+    /// Each token's vocabulary text (UTF-8), indexed by id.
+    texts: PackedStrings,
     types: Vec<i32>,
-    bytes: Vec<Vec<u8>>,
+    /// The bytes each token stands for, indexed by id.
+    bytes: PackedStrings,
     bos: Option<u32>,
     eos: Option<u32>,
     add_bos: bool,
@@ -147,7 +151,7 @@ impl std::fmt::Debug for GgufTokenizer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GgufTokenizer")
             .field("kind", &self.kind)
-            .field("vocab_size", &self.tokens.len())
+            .field("vocab_size", &self.texts.len())
             .field("bos", &self.bos)
             .field("eos", &self.eos)
             .field("add_bos", &self.add_bos)
@@ -384,7 +388,7 @@ fn take_complete_utf8(pending: &mut Vec<u8>) -> String {
 /// The bytes of every token. Byte-level BPE: undo the GPT-2 character mapping. SentencePiece: `▁` is a space
 /// and `<0xXX>` is that byte. Control, user-defined and unused tokens stand for their text, as llama.cpp prints
 /// them (Gemma stores its user-defined whitespace tokens with real spaces and newlines).
-fn token_bytes_table(kind: TokenizerKind, tokens: &[String], types: &[i32]) -> Vec<Vec<u8>> {
+fn token_bytes_table(kind: TokenizerKind, tokens: &[String], types: &[i32]) -> PackedStrings {
     let char_to_byte: HashMap<char, u8> = gpt2_byte_to_char().iter().enumerate().map(|(b, &c)| (c, b as u8)).collect();
     tokens
         .iter()
@@ -570,7 +574,8 @@ impl GgufTokenizer {
             .map_err(|e| TokenizerError::Build(format!("user-defined tokens: {e}")))?;
 
         let bytes = token_bytes_table(kind, &tokens, &types);
-        Ok(Self { inner, kind, tokens, types, bytes, bos, eos, add_bos })
+        let texts: PackedStrings = tokens.iter().map(String::as_bytes).collect();
+        Ok(Self { inner, kind, texts, types, bytes, bos, eos, add_bos })
     }
 
     /// Encodes text. Control and user-defined tokens written in the text (e.g. `<|im_start|>`) become their
@@ -619,27 +624,22 @@ impl GgufTokenizer {
     }
 
     fn bytes_of(&self, id: u32) -> Result<&[u8], TokenizerError> {
-        self.bytes.get(id as usize).map(Vec::as_slice).ok_or(TokenizerError::UnknownId { id, vocab: self.tokens.len() })
+        self.bytes.get(id as usize).ok_or(TokenizerError::UnknownId { id, vocab: self.texts.len() })
     }
 
     /// Number of token rows in the metadata (unused rows included; the model's logits may be wider still).
     pub fn vocab_size(&self) -> usize {
-        self.tokens.len()
+        self.texts.len()
     }
 
     /// The exact bytes token `id` stands for (special tokens: their text); `None` past the vocabulary.
-    pub fn token_bytes(&self, id: u32) -> Option<Vec<u8>> {
-        self.bytes.get(id as usize).cloned()
-    }
-
-    /// Every token's bytes, indexed by id (what [`token_bytes`](Self::token_bytes) returns, without copies).
-    pub fn all_token_bytes(&self) -> &[Vec<u8>] {
-        &self.bytes
+    pub fn token_bytes(&self, id: u32) -> Option<&[u8]> {
+        self.bytes.get(id as usize)
     }
 
     /// The token's text as stored in the vocabulary (byte-level BPE: in GPT-2 characters, e.g. `Ġworld`).
     pub fn token_text(&self, id: u32) -> Option<&str> {
-        self.tokens.get(id as usize).map(String::as_str)
+        self.texts.get(id as usize).and_then(|text| std::str::from_utf8(text).ok())
     }
 
     /// Control or user-defined tokens (`<|im_start|>`, `<end_of_turn>`, Qwen's `<tool_call>`, Gemma's `\n`).

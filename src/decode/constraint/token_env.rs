@@ -42,16 +42,16 @@ impl TokenEnvironment {
                 // An empty word is never in the trie, so a mask never allows it; `never` also stops the
                 // cheap validation path from accepting it (a zero-byte token would pass every grammar).
                 None => Vec::new(),
-                Some(b) if b.is_empty() => Vec::new(),
+                Some([]) => Vec::new(),
                 // Control tokens (`<|im_start|>`, `<end_of_turn>`, Gemma's `<unusedN>`) get llguidance's special
                 // marker: plain-text grammar rules can never produce them.
                 Some(b) if tokenizer.is_control(id) => {
                     let mut marked = Vec::with_capacity(b.len() + 1);
                     marked.push(TokTrie::SPECIAL_TOKEN_MARKER);
-                    marked.extend_from_slice(&b);
+                    marked.extend_from_slice(b);
                     marked
                 }
-                Some(b) => b,
+                Some(b) => b.to_vec(),
             };
             if word.is_empty() {
                 never[id as usize / 32] |= 1 << (id % 32);
@@ -97,7 +97,7 @@ impl TokenEnvironment {
     /// The bytes of one token as text, for error messages.
     pub(crate) fn piece(&self, token: TokenId) -> String {
         match self.tokenizer.token_bytes(token) {
-            Some(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            Some(bytes) => String::from_utf8_lossy(bytes).into_owned(),
             None => format!("<row {token}>"),
         }
     }
