@@ -295,3 +295,24 @@ fn stacked_projections_give_the_same_logits() {
         assert_eq!(max_abs_diff(&separate.1, &stacked.1), 0.0, "{matrix_type:?}: decode logits differ");
     }
 }
+
+#[test]
+fn an_untied_embedding_is_read_from_the_mapped_file_row_by_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = tiny_file(&dir, "mapped.gguf", &TinyQwen2::default());
+    let file = GgufFile::open(&path).unwrap();
+    let mapped = file.mapped_rows("token_embd.weight").unwrap();
+    let loaded = file.tensor("token_embd.weight", &Device::Cpu).unwrap().dequantize(&Device::Cpu).unwrap();
+    assert_eq!((mapped.rows(), mapped.cols()), loaded.dims2().unwrap());
+    let last = mapped.rows() as u32 - 1;
+    let ids = Tensor::new(&[[3u32, 0, last, 3]], &Device::Cpu).unwrap();
+    // The file is no longer needed: the table keeps its own reference to the mapping.
+    drop(file);
+    let rows = mapped.lookup(&ids).unwrap();
+    assert_eq!(rows.dims(), [1, 4, mapped.cols()]);
+    let expected = loaded.index_select(&Tensor::new(&[3u32, 0, last, 3], &Device::Cpu).unwrap(), 0).unwrap();
+    assert_eq!(rows.squeeze(0).unwrap().to_vec2::<f32>().unwrap(), expected.to_vec2::<f32>().unwrap());
+    let past = Tensor::new(&[last + 1], &Device::Cpu).unwrap();
+    let error = mapped.lookup(&past).unwrap_err().to_string();
+    assert!(error.contains("outside the embedding"), "{error}");
+}

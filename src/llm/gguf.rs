@@ -4,10 +4,13 @@
 use std::fs::File;
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use candle_core::quantized::{ggml_file, gguf_file, GgmlDType, QTensor};
 use candle_core::Device;
 use memmap2::Mmap;
+
+use super::mapped_rows::MappedRows;
 
 /// The four bytes every GGUF file starts with.
 const GGUF_MAGIC: &[u8; 4] = b"GGUF";
@@ -42,7 +45,8 @@ pub enum LoadError {
 /// A memory-mapped GGUF file with its parsed header.
 pub struct GgufFile {
     path: PathBuf,
-    mmap: Mmap,
+    /// Shared with tables left in the file ([`GgufFile::mapped_rows`]), which keep it mapped after loading.
+    mmap: Arc<Mmap>,
     /// Metadata and tensor directory as parsed by candle.
     pub content: gguf_file::Content,
 }
@@ -54,7 +58,7 @@ impl GgufFile {
         let file = File::open(path).map_err(open_err)?;
         // SAFETY: the map is read-only; the store never rewrites a file in place (it writes a
         // temporary file and renames it), so the mapped bytes do not change under us.
-        let mmap = unsafe { Mmap::map(&file) }.map_err(open_err)?;
+        let mmap = Arc::new(unsafe { Mmap::map(&file) }.map_err(open_err)?);
         // Tensors are read front to back once: ask for aggressive read-ahead.
         #[cfg(unix)]
         let _ = mmap.advise(memmap2::Advice::Sequential);
@@ -145,6 +149,16 @@ impl GgufFile {
             .map_err(|e| self.bad_tensor(name, e.to_string()))?;
         self.release(range);
         Ok(tensor)
+    }
+
+    /// A matrix left in the mapped file, read row by row on demand (see [`MappedRows`]).
+    pub fn mapped_rows(&self, name: &str) -> Result<MappedRows, LoadError> {
+        let (dtype, dims, range) = self.tensor_range(name)?;
+        let [rows, cols] = dims[..] else {
+            return Err(self.bad_tensor(name, format!("{} dimensions, expected a matrix", dims.len())));
+        };
+        MappedRows::new(Arc::clone(&self.mmap), range, dtype, rows, cols)
+            .ok_or_else(|| self.bad_tensor(name, format!("rows of {cols} values are not whole {dtype:?} blocks")))
     }
 
     /// Matrices with the same type and width stacked along their rows as one tensor (`[Σ rows, cols]`), so one

@@ -6,6 +6,7 @@ pub mod device;
 pub mod gemma3;
 pub mod gguf;
 pub mod kv_cache;
+pub mod mapped_rows;
 pub mod packed_strings;
 pub mod prefix_store;
 pub mod qwen2;

@@ -12,6 +12,7 @@ use candle_core::{DType, Device, Module, Tensor, D};
 
 use super::gguf::{GgufFile, LoadError};
 use super::kv_cache::CacheSlots;
+use super::mapped_rows::MappedRows;
 use super::prefix_store::{common_prefix, KvSnapshot};
 use super::{LanguageModel, LoadOptions, MultiSequence, SequenceId, SequencePass};
 use crate::kernels::attention::{candle_attention, causal_attention};
@@ -178,11 +179,29 @@ impl StackedLinear {
     }
 }
 
+/// Where token embeddings are looked up.
+enum TokenTable {
+    /// Rows read from the mapped file on demand: an untied table on the CPU.
+    Mapped(MappedRows),
+    /// A loaded matrix: tied to the output projection, or on a GPU.
+    Loaded(QLinear),
+}
+
+impl TokenTable {
+    /// Rows picked by `ids` as f32, shape `ids.dims() ++ [hidden]`.
+    fn lookup(&self, ids: &Tensor) -> Result<Tensor> {
+        match self {
+            Self::Mapped(rows) => Ok(rows.lookup(ids)?),
+            Self::Loaded(table) => table.embedding(ids),
+        }
+    }
+}
+
 /// A loaded Qwen2 model with its KV cache.
 pub struct Qwen2 {
     config: Qwen2Config,
     /// The token embedding table (the same matrix as `output` when the model ties them).
-    embedding: QLinear,
+    embedding: TokenTable,
     layers: Vec<Layer>,
     norm: Tensor,
     output: QLinear,
@@ -317,22 +336,33 @@ impl Qwen2 {
             widened: 0,
             stack: options.stack_projections.unwrap_or(!device.is_cpu()),
         };
-        let embedding = Arc::new(file.tensor("token_embd.weight", device)?);
-        let (n_logits, hidden) = embedding.shape().dims2()?;
+        let (_, dims) = file.tensor_layout("token_embd.weight")?;
+        let (n_logits, hidden) = match dims[..] {
+            [rows, cols] => (rows, cols),
+            _ => (0, 0),
+        };
         if hidden != config.hidden {
             return Err(LoadError::BadTensor {
                 path: file.path().to_path_buf(),
                 name: "token_embd.weight".into(),
-                message: format!("width {hidden} differs from qwen2.embedding_length {}", config.hidden),
+                message: format!("shape {dims:?}: width differs from qwen2.embedding_length {}", config.hidden),
             }
             .into());
         }
-        // Small models tie the output projection to the embedding table.
-        let (embedding, output) = if file.has_tensor("output.weight") {
-            (QLinear::Candle(QMatMul::from_arc(embedding)?), loader.matrix("output.weight")?)
-        } else {
-            let tied = QLinear::from_arc(embedding)?;
-            (tied.clone(), tied)
+        // Small models tie the output projection to the embedding table. An untied table only serves lookups:
+        // on the CPU it stays in the mapped file.
+        let (embedding, output) = match (file.has_tensor("output.weight"), device.is_cpu()) {
+            (true, true) => {
+                (TokenTable::Mapped(file.mapped_rows("token_embd.weight")?), loader.matrix("output.weight")?)
+            }
+            (true, false) => {
+                let table = Arc::new(file.tensor("token_embd.weight", device)?);
+                (TokenTable::Loaded(QLinear::Candle(QMatMul::from_arc(table)?)), loader.matrix("output.weight")?)
+            }
+            (false, _) => {
+                let tied = QLinear::from_arc(Arc::new(file.tensor("token_embd.weight", device)?))?;
+                (TokenTable::Loaded(tied.clone()), tied)
+            }
         };
         let mut layers = Vec::with_capacity(config.n_layer);
         for i in 0..config.n_layer {
@@ -558,7 +588,7 @@ impl Qwen2 {
         let shape = PassShape { parts, rows, cos, sin, masks, table, on_cpu };
         let tokens: Vec<u32> = parts.iter().flat_map(|p| p.tokens.iter().copied()).collect();
         let ids = Tensor::new(tokens.as_slice(), &self.device)?.unsqueeze(0)?;
-        let mut x = self.embedding.embedding(&ids)?; // [1, rows, hidden]
+        let mut x = self.embedding.lookup(&ids)?; // [1, rows, hidden]
         let (c, ours) = (&self.config, self.gpu_fused);
         // Each block's output waits here to be added to the residual stream together with the next norm.
         let mut pending: Option<Tensor> = None;
