@@ -211,6 +211,15 @@ pub enum QLinear {
     Ours(Arc<dyn CpuMatmul>),
 }
 
+/// The token ids of an embedding lookup, flattened, each checked to name one of the table's `rows`.
+pub(crate) fn embedding_ids(ids: &Tensor, rows: usize) -> candle_core::Result<Vec<u32>> {
+    let picked = ids.flatten_all()?.to_dtype(candle_core::DType::U32)?.to_vec1::<u32>()?;
+    if let Some(id) = picked.iter().find(|&&id| id as usize >= rows) {
+        candle_core::bail!("token id {id} outside the embedding's {rows} rows");
+    }
+    Ok(picked)
+}
+
 impl QLinear {
     /// Wraps `weight` in our kernel when the device is the CPU, this CPU has one, and we have one for the type
     /// (Q8_0, Q4_K, Q6_K); in candle's `QMatMul` otherwise.
@@ -276,16 +285,9 @@ impl QLinear {
         match self {
             Self::Candle(m) => Ok(m.embedding(ids)?),
             Self::Ours(w) => {
-                let picked = ids.flatten_all()?.to_dtype(candle_core::DType::U32)?.to_vec1::<u32>()?;
+                let picked = embedding_ids(ids, w.rows())?;
                 let mut values = Vec::with_capacity(picked.len() * w.cols());
                 for id in picked {
-                    if id as usize >= w.rows() {
-                        return Err(candle_core::Error::Msg(format!(
-                            "token id {id} outside the embedding's {} rows",
-                            w.rows()
-                        ))
-                        .into());
-                    }
                     values.extend(w.dequantize_row(id as usize));
                 }
                 let mut dims = ids.dims().to_vec();

@@ -20,6 +20,8 @@ pub struct MappedRows {
     dtype: GgmlDType,
     rows: usize,
     cols: usize,
+    /// Bytes of one row: `cols / block size` blocks.
+    row_bytes: usize,
 }
 
 impl std::fmt::Debug for MappedRows {
@@ -44,7 +46,7 @@ impl MappedRows {
         // for loading).
         #[cfg(unix)]
         let _ = map.advise_range(memmap2::Advice::Random, range.start, range.len());
-        Some(Self { map, range, dtype, rows, cols })
+        Some(Self { map, range, dtype, rows, cols, row_bytes })
     }
 
     /// Number of rows.
@@ -57,21 +59,13 @@ impl MappedRows {
         self.cols
     }
 
-    fn row_bytes(&self) -> usize {
-        self.cols / self.dtype.block_size() * self.dtype.type_size()
-    }
-
     /// Rows picked by `ids` as f32, shape `ids.dims() ++ [cols]`, on `ids`' device.
     pub fn lookup(&self, ids: &Tensor) -> candle_core::Result<Tensor> {
-        let picked = ids.flatten_all()?.to_dtype(candle_core::DType::U32)?.to_vec1::<u32>()?;
-        let row_bytes = self.row_bytes();
+        let picked = crate::kernels::embedding_ids(ids, self.rows)?;
+        let row_bytes = self.row_bytes;
         let mut bytes = Vec::with_capacity(picked.len() * row_bytes);
         for &id in &picked {
-            let row = id as usize;
-            if row >= self.rows {
-                candle_core::bail!("token id {id} outside the embedding's {} rows", self.rows);
-            }
-            let start = self.range.start + row * row_bytes;
+            let start = self.range.start + id as usize * row_bytes;
             bytes.extend_from_slice(&self.map[start..start + row_bytes]);
         }
         let block = ggml_file::qtensor_from_ggml(self.dtype, &bytes, vec![picked.len(), self.cols], &Device::Cpu)?;
