@@ -9,7 +9,8 @@ use candle_core::Device;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use tandem::bench::speed::prompt_of_length;
 use tandem::decode::sampler::argmax;
-use tandem::llm::{LoadOptions, Model};
+use tandem::decode::Model;
+use tandem::llm::LoadOptions;
 use tandem::progress::SilentReporter;
 use tandem::store::ModelStore;
 

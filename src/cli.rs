@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::settings::{self, Approval, Budgets, Compute, DeviceKind, Drafting, Mode, SuiteSettings};
+
 /// Tandem: a planner–executor agent that runs entirely on local models.
 ///
 /// Models are GGUF files run on candle. The default models are pulled on first use
@@ -19,6 +21,30 @@ pub struct Cli {
     /// More log output (-v: debug, -vv: trace). `RUST_LOG` overrides.
     #[arg(long, short, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
+}
+
+impl Cli {
+    /// The `--threads` the command was given, where it takes one.
+    pub fn threads(&self) -> Option<usize> {
+        match &self.command {
+            Command::Generate(args) => args.model.compute.threads,
+            Command::Run(args) => args.runner.compute.threads,
+            Command::Resume(args) => args.runner.compute.threads,
+            Command::Batch(args) => args.runner.compute.threads,
+            Command::Plan(args) => args.compute.threads,
+            Command::Bench(bench) => match bench {
+                BenchCommand::Speed(args) => args.model.compute.threads,
+                BenchCommand::Grammar(args) => args.model.compute.threads,
+                BenchCommand::Drafts(args) => args.model.compute.threads,
+                BenchCommand::Tasks(args) | BenchCommand::Nestful(args) | BenchCommand::Bfcl(args) => {
+                    args.compute.threads
+                }
+                BenchCommand::Pairs(args) => args.suite_args.compute.threads,
+                BenchCommand::Rescore { .. } => None,
+            },
+            Command::Runs(_) | Command::Models(_) => None,
+        }
+    }
 }
 
 /// The subcommands.
@@ -79,30 +105,33 @@ pub enum Command {
     Bench(BenchCommand),
 }
 
-/// Where tensors live.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
-pub enum DeviceArg {
-    /// The CPU (always available).
-    #[default]
-    Cpu,
-    /// An NVIDIA GPU (build with `--features cuda`).
-    Cuda,
-    /// An Apple GPU (build with `--features metal`).
-    Metal,
+/// Where a command computes: `--threads` and `--device`, declared once and flattened into every command that
+/// loads a model.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct ComputeArgs {
+    /// Compute threads (default: all cores).
+    #[arg(long, short)]
+    pub threads: Option<usize>,
+    /// Device to run on.
+    #[arg(long, value_enum, default_value_t = DeviceKind::Cpu)]
+    pub device: DeviceKind,
+}
+
+impl ComputeArgs {
+    /// The settings these flags give.
+    pub fn settings(&self) -> Compute {
+        Compute { threads: self.threads, device: self.device }
+    }
 }
 
 /// Options shared by every command that loads a model.
 #[derive(Debug, Clone, Args)]
 pub struct ModelArgs {
     /// A model id from `tandem models list`, or a path to a .gguf file.
-    #[arg(long, short, default_value = "qwen2.5-coder-0.5b-instruct-q4_k_m")]
+    #[arg(long, short, default_value = settings::DEFAULT_MODEL)]
     pub model: String,
-    /// Compute threads (default: all cores).
-    #[arg(long, short)]
-    pub threads: Option<usize>,
-    /// Device to run on.
-    #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
-    pub device: DeviceArg,
+    #[command(flatten)]
+    pub compute: ComputeArgs,
     /// Keep tensor types as stored: Q5_0 weights skip our kernels (five-bit panels on AVX-512 VNNI CPUs, widened to
     /// int8 on others) and candle's Q8_0 conversion, and run on candle's slow Q5_0 path.
     #[arg(long)]
@@ -126,25 +155,15 @@ pub struct SpeculateArg {
     pub no_speculate: bool,
 }
 
-/// Drafting as the flags ask; `None` leaves it to the model (drafts where exact).
-pub fn speculation(arg: SpeculateArg) -> Option<crate::decode::Speculation> {
-    if arg.speculate {
-        Some(crate::decode::Speculation::prompt_lookup())
-    } else if arg.no_speculate {
-        Some(crate::decode::Speculation::Off)
-    } else {
-        None
-    }
-}
-
-impl ModelArgs {
-    /// The load options these flags ask for.
-    pub fn load_options(&self) -> crate::llm::LoadOptions {
-        crate::llm::LoadOptions {
-            keep_tensor_types: self.keep_tensor_types,
-            speculation: speculation(self.speculate),
-            prefix_store: None,
-            stack_projections: None,
+impl SpeculateArg {
+    /// Drafting as the flags ask.
+    pub fn drafting(&self) -> Drafting {
+        if self.speculate {
+            Drafting::Always
+        } else if self.no_speculate {
+            Drafting::Never
+        } else {
+            Drafting::WhereExact
         }
     }
 }
@@ -204,7 +223,7 @@ pub struct ToolArgs {
     #[arg(long, value_name = "CMD,...", value_delimiter = ',')]
     pub allow_shell: Vec<String>,
     /// Time limit of one shell command, in seconds.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = settings::SHELL_TIMEOUT_S)]
     pub shell_timeout: u64,
     /// Add user tools from this TOML file (name, description, args schema, command; see README).
     #[arg(long, value_name = "FILE")]
@@ -217,18 +236,14 @@ pub struct PlanArgs {
     /// The goal, in plain words.
     pub goal: String,
     /// The planner: a model id or a .gguf path.
-    #[arg(long, short, default_value = "qwen2.5-coder-1.5b-instruct-q4_k_m")]
+    #[arg(long, short, default_value = settings::DEFAULT_PLANNER)]
     pub model: String,
-    /// Compute threads (default: all cores).
-    #[arg(long, short)]
-    pub threads: Option<usize>,
-    /// Device to run on.
-    #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
-    pub device: DeviceArg,
+    #[command(flatten)]
+    pub compute: ComputeArgs,
     #[command(flatten)]
     pub tools: ToolArgs,
     /// Token budget for the plan.
-    #[arg(long, default_value_t = 768)]
+    #[arg(long, default_value_t = Budgets::PLAN_TOKENS)]
     pub max_tokens: usize,
     /// Print the plan as JSON instead of a numbered list.
     #[arg(long)]
@@ -242,31 +257,11 @@ impl PlanArgs {
     pub fn model_args(&self) -> ModelArgs {
         ModelArgs {
             model: self.model.clone(),
-            threads: self.threads,
-            device: self.device,
+            compute: self.compute,
             keep_tensor_types: false,
             speculate: self.speculate,
         }
     }
-}
-
-/// How the planner works in `tandem run`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
-pub enum ModeArg {
-    /// Plan every step first; write a revised plan when a step fails.
-    #[default]
-    PlanAhead,
-    /// Propose one step at a time, each after seeing the results so far.
-    Step,
-}
-
-/// What `--approve` asks about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ApproveArg {
-    /// Show each plan and ask approve / edit (in $EDITOR) / reject before anything runs.
-    Plan,
-    /// Ask before each tool call.
-    Steps,
 }
 
 /// Where runs are logged.
@@ -282,34 +277,48 @@ pub struct RunsDirArg {
 #[derive(Debug, Clone, Args)]
 pub struct AgentArgs {
     /// The planner: a model id or a .gguf path.
-    #[arg(long, default_value = "qwen2.5-coder-1.5b-instruct-q4_k_m")]
+    #[arg(long, default_value = settings::DEFAULT_PLANNER)]
     pub planner: String,
     /// The executor (llm steps, filling arguments): a model id or a .gguf path. The same as --planner uses one model.
-    #[arg(long, default_value = "qwen2.5-coder-0.5b-instruct-q4_k_m")]
+    #[arg(long, default_value = settings::DEFAULT_EXECUTOR)]
     pub executor: String,
     /// How the planner works.
-    #[arg(long, value_enum, default_value_t = ModeArg::PlanAhead)]
-    pub mode: ModeArg,
+    #[arg(long, value_enum, default_value_t = Mode::PlanAhead)]
+    pub mode: Mode,
     #[command(flatten)]
     pub tools: ToolArgs,
     /// Most plan revisions after failures.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = Budgets::MAX_REPLANS)]
     pub max_replans: u32,
     /// Most step executions in the run.
-    #[arg(long, default_value_t = 24)]
+    #[arg(long, default_value_t = Budgets::MAX_STEPS)]
     pub max_steps: usize,
     /// Most generated tokens in the run, planner and executor together.
-    #[arg(long, default_value_t = 6000)]
+    #[arg(long, default_value_t = Budgets::MAX_TOKENS)]
     pub max_tokens: usize,
     /// Wall-time limit, in seconds (checked between steps).
-    #[arg(long, value_name = "SECONDS", default_value_t = 900)]
+    #[arg(long, value_name = "SECONDS", default_value_t = Budgets::MAX_SECONDS)]
     pub max_time: u64,
     /// Token budget of one plan.
-    #[arg(long, default_value_t = 768)]
+    #[arg(long, default_value_t = Budgets::PLAN_TOKENS)]
     pub plan_tokens: usize,
     /// Token budget of one executor call.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = Budgets::EXECUTOR_TOKENS)]
     pub executor_tokens: usize,
+}
+
+impl AgentArgs {
+    /// The budgets these flags set.
+    pub fn budgets(&self) -> Budgets {
+        Budgets {
+            max_replans: self.max_replans,
+            max_steps: self.max_steps,
+            max_tokens: self.max_tokens,
+            max_seconds: self.max_time,
+            plan_tokens: self.plan_tokens,
+            executor_tokens: self.executor_tokens,
+        }
+    }
 }
 
 /// `tandem run`.
@@ -324,7 +333,7 @@ pub struct RunArgs {
     pub agent: AgentArgs,
     /// Ask a human before running: the plan, or each tool call. Needs a terminal, or --yes.
     #[arg(long, value_enum)]
-    pub approve: Option<ApproveArg>,
+    pub approve: Option<Approval>,
     /// Approve automatically (for scripts; every approval is still logged, as by --yes).
     #[arg(long, short = 'y')]
     pub yes: bool,
@@ -382,12 +391,8 @@ pub struct ResumeArgs {
 /// Where a run computes, where it is logged, and how it reports (shared by `run`, `resume` and `batch`).
 #[derive(Debug, Clone, Args)]
 pub struct RunnerArgs {
-    /// Compute threads (default: all cores).
-    #[arg(long, short)]
-    pub threads: Option<usize>,
-    /// Device to run on.
-    #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
-    pub device: DeviceArg,
+    #[command(flatten)]
+    pub compute: ComputeArgs,
     #[command(flatten)]
     pub runs: RunsDirArg,
     /// Print one JSON object with the outcome (answer, plan, steps, usage) instead of the live view.
@@ -485,14 +490,14 @@ pub enum BenchCommand {
 #[derive(Debug, Clone, Args)]
 pub struct SuiteArgs {
     /// The planner: a model id or a .gguf path.
-    #[arg(long, default_value = "qwen2.5-coder-1.5b-instruct-q4_k_m")]
+    #[arg(long, default_value = settings::DEFAULT_PLANNER)]
     pub planner: String,
     /// The executor: a model id or a .gguf path.
-    #[arg(long, default_value = "qwen2.5-coder-0.5b-instruct-q4_k_m")]
+    #[arg(long, default_value = settings::DEFAULT_EXECUTOR)]
     pub executor: String,
     /// Planner mode for `tasks` (plan-ahead, or step for the executor-alone baseline).
-    #[arg(long, value_enum, default_value_t = ModeArg::PlanAhead)]
-    pub mode: ModeArg,
+    #[arg(long, value_enum, default_value_t = Mode::PlanAhead)]
+    pub mode: Mode,
     /// Data: a directory for nestful (default ../shared/data/nestful) and bfcl (../shared/data/bfcl), a tasks
     /// TOML file for tasks (default: the built-in suite).
     #[arg(long, value_name = "PATH")]
@@ -519,12 +524,28 @@ pub struct SuiteArgs {
     /// Continue an interrupted run in this directory (samples already recorded are skipped).
     #[arg(long, value_name = "DIR")]
     pub resume: Option<PathBuf>,
-    /// Compute threads (default: all cores).
-    #[arg(long, short)]
-    pub threads: Option<usize>,
-    /// Device to run on.
-    #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
-    pub device: DeviceArg,
+    #[command(flatten)]
+    pub compute: ComputeArgs,
+}
+
+impl SuiteArgs {
+    /// The settings these flags give.
+    pub fn settings(&self) -> SuiteSettings {
+        SuiteSettings {
+            planner: self.planner.clone(),
+            executor: self.executor.clone(),
+            mode: self.mode,
+            data: self.data.clone(),
+            tools: self.tools.clone(),
+            no_grammar: self.no_grammar,
+            categories: self.categories.clone(),
+            limit: self.limit,
+            seed: self.seed,
+            out: self.out.clone(),
+            resume: self.resume.clone(),
+            compute: self.compute.settings(),
+        }
+    }
 }
 
 /// The suite `bench pairs` runs.

@@ -7,6 +7,11 @@ use tandem::cli::Cli;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(threads) = cli.threads().filter(|n| *n > 0) {
+        // candle's gemm splits its work by RAYON_NUM_THREADS, read from the environment. It is set here, before
+        // any thread exists, because changing the environment while other threads run is a data race.
+        std::env::set_var("RAYON_NUM_THREADS", threads.to_string());
+    }
     let default_level = match cli.verbose {
         0 => "warn",
         1 => "tandem=debug,info",

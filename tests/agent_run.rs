@@ -64,6 +64,7 @@ fn run_with(
         "no-executor-needed",
         candle_core::Device::Cpu,
         Default::default(),
+        None,
         &SilentReporter,
     );
     let goal = given.goal.clone();

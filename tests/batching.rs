@@ -4,9 +4,10 @@
 mod common;
 
 use candle_core::Device;
+use tandem::decode::batching::SharedModel;
+use tandem::decode::Model;
 use tandem::decode::{generate, GenerateRequest};
-use tandem::llm::batching::SharedModel;
-use tandem::llm::{ChatMessage, LoadOptions, Model, SequencePass};
+use tandem::llm::{ChatMessage, LoadOptions, SequencePass};
 
 fn load(id: &str) -> Model {
     Model::load(&common::real_model(id), &Device::Cpu, &LoadOptions::default()).unwrap()

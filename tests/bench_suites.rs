@@ -14,8 +14,8 @@ use tandem::bench::chart::{scatter_svg, Point};
 use tandem::bench::nestful::{load, Distractors};
 use tandem::bench::nestful_run::{parse_catalogue_option, registry_of};
 use tandem::bench::records::BenchRecorder;
+use tandem::bench::suites::{pair_matrix, Suite};
 use tandem::bench::tasks::{builtin_tasks, check, normalise as normalise_answer, parse_tasks};
-use tandem::commands::bench_suites::{pair_matrix, Suite};
 
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data").join(name)
@@ -90,8 +90,10 @@ fn recorder_resumes_and_reports_torn_lines() {
 fn pair_matrix_adds_the_baselines() {
     let p = vec!["big".to_string()];
     let e = vec!["small".to_string()];
-    let pairs: Vec<(String, String, String)> =
-        pair_matrix(Suite::Tasks, &p, &e, true).into_iter().map(|x| (x.planner, x.executor, x.mode)).collect();
+    let pairs: Vec<(String, String, String)> = pair_matrix(Suite::Tasks, &p, &e, true)
+        .into_iter()
+        .map(|x| (x.planner, x.executor, x.mode.name().to_string()))
+        .collect();
     let t = |a: &str, b: &str, m: &str| (a.to_string(), b.to_string(), m.to_string());
     assert_eq!(
         pairs,

@@ -6,8 +6,9 @@ mod common;
 use candle_core::Device;
 use common::tiny::{write_tiny_qwen2, TinyQwen2};
 use tandem::decode::generate::TokenConstraint;
+use tandem::decode::Model;
 use tandem::decode::{generate, GenerateError, GenerateRequest, Sampling, Speculation, StopReason};
-use tandem::llm::{LoadOptions, Model};
+use tandem::llm::LoadOptions;
 use tandem::Error;
 
 fn tiny_model() -> (tempfile::TempDir, Model) {

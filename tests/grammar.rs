@@ -18,9 +18,10 @@ use tandem::decode::constraint::{
     apply_allowed_mask, ConstraintError, ConstraintKind, ConstraintMatcher, ConstraintSpec, GrammarEngine,
 };
 use tandem::decode::generate::TokenConstraint;
+use tandem::decode::Model;
 use tandem::decode::{generate, GenerateRequest, Sampling, Speculation, StopReason};
 use tandem::llm::tokenizer::GgufTokenizer;
-use tandem::llm::{ChatMessage, LoadOptions, Model};
+use tandem::llm::{ChatMessage, LoadOptions};
 use tandem::Error;
 
 const QWEN: &str = "qwen2.5-coder-0.5b-instruct-q4_k_m";

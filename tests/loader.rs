@@ -8,9 +8,10 @@ use std::path::{Path, PathBuf};
 use candle_core::quantized::{gguf_file, GgmlDType};
 use candle_core::{Device, Tensor};
 use common::tiny::{write_tiny_qwen2, TinyQwen2};
+use tandem::decode::Model;
 use tandem::llm::gguf::{GgufFile, LoadError};
 use tandem::llm::qwen2::Qwen2;
-use tandem::llm::{LanguageModel, LoadOptions, Model};
+use tandem::llm::{LanguageModel, LoadOptions};
 use tandem::Error;
 
 fn tiny_file(dir: &tempfile::TempDir, name: &str, spec: &TinyQwen2) -> PathBuf {

@@ -5,7 +5,8 @@ mod common;
 
 use candle_core::Device;
 use tandem::agent::planner::{system_prompt, write_plan};
-use tandem::llm::{LoadOptions, Model};
+use tandem::decode::Model;
+use tandem::llm::LoadOptions;
 use tandem::tools::{ToolContext, ToolRegistry, Workspace};
 
 fn registry(dir: &std::path::Path) -> ToolRegistry {

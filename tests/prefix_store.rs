@@ -4,9 +4,10 @@
 mod common;
 
 use candle_core::{Device, Tensor};
+use tandem::decode::Model;
 use tandem::decode::{generate, GenerateRequest, Generation};
 use tandem::llm::prefix_store::{KvSnapshot, PrefixStore, MAX_SNAPSHOTS, MIN_SNAPSHOT_TOKENS};
-use tandem::llm::{ChatMessage, LoadOptions, Model};
+use tandem::llm::{ChatMessage, LoadOptions};
 
 /// A snapshot of `tokens` with two layers whose values encode (layer, kv, position), so narrowing is checkable.
 fn snapshot(tokens: Vec<u32>) -> KvSnapshot {

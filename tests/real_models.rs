@@ -6,8 +6,9 @@ mod common;
 use candle_core::Device;
 use tandem::decode::constraint::ConstraintSpec;
 use tandem::decode::generate::TokenConstraint;
+use tandem::decode::Model;
 use tandem::decode::{generate, GenerateRequest, Generation, Sampling, Speculation};
-use tandem::llm::{ChatMessage, LoadOptions, Model};
+use tandem::llm::{ChatMessage, LoadOptions};
 
 fn load(id: &str) -> Model {
     Model::load(&common::real_model(id), &Device::Cpu, &LoadOptions::default()).unwrap()

@@ -14,7 +14,8 @@ use super::events::ModelUsage;
 use super::model_call::chat_call;
 use super::plan::Step;
 use crate::decode::constraint::ConstraintSpec;
-use crate::llm::{ChatMessage, Model};
+use crate::decode::Model;
+use crate::llm::ChatMessage;
 use crate::tools::{ToolError, ToolSpec};
 use crate::{Error, Result};
 

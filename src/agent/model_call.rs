@@ -3,8 +3,9 @@
 
 use crate::decode::constraint::ConstraintSpec;
 use crate::decode::generate::TokenConstraint;
+use crate::decode::Model;
 use crate::decode::{generate, GenerateRequest, Sampling, Timings};
-use crate::llm::{ChatMessage, Model};
+use crate::llm::ChatMessage;
 use crate::{Error, Result};
 
 /// Renders `messages` with the model's chat template and generates greedily (under `spec` when given).

@@ -4,8 +4,9 @@
 use candle_core::Device;
 
 use super::events::Event;
-use crate::llm::batching::{PassStats, SharedModel};
-use crate::llm::{LoadOptions, Model};
+use crate::decode::batching::{PassStats, SharedModel};
+use crate::decode::{Model, Speculation};
+use crate::llm::LoadOptions;
 use crate::progress::Reporter;
 use crate::store::ModelStore;
 use crate::Result;
@@ -26,6 +27,7 @@ pub struct LazyModels<'r> {
     executor_id: String,
     device: Device,
     options: LoadOptions,
+    speculation: Option<Speculation>,
     reporter: &'r dyn Reporter,
     planner: Option<Model>,
     executor: Option<Model>,
@@ -35,12 +37,13 @@ pub struct LazyModels<'r> {
 }
 
 impl<'r> LazyModels<'r> {
-    /// Models by id or path; nothing is loaded yet.
+    /// Models by id or path; nothing is loaded yet. `speculation` `None` drafts where exact.
     pub fn new(
         planner_id: &str,
         executor_id: &str,
         device: Device,
         options: LoadOptions,
+        speculation: Option<Speculation>,
         reporter: &'r dyn Reporter,
     ) -> Self {
         Self {
@@ -48,6 +51,7 @@ impl<'r> LazyModels<'r> {
             executor_id: executor_id.to_string(),
             device,
             options,
+            speculation,
             reporter,
             planner: None,
             executor: None,
@@ -78,7 +82,7 @@ impl<'r> LazyModels<'r> {
     }
 
     /// Loads both models now and shares each among `runs` concurrent runs: a source per run, whose models are the
-    /// same networks on sequences of their own, their forward passes batched together (see `llm::batching`).
+    /// same networks on sequences of their own, their forward passes batched together (see `decode::batching`).
     /// The returned [`SharedModels`] tell how full the passes were.
     pub fn share(mut self, runs: usize) -> Result<(Vec<LazyModels<'r>>, SharedModels)> {
         self.planner()?;
@@ -92,6 +96,7 @@ impl<'r> LazyModels<'r> {
                 executor_id: self.executor_id.clone(),
                 device: self.device.clone(),
                 options: self.options.clone(),
+                speculation: self.speculation,
                 reporter: self.reporter,
                 planner: Some(planner.model()?),
                 executor: executor.as_ref().map(SharedModel::model).transpose()?,
@@ -105,7 +110,7 @@ impl<'r> LazyModels<'r> {
     fn load(&mut self, id: &str, role: &str) -> Result<Model> {
         let resolved = ModelStore::open()?.resolve(id, self.reporter)?;
         self.reporter.message(&format!("loading the {role} ({id}) …"));
-        let model = Model::load(&resolved.path, &self.device, &self.options)?;
+        let model = Model::load_with(&resolved.path, &self.device, &self.options, self.speculation)?;
         let event = Event::ModelLoaded {
             role: role.to_string(),
             id: id.to_string(),

@@ -11,8 +11,9 @@ use super::plan::{Plan, Step};
 use super::schema::{next_step_json_schema, plan_json_schema, PlanSchemaOptions};
 use super::validate::PlanIssue;
 use crate::decode::constraint::ConstraintSpec;
+use crate::decode::Model;
 use crate::decode::Timings;
-use crate::llm::{ChatMessage, Model};
+use crate::llm::ChatMessage;
 use crate::tools::ToolRegistry;
 use crate::{Error, Result};
 

@@ -11,10 +11,10 @@ use super::nestful_run::data_dir;
 use super::records::{run_samples, BenchRecorder};
 use crate::agent::model_call::chat_call;
 use crate::agent::ModelSource;
-use crate::cli::SuiteArgs;
 use crate::decode::constraint::ConstraintSpec;
 use crate::llm::ChatMessage;
 use crate::progress::Reporter;
+use crate::settings::SuiteSettings;
 use crate::{Error, Result};
 
 /// Token budget of one call.
@@ -51,7 +51,7 @@ fn system_prompt(question: &BfclQuestion) -> String {
 
 /// Runs the suite; returns every record.
 pub fn run(
-    args: &SuiteArgs,
+    args: &SuiteSettings,
     recorder: &mut BenchRecorder,
     reporter: &dyn Reporter,
     models: &mut dyn ModelSource,

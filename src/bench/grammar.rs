@@ -11,8 +11,9 @@ use rand::{Rng, SeedableRng};
 use super::median;
 use crate::decode::constraint::{ConstraintSpec, GrammarEngine};
 use crate::decode::generate::TokenConstraint;
+use crate::decode::Model;
 use crate::decode::{generate, GenerateRequest, Sampling, Speculation};
-use crate::llm::{ChatMessage, LoadOptions, Model};
+use crate::llm::{ChatMessage, LoadOptions};
 use crate::Result;
 
 /// The demonstration plan schema (enums, nested objects, arrays with bounds, patterns).

@@ -11,6 +11,7 @@ pub mod nestful;
 pub mod nestful_run;
 pub mod records;
 pub mod speed;
+pub mod suites;
 pub mod tasks;
 
 /// Peak resident set size of this process in bytes (Linux `VmHWM`), if the platform reports it.

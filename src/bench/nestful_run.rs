@@ -15,9 +15,9 @@ use super::records::{run_samples, BenchRecorder};
 use crate::agent::model_call::chat_call;
 use crate::agent::planner::{system_prompt, write_plan};
 use crate::agent::{ModelSource, Plan};
-use crate::cli::SuiteArgs;
 use crate::llm::ChatMessage;
 use crate::progress::Reporter;
+use crate::settings::SuiteSettings;
 use crate::tools::{DeclaredTool, ToolRegistry};
 use crate::{Error, Result};
 
@@ -83,7 +83,7 @@ fn first_json(text: &str) -> Option<Value> {
 
 /// Runs the suite; returns every record.
 pub fn run(
-    args: &SuiteArgs,
+    args: &SuiteSettings,
     recorder: &mut BenchRecorder,
     reporter: &dyn Reporter,
     models: &mut dyn ModelSource,

@@ -7,7 +7,8 @@ use candle_core::{Device, Tensor};
 
 use super::{median, peak_rss_bytes};
 use crate::decode::sampler::argmax;
-use crate::llm::{LoadOptions, Model, SequenceId, SequencePass};
+use crate::decode::Model;
+use crate::llm::{LoadOptions, SequenceId, SequencePass};
 use crate::progress::{ProgressUnit, Reporter};
 use crate::Result;
 

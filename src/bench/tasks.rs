@@ -111,7 +111,7 @@ pub struct TaskSetup<'a> {
     /// Executor id.
     pub executor: &'a str,
     /// `plan-ahead` or `step`.
-    pub mode: &'a str,
+    pub mode: crate::settings::Mode,
 }
 
 /// Runs one task with the agent and returns its record.
@@ -144,7 +144,7 @@ pub fn run_task(task: &Task, setup: &TaskSetup, models: &mut dyn ModelSource) ->
     std::fs::create_dir_all(&run_dir).map_err(|e| Error::io(format!("creating {}", run_dir.display()), e))?;
     let mut settings = RunSettings::new(setup.planner, setup.executor, &workspace);
     settings.allow_write = task.allow_write;
-    settings.mode = setup.mode.into();
+    settings.mode = setup.mode.name().into();
     settings.max_seconds = 300;
     let started = Instant::now();
     let mut approver = AutoApprove;

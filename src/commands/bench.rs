@@ -1,9 +1,9 @@
 //! `tandem bench …`: runs a benchmark and prints its report.
 
 use crate::bench::speed::{measure, SpeedSettings};
-use crate::cli::{BenchCommand, DraftsArgs, GrammarBenchArgs, SpeedArgs, SuiteArgs};
-use crate::commands::bench_suites::{self, Suite};
-use crate::commands::generate::prepare_model;
+use crate::bench::suites::{self, PairsSettings, Suite};
+use crate::cli::{BenchCommand, DraftsArgs, GrammarBenchArgs, PairsArgs, SpeedArgs, SuiteArgs, SuiteName};
+use crate::commands::generate::{load_options, prepare_model};
 use crate::progress::Reporter;
 use crate::{Error, Result};
 
@@ -16,19 +16,34 @@ pub fn run(cmd: BenchCommand, reporter: &dyn Reporter) -> Result<()> {
         BenchCommand::Tasks(args) => suite(Suite::Tasks, &args, reporter),
         BenchCommand::Nestful(args) => suite(Suite::Nestful, &args, reporter),
         BenchCommand::Bfcl(args) => suite(Suite::Bfcl, &args, reporter),
-        BenchCommand::Pairs(args) => bench_suites::pairs(&args, reporter),
-        BenchCommand::Rescore { dir } => bench_suites::rescore(&dir),
+        BenchCommand::Pairs(args) => suites::pairs(&pairs_settings(&args), reporter),
+        BenchCommand::Rescore { dir } => suites::rescore(&dir),
     }
 }
 
 fn suite(suite: Suite, args: &SuiteArgs, reporter: &dyn Reporter) -> Result<()> {
-    let pair = bench_suites::pair_of(args);
-    bench_suites::run_suite(suite, args, &pair, reporter).map(|_| ())
+    let settings = args.settings();
+    let pair = suites::pair_of(&settings);
+    suites::run_suite(suite, &settings, &pair, reporter).map(|_| ())
+}
+
+fn pairs_settings(args: &PairsArgs) -> PairsSettings {
+    PairsSettings {
+        suite: match args.suite {
+            SuiteName::Tasks => Suite::Tasks,
+            SuiteName::Nestful => Suite::Nestful,
+            SuiteName::Bfcl => Suite::Bfcl,
+        },
+        planners: args.planners.clone(),
+        executors: args.executors.clone(),
+        baselines: !args.no_baselines,
+        suite_settings: args.suite_args.settings(),
+    }
 }
 
 fn grammar(args: GrammarBenchArgs, reporter: &dyn Reporter) -> Result<()> {
     let (path, device) = prepare_model(&args.model, reporter)?;
-    let r = crate::bench::grammar::measure(&path, &device, &args.model.load_options(), args.repeats)?;
+    let r = crate::bench::grammar::measure(&path, &device, &load_options(&args.model), args.repeats)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&r).map_err(|e| Error::Usage(e.to_string()))?);
         return Ok(());
@@ -53,7 +68,7 @@ fn grammar(args: GrammarBenchArgs, reporter: &dyn Reporter) -> Result<()> {
 fn drafts(args: DraftsArgs, reporter: &dyn Reporter) -> Result<()> {
     let (path, device) = prepare_model(&args.model, reporter)?;
     let peer = args.vs_llamacpp.as_deref();
-    let r = crate::bench::drafting::measure(&path, &device, &args.model.load_options(), args.repeats, peer, reporter)?;
+    let r = crate::bench::drafting::measure(&path, &device, &load_options(&args.model), args.repeats, peer, reporter)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&r).map_err(|e| Error::Usage(e.to_string()))?);
         return Ok(());
@@ -152,7 +167,7 @@ fn speed_vs_llamacpp(
     println!(
         "model {} ({:?}, {} threads, {} alternating runs each, medians)",
         args.model.model,
-        args.model.device,
+        args.model.compute.device,
         threads,
         args.repeats.max(1)
     );
@@ -174,7 +189,7 @@ fn speed(args: SpeedArgs, reporter: &dyn Reporter) -> Result<()> {
         decode_depth: args.decode_depth,
         repeats: args.repeats,
         sequences: args.sequences.iter().map(|&n| usize::from(n)).collect(),
-        load: args.model.load_options(),
+        load: load_options(&args.model),
         ..SpeedSettings::default()
     };
     if let Some(peer) = &args.vs_llamacpp {

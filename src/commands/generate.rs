@@ -8,16 +8,16 @@ use candle_core::Device;
 use crate::cli::{GenerateArgs, ModelArgs};
 use crate::decode::constraint::ConstraintSpec;
 use crate::decode::generate::TokenConstraint;
-use crate::decode::{generate, GenerateRequest, Sampling};
-use crate::llm::{select_device, ChatMessage, Model};
+use crate::decode::{generate, GenerateRequest, Model, Sampling, Speculation};
+use crate::llm::{select_device, ChatMessage, LoadOptions};
 use crate::progress::Reporter;
 use crate::store::ModelStore;
 use crate::{Error, Result};
 
 /// Applies the thread count, picks the device and resolves (pulling if needed) the model named by `args`.
 pub fn prepare_model(args: &ModelArgs, reporter: &dyn Reporter) -> Result<(PathBuf, Device)> {
-    crate::llm::device::set_threads(args.threads);
-    let device = select_device(args.device)?;
+    crate::llm::device::set_threads(args.compute.threads);
+    let device = select_device(args.compute.device)?;
     let resolved = ModelStore::open()?.resolve(&args.model, reporter)?;
     Ok((resolved.path, device))
 }
@@ -25,7 +25,12 @@ pub fn prepare_model(args: &ModelArgs, reporter: &dyn Reporter) -> Result<(PathB
 /// Resolves (pulling if needed) and loads the model named by `args`.
 pub fn load_model(args: &ModelArgs, reporter: &dyn Reporter) -> Result<Model> {
     let (path, device) = prepare_model(args, reporter)?;
-    Model::load(&path, &device, &args.load_options())
+    Model::load_with(&path, &device, &load_options(args), Speculation::from_setting(args.speculate.drafting()))
+}
+
+/// The load options the model flags ask for.
+pub fn load_options(args: &ModelArgs) -> LoadOptions {
+    LoadOptions { keep_tensor_types: args.keep_tensor_types, prefix_store: None, stack_projections: None }
 }
 
 /// Reads a constraint from the mutually exclusive flags.

@@ -2,7 +2,6 @@
 
 pub mod batch;
 pub mod bench;
-pub mod bench_suites;
 pub mod generate;
 pub mod models;
 pub mod plan;

@@ -6,12 +6,14 @@ use std::path::Path;
 
 use crate::agent::events::{EventLog, RunSettings};
 use crate::agent::{Agent, ApproveMode, Approver, AutoApprove, LazyModels, Plan, RunOutcome, StopReason};
-use crate::cli::{speculation, AgentArgs, ApproveArg, DeviceArg, ModeArg, ResumeArgs, RunArgs};
+use crate::cli::{AgentArgs, ResumeArgs, RunArgs, RunnerArgs};
 use crate::commands::run_view::{TerminalApprover, TerminalObserver};
 use crate::commands::runs::{open_runs_dir, run_summary};
 use crate::commands::toolbox;
+use crate::decode::Speculation;
 use crate::llm::{select_device, LoadOptions};
 use crate::progress::Reporter;
+use crate::settings::Approval;
 use crate::tools::ToolContext;
 use crate::{Error, Result};
 
@@ -29,9 +31,9 @@ pub fn run(args: RunArgs, reporter: &dyn Reporter, quiet: bool) -> Result<()> {
         }
     };
     let approve = match args.approve {
-        None => ApproveMode::None,
-        Some(ApproveArg::Plan) => ApproveMode::Plan,
-        Some(ApproveArg::Steps) => ApproveMode::Steps,
+        None | Some(Approval::None) => ApproveMode::None,
+        Some(Approval::Plan) => ApproveMode::Plan,
+        Some(Approval::Steps) => ApproveMode::Steps,
     };
     check_can_ask(approve, args.yes)?;
     let (context, registry) = toolbox::build_tools(&args.agent.tools)?;
@@ -53,25 +55,22 @@ pub fn run(args: RunArgs, reporter: &dyn Reporter, quiet: bool) -> Result<()> {
 /// The settings a run starts with: models, mode, tool policy and budgets from the flags, the workspace and shell
 /// allowlist as the tool context resolved them.
 pub fn run_settings(args: &AgentArgs, context: &ToolContext, approve: ApproveMode) -> RunSettings {
+    let budgets = args.budgets();
     RunSettings {
         planner: args.planner.clone(),
         executor: args.executor.clone(),
-        mode: match args.mode {
-            ModeArg::PlanAhead => "plan-ahead",
-            ModeArg::Step => "step",
-        }
-        .into(),
+        mode: args.mode.name().into(),
         workspace: context.workspace.root().to_path_buf(),
         allow_write: context.allow_write,
         allow_shell: context.shell_allowlist.clone(),
         shell_timeout_s: args.tools.shell_timeout,
         tools_file: args.tools.tools.as_ref().map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone())),
-        max_replans: args.max_replans,
-        max_steps: args.max_steps,
-        max_tokens: args.max_tokens,
-        max_seconds: args.max_time,
-        plan_tokens: args.plan_tokens,
-        executor_tokens: args.executor_tokens,
+        max_replans: budgets.max_replans,
+        max_steps: budgets.max_steps,
+        max_tokens: budgets.max_tokens,
+        max_seconds: budgets.max_seconds,
+        plan_tokens: budgets.plan_tokens,
+        executor_tokens: budgets.executor_tokens,
         seed: 0,
         approve: approve.name().into(),
     }
@@ -80,16 +79,17 @@ pub fn run_settings(args: &AgentArgs, context: &ToolContext, approve: ApproveMod
 /// The run's models as the runner flags ask (threads, device, drafting), loaded on first use.
 pub fn runner_models<'r>(
     settings: &RunSettings,
-    runner: &crate::cli::RunnerArgs,
+    runner: &RunnerArgs,
     reporter: &'r dyn Reporter,
 ) -> Result<LazyModels<'r>> {
-    crate::llm::device::set_threads(runner.threads);
+    crate::llm::device::set_threads(runner.compute.threads);
     let options = LoadOptions {
-        speculation: speculation(runner.speculate),
         prefix_store: (!runner.no_prefix_store).then(crate::store::default_prefix_dir),
         ..LoadOptions::default()
     };
-    Ok(LazyModels::new(&settings.planner, &settings.executor, device(runner.device)?, options, reporter))
+    let device = select_device(runner.compute.device)?;
+    let speculation = Speculation::from_setting(runner.speculate.drafting());
+    Ok(LazyModels::new(&settings.planner, &settings.executor, device, options, speculation, reporter))
 }
 
 /// Runs `tandem resume`.
@@ -127,10 +127,6 @@ pub fn resume(args: ResumeArgs, reporter: &dyn Reporter, quiet: bool) -> Result<
     let agent = Agent::resume(log, &contents.records, &registry, &context, &mut models, approver.as_mut(), &observer)?;
     let outcome = agent.run(None)?;
     finish(&id, &dir, &outcome, args.runner.json)
-}
-
-fn device(arg: DeviceArg) -> Result<candle_core::Device> {
-    select_device(arg)
 }
 
 fn read_plan(path: &Path) -> Result<Plan> {

@@ -18,13 +18,22 @@ pub enum Speculation {
 }
 
 impl Default for Speculation {
-    /// Off for a bare request; a loaded model picks its own (`LoadOptions::speculation`: on where exact).
+    /// Off for a bare request; a loaded model picks its own (`decode::Model::load_with`: on where exact).
     fn default() -> Self {
         Speculation::Off
     }
 }
 
 impl Speculation {
+    /// The drafting mode a user's setting asks for; `None` leaves it to the model (drafts where exact).
+    pub fn from_setting(drafting: crate::settings::Drafting) -> Option<Self> {
+        match drafting {
+            crate::settings::Drafting::WhereExact => None,
+            crate::settings::Drafting::Always => Some(Speculation::prompt_lookup()),
+            crate::settings::Drafting::Never => Some(Speculation::Off),
+        }
+    }
+
     /// Prompt lookup with the settings measured on the planner's plans (`tandem bench drafts`, 1.5B on 2 CPU
     /// cores): one drafted token a pass. A pass of two tokens costs about an eighth more than one, but every
     /// further token about a quarter of a pass, and fewer of them are kept: drafts of 1, 2, 3 and 8 tokens

@@ -13,9 +13,9 @@ use candle_core::Tensor;
 use super::draft::Speculation;
 use super::sampler::{Sampler, Sampling};
 use super::GenerateError;
+use crate::decode::Model;
 use crate::llm::prefix_store::{self, common_prefix};
 use crate::llm::tokenizer::TokenStream;
-use crate::llm::Model;
 use crate::Result;
 
 /// What the generation loop needs from a grammar. Implemented by `constraint::ConstraintMatcher`; a trait so

@@ -1,12 +1,16 @@
-//! Decoding: the sampler, grammar constraints and the generation loop (the hot path).
+//! Decoding: the sampler, grammar constraints, the generation loop (the hot path), speculation, and batching
+//! across generations.
 
+pub mod batching;
 pub mod constraint;
 pub mod draft;
 pub mod generate;
+pub mod model;
 pub mod sampler;
 
 pub use draft::Speculation;
 pub use generate::{generate, GenerateRequest, Generation, StopReason, Timings};
+pub use model::Model;
 pub use sampler::{Sampler, Sampling};
 
 /// Why a generation failed.

@@ -1,6 +1,5 @@
 //! Language models: GGUF loading, architecture dispatch, tokenizer and chat template, behind one `LanguageModel` trait.
 
-pub mod batching;
 pub mod chat;
 pub mod device;
 pub mod gemma3;
@@ -13,13 +12,11 @@ pub mod qwen2;
 pub mod tokenizer;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use candle_core::{Device, Tensor};
 
-use crate::decode::constraint::GrammarEngine;
-use crate::decode::Speculation;
 use crate::Result;
 pub use chat::{ChatMessage, ChatTemplate};
 pub use device::select_device;
@@ -117,9 +114,6 @@ pub trait MultiSequence {
 pub struct LoadOptions {
     /// Keep tensor types as stored instead of widening Q5_0 (to int8 for our kernel, Q8_0 for candle's).
     pub keep_tensor_types: bool,
-    /// Drafting for speculative decoding in the model's generations; `None` (the default) drafts by prompt lookup
-    /// where the model's batched passes are exact and not elsewhere.
-    pub speculation: Option<Speculation>,
     /// Stack the query/key/value and the gate/up matmuls into one each where types allow; `None` decides by
     /// device (on a GPU yes, on the CPU no: see `qwen2::StackedLinear`).
     pub stack_projections: Option<bool>,
@@ -144,8 +138,9 @@ pub struct ModelInfo {
     pub conversions: Vec<String>,
 }
 
-/// A ready model: weights, tokenizer, optional chat template, device.
-pub struct Model {
+/// A loaded model: weights, tokenizer, optional chat template, device. Decoding wraps it (`decode::Model`) with
+/// what generations need on top: the grammar engine and the drafting mode.
+pub struct LoadedModel {
     /// The network.
     pub weights: Box<dyn LanguageModel>,
     /// Shared: grammar engines are built from it.
@@ -156,25 +151,11 @@ pub struct Model {
     pub info: ModelInfo,
     /// Where the tensors live.
     pub device: Device,
-    /// Drafting for speculative decoding in this model's generations (`Speculation::Off` to compare).
-    pub speculation: Speculation,
     /// Prompt-prefix KV snapshots on disk, when the load options asked for them.
     pub prefix_store: Option<prefix_store::PrefixStore>,
-    /// The grammar engine for this tokenizer, built on first use (its token table takes ~0.4 s) and shared
-    /// by every constrained generation on this model.
-    grammar: Arc<OnceLock<GrammarEngine>>,
 }
 
-impl Model {
-    /// The grammar engine for this model's tokenizer and logits width, built once.
-    pub fn grammar_engine(&self) -> Result<GrammarEngine> {
-        if let Some(engine) = self.grammar.get() {
-            return Ok(engine.clone());
-        }
-        let engine = GrammarEngine::new(self.tokenizer.clone(), self.weights.n_logits())?;
-        Ok(self.grammar.get_or_init(|| engine).clone())
-    }
-
+impl LoadedModel {
     /// Loads a GGUF file: memory-maps it, checks it, dispatches on `general.architecture`.
     pub fn load(path: &Path, device: &Device, options: &LoadOptions) -> Result<Self> {
         let started = Instant::now();
@@ -210,23 +191,16 @@ impl Model {
         drop(file);
         crate::memory::release_freed();
         tracing::info!(path = %path.display(), load_ms = info.load_time.as_millis() as u64, "model loaded");
-        let speculation = options.speculation.unwrap_or(if weights.exact_batches() {
-            Speculation::prompt_lookup()
-        } else {
-            Speculation::Off
-        });
         Ok(Self {
             weights,
             tokenizer: Arc::new(tokenizer),
             chat_template,
             info,
             device: device.clone(),
-            speculation,
             prefix_store: match &options.prefix_store {
                 Some(root) => Some(prefix_store::PrefixStore::new(root, path, device)?),
                 None => None,
             },
-            grammar: Arc::new(OnceLock::new()),
         })
     }
 }

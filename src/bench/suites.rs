@@ -1,5 +1,5 @@
-//! `tandem bench tasks|nestful|bfcl|pairs|rescore`: run a suite sample by sample with a progress bar, keep every
-//! record, and write the summaries (JSON, Markdown; a chart for pairs).
+//! Benchmark suites run whole (`tandem bench tasks|nestful|bfcl|pairs|rescore`): a suite sample by sample with a
+//! progress bar, every record kept, the summaries written (JSON, Markdown; a chart for pairs).
 
 use std::path::{Path, PathBuf};
 
@@ -8,9 +8,9 @@ use serde_json::{json, Value};
 use crate::agent::{LazyModels, ModelSource};
 use crate::bench::records::{run_samples, BenchRecorder};
 use crate::bench::tasks::{builtin_tasks, parse_tasks, run_task, TaskSetup};
-use crate::cli::{ModeArg, SuiteArgs};
 use crate::llm::{select_device, LoadOptions};
 use crate::progress::Reporter;
+use crate::settings::{Mode, SuiteSettings};
 use crate::store::ModelStore;
 use crate::{Error, Result};
 
@@ -85,8 +85,8 @@ pub struct Pair {
     pub planner: String,
     /// Executor id or path.
     pub executor: String,
-    /// `plan-ahead`, or `step` for the executor-alone baseline.
-    pub mode: String,
+    /// Plan-ahead, or step for the executor-alone baseline.
+    pub mode: Mode,
 }
 
 impl Pair {
@@ -98,10 +98,10 @@ impl Pair {
         } else {
             format!("{} → {}", short(&self.planner), short(&self.executor))
         };
-        if self.mode == "plan-ahead" {
+        if self.mode == Mode::PlanAhead {
             base
         } else {
-            format!("{base} ({} mode)", self.mode)
+            format!("{base} ({} mode)", self.mode.name())
         }
     }
 }
@@ -113,7 +113,7 @@ fn model_record(id: &str, reporter: &dyn Reporter) -> Result<Value> {
 }
 
 /// The recorder: a fresh directory under `--out`, or the `--resume` one.
-fn recorder(args: &SuiteArgs, name: &str) -> Result<BenchRecorder> {
+fn recorder(args: &SuiteSettings, name: &str) -> Result<BenchRecorder> {
     match &args.resume {
         Some(dir) => {
             if !dir.join(BenchRecorder::SAMPLES).exists() {
@@ -178,22 +178,19 @@ pub fn markdown_table(suite: Suite, rows: &[(Pair, Value)]) -> String {
     out
 }
 
-/// The pair `--planner`/`--executor`/`--mode` name.
-pub fn pair_of(args: &SuiteArgs) -> Pair {
-    let mode = match args.mode {
-        ModeArg::PlanAhead => "plan-ahead",
-        ModeArg::Step => "step",
-    };
-    Pair { planner: args.planner.clone(), executor: args.executor.clone(), mode: mode.into() }
+/// The pair the settings' planner, executor and mode name.
+pub fn pair_of(args: &SuiteSettings) -> Pair {
+    Pair { planner: args.planner.clone(), executor: args.executor.clone(), mode: args.mode }
 }
 
-fn lazy_models<'r>(args: &SuiteArgs, pair: &Pair, reporter: &'r dyn Reporter) -> Result<LazyModels<'r>> {
-    crate::llm::device::set_threads(args.threads);
-    Ok(LazyModels::new(&pair.planner, &pair.executor, select_device(args.device)?, LoadOptions::default(), reporter))
+fn lazy_models<'r>(args: &SuiteSettings, pair: &Pair, reporter: &'r dyn Reporter) -> Result<LazyModels<'r>> {
+    crate::llm::device::set_threads(args.compute.threads);
+    let device = select_device(args.compute.device)?;
+    Ok(LazyModels::new(&pair.planner, &pair.executor, device, LoadOptions::default(), None, reporter))
 }
 
 /// Runs one suite for one pair; returns the summary and the run directory.
-pub fn run_suite(suite: Suite, args: &SuiteArgs, pair: &Pair, reporter: &dyn Reporter) -> Result<(Value, PathBuf)> {
+pub fn run_suite(suite: Suite, args: &SuiteSettings, pair: &Pair, reporter: &dyn Reporter) -> Result<(Value, PathBuf)> {
     let mut recorder = recorder(args, &format!("{}-{}", suite.name(), slug(pair)))?;
     reporter.message(&format!("{} for {}: records in {}", suite.name(), pair.label(), recorder.dir().display()));
     let mut models = lazy_models(args, pair, reporter)?;
@@ -211,7 +208,7 @@ pub fn run_suite(suite: Suite, args: &SuiteArgs, pair: &Pair, reporter: &dyn Rep
                 tasks.into_iter().take(args.limit.unwrap_or(usize::MAX)).map(|t| (json!(t.id), t)).collect();
             let dir = recorder.dir().to_path_buf();
             let setup =
-                TaskSetup { bench_dir: &dir, planner: &pair.planner, executor: &pair.executor, mode: &pair.mode };
+                TaskSetup { bench_dir: &dir, planner: &pair.planner, executor: &pair.executor, mode: pair.mode };
             run_samples(&samples, &mut recorder, reporter, "tasks", |task| {
                 run_task(task, &setup, &mut models as &mut dyn ModelSource)
             })?
@@ -237,8 +234,8 @@ fn slug(pair: &Pair) -> String {
             .replace("-instruct-q4_k_m", "")
     };
     let mut slug = format!("{}+{}", short(&pair.planner), short(&pair.executor));
-    if pair.mode != "plan-ahead" {
-        slug.push_str(&format!("+{}", pair.mode));
+    if pair.mode != Mode::PlanAhead {
+        slug.push_str(&format!("+{}", pair.mode.name()));
     }
     slug
 }
@@ -270,7 +267,7 @@ pub fn rescore(dir: &Path) -> Result<()> {
 /// and each executor alone in step mode (ReAct-style, no separate planner). Suites that use one role only
 /// (NESTFUL: the planner; BFCL: the executor) run each distinct model once.
 pub fn pair_matrix(suite: Suite, planners: &[String], executors: &[String], baselines: bool) -> Vec<Pair> {
-    let pair = |p: &str, e: &str, mode: &str| Pair { planner: p.into(), executor: e.into(), mode: mode.into() };
+    let pair = |p: &str, e: &str, mode: Mode| Pair { planner: p.into(), executor: e.into(), mode };
     let mut pairs = Vec::new();
     let mut push = |candidate: Pair| {
         if !pairs.contains(&candidate) {
@@ -278,20 +275,20 @@ pub fn pair_matrix(suite: Suite, planners: &[String], executors: &[String], base
         }
     };
     match suite {
-        Suite::Nestful => planners.iter().for_each(|p| push(pair(p, p, "plan-ahead"))),
-        Suite::Bfcl => executors.iter().for_each(|e| push(pair(e, e, "plan-ahead"))),
+        Suite::Nestful => planners.iter().for_each(|p| push(pair(p, p, Mode::PlanAhead))),
+        Suite::Bfcl => executors.iter().for_each(|e| push(pair(e, e, Mode::PlanAhead))),
         Suite::Tasks => {
             for p in planners {
                 for e in executors {
-                    push(pair(p, e, "plan-ahead"));
+                    push(pair(p, e, Mode::PlanAhead));
                 }
             }
             if baselines {
                 for m in planners.iter().chain(executors) {
-                    push(pair(m, m, "plan-ahead"));
+                    push(pair(m, m, Mode::PlanAhead));
                 }
                 for e in executors {
-                    push(pair(e, e, "step"));
+                    push(pair(e, e, Mode::Step));
                 }
             }
         }
@@ -299,23 +296,34 @@ pub fn pair_matrix(suite: Suite, planners: &[String], executors: &[String], base
     pairs
 }
 
+/// What `tandem bench pairs` runs: a suite over a matrix of models.
+#[derive(Debug, Clone)]
+pub struct PairsSettings {
+    /// The suite run for every pair.
+    pub suite: Suite,
+    /// Planner models (ids or paths).
+    pub planners: Vec<String>,
+    /// Executor models (ids or paths).
+    pub executors: Vec<String>,
+    /// Also each model alone, and each executor alone in step mode.
+    pub baselines: bool,
+    /// The suite's settings (their planner and executor are ignored).
+    pub suite_settings: SuiteSettings,
+}
+
 /// `tandem bench pairs`.
-pub fn pairs(args: &crate::cli::PairsArgs, reporter: &dyn Reporter) -> Result<()> {
-    let suite = match args.suite {
-        crate::cli::SuiteName::Tasks => Suite::Tasks,
-        crate::cli::SuiteName::Nestful => Suite::Nestful,
-        crate::cli::SuiteName::Bfcl => Suite::Bfcl,
-    };
-    let matrix = pair_matrix(suite, &args.planners, &args.executors, !args.no_baselines);
+pub fn pairs(args: &PairsSettings, reporter: &dyn Reporter) -> Result<()> {
+    let suite = args.suite;
+    let matrix = pair_matrix(suite, &args.planners, &args.executors, args.baselines);
     reporter.message(&format!("{} pair(s) on {}", matrix.len(), suite.name()));
-    let mut suite_args = args.suite_args.clone();
+    let mut suite_args = args.suite_settings.clone();
     suite_args.resume = None;
     let mut rows = Vec::new();
     for pair in &matrix {
         let (summary, dir) = run_suite(suite, &suite_args, pair, reporter)?;
         rows.push((pair.clone(), summary, dir));
     }
-    let report = BenchRecorder::create(&args.suite_args.out, &format!("pairs-{}", suite.name()))?;
+    let report = BenchRecorder::create(&args.suite_settings.out, &format!("pairs-{}", suite.name()))?;
     let table: Vec<(Pair, Value)> = rows.iter().map(|(p, s, _)| (p.clone(), s.clone())).collect();
     let markdown = markdown_table(suite, &table);
     report.write("summary.md", &markdown)?;

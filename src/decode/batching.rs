@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 
 use candle_core::{Device, Tensor};
 
-use super::prefix_store::{KvSnapshot, PrefixStore};
-use super::{ChatTemplate, GgufTokenizer, LanguageModel, Model, ModelInfo, SequenceId, SequencePass};
-use crate::decode::constraint::GrammarEngine;
-use crate::decode::Speculation;
+use super::constraint::GrammarEngine;
+use super::{Model, Speculation};
+use crate::llm::prefix_store::{KvSnapshot, PrefixStore};
+use crate::llm::{ChatTemplate, GgufTokenizer, LanguageModel, ModelInfo, SequenceId, SequencePass};
 use crate::{Error, Result};
 
 /// How long a pass waits for the sequences of the pass before it to come back with their next tokens. A

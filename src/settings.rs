@@ -1,0 +1,191 @@
+//! Typed settings and their defaults, defined once: the command line declares its flags from them, the library
+//! takes them (never `cli` types), and `run`, `batch`, `plan` and `bench` agree on every default.
+//!
+//! This module sits at the bottom of the layers with `kernels`, `store` and `tools`: it imports nothing of the
+//! crate, so every layer may use it.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// The default planner: the larger model, which turns a goal into a plan.
+pub const DEFAULT_PLANNER: &str = "qwen2.5-coder-1.5b-instruct-q4_k_m";
+/// The default executor: the small fast model, which writes `llm` steps and fills arguments.
+pub const DEFAULT_EXECUTOR: &str = "qwen2.5-coder-0.5b-instruct-q4_k_m";
+/// The model `generate` and the single-model benchmarks load by default.
+pub const DEFAULT_MODEL: &str = DEFAULT_EXECUTOR;
+
+/// Where tensors live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum DeviceKind {
+    /// The CPU (always available).
+    #[default]
+    Cpu,
+    /// An NVIDIA GPU (build with `--features cuda`).
+    Cuda,
+    /// An Apple GPU (build with `--features metal`).
+    Metal,
+}
+
+/// Where a model computes: the device and, on the CPU, how many threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Compute {
+    /// Compute threads; `None` uses every core.
+    pub threads: Option<usize>,
+    /// The device.
+    pub device: DeviceKind,
+}
+
+/// Speculative decoding as the user asked for it; `decode::Speculation` turns it into a drafting mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Drafting {
+    /// Draft where it is exact (batched passes give one-token passes' logits), not elsewhere.
+    #[default]
+    WhereExact,
+    /// Draft everywhere.
+    Always,
+    /// Never draft.
+    Never,
+}
+
+/// How the planner works.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Plan every step first; write a revised plan when a step fails.
+    #[default]
+    PlanAhead,
+    /// Propose one step at a time, each after seeing the results so far.
+    Step,
+}
+
+impl Mode {
+    /// The name used in settings, logs and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::PlanAhead => "plan-ahead",
+            Mode::Step => "step",
+        }
+    }
+
+    /// Parses [`Mode::name`].
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "plan-ahead" => Some(Mode::PlanAhead),
+            "step" => Some(Mode::Step),
+            _ => None,
+        }
+    }
+}
+
+/// What a run asks a human to approve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Approval {
+    /// Nothing: run as planned.
+    #[default]
+    #[value(skip)]
+    None,
+    /// Show each plan and ask approve / edit (in $EDITOR) / reject before anything runs.
+    Plan,
+    /// Ask before each tool call.
+    Steps,
+}
+
+impl Approval {
+    /// The name used in settings and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Approval::None => "none",
+            Approval::Plan => "plan",
+            Approval::Steps => "steps",
+        }
+    }
+
+    /// Parses [`Approval::name`].
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "none" => Some(Approval::None),
+            "plan" => Some(Approval::Plan),
+            "steps" => Some(Approval::Steps),
+            _ => None,
+        }
+    }
+}
+
+/// The limits of one run. The defaults are the command line's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budgets {
+    /// Most plan revisions after failures.
+    pub max_replans: u32,
+    /// Most step executions in the run.
+    pub max_steps: usize,
+    /// Most generated tokens in the run, planner and executor together.
+    pub max_tokens: usize,
+    /// Wall-time limit, in seconds (checked between steps).
+    pub max_seconds: u64,
+    /// Token budget of one plan.
+    pub plan_tokens: usize,
+    /// Token budget of one executor call.
+    pub executor_tokens: usize,
+}
+
+impl Budgets {
+    /// Default of [`Budgets::max_replans`].
+    pub const MAX_REPLANS: u32 = 2;
+    /// Default of [`Budgets::max_steps`].
+    pub const MAX_STEPS: usize = 24;
+    /// Default of [`Budgets::max_tokens`].
+    pub const MAX_TOKENS: usize = 6000;
+    /// Default of [`Budgets::max_seconds`].
+    pub const MAX_SECONDS: u64 = 900;
+    /// Default of [`Budgets::plan_tokens`] (also `tandem plan --max-tokens`).
+    pub const PLAN_TOKENS: usize = 768;
+    /// Default of [`Budgets::executor_tokens`].
+    pub const EXECUTOR_TOKENS: usize = 256;
+}
+
+impl Default for Budgets {
+    fn default() -> Self {
+        Self {
+            max_replans: Self::MAX_REPLANS,
+            max_steps: Self::MAX_STEPS,
+            max_tokens: Self::MAX_TOKENS,
+            max_seconds: Self::MAX_SECONDS,
+            plan_tokens: Self::PLAN_TOKENS,
+            executor_tokens: Self::EXECUTOR_TOKENS,
+        }
+    }
+}
+
+/// Default time limit of one shell command, in seconds.
+pub const SHELL_TIMEOUT_S: u64 = 10;
+
+/// What one benchmark suite reads and how it samples (the library's side of `tandem bench tasks|nestful|bfcl`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SuiteSettings {
+    /// The planner: a model id or a .gguf path.
+    pub planner: String,
+    /// The executor: a model id or a .gguf path.
+    pub executor: String,
+    /// Planner mode for `tasks`.
+    pub mode: Mode,
+    /// The data: a directory (nestful, bfcl) or a tasks TOML file; `None` takes the suite's default.
+    pub data: Option<PathBuf>,
+    /// NESTFUL's tool catalogue per sample: `all` or `gold+K`.
+    pub tools: String,
+    /// NESTFUL without the plan grammar.
+    pub no_grammar: bool,
+    /// BFCL categories.
+    pub categories: Vec<String>,
+    /// Only the first N samples (per category for bfcl).
+    pub limit: Option<usize>,
+    /// Seed for distractor tools.
+    pub seed: u64,
+    /// Where benchmark runs are written (one directory per run).
+    pub out: PathBuf,
+    /// Continue the interrupted run in this directory.
+    pub resume: Option<PathBuf>,
+    /// Where the models compute.
+    pub compute: Compute,
+}
