@@ -5,6 +5,8 @@ pub mod device;
 pub mod gemma3;
 pub mod gguf;
 pub mod kv_cache;
+#[cfg(all(test, feature = "cuda"))]
+mod kv_cache_gpu_tests;
 pub mod mapped_rows;
 pub mod packed_strings;
 pub mod prefix_store;
