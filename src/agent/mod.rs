@@ -5,6 +5,7 @@
 pub mod batch;
 pub mod events;
 pub mod executor;
+pub mod issues;
 pub mod model_call;
 pub mod models;
 pub mod orchestrator;
@@ -16,12 +17,12 @@ pub mod schema;
 pub mod validate;
 
 pub use events::{Event, EventLog, PlanOrigin, Record, RunSettings, StopReason};
+pub use issues::{IssueKind, PlanError, PlanIssue};
 pub use models::{LazyModels, ModelSource, SharedModels};
 pub use orchestrator::{
     Agent, ApproveMode, Approver, AutoApprove, Mode, NoObserver, Observer, PlanDecision, RunOutcome,
 };
-pub use plan::{Plan, PlanError, Step};
-pub use refs::{coerce_to_schema, parse_reference, refs_in, resolve_args, Reference};
+pub use plan::{refs_in, Plan, Step};
+pub use refs::{coerce_to_schema, parse_reference, resolve_args, Reference};
 pub use runs::{default_runs_dir, RunState, RunsDir};
 pub use schema::{plan_json_schema, plan_json_schema_with, PlanSchemaOptions};
-pub use validate::{IssueKind, PlanIssue};

@@ -9,42 +9,9 @@ use std::collections::HashSet;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::refs::{refs_in, Reference};
-use super::validate::PlanIssue;
+pub use super::issues::PlanError;
+use super::refs::{references_in, Reference};
 use crate::tools::ToolRegistry;
-
-/// Errors from reading, checking or resolving a plan.
-#[derive(Debug, thiserror::Error)]
-pub enum PlanError {
-    /// The text is not a plan document.
-    #[error("the plan is not a valid plan document: {0}")]
-    Parse(#[from] serde_json::Error),
-    /// Validation found problems (all of them are listed).
-    #[error("the plan has {} problem(s): {}", .0.len(), join_issues(.0))]
-    Invalid(Vec<PlanIssue>),
-    /// A reference names a step with no output (yet).
-    #[error("step '{step}' uses {reference}, but that step has no output yet")]
-    MissingOutput {
-        /// The step whose arguments hold the reference.
-        step: String,
-        /// The reference as written.
-        reference: String,
-    },
-    /// A reference names a field the output lacks.
-    #[error("step '{step}' uses {reference}, but the output has no such field (output: {output})")]
-    MissingField {
-        /// The step whose arguments hold the reference.
-        step: String,
-        /// The reference as written.
-        reference: String,
-        /// The referenced step's output (shortened), so the planner sees what there is.
-        output: String,
-    },
-}
-
-fn join_issues(issues: &[PlanIssue]) -> String {
-    issues.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
-}
 
 /// A plan: what the planner writes, versioned when revised.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -137,4 +104,9 @@ impl Plan {
         }
         self
     }
+}
+
+/// Every reference in a step's arguments, in document order.
+pub fn refs_in(step: &Step) -> Vec<Reference> {
+    step.args.values().flat_map(references_in).collect()
 }

@@ -20,7 +20,8 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
-use super::plan::{PlanError, Step};
+use super::issues::PlanError;
+use super::plan::Step;
 
 /// One reference found in an argument.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -123,11 +124,6 @@ pub fn references_in(value: &Value) -> Vec<Reference> {
         }))
     });
     found
-}
-
-/// Every reference in a step's arguments, in document order.
-pub fn refs_in(step: &Step) -> Vec<Reference> {
-    step.args.values().flat_map(references_in).collect()
 }
 
 /// Calls `f(json_pointer, text)` for every string inside `value`.

@@ -3,10 +3,10 @@
 
 use candle_core::{Device, Tensor};
 
-use crate::kernels::gpu_attention::{PartCache, PassTable};
 use crate::kernels::attention::candle_attention;
 use crate::kernels::attention::tests::values;
 use crate::kernels::gpu::device_address;
+use crate::kernels::gpu_attention::{PartCache, PassTable};
 use crate::llm::kv_cache::KvCache;
 use candle_core::DType;
 
@@ -29,15 +29,13 @@ fn a_pass_over_several_caches_attends_as_candle_does_part_by_part() {
         let mut expected = Vec::new();
         let (mut ours, mut theirs) = (Vec::new(), Vec::new());
         let mut part_caches = Vec::new();
-        let q =
-            Tensor::from_vec(values(rows * n_head * head_dim, 1), (1, rows, n_head, head_dim), &device).unwrap();
+        let q = Tensor::from_vec(values(rows * n_head * head_dim, 1), (1, rows, n_head, head_dim), &device).unwrap();
         let k = Tensor::from_vec(values(rows * n_kv * head_dim, 2), (1, rows, n_kv, head_dim), &device).unwrap();
         let v = Tensor::from_vec(values(rows * n_kv * head_dim, 3), (1, rows, n_kv, head_dim), &device).unwrap();
         let mut row = 0;
         for (index, &(cached, new)) in parts.iter().enumerate() {
             let prefix = |seed| {
-                Tensor::from_vec(values(n_kv * cached * head_dim, seed), (1, n_kv, cached, head_dim), &device)
-                    .unwrap()
+                Tensor::from_vec(values(n_kv * cached * head_dim, seed), (1, n_kv, cached, head_dim), &device).unwrap()
             };
             let (mut candle_cache, mut our_cache) = (KvCache::default(), KvCache::default());
             if cached > 0 {
@@ -68,10 +66,8 @@ fn a_pass_over_several_caches_attends_as_candle_does_part_by_part() {
         assert!(error < 1e-4, "heads {n_head}/{n_kv}×{head_dim}: max error {error}");
         for ((our_cache, candle_cache), &(cached, new)) in ours.iter_mut().zip(&theirs).zip(&parts) {
             our_cache.advance(new);
-            let (a, b) = (
-                our_cache.prefix(cached + new).unwrap().unwrap(),
-                candle_cache.prefix(cached + new).unwrap().unwrap(),
-            );
+            let (a, b) =
+                (our_cache.prefix(cached + new).unwrap().unwrap(), candle_cache.prefix(cached + new).unwrap().unwrap());
             let diff = (a.0 - b.0).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap()
                 + (a.1 - b.1).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
             assert_eq!(diff, 0.0, "the caches' contents differ");
