@@ -7,7 +7,7 @@ use std::time::Instant;
 use serde_json::{json, Map, Value};
 
 use super::bfcl::{check, load, BfclCall, BfclCase, BfclCategory, BfclQuestion};
-use super::nestful_run::data_dir;
+use super::nestful::runner::data_dir;
 use super::records::{run_samples, BenchRecorder};
 use crate::agent::model_call::chat_call;
 use crate::agent::ModelSource;

@@ -8,7 +8,6 @@ pub mod drafting;
 pub mod grammar;
 pub mod llamacpp;
 pub mod nestful;
-pub mod nestful_run;
 pub mod records;
 pub mod speed;
 pub mod tasks;

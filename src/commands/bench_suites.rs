@@ -43,7 +43,7 @@ impl Suite {
     pub fn summarise(self, records: &[Value]) -> Value {
         match self {
             Suite::Tasks => crate::bench::tasks::summarise(records),
-            Suite::Nestful => crate::bench::nestful_run::summarise(records),
+            Suite::Nestful => crate::bench::nestful::runner::summarise(records),
             Suite::Bfcl => crate::bench::bfcl_run::summarise(records),
         }
     }
@@ -53,7 +53,7 @@ impl Suite {
     pub fn rescore(self, record: Value) -> Value {
         match self {
             Suite::Tasks => record,
-            Suite::Nestful => crate::bench::nestful_run::rescore(record),
+            Suite::Nestful => crate::bench::nestful::runner::rescore(record),
             Suite::Bfcl => crate::bench::bfcl_run::rescore(record),
         }
     }
@@ -216,7 +216,7 @@ pub fn run_suite(suite: Suite, args: &SuiteArgs, pair: &Pair, reporter: &dyn Rep
                 run_task(task, &setup, &mut models as &mut dyn ModelSource)
             })?
         }
-        Suite::Nestful => crate::bench::nestful_run::run(args, &mut recorder, reporter, &mut models)?,
+        Suite::Nestful => crate::bench::nestful::runner::run(args, &mut recorder, reporter, &mut models)?,
         Suite::Bfcl => crate::bench::bfcl_run::run(args, &mut recorder, reporter, &mut models)?,
     };
     let mut model_ids = vec![model_record(&pair.planner, reporter)?];
