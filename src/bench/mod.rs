@@ -2,7 +2,6 @@
 //! BFCL single calls, end-to-end tasks) with their records, scorers and reports.
 
 pub mod bfcl;
-pub mod bfcl_run;
 pub mod chart;
 pub mod drafting;
 pub mod grammar;

@@ -44,7 +44,7 @@ impl Suite {
         match self {
             Suite::Tasks => crate::bench::tasks::summarise(records),
             Suite::Nestful => crate::bench::nestful::runner::summarise(records),
-            Suite::Bfcl => crate::bench::bfcl_run::summarise(records),
+            Suite::Bfcl => crate::bench::bfcl::runner::summarise(records),
         }
     }
 
@@ -54,7 +54,7 @@ impl Suite {
         match self {
             Suite::Tasks => record,
             Suite::Nestful => crate::bench::nestful::runner::rescore(record),
-            Suite::Bfcl => crate::bench::bfcl_run::rescore(record),
+            Suite::Bfcl => crate::bench::bfcl::runner::rescore(record),
         }
     }
 
@@ -217,7 +217,7 @@ pub fn run_suite(suite: Suite, args: &SuiteArgs, pair: &Pair, reporter: &dyn Rep
             })?
         }
         Suite::Nestful => crate::bench::nestful::runner::run(args, &mut recorder, reporter, &mut models)?,
-        Suite::Bfcl => crate::bench::bfcl_run::run(args, &mut recorder, reporter, &mut models)?,
+        Suite::Bfcl => crate::bench::bfcl::runner::run(args, &mut recorder, reporter, &mut models)?,
     };
     let mut model_ids = vec![model_record(&pair.planner, reporter)?];
     if pair.executor != pair.planner {
