@@ -887,7 +887,7 @@ fn plan_grammar_over_nestfuls_whole_catalogue_compiles() {
     let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/nestful");
     let catalogue = tandem::bench::nestful::load(&data).unwrap();
     assert!(catalogue.tools.len() >= 60, "{} tools", catalogue.tools.len());
-    let registry = tandem::bench::nestful_run::registry_of(&catalogue.tools).unwrap();
+    let registry = tandem::bench::nestful::runner::registry_of(&catalogue.tools).unwrap();
     let (tok, engine) = qwen();
     let spec = ConstraintSpec::JsonSchema(tandem::agent::schema::plan_json_schema(&registry));
     let mut matcher = engine.matcher(&spec).unwrap_or_else(|e| panic!("{e}"));

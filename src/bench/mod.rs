@@ -2,13 +2,11 @@
 //! BFCL single calls, end-to-end tasks) with their records, scorers and reports.
 
 pub mod bfcl;
-pub mod bfcl_run;
 pub mod chart;
 pub mod drafting;
 pub mod grammar;
 pub mod llamacpp;
 pub mod nestful;
-pub mod nestful_run;
 pub mod records;
 pub mod speed;
 pub mod suites;

@@ -43,8 +43,8 @@ impl Suite {
     pub fn summarise(self, records: &[Value]) -> Value {
         match self {
             Suite::Tasks => crate::bench::tasks::summarise(records),
-            Suite::Nestful => crate::bench::nestful_run::summarise(records),
-            Suite::Bfcl => crate::bench::bfcl_run::summarise(records),
+            Suite::Nestful => crate::bench::nestful::runner::summarise(records),
+            Suite::Bfcl => crate::bench::bfcl::runner::summarise(records),
         }
     }
 
@@ -53,8 +53,8 @@ impl Suite {
     pub fn rescore(self, record: Value) -> Value {
         match self {
             Suite::Tasks => record,
-            Suite::Nestful => crate::bench::nestful_run::rescore(record),
-            Suite::Bfcl => crate::bench::bfcl_run::rescore(record),
+            Suite::Nestful => crate::bench::nestful::runner::rescore(record),
+            Suite::Bfcl => crate::bench::bfcl::runner::rescore(record),
         }
     }
 
@@ -213,8 +213,8 @@ pub fn run_suite(suite: Suite, args: &SuiteSettings, pair: &Pair, reporter: &dyn
                 run_task(task, &setup, &mut models as &mut dyn ModelSource)
             })?
         }
-        Suite::Nestful => crate::bench::nestful_run::run(args, &mut recorder, reporter, &mut models)?,
-        Suite::Bfcl => crate::bench::bfcl_run::run(args, &mut recorder, reporter, &mut models)?,
+        Suite::Nestful => crate::bench::nestful::runner::run(args, &mut recorder, reporter, &mut models)?,
+        Suite::Bfcl => crate::bench::bfcl::runner::run(args, &mut recorder, reporter, &mut models)?,
     };
     let mut model_ids = vec![model_record(&pair.planner, reporter)?];
     if pair.executor != pair.planner {

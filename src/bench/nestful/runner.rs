@@ -7,14 +7,14 @@ use std::time::Instant;
 
 use serde_json::{json, Value};
 
-use super::nestful::{
+use super::{
     distractor_catalogue, load, plan_to_calls, score_sample, summarize, Call, Distractors, NestfulSample, NestfulTool,
     SampleScore,
 };
-use super::records::{run_samples, BenchRecorder};
 use crate::agent::model_call::chat_call;
 use crate::agent::planner::{system_prompt, write_plan};
 use crate::agent::{ModelSource, Plan};
+use crate::bench::records::{run_samples, BenchRecorder};
 use crate::llm::ChatMessage;
 use crate::progress::Reporter;
 use crate::settings::SuiteSettings;
@@ -181,7 +181,7 @@ pub fn summarise(records: &[Value]) -> Value {
         "full_sequence_accuracy": m.full_sequence_accuracy,
         "valid_plan_rate": valid / n,
         "errors": records.iter().filter(|r| r.get("error").is_some()).count(),
-        "median_seconds": super::median(&ms) / 1000.0,
+        "median_seconds": crate::bench::median(&ms) / 1000.0,
     })
 }
 

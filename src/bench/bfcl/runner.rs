@@ -6,11 +6,11 @@ use std::time::Instant;
 
 use serde_json::{json, Map, Value};
 
-use super::bfcl::{check, load, BfclCall, BfclCase, BfclCategory, BfclQuestion};
-use super::nestful_run::data_dir;
-use super::records::{run_samples, BenchRecorder};
+use super::{check, load, BfclCall, BfclCase, BfclCategory, BfclQuestion};
 use crate::agent::model_call::chat_call;
 use crate::agent::ModelSource;
+use crate::bench::nestful::runner::data_dir;
+use crate::bench::records::{run_samples, BenchRecorder};
 use crate::decode::constraint::ConstraintSpec;
 use crate::llm::ChatMessage;
 use crate::progress::Reporter;
@@ -138,6 +138,6 @@ pub fn summarise(records: &[Value]) -> Value {
     }
     let mut ms: Vec<f64> = records.iter().map(|r| r["ms"].as_f64().unwrap_or(0.0)).collect();
     ms.sort_by(f64::total_cmp);
-    summary.insert("median_seconds".into(), json!(super::median(&ms) / 1000.0));
+    summary.insert("median_seconds".into(), json!(crate::bench::median(&ms) / 1000.0));
     Value::Object(summary)
 }

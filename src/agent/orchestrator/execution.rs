@@ -1,0 +1,262 @@
+//! Executing steps: ready steps in rounds (tool calls on threads while model steps run here), references
+//! resolved, the executor writing text or filling arguments, and the execution record for replanning.
+
+use std::collections::HashSet;
+use std::time::Instant;
+
+use serde_json::{Map, Value};
+
+use super::judging::output_text;
+use super::{Agent, ApproveMode, Execution, Prepared, Stop};
+use crate::agent::events::Event;
+use crate::agent::executor::{fill_arguments, write_text};
+use crate::agent::plan::{Plan, Step};
+use crate::agent::refs::{coerce_to_schema, resolve_args, value_text};
+use crate::agent::runs::{call_key, RunState};
+use crate::tools::{Llm, ToolError};
+use crate::Result;
+
+impl Agent<'_> {
+    /// Runs the plan's remaining steps, ready ones together, until all are done, one fails, or the run stops.
+    pub(super) fn execute(&mut self, plan: &Plan) -> Result<Execution> {
+        loop {
+            let done: HashSet<String> = self.state.outputs.keys().cloned().collect();
+            if plan.steps.iter().all(|s| done.contains(&s.id)) {
+                return Ok(Execution::Complete);
+            }
+            let ready: Vec<Step> = plan.ready_steps(&done).into_iter().cloned().collect();
+            if ready.is_empty() {
+                return Ok(Execution::Failed(
+                    "No step can run: every remaining step waits for one that cannot.".into(),
+                ));
+            }
+            if let Some(stop) = self.spent_budget(ready.len()) {
+                return Ok(Execution::Stopped(stop));
+            }
+            match self.run_round(plan, &ready)? {
+                Some(Ok(failure)) => return Ok(Execution::Failed(self.execution_record(plan, &failure))),
+                Some(Err(stop)) => return Ok(Execution::Stopped(stop)),
+                None => {}
+            }
+        }
+    }
+
+    /// Runs one round of ready steps: tool calls on threads while the model steps run here. Returns the first
+    /// failure (`Ok`) or a stop (`Err`), or `None` when every step succeeded.
+    fn run_round(&mut self, plan: &Plan, ready: &[Step]) -> Result<Option<std::result::Result<String, Stop>>> {
+        let version = plan.version;
+        let mut direct = Vec::new();
+        let mut model_steps = Vec::new();
+        let mut failure = None;
+        for step in ready {
+            self.emit(Event::StepStarted { version, step: step.id.clone(), tool: step.tool.clone() })?;
+            match self.prepare(step) {
+                Ok(Prepared::Cached(args, output)) => {
+                    self.finish_step(version, step, args, Ok(output), 0, "cache")?;
+                }
+                Ok(Prepared::Direct(args)) => direct.push((step.clone(), args)),
+                Ok(other) => model_steps.push((step.clone(), other)),
+                Err(e) => {
+                    let error = e.to_string();
+                    self.finish_step(version, step, Map::new(), Err(error.clone()), 0, "tool")?;
+                    failure.get_or_insert(format!("step {} failed: {error}", step.id));
+                }
+            }
+        }
+        if self.settings.approve == ApproveMode::Steps.name() {
+            for (step, args) in &direct {
+                if let Some(stop) = self.approve_step(version, step, args)? {
+                    return Ok(Some(Err(stop)));
+                }
+            }
+        }
+        for (step, args) in &direct {
+            self.emit(Event::ToolCall { version, step: step.id.clone(), tool: step.tool.clone(), args: args.clone() })?;
+        }
+        let registry = self.registry;
+        let context = self.context;
+        let results: Vec<(std::result::Result<Value, ToolError>, u64)> = std::thread::scope(|scope| {
+            let handles: Vec<_> = direct
+                .iter()
+                .map(|(step, args)| {
+                    scope.spawn(move || {
+                        let started = Instant::now();
+                        let result = registry.call(&step.tool, &Value::Object(args.clone()), context);
+                        (result, started.elapsed().as_millis() as u64)
+                    })
+                })
+                .collect();
+            // Model steps run on this thread meanwhile; their errors are kept until the tools are joined.
+            let model_result = self.run_model_steps(version, &model_steps, &mut failure);
+            let results = handles.into_iter().map(|h| h.join().expect("a tool thread panicked")).collect();
+            model_result.map(|()| results)
+        })?;
+        for ((step, args), (result, ms)) in direct.into_iter().zip(results) {
+            let outcome = match result {
+                Ok(output) => self.judge(&step.tool, output),
+                Err(e) => Err(e),
+            };
+            match outcome {
+                Ok(output) => self.finish_step(version, &step, args, Ok(output), ms, "tool")?,
+                Err(e) if retryable(&e) && !step.references().is_empty() && failure.is_none() => {
+                    // A reference brought text the tool cannot take: the executor pulls the value out of it.
+                    let problem = e.to_string();
+                    self.finish_step(version, &step, args.clone(), Err(problem.clone()), ms, "tool")?;
+                    self.run_model_steps(version, &[(step.clone(), Prepared::Fill(args, problem))], &mut failure)?;
+                }
+                Err(e) => {
+                    let error = e.to_string();
+                    self.finish_step(version, &step, args, Err(error.clone()), ms, "tool")?;
+                    failure.get_or_insert(format!("step {} failed: {error}", step.id));
+                }
+            }
+        }
+        Ok(failure.map(Ok))
+    }
+
+    /// Resolves a step's references and decides who runs it.
+    fn prepare(&self, step: &Step) -> Result<Prepared> {
+        let spec = self.registry.spec(&step.tool).ok_or_else(|| ToolError::UnknownTool {
+            name: step.tool.clone(),
+            known: self.registry.names().join(", "),
+        })?;
+        let resolved = resolve_args(step, &self.state.outputs)?;
+        let args = match coerce_to_schema(Value::Object(resolved), &spec.args_schema) {
+            Value::Object(map) => map,
+            _ => unreachable!("coercing an object keeps it an object"),
+        };
+        if spec.needs_model {
+            return Ok(Prepared::Text(args));
+        }
+        let problems = self.registry.arg_errors(&step.tool, &Value::Object(args.clone()))?;
+        if !problems.is_empty() {
+            let text = problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
+            return Ok(Prepared::Fill(args, text));
+        }
+        if let Some(output) = self.state.call_cache.get(&call_key(&step.tool, &args)) {
+            return Ok(Prepared::Cached(args, output.clone()));
+        }
+        Ok(Prepared::Direct(args))
+    }
+
+    /// Runs steps that need the executor model, one after another; the first failure lands in `failure`.
+    fn run_model_steps(
+        &mut self,
+        version: u32,
+        steps: &[(Step, Prepared)],
+        failure: &mut Option<String>,
+    ) -> Result<()> {
+        for (step, prepared) in steps {
+            let started = Instant::now();
+            let result = match prepared {
+                Prepared::Text(args) => self.run_text_step(version, step, args),
+                Prepared::Fill(args, problem) => self.run_fill_step(version, step, args, problem),
+                Prepared::Direct(_) | Prepared::Cached(..) => {
+                    unreachable!("tool steps do not reach the executor")
+                }
+            };
+            let ms = started.elapsed().as_millis() as u64;
+            let args = match prepared {
+                Prepared::Text(a) | Prepared::Fill(a, _) | Prepared::Direct(a) | Prepared::Cached(a, _) => a.clone(),
+            };
+            match result {
+                Ok((args, output)) => self.finish_step(version, step, args, Ok(output), ms, "executor")?,
+                Err(e) => {
+                    let error = e.to_string();
+                    self.finish_step(version, step, args, Err(error.clone()), ms, "executor")?;
+                    failure.get_or_insert(format!("step {} failed: {error}", step.id));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn run_text_step(
+        &mut self,
+        version: u32,
+        step: &Step,
+        args: &Map<String, Value>,
+    ) -> Result<(Map<String, Value>, Value)> {
+        let prompt =
+            with_unreferenced_inputs(step, &args.get("prompt").map(value_text).unwrap_or_default(), &self.state);
+        let tokens = self.settings.executor_tokens;
+        let model = self.models.executor()?;
+        let written = write_text(model, &prompt, tokens);
+        self.log_model_loads()?;
+        let (text, usage) = written?;
+        self.emit(Event::ExecutorCall { version, step: step.id.clone(), purpose: "text".into(), usage })?;
+        let output = self.judge(Llm::NAME, serde_json::json!({ "text": text }))?;
+        Ok((args.clone(), output))
+    }
+
+    fn run_fill_step(
+        &mut self,
+        version: u32,
+        step: &Step,
+        args: &Map<String, Value>,
+        problem: &str,
+    ) -> Result<(Map<String, Value>, Value)> {
+        let spec = self.registry.spec(&step.tool).cloned().ok_or_else(|| ToolError::UnknownTool {
+            name: step.tool.clone(),
+            known: self.registry.names().join(", "),
+        })?;
+        let tokens = self.settings.executor_tokens;
+        let model = self.models.executor()?;
+        let filled = fill_arguments(model, step, &spec, args, problem, tokens);
+        self.log_model_loads()?;
+        let (call, usage) = filled?;
+        self.emit(Event::ExecutorCall { version, step: step.id.clone(), purpose: "arguments".into(), usage })?;
+        if self.settings.approve == ApproveMode::Steps.name() {
+            if let Some(stop) = self.approve_step(version, step, &call.args)? {
+                return Err(crate::Error::Usage(stop.detail));
+            }
+        }
+        self.emit(Event::ToolCall {
+            version,
+            step: step.id.clone(),
+            tool: call.tool.clone(),
+            args: call.args.clone(),
+        })?;
+        let output = self.registry.call(&call.tool, &Value::Object(call.args.clone()), self.context)?;
+        Ok((call.args, self.judge(&call.tool, output)?))
+    }
+
+    /// The execution record the planner sees when it revises: what ran, what came out, what failed.
+    fn execution_record(&self, plan: &Plan, failure: &str) -> String {
+        let mut lines = vec![format!("Running that plan: {failure}.")];
+        for step in &plan.steps {
+            if let Some(output) = self.state.outputs.get(&step.id) {
+                lines.push(format!("- {} ({}) succeeded with output {}", step.id, step.tool, output));
+            }
+        }
+        lines.push(
+            "Write a corrected plan for the whole goal. You may write the outputs above as literal values; a step \
+             with the same tool and arguments as one that succeeded is not run again."
+                .into(),
+        );
+        lines.join("\n")
+    }
+}
+
+/// Tool errors that better arguments might fix.
+fn retryable(error: &ToolError) -> bool {
+    matches!(error, ToolError::InvalidArgs { .. } | ToolError::Calculation { .. })
+}
+
+/// The prompt of an `llm` step, followed by the outputs of steps it depends on but does not reference: small
+/// planners often write "summarise the file" after a `read_file` step without `$s1.content$`, and the
+/// dependency says what they meant.
+fn with_unreferenced_inputs(step: &Step, prompt: &str, state: &RunState) -> String {
+    let referenced: HashSet<String> = step.references().into_iter().map(|r| r.step).collect();
+    let inputs: Vec<String> = step
+        .dependencies()
+        .into_iter()
+        .filter(|dep| !referenced.contains(dep))
+        .filter_map(|dep| state.outputs.get(&dep).map(output_text))
+        .collect();
+    if inputs.is_empty() {
+        prompt.to_string()
+    } else {
+        format!("{prompt}\n\nInput:\n{}", inputs.join("\n\n"))
+    }
+}

@@ -1,0 +1,113 @@
+//! The model's building blocks: a layer's weights, stacked projections, the token table, and the residual-stream
+//! steps (add and norm, gated SiLU) that run on our fused GPU kernels where they can.
+
+use candle_core::{Module, Tensor, D};
+
+use super::gpu;
+use crate::kernels::QLinear;
+use crate::llm::mapped_rows::MappedRows;
+use crate::Result;
+
+/// `x += delta` (when there is one), then `x`'s RMS norm scaled by `weight`: with `ours`, one launch on the GPU.
+pub(super) fn add_and_norm(
+    x: &mut Tensor,
+    delta: Option<Tensor>,
+    weight: &Tensor,
+    eps: f32,
+    ours: bool,
+) -> Result<Tensor> {
+    if let (true, Some(delta)) = (ours, &delta) {
+        if let Some((sum, normed)) = gpu::add_rms_norm(x, delta, weight, eps)? {
+            *x = sum;
+            return Ok(normed);
+        }
+    }
+    if let Some(delta) = delta {
+        *x = (&*x + delta)?;
+    }
+    Ok(candle_nn::ops::rms_norm(x, weight, eps)?)
+}
+
+/// `silu(gate) * up`: with `ours`, one launch on the GPU.
+fn gated_silu(gate: &Tensor, up: &Tensor, ours: bool) -> Result<Tensor> {
+    if ours {
+        if let Some(product) = gpu::silu_mul(gate, up)? {
+            return Ok(product);
+        }
+    }
+    Ok((candle_nn::ops::silu(gate)? * up)?)
+}
+
+pub(super) struct Layer {
+    pub(super) attn_norm: Tensor,
+    /// The query, key and value projections (with their biases), stacked where their types allow.
+    pub(super) qkv: StackedLinear,
+    pub(super) wo: QLinear,
+    pub(super) ffn_norm: Tensor,
+    /// The gate and up projections, stacked where their types allow.
+    pub(super) gate_up: StackedLinear,
+    pub(super) down: QLinear,
+}
+
+impl Layer {
+    /// The feed-forward block's output for its normed input `h`: gated SiLU, then the down projection.
+    pub(super) fn feed_forward(&self, h: &Tensor, ours: bool) -> Result<Tensor> {
+        let [gate, up]: [Tensor; 2] = self.gate_up.forward(h)?.try_into().map_err(|_| parts_error("gate/up"))?;
+        Ok(self.down.forward(&gated_silu(&gate, &up, ours)?)?)
+    }
+}
+
+/// Linear layers that read the same input; on a GPU, consecutive ones of the same type and width are stacked into
+/// one matrix, so one matmul's launches replace several. Each output row is computed exactly as the separate
+/// layer would, so results do not change.
+pub(super) struct StackedLinear {
+    /// Each group: the (stacked) layer, its bias (stacked likewise), and the output width of each part.
+    pub(super) groups: Vec<(QLinear, Option<Tensor>, Vec<usize>)>,
+}
+
+impl StackedLinear {
+    /// The layers, for load reports and checks.
+    pub(super) fn linears(&self) -> impl Iterator<Item = &QLinear> {
+        self.groups.iter().map(|(linear, _, _)| linear)
+    }
+
+    /// Every part's output `[.., width]`, in the order the parts were given.
+    pub(super) fn forward(&self, x: &Tensor) -> Result<Vec<Tensor>> {
+        let mut outputs = Vec::new();
+        for (linear, bias, widths) in &self.groups {
+            let mut y = linear.forward(x)?;
+            if let Some(bias) = bias {
+                y = y.broadcast_add(bias)?;
+            }
+            let mut offset = 0;
+            for &width in widths {
+                outputs.push(if widths.len() == 1 { y.clone() } else { y.narrow(D::Minus1, offset, width)? });
+                offset += width;
+            }
+        }
+        Ok(outputs)
+    }
+}
+
+/// Where token embeddings are looked up.
+pub(super) enum TokenTable {
+    /// Rows read from the mapped file on demand: an untied table on the CPU.
+    Mapped(MappedRows),
+    /// A loaded matrix: tied to the output projection, or on a GPU.
+    Loaded(QLinear),
+}
+
+impl TokenTable {
+    /// Rows picked by `ids` as f32, shape `ids.dims() ++ [hidden]`.
+    pub(super) fn lookup(&self, ids: &Tensor) -> Result<Tensor> {
+        match self {
+            Self::Mapped(rows) => Ok(rows.lookup(ids)?),
+            Self::Loaded(table) => table.embedding(ids),
+        }
+    }
+}
+
+/// A stacked projection returned another number of parts than the model has (a bug, not bad input).
+pub(super) fn parts_error(what: &str) -> candle_core::Error {
+    candle_core::Error::Msg(format!("the {what} projection returned the wrong number of parts"))
+}
