@@ -55,7 +55,7 @@ fn run_with(
     let registry = ToolRegistry::builtins(&context);
     let mut settings = RunSettings::new("no-planner-needed", "no-executor-needed", &scratch.workspace());
     settings.allow_write = true;
-    settings.approve = approve.into();
+    settings.approve = tandem::settings::Approval::from_name(approve).unwrap();
     settings.max_replans = 0;
     let (_, dir) = RunsDir::new(scratch.path("runs")).create_run().unwrap();
     let log = EventLog::create(&dir).unwrap();

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::plan::Plan;
+use crate::settings::{Approval, Budgets, Mode, SHELL_TIMEOUT_S};
 use crate::{Error, Result};
 
 /// The settings a run was started with: enough to resume it the same way.
@@ -19,8 +20,8 @@ pub struct RunSettings {
     pub planner: String,
     /// Executor model id or path.
     pub executor: String,
-    /// `plan-ahead` or `step`.
-    pub mode: String,
+    /// How the planner works (`plan-ahead` or `step` in the log).
+    pub mode: Mode,
     /// Workspace directory (absolute).
     pub workspace: PathBuf,
     /// Whether `write_file` was offered.
@@ -46,37 +47,38 @@ pub struct RunSettings {
     pub executor_tokens: usize,
     /// Sampling seed (decoding is greedy; recorded so a sampled run could be replayed).
     pub seed: u64,
-    /// `none`, `plan` or `steps`.
-    pub approve: String,
+    /// What a human approves (`none`, `plan` or `steps` in the log).
+    pub approve: Approval,
 }
 
 impl RunSettings {
     /// The command line's defaults: plan-ahead, no approval, writes and shell off, 2 replans, 24 steps, 6000
     /// tokens, 900 s.
     pub fn new(planner: &str, executor: &str, workspace: &Path) -> Self {
+        let budgets = Budgets::default();
         Self {
             planner: planner.into(),
             executor: executor.into(),
-            mode: "plan-ahead".into(),
+            mode: Mode::PlanAhead,
             workspace: workspace.to_path_buf(),
             allow_write: false,
             allow_shell: Vec::new(),
             shell_timeout_s: default_shell_timeout(),
             tools_file: None,
-            max_replans: 2,
-            max_steps: 24,
-            max_tokens: 6000,
-            max_seconds: 900,
-            plan_tokens: 768,
-            executor_tokens: 256,
+            max_replans: budgets.max_replans,
+            max_steps: budgets.max_steps,
+            max_tokens: budgets.max_tokens,
+            max_seconds: budgets.max_seconds,
+            plan_tokens: budgets.plan_tokens,
+            executor_tokens: budgets.executor_tokens,
             seed: 0,
-            approve: "none".into(),
+            approve: Approval::None,
         }
     }
 }
 
 fn default_shell_timeout() -> u64 {
-    10
+    SHELL_TIMEOUT_S
 }
 
 /// How a plan revision came about.

@@ -19,10 +19,8 @@ pub mod validate;
 pub use events::{Event, EventLog, PlanOrigin, Record, RunSettings, StopReason};
 pub use issues::{IssueKind, PlanError, PlanIssue};
 pub use models::{LazyModels, ModelSource, SharedModels};
-pub use orchestrator::{
-    Agent, ApproveMode, Approver, AutoApprove, Mode, NoObserver, Observer, PlanDecision, RunOutcome,
-};
-pub use plan::{refs_in, Plan, Step};
-pub use refs::{coerce_to_schema, parse_reference, resolve_args, Reference};
+pub use orchestrator::{Agent, Approval, Approver, AutoApprove, Mode, NoObserver, Observer, PlanDecision, RunOutcome};
+pub use plan::{refs_in, resolve_args, Plan, Step};
+pub use refs::{coerce_to_schema, parse_reference, Reference};
 pub use runs::{default_runs_dir, RunState, RunsDir};
 pub use schema::{plan_json_schema, plan_json_schema_with, PlanSchemaOptions};

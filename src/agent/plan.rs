@@ -4,13 +4,13 @@
 //! `s1`, `s2`, … in order (see [`super::schema`]). Dependencies point to earlier steps; references in arguments
 //! (see [`super::refs`]) count as dependencies.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 pub use super::issues::PlanError;
-use super::refs::{references_in, Reference};
+use super::refs::{references_in, resolve_value, Reference};
 use crate::tools::ToolRegistry;
 
 /// A plan: what the planner writes, versioned when revised.
@@ -109,4 +109,11 @@ impl Plan {
 /// Every reference in a step's arguments, in document order.
 pub fn refs_in(step: &Step) -> Vec<Reference> {
     step.args.values().flat_map(references_in).collect()
+}
+
+/// The step's arguments with every reference replaced by the referenced output (`outputs` maps step ids to
+/// their outputs). Whole-string references keep the value's JSON type; embedded ones become text; `$$` becomes
+/// `$`.
+pub fn resolve_args(step: &Step, outputs: &HashMap<String, Value>) -> Result<Map<String, Value>, PlanError> {
+    step.args.iter().map(|(k, v)| Ok((k.clone(), resolve_value(&step.id, v, outputs)?))).collect()
 }

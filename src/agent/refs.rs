@@ -18,10 +18,9 @@
 
 use std::collections::HashMap;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::issues::PlanError;
-use super::plan::Step;
 
 /// One reference found in an argument.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -210,13 +209,6 @@ pub fn resolve_value(step: &str, value: &Value, outputs: &HashMap<String, Value>
         ),
         other => other.clone(),
     })
-}
-
-/// The step's arguments with every reference replaced by the referenced output (`outputs` maps step ids to
-/// their outputs). Whole-string references keep the value's JSON type; embedded ones become text; `$$` becomes
-/// `$`.
-pub fn resolve_args(step: &Step, outputs: &HashMap<String, Value>) -> Result<Map<String, Value>, PlanError> {
-    step.args.iter().map(|(k, v)| Ok((k.clone(), resolve_value(&step.id, v, outputs)?))).collect()
 }
 
 /// The JSON types a schema admits through its `type` keyword (empty when it does not say).

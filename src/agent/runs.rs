@@ -9,6 +9,7 @@ use serde_json::Value;
 use super::events::{read_log, Event, EventLog, LogContents, ModelUsage, PlanOrigin, Record, RunSettings, StopReason};
 use super::plan::Plan;
 use super::planner::Revision;
+use crate::settings::Approval;
 use crate::{Error, Result};
 
 /// `$TANDEM_RUNS_DIR`, else `$XDG_DATA_HOME/tandem/runs`, else `~/.local/share/tandem/runs`.
@@ -195,14 +196,14 @@ impl RunState {
         match &record.event {
             Event::RunStarted { goal, settings } => {
                 self.goal = goal.clone();
-                self.plan_approved = settings.approve != "plan";
+                self.plan_approved = settings.approve != Approval::Plan;
                 self.settings = Some(settings.clone());
             }
             Event::PlanWritten { plan, usage, origin, .. } => {
                 // Step mode grows one plan a step at a time: its outputs stay valid.
                 if *origin != PlanOrigin::NextStep {
                     self.outputs.clear();
-                    self.plan_approved = self.settings.as_ref().is_none_or(|s| s.approve != "plan");
+                    self.plan_approved = self.settings.as_ref().is_none_or(|s| s.approve != Approval::Plan);
                 }
                 self.plan = Some(plan.clone());
                 if let Some(usage) = usage {

@@ -144,7 +144,7 @@ pub fn run_task(task: &Task, setup: &TaskSetup, models: &mut dyn ModelSource) ->
     std::fs::create_dir_all(&run_dir).map_err(|e| Error::io(format!("creating {}", run_dir.display()), e))?;
     let mut settings = RunSettings::new(setup.planner, setup.executor, &workspace);
     settings.allow_write = task.allow_write;
-    settings.mode = setup.mode.name().into();
+    settings.mode = setup.mode;
     settings.max_seconds = 300;
     let started = Instant::now();
     let mut approver = AutoApprove;

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use crate::agent::batch::{read_goals, BatchGoal, BatchRecord, BatchResults, BatchSummary, GoalLine};
 use crate::agent::events::EventLog;
-use crate::agent::{Agent, ApproveMode, AutoApprove, LazyModels, NoObserver, RunOutcome, RunsDir};
+use crate::agent::{Agent, Approval, AutoApprove, LazyModels, NoObserver, RunOutcome, RunsDir};
 use crate::cli::BatchArgs;
 use crate::commands::run::{run_settings, runner_models};
 use crate::commands::run_view::clip;
@@ -72,7 +72,7 @@ pub fn run(args: BatchArgs, reporter: &dyn Reporter) -> Result<()> {
                 store.resolve(&args.agent.executor, reporter)?;
             }
         }
-        let settings = run_settings(&args.agent, &context, ApproveMode::None);
+        let settings = run_settings(&args.agent, &context, Approval::None);
         let models = runner_models(&settings, &args.runner, reporter)?;
         let goals_dir = args.goals.parent().map(Path::to_path_buf).unwrap_or_default();
         let batch = Batch { args: &args, context, registry, runs: open_runs_dir(&args.runner.runs), goals_dir };
@@ -232,7 +232,7 @@ fn attempt(
             (&own.0, &own.1)
         }
     };
-    let settings = run_settings(&batch.args.agent, context, ApproveMode::None);
+    let settings = run_settings(&batch.args.agent, context, Approval::None);
     let (id, dir) = batch.runs.create_run()?;
     *run = Some((id, dir.clone()));
     let log = EventLog::create(&dir)?;

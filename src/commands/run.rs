@@ -5,7 +5,7 @@ use std::io::IsTerminal;
 use std::path::Path;
 
 use crate::agent::events::{EventLog, RunSettings};
-use crate::agent::{Agent, ApproveMode, Approver, AutoApprove, LazyModels, Plan, RunOutcome, StopReason};
+use crate::agent::{Agent, Approval, Approver, AutoApprove, LazyModels, Plan, RunOutcome, StopReason};
 use crate::cli::{AgentArgs, ResumeArgs, RunArgs, RunnerArgs};
 use crate::commands::run_view::{TerminalApprover, TerminalObserver};
 use crate::commands::runs::{open_runs_dir, run_summary};
@@ -13,7 +13,6 @@ use crate::commands::toolbox;
 use crate::decode::Speculation;
 use crate::llm::{select_device, LoadOptions};
 use crate::progress::Reporter;
-use crate::settings::Approval;
 use crate::tools::ToolContext;
 use crate::{Error, Result};
 
@@ -30,11 +29,7 @@ pub fn run(args: RunArgs, reporter: &dyn Reporter, quiet: bool) -> Result<()> {
             return Err(Error::Usage("give a goal (tandem run \"...\") or a plan file (--plan FILE)".into()))
         }
     };
-    let approve = match args.approve {
-        None | Some(Approval::None) => ApproveMode::None,
-        Some(Approval::Plan) => ApproveMode::Plan,
-        Some(Approval::Steps) => ApproveMode::Steps,
-    };
+    let approve = args.approve.unwrap_or_default();
     check_can_ask(approve, args.yes)?;
     let (context, registry) = toolbox::build_tools(&args.agent.tools)?;
     let settings = run_settings(&args.agent, &context, approve);
@@ -54,12 +49,12 @@ pub fn run(args: RunArgs, reporter: &dyn Reporter, quiet: bool) -> Result<()> {
 
 /// The settings a run starts with: models, mode, tool policy and budgets from the flags, the workspace and shell
 /// allowlist as the tool context resolved them.
-pub fn run_settings(args: &AgentArgs, context: &ToolContext, approve: ApproveMode) -> RunSettings {
+pub fn run_settings(args: &AgentArgs, context: &ToolContext, approve: Approval) -> RunSettings {
     let budgets = args.budgets();
     RunSettings {
         planner: args.planner.clone(),
         executor: args.executor.clone(),
-        mode: args.mode.name().into(),
+        mode: args.mode,
         workspace: context.workspace.root().to_path_buf(),
         allow_write: context.allow_write,
         allow_shell: context.shell_allowlist.clone(),
@@ -72,7 +67,7 @@ pub fn run_settings(args: &AgentArgs, context: &ToolContext, approve: ApproveMod
         plan_tokens: budgets.plan_tokens,
         executor_tokens: budgets.executor_tokens,
         seed: 0,
-        approve: approve.name().into(),
+        approve,
     }
 }
 
@@ -109,7 +104,7 @@ pub fn resume(args: ResumeArgs, reporter: &dyn Reporter, quiet: bool) -> Result<
     }
     let settings =
         state.settings.clone().ok_or_else(|| Error::Usage(format!("run {id} has no settings in its log")))?;
-    let approve = ApproveMode::from_name(&settings.approve).unwrap_or_default();
+    let approve = settings.approve;
     check_can_ask(approve, args.yes)?;
     let (context, registry) = toolbox::build(
         &settings.workspace,
@@ -136,8 +131,8 @@ fn read_plan(path: &Path) -> Result<Plan> {
 }
 
 /// Approval needs someone to ask: a terminal on stdin, or `--yes`.
-fn check_can_ask(approve: ApproveMode, yes: bool) -> Result<()> {
-    if approve != ApproveMode::None && !yes && !std::io::stdin().is_terminal() {
+fn check_can_ask(approve: Approval, yes: bool) -> Result<()> {
+    if approve != Approval::None && !yes && !std::io::stdin().is_terminal() {
         return Err(Error::Usage(format!(
             "--approve {} asks on a terminal, but stdin is not one: run it in a terminal, or add --yes to approve \
              automatically (approvals are still logged)",

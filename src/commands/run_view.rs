@@ -49,7 +49,7 @@ pub fn describe(event: &Event) -> Option<String> {
             "run started: \"{goal}\" (planner {}, executor {}, mode {}, workspace {})",
             settings.planner,
             settings.executor,
-            settings.mode,
+            settings.mode.name(),
             settings.workspace.display()
         ),
         Event::ModelLoaded { role, id, sha256, ms, .. } => {

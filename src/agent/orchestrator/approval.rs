@@ -5,6 +5,7 @@ use serde_json::{Map, Value};
 use super::{Agent, Stop};
 use crate::agent::events::{Event, StopReason};
 use crate::agent::plan::{Plan, Step};
+pub use crate::settings::Approval;
 use crate::Result;
 
 /// A human's verdict on a plan.
@@ -41,39 +42,6 @@ impl Approver for AutoApprove {
     }
     fn name(&self) -> &str {
         "--yes"
-    }
-}
-
-/// What the run asks approval for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ApproveMode {
-    /// Nothing: run as planned.
-    #[default]
-    None,
-    /// Each plan revision, before it runs.
-    Plan,
-    /// Each tool call.
-    Steps,
-}
-
-impl ApproveMode {
-    /// The name used in settings.
-    pub fn name(self) -> &'static str {
-        match self {
-            ApproveMode::None => "none",
-            ApproveMode::Plan => "plan",
-            ApproveMode::Steps => "steps",
-        }
-    }
-
-    /// Parses [`ApproveMode::name`].
-    pub fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "none" => Some(ApproveMode::None),
-            "plan" => Some(ApproveMode::Plan),
-            "steps" => Some(ApproveMode::Steps),
-            _ => None,
-        }
     }
 }
 

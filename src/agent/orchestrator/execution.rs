@@ -7,11 +7,12 @@ use std::time::Instant;
 use serde_json::{Map, Value};
 
 use super::judging::output_text;
-use super::{Agent, ApproveMode, Execution, Prepared, Stop};
+use super::{Agent, Approval, Execution, Prepared, Stop};
 use crate::agent::events::Event;
 use crate::agent::executor::{fill_arguments, write_text};
+use crate::agent::plan::resolve_args;
 use crate::agent::plan::{Plan, Step};
-use crate::agent::refs::{coerce_to_schema, resolve_args, value_text};
+use crate::agent::refs::{coerce_to_schema, value_text};
 use crate::agent::runs::{call_key, RunState};
 use crate::tools::{Llm, ToolError};
 use crate::Result;
@@ -63,7 +64,7 @@ impl Agent<'_> {
                 }
             }
         }
-        if self.settings.approve == ApproveMode::Steps.name() {
+        if self.settings.approve == Approval::Steps {
             for (step, args) in &direct {
                 if let Some(stop) = self.approve_step(version, step, args)? {
                     return Ok(Some(Err(stop)));
@@ -206,7 +207,7 @@ impl Agent<'_> {
         self.log_model_loads()?;
         let (call, usage) = filled?;
         self.emit(Event::ExecutorCall { version, step: step.id.clone(), purpose: "arguments".into(), usage })?;
-        if self.settings.approve == ApproveMode::Steps.name() {
+        if self.settings.approve == Approval::Steps {
             if let Some(stop) = self.approve_step(version, step, &call.args)? {
                 return Err(crate::Error::Usage(stop.detail));
             }

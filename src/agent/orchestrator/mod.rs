@@ -16,43 +16,15 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 
-pub use self::approval::{ApproveMode, Approver, AutoApprove, PlanDecision};
+pub use self::approval::{Approval, Approver, AutoApprove, PlanDecision};
 pub use self::judging::final_answer;
 use super::events::{Event, EventLog, Record, RunSettings, StopReason};
 use super::models::ModelSource;
 use super::plan::Plan;
 use super::runs::RunState;
+pub use crate::settings::Mode;
 use crate::tools::{ToolContext, ToolRegistry};
 use crate::Result;
-
-/// How the planner works.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Mode {
-    /// The whole plan first; a new revision after a failure.
-    #[default]
-    PlanAhead,
-    /// One step at a time, each chosen after seeing the observations so far.
-    Step,
-}
-
-impl Mode {
-    /// The name used in settings and on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            Mode::PlanAhead => "plan-ahead",
-            Mode::Step => "step",
-        }
-    }
-
-    /// Parses [`Mode::name`].
-    pub fn from_name(name: &str) -> Option<Self> {
-        match name {
-            "plan-ahead" => Some(Mode::PlanAhead),
-            "step" => Some(Mode::Step),
-            _ => None,
-        }
-    }
-}
 
 /// Sees every event as it is logged (the terminal's live view).
 pub trait Observer {
@@ -194,7 +166,7 @@ impl<'a> Agent<'a> {
 
     /// Runs to the end: from a given plan, from the plan in the log (resume), or from the planner.
     pub fn run(mut self, given_plan: Option<Plan>) -> Result<RunOutcome> {
-        let ended = match Mode::from_name(&self.settings.mode).unwrap_or_default() {
+        let ended = match self.settings.mode {
             Mode::PlanAhead => self.plan_ahead(given_plan),
             Mode::Step => self.step_mode(given_plan),
         };

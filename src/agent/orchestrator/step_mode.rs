@@ -7,9 +7,9 @@ use serde_json::Value;
 use super::judging::{final_answer, output_text};
 use super::{Agent, Execution, Stop};
 use crate::agent::events::{Event, ModelUsage, PlanOrigin, StopReason};
+use crate::agent::plan::resolve_args;
 use crate::agent::plan::{Plan, Step};
 use crate::agent::planner::{next_move, NextMove};
-use crate::agent::refs::resolve_args;
 use crate::agent::runs::call_key;
 use crate::Result;
 
