@@ -31,8 +31,33 @@ pub enum Error {
     },
     #[error("invalid input file {path}: {message}")]
     InvalidInput { path: PathBuf, message: String },
+    /// The command line asks for something that cannot be done as asked: a missing or conflicting argument, a
+    /// flag value out of range, a feature this build lacks. Exit code 2.
     #[error("{0}")]
     Usage(String),
+    /// A run cannot be found, resumed or locked, or its log lacks what resuming needs.
+    #[error("{0}")]
+    Run(String),
+    /// A model cannot serve the request: no chat template, one sequence only, no such device.
+    #[error("{0}")]
+    Model(String),
+    /// The agent's models produced something that cannot be used (an invalid plan or call), or a human stopped
+    /// a step.
+    #[error("{0}")]
+    Agent(String),
+    /// A benchmark's data, records or peer program are missing, unreadable or failed.
+    #[error("{0}")]
+    Bench(String),
+    /// A value could not be written as JSON (a bug: please report it with the command that showed it).
+    #[error("encoding {what} as JSON: {source}")]
+    Encode {
+        what: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// Something that should not happen did (a bug: please report it with the command and `-vv` log).
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 /// Shorthand used across the library.
@@ -42,5 +67,20 @@ impl Error {
     /// Wraps an I/O error with a sentence saying what was being done.
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
         Error::Io { context: context.into(), source }
+    }
+
+    /// Wraps a JSON encoding error with what was being encoded.
+    pub fn encode(what: &'static str) -> impl FnOnce(serde_json::Error) -> Self {
+        move |source| Error::Encode { what, source }
+    }
+
+    /// The process exit code for this error: 2 for usage errors (what the user asked for, including input files
+    /// that cannot be used), 1 for everything else. A run that stops before finishing is not an error: it exits 3
+    /// (see `commands::Outcome`).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::Usage(_) | Error::InvalidInput { .. } => 2,
+            _ => 1,
+        }
     }
 }

@@ -20,12 +20,18 @@ fn main() -> ExitCode {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    // Exit codes (docs/cli.md): 0 done, 1 error, 2 usage error, 3 a run stopped before finishing.
     match tandem::commands::run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(outcome) => {
+            if let tandem::commands::Outcome::Stopped(why) = &outcome {
+                eprintln!("stopped: {why}");
+            }
+            ExitCode::from(outcome.exit_code())
+        }
         Err(error) => {
             // Every error's message already names its cause and what to do.
             eprintln!("error: {error}");
-            ExitCode::FAILURE
+            ExitCode::from(error.exit_code())
         }
     }
 }

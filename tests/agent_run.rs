@@ -191,7 +191,7 @@ fn approval_without_a_terminal_needs_yes() {
         "plan",
     ];
     let refused = scratch.tandem(&args);
-    assert!(!refused.status.success());
+    assert_eq!(refused.status.code(), Some(2), "a usage error exits 2");
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(stderr.contains("--yes") && stderr.contains("terminal"), "{stderr}");
     assert!(!ws.join("out.txt").exists());
@@ -220,7 +220,7 @@ fn path_escape_is_refused_and_recorded() {
         "--max-replans",
         "0",
     ]);
-    assert!(!output.status.success());
+    assert_eq!(output.status.code(), Some(3), "a run that stops before finishing exits 3");
     assert_eq!(json["stop"], "budget", "no replans were allowed: {json}");
     let error = json["steps"][0]["error"].as_str().unwrap();
     assert!(error.contains("outside the workspace"), "{error}");
@@ -238,7 +238,7 @@ fn step_budget_stops_with_the_reason() {
             {"id": "s3", "tool": "calculator", "args": {"expression": "3+3"}}]}"#,
     );
     let (json, output) = scratch.tandem_json(&["run", "--plan", plan_path.to_str().unwrap(), "--max-steps", "2"]);
-    assert!(!output.status.success());
+    assert_eq!(output.status.code(), Some(3), "a run that stops on its budget exits 3");
     assert_eq!(json["stop"], "budget");
     assert!(json["detail"].as_str().unwrap().contains("--max-steps"), "{json}");
     // s1 and s3 are independent and ran in the first round; s2 would have been the third step.
@@ -335,7 +335,7 @@ fn killed_run_resumes_without_rerunning_completed_steps() {
 
     // A finished run is not resumed again.
     let again = scratch.tandem(&["resume", "latest"]);
-    assert!(!again.status.success());
+    assert_eq!(again.status.code(), Some(1), "an error exits 1");
     assert!(String::from_utf8_lossy(&again.stderr).contains("already finished"));
 }
 
@@ -357,4 +357,14 @@ fn torn_last_line_is_reported_and_skipped() {
     let state = RunState::replay(&contents.records);
     assert_eq!(state.status(), "done");
     assert_eq!(state.steps_run, 2);
+}
+
+#[test]
+fn a_run_without_a_goal_or_plan_is_a_usage_error() {
+    let scratch = Scratch::new();
+    let output = scratch.tandem(&["run"]);
+    assert_eq!(output.status.code(), Some(2), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--plan FILE"));
+    let unknown = scratch.tandem(&["run", "goal", "--no-such-flag"]);
+    assert_eq!(unknown.status.code(), Some(2), "clap's own usage errors exit 2 as well");
 }

@@ -225,7 +225,7 @@ fn malformed_lines_are_recorded_with_file_and_line_without_a_model() {
     let goals = scratch.write("goals.jsonl", "# nothing to run here\nnot json\n{\"goal\": \"\"}\n");
     let out = scratch.path("results.jsonl");
     let output = batch(&scratch, &goals, &out, &[]);
-    assert!(!output.status.success(), "malformed lines fail the batch");
+    assert_eq!(output.status.code(), Some(3), "malformed lines fail the batch: goals that did not finish exit 3");
     let stderr = String::from_utf8_lossy(&output.stderr);
     let json = summary(&output);
     assert_eq!((json["done"].as_u64(), json["failed"].as_u64(), json["skipped"].as_u64()), (Some(0), Some(2), Some(0)));

@@ -314,7 +314,7 @@ impl BatchResults {
         let deadline = std::time::Instant::now() + Duration::from_secs(2);
         while file.try_lock_exclusive().is_err() {
             if std::time::Instant::now() >= deadline {
-                return Err(Error::Usage(format!(
+                return Err(Error::Run(format!(
                     "{} is being written by another `tandem batch`; wait for it to end",
                     path.display()
                 )));
@@ -348,7 +348,7 @@ impl BatchResults {
 
     /// Appends one record and syncs it to disk before returning.
     pub fn append(&mut self, record: &BatchRecord) -> Result<()> {
-        let mut line = serde_json::to_vec(record).map_err(|e| Error::Usage(format!("encoding a result: {e}")))?;
+        let mut line = serde_json::to_vec(record).map_err(Error::encode("a batch result"))?;
         line.push(b'\n');
         self.file.write_all(&line).map_err(|e| Error::io(format!("writing {}", self.path.display()), e))?;
         self.file.sync_data().map_err(|e| Error::io(format!("syncing {}", self.path.display()), e))?;

@@ -326,7 +326,7 @@ impl EventLog {
     /// Appends one event and flushes it to disk before returning.
     pub fn append(&mut self, event: Event) -> Result<Record> {
         let record = Record { seq: self.next_seq, at_ms: now_ms(), event };
-        let mut line = serde_json::to_vec(&record).map_err(|e| Error::Usage(format!("encoding an event: {e}")))?;
+        let mut line = serde_json::to_vec(&record).map_err(Error::encode("a log event"))?;
         line.push(b'\n');
         let io = |e| Error::io(format!("writing {}", self.path.display()), e);
         self.file.write_all(&line).map_err(io)?;

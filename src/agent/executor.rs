@@ -106,7 +106,7 @@ pub fn fill_arguments(
     let schema = ConstraintSpec::JsonSchema(call_schema(spec));
     let (text, usage) = chat(model, &messages, Some(&schema), max_tokens)?;
     let call: ExecutorCall = serde_json::from_str(&text).map_err(|e| {
-        Error::Usage(format!("the executor's call for step '{}' is not valid JSON ({e}): {text}", step.id))
+        Error::Agent(format!("the executor's call for step '{}' is not valid JSON ({e}): {text}", step.id))
     })?;
     enforce_step_tool(step, &call)?;
     Ok((call, usage))

@@ -20,7 +20,7 @@ pub fn chat_call(
     let template = model
         .chat_template
         .as_ref()
-        .ok_or_else(|| Error::Usage(format!("the {role} model has no chat template; choose an instruct model")))?;
+        .ok_or_else(|| Error::Model(format!("the {role} model has no chat template; choose an instruct model")))?;
     let prompt = template.render(messages, None, true)?;
     let tokens = model.tokenizer.encode(&prompt, model.tokenizer.add_bos_by_default())?;
     let mut matcher = match spec {

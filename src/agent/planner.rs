@@ -59,7 +59,7 @@ fn render_prompt(name: &str, source: &str, registry: &ToolRegistry) -> Result<St
         })
         .collect();
     let mut env = Environment::new();
-    let fail = |e: minijinja::Error| Error::Usage(format!("prompt template {name}: {e}"));
+    let fail = |e: minijinja::Error| Error::Internal(format!("prompt template {name}: {e}"));
     env.add_template(name, source).map_err(fail)?;
     let template = env.get_template(name).map_err(fail)?;
     template.render(minijinja::context! { tools => tools, tool_names => registry.names() }).map_err(fail)

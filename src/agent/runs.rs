@@ -55,7 +55,7 @@ impl RunsDir {
                 Err(e) => return Err(Error::io(format!("creating {}", dir.display()), e)),
             }
         }
-        Err(Error::Usage(format!("could not pick a fresh run id under {}", self.root.display())))
+        Err(Error::Run(format!("could not pick a fresh run id under {}", self.root.display())))
     }
 
     /// The directory of a run given its id or a unique prefix of it (`latest` for the newest run).
@@ -65,13 +65,13 @@ impl RunsDir {
             return ids
                 .last()
                 .map(|last| (last.clone(), self.root.join(last)))
-                .ok_or_else(|| Error::Usage(format!("no runs yet under {}", self.root.display())));
+                .ok_or_else(|| Error::Run(format!("no runs yet under {}", self.root.display())));
         }
         let matches: Vec<&String> = ids.iter().filter(|candidate| candidate.starts_with(id)).collect();
         match matches.as_slice() {
             [one] => Ok(((*one).clone(), self.root.join(one))),
-            [] => Err(Error::Usage(format!("no run '{id}' under {} (see `tandem runs list`)", self.root.display()))),
-            many => Err(Error::Usage(format!(
+            [] => Err(Error::Run(format!("no run '{id}' under {} (see `tandem runs list`)", self.root.display()))),
+            many => Err(Error::Run(format!(
                 "'{id}' matches {} runs ({}); give more of the id",
                 many.len(),
                 many.iter().take(5).map(|s| s.as_str()).collect::<Vec<_>>().join(", ")

@@ -92,7 +92,7 @@ pub fn measure(path: &Path, device: &Device, load: &LoadOptions, repeats: usize)
     let engine = model.grammar_engine()?;
     let engine_build_ms = started.elapsed().as_secs_f64() * 1e3;
     let schema: serde_json::Value =
-        serde_json::from_str(PLAN_SCHEMA).map_err(|e| crate::Error::Usage(format!("built-in plan schema: {e}")))?;
+        serde_json::from_str(PLAN_SCHEMA).map_err(|e| crate::Error::Internal(format!("built-in plan schema: {e}")))?;
     let spec = ConstraintSpec::JsonSchema(schema);
     let compiles: Vec<f64> = (0..5)
         .map(|_| engine.matcher_uncached(&spec).map(|m| m.stats().compile_time.as_secs_f64() * 1e3))
@@ -101,8 +101,10 @@ pub fn measure(path: &Path, device: &Device, load: &LoadOptions, repeats: usize)
     masks.sort();
     let mean = masks.iter().sum::<Duration>().as_secs_f64() / masks.len().max(1) as f64;
 
-    let template =
-        model.chat_template.as_ref().ok_or_else(|| crate::Error::Usage("the model has no chat template".into()))?;
+    let template = model
+        .chat_template
+        .as_ref()
+        .ok_or_else(|| crate::Error::Model("the model has no chat template: choose an instruct model".into()))?;
     let prompt = template.render(&[ChatMessage::user(PLAN_PROMPT)], None, true)?;
     let tokens = model.tokenizer.encode(&prompt, model.tokenizer.add_bos_by_default())?;
     // Warm-up: the first forward pass rearranges weights.
@@ -137,7 +139,7 @@ pub fn measure(path: &Path, device: &Device, load: &LoadOptions, repeats: usize)
         unconstrained_s.push(started.elapsed().as_secs_f64());
         last = Some((out, matcher.stats()));
     }
-    let (out, stats) = last.ok_or_else(|| crate::Error::Usage("no repetition ran".into()))?;
+    let (out, stats) = last.ok_or_else(|| crate::Error::Internal("no repetition ran".into()))?;
     let constrained = median(&constrained_s);
     let unconstrained = median(&unconstrained_s);
     Ok(GrammarReport {

@@ -98,7 +98,7 @@ fn invoke(bin: &Path, model: &Path, args: &[String]) -> Result<(String, Option<u
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| {
-            Error::Usage(format!(
+            Error::Bench(format!(
                 "could not run {}: {e}; build it with scripts/build-llama-bench.sh, or pass the path of a llama-bench",
                 bin.display()
             ))
@@ -122,7 +122,7 @@ fn invoke(bin: &Path, model: &Path, args: &[String]) -> Result<(String, Option<u
         if let Some(hwm) = process_peak_rss_bytes(&child.id().to_string()) {
             peak = Some(hwm);
         }
-        let exited = child.try_wait().map_err(|e| Error::Usage(format!("waiting for {}: {e}", bin.display())))?;
+        let exited = child.try_wait().map_err(|e| Error::Bench(format!("waiting for {}: {e}", bin.display())))?;
         if let Some(status) = exited {
             break status;
         }
@@ -133,7 +133,7 @@ fn invoke(bin: &Path, model: &Path, args: &[String]) -> Result<(String, Option<u
     if !status.success() {
         let tail: Vec<&str> = stderr.lines().rev().take(5).collect();
         let tail: Vec<&str> = tail.into_iter().rev().collect();
-        return Err(Error::Usage(format!("{} failed ({status}):\n{}", bin.display(), tail.join("\n"))));
+        return Err(Error::Bench(format!("{} failed ({status}):\n{}", bin.display(), tail.join("\n"))));
     }
     Ok((stdout, peak))
 }
@@ -146,9 +146,9 @@ pub fn parse_llama_bench_json(json: &str, prefill: usize, decode: usize) -> Resu
 /// The tok/s of the test with `n_prompt` prompt and `n_gen` new tokens in `llama-bench -o json` output.
 fn rate(json: &str, n_prompt: usize, n_gen: usize) -> Result<f64> {
     let rows: Vec<BenchRow> = serde_json::from_str(json.trim())
-        .map_err(|e| Error::Usage(format!("llama-bench printed something other than its JSON report: {e}")))?;
+        .map_err(|e| Error::Bench(format!("llama-bench printed something other than its JSON report: {e}")))?;
     rows.iter().find(|r| r.n_prompt == n_prompt && r.n_gen == n_gen).map(|r| r.avg_ts).ok_or_else(|| {
-        Error::Usage(format!("llama-bench's report has no test with {n_prompt} prompt and {n_gen} new tokens"))
+        Error::Bench(format!("llama-bench's report has no test with {n_prompt} prompt and {n_gen} new tokens"))
     })
 }
 

@@ -66,7 +66,7 @@ impl BenchRecorder {
     /// Appends one record (it must have a `sample` field) and syncs it.
     pub fn append(&mut self, record: &Value) -> Result<()> {
         let path = self.dir.join(Self::SAMPLES);
-        let mut line = serde_json::to_vec(record).map_err(|e| Error::Usage(format!("encoding a record: {e}")))?;
+        let mut line = serde_json::to_vec(record).map_err(Error::encode("a benchmark record"))?;
         line.push(b'\n');
         self.file.write_all(&line).map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
         self.file.sync_data().map_err(|e| Error::io(format!("syncing {}", path.display()), e))?;

@@ -154,7 +154,7 @@ pub fn measure(path: &Path, device: &Device, settings: &SpeedSettings, reporter:
         last_model = Some(model);
     }
     progress.finish();
-    let model = last_model.ok_or_else(|| crate::Error::Usage("no repetition ran".into()))?;
+    let model = last_model.ok_or_else(|| crate::Error::Internal("no repetition ran".into()))?;
     Ok(SpeedReport {
         model: path.display().to_string(),
         file_size: model.info.file_size,
@@ -184,7 +184,7 @@ pub fn measure(path: &Path, device: &Device, settings: &SpeedSettings, reporter:
 fn decode_together(model: &mut Model, n: usize, context: &[u32], tokens: usize) -> Result<f64> {
     let architecture = model.info.architecture.clone();
     let multi = model.weights.multi_sequence().ok_or_else(|| {
-        crate::Error::Usage(format!("{architecture} keeps one sequence: --sequences needs a qwen2 model"))
+        crate::Error::Model(format!("{architecture} keeps one sequence: --sequences needs a qwen2 model"))
     })?;
     let ids: Vec<SequenceId> = (0..n.max(1)).map(|_| multi.open_sequence()).collect();
     let result = (|| {

@@ -117,7 +117,7 @@ fn recorder(args: &SuiteSettings, name: &str) -> Result<BenchRecorder> {
     match &args.resume {
         Some(dir) => {
             if !dir.join(BenchRecorder::SAMPLES).exists() {
-                return Err(Error::Usage(format!("{} holds no benchmark records to resume", dir.display())));
+                return Err(Error::Bench(format!("{} holds no benchmark records to resume", dir.display())));
             }
             BenchRecorder::open(dir)
         }
@@ -142,7 +142,7 @@ fn write_summary(
         "finished_unix_ms": crate::agent::events::now_ms(),
         "summary": summary,
     });
-    let text = serde_json::to_string_pretty(&document).map_err(|e| Error::Usage(e.to_string()))?;
+    let text = serde_json::to_string_pretty(&document).map_err(Error::encode("the summary"))?;
     recorder.write("summary.json", &text)?;
     let markdown = markdown_table(suite, &[(pair.clone(), summary.clone())]);
     recorder.write("summary.md", &markdown)?;
@@ -250,7 +250,7 @@ pub fn rescore(dir: &Path) -> Result<()> {
         .or_else(|| dir.file_name()?.to_str()?.split('-').next().map(str::to_string))
         .unwrap_or_default();
     let suite = Suite::from_name(&suite_name).ok_or_else(|| {
-        Error::Usage(format!("cannot tell which suite {} holds (no summary.json, unknown name)", dir.display()))
+        Error::Bench(format!("cannot tell which suite {} holds (no summary.json, unknown name)", dir.display()))
     })?;
     let recorder = BenchRecorder::open(dir)?;
     let (records, bad) = recorder.records()?;
@@ -259,7 +259,7 @@ pub fn rescore(dir: &Path) -> Result<()> {
     }
     let records: Vec<Value> = records.into_iter().map(|r| suite.rescore(r)).collect();
     let summary = suite.summarise(&records);
-    println!("{}", serde_json::to_string_pretty(&summary).map_err(|e| Error::Usage(e.to_string()))?);
+    println!("{}", serde_json::to_string_pretty(&summary).map_err(Error::encode("the summary"))?);
     Ok(())
 }
 
@@ -331,7 +331,7 @@ pub fn pairs(args: &PairsSettings, reporter: &dyn Reporter) -> Result<()> {
         .iter()
         .map(|(p, s, d)| json!({"planner": p.planner, "executor": p.executor, "mode": p.mode, "summary": s, "run_dir": d}))
         .collect();
-    report.write("summary.json", &serde_json::to_string_pretty(&document).map_err(|e| Error::Usage(e.to_string()))?)?;
+    report.write("summary.json", &serde_json::to_string_pretty(&document).map_err(Error::encode("the summary"))?)?;
     let points: Vec<crate::bench::chart::Point> = rows
         .iter()
         .map(|(p, s, _)| crate::bench::chart::Point {

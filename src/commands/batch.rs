@@ -14,6 +14,7 @@ use crate::commands::run::{run_settings, runner_models};
 use crate::commands::run_view::clip;
 use crate::commands::runs::open_runs_dir;
 use crate::commands::toolbox;
+use crate::commands::Outcome;
 use crate::progress::{Progress, ProgressUnit, Reporter};
 use crate::store::ModelStore;
 use crate::tools::{ToolContext, ToolRegistry};
@@ -30,7 +31,7 @@ struct Batch<'a> {
 }
 
 /// Runs `tandem batch`.
-pub fn run(args: BatchArgs, reporter: &dyn Reporter) -> Result<()> {
+pub fn run(args: BatchArgs, reporter: &dyn Reporter) -> Result<Outcome> {
     let started = Instant::now();
     if std::path::absolute(&args.goals).ok() == std::path::absolute(&args.out).ok() {
         return Err(Error::Usage(format!(
@@ -134,17 +135,17 @@ pub fn run(args: BatchArgs, reporter: &dyn Reporter) -> Result<()> {
     summary.finish(started.elapsed());
     eprintln!("{}", summary_text(&summary));
     if args.runner.json {
-        println!("{}", serde_json::to_string(&summary).map_err(|e| Error::Usage(e.to_string()))?);
+        println!("{}", serde_json::to_string(&summary).map_err(Error::encode("the batch summary"))?);
     }
     if summary.failed > 0 {
-        return Err(Error::Usage(format!(
+        return Ok(Outcome::Stopped(format!(
             "{} of {} goal(s) did not finish; their records in {} say why (--retry-failed runs them again)",
             summary.failed,
             summary.done + summary.failed,
             args.out.display()
         )));
     }
-    Ok(())
+    Ok(Outcome::Done)
 }
 
 /// The batch's records so far, shared by the goals in flight.

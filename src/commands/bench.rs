@@ -45,7 +45,7 @@ fn grammar(args: GrammarBenchArgs, reporter: &dyn Reporter) -> Result<()> {
     let (path, device) = prepare_model(&args.model, reporter)?;
     let r = crate::bench::grammar::measure(&path, &device, &load_options(&args.model), args.repeats)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&r).map_err(|e| Error::Usage(e.to_string()))?);
+        println!("{}", serde_json::to_string_pretty(&r).map_err(Error::encode("the report"))?);
         return Ok(());
     }
     println!("model                 {}", args.model.model);
@@ -70,7 +70,7 @@ fn drafts(args: DraftsArgs, reporter: &dyn Reporter) -> Result<()> {
     let peer = args.vs_llamacpp.as_deref();
     let r = crate::bench::drafting::measure(&path, &device, &load_options(&args.model), args.repeats, peer, reporter)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&r).map_err(|e| Error::Usage(e.to_string()))?);
+        println!("{}", serde_json::to_string_pretty(&r).map_err(Error::encode("the report"))?);
         return Ok(());
     }
     println!("model     {} ({} threads)", args.model.model, r.threads);
@@ -128,7 +128,7 @@ fn speed_vs_llamacpp(
     use crate::bench::llamacpp::{run_llama_bench, PeerDevice};
     use crate::bench::median;
     if !peer.is_file() {
-        return Err(Error::Usage(format!(
+        return Err(Error::Bench(format!(
             "no llama-bench at {}: build one with scripts/build-llama-bench.sh (prints its path)",
             peer.display()
         )));
@@ -161,7 +161,7 @@ fn speed_vs_llamacpp(
     let their_rss = mib(theirs.iter().filter_map(|r| r.peak_rss_bytes).max());
     if args.json {
         let json = serde_json::json!({ "tandem": ours, "llama_cpp": theirs, "threads": threads });
-        println!("{}", serde_json::to_string_pretty(&json).map_err(|e| Error::Usage(e.to_string()))?);
+        println!("{}", serde_json::to_string_pretty(&json).map_err(Error::encode("the report"))?);
         return Ok(());
     }
     println!(
@@ -197,7 +197,7 @@ fn speed(args: SpeedArgs, reporter: &dyn Reporter) -> Result<()> {
     }
     let report = measure(&path, &device, &settings, reporter)?;
     if args.json {
-        let json = serde_json::to_string_pretty(&report).map_err(|e| Error::Usage(e.to_string()))?;
+        let json = serde_json::to_string_pretty(&report).map_err(Error::encode("the report"))?;
         println!("{json}");
         return Ok(());
     }

@@ -62,7 +62,7 @@ pub fn run(args: GenerateArgs, reporter: &dyn Reporter) -> Result<()> {
     let mut model = load_model(&args.model, reporter)?;
     let text = if args.chat {
         let template = model.chat_template.as_ref().ok_or_else(|| {
-            Error::Usage(format!(
+            Error::Model(format!(
                 "{} has no chat template (a base model?): drop --chat to complete raw text",
                 model.info.path.display()
             ))

@@ -14,7 +14,7 @@ pub fn run(args: PlanArgs, reporter: &dyn Reporter) -> Result<()> {
     reporter.message(&format!("planning with {} …", args.model));
     let outcome = write_plan(&mut model, &args.goal, &registry, args.max_tokens)?;
     if args.json {
-        let json = serde_json::to_string_pretty(&outcome.plan).map_err(|e| Error::Usage(e.to_string()))?;
+        let json = serde_json::to_string_pretty(&outcome.plan).map_err(Error::encode("the plan"))?;
         println!("{json}");
     } else {
         println!("Plan for: {}", outcome.plan.goal);
@@ -40,7 +40,7 @@ pub fn run(args: PlanArgs, reporter: &dyn Reporter) -> Result<()> {
     ));
     if !outcome.issues.is_empty() {
         let list: Vec<String> = outcome.issues.iter().map(|i| format!("  - {i}")).collect();
-        return Err(Error::Usage(format!("the plan does not validate:\n{}", list.join("\n"))));
+        return Err(Error::Agent(format!("the plan does not validate:\n{}", list.join("\n"))));
     }
     Ok(())
 }

@@ -10,6 +10,7 @@ use crate::cli::{AgentArgs, ResumeArgs, RunArgs, RunnerArgs};
 use crate::commands::run_view::{TerminalApprover, TerminalObserver};
 use crate::commands::runs::{open_runs_dir, run_summary};
 use crate::commands::toolbox;
+use crate::commands::Outcome;
 use crate::decode::Speculation;
 use crate::llm::{select_device, LoadOptions};
 use crate::progress::Reporter;
@@ -17,7 +18,7 @@ use crate::tools::ToolContext;
 use crate::{Error, Result};
 
 /// Runs `tandem run`.
-pub fn run(args: RunArgs, reporter: &dyn Reporter, quiet: bool) -> Result<()> {
+pub fn run(args: RunArgs, reporter: &dyn Reporter, quiet: bool) -> Result<Outcome> {
     let given_plan = match &args.plan {
         Some(path) => Some(read_plan(path)?),
         None => None,
@@ -88,7 +89,7 @@ pub fn runner_models<'r>(
 }
 
 /// Runs `tandem resume`.
-pub fn resume(args: ResumeArgs, reporter: &dyn Reporter, quiet: bool) -> Result<()> {
+pub fn resume(args: ResumeArgs, reporter: &dyn Reporter, quiet: bool) -> Result<Outcome> {
     let runs = open_runs_dir(&args.runner.runs);
     let (id, dir) = runs.find(&args.id)?;
     let _lock = lock_run(&dir)?;
@@ -98,12 +99,11 @@ pub fn resume(args: ResumeArgs, reporter: &dyn Reporter, quiet: bool) -> Result<
     }
     let state = crate::agent::RunState::replay(&contents.records);
     if let Some((stop, detail)) = &state.finished {
-        return Err(Error::Usage(format!(
+        return Err(Error::Run(format!(
             "run {id} already finished ({stop}: {detail}); `tandem runs show {id}` shows it, `tandem run` starts a new one"
         )));
     }
-    let settings =
-        state.settings.clone().ok_or_else(|| Error::Usage(format!("run {id} has no settings in its log")))?;
+    let settings = state.settings.clone().ok_or_else(|| Error::Run(format!("run {id} has no settings in its log")))?;
     let approve = settings.approve;
     check_can_ask(approve, args.yes)?;
     let (context, registry) = toolbox::build(
@@ -161,15 +161,16 @@ fn lock_run(dir: &Path) -> Result<std::fs::File> {
         .open(&path)
         .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
     file.try_lock_exclusive()
-        .map_err(|_| Error::Usage(format!("run {} is being run by another process", dir.display())))?;
+        .map_err(|_| Error::Run(format!("run {} is being run by another process", dir.display())))?;
     Ok(file)
 }
 
-/// Prints the outcome: the answer last on stdout (or one JSON object); a run that did not finish is an error.
-fn finish(id: &str, dir: &Path, outcome: &RunOutcome, json: bool) -> Result<()> {
+/// Prints the outcome: the answer last on stdout (or one JSON object, whose `stop` says why it ended); a run that
+/// did not finish is `Outcome::Stopped`.
+fn finish(id: &str, dir: &Path, outcome: &RunOutcome, json: bool) -> Result<Outcome> {
     if json {
         let summary = run_summary(id, dir)?;
-        println!("{}", serde_json::to_string_pretty(&summary).map_err(|e| Error::Usage(e.to_string()))?);
+        println!("{}", serde_json::to_string_pretty(&summary).map_err(Error::encode("the run summary"))?);
     } else {
         let p = &outcome.state.planner;
         let e = &outcome.state.executor;
@@ -190,8 +191,8 @@ fn finish(id: &str, dir: &Path, outcome: &RunOutcome, json: bool) -> Result<()> 
         }
     }
     match outcome.stop {
-        StopReason::Done => Ok(()),
-        stop => Err(Error::Usage(format!(
+        StopReason::Done => Ok(Outcome::Done),
+        stop => Ok(Outcome::Stopped(format!(
             "the run stopped ({stop}): {} — `tandem runs show {id}` has the record",
             outcome.detail
         ))),

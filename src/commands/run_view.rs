@@ -189,7 +189,7 @@ fn ask(question: &str) -> Result<String> {
 
 impl TerminalApprover {
     fn edit(&self, plan: &Plan) -> Result<Option<Plan>> {
-        let text = serde_json::to_string_pretty(plan).map_err(|e| Error::Usage(e.to_string()))?;
+        let text = serde_json::to_string_pretty(plan).map_err(Error::encode("the plan"))?;
         std::fs::write(&self.edit_file, text)
             .map_err(|e| Error::io(format!("writing {}", self.edit_file.display()), e))?;
         let editor = std::env::var("VISUAL").or_else(|_| std::env::var("EDITOR")).unwrap_or_else(|_| "vi".into());

@@ -25,7 +25,7 @@ pub fn run(command: RunsCommand) -> Result<()> {
             let (id, dir) = runs.find(&id)?;
             if json {
                 let summary = run_summary(&id, &dir)?;
-                println!("{}", serde_json::to_string_pretty(&summary).map_err(|e| Error::Usage(e.to_string()))?);
+                println!("{}", serde_json::to_string_pretty(&summary).map_err(Error::encode("the run summary"))?);
                 Ok(())
             } else {
                 show(&id, &dir)

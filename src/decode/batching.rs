@@ -109,7 +109,7 @@ impl SharedModel {
     /// Moves `model`'s network to a thread of its own. Fails for architectures that keep one sequence.
     pub fn start(mut model: Model) -> Result<Self> {
         if model.weights.multi_sequence().is_none() {
-            return Err(Error::Usage(format!(
+            return Err(Error::Model(format!(
                 "{} ({}) keeps one sequence, so generations cannot share its passes; run one goal at a time \
                  (--parallel 1)",
                 model.info.path.display(),
@@ -182,7 +182,7 @@ impl SharedModel {
 }
 
 fn thread_gone() -> Error {
-    Error::Usage("the model's batching thread has stopped (see the error logged before this one)".into())
+    Error::Internal("the model's batching thread has stopped (see the error logged before this one)".into())
 }
 
 /// The model's thread: runs calls as they come and forward requests in batched passes, until every sender is gone.

@@ -209,7 +209,7 @@ impl Agent<'_> {
         self.emit(Event::ExecutorCall { version, step: step.id.clone(), purpose: "arguments".into(), usage })?;
         if self.settings.approve == Approval::Steps {
             if let Some(stop) = self.approve_step(version, step, &call.args)? {
-                return Err(crate::Error::Usage(stop.detail));
+                return Err(crate::Error::Agent(stop.detail));
             }
         }
         self.emit(Event::ToolCall {

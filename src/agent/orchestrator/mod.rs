@@ -150,7 +150,7 @@ impl<'a> Agent<'a> {
         let settings = state
             .settings
             .clone()
-            .ok_or_else(|| crate::Error::Usage("the run's log has no settings (no run_started event)".into()))?;
+            .ok_or_else(|| crate::Error::Run("the run's log has no settings (no run_started event)".into()))?;
         let mut agent =
             Self { registry, context, models, approver, observer, log, state, settings, started: Instant::now() };
         let mut completed: Vec<String> = agent.state.outputs.keys().cloned().collect();

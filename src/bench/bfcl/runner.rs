@@ -63,7 +63,7 @@ pub fn run(
             let known: Vec<&str> = CATEGORIES.iter().map(|c| c.name()).collect();
             Error::Usage(format!("unknown BFCL category '{name}' (known: {})", known.join(", ")))
         })?;
-        let set = load(&dir, category).map_err(|e| Error::Usage(e.to_string()))?;
+        let set = load(&dir, category).map_err(|e| Error::Bench(e.to_string()))?;
         for issue in &set.skipped {
             reporter.message(&format!("skipped: {issue}"));
         }

@@ -34,7 +34,7 @@ pub fn data_dir(given: Option<&Path>, name: &str) -> Result<PathBuf> {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data").join(name),
     ];
     candidates.iter().find(|d| d.is_dir()).cloned().ok_or_else(|| {
-        Error::Usage(format!("no {name} data found at ../shared/data/{name}; give its directory with --data DIR"))
+        Error::Bench(format!("no {name} data found at ../shared/data/{name}; give its directory with --data DIR"))
     })
 }
 
@@ -46,7 +46,7 @@ pub fn file_ending(dir: &Path, suffix: &str) -> Result<PathBuf> {
         .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(suffix)))
         .collect();
     found.sort();
-    found.into_iter().next().ok_or_else(|| Error::Usage(format!("no *{suffix} file in {}", dir.display())))
+    found.into_iter().next().ok_or_else(|| Error::Bench(format!("no *{suffix} file in {}", dir.display())))
 }
 
 /// `all` → the whole catalogue; `gold+K` → gold tools and K distractors.
@@ -89,7 +89,7 @@ pub fn run(
     models: &mut dyn ModelSource,
 ) -> Result<Vec<Value>> {
     let dir = data_dir(args.data.as_deref(), "nestful")?;
-    let data = load(&dir).map_err(|e| Error::Usage(e.to_string()))?;
+    let data = load(&dir).map_err(|e| Error::Bench(e.to_string()))?;
     for issue in data.skipped.iter().chain(&data.warnings) {
         reporter.message(&format!("data: {issue}"));
     }
@@ -99,7 +99,7 @@ pub fn run(
     let tools = data.tools;
     run_samples(&chosen, recorder, reporter, "nestful", |sample| {
         let catalogue =
-            distractor_catalogue(sample, &tools, distractors, args.seed).map_err(|e| Error::Usage(e.to_string()))?;
+            distractor_catalogue(sample, &tools, distractors, args.seed).map_err(|e| Error::Bench(e.to_string()))?;
         let names: Vec<String> = catalogue.iter().map(|t| t.name.clone()).collect();
         let started = Instant::now();
         let base = json!({"sample": sample.index, "input": sample.input, "catalogue": names, "grammar": !args.no_grammar,
