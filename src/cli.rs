@@ -4,7 +4,10 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::settings::{self, Approval, Budgets, Compute, DeviceKind, Drafting, Mode, SuiteSettings};
+use crate::settings::{
+    self, AgentSettings, Approval, BatchSettings, Budgets, Compute, DeviceKind, Drafting, Mode, RunnerSettings,
+    SuiteSettings, ToolSettings,
+};
 
 /// Tandem: a planner–executor agent that runs entirely on local models.
 ///
@@ -307,7 +310,31 @@ pub struct AgentArgs {
     pub executor_tokens: usize,
 }
 
+impl ToolArgs {
+    /// The settings these flags give.
+    pub fn settings(&self) -> ToolSettings {
+        ToolSettings {
+            workspace: self.workspace.clone(),
+            allow_write: self.allow_write,
+            allow_shell: self.allow_shell.clone(),
+            shell_timeout_s: self.shell_timeout,
+            tools_file: self.tools.clone(),
+        }
+    }
+}
+
 impl AgentArgs {
+    /// The settings these flags give.
+    pub fn settings(&self) -> AgentSettings {
+        AgentSettings {
+            planner: self.planner.clone(),
+            executor: self.executor.clone(),
+            mode: self.mode,
+            tools: self.tools.settings(),
+            budgets: self.budgets(),
+        }
+    }
+
     /// The budgets these flags set.
     pub fn budgets(&self) -> Budgets {
         Budgets {
@@ -404,6 +431,32 @@ pub struct RunnerArgs {
     /// the planner's and executor's long shared prompt openings already computed.
     #[arg(long)]
     pub no_prefix_store: bool,
+}
+
+impl RunnerArgs {
+    /// The settings these flags give.
+    pub fn settings(&self) -> RunnerSettings {
+        RunnerSettings {
+            compute: self.compute.settings(),
+            runs_dir: self.runs.runs_dir.clone(),
+            drafting: self.speculate.drafting(),
+            prefix_store: !self.no_prefix_store,
+        }
+    }
+}
+
+impl BatchArgs {
+    /// The settings these flags give.
+    pub fn settings(&self) -> BatchSettings {
+        BatchSettings {
+            goals: self.goals.clone(),
+            out: self.out.clone(),
+            retry_failed: self.retry_failed,
+            parallel: usize::from(self.parallel),
+            agent: self.agent.settings(),
+            runner: self.runner.settings(),
+        }
+    }
 }
 
 /// `tandem runs …`.

@@ -43,3 +43,13 @@ impl Reporter for SilentReporter {
     }
     fn message(&self, _text: &str) {}
 }
+
+/// Shortens text to `max` characters on one line.
+pub fn clip(text: &str, max: usize) -> String {
+    let flat = text.replace('\n', " ");
+    if flat.chars().count() <= max {
+        flat
+    } else {
+        format!("{}…", flat.chars().take(max.saturating_sub(1)).collect::<String>())
+    }
+}

@@ -189,3 +189,88 @@ pub struct SuiteSettings {
     /// Where the models compute.
     pub compute: Compute,
 }
+
+/// Which tools a run offers, and the policy they run under (the library's side of the tool flags).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolSettings {
+    /// Directory the file tools and commands are confined to.
+    pub workspace: PathBuf,
+    /// Offer the write_file tool.
+    pub allow_write: bool,
+    /// Offer the shell tool, allowed to run only these programs.
+    pub allow_shell: Vec<String>,
+    /// Time limit of one shell command, in seconds.
+    pub shell_timeout_s: u64,
+    /// A TOML file of user tools.
+    pub tools_file: Option<PathBuf>,
+}
+
+impl Default for ToolSettings {
+    fn default() -> Self {
+        Self {
+            workspace: PathBuf::from("."),
+            allow_write: false,
+            allow_shell: Vec::new(),
+            shell_timeout_s: SHELL_TIMEOUT_S,
+            tools_file: None,
+        }
+    }
+}
+
+/// What a run plans with and within: the models, the planner's mode, the tools and the budgets (shared by `run`
+/// and `batch`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentSettings {
+    /// The planner: a model id or a .gguf path.
+    pub planner: String,
+    /// The executor: a model id or a .gguf path.
+    pub executor: String,
+    /// How the planner works.
+    pub mode: Mode,
+    /// The tools and their policy.
+    pub tools: ToolSettings,
+    /// The run's limits.
+    pub budgets: Budgets,
+}
+
+impl Default for AgentSettings {
+    fn default() -> Self {
+        Self {
+            planner: DEFAULT_PLANNER.into(),
+            executor: DEFAULT_EXECUTOR.into(),
+            mode: Mode::default(),
+            tools: ToolSettings::default(),
+            budgets: Budgets::default(),
+        }
+    }
+}
+
+/// Where a run computes and is logged (shared by `run`, `resume` and `batch`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RunnerSettings {
+    /// Device and threads.
+    pub compute: Compute,
+    /// Directory of run logs; `None` takes the default.
+    pub runs_dir: Option<PathBuf>,
+    /// Speculative decoding.
+    pub drafting: Drafting,
+    /// Keep prompt-prefix KV snapshots on disk (in the model cache).
+    pub prefix_store: bool,
+}
+
+/// What `tandem batch` runs: a goal file into a results file, with the agent's and the runner's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchSettings {
+    /// The goals: a JSON-lines file.
+    pub goals: PathBuf,
+    /// The results file (appended; goals it holds are skipped).
+    pub out: PathBuf,
+    /// Run again the goals whose latest record is not `done`.
+    pub retry_failed: bool,
+    /// Goals in flight at once.
+    pub parallel: usize,
+    /// The agent's settings for every goal (a goal may bring its own workspace).
+    pub agent: AgentSettings,
+    /// Where the goals compute and are logged.
+    pub runner: RunnerSettings,
+}

@@ -3,6 +3,7 @@
 //! batches of goals (`batch`).
 
 pub mod batch;
+pub mod batch_run;
 pub mod events;
 pub mod executor;
 pub mod issues;
@@ -14,6 +15,7 @@ pub mod planner;
 pub mod refs;
 pub mod runs;
 pub mod schema;
+pub mod setup;
 pub mod validate;
 
 pub use events::{Event, EventLog, PlanOrigin, Record, RunSettings, StopReason};

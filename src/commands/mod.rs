@@ -9,7 +9,6 @@ pub mod reporter;
 pub mod run;
 pub mod run_view;
 pub mod runs;
-pub mod toolbox;
 
 use crate::cli::{Cli, Command};
 use crate::Result;

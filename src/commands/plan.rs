@@ -3,13 +3,13 @@
 use crate::agent::planner::write_plan;
 use crate::cli::PlanArgs;
 use crate::commands::generate::load_model;
-use crate::commands::toolbox::build_tools;
 use crate::progress::Reporter;
+use crate::tools::toolbox::build_tools;
 use crate::{Error, Result};
 
 /// Runs `tandem plan`.
 pub fn run(args: PlanArgs, reporter: &dyn Reporter) -> Result<()> {
-    let (_context, registry) = build_tools(&args.tools)?;
+    let (_context, registry) = build_tools(&args.tools.settings())?;
     let mut model = load_model(&args.model_args(), reporter)?;
     reporter.message(&format!("planning with {} …", args.model));
     let outcome = write_plan(&mut model, &args.goal, &registry, args.max_tokens)?;

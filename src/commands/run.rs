@@ -4,17 +4,15 @@
 use std::io::IsTerminal;
 use std::path::Path;
 
-use crate::agent::events::{EventLog, RunSettings};
-use crate::agent::{Agent, Approval, Approver, AutoApprove, LazyModels, Plan, RunOutcome, StopReason};
-use crate::cli::{AgentArgs, ResumeArgs, RunArgs, RunnerArgs};
+use crate::agent::events::EventLog;
+use crate::agent::setup::{open_runs_dir, run_settings, runner_models};
+use crate::agent::{Agent, Approval, Approver, AutoApprove, Plan, RunOutcome, StopReason};
+use crate::cli::{ResumeArgs, RunArgs};
 use crate::commands::run_view::{TerminalApprover, TerminalObserver};
-use crate::commands::runs::{open_runs_dir, run_summary};
-use crate::commands::toolbox;
+use crate::commands::runs::run_summary;
 use crate::commands::Outcome;
-use crate::decode::Speculation;
-use crate::llm::{select_device, LoadOptions};
 use crate::progress::Reporter;
-use crate::tools::ToolContext;
+use crate::tools::toolbox;
 use crate::{Error, Result};
 
 /// Runs `tandem run`.
@@ -32,15 +30,15 @@ pub fn run(args: RunArgs, reporter: &dyn Reporter, quiet: bool) -> Result<Outcom
     };
     let approve = args.approve.unwrap_or_default();
     check_can_ask(approve, args.yes)?;
-    let (context, registry) = toolbox::build_tools(&args.agent.tools)?;
-    let settings = run_settings(&args.agent, &context, approve);
-    let runs = open_runs_dir(&args.runner.runs);
+    let (context, registry) = toolbox::build_tools(&args.agent.tools.settings())?;
+    let settings = run_settings(&args.agent.settings(), &context, approve);
+    let runs = open_runs_dir(args.runner.runs.runs_dir.as_ref());
     let (id, dir) = runs.create_run()?;
     let log = EventLog::create(&dir)?;
     if !args.runner.json {
         reporter.message(&format!("run {id} (log: {})", log.path().display()));
     }
-    let mut models = runner_models(&settings, &args.runner, reporter)?;
+    let mut models = runner_models(&settings, &args.runner.settings(), reporter)?;
     let observer = TerminalObserver::new(quiet || args.runner.json);
     let mut approver = approver_for(args.yes, &dir);
     let agent = Agent::start(&goal, settings, log, &registry, &context, &mut models, approver.as_mut(), &observer)?;
@@ -48,49 +46,9 @@ pub fn run(args: RunArgs, reporter: &dyn Reporter, quiet: bool) -> Result<Outcom
     finish(&id, &dir, &outcome, args.runner.json)
 }
 
-/// The settings a run starts with: models, mode, tool policy and budgets from the flags, the workspace and shell
-/// allowlist as the tool context resolved them.
-pub fn run_settings(args: &AgentArgs, context: &ToolContext, approve: Approval) -> RunSettings {
-    let budgets = args.budgets();
-    RunSettings {
-        planner: args.planner.clone(),
-        executor: args.executor.clone(),
-        mode: args.mode,
-        workspace: context.workspace.root().to_path_buf(),
-        allow_write: context.allow_write,
-        allow_shell: context.shell_allowlist.clone(),
-        shell_timeout_s: args.tools.shell_timeout,
-        tools_file: args.tools.tools.as_ref().map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone())),
-        max_replans: budgets.max_replans,
-        max_steps: budgets.max_steps,
-        max_tokens: budgets.max_tokens,
-        max_seconds: budgets.max_seconds,
-        plan_tokens: budgets.plan_tokens,
-        executor_tokens: budgets.executor_tokens,
-        seed: 0,
-        approve,
-    }
-}
-
-/// The run's models as the runner flags ask (threads, device, drafting), loaded on first use.
-pub fn runner_models<'r>(
-    settings: &RunSettings,
-    runner: &RunnerArgs,
-    reporter: &'r dyn Reporter,
-) -> Result<LazyModels<'r>> {
-    crate::llm::device::set_threads(runner.compute.threads);
-    let options = LoadOptions {
-        prefix_store: (!runner.no_prefix_store).then(crate::store::default_prefix_dir),
-        ..LoadOptions::default()
-    };
-    let device = select_device(runner.compute.device)?;
-    let speculation = Speculation::from_setting(runner.speculate.drafting());
-    Ok(LazyModels::new(&settings.planner, &settings.executor, device, options, speculation, reporter))
-}
-
 /// Runs `tandem resume`.
 pub fn resume(args: ResumeArgs, reporter: &dyn Reporter, quiet: bool) -> Result<Outcome> {
-    let runs = open_runs_dir(&args.runner.runs);
+    let runs = open_runs_dir(args.runner.runs.runs_dir.as_ref());
     let (id, dir) = runs.find(&args.id)?;
     let _lock = lock_run(&dir)?;
     let (log, contents) = EventLog::open(&dir)?;
@@ -116,7 +74,7 @@ pub fn resume(args: ResumeArgs, reporter: &dyn Reporter, quiet: bool) -> Result<
     if !args.runner.json {
         reporter.message(&format!("resuming run {id}: \"{}\"", state.goal));
     }
-    let mut models = runner_models(&settings, &args.runner, reporter)?;
+    let mut models = runner_models(&settings, &args.runner.settings(), reporter)?;
     let observer = TerminalObserver::new(quiet || args.runner.json);
     let mut approver = approver_for(args.yes, &dir);
     let agent = Agent::resume(log, &contents.records, &registry, &context, &mut models, approver.as_mut(), &observer)?;

@@ -12,17 +12,8 @@ use serde_json::{Map, Value};
 
 use crate::agent::events::{Event, Record};
 use crate::agent::{Approver, Observer, Plan, PlanDecision, Step};
+use crate::progress::clip;
 use crate::{Error, Result};
-
-/// Shortens text to `max` characters on one line.
-pub fn clip(text: &str, max: usize) -> String {
-    let flat = text.replace('\n', " ");
-    if flat.chars().count() <= max {
-        flat
-    } else {
-        format!("{}…", flat.chars().take(max.saturating_sub(1)).collect::<String>())
-    }
-}
 
 /// A plan as a numbered list, one step per line plus its description.
 pub fn format_plan(plan: &Plan) -> String {

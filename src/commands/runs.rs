@@ -6,22 +6,19 @@ use serde_json::{json, Value};
 
 use crate::agent::events::{Event, Record};
 use crate::agent::runs::load_run;
-use crate::agent::{default_runs_dir, RunState, RunsDir};
-use crate::cli::{RunsCommand, RunsDirArg};
-use crate::commands::run_view::{clip, describe};
+use crate::agent::setup::open_runs_dir;
+use crate::agent::{RunState, RunsDir};
+use crate::cli::RunsCommand;
+use crate::commands::run_view::describe;
+use crate::progress::clip;
 use crate::{Error, Result};
-
-/// The runs directory the flag (or `TANDEM_RUNS_DIR`) names, else the default.
-pub fn open_runs_dir(arg: &RunsDirArg) -> RunsDir {
-    RunsDir::new(arg.runs_dir.clone().unwrap_or_else(default_runs_dir))
-}
 
 /// Runs `tandem runs …`.
 pub fn run(command: RunsCommand) -> Result<()> {
     match command {
-        RunsCommand::List { runs } => list(&open_runs_dir(&runs)),
+        RunsCommand::List { runs } => list(&open_runs_dir(runs.runs_dir.as_ref())),
         RunsCommand::Show { id, runs, json } => {
-            let runs = open_runs_dir(&runs);
+            let runs = open_runs_dir(runs.runs_dir.as_ref());
             let (id, dir) = runs.find(&id)?;
             if json {
                 let summary = run_summary(&id, &dir)?;

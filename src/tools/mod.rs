@@ -14,6 +14,7 @@ mod process;
 pub mod read_file;
 pub mod registry;
 pub mod shell;
+pub mod toolbox;
 pub mod workspace;
 pub mod write_file;
 

@@ -1,15 +1,15 @@
-//! The tools a command offers: workspace, policy flags and user tool files turned into a context and registry.
+//! The tools a run offers: the workspace, the tool policy and user tool files turned into a context and registry.
 
 use std::path::Path;
 use std::time::Duration;
 
-use crate::cli::ToolArgs;
-use crate::tools::{ToolContext, ToolRegistry, Workspace};
+use super::{ToolContext, ToolRegistry, Workspace};
+use crate::settings::ToolSettings;
 use crate::Result;
 
-/// The context and registry for these flags.
-pub fn build_tools(args: &ToolArgs) -> Result<(ToolContext, ToolRegistry)> {
-    build(&args.workspace, args.allow_write, &args.allow_shell, args.shell_timeout, args.tools.as_deref())
+/// The context and registry for these settings.
+pub fn build_tools(tools: &ToolSettings) -> Result<(ToolContext, ToolRegistry)> {
+    build(&tools.workspace, tools.allow_write, &tools.allow_shell, tools.shell_timeout_s, tools.tools_file.as_deref())
 }
 
 /// The context and registry for a workspace and policy: built-ins the policy allows, then the user's tools.

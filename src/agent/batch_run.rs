@@ -1,0 +1,252 @@
+//! The batch engine behind `tandem batch`: many goals in one process on one pair of loaded models (their prefix
+//! caches stay warm from goal to goal), one run with its own audit log per goal, one record per goal in the
+//! results file, goals in flight at once sharing each model's forward passes.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use super::batch::{read_goals, BatchGoal, BatchRecord, BatchResults, BatchSummary, GoalLine};
+use super::events::EventLog;
+use super::models::LazyModels;
+use super::orchestrator::{Agent, AutoApprove, NoObserver, RunOutcome};
+use super::runs::RunsDir;
+use super::setup::{open_runs_dir, run_settings, runner_models};
+use crate::progress::{clip, Progress, ProgressUnit, Reporter};
+use crate::settings::{Approval, BatchSettings};
+use crate::store::ModelStore;
+use crate::tools::toolbox::{build, build_tools};
+use crate::tools::{ToolContext, ToolRegistry};
+use crate::{Error, Result};
+
+/// What every goal of the batch shares: the settings, the default tools, where runs go, and where relative goal
+/// workspaces start from.
+struct Batch<'a> {
+    args: &'a BatchSettings,
+    context: ToolContext,
+    registry: ToolRegistry,
+    runs: RunsDir,
+    goals_dir: PathBuf,
+}
+
+/// Runs a batch: every goal of the goal file that the results file does not hold yet (or holds as failed, with
+/// `retry_failed`), each as a normal run with its own log, its record appended to the results as it finishes.
+/// Returns the summary; goals that did not finish are counted in it, not returned as errors.
+pub fn run_batch(args: &BatchSettings, reporter: &dyn Reporter) -> Result<BatchSummary> {
+    let started = Instant::now();
+    if std::path::absolute(&args.goals).ok() == std::path::absolute(&args.out).ok() {
+        return Err(Error::Usage(format!(
+            "--out {} is the goal file itself; give the results their own file",
+            args.out.display()
+        )));
+    }
+    let lines = read_goals(&args.goals)?;
+    let results = BatchResults::open(&args.out)?;
+    for bad in results.unreadable() {
+        reporter.message(&format!("unreadable line in the results (ignored): {bad}"));
+    }
+    let todo: Vec<&GoalLine> =
+        lines.iter().filter(|line| should_run(line, &results, args.retry_failed, reporter)).collect();
+    let mut summary = BatchSummary {
+        goals_file: args.goals.clone(),
+        results: args.out.clone(),
+        lines: lines.len(),
+        skipped: lines.len() - todo.len(),
+        ..BatchSummary::default()
+    };
+    reporter.message(&format!(
+        "batch: {} goal line(s) in {}; {} to run, {} already in {} (skipped)",
+        lines.len(),
+        args.goals.display(),
+        todo.len(),
+        summary.skipped,
+        args.out.display()
+    ));
+    if !todo.is_empty() {
+        // The default workspace, tool policy and models are checked (and pulled) before the first goal, so a typo
+        // in a flag fails once instead of once per goal.
+        let (context, registry) = build_tools(&args.agent.tools)?;
+        let goals = todo.iter().filter(|line| matches!(line, GoalLine::Goal(_))).count();
+        if goals > 0 {
+            let store = ModelStore::open()?;
+            store.resolve(&args.agent.planner, reporter)?;
+            if args.agent.executor != args.agent.planner {
+                store.resolve(&args.agent.executor, reporter)?;
+            }
+        }
+        let settings = run_settings(&args.agent, &context, Approval::None);
+        let models = runner_models(&settings, &args.runner, reporter)?;
+        let goals_dir = args.goals.parent().map(Path::to_path_buf).unwrap_or_default();
+        let batch = Batch { args, context, registry, runs: open_runs_dir(args.runner.runs_dir.as_ref()), goals_dir };
+        let workers = args.parallel.min(goals).max(1);
+        // One goal at a time loads the models lazily on this thread; several share each model's passes.
+        let (sources, shared) = if workers > 1 {
+            reporter.message(&format!("batch: {workers} goals at a time, sharing each model's forward passes"));
+            let (sources, shared) = models.share(workers)?;
+            (sources, Some(shared))
+        } else {
+            (vec![models], None)
+        };
+        let progress = reporter.start("batch", Some(todo.len() as u64), ProgressUnit::Items);
+        let filed = Mutex::new(Filed { results, summary, progress, count: 0, error: None });
+        let next = AtomicUsize::new(0);
+        std::thread::scope(|scope| {
+            for mut models in sources {
+                let (batch, todo, filed, next) = (&batch, &todo, &filed, &next);
+                scope.spawn(move || {
+                    while let Some(line) = todo.get(next.fetch_add(1, Ordering::Relaxed)) {
+                        let record = match line {
+                            GoalLine::Malformed { line, message } => BatchRecord::malformed(
+                                *line,
+                                format!("{}:{line}: {message}", batch.args.goals.display()),
+                            ),
+                            GoalLine::Goal(goal) => run_goal(goal, batch, &mut models),
+                        };
+                        let mut filed = filed.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                        if !filed.file(&record, todo.len(), reporter) {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        let filed = filed.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner());
+        filed.progress.finish();
+        if let Some(error) = filed.error {
+            return Err(error);
+        }
+        summary = filed.summary;
+        summary.parallel = workers;
+        if let Some(shared) = shared {
+            for (role, stats) in [("planner", shared.planner_stats()), ("executor", shared.executor_stats())] {
+                reporter.message(&format!(
+                    "{role}: {} forward passes served {:.2} goals ({:.1} tokens) each, {:.1} s computing, {:.1} s \
+                     waiting for the goals of the pass before",
+                    stats.passes,
+                    stats.parts_per_pass(),
+                    stats.rows as f64 / stats.passes.max(1) as f64,
+                    stats.pass_s,
+                    stats.gather_s
+                ));
+            }
+            summary.planner_goals_per_pass = Some(shared.planner_stats().parts_per_pass());
+            summary.executor_goals_per_pass = Some(shared.executor_stats().parts_per_pass());
+        }
+    }
+    summary.finish(started.elapsed());
+    Ok(summary)
+}
+
+/// The batch's records so far, shared by the goals in flight.
+struct Filed {
+    results: BatchResults,
+    summary: BatchSummary,
+    progress: Box<dyn Progress>,
+    /// Records filed by this invocation.
+    count: usize,
+    /// A record that could not be written: the batch stops (no goal runs without its record being kept).
+    error: Option<Error>,
+}
+
+impl Filed {
+    /// Appends a finished goal's record and reports it; false once a record could not be written.
+    fn file(&mut self, record: &BatchRecord, total: usize, reporter: &dyn Reporter) -> bool {
+        if self.error.is_some() {
+            return false;
+        }
+        if let Err(e) = self.results.append(record) {
+            self.error = Some(e);
+            return false;
+        }
+        self.summary.add(record);
+        self.count += 1;
+        reporter.message(&format!("[{}/{total}] {}", self.count, describe(record)));
+        self.progress.inc(1);
+        true
+    }
+}
+
+/// Whether a goal line runs: not when the results already hold it (unless it failed and `--retry-failed`).
+fn should_run(line: &GoalLine, results: &BatchResults, retry_failed: bool, reporter: &dyn Reporter) -> bool {
+    let key = line.key();
+    let Some(recorded) = results.recorded(&key) else {
+        return true;
+    };
+    if let GoalLine::Goal(goal) = line {
+        if goal.id.is_none() && recorded.goal.as_deref().is_some_and(|g| g != goal.goal) {
+            reporter.message(&format!(
+                "line {}: the results hold another goal for this line (was the goal file edited?); give goals ids \
+                 to tell them apart, or write to a new --out",
+                goal.line
+            ));
+        }
+    }
+    retry_failed && !recorded.done
+}
+
+/// Runs one goal as a normal run; whatever happens becomes its record.
+fn run_goal(goal: &BatchGoal, batch: &Batch<'_>, models: &mut LazyModels<'_>) -> BatchRecord {
+    let started = Instant::now();
+    let mut run = None;
+    match attempt(goal, batch, models, &mut run) {
+        Ok(outcome) => match &run {
+            Some((id, dir)) => BatchRecord::from_outcome(goal, id, dir, &outcome, started.elapsed()),
+            None => BatchRecord::failed(goal, None, "the run has no directory".into(), started.elapsed()),
+        },
+        Err(e) => {
+            let run = run.as_ref().map(|(id, dir)| (id.as_str(), dir.as_path()));
+            BatchRecord::failed(goal, run, e.to_string(), started.elapsed())
+        }
+    }
+}
+
+/// The goal's tools, run directory, log and run; `run` is set as soon as the run's directory exists.
+fn attempt(
+    goal: &BatchGoal,
+    batch: &Batch<'_>,
+    models: &mut LazyModels<'_>,
+    run: &mut Option<(String, PathBuf)>,
+) -> Result<RunOutcome> {
+    let tools = &batch.args.agent.tools;
+    let own;
+    let (context, registry) = match &goal.workspace {
+        None => (&batch.context, &batch.registry),
+        Some(workspace) => {
+            own = build(
+                &batch.goals_dir.join(workspace),
+                tools.allow_write,
+                &tools.allow_shell,
+                tools.shell_timeout_s,
+                tools.tools_file.as_deref(),
+            )?;
+            (&own.0, &own.1)
+        }
+    };
+    let settings = run_settings(&batch.args.agent, context, Approval::None);
+    let (id, dir) = batch.runs.create_run()?;
+    *run = Some((id, dir.clone()));
+    let log = EventLog::create(&dir)?;
+    models.begin_run();
+    // Batch never asks: approval stays off, and the approver is never consulted.
+    let mut approver = AutoApprove;
+    let agent = Agent::start(&goal.goal, settings, log, registry, context, models, &mut approver, &NoObserver)?;
+    agent.run(None)
+}
+
+/// One goal's outcome in a line.
+fn describe(record: &BatchRecord) -> String {
+    let name = match (&record.id, &record.goal) {
+        (Some(id), _) => format!("{id} (line {})", record.line),
+        (None, Some(goal)) => format!("line {}: \"{}\"", record.line, clip(goal, 50)),
+        (None, None) => format!("line {}", record.line),
+    };
+    let mark = if record.is_done() { "✓" } else { "✗" };
+    let result = match (&record.error, &record.answer) {
+        (Some(error), _) => format!("error: {}", clip(error, 160)),
+        (None, Some(answer)) if record.is_done() => format!("→ {}", clip(answer, 80)),
+        (None, _) => format!("{}: {}", record.stop, clip(&record.detail, 120)),
+    };
+    let run = record.run_id.as_deref().map(|id| format!(" [run {id}]")).unwrap_or_default();
+    format!("{mark} {name} {:.1} s {result}{run}", record.wall_s)
+}

@@ -1,0 +1,59 @@
+//! What a run starts from: the settings a command was given, turned into the run's recorded settings, its runs
+//! directory and its lazily loaded models.
+
+use std::path::PathBuf;
+
+use super::events::RunSettings;
+use super::models::LazyModels;
+use super::runs::{default_runs_dir, RunsDir};
+use crate::decode::Speculation;
+use crate::llm::{select_device, LoadOptions};
+use crate::progress::Reporter;
+use crate::settings::{AgentSettings, Approval, RunnerSettings};
+use crate::tools::ToolContext;
+use crate::Result;
+
+/// The settings a run starts with: models, mode, tool policy and budgets from the agent's settings, the workspace
+/// and shell allowlist as the tool context resolved them.
+pub fn run_settings(agent: &AgentSettings, context: &ToolContext, approve: Approval) -> RunSettings {
+    let budgets = agent.budgets;
+    RunSettings {
+        planner: agent.planner.clone(),
+        executor: agent.executor.clone(),
+        mode: agent.mode,
+        workspace: context.workspace.root().to_path_buf(),
+        allow_write: context.allow_write,
+        allow_shell: context.shell_allowlist.clone(),
+        shell_timeout_s: agent.tools.shell_timeout_s,
+        tools_file: agent.tools.tools_file.as_ref().map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone())),
+        max_replans: budgets.max_replans,
+        max_steps: budgets.max_steps,
+        max_tokens: budgets.max_tokens,
+        max_seconds: budgets.max_seconds,
+        plan_tokens: budgets.plan_tokens,
+        executor_tokens: budgets.executor_tokens,
+        seed: 0,
+        approve,
+    }
+}
+
+/// The run's models as the runner settings ask (threads, device, drafting, prefix store), loaded on first use.
+pub fn runner_models<'r>(
+    settings: &RunSettings,
+    runner: &RunnerSettings,
+    reporter: &'r dyn Reporter,
+) -> Result<LazyModels<'r>> {
+    crate::llm::device::set_threads(runner.compute.threads);
+    let options = LoadOptions {
+        prefix_store: runner.prefix_store.then(crate::store::default_prefix_dir),
+        ..LoadOptions::default()
+    };
+    let device = select_device(runner.compute.device)?;
+    let speculation = Speculation::from_setting(runner.drafting);
+    Ok(LazyModels::new(&settings.planner, &settings.executor, device, options, speculation, reporter))
+}
+
+/// The runs directory the settings name (`--runs-dir` or `TANDEM_RUNS_DIR`), else the default.
+pub fn open_runs_dir(runs_dir: Option<&PathBuf>) -> RunsDir {
+    RunsDir::new(runs_dir.cloned().unwrap_or_else(default_runs_dir))
+}
