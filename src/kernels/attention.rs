@@ -6,7 +6,7 @@
 //! drafted tokens got other logits than one-token passes, and speculative decoding could change the output. Here
 //! row `i` of head `h` reads the keys and values of positions `0..=pos + i` and nothing else, in the same order
 //! whatever else is in the batch, so its output is bit for bit what it is alone (with our matmul kernels, which
-//! have the same property, a whole forward pass does: `tests/real_models.rs`).
+//! have the same property, a whole forward pass does: `tests/it/real_models.rs`).
 
 use std::cell::RefCell;
 

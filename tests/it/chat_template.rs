@@ -4,8 +4,6 @@
 //! (`trim_blocks`, `lstrip_blocks`, `loopcontrols`, `tojson` = `json.dumps(ensure_ascii=False)`) from the same
 //! template text, so they pin the exact bytes the model was trained to read.
 
-mod common;
-
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
@@ -22,7 +20,7 @@ fn metadata(id: &str) -> &'static HashMap<String, Value> {
         other => panic!("no metadata cache for {other}"),
     };
     cell.get_or_init(|| {
-        let mut file = std::fs::File::open(common::real_model(id)).unwrap();
+        let mut file = std::fs::File::open(crate::common::real_model(id)).unwrap();
         gguf_file::Content::read(&mut file).unwrap().metadata
     })
 }

@@ -2,12 +2,10 @@
 //! audit log, answers, concurrency of independent steps, budgets, approval, policy, path escape, and a run killed
 //! mid-way then resumed without re-running what finished.
 
-mod common;
-
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::runs::{event_names, read_or_empty, shell_tool, Scratch};
+use crate::common::runs::{event_names, read_or_empty, shell_tool, Scratch};
 use serde_json::{json, Map, Value};
 use tandem::agent::events::read_log;
 use tandem::agent::executor::{enforce_step_tool, ExecutorCall};

@@ -1,8 +1,6 @@
 //! End-to-end checks on the real default models, pulled through the store on first use (never skipped).
 //! Short prompts and few tokens keep them inside the CI budget.
 
-mod common;
-
 use candle_core::Device;
 use tandem::decode::constraint::ConstraintSpec;
 use tandem::decode::generate::TokenConstraint;
@@ -11,7 +9,7 @@ use tandem::decode::{generate, GenerateRequest, Generation, Sampling, Speculatio
 use tandem::llm::{ChatMessage, LoadOptions};
 
 fn load(id: &str) -> Model {
-    Model::load(&common::real_model(id), &Device::Cpu, &LoadOptions::default()).unwrap()
+    Model::load(&crate::common::real_model(id), &Device::Cpu, &LoadOptions::default()).unwrap()
 }
 
 fn chat_answer(model: &mut Model, question: &str, max_tokens: usize) -> String {

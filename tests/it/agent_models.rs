@@ -2,10 +2,8 @@
 //! calculator, a multi-step word problem, a file task, an `llm` step, a replan forced by a tool that fails the
 //! first time, step mode, and a token budget. Short goals keep each run to a few planner calls.
 
-mod common;
-
-use common::real_model;
-use common::runs::{shell_tool, Scratch};
+use crate::common::real_model;
+use crate::common::runs::{shell_tool, Scratch};
 use serde_json::Value;
 
 const PLANNER: &str = "qwen2.5-coder-1.5b-instruct-q4_k_m";

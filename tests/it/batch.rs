@@ -3,13 +3,11 @@
 //! and one end-to-end batch of two arithmetic goals on the real default models, run twice: the second run skips
 //! both.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::real_model;
-use common::runs::Scratch;
+use crate::common::real_model;
+use crate::common::runs::Scratch;
 use serde_json::Value;
 use tandem::agent::batch::{parse_goals, BatchGoal, BatchRecord, BatchResults, GoalKey, GoalLine};
 

@@ -3,8 +3,6 @@
 //! synthetic vocabulary and on Qwen's, validated with the `jsonschema` crate, the BFCL function schemas, and
 //! real-model generation through the loop (temperature 1, adversarial prompt, greedy deadlock, token budget).
 
-mod common;
-
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
@@ -31,13 +29,13 @@ const QWEN_LOGITS: usize = 151_936;
 const QWEN_FIRST_PAD: usize = 151_665;
 
 fn tokenizer_of(id: &str) -> GgufTokenizer {
-    let path = common::real_model(id);
+    let path = crate::common::real_model(id);
     let mut file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let md: HashMap<String, gguf_file::Value> = gguf_file::Content::read(&mut file).unwrap().metadata;
     GgufTokenizer::from_gguf(&md).unwrap()
 }
 
-/// The Qwen tokenizer and its engine, built once for the whole test binary.
+/// The Qwen tokenizer and its engine, built once for the whole test process.
 fn qwen() -> &'static (Arc<GgufTokenizer>, GrammarEngine) {
     static QWEN_ENGINE: OnceLock<(Arc<GgufTokenizer>, GrammarEngine)> = OnceLock::new();
     QWEN_ENGINE.get_or_init(|| {
@@ -48,7 +46,7 @@ fn qwen() -> &'static (Arc<GgufTokenizer>, GrammarEngine) {
 }
 
 fn plan_schema() -> Value {
-    serde_json::from_str(include_str!("../src/bench/plan.schema.json")).unwrap()
+    serde_json::from_str(include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/src/bench/plan.schema.json"))).unwrap()
 }
 
 fn fixture(name: &str) -> String {
@@ -711,7 +709,7 @@ fn every_bfcl_function_schema_compiles_and_sampled_ones_yield_valid_arguments() 
 // Real-model generation through the loop (src/decode/generate.rs).
 
 fn qwen_model() -> Model {
-    Model::load(&common::real_model(QWEN), &Device::Cpu, &LoadOptions::default()).unwrap()
+    Model::load(&crate::common::real_model(QWEN), &Device::Cpu, &LoadOptions::default()).unwrap()
 }
 
 fn constrained(
@@ -818,7 +816,7 @@ fn tiny_random_model_output_is_schema_valid_for_many_seeds() {
     // A random-weight model has no idea of JSON: every bit of structure comes from the grammar.
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tiny.gguf");
-    common::tiny::write_tiny_qwen2(&path, &common::tiny::TinyQwen2::default());
+    crate::common::tiny::write_tiny_qwen2(&path, &crate::common::tiny::TinyQwen2::default());
     let mut model = Model::load(&path, &Device::Cpu, &LoadOptions::default()).unwrap();
     let schema = json!({"type": "object", "properties": {
         "op": {"enum": ["add", "mul"]},
@@ -852,7 +850,7 @@ fn a_budget_that_cuts_forced_tokens_short_is_an_error_not_a_complete_answer() {
     // budget of 10 cuts them. The loop must not report the cut output as a complete match.
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tiny.gguf");
-    common::tiny::write_tiny_qwen2(&path, &common::tiny::TinyQwen2::default());
+    crate::common::tiny::write_tiny_qwen2(&path, &crate::common::tiny::TinyQwen2::default());
     let mut model = Model::load(&path, &Device::Cpu, &LoadOptions::default()).unwrap();
     let engine = GrammarEngine::new(model.tokenizer.clone(), model.weights.n_logits()).unwrap();
     let spec = ConstraintSpec::JsonSchema(json!({"const": "a fairly long constant that is all forced"}));

@@ -1,8 +1,6 @@
 //! The on-disk prompt-prefix store: snapshots are found by shared leading tokens, evicted least-recently-used,
 //! discarded when unreadable, and (on the real 0.5B) restoring one in a new model changes no output.
 
-mod common;
-
 use candle_core::{Device, Tensor};
 use tandem::decode::Model;
 use tandem::decode::{generate, GenerateRequest, Generation};
@@ -102,7 +100,7 @@ fn each_model_file_has_its_own_snapshots() {
 
 fn load(id: &str, prefixes: Option<&std::path::Path>) -> Model {
     let options = LoadOptions { prefix_store: prefixes.map(|p| p.to_path_buf()), ..LoadOptions::default() };
-    Model::load(&common::real_model(id), &Device::Cpu, &options).unwrap()
+    Model::load(&crate::common::real_model(id), &Device::Cpu, &options).unwrap()
 }
 
 /// A long system prompt (as the planner's tool list is) followed by one question.

@@ -1,15 +1,14 @@
 //! Generation mechanics on a tiny synthetic model: budgets, stop tokens, seeds, and the constraint protocol
 //! (validate → mask → commit → fast-forward) with a hand-written constraint.
 
-mod common;
-
 use candle_core::Device;
-use common::tiny::{write_tiny_qwen2, TinyQwen2};
 use tandem::decode::generate::TokenConstraint;
 use tandem::decode::Model;
 use tandem::decode::{generate, GenerateError, GenerateRequest, Sampling, Speculation, StopReason};
 use tandem::llm::LoadOptions;
 use tandem::Error;
+
+use crate::common::tiny::{write_tiny_qwen2, TinyQwen2};
 
 fn tiny_model() -> (tempfile::TempDir, Model) {
     let dir = tempfile::tempdir().unwrap();

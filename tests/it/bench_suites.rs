@@ -2,13 +2,11 @@
 //! chart, and a small real-model smoke run of each suite through `tandem bench` (one or two samples). The
 //! NESTFUL and BFCL loaders and scorers have their own tests in `bench_scoring.rs`.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use common::real_model;
-use common::runs::Scratch;
+use crate::common::real_model;
+use crate::common::runs::Scratch;
 use serde_json::{json, Value};
 use tandem::bench::chart::{scatter_svg, Point};
 use tandem::bench::nestful::runner::{parse_catalogue_option, registry_of};

@@ -1,8 +1,6 @@
 //! Batching across generations on the real 0.5B model: passes over several sequences, and generations on threads
 //! sharing one model's passes (never skipped; short prompts, few tokens).
 
-mod common;
-
 use candle_core::Device;
 use tandem::decode::batching::SharedModel;
 use tandem::decode::Model;
@@ -10,7 +8,7 @@ use tandem::decode::{generate, GenerateRequest};
 use tandem::llm::{ChatMessage, LoadOptions, SequencePass};
 
 fn load(id: &str) -> Model {
-    Model::load(&common::real_model(id), &Device::Cpu, &LoadOptions::default()).unwrap()
+    Model::load(&crate::common::real_model(id), &Device::Cpu, &LoadOptions::default()).unwrap()
 }
 
 fn encode(model: &Model, text: &str) -> Vec<u32> {

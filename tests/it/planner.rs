@@ -1,8 +1,6 @@
 //! The planner end to end on a real model: prompt from the tool registry, plan written under the plan grammar,
 //! parsed and validated. Uses the 0.5B model with a short goal to stay quick.
 
-mod common;
-
 use candle_core::Device;
 use tandem::agent::planner::{system_prompt, write_plan};
 use tandem::decode::Model;
@@ -28,7 +26,7 @@ fn the_system_prompt_lists_every_tool_and_the_reference_syntax() {
 fn a_real_planner_writes_a_valid_calculator_plan() {
     let dir = tempfile::tempdir().unwrap();
     let registry = registry(dir.path());
-    let path = common::real_model("qwen2.5-coder-0.5b-instruct-q4_k_m");
+    let path = crate::common::real_model("qwen2.5-coder-0.5b-instruct-q4_k_m");
     let mut model = Model::load(&path, &Device::Cpu, &LoadOptions::default()).unwrap();
     let outcome = write_plan(&mut model, "What is 12*4+5?", &registry, 200).unwrap();
     assert!(outcome.issues.is_empty(), "{:?}\n{}", outcome.issues, outcome.text);

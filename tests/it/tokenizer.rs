@@ -6,8 +6,6 @@
 //! from the GGUF's pieces, scores and types (control tokens split out first, as llama.cpp does). Qwen's
 //! "Hello world" → [9707, 1879] is also what Hugging Face's Qwen2.5 tokenizer gives.
 
-mod common;
-
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
@@ -19,11 +17,11 @@ const QWEN: &str = "qwen2.5-coder-0.5b-instruct-q4_k_m";
 const GEMMA: &str = "gemma-3-270m-q4_k_m";
 
 fn metadata(id: &str) -> HashMap<String, Value> {
-    let mut file = std::fs::File::open(common::real_model(id)).unwrap();
+    let mut file = std::fs::File::open(crate::common::real_model(id)).unwrap();
     gguf_file::Content::read(&mut file).unwrap().metadata
 }
 
-/// Built once per test binary: reading 262k strings of metadata and building the tokenizer take ~1 s each.
+/// Built once per test process: reading 262k strings of metadata and building the tokenizer take ~1 s each.
 fn qwen() -> &'static GgufTokenizer {
     static TOKENIZER: OnceLock<GgufTokenizer> = OnceLock::new();
     TOKENIZER.get_or_init(|| GgufTokenizer::from_gguf(&metadata(QWEN)).unwrap())

@@ -1,18 +1,17 @@
 //! Loading GGUF files: our Qwen2 forward pass against candle-transformers' reference, KV cache behaviour,
 //! and the errors a user sees for broken files. Uses tiny synthetic models the tests write themselves.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
 use candle_core::quantized::{gguf_file, GgmlDType};
 use candle_core::{Device, Tensor};
-use common::tiny::{write_tiny_qwen2, TinyQwen2};
 use tandem::decode::Model;
 use tandem::llm::gguf::{GgufFile, LoadError};
 use tandem::llm::qwen2::Qwen2;
 use tandem::llm::{LanguageModel, LoadOptions};
 use tandem::Error;
+
+use crate::common::tiny::{write_tiny_qwen2, TinyQwen2};
 
 fn tiny_file(dir: &tempfile::TempDir, name: &str, spec: &TinyQwen2) -> PathBuf {
     let path = dir.path().join(name);

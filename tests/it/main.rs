@@ -1,0 +1,27 @@
+//! The integration tests, one module per area, built as one test binary (`cargo test --release --test it`)
+//! so the crate and its dependencies are linked once rather than once per file. All modules run in one process
+//! on parallel threads: a test must not change process-wide state (environment variables, the current
+//! directory, global thread pools); settings go to the code under test explicitly, or to a child process.
+
+mod common;
+
+mod agent_models;
+mod agent_run;
+mod batch;
+mod batching;
+mod bench_scoring;
+mod bench_suites;
+mod chat_template;
+mod generate;
+mod grammar;
+mod kernels;
+mod kv_slots;
+mod layers;
+mod loader;
+mod plan;
+mod planner;
+mod prefix_store;
+mod real_models;
+mod store;
+mod tokenizer;
+mod tools;
