@@ -228,7 +228,7 @@ pub struct ToolArgs {
     /// Time limit of one shell command, in seconds.
     #[arg(long, default_value_t = settings::SHELL_TIMEOUT_S)]
     pub shell_timeout: u64,
-    /// Add user tools from this TOML file (name, description, args schema, command; see README).
+    /// Add user tools from this TOML file (name, description, args schema, command; see docs/tools.md).
     #[arg(long, value_name = "FILE")]
     pub tools: Option<PathBuf>,
 }
