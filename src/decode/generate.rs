@@ -1,10 +1,10 @@
 //! The generation loop: prefill, then per token sample → (grammar check) → commit → forward, with stop tokens,
 //! a token budget, streaming and timings.
 //!
-//! Constrained decoding follows the protocol in DESIGN.md: try the unconstrained pick first and keep it when the
-//! grammar accepts it (sampling from p, keeping the pick when allowed, else resampling from the masked p is
-//! exactly sampling from the masked distribution); otherwise mask with −inf and resample; then feed the token and
-//! every token the grammar forces after it through one forward pass.
+//! Constrained decoding follows the protocol in docs/architecture.md (*decode*): try the unconstrained pick first
+//! and keep it when the grammar accepts it (sampling from p, keeping the pick when allowed, else resampling from
+//! the masked p is exactly sampling from the masked distribution); otherwise mask with −inf and resample; then
+//! feed the token and every token the grammar forces after it through one forward pass.
 
 use std::time::{Duration, Instant};
 

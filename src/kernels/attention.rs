@@ -74,8 +74,10 @@ pub fn attend(q: &[f32], keys: KvRows, values: KvRows, dims: AttentionDims, scal
     let out_len = out.len();
     // Items run head-major, so the items a thread takes in a row share their keys in cache.
     candle_core::utils::barrier_pool().execute_chunked(n_head * seq, |items| {
-        // SAFETY: each item writes only its own `head_dim` values of `out`, which outlives the pool call (it
-        // returns when every item is done), so no value is written by two threads.
+        // SAFETY: `out_addr` and `out_len` describe `out`, which stays mutably borrowed (alive and touched by
+        // nobody else) until `execute_chunked` returns, after every item is done. Each item writes only its own
+        // `head_dim` values, so no value is accessed by two threads (as in `for_row_tiles`, the threads' slices
+        // overlap as ranges though their accesses do not).
         let out = unsafe { std::slice::from_raw_parts_mut(out_addr as *mut f32, out_len) };
         for item in items {
             let (head, row) = (item / seq, item % seq);
@@ -107,8 +109,11 @@ fn attend_row(task: RowTask, last: usize, out: &mut [f32]) {
         {
             use super::CpuLevel;
             match super::cpu_level() {
-                // SAFETY: the level says the CPU has these instructions.
+                // SAFETY: `cpu_level` returns `Avx512Vnni` only after runtime detection found AVX-512 F (with BW,
+                // VL and VNNI), the one feature `row_avx512` enables.
                 CpuLevel::Avx512Vnni => return unsafe { row_avx512(&task, scores, out) },
+                // SAFETY: `cpu_level` returns `Avx2` only after runtime detection found AVX2 (and FMA), the
+                // feature `row_avx2` enables.
                 CpuLevel::Avx2 => return unsafe { row_avx2(&task, scores, out) },
                 CpuLevel::Portable => {}
             }

@@ -189,6 +189,8 @@ impl CustomOp3 for PassAttention {
         // SAFETY: the arguments match the kernel's parameters; the table's rows were checked to fit the caches.
         unsafe { launch.launch(config) }.w()?;
 
+        // SAFETY: the buffer starts uninitialized; nothing reads it before `tandem_pass_attention` below, which
+        // writes all of it: block (row, head) stores every one of that head's `head_dim` outputs.
         let mut out = unsafe { device.alloc::<f32>(rows * n_head * head_dim)? };
         let attend = PASS_ATTENTION.function(device, "tandem_pass_attention")?;
         let mut launch = stream.launch_builder(&attend);

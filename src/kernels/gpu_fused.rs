@@ -72,6 +72,8 @@ impl CustomOp3 for AddRmsNorm {
         let (x, delta) = (contiguous_view(x, x_layout)?, contiguous_view(delta, delta_layout)?);
         let weight = contiguous_view(weight, weight_layout)?;
         // Both outputs in one buffer, the sum then the norm: candle takes one storage per op.
+        // SAFETY: the buffer starts uninitialized; nothing reads it before `tandem_add_rms_norm` below, whose
+        // `elements / hidden` blocks each store their row's `hidden` sums and `hidden` normed values: all of it.
         let mut both = unsafe { device.alloc::<f32>(2 * elements)? };
         let function = FUSED.function(device, "tandem_add_rms_norm")?;
         let mut launch = stream.launch_builder(&function);
@@ -134,6 +136,8 @@ impl CustomOp2 for SiluMul {
         let device = gate.device();
         let stream = device.cuda_stream();
         let (gate, up) = (view_from_start(gate, gate_layout)?, view_from_start(up, up_layout)?);
+        // SAFETY: the buffer starts uninitialized; nothing reads it before `tandem_silu_mul` below, whose
+        // grid-stride loop stores every one of the `rows * width` outputs.
         let mut out = unsafe { device.alloc::<f32>(rows * width)? };
         let function = FUSED.function(device, "tandem_silu_mul")?;
         let mut launch = stream.launch_builder(&function);

@@ -202,7 +202,9 @@ unsafe fn q6k_offset_term(block: &Q6KBlock, scales: __m256i, sums16: *const i16,
 /// A `vpshufb` control that fills the low 128-bit lane with i16 element `low` and the high lane with `high`.
 #[inline(always)]
 fn pick_i16(low: usize, high: usize) -> __m256i {
-    // SAFETY: loading 32 bytes from a 32-byte table.
+    // SAFETY: `PICK_I16[low][high]` is a `[u8; 32]` (indexing panics out of range), so the unaligned 32-byte load
+    // stays inside it. The AVX2 load is only reached from this file's `avx2,fma` kernels, into which it inlines,
+    // and those run only after `cpu_level` found AVX2.
     unsafe { _mm256_loadu_si256(PICK_I16[low][high].as_ptr() as *const __m256i) }
 }
 

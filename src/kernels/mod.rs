@@ -65,8 +65,12 @@ pub(crate) fn for_row_tiles(
     let out_addr = out.as_mut_ptr() as usize;
     let out_len = out.len();
     candle_core::utils::barrier_pool().execute_chunked(items, |range| {
-        // SAFETY: items write disjoint columns, so no element is written by two threads, and `out` outlives the
-        // pool call, which returns only when every item is done.
+        // SAFETY: `out_addr` and `out_len` describe `out`, which stays mutably borrowed by this function (alive,
+        // and touched by nobody else) until `execute_chunked` returns, after every item is done. Each item's
+        // kernel writes only the columns of its own weight rows, `first..first + ROWS_PER_ITEM`, which no other
+        // item covers, so no element is accessed by two threads. (The threads' slices overlap as ranges even
+        // though their accesses do not, which the aliasing model does not strictly allow; handing the kernels a
+        // pointer instead of a slice would remove that.)
         let out = unsafe { std::slice::from_raw_parts_mut(out_addr as *mut f32, out_len) };
         for item in range {
             let first = item * ROWS_PER_ITEM;

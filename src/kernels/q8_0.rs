@@ -171,8 +171,10 @@ impl Q8_0Matrix {
     ) {
         #[cfg(target_arch = "x86_64")]
         match level {
-            // SAFETY: `level` is at most `cpu_level()`, which found these instruction sets.
+            // SAFETY: `level` is at most `cpu_level()` (asserted in `matmul_at`, the only caller), and `cpu_level` returns
+            // `Avx512Vnni` only after runtime detection found AVX-512 F, BW, VL and VNNI plus AVX2 and FMA.
             super::CpuLevel::Avx512Vnni => return unsafe { super::q8_0_vnni::rows_kernel(self, acts, m, rows, out) },
+            // SAFETY: as above: a level of `Avx2` or more means runtime detection found AVX2 and FMA.
             super::CpuLevel::Avx2 => return unsafe { super::q8_0_avx2::rows_kernel(self, acts, m, rows, out) },
             super::CpuLevel::Portable => {}
         }

@@ -56,8 +56,11 @@ impl GgufFile {
     pub fn open(path: &Path) -> Result<Self, LoadError> {
         let open_err = |source| LoadError::Open { path: path.to_path_buf(), source };
         let file = File::open(path).map_err(open_err)?;
-        // SAFETY: the map is read-only; the store never rewrites a file in place (it writes a
-        // temporary file and renames it), so the mapped bytes do not change under us.
+        // SAFETY: `Mmap` maps the file read-only and private, and we only ever read it. What memmap2 cannot rule
+        // out is another process changing the file while it is mapped; the store never does (it writes a
+        // temporary file and renames it into place, and an unlinked or replaced file keeps the old pages), and a
+        // model file given by path is, as for any loader that maps weights, required to stay unchanged while
+        // loaded.
         let mmap = Arc::new(unsafe { Mmap::map(&file) }.map_err(open_err)?);
         // Tensors are read front to back once: ask for aggressive read-ahead.
         #[cfg(unix)]
@@ -224,8 +227,10 @@ impl GgufFile {
     /// rather than two (mapped file pages count towards RSS).
     fn release(&self, range: std::ops::Range<usize>) {
         #[cfg(unix)]
-        // SAFETY: the map is a read-only file mapping and no slice of it is borrowed past this call; dropped pages
-        // are simply read from the file again if touched.
+        // SAFETY: `range` lies inside the map (`tensor_range` checked it) and the callers copied its bytes out
+        // first. Whole pages are dropped, which may include the edges of neighbouring tensors that are still
+        // borrowed (`MappedRows`); that is sound because the map is a read-only private file mapping with no
+        // modified pages, so a later read faults the very same bytes back in from the (unchanged) file.
         unsafe {
             let _ = self.mmap.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, range.start, range.len());
         }

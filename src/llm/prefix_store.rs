@@ -187,11 +187,16 @@ impl PrefixStore {
 
 fn read_tokens(file: &Path) -> Result<Vec<u32>> {
     // Memory-mapped: only the token list is read, not the keys and values.
+    // SAFETY: snapshot files are never modified in place: `save` writes a process-unique `.partial` file and
+    // renames it over the name, and eviction only unlinks, which leaves a mapped file's pages intact. The map is
+    // dropped before this returns; `to_vec1` copies the tokens out of it.
     let tensors = unsafe { candle_core::safetensors::MmapedSafetensors::new(file)? };
     Ok(tensors.load("tokens", &Device::Cpu)?.to_vec1::<u32>()?)
 }
 
 fn read_snapshot(file: &Path, len: usize, device: &Device) -> Result<KvSnapshot> {
+    // SAFETY: as in `read_tokens`: the file is replaced only by rename or unlinked, never rewritten in place, and
+    // every tensor loaded from the map is copied into its own storage on `device` before the map is dropped.
     let tensors = unsafe { candle_core::safetensors::MmapedSafetensors::new(file)? };
     let tokens = tensors.load("tokens", &Device::Cpu)?.to_vec1::<u32>()?;
     if len == 0 || len > tokens.len() {

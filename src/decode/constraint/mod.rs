@@ -2,8 +2,8 @@
 //!
 //! One [`GrammarEngine`] per tokenizer: the token trie (padded to the logits width) and llguidance's parser
 //! factory are built once and shared (cheap clones). One [`ConstraintMatcher`] per generation, driven by the
-//! loop with the protocol of DESIGN.md: [`ConstraintMatcher::validate`] the unconstrained pick; if rejected,
-//! [`ConstraintMatcher::mask_logits`] and resample; [`ConstraintMatcher::commit`]; then feed
+//! loop with the protocol of docs/architecture.md (*decode*): [`ConstraintMatcher::validate`] the unconstrained
+//! pick; if rejected, [`ConstraintMatcher::mask_logits`] and resample; [`ConstraintMatcher::commit`]; then feed
 //! [`ConstraintMatcher::forced_tokens`] in one forward pass; stop when [`ConstraintMatcher::is_finished`].
 //!
 //! Stop tokens (end of turn / end of sequence) are allowed only where the grammar accepts; `[PAD…]`/unused
