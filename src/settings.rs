@@ -114,7 +114,7 @@ impl Approval {
 }
 
 /// The limits of one run. The defaults are the command line's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Budgets {
     /// Most plan revisions after failures.
     pub max_replans: u32,

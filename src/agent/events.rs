@@ -33,18 +33,9 @@ pub struct RunSettings {
     pub shell_timeout_s: u64,
     /// User tool file, if any.
     pub tools_file: Option<PathBuf>,
-    /// Budgets.
-    pub max_replans: u32,
-    /// Most step executions in the run.
-    pub max_steps: usize,
-    /// Most generated tokens (planner and executor together).
-    pub max_tokens: usize,
-    /// Wall-time limit in seconds.
-    pub max_seconds: u64,
-    /// Token budget of one plan.
-    pub plan_tokens: usize,
-    /// Token budget of one executor call.
-    pub executor_tokens: usize,
+    /// The run's limits (written into the log as their own keys: `max_replans`, `max_steps`, …).
+    #[serde(flatten)]
+    pub budgets: Budgets,
     /// Sampling seed (decoding is greedy; recorded so a sampled run could be replayed).
     pub seed: u64,
     /// What a human approves (`none`, `plan` or `steps` in the log).
@@ -55,7 +46,6 @@ impl RunSettings {
     /// The command line's defaults: plan-ahead, no approval, writes and shell off, 2 replans, 24 steps, 6000
     /// tokens, 900 s.
     pub fn new(planner: &str, executor: &str, workspace: &Path) -> Self {
-        let budgets = Budgets::default();
         Self {
             planner: planner.into(),
             executor: executor.into(),
@@ -65,12 +55,7 @@ impl RunSettings {
             allow_shell: Vec::new(),
             shell_timeout_s: default_shell_timeout(),
             tools_file: None,
-            max_replans: budgets.max_replans,
-            max_steps: budgets.max_steps,
-            max_tokens: budgets.max_tokens,
-            max_seconds: budgets.max_seconds,
-            plan_tokens: budgets.plan_tokens,
-            executor_tokens: budgets.executor_tokens,
+            budgets: Budgets::default(),
             seed: 0,
             approve: Approval::None,
         }

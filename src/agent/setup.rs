@@ -16,7 +16,6 @@ use crate::Result;
 /// The settings a run starts with: models, mode, tool policy and budgets from the agent's settings, the workspace
 /// and shell allowlist as the tool context resolved them.
 pub fn run_settings(agent: &AgentSettings, context: &ToolContext, approve: Approval) -> RunSettings {
-    let budgets = agent.budgets;
     RunSettings {
         planner: agent.planner.clone(),
         executor: agent.executor.clone(),
@@ -26,12 +25,7 @@ pub fn run_settings(agent: &AgentSettings, context: &ToolContext, approve: Appro
         allow_shell: context.shell_allowlist.clone(),
         shell_timeout_s: agent.tools.shell_timeout_s,
         tools_file: agent.tools.tools_file.as_ref().map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone())),
-        max_replans: budgets.max_replans,
-        max_steps: budgets.max_steps,
-        max_tokens: budgets.max_tokens,
-        max_seconds: budgets.max_seconds,
-        plan_tokens: budgets.plan_tokens,
-        executor_tokens: budgets.executor_tokens,
+        budgets: agent.budgets,
         seed: 0,
         approve,
     }

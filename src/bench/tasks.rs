@@ -145,7 +145,7 @@ pub fn run_task(task: &Task, setup: &TaskSetup, models: &mut dyn ModelSource) ->
     let mut settings = RunSettings::new(setup.planner, setup.executor, &workspace);
     settings.allow_write = task.allow_write;
     settings.mode = setup.mode;
-    settings.max_seconds = 300;
+    settings.budgets.max_seconds = 300;
     let started = Instant::now();
     let mut approver = AutoApprove;
     let agent = Agent::start(

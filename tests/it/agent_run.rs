@@ -54,7 +54,7 @@ fn run_with(
     let mut settings = RunSettings::new("no-planner-needed", "no-executor-needed", &scratch.workspace());
     settings.allow_write = true;
     settings.approve = tandem::settings::Approval::from_name(approve).unwrap();
-    settings.max_replans = 0;
+    settings.budgets.max_replans = 0;
     let (_, dir) = RunsDir::new(scratch.path("runs")).create_run().unwrap();
     let log = EventLog::create(&dir).unwrap();
     let mut models = LazyModels::new(
@@ -365,4 +365,21 @@ fn a_run_without_a_goal_or_plan_is_a_usage_error() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("--plan FILE"));
     let unknown = scratch.tandem(&["run", "goal", "--no-such-flag"]);
     assert_eq!(unknown.status.code(), Some(2), "clap's own usage errors exit 2 as well");
+}
+
+#[test]
+fn run_settings_keep_their_log_format() {
+    // A log line written before the settings were typed (mode and approval as names, budgets as top-level keys)
+    // reads back, and writing it again gives the same keys and values.
+    let line = json!({
+        "planner": "p", "executor": "e", "mode": "step", "workspace": "/w", "allow_write": true,
+        "allow_shell": ["wc"], "shell_timeout_s": 7, "tools_file": null, "max_replans": 1, "max_steps": 9,
+        "max_tokens": 100, "max_seconds": 60, "plan_tokens": 50, "executor_tokens": 20, "seed": 0,
+        "approve": "steps"
+    });
+    let settings: RunSettings = serde_json::from_value(line.clone()).unwrap();
+    assert_eq!(settings.mode, tandem::settings::Mode::Step);
+    assert_eq!(settings.approve, tandem::settings::Approval::Steps);
+    assert_eq!((settings.budgets.max_steps, settings.budgets.executor_tokens), (9, 20));
+    assert_eq!(serde_json::to_value(&settings).unwrap(), line);
 }

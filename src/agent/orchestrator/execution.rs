@@ -180,7 +180,7 @@ impl Agent<'_> {
     ) -> Result<(Map<String, Value>, Value)> {
         let prompt =
             with_unreferenced_inputs(step, &args.get("prompt").map(value_text).unwrap_or_default(), &self.state);
-        let tokens = self.settings.executor_tokens;
+        let tokens = self.settings.budgets.executor_tokens;
         let model = self.models.executor()?;
         let written = write_text(model, &prompt, tokens);
         self.log_model_loads()?;
@@ -201,7 +201,7 @@ impl Agent<'_> {
             name: step.tool.clone(),
             known: self.registry.names().join(", "),
         })?;
-        let tokens = self.settings.executor_tokens;
+        let tokens = self.settings.budgets.executor_tokens;
         let model = self.models.executor()?;
         let filled = fill_arguments(model, step, &spec, args, problem, tokens);
         self.log_model_loads()?;

@@ -201,7 +201,7 @@ impl<'a> Agent<'a> {
 
     /// A budget that is spent, if any; `more_steps` is how many step executions are about to start.
     fn spent_budget(&self, more_steps: usize) -> Option<Stop> {
-        let s = &self.settings;
+        let s = &self.settings.budgets;
         if self.state.steps_run + more_steps > s.max_steps {
             return Some(Stop::new(
                 StopReason::Budget,

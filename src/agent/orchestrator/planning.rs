@@ -85,7 +85,7 @@ impl Agent<'_> {
     fn write_plan(&mut self, origin: PlanOrigin, reason: &str) -> Result<Option<Stop>> {
         let goal = self.state.goal.clone();
         let history = self.state.revisions.clone();
-        let tokens = self.settings.plan_tokens;
+        let tokens = self.settings.budgets.plan_tokens;
         let model = self.models.planner()?;
         let started = Instant::now();
         let written = revise_plan(model, &goal, self.registry, &history, tokens);
@@ -106,12 +106,12 @@ impl Agent<'_> {
 
     /// Asks for a revision, unless a budget forbids it.
     fn replan(&mut self, feedback: String) -> Result<Option<Stop>> {
-        if self.state.replans >= self.settings.max_replans {
+        if self.state.replans >= self.settings.budgets.max_replans {
             return Ok(Some(Stop::new(
                 StopReason::Budget,
                 format!(
                     "replan budget spent ({} replans, --max-replans); last problem: {feedback}",
-                    self.settings.max_replans
+                    self.settings.budgets.max_replans
                 ),
             )));
         }

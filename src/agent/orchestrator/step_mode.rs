@@ -43,7 +43,7 @@ impl Agent<'_> {
                     Execution::Failed(record) => {
                         // The failed step leaves the plan; the planner sees the failure in the record.
                         rejected_proposals += 1;
-                        if rejected_proposals > self.settings.max_replans {
+                        if rejected_proposals > self.settings.budgets.max_replans {
                             return Ok(Stop::new(
                                 StopReason::Budget,
                                 format!("too many failed steps (--max-replans); last: {record}"),
@@ -71,7 +71,7 @@ impl Agent<'_> {
             }
             let record = self.step_record(&plan);
             let goal = self.state.goal.clone();
-            let tokens = self.settings.plan_tokens;
+            let tokens = self.settings.budgets.plan_tokens;
             let model = self.models.planner()?;
             let started = Instant::now();
             let proposed = next_move(model, &goal, self.registry, &record, tokens);
@@ -120,7 +120,7 @@ impl Agent<'_> {
             }
             if !issues.is_empty() {
                 rejected_proposals += 1;
-                if rejected_proposals > self.settings.max_replans {
+                if rejected_proposals > self.settings.budgets.max_replans {
                     return Ok(Stop::new(
                         StopReason::Budget,
                         format!("too many invalid proposals; last: {}", issues.join("; ")),
