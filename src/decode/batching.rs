@@ -17,7 +17,7 @@ use candle_core::{Device, Tensor};
 use super::constraint::GrammarEngine;
 use super::{Model, Speculation};
 use crate::llm::prefix_store::{KvSnapshot, PrefixStore};
-use crate::llm::{ChatTemplate, GgufTokenizer, LanguageModel, ModelInfo, SequenceId, SequencePass};
+use crate::llm::{ChatTemplate, GgufTokenizer, LanguageModel, LoadedModel, ModelInfo, SequenceId, SequencePass};
 use crate::{Error, Result};
 
 /// How long a pass waits for the sequences of the pass before it to come back with their next tokens. A
@@ -116,7 +116,8 @@ impl SharedModel {
                 model.info.architecture
             )));
         }
-        let Model { weights, tokenizer, chat_template, info, device, speculation, prefix_store, grammar } = model;
+        let Model { loaded, speculation, grammar } = model;
+        let LoadedModel { weights, tokenizer, chat_template, info, device, prefix_store } = loaded;
         let facts = Facts {
             n_logits: weights.n_logits(),
             context_length: weights.context_length(),
@@ -158,13 +159,15 @@ impl SharedModel {
             device: self.device.clone(),
         };
         Ok(Model {
-            weights: Box::new(handle),
-            tokenizer: self.tokenizer.clone(),
-            chat_template: self.chat_template.clone(),
-            info: self.info.clone(),
-            device: self.device.clone(),
+            loaded: LoadedModel {
+                weights: Box::new(handle),
+                tokenizer: self.tokenizer.clone(),
+                chat_template: self.chat_template.clone(),
+                info: self.info.clone(),
+                device: self.device.clone(),
+                prefix_store: self.prefix_store.clone(),
+            },
             speculation: self.speculation,
-            prefix_store: self.prefix_store.clone(),
             grammar: self.grammar.clone(),
         })
     }

@@ -172,8 +172,10 @@ pub fn generate(
     model.weights.select_cache_for(&request.prompt);
     let mut reused = common_prefix(model.weights.cached_tokens(), &request.prompt).min(request.prompt.len() - 1);
     // A new process (or a prompt unlike the cached one) may find the opening saved on disk by an earlier one.
-    if let Some(store) = &model.prefix_store {
-        reused = prefix_store::restore(store, model.weights.as_mut(), &request.prompt, reused, &model.device);
+    // One borrow of the loaded model, split by field (the store is read while the weights are written).
+    let loaded = &mut model.loaded;
+    if let Some(store) = &loaded.prefix_store {
+        reused = prefix_store::restore(store, loaded.weights.as_mut(), &request.prompt, reused, &loaded.device);
     }
     timings.reused_tokens = reused;
     let _prefill = tracing::debug_span!("prefill", tokens = request.prompt.len() - reused, reused).entered();

@@ -8,29 +8,32 @@ use candle_core::Device;
 
 use super::constraint::GrammarEngine;
 use super::Speculation;
-use crate::llm::prefix_store::PrefixStore;
-use crate::llm::{ChatTemplate, GgufTokenizer, LanguageModel, LoadOptions, LoadedModel, ModelInfo};
+use crate::llm::{LoadOptions, LoadedModel};
 use crate::Result;
 
-/// A ready model: weights, tokenizer, optional chat template, device, and what generations share on top.
+/// A ready model: the loaded network, tokenizer, chat template and device (`llm::LoadedModel`, reached through
+/// `Deref`: `model.weights`, `model.tokenizer`, …) and what generations share on top.
 pub struct Model {
-    /// The network.
-    pub weights: Box<dyn LanguageModel>,
-    /// Shared: grammar engines are built from it.
-    pub tokenizer: Arc<GgufTokenizer>,
-    /// From `tokenizer.chat_template` (or a built-in one for known architectures).
-    pub chat_template: Option<ChatTemplate>,
-    /// Facts about the file and the load.
-    pub info: ModelInfo,
-    /// Where the tensors live.
-    pub device: Device,
+    /// What the loader built.
+    pub loaded: LoadedModel,
     /// Drafting for speculative decoding in this model's generations (`Speculation::Off` to compare).
     pub speculation: Speculation,
-    /// Prompt-prefix KV snapshots on disk, when the load options asked for them.
-    pub prefix_store: Option<PrefixStore>,
     /// The grammar engine for this tokenizer, built on first use (its token table takes ~0.4 s) and shared
     /// by every constrained generation on this model.
     pub(crate) grammar: Arc<OnceLock<GrammarEngine>>,
+}
+
+impl std::ops::Deref for Model {
+    type Target = LoadedModel;
+    fn deref(&self) -> &LoadedModel {
+        &self.loaded
+    }
+}
+
+impl std::ops::DerefMut for Model {
+    fn deref_mut(&mut self) -> &mut LoadedModel {
+        &mut self.loaded
+    }
 }
 
 impl Model {
@@ -42,22 +45,12 @@ impl Model {
 
     /// Wraps a loaded model; `speculation` `None` drafts by prompt lookup where batched passes are exact.
     pub fn from_loaded(loaded: LoadedModel, speculation: Option<Speculation>) -> Self {
-        let LoadedModel { weights, tokenizer, chat_template, info, device, prefix_store } = loaded;
-        let speculation = speculation.unwrap_or(if weights.exact_batches() {
+        let speculation = speculation.unwrap_or(if loaded.weights.exact_batches() {
             Speculation::prompt_lookup()
         } else {
             Speculation::Off
         });
-        Self {
-            weights,
-            tokenizer,
-            chat_template,
-            info,
-            device,
-            speculation,
-            prefix_store,
-            grammar: Arc::new(OnceLock::new()),
-        }
+        Self { loaded, speculation, grammar: Arc::new(OnceLock::new()) }
     }
 
     /// The same as `load`, with drafting as asked (`None`: where exact).
