@@ -45,7 +45,7 @@ impl Cli {
                 BenchCommand::Pairs(args) => args.suite_args.compute.threads,
                 BenchCommand::Rescore { .. } => None,
             },
-            Command::Runs(_) | Command::Models(_) => None,
+            Command::Runs(_) | Command::Models(_) | Command::Tools(_) => None,
         }
     }
 }
@@ -103,6 +103,9 @@ pub enum Command {
     /// List, pull, verify and locate models.
     #[command(subcommand)]
     Models(ModelsCommand),
+    /// Show the tools a run would offer the planner (built-ins, --tools, MCP servers).
+    #[command(subcommand)]
+    Tools(ToolsCommand),
     /// Benchmarks (`tandem bench speed --model ID`).
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -231,6 +234,14 @@ pub struct ToolArgs {
     /// Add user tools from this TOML file (name, description, args schema, command; see docs/tools.md).
     #[arg(long, value_name = "FILE")]
     pub tools: Option<PathBuf>,
+    /// Add the tools of the MCP servers in this file, in the mcpServers JSON format other MCP clients keep them in
+    /// ({"mcpServers": {"name": {"command": "...", "args": [...], "env": {...}}}}; stdio servers; see
+    /// docs/tools.md). `tandem tools list --mcp FILE` shows what they offer.
+    #[arg(long, value_name = "FILE", env = "TANDEM_MCP")]
+    pub mcp: Option<PathBuf>,
+    /// Time limit of an MCP server's start and of one MCP tool call, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = settings::MCP_TIMEOUT_S)]
+    pub mcp_timeout: u64,
 }
 
 /// `tandem plan`.
@@ -319,6 +330,8 @@ impl ToolArgs {
             allow_shell: self.allow_shell.clone(),
             shell_timeout_s: self.shell_timeout,
             tools_file: self.tools.clone(),
+            mcp_config: self.mcp.clone(),
+            mcp_timeout_s: self.mcp_timeout,
         }
     }
 }
@@ -502,6 +515,27 @@ pub enum ModelsCommand {
         /// Model id.
         id: String,
     },
+}
+
+/// `tandem tools …`.
+#[derive(Debug, Subcommand)]
+pub enum ToolsCommand {
+    /// Show exactly what the planner will see: each tool's name, description, argument schema (after loosening)
+    /// and output schema, then what registration changed or left out. Starts the --mcp servers to list theirs.
+    ///
+    /// Example: tandem tools list --mcp mcp.json --allow-write
+    List(ToolsListArgs),
+}
+
+/// `tandem tools list`.
+#[derive(Debug, Args)]
+pub struct ToolsListArgs {
+    #[command(flatten)]
+    pub tools: ToolArgs,
+    /// Print one JSON object: {"tools": [{name, description, args_schema, output_schema, needs_model}], "warnings":
+    /// [...]}.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `tandem bench …`.

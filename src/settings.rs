@@ -160,6 +160,8 @@ impl Default for Budgets {
 
 /// Default time limit of one shell command, in seconds.
 pub const SHELL_TIMEOUT_S: u64 = 10;
+/// Time limit of an MCP server's start and of one MCP tool call, in seconds.
+pub const MCP_TIMEOUT_S: u64 = 30;
 
 /// What one benchmark suite reads and how it samples (the library's side of `tandem bench tasks|nestful|bfcl`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -203,6 +205,10 @@ pub struct ToolSettings {
     pub shell_timeout_s: u64,
     /// A TOML file of user tools.
     pub tools_file: Option<PathBuf>,
+    /// An MCP servers file (`{"mcpServers": {...}}`) whose servers' tools are offered too.
+    pub mcp_config: Option<PathBuf>,
+    /// Time limit of an MCP server's start and of one MCP tool call, in seconds.
+    pub mcp_timeout_s: u64,
 }
 
 impl Default for ToolSettings {
@@ -213,6 +219,8 @@ impl Default for ToolSettings {
             allow_shell: Vec::new(),
             shell_timeout_s: SHELL_TIMEOUT_S,
             tools_file: None,
+            mcp_config: None,
+            mcp_timeout_s: MCP_TIMEOUT_S,
         }
     }
 }

@@ -213,13 +213,7 @@ fn attempt(
     let (context, registry) = match &goal.workspace {
         None => (&batch.context, &batch.registry),
         Some(workspace) => {
-            own = build(
-                &batch.goals_dir.join(workspace),
-                tools.allow_write,
-                &tools.allow_shell,
-                tools.shell_timeout_s,
-                tools.tools_file.as_deref(),
-            )?;
+            own = build(&batch.goals_dir.join(workspace), tools)?;
             (&own.0, &own.1)
         }
     };

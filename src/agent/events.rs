@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::plan::Plan;
-use crate::settings::{Approval, Budgets, Mode, SHELL_TIMEOUT_S};
+use crate::settings::{Approval, Budgets, Mode, ToolSettings, MCP_TIMEOUT_S, SHELL_TIMEOUT_S};
 use crate::{Error, Result};
 
 /// The settings a run was started with: enough to resume it the same way.
@@ -33,6 +33,12 @@ pub struct RunSettings {
     pub shell_timeout_s: u64,
     /// User tool file, if any.
     pub tools_file: Option<PathBuf>,
+    /// MCP servers file, if any (absent from logs written before MCP support).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_config: Option<PathBuf>,
+    /// Time limit of an MCP server's start and of one MCP tool call, in seconds.
+    #[serde(default = "default_mcp_timeout", skip_serializing_if = "is_default_mcp_timeout")]
+    pub mcp_timeout_s: u64,
     /// The run's limits (written into the log as their own keys: `max_replans`, `max_steps`, …).
     #[serde(flatten)]
     pub budgets: Budgets,
@@ -55,15 +61,38 @@ impl RunSettings {
             allow_shell: Vec::new(),
             shell_timeout_s: default_shell_timeout(),
             tools_file: None,
+            mcp_config: None,
+            mcp_timeout_s: MCP_TIMEOUT_S,
             budgets: Budgets::default(),
             seed: 0,
             approve: Approval::None,
+        }
+    }
+
+    /// The tool settings the run was started with (resuming builds the same tools from them).
+    pub fn tool_settings(&self) -> ToolSettings {
+        ToolSettings {
+            workspace: self.workspace.clone(),
+            allow_write: self.allow_write,
+            allow_shell: self.allow_shell.clone(),
+            shell_timeout_s: self.shell_timeout_s,
+            tools_file: self.tools_file.clone(),
+            mcp_config: self.mcp_config.clone(),
+            mcp_timeout_s: self.mcp_timeout_s,
         }
     }
 }
 
 fn default_shell_timeout() -> u64 {
     SHELL_TIMEOUT_S
+}
+
+fn default_mcp_timeout() -> u64 {
+    MCP_TIMEOUT_S
+}
+
+fn is_default_mcp_timeout(seconds: &u64) -> bool {
+    *seconds == MCP_TIMEOUT_S
 }
 
 /// How a plan revision came about.

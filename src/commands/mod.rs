@@ -9,6 +9,7 @@ pub mod reporter;
 pub mod run;
 pub mod run_view;
 pub mod runs;
+pub mod tools;
 
 use crate::cli::{Cli, Command};
 use crate::Result;
@@ -45,6 +46,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
         Command::Runs(cmd) => done(runs::run(cmd)),
         Command::Plan(args) => done(plan::run(args, &reporter)),
         Command::Models(cmd) => done(models::run(cmd, &reporter)),
+        Command::Tools(cmd) => done(tools::run(cmd)),
         Command::Bench(cmd) => done(bench::run(cmd, &reporter)),
     }
 }

@@ -64,13 +64,7 @@ pub fn resume(args: ResumeArgs, reporter: &dyn Reporter, quiet: bool) -> Result<
     let settings = state.settings.clone().ok_or_else(|| Error::Run(format!("run {id} has no settings in its log")))?;
     let approve = settings.approve;
     check_can_ask(approve, args.yes)?;
-    let (context, registry) = toolbox::build(
-        &settings.workspace,
-        settings.allow_write,
-        &settings.allow_shell,
-        settings.shell_timeout_s,
-        settings.tools_file.as_deref(),
-    )?;
+    let (context, registry) = toolbox::build_tools(&settings.tool_settings())?;
     if !args.runner.json {
         reporter.message(&format!("resuming run {id}: \"{}\"", state.goal));
     }

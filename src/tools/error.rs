@@ -146,6 +146,22 @@ pub enum ToolError {
         /// What is wrong.
         message: String,
     },
+    /// An MCP server could not be started, broke the protocol, closed the connection, or did not answer in time.
+    #[error("MCP server '{server}': {message}")]
+    McpServer {
+        /// The server's name in the MCP servers file.
+        server: String,
+        /// What failed, and what to do.
+        message: String,
+    },
+    /// The tool ran and reported a failure itself (an MCP result with `isError`).
+    #[error("tool '{tool}' reported an error: {message}")]
+    Reported {
+        /// The tool called.
+        tool: String,
+        /// What the tool said.
+        message: String,
+    },
     /// The workspace directory itself is unusable.
     #[error("workspace '{path}': {source}")]
     Workspace {

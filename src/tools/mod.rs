@@ -1,5 +1,6 @@
 //! Tools the agent calls: the [`Tool`] trait, the per-run [`ToolContext`] (workspace and policy), the
-//! [`ToolRegistry`], the built-in tools (one file each) and user command tools loaded from TOML.
+//! [`ToolRegistry`], the built-in tools (one file each), user command tools loaded from TOML and tools of MCP
+//! servers (`mcp`).
 //!
 //! Calls are synchronous: the orchestrator runs them on blocking threads. Commands are confined by a timeout
 //! (the process group is killed) and an output cap.
@@ -10,6 +11,7 @@ pub mod declared;
 pub mod error;
 pub mod list_dir;
 pub mod llm;
+pub mod mcp;
 mod process;
 pub mod read_file;
 pub mod registry;

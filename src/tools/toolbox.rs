@@ -1,32 +1,43 @@
-//! The tools a run offers: the workspace, the tool policy and user tool files turned into a context and registry.
+//! The tools a run offers: the workspace, the tool policy, user tool files and MCP servers turned into a context
+//! and registry.
 
 use std::path::Path;
 use std::time::Duration;
 
+use super::mcp::{register_servers, McpLimits};
 use super::{ToolContext, ToolRegistry, Workspace};
 use crate::settings::ToolSettings;
 use crate::Result;
 
 /// The context and registry for these settings.
 pub fn build_tools(tools: &ToolSettings) -> Result<(ToolContext, ToolRegistry)> {
-    build(&tools.workspace, tools.allow_write, &tools.allow_shell, tools.shell_timeout_s, tools.tools_file.as_deref())
+    build(&tools.workspace, tools)
 }
 
-/// The context and registry for a workspace and policy: built-ins the policy allows, then the user's tools.
-pub fn build(
-    workspace: &Path,
-    allow_write: bool,
-    allow_shell: &[String],
-    shell_timeout_s: u64,
-    tools_file: Option<&Path>,
-) -> Result<(ToolContext, ToolRegistry)> {
+/// The context and registry for these settings with another workspace (a batch goal's own).
+pub fn build(workspace: &Path, tools: &ToolSettings) -> Result<(ToolContext, ToolRegistry)> {
+    let (context, registry, _notes) = build_with_notes(workspace, tools)?;
+    Ok((context, registry))
+}
+
+/// [`build`], also returning the notes of MCP registration (servers left out, names namespaced; each is logged as
+/// a warning too).
+///
+/// The registry holds the built-ins the policy allows, then the user's `--tools`, then the MCP servers' tools; the
+/// servers run until the registry is dropped.
+pub fn build_with_notes(workspace: &Path, tools: &ToolSettings) -> Result<(ToolContext, ToolRegistry, Vec<String>)> {
     let mut context = ToolContext::new(Workspace::new(workspace)?)
-        .with_write(allow_write)
-        .with_shell(allow_shell.iter().filter(|c| !c.trim().is_empty()).cloned());
-    context.shell_timeout = Duration::from_secs(shell_timeout_s.max(1));
+        .with_write(tools.allow_write)
+        .with_shell(tools.allow_shell.iter().filter(|c| !c.trim().is_empty()).cloned());
+    context.shell_timeout = Duration::from_secs(tools.shell_timeout_s.max(1));
     let mut registry = ToolRegistry::builtins(&context);
-    if let Some(file) = tools_file {
+    if let Some(file) = &tools.tools_file {
         registry.load_file(file)?;
     }
-    Ok((context, registry))
+    let mut notes = Vec::new();
+    if let Some(file) = &tools.mcp_config {
+        let limits = McpLimits::with_timeout(Duration::from_secs(tools.mcp_timeout_s.max(1)));
+        notes = register_servers(&mut registry, file, limits)?;
+    }
+    Ok((context, registry, notes))
 }

@@ -19,6 +19,7 @@ mod kernels;
 mod kv_slots;
 mod layers;
 mod loader;
+mod mcp;
 mod plan;
 mod planner;
 mod prefix_store;

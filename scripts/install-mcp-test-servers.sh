@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs the real MCP servers the tests use, at pinned versions, under target/mcp-servers/ (the tests skip a
+# server whose install is absent, printing why; `.ci/run` runs this script first so CI always has them):
+#   venv/  a Python virtual environment with mcp-server-time and mcp-server-git (PyPI, through pip)
+#   npm/   @modelcontextprotocol/server-filesystem (npm registry, through npm; skipped with a note when npm is
+#          missing)
+# Idempotent: a stamp file records what was installed, and a second run with the same pins does nothing.
+# Usage: scripts/install-mcp-test-servers.sh [DIR]   (default: target/mcp-servers in the repository)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir="${1:-target/mcp-servers}"
+python_pins=("mcp-server-time==2026.10.19" "mcp-server-git==2026.10.19")
+npm_pins=("@modelcontextprotocol/server-filesystem@2026.8.31")
+mkdir -p "$dir"
+
+stamp="$dir/venv/.installed"
+want="${python_pins[*]}"
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+    echo "MCP test servers (Python): already installed in $dir/venv"
+else
+    command -v python3 >/dev/null || { echo "python3 not found: needed for the MCP test servers" >&2; exit 1; }
+    rm -rf "$dir/venv"
+    python3 -m venv "$dir/venv"
+    "$dir/venv/bin/python" -m pip install --quiet --disable-pip-version-check "${python_pins[@]}"
+    echo "$want" > "$stamp"
+    echo "MCP test servers (Python): installed ${python_pins[*]} in $dir/venv"
+fi
+
+stamp="$dir/npm/.installed"
+want="${npm_pins[*]}"
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+    echo "MCP test servers (npm): already installed in $dir/npm"
+elif ! command -v npm >/dev/null; then
+    echo "MCP test servers (npm): npm not found, so ${npm_pins[*]} is not installed (its test will skip)"
+else
+    rm -rf "$dir/npm"
+    mkdir -p "$dir/npm"
+    npm install --silent --no-audit --no-fund --prefix "$dir/npm" "${npm_pins[@]}"
+    echo "$want" > "$stamp"
+    echo "MCP test servers (npm): installed ${npm_pins[*]} in $dir/npm"
+fi
