@@ -364,7 +364,12 @@ fn llguidance_matcher(schema: &Value) -> Matcher {
     )
     .unwrap();
     let mut schema = schema.clone();
-    schema["x-guidance"] = json!({"whitespace_flexible": false});
+    match schema.get_mut("x-guidance").and_then(Value::as_object_mut) {
+        Some(options) => {
+            options.insert("whitespace_flexible".into(), json!(false));
+        }
+        None => schema["x-guidance"] = json!({"whitespace_flexible": false}),
+    }
     let matcher = Matcher::new(factory.create_parser(TopLevelGrammar::from_json_schema(schema)));
     assert!(!matcher.is_error(), "llguidance rejected the schema: {:?}", matcher.get_error());
     matcher
@@ -493,4 +498,29 @@ fn odd_schemas_are_loosened_with_warnings_and_still_plannable() {
     let text = r#"{"steps":[{"id":"s1","description":"","tool":"Stays.Find","args":{"city":"Oslo","nights":3},"depends_on":[]}]}"#;
     let mut matcher = llguidance_matcher(&schema);
     assert_eq!(accepted_prefix(&mut matcher, text), text.len(), "{text}");
+}
+
+#[test]
+fn a_bfcl_question_with_odd_parameter_docs_still_gets_a_call_grammar() {
+    // Dotted function names, an empty enum, contradicting bounds, an unknown type and a keyword llguidance does not
+    // support: the call grammar compiles and takes a call of each function.
+    let question = json!({"id": "odd_0", "turns": [], "functions": [
+        {"name": "geo.distance", "description": "", "parameters": {"type": "dict", "properties": {
+            "unit": {"type": "string", "enum": []},
+            "points": {"type": "integer", "minimum": 9, "maximum": 2},
+            "meta": {"type": "any", "x-vendor-hint": {"a": 1}}
+        }, "required": ["unit"]}},
+        {"name": "math.factorial", "description": "", "parameters": {"type": "dict", "properties": {
+            "number": {"type": "integer"}}, "required": ["number"]}}
+    ]});
+    let question: tandem::bench::bfcl::BfclQuestion = serde_json::from_value(question).unwrap();
+    let schema = tandem::bench::bfcl::runner::call_schema(&question);
+    for call in [
+        r#"{"name":"geo.distance","arguments":{"unit":"km","points":4}}"#,
+        r#"{"name":"math.factorial","arguments":{"number":5}}"#,
+    ] {
+        let mut matcher = llguidance_matcher(&schema);
+        assert_eq!(accepted_prefix(&mut matcher, call), call.len(), "{call}");
+        assert!(matcher.is_accepting().unwrap(), "{call}");
+    }
 }
