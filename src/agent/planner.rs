@@ -89,18 +89,64 @@ pub fn revise_plan(
     max_tokens: usize,
 ) -> Result<PlanOutcome> {
     let started = Instant::now();
-    let mut messages = vec![ChatMessage::system(system_prompt(registry)?), ChatMessage::user(goal)];
+    let (planning, spec) = plannable(model, registry, plan_json_schema)?;
+    let planning = planning.as_ref().unwrap_or(registry);
+    let mut messages = vec![ChatMessage::system(system_prompt(planning)?), ChatMessage::user(goal)];
     for revision in history {
         messages.push(ChatMessage::new("assistant", &revision.plan_text));
         messages.push(ChatMessage::user(&revision.feedback));
     }
-    let spec = ConstraintSpec::JsonSchema(plan_json_schema(registry));
     let (text, timings) = chat_call(model, "planner", &messages, Some(&spec), max_tokens)?;
     let mut plan = Plan::from_json(&text)?;
     // The goal is the user's, whatever the planner copied into the plan.
     plan.goal = goal.to_string();
     let issues = plan.validate(registry);
     Ok(PlanOutcome { plan, issues, text, timings, wall: started.elapsed() })
+}
+
+/// The plan grammar for the registry's tools, as `schema_of` builds it, checked against the model's grammar
+/// engine. Where the engine rejects it (a keyword it does not support, a pattern it cannot compile, a schema that
+/// admits nothing), it is retried with unsupported keywords ignored (llguidance's `lenient`), and where it is still
+/// rejected, without each tool whose own steps the engine rejects: one tool the grammar cannot express must not
+/// stop planning with all the others. Returns the narrower registry when tools were left out (plan and prompt
+/// with it; each left-out tool is named in its warnings and the log).
+fn plannable(
+    model: &Model,
+    registry: &ToolRegistry,
+    schema_of: impl Fn(&ToolRegistry) -> serde_json::Value,
+) -> Result<(Option<ToolRegistry>, ConstraintSpec)> {
+    let engine = model.grammar_engine()?;
+    let spec = ConstraintSpec::JsonSchema(schema_of(registry));
+    let first_error = match engine.matcher(&spec) {
+        Ok(_) => return Ok((None, spec)),
+        Err(e) => e,
+    };
+    let lenient = |schema: serde_json::Value| {
+        let mut schema = schema;
+        schema["x-guidance"] = json!({"whitespace_flexible": false, "lenient": true});
+        ConstraintSpec::JsonSchema(schema)
+    };
+    let spec = lenient(schema_of(registry));
+    if engine.matcher(&spec).is_ok() {
+        tracing::warn!("the plan grammar ignores schema keywords the grammar engine does not support ({first_error})");
+        return Ok((None, spec));
+    }
+    let rejected: Vec<String> = registry
+        .names()
+        .into_iter()
+        .filter(|name| engine.matcher(&lenient(schema_of(&registry.subset(|n| n == *name)))).is_err())
+        .map(str::to_string)
+        .collect();
+    if rejected.len() == registry.len() {
+        return Err(first_error.into());
+    }
+    let narrower = registry.without(
+        &rejected,
+        "left out of planning: the grammar engine cannot express its argument schema (`tandem tools list` shows it)",
+    );
+    let spec = lenient(schema_of(&narrower));
+    engine.matcher(&spec)?;
+    Ok((Some(narrower), spec))
 }
 
 /// What step mode's planner decided.
@@ -121,6 +167,8 @@ pub fn next_move(
     record: &str,
     max_tokens: usize,
 ) -> Result<(NextMove, String, Timings)> {
+    let (planning, spec) = plannable(model, registry, |r| next_step_json_schema(r, &PlanSchemaOptions::default()))?;
+    let registry = planning.as_ref().unwrap_or(registry);
     let system = step_system_prompt(registry)?;
     let user = if record.is_empty() {
         format!("Goal: {goal}\nNo results yet.")
@@ -128,7 +176,6 @@ pub fn next_move(
         format!("Goal: {goal}\nResults so far:\n{record}\nIf these answer the goal, reply with {{\"answer\": ...}}.")
     };
     let messages = [ChatMessage::system(system), ChatMessage::user(user)];
-    let spec = ConstraintSpec::JsonSchema(next_step_json_schema(registry, &PlanSchemaOptions::default()));
     let (text, timings) = chat_call(model, "planner", &messages, Some(&spec), max_tokens)?;
     #[derive(serde::Deserialize)]
     #[serde(untagged)]

@@ -27,9 +27,19 @@ impl BenchRecorder {
 
     /// A fresh run directory `<root>/<name>-<UTC stamp>`.
     pub fn create(root: &Path, name: &str) -> Result<Self> {
-        let dir = root.join(format!("{name}-{}", utc_stamp(now_ms() / 1000)));
-        std::fs::create_dir_all(&dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
-        Self::open(&dir)
+        std::fs::create_dir_all(root).map_err(|e| Error::io(format!("creating {}", root.display()), e))?;
+        let stamp = format!("{name}-{}", utc_stamp(now_ms() / 1000));
+        // Two runs started in the same second must not share a directory (the second would take the first one's
+        // samples as done): the directory is created exclusively, with a suffix when the name is taken.
+        for attempt in 1..=1000 {
+            let dir = if attempt == 1 { root.join(&stamp) } else { root.join(format!("{stamp}-{attempt}")) };
+            match std::fs::create_dir(&dir) {
+                Ok(()) => return Self::open(&dir),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(Error::io(format!("creating {}", dir.display()), e)),
+            }
+        }
+        Err(Error::Bench(format!("could not pick a fresh run directory for {stamp} under {}", root.display())))
     }
 
     /// Opens a run directory, new or interrupted; samples already recorded count as done.

@@ -18,7 +18,8 @@ fn list(args: &ToolsListArgs) -> Result<()> {
     let settings = args.tools.settings();
     let (_context, registry, notes) = build_with_notes(&settings.workspace, &settings)?;
     let specs: Vec<&ToolSpec> = registry.specs().collect();
-    let warnings: Vec<String> = notes;
+    // What registration loosened or left out, then what MCP registration noted.
+    let warnings: Vec<String> = registry.warnings().iter().cloned().chain(notes).collect();
     if args.json {
         let tools: Vec<Value> = specs
             .iter()

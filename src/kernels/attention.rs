@@ -74,17 +74,18 @@ pub fn attend(q: &[f32], keys: KvRows, values: KvRows, dims: AttentionDims, scal
     let out_len = out.len();
     // Items run head-major, so the items a thread takes in a row share their keys in cache.
     candle_core::utils::barrier_pool().execute_chunked(n_head * seq, |items| {
-        // SAFETY: `out_addr` and `out_len` describe `out`, which stays mutably borrowed (alive and touched by
-        // nobody else) until `execute_chunked` returns, after every item is done. Each item writes only its own
-        // `head_dim` values, so no value is accessed by two threads (as in `for_row_tiles`, the threads' slices
-        // overlap as ranges though their accesses do not).
-        let out = unsafe { std::slice::from_raw_parts_mut(out_addr as *mut f32, out_len) };
         for item in items {
             let (head, row) = (item / seq, item % seq);
             let query = &q[(head * seq + row) * head_dim..][..head_dim];
             let start = (row * n_head + head) * head_dim;
+            debug_assert!(start + head_dim <= out_len);
+            // SAFETY: `out_addr` is `out`'s start, and `out` stays mutably borrowed (alive, touched by nobody
+            // else) until `execute_chunked` returns, after every item is done. `start + head_dim <= out_len`
+            // (`row < seq`, `head < n_head`, `out_len == n_head * seq * head_dim`, asserted above), and each item's
+            // `head_dim` values are its own: the slices of two items never overlap.
+            let row_out = unsafe { std::slice::from_raw_parts_mut((out_addr as *mut f32).add(start), head_dim) };
             let task = RowTask { query, keys: &keys, values: &values, kv_head: head / n_rep, head_dim, scale };
-            attend_row(task, pos + row, &mut out[start..start + head_dim]);
+            attend_row(task, pos + row, row_out);
         }
     });
 }

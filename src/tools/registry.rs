@@ -7,6 +7,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::error::{ToolError, ToolResult};
+use super::schema_fit::fit;
 use super::{Calculator, ListDir, Llm, ReadFile, Shell, Tool, ToolContext, ToolSpec, WriteFile};
 
 /// One way arguments miss a tool's schema.
@@ -40,6 +41,8 @@ struct Entry {
 pub struct ToolRegistry {
     entries: Vec<Entry>,
     index: HashMap<String, usize>,
+    /// What was changed or dropped to make tools' schemas usable (see [`ToolRegistry::warnings`]).
+    warnings: Vec<String>,
 }
 
 impl std::fmt::Debug for ToolRegistry {
@@ -48,11 +51,13 @@ impl std::fmt::Debug for ToolRegistry {
     }
 }
 
+/// Tool names are taken as their sources give them: MCP servers, OpenAPI operation ids and benchmark data use
+/// dots, slashes and spaces (`Hotels.SearchHouse`, `WeatherAPI.com_forecast`). Plans and grammars hold a name only
+/// as a JSON string, so any text works there; a name must still read as one name in a prompt and a log line.
+const NAME_RULE: &str = "tool names are 1-256 characters, with no control characters and no spaces at either end";
+
 fn valid_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        && name.len() <= 64
+    !name.is_empty() && name.chars().count() <= 256 && !name.chars().any(char::is_control) && name.trim() == name
 }
 
 impl ToolRegistry {
@@ -87,25 +92,49 @@ impl ToolRegistry {
     }
 
     /// Adds a shared tool (see [`ToolRegistry::register`]).
+    ///
+    /// Schemas are taken as real tools ship them: what other dialects spell differently, and what admits no value
+    /// at all, is loosened (`schema_fit`); an argument schema that still does not compile is replaced by "any
+    /// object", an output schema that does not compile is not checked. Each change is a warning
+    /// ([`ToolRegistry::warnings`]), never an error: one odd tool must not stop a run.
     pub fn register_arc(&mut self, tool: Arc<dyn Tool>) -> ToolResult<()> {
-        let spec = ToolSpec::of(tool.as_ref());
+        let mut spec = ToolSpec::of(tool.as_ref());
         if !valid_name(&spec.name) {
-            return Err(ToolError::BadSchema {
-                tool: spec.name.clone(),
-                which: "name",
-                message:
-                    "tool names are 1-64 characters of letters, digits, '_' and '-', starting with a letter or '_'"
-                        .into(),
-            });
+            return Err(ToolError::BadSchema { tool: spec.name.clone(), which: "name", message: NAME_RULE.into() });
         }
         if self.index.contains_key(&spec.name) {
             return Err(ToolError::DuplicateTool { name: spec.name });
         }
-        let validator = compile(&spec.name, "argument", &spec.args_schema)?;
-        let output_validator = match &spec.output_schema {
-            Some(output) => Some(compile(&spec.name, "output", output)?),
-            None => None,
+        let mut warnings = Vec::new();
+        let (args_schema, notes) = fit(&spec.args_schema);
+        warnings.extend(notes.into_iter().map(|n| format!("argument schema {n}")));
+        spec.args_schema = args_schema;
+        let validator = match compile(&spec.name, "argument", &spec.args_schema) {
+            Ok(validator) => validator,
+            Err(e) => {
+                warnings.push(format!("{e}; any arguments object is admitted"));
+                spec.args_schema = serde_json::json!({"type": "object"});
+                compile(&spec.name, "argument", &spec.args_schema)?
+            }
         };
+        let mut output_validator = None;
+        if let Some(output) = spec.output_schema.take() {
+            let (output, notes) = fit(&output);
+            warnings.extend(notes.into_iter().map(|n| format!("output schema {n}")));
+            match compile(&spec.name, "output", &output) {
+                Ok(validator) => {
+                    output_validator = Some(validator);
+                    spec.output_schema = Some(output);
+                }
+                Err(e) => warnings.push(format!("{e}; its outputs are not checked")),
+            }
+        }
+        for warning in warnings {
+            let warning =
+                if warning.starts_with("tool '") { warning } else { format!("tool '{}': {warning}", spec.name) };
+            tracing::warn!("{warning}");
+            self.warnings.push(warning);
+        }
         self.index.insert(spec.name.clone(), self.entries.len());
         self.entries.push(Entry { tool, spec, validator, output_validator });
         Ok(())
@@ -149,6 +178,35 @@ impl ToolRegistry {
     /// All tools, in registration order.
     pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
         self.entries.iter().map(|e| &e.tool)
+    }
+
+    /// The tools whose names `keep` accepts, in the same order, with this registry's warnings.
+    pub fn subset(&self, keep: impl Fn(&str) -> bool) -> Self {
+        let mut kept = Self::new();
+        for entry in self.entries.iter().filter(|e| keep(&e.spec.name)) {
+            // These registered once already: their names are distinct and their schemas compile as fitted.
+            let _ = kept.register_arc(entry.tool.clone());
+        }
+        kept.warnings = self.warnings.clone();
+        kept
+    }
+
+    /// The same tools but those named in `left_out`, with a warning for each saying `why` (the planner leaves out
+    /// tools whose steps the grammar engine cannot express).
+    pub fn without(&self, left_out: &[String], why: &str) -> Self {
+        let mut kept = self.subset(|name| !left_out.iter().any(|l| l == name));
+        for name in left_out {
+            let warning = format!("tool '{name}': {why}");
+            tracing::warn!("{warning}");
+            kept.warnings.push(warning);
+        }
+        kept
+    }
+
+    /// What registration changed to make tools' schemas usable, one sentence each naming the tool (empty when every
+    /// schema was taken as given).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     /// Number of tools.

@@ -319,6 +319,17 @@ fn killed_run_resumes_without_rerunning_completed_steps() {
     let list = scratch.tandem(&["runs", "list"]);
     assert!(String::from_utf8_lossy(&list.stdout).contains("interrupted"));
 
+    // A resume that holds the run (waiting at the gate again) keeps a second resume out.
+    let mut first = scratch.command(&["resume", "latest"]).spawn().unwrap();
+    let holding = wait_for(&scratch.path("runs"), r#""event":"resumed""#, Duration::from_secs(30));
+    let second = scratch.tandem(&["resume", "latest"]);
+    first.kill().unwrap();
+    first.wait().unwrap();
+    assert!(holding, "the first resume never started");
+    assert_eq!(second.status.code(), Some(1), "{}", String::from_utf8_lossy(&second.stderr));
+    assert!(String::from_utf8_lossy(&second.stderr).contains("another process"));
+    assert_eq!(read_or_empty(&counter).lines().count(), 1, "s1 did not run again");
+
     std::fs::remove_file(&block).unwrap();
     let (json, output) = scratch.tandem_json(&["resume", "latest"]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));

@@ -137,7 +137,7 @@ fn nestful_malformed_samples_and_lines_are_reported_not_dropped() {
 fn nestful_unreadable_files_are_errors() {
     let dir = tempfile::tempdir().unwrap();
     let missing = nestful::load(dir.path()).unwrap_err();
-    assert!(missing.to_string().contains(nestful::DATA_FILE), "{missing}");
+    assert!(missing.to_string().contains("*-data.json") && missing.to_string().contains("--data"), "{missing}");
     std::fs::write(dir.path().join(nestful::DATA_FILE), "[{\"input\": ").unwrap();
     let broken = nestful::load(dir.path()).unwrap_err().to_string();
     assert!(broken.contains("not valid JSON") && broken.contains("line 1"), "{broken}");

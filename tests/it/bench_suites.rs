@@ -85,6 +85,27 @@ fn recorder_resumes_and_reports_torn_lines() {
 }
 
 #[test]
+fn runs_started_in_the_same_second_get_their_own_directories() {
+    let scratch = Scratch::new();
+    let recorders: Vec<BenchRecorder> =
+        (0..5).map(|_| BenchRecorder::create(&scratch.path("out"), "nestful-x").unwrap()).collect();
+    let dirs: BTreeSet<PathBuf> = recorders.iter().map(|r| r.dir().to_path_buf()).collect();
+    assert_eq!(dirs.len(), 5, "five runs, five directories: {dirs:?}");
+    let mut first = BenchRecorder::open(recorders[0].dir()).unwrap();
+    first.append(&json!({"sample": 1})).unwrap();
+    assert!(!recorders[1].is_done(&json!(1)) && !BenchRecorder::open(recorders[1].dir()).unwrap().is_done(&json!(1)));
+    // Concurrent starts, as two `tandem bench` processes in the same second would make them.
+    let root = scratch.path("threads");
+    let made: Vec<PathBuf> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| scope.spawn(|| BenchRecorder::create(&root, "bfcl-x").unwrap().dir().to_path_buf()))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(made.iter().collect::<BTreeSet<_>>().len(), 4, "{made:?}");
+}
+
+#[test]
 fn pair_matrix_adds_the_baselines() {
     let p = vec!["big".to_string()];
     let e = vec!["small".to_string()];
@@ -155,6 +176,39 @@ fn smoke_nestful_one_sample() {
     assert_eq!(record["valid_plan"], true, "the grammar makes the plan valid: {record}");
     let f1 = summary["summary"]["f1_functions"].as_f64().unwrap();
     assert!(f1 > 0.0, "{summary}");
+}
+
+#[test]
+fn a_nestful_split_with_dotted_names_and_free_parameters_loads_and_plans_cleanly() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nestful-dotted");
+    let data = load(&dir).unwrap();
+    assert_eq!((data.samples.len(), data.tools.len()), (2, 4), "found by *-data.json and *-spec.json");
+    let registry = registry_of(&data.tools).unwrap();
+    assert!(registry.warnings().is_empty(), "empty allowed_values mean any value: {:?}", registry.warnings());
+    assert!(registry.contains("FX.com/convert") && registry.contains("Notes add"));
+    let spec = registry.spec("Stays.FindRoom").unwrap();
+    assert_eq!(spec.args_schema["properties"]["tier"]["enum"], json!(["basic", "suite"]));
+    assert!(spec.args_schema["properties"]["city"].get("enum").is_none());
+    // A directory with two candidate files of one kind is refused, naming them.
+    let scratch = Scratch::new();
+    for name in ["a-data.json", "b-data.json", "a-spec.json"] {
+        std::fs::copy(dir.join("dev-dotted-spec.json"), scratch.path(name)).unwrap();
+    }
+    let error = load(&scratch.path("")).err().unwrap().to_string();
+    assert!(error.contains("a-data.json, b-data.json"), "{error}");
+}
+
+#[test]
+fn smoke_nestful_dotted_tool_names() {
+    let scratch = Scratch::new();
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nestful-dotted");
+    let (summary, records) = bench(&scratch, &["nestful", "--data", data.to_str().unwrap(), "--limit", "2"]);
+    assert_eq!(summary["summary"]["samples"], 2, "{records}");
+    for line in records.lines() {
+        let record: Value = serde_json::from_str(line).unwrap();
+        assert!(record.get("error").is_none_or(Value::is_null), "no name or schema error: {record}");
+    }
+    assert!(summary["summary"]["f1_functions"].as_f64().unwrap() > 0.0, "{summary}");
 }
 
 #[test]

@@ -15,6 +15,7 @@ mod chat_template;
 mod cli_docs;
 mod generate;
 mod grammar;
+mod hostile;
 mod kernels;
 mod kv_slots;
 mod layers;

@@ -364,7 +364,12 @@ fn llguidance_matcher(schema: &Value) -> Matcher {
     )
     .unwrap();
     let mut schema = schema.clone();
-    schema["x-guidance"] = json!({"whitespace_flexible": false});
+    match schema.get_mut("x-guidance").and_then(Value::as_object_mut) {
+        Some(options) => {
+            options.insert("whitespace_flexible".into(), json!(false));
+        }
+        None => schema["x-guidance"] = json!({"whitespace_flexible": false}),
+    }
     let matcher = Matcher::new(factory.create_parser(TopLevelGrammar::from_json_schema(schema)));
     assert!(!matcher.is_error(), "llguidance rejected the schema: {:?}", matcher.get_error());
     matcher
@@ -423,5 +428,99 @@ fn llguidance_compiles_the_plan_schema_and_follows_it() {
         // It refuses the first byte after `stops_at`: the grammar, not a later check, rules the plan out.
         let expected = bad.find(stops_at).unwrap() + stops_at.len();
         assert_eq!(taken, expected, "stopped at {:?} in {bad}", &bad[..taken]);
+    }
+}
+
+fn declared(name: &str, args_schema: Value, output_schema: Option<Value>) -> Arc<DeclaredTool> {
+    Arc::new(DeclaredTool {
+        name: name.into(),
+        description: format!("{name} does a thing"),
+        args_schema,
+        output_schema,
+    })
+}
+
+#[test]
+fn tool_names_as_real_catalogues_spell_them_are_planned_and_validated() {
+    let mut registry = ToolRegistry::new();
+    for name in ["Hotels.SearchHouse", "WeatherAPI.com_forecast", "fs/read text", "ünïcode-tool"] {
+        let args = json!({"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]});
+        registry
+            .register_arc(declared(
+                name,
+                args,
+                Some(json!({"type": "object", "properties": {"out": {"type": "string"}}})),
+            ))
+            .unwrap();
+    }
+    for bad in ["", " padded", "tab\there", &"x".repeat(257)] {
+        let error = registry.register_arc(declared(bad, json!({"type": "object"}), None)).unwrap_err().to_string();
+        assert!(error.contains("no control characters"), "{bad:?}: {error}");
+    }
+    let clash = registry.register_arc(declared("Hotels.SearchHouse", json!({"type": "object"}), None)).unwrap_err();
+    assert!(clash.to_string().contains("Hotels.SearchHouse"), "{clash}");
+    let plan = plan(json!([
+        {"id": "s1", "tool": "Hotels.SearchHouse", "args": {"q": "Lisbon"}},
+        {"id": "s2", "tool": "fs/read text", "args": {"q": "$s1.out$"}}
+    ]));
+    assert_eq!(plan.validate(&registry), vec![]);
+    let schema = plan_json_schema(&registry);
+    let text = r#"{"steps":[{"id":"s1","description":"","tool":"WeatherAPI.com_forecast","args":{"q":"Oslo"},"depends_on":[]}]}"#;
+    let mut matcher = llguidance_matcher(&schema);
+    assert_eq!(accepted_prefix(&mut matcher, text), text.len(), "{text}");
+    assert!(matcher.is_accepting().unwrap());
+}
+
+#[test]
+fn odd_schemas_are_loosened_with_warnings_and_still_plannable() {
+    let mut registry = ToolRegistry::new();
+    // NESTFUL's `allowed_values: []` as an empty enum, Python type names, OpenAPI `nullable`, contradicting bounds,
+    // a required name the properties lack, and an output schema whose pattern is no regex at all.
+    let args = json!({"type": "dict", "properties": {
+        "city": {"type": "str", "enum": []},
+        "nights": {"type": "int", "minimum": 5, "maximum": 1},
+        "note": {"type": "string", "nullable": true}
+    }, "required": ["city", "phantom"]});
+    let output = json!({"type": "string", "pattern": "(unclosed"});
+    registry.register_arc(declared("Stays.Find", args, Some(output))).unwrap();
+    registry
+        .register_arc(declared("ok_tool", json!({"type": "object", "properties": {"a": {"type": "integer"}}}), None))
+        .unwrap();
+    let warnings = registry.warnings().join("\n");
+    for needle in ["Stays.Find", "/properties/city/enum", "phantom", "minimum", "nullable", "output", "not checked"] {
+        assert!(warnings.contains(needle), "no warning on {needle}:\n{warnings}");
+    }
+    assert!(!warnings.contains("ok_tool"), "a fine schema is not touched:\n{warnings}");
+    // Values the loosened schema admits pass the argument check; the output is no longer checked.
+    assert!(registry.arg_errors("Stays.Find", &json!({"city": "Oslo", "nights": 3, "note": null})).unwrap().is_empty());
+    assert!(registry.output_errors("Stays.Find", &json!("anything")).unwrap().is_empty());
+    let schema = plan_json_schema(&registry);
+    let text = r#"{"steps":[{"id":"s1","description":"","tool":"Stays.Find","args":{"city":"Oslo","nights":3},"depends_on":[]}]}"#;
+    let mut matcher = llguidance_matcher(&schema);
+    assert_eq!(accepted_prefix(&mut matcher, text), text.len(), "{text}");
+}
+
+#[test]
+fn a_bfcl_question_with_odd_parameter_docs_still_gets_a_call_grammar() {
+    // Dotted function names, an empty enum, contradicting bounds, an unknown type and a keyword llguidance does not
+    // support: the call grammar compiles and takes a call of each function.
+    let question = json!({"id": "odd_0", "turns": [], "functions": [
+        {"name": "geo.distance", "description": "", "parameters": {"type": "dict", "properties": {
+            "unit": {"type": "string", "enum": []},
+            "points": {"type": "integer", "minimum": 9, "maximum": 2},
+            "meta": {"type": "any", "x-vendor-hint": {"a": 1}}
+        }, "required": ["unit"]}},
+        {"name": "math.factorial", "description": "", "parameters": {"type": "dict", "properties": {
+            "number": {"type": "integer"}}, "required": ["number"]}}
+    ]});
+    let question: tandem::bench::bfcl::BfclQuestion = serde_json::from_value(question).unwrap();
+    let schema = tandem::bench::bfcl::runner::call_schema(&question);
+    for call in [
+        r#"{"name":"geo.distance","arguments":{"unit":"km","points":4}}"#,
+        r#"{"name":"math.factorial","arguments":{"number":5}}"#,
+    ] {
+        let mut matcher = llguidance_matcher(&schema);
+        assert_eq!(accepted_prefix(&mut matcher, call), call.len(), "{call}");
+        assert!(matcher.is_accepting().unwrap(), "{call}");
     }
 }

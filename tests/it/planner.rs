@@ -33,3 +33,31 @@ fn a_real_planner_writes_a_valid_calculator_plan() {
     assert!(outcome.plan.steps.iter().any(|s| s.tool == "calculator"), "{}", outcome.text);
     assert!(outcome.timings.forced_tokens > 0, "the grammar should force the JSON keys");
 }
+
+#[test]
+fn a_tool_the_grammar_cannot_express_is_left_out_and_planning_goes_on() {
+    use std::sync::Arc;
+    use tandem::tools::DeclaredTool;
+    let dir = tempfile::tempdir().unwrap();
+    let mut registry = registry(dir.path());
+    // A lookahead is a valid JSON Schema pattern (the argument checker takes it) that the grammar engine's regex
+    // cannot express, lenient or not.
+    let args =
+        serde_json::json!({"type": "object", "properties": {"code": {"type": "string", "pattern": "^(?=A)[A-Z]+$"}}});
+    registry
+        .register_arc(Arc::new(DeclaredTool {
+            name: "Codes.Check".into(),
+            description: "Checks a code".into(),
+            args_schema: args,
+            output_schema: None,
+        }))
+        .unwrap();
+    let path = crate::common::real_model("qwen2.5-coder-0.5b-instruct-q4_k_m");
+    let mut model = Model::load(&path, &Device::Cpu, &LoadOptions::default()).unwrap();
+    let engine = model.grammar_engine().unwrap();
+    let whole = tandem::decode::constraint::ConstraintSpec::JsonSchema(tandem::agent::plan_json_schema(&registry));
+    assert!(engine.matcher(&whole).is_err(), "the check needs a schema the engine rejects");
+    let outcome = write_plan(&mut model, "What is 12*4+5?", &registry, 200).unwrap();
+    assert!(outcome.issues.is_empty(), "{:?}\n{}", outcome.issues, outcome.text);
+    assert!(outcome.plan.steps.iter().all(|s| s.tool != "Codes.Check"), "{}", outcome.text);
+}

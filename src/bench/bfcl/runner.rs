@@ -15,6 +15,7 @@ use crate::decode::constraint::ConstraintSpec;
 use crate::llm::ChatMessage;
 use crate::progress::Reporter;
 use crate::settings::SuiteSettings;
+use crate::tools::schema_fit::fit;
 use crate::{Error, Result};
 
 /// Token budget of one call.
@@ -23,17 +24,21 @@ const CALL_TOKENS: usize = 256;
 /// The categories this harness knows.
 pub const CATEGORIES: [BfclCategory; 2] = [BfclCategory::SimplePython, BfclCategory::Multiple];
 
-/// The grammar of a call: one of the question's functions with its parameters (closed objects).
+/// The grammar of a call: one of the question's functions with its parameters (closed objects). Parameter docs
+/// are taken as real functions ship them: what admits no value is loosened (`tools::schema_fit`), and keywords the
+/// grammar engine does not support are ignored (`lenient`; a schema it supports compiles the same either way), so
+/// one odd function does not abort its question.
 pub fn call_schema(question: &BfclQuestion) -> Value {
     let shapes: Vec<Value> = question
         .functions
         .iter()
         .map(|f| {
-            json!({"type": "object", "properties": {"name": {"const": f.name}, "arguments": f.tool_spec().args_schema},
+            let (arguments, _notes) = fit(&f.tool_spec().args_schema);
+            json!({"type": "object", "properties": {"name": {"const": f.name}, "arguments": arguments},
                    "required": ["name", "arguments"], "additionalProperties": false})
         })
         .collect();
-    json!({"anyOf": shapes})
+    json!({"anyOf": shapes, "x-guidance": {"whitespace_flexible": false, "lenient": true}})
 }
 
 fn system_prompt(question: &BfclQuestion) -> String {

@@ -87,7 +87,7 @@ fn required_names(params: &Map<String, Value>) -> Vec<Value> {
         .collect()
 }
 
-/// One NESTFUL parameter as JSON Schema: `allowed_values` → `enum`, a boolean `required` is dropped (its parent
+/// One NESTFUL parameter as JSON Schema: a non-empty `allowed_values` → `enum`, a boolean `required` is dropped (its parent
 /// lists it), unknown types are dropped, `format` is kept on strings only (NESTFUL puts `"format": "date"` on an
 /// array once), nested `properties` and `items` are converted the same way.
 fn property_schema(param: &Value) -> Value {
@@ -99,6 +99,9 @@ fn property_schema(param: &Value) -> Value {
     for (key, value) in object {
         match key.as_str() {
             "required" if !value.is_array() => {}
+            // NESTFUL's spec format lists the values a parameter takes; an empty list means any value (an empty
+            // `enum` would admit none, and make every plan with the tool impossible).
+            "allowed_values" if value.as_array().is_some_and(Vec::is_empty) => {}
             "allowed_values" => {
                 schema.insert("enum".into(), value.clone());
             }

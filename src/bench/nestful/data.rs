@@ -48,6 +48,17 @@ pub enum BenchDataError {
         #[source]
         source: serde_json::Error,
     },
+    /// The directory does not hold exactly one file of a split's kind.
+    #[error("{} must hold one *{suffix} file{}; give the split's directory with --data DIR", dir.display(),
+        if found.is_empty() { String::new() } else { format!(", not several ({found})") })]
+    Split {
+        /// The directory.
+        dir: PathBuf,
+        /// `-data.json` or `-spec.json`.
+        suffix: &'static str,
+        /// The candidates, when there were several.
+        found: String,
+    },
     /// The file is JSON of the wrong shape.
     #[error("{}: expected {expected}", path.display())]
     Shape {
@@ -202,16 +213,41 @@ pub struct Loaded<T> {
 /// Parsed records with their locations, and the issues of those that did not parse.
 pub(crate) type Records<T> = (Vec<(Location, T)>, Vec<DataIssue>);
 
-/// Loads [`DATA_FILE`] and [`SPEC_FILE`] from `dir`.
+/// Loads a NESTFUL split from `dir`: [`DATA_FILE`] and [`SPEC_FILE`] where they are there, else the one
+/// `*-data.json` and the one `*-spec.json` the directory holds (every published split is laid out so).
 pub fn load(dir: &Path) -> Result<NestfulData, BenchDataError> {
-    let samples = load_samples(&dir.join(DATA_FILE))?;
-    let tools = load_tools(&dir.join(SPEC_FILE))?;
+    let samples = load_samples(&split_file(dir, DATA_FILE, "-data.json")?)?;
+    let tools = load_tools(&split_file(dir, SPEC_FILE, "-spec.json")?)?;
     Ok(NestfulData {
         samples: samples.items,
         tools: tools.items,
         skipped: [samples.skipped, tools.skipped].concat(),
         warnings: [samples.warnings, tools.warnings].concat(),
     })
+}
+
+/// `dir/preferred` if it exists, else the one file in `dir` whose name ends with `suffix`.
+fn split_file(dir: &Path, preferred: &str, suffix: &'static str) -> Result<PathBuf, BenchDataError> {
+    let path = dir.join(preferred);
+    if path.exists() {
+        return Ok(path);
+    }
+    let io = |source| BenchDataError::Io { path: dir.to_path_buf(), source };
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(io)?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(suffix)))
+        .collect();
+    found.sort();
+    match found.len() {
+        1 => Ok(found.remove(0)),
+        0 => Err(BenchDataError::Split { dir: dir.to_path_buf(), suffix, found: String::new() }),
+        _ => Err(BenchDataError::Split {
+            dir: dir.to_path_buf(),
+            suffix,
+            found: found.iter().filter_map(|p| p.file_name()?.to_str()).collect::<Vec<_>>().join(", "),
+        }),
+    }
 }
 
 /// Reads the file and splits it into records: the elements of a JSON array (located by index) or the non-blank
