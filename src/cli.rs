@@ -231,6 +231,10 @@ pub struct ToolArgs {
     /// Add user tools from this TOML file (name, description, args schema, command; see docs/tools.md).
     #[arg(long, value_name = "FILE")]
     pub tools: Option<PathBuf>,
+    /// Show the planner only the K tools that best match the goal (BM25 tool retrieval; `llm` is always kept);
+    /// 0 shows every tool. For large catalogues (docs/benchmarks.md, tool retrieval).
+    #[arg(long, value_name = "K", default_value_t = settings::TOOLS_TOP_K)]
+    pub tools_top_k: usize,
 }
 
 /// `tandem plan`.
@@ -319,6 +323,7 @@ impl ToolArgs {
             allow_shell: self.allow_shell.clone(),
             shell_timeout_s: self.shell_timeout,
             tools_file: self.tools.clone(),
+            top_k: self.tools_top_k,
         }
     }
 }
@@ -559,6 +564,14 @@ pub struct SuiteArgs {
     /// distractors drawn with --seed).
     #[arg(long, default_value = "gold+5")]
     pub tools: String,
+    /// NESTFUL and tasks: show the planner only the K tools of the catalogue that best match the goal (BM25 tool
+    /// retrieval); 0 shows all.
+    #[arg(long, value_name = "K", default_value_t = 0)]
+    pub tools_top_k: usize,
+    /// NESTFUL only: print the gold-tool recall of tool retrieval at each K (e.g. `3,5,8,10,15`) over the --tools
+    /// catalogues and exit; no model is loaded.
+    #[arg(long, value_name = "K,...", value_delimiter = ',')]
+    pub retrieval_recall: Vec<usize>,
     /// NESTFUL without the plan grammar (free JSON), to measure what the grammar buys.
     #[arg(long)]
     pub no_grammar: bool,
@@ -590,6 +603,7 @@ impl SuiteArgs {
             mode: self.mode,
             data: self.data.clone(),
             tools: self.tools.clone(),
+            tools_top_k: self.tools_top_k,
             no_grammar: self.no_grammar,
             categories: self.categories.clone(),
             limit: self.limit,

@@ -161,6 +161,9 @@ impl Default for Budgets {
 /// Default time limit of one shell command, in seconds.
 pub const SHELL_TIMEOUT_S: u64 = 10;
 
+/// Default of `--tools-top-k`: 0, every tool is shown to the planner (see docs/benchmarks.md, tool retrieval).
+pub const TOOLS_TOP_K: usize = 0;
+
 /// What one benchmark suite reads and how it samples (the library's side of `tandem bench tasks|nestful|bfcl`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SuiteSettings {
@@ -174,6 +177,8 @@ pub struct SuiteSettings {
     pub data: Option<PathBuf>,
     /// NESTFUL's tool catalogue per sample: `all` or `gold+K`.
     pub tools: String,
+    /// The planner sees only this many tools of the catalogue, chosen by retrieval (0: all); nestful and tasks.
+    pub tools_top_k: usize,
     /// NESTFUL without the plan grammar.
     pub no_grammar: bool,
     /// BFCL categories.
@@ -203,6 +208,8 @@ pub struct ToolSettings {
     pub shell_timeout_s: u64,
     /// A TOML file of user tools.
     pub tools_file: Option<PathBuf>,
+    /// The planner sees only this many tools, those that best match the goal (tool retrieval); 0 shows all.
+    pub top_k: usize,
 }
 
 impl Default for ToolSettings {
@@ -213,6 +220,7 @@ impl Default for ToolSettings {
             allow_shell: Vec::new(),
             shell_timeout_s: SHELL_TIMEOUT_S,
             tools_file: None,
+            top_k: TOOLS_TOP_K,
         }
     }
 }

@@ -33,6 +33,9 @@ pub struct RunSettings {
     pub shell_timeout_s: u64,
     /// User tool file, if any.
     pub tools_file: Option<PathBuf>,
+    /// The planner sees only this many tools, chosen for the goal by retrieval (0, and logs before it: all).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tools_top_k: usize,
     /// The run's limits (written into the log as their own keys: `max_replans`, `max_steps`, …).
     #[serde(flatten)]
     pub budgets: Budgets,
@@ -55,11 +58,16 @@ impl RunSettings {
             allow_shell: Vec::new(),
             shell_timeout_s: default_shell_timeout(),
             tools_file: None,
+            tools_top_k: 0,
             budgets: Budgets::default(),
             seed: 0,
             approve: Approval::None,
         }
     }
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 fn default_shell_timeout() -> u64 {
@@ -128,6 +136,15 @@ pub enum Event {
         goal: String,
         /// Settings and budgets.
         settings: RunSettings,
+    },
+    /// Tool retrieval chose the tools the planner sees (`--tools-top-k`); logged once, before the first plan.
+    ToolsSelected {
+        /// The `k` asked for.
+        top_k: usize,
+        /// How many tools the run offers in all (execution and validation still know every one).
+        offered: usize,
+        /// The tools the planner sees, best match first (`llm` kept beyond `k` comes last).
+        tools: Vec<String>,
     },
     /// A model was loaded (models load lazily, on first use).
     ModelLoaded {

@@ -25,6 +25,7 @@ pub fn run_settings(agent: &AgentSettings, context: &ToolContext, approve: Appro
         allow_shell: context.shell_allowlist.clone(),
         shell_timeout_s: agent.tools.shell_timeout_s,
         tools_file: agent.tools.tools_file.as_ref().map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone())),
+        tools_top_k: agent.tools.top_k,
         budgets: agent.budgets,
         seed: 0,
         approve,

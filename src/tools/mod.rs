@@ -13,6 +13,7 @@ pub mod llm;
 mod process;
 pub mod read_file;
 pub mod registry;
+pub mod retrieval;
 pub mod shell;
 pub mod toolbox;
 pub mod workspace;
