@@ -242,6 +242,10 @@ pub struct ToolArgs {
     /// Time limit of an MCP server's start and of one MCP tool call, in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = settings::MCP_TIMEOUT_S)]
     pub mcp_timeout: u64,
+    /// Show the planner only the K tools that best match the goal (BM25 tool retrieval; `llm` is always kept);
+    /// 0 shows every tool. For large catalogues (docs/benchmarks.md, tool retrieval).
+    #[arg(long, value_name = "K", default_value_t = settings::TOOLS_TOP_K)]
+    pub tools_top_k: usize,
 }
 
 /// `tandem plan`.
@@ -332,6 +336,7 @@ impl ToolArgs {
             tools_file: self.tools.clone(),
             mcp_config: self.mcp.clone(),
             mcp_timeout_s: self.mcp_timeout,
+            top_k: self.tools_top_k,
         }
     }
 }
@@ -593,6 +598,14 @@ pub struct SuiteArgs {
     /// distractors drawn with --seed).
     #[arg(long, default_value = "gold+5")]
     pub tools: String,
+    /// NESTFUL and tasks: show the planner only the K tools of the catalogue that best match the goal (BM25 tool
+    /// retrieval); 0 shows all.
+    #[arg(long, value_name = "K", default_value_t = 0)]
+    pub tools_top_k: usize,
+    /// NESTFUL only: print the gold-tool recall of tool retrieval at each K (e.g. `3,5,8,10,15`) over the --tools
+    /// catalogues and exit; no model is loaded.
+    #[arg(long, value_name = "K,...", value_delimiter = ',')]
+    pub retrieval_recall: Vec<usize>,
     /// NESTFUL without the plan grammar (free JSON), to measure what the grammar buys.
     #[arg(long)]
     pub no_grammar: bool,
@@ -624,6 +637,7 @@ impl SuiteArgs {
             mode: self.mode,
             data: self.data.clone(),
             tools: self.tools.clone(),
+            tools_top_k: self.tools_top_k,
             no_grammar: self.no_grammar,
             categories: self.categories.clone(),
             limit: self.limit,

@@ -163,6 +163,9 @@ pub const SHELL_TIMEOUT_S: u64 = 10;
 /// Time limit of an MCP server's start and of one MCP tool call, in seconds.
 pub const MCP_TIMEOUT_S: u64 = 30;
 
+/// Default of `--tools-top-k`: 0, every tool is shown to the planner (see docs/benchmarks.md, tool retrieval).
+pub const TOOLS_TOP_K: usize = 0;
+
 /// What one benchmark suite reads and how it samples (the library's side of `tandem bench tasks|nestful|bfcl`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SuiteSettings {
@@ -176,6 +179,8 @@ pub struct SuiteSettings {
     pub data: Option<PathBuf>,
     /// NESTFUL's tool catalogue per sample: `all` or `gold+K`.
     pub tools: String,
+    /// The planner sees only this many tools of the catalogue, chosen by retrieval (0: all); nestful and tasks.
+    pub tools_top_k: usize,
     /// NESTFUL without the plan grammar.
     pub no_grammar: bool,
     /// BFCL categories.
@@ -209,6 +214,8 @@ pub struct ToolSettings {
     pub mcp_config: Option<PathBuf>,
     /// Time limit of an MCP server's start and of one MCP tool call, in seconds.
     pub mcp_timeout_s: u64,
+    /// The planner sees only this many tools, those that best match the goal (tool retrieval); 0 shows all.
+    pub top_k: usize,
 }
 
 impl Default for ToolSettings {
@@ -221,6 +228,7 @@ impl Default for ToolSettings {
             tools_file: None,
             mcp_config: None,
             mcp_timeout_s: MCP_TIMEOUT_S,
+            top_k: TOOLS_TOP_K,
         }
     }
 }

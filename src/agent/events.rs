@@ -39,6 +39,9 @@ pub struct RunSettings {
     /// Time limit of an MCP server's start and of one MCP tool call, in seconds.
     #[serde(default = "default_mcp_timeout", skip_serializing_if = "is_default_mcp_timeout")]
     pub mcp_timeout_s: u64,
+    /// The planner sees only this many tools, chosen for the goal by retrieval (0, and logs before it: all).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tools_top_k: usize,
     /// The run's limits (written into the log as their own keys: `max_replans`, `max_steps`, …).
     #[serde(flatten)]
     pub budgets: Budgets,
@@ -63,6 +66,7 @@ impl RunSettings {
             tools_file: None,
             mcp_config: None,
             mcp_timeout_s: MCP_TIMEOUT_S,
+            tools_top_k: 0,
             budgets: Budgets::default(),
             seed: 0,
             approve: Approval::None,
@@ -79,8 +83,13 @@ impl RunSettings {
             tools_file: self.tools_file.clone(),
             mcp_config: self.mcp_config.clone(),
             mcp_timeout_s: self.mcp_timeout_s,
+            top_k: self.tools_top_k,
         }
     }
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 fn default_shell_timeout() -> u64 {
@@ -157,6 +166,15 @@ pub enum Event {
         goal: String,
         /// Settings and budgets.
         settings: RunSettings,
+    },
+    /// Tool retrieval chose the tools the planner sees (`--tools-top-k`); logged once, before the first plan.
+    ToolsSelected {
+        /// The `k` asked for.
+        top_k: usize,
+        /// How many tools the run offers in all (execution and validation still know every one).
+        offered: usize,
+        /// The tools the planner sees, best match first (`llm` kept beyond `k` comes last).
+        tools: Vec<String>,
     },
     /// A model was loaded (models load lazily, on first use).
     ModelLoaded {

@@ -207,8 +207,13 @@ pub fn run_suite(suite: Suite, args: &SuiteSettings, pair: &Pair, reporter: &dyn
             let samples: Vec<(Value, _)> =
                 tasks.into_iter().take(args.limit.unwrap_or(usize::MAX)).map(|t| (json!(t.id), t)).collect();
             let dir = recorder.dir().to_path_buf();
-            let setup =
-                TaskSetup { bench_dir: &dir, planner: &pair.planner, executor: &pair.executor, mode: pair.mode };
+            let setup = TaskSetup {
+                bench_dir: &dir,
+                planner: &pair.planner,
+                executor: &pair.executor,
+                mode: pair.mode,
+                tools_top_k: args.tools_top_k,
+            };
             run_samples(&samples, &mut recorder, reporter, "tasks", |task| {
                 run_task(task, &setup, &mut models as &mut dyn ModelSource)
             })?

@@ -22,7 +22,7 @@ pub const BUILTIN_TASKS: &str = include_str!("../../benches/tasks.toml");
 pub struct Task {
     /// Unique id.
     pub id: String,
-    /// arithmetic, units, files, text, replan.
+    /// arithmetic, units, files, text, replan, distractors.
     pub category: String,
     /// The goal given to `tandem run`.
     pub goal: String,
@@ -32,6 +32,9 @@ pub struct Task {
     /// Offer `write_file`.
     #[serde(default)]
     pub allow_write: bool,
+    /// Offer `shell`, allowed to run these programs (as `--allow-shell`).
+    #[serde(default)]
+    pub allow_shell: Vec<String>,
     /// User tools (a `--tools` file's text; `{ws}` is the workspace path).
     #[serde(default)]
     pub tools: Option<String>,
@@ -112,6 +115,8 @@ pub struct TaskSetup<'a> {
     pub executor: &'a str,
     /// `plan-ahead` or `step`.
     pub mode: crate::settings::Mode,
+    /// The planner sees only this many tools, chosen by retrieval (0: all).
+    pub tools_top_k: usize,
 }
 
 /// Runs one task with the agent and returns its record.
@@ -129,7 +134,8 @@ pub fn run_task(task: &Task, setup: &TaskSetup, models: &mut dyn ModelSource) ->
         std::fs::write(&target, content).map_err(|e| Error::io(format!("writing {}", target.display()), e))?;
     }
     std::fs::create_dir_all(&workspace).map_err(|e| Error::io(format!("creating {}", workspace.display()), e))?;
-    let context = ToolContext::new(Workspace::new(&workspace)?).with_write(task.allow_write);
+    let context =
+        ToolContext::new(Workspace::new(&workspace)?).with_write(task.allow_write).with_shell(task.allow_shell.clone());
     let mut registry = ToolRegistry::builtins(&context);
     if let Some(tools) = &task.tools {
         let path = setup.bench_dir.join("workspaces").join(format!("{}.tools.toml", task.id));
@@ -144,6 +150,8 @@ pub fn run_task(task: &Task, setup: &TaskSetup, models: &mut dyn ModelSource) ->
     std::fs::create_dir_all(&run_dir).map_err(|e| Error::io(format!("creating {}", run_dir.display()), e))?;
     let mut settings = RunSettings::new(setup.planner, setup.executor, &workspace);
     settings.allow_write = task.allow_write;
+    settings.allow_shell = task.allow_shell.clone();
+    settings.tools_top_k = setup.tools_top_k;
     settings.mode = setup.mode;
     settings.budgets.max_seconds = 300;
     let started = Instant::now();
@@ -171,6 +179,7 @@ pub fn run_task(task: &Task, setup: &TaskSetup, models: &mut dyn ModelSource) ->
         "stop": outcome.stop,
         "detail": outcome.detail,
         "steps": state.steps_run,
+        "plan_tools": state.plan.as_ref().map(|p| p.steps.iter().map(|s| s.tool.clone()).collect::<Vec<_>>()),
         "replans": state.replans,
         "planner": state.planner,
         "executor": state.executor,

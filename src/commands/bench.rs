@@ -23,8 +23,27 @@ pub fn run(cmd: BenchCommand, reporter: &dyn Reporter) -> Result<()> {
 
 fn suite(suite: Suite, args: &SuiteArgs, reporter: &dyn Reporter) -> Result<()> {
     let settings = args.settings();
+    if !args.retrieval_recall.is_empty() {
+        if suite != Suite::Nestful {
+            return Err(Error::Usage("--retrieval-recall is for `tandem bench nestful`".into()));
+        }
+        return retrieval_recall(&settings, &args.retrieval_recall, reporter);
+    }
     let pair = suites::pair_of(&settings);
     suites::run_suite(suite, &settings, &pair, reporter).map(|_| ())
+}
+
+/// Prints retrieval's gold-tool recall at each K as a Markdown table.
+fn retrieval_recall(settings: &crate::settings::SuiteSettings, ks: &[usize], reporter: &dyn Reporter) -> Result<()> {
+    let rows = crate::bench::nestful::runner::recall(settings, ks, reporter)?;
+    let size = rows.first().map_or(0.0, |r| r.catalogue);
+    println!("tool retrieval (BM25) on NESTFUL, --tools {} (mean catalogue {size:.1} tools)", settings.tools);
+    println!("| K | gold-tool recall@K | samples with every gold tool in the K |");
+    println!("| --- | --- | --- |");
+    for row in rows {
+        println!("| {} | {:.3} | {:.3} |", row.k, row.recall, row.all_gold);
+    }
+    Ok(())
 }
 
 fn pairs_settings(args: &PairsArgs) -> PairsSettings {

@@ -4,15 +4,28 @@ use crate::agent::planner::write_plan;
 use crate::cli::PlanArgs;
 use crate::commands::generate::load_model;
 use crate::progress::Reporter;
+use crate::tools::retrieval::planning_selection;
 use crate::tools::toolbox::build_tools;
 use crate::{Error, Result};
 
 /// Runs `tandem plan`.
 pub fn run(args: PlanArgs, reporter: &dyn Reporter) -> Result<()> {
-    let (_context, registry) = build_tools(&args.tools.settings())?;
+    let settings = args.tools.settings();
+    let (_context, registry) = build_tools(&settings)?;
+    let selection = planning_selection(&args.goal, &registry, settings.top_k)?;
+    if let Some(selection) = &selection {
+        reporter.message(&format!(
+            "the planner sees {} of {} tools (--tools-top-k {}): {}",
+            selection.tools.len(),
+            registry.len(),
+            settings.top_k,
+            selection.tools.join(", ")
+        ));
+    }
+    let tools = selection.as_ref().map_or(&registry, |s| &s.registry);
     let mut model = load_model(&args.model_args(), reporter)?;
     reporter.message(&format!("planning with {} …", args.model));
-    let outcome = write_plan(&mut model, &args.goal, &registry, args.max_tokens)?;
+    let outcome = write_plan(&mut model, &args.goal, tools, args.max_tokens)?;
     if args.json {
         let json = serde_json::to_string_pretty(&outcome.plan).map_err(Error::encode("the plan"))?;
         println!("{json}");

@@ -43,6 +43,9 @@ pub fn describe(event: &Event) -> Option<String> {
             settings.mode.name(),
             settings.workspace.display()
         ),
+        Event::ToolsSelected { top_k, offered, tools } => {
+            format!("planner sees {} of {offered} tools (--tools-top-k {top_k}): {}", tools.len(), tools.join(", "))
+        }
         Event::ModelLoaded { role, id, sha256, ms, .. } => {
             let sha = sha256.as_deref().map(|s| format!(", sha256 {}…", &s[..s.len().min(12)])).unwrap_or_default();
             format!("loaded {role} {id} in {:.1} s{sha}", *ms as f64 / 1000.0)

@@ -15,6 +15,7 @@ pub mod mcp;
 mod process;
 pub mod read_file;
 pub mod registry;
+pub mod retrieval;
 pub mod schema_fit;
 pub mod shell;
 pub mod toolbox;

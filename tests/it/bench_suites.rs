@@ -36,7 +36,7 @@ fn builtin_tasks_parse_and_cover_every_category() {
     let tasks = builtin_tasks();
     assert!(tasks.len() >= 40, "{}", tasks.len());
     let categories: BTreeSet<&str> = tasks.iter().map(|t| t.category.as_str()).collect();
-    assert_eq!(categories, BTreeSet::from(["arithmetic", "files", "replan", "text", "units"]));
+    assert_eq!(categories, BTreeSet::from(["arithmetic", "distractors", "files", "replan", "text", "units"]));
     let bad = parse_tasks("[[task]]\nid = \"x\"\ncategory = \"c\"\ngoal = \"g\"\n", Path::new("t.toml"))
         .unwrap_err()
         .to_string();

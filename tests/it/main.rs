@@ -25,6 +25,7 @@ mod plan;
 mod planner;
 mod prefix_store;
 mod real_models;
+mod retrieval;
 mod store;
 mod tokenizer;
 mod tools;

@@ -23,6 +23,7 @@ use super::models::ModelSource;
 use super::plan::Plan;
 use super::runs::RunState;
 pub use crate::settings::Mode;
+use crate::tools::retrieval::planning_selection;
 use crate::tools::{ToolContext, ToolRegistry};
 use crate::Result;
 
@@ -101,6 +102,8 @@ pub struct Agent<'a> {
     pub approver: &'a mut dyn Approver,
     /// Live view.
     pub observer: &'a dyn Observer,
+    /// The tools the planner sees when retrieval chose some (`--tools-top-k`); `None`: all of `registry`.
+    planning: Option<ToolRegistry>,
     log: EventLog,
     state: RunState,
     settings: RunSettings,
@@ -126,12 +129,19 @@ impl<'a> Agent<'a> {
             models,
             approver,
             observer,
+            planning: None,
             log,
             state: RunState::default(),
             settings: settings.clone(),
             started: Instant::now(),
         };
+        let top_k = settings.tools_top_k;
         agent.emit(Event::RunStarted { goal: goal.to_string(), settings })?;
+        if let Some(selection) = planning_selection(goal, registry, top_k)? {
+            tracing::debug!(tools = ?selection.tools, "tool retrieval");
+            agent.emit(Event::ToolsSelected { top_k, offered: registry.len(), tools: selection.tools })?;
+            agent.planning = Some(selection.registry);
+        }
         Ok(agent)
     }
 
@@ -151,8 +161,20 @@ impl<'a> Agent<'a> {
             .settings
             .clone()
             .ok_or_else(|| crate::Error::Run("the run's log has no settings (no run_started event)".into()))?;
-        let mut agent =
-            Self { registry, context, models, approver, observer, log, state, settings, started: Instant::now() };
+        // The same goal, catalogue and k select the same tools the run started with.
+        let planning = planning_selection(&state.goal, registry, settings.tools_top_k)?.map(|s| s.registry);
+        let mut agent = Self {
+            registry,
+            context,
+            models,
+            approver,
+            observer,
+            planning,
+            log,
+            state,
+            settings,
+            started: Instant::now(),
+        };
         let mut completed: Vec<String> = agent.state.outputs.keys().cloned().collect();
         completed.sort();
         agent.emit(Event::Resumed { completed })?;

@@ -86,9 +86,11 @@ impl Agent<'_> {
         let goal = self.state.goal.clone();
         let history = self.state.revisions.clone();
         let tokens = self.settings.budgets.plan_tokens;
+        // The planner sees the tools retrieval chose, if it chose; validation and execution know every tool.
+        let tools = self.planning.as_ref().unwrap_or(self.registry);
         let model = self.models.planner()?;
         let started = Instant::now();
-        let written = revise_plan(model, &goal, self.registry, &history, tokens);
+        let written = revise_plan(model, &goal, tools, &history, tokens);
         self.log_model_loads()?;
         match written {
             Ok(PlanOutcome { plan, timings, .. }) => {

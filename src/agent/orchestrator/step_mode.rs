@@ -72,9 +72,10 @@ impl Agent<'_> {
             let record = self.step_record(&plan);
             let goal = self.state.goal.clone();
             let tokens = self.settings.budgets.plan_tokens;
+            let tools = self.planning.as_ref().unwrap_or(self.registry);
             let model = self.models.planner()?;
             let started = Instant::now();
-            let proposed = next_move(model, &goal, self.registry, &record, tokens);
+            let proposed = next_move(model, &goal, tools, &record, tokens);
             self.log_model_loads()?;
             let (next, _text, timings) = match proposed {
                 Ok(proposed) => proposed,

@@ -2,10 +2,12 @@
 //! [`Plan`](crate::agent::Plan)s, and its four scores computed the way IBM's scorer computes them.
 //!
 //! [`data`] reads the samples, [`catalogue`] the tools (and picks each sample's offer), [`sequences`] converts call
-//! sequences and plans, [`scoring`] holds the scores, and [`runner`] runs the suite.
+//! sequences and plans, [`scoring`] holds the scores, [`retrieval`] measures tool retrieval's recall, and
+//! [`runner`] runs the suite.
 
 pub mod catalogue;
 pub mod data;
+pub mod retrieval;
 pub mod runner;
 pub mod scoring;
 pub mod sequences;
@@ -16,5 +18,6 @@ pub use data::{
     load, load_samples, BenchDataError, Call, DataIssue, Loaded, Location, NestfulData, NestfulSample, NestfulTool,
     DATA_FILE, SPEC_FILE, VAR_RESULT,
 };
+pub use retrieval::{retrieval_recall, RecallAtK};
 pub use scoring::{macro_scores, score_sample, summarize, MacroScores, NestfulSummary, SampleScore};
 pub use sequences::{calls_to_plan, plan_to_calls, ConversionError};

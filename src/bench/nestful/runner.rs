@@ -8,8 +8,8 @@ use std::time::Instant;
 use serde_json::{json, Value};
 
 use super::{
-    distractor_catalogue, load, plan_to_calls, score_sample, summarize, Call, Distractors, NestfulSample, NestfulTool,
-    SampleScore,
+    distractor_catalogue, load, plan_to_calls, retrieval_recall, score_sample, summarize, Call, Distractors,
+    NestfulSample, NestfulTool, RecallAtK, SampleScore,
 };
 use crate::agent::model_call::chat_call;
 use crate::agent::planner::{system_prompt, write_plan};
@@ -18,6 +18,7 @@ use crate::bench::records::{run_samples, BenchRecorder};
 use crate::llm::ChatMessage;
 use crate::progress::Reporter;
 use crate::settings::SuiteSettings;
+use crate::tools::retrieval::planning_selection;
 use crate::tools::{DeclaredTool, ToolRegistry};
 use crate::{Error, Result};
 
@@ -81,6 +82,18 @@ fn first_json(text: &str) -> Option<Value> {
     serde_json::Deserializer::from_str(&text[start..]).into_iter::<Value>().next()?.ok()
 }
 
+/// Tool retrieval's gold-tool recall at each K over the data's `--tools` catalogues (the first `--limit` samples).
+pub fn recall(args: &SuiteSettings, ks: &[usize], reporter: &dyn Reporter) -> Result<Vec<RecallAtK>> {
+    let dir = data_dir(args.data.as_deref(), "nestful")?;
+    let data = load(&dir).map_err(|e| Error::Bench(e.to_string()))?;
+    for issue in data.skipped.iter().chain(&data.warnings) {
+        reporter.message(&format!("data: {issue}"));
+    }
+    let distractors = parse_catalogue_option(&args.tools)?;
+    let samples: Vec<NestfulSample> = data.samples.into_iter().take(args.limit.unwrap_or(usize::MAX)).collect();
+    retrieval_recall(&samples, &data.tools, distractors, args.seed, ks).map_err(|e| Error::Bench(e.to_string()))
+}
+
 /// Runs the suite; returns every record.
 pub fn run(
     args: &SuiteSettings,
@@ -102,9 +115,12 @@ pub fn run(
             distractor_catalogue(sample, &tools, distractors, args.seed).map_err(|e| Error::Bench(e.to_string()))?;
         let names: Vec<String> = catalogue.iter().map(|t| t.name.clone()).collect();
         let started = Instant::now();
-        let base = json!({"sample": sample.index, "input": sample.input, "catalogue": names, "grammar": !args.no_grammar,
-                          "gold": sample.calls});
-        let mut record = match plan_sample(sample, &catalogue, args.no_grammar, models) {
+        let mut base = json!({"sample": sample.index, "input": sample.input, "catalogue": names,
+                              "grammar": !args.no_grammar, "gold": sample.calls});
+        if args.tools_top_k > 0 {
+            base["tools_top_k"] = json!(args.tools_top_k);
+        }
+        let mut record = match plan_sample(sample, &catalogue, args.no_grammar, args.tools_top_k, models) {
             Ok(planned) => planned,
             // A sample the planner fails on scores as an empty prediction: it counts, it is not dropped.
             Err(e) => json!({"prediction": Value::Null, "valid_plan": false, "error": e.to_string(),
@@ -127,19 +143,24 @@ fn plan_sample(
     sample: &NestfulSample,
     catalogue: &[NestfulTool],
     no_grammar: bool,
+    top_k: usize,
     models: &mut dyn ModelSource,
 ) -> Result<Value> {
     let registry = registry_of(catalogue)?;
+    // With --tools-top-k the planner sees only the tools retrieval picks; the plan is still checked against all.
+    let selection = planning_selection(&sample.input, &registry, top_k)?;
+    let planning = selection.as_ref().map_or(&registry, |s| &s.registry);
     let model = models.planner()?;
     let (plan, text, usage) = if no_grammar {
-        let messages = [ChatMessage::system(system_prompt(&registry)?), ChatMessage::user(&sample.input)];
+        let messages = [ChatMessage::system(system_prompt(planning)?), ChatMessage::user(&sample.input)];
         let (text, timings) = chat_call(model, "planner", &messages, None, PLAN_TOKENS)?;
         let plan = first_json(&text).and_then(|v| serde_json::from_value::<Plan>(v).ok());
         (plan, text, timings)
     } else {
-        let outcome = write_plan(model, &sample.input, &registry, PLAN_TOKENS)?;
+        let outcome = write_plan(model, &sample.input, planning, PLAN_TOKENS)?;
         (Some(outcome.plan), outcome.text, outcome.timings)
     };
+    let retrieved = selection.map(|s| s.tools);
     let valid = plan.as_ref().is_some_and(|p| p.validate(&registry).is_empty());
     let predicted: Vec<Call> = plan.as_ref().map(plan_to_calls).unwrap_or_default();
     Ok(json!({
@@ -150,6 +171,7 @@ fn plan_sample(
         "tokens_in": usage.prompt_tokens,
         "tokens_out": usage.generated_tokens,
         "planner_timings": usage,
+        "retrieved": retrieved,
     }))
 }
 
