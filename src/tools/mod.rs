@@ -41,7 +41,8 @@ pub use write_file::WriteFile;
 
 /// Something the agent can call.
 pub trait Tool: Send + Sync {
-    /// The name plans use (`[A-Za-z_][A-Za-z0-9_-]*`).
+    /// The name plans use, as its source spells it (any text of 1-256 characters without control characters or
+    /// surrounding spaces: dots, slashes and spaces included; see `registry`).
     fn name(&self) -> &str;
     /// One line for the planner's prompt.
     fn description(&self) -> &str;

@@ -1,0 +1,207 @@
+//! `tandem bench …`'s argument types (clap derive): the measurements and the quality suites.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand, ValueEnum};
+
+use super::{ComputeArgs, ModelArgs};
+use crate::settings::{self, Mode, SuiteSettings};
+
+/// `tandem bench …`.
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Load time, prefill tok/s, decode tok/s and peak RSS of one model.
+    Speed(SpeedArgs),
+    /// Grammar cost and savings: compile time, mask time, constrained vs unconstrained plan generation.
+    Grammar(GrammarBenchArgs),
+    /// Speculative decoding by prompt lookup: the planner's plans for a few goals, drafted vs plain decoding.
+    ///
+    /// Example: tandem bench drafts -m qwen2.5-coder-1.5b-instruct-q4_k_m
+    Drafts(DraftsArgs),
+    /// End-to-end tasks (benches/tasks.toml): success rate, steps, replans, tokens, wall time.
+    ///
+    /// Example: tandem bench tasks --limit 10
+    Tasks(SuiteArgs),
+    /// NESTFUL: planning quality (F1 of functions and parameters, partial and full sequence accuracy).
+    ///
+    /// Example: tandem bench nestful --tools gold+5 --limit 40
+    Nestful(SuiteArgs),
+    /// BFCL simple_python and multiple: single tool calls by the executor, checked with BFCL's AST rules.
+    ///
+    /// Example: tandem bench bfcl --limit 100
+    Bfcl(SuiteArgs),
+    /// The planner × executor matrix on one suite, with the one-model and executor-only (step mode) baselines.
+    ///
+    /// Example: tandem bench pairs --planners qwen2.5-coder-1.5b-instruct-q4_k_m --executors
+    /// qwen2.5-coder-0.5b-instruct-q4_k_m --suite tasks --limit 10
+    Pairs(PairsArgs),
+    /// Recompute the scores of a finished or interrupted benchmark run from its records.
+    Rescore {
+        /// The benchmark run directory (as printed at its start).
+        dir: PathBuf,
+    },
+}
+
+/// Options of one benchmark suite.
+#[derive(Debug, Clone, Args)]
+pub struct SuiteArgs {
+    /// The planner: a model id or a .gguf path.
+    #[arg(long, default_value = settings::DEFAULT_PLANNER)]
+    pub planner: String,
+    /// The executor: a model id or a .gguf path.
+    #[arg(long, default_value = settings::DEFAULT_EXECUTOR)]
+    pub executor: String,
+    /// Planner mode for `tasks` (plan-ahead, or step for the executor-alone baseline).
+    #[arg(long, value_enum, default_value_t = Mode::PlanAhead)]
+    pub mode: Mode,
+    /// Data: a directory for nestful (default ../shared/data/nestful) and bfcl (../shared/data/bfcl), a tasks
+    /// TOML file for tasks (default: the built-in suite).
+    #[arg(long, value_name = "PATH")]
+    pub data: Option<PathBuf>,
+    /// Tool catalogue per NESTFUL sample: `all` (the whole spec file, hardest) or `gold+K` (gold tools and K
+    /// distractors drawn with --seed).
+    #[arg(long, default_value = "gold+5")]
+    pub tools: String,
+    /// NESTFUL and tasks: show the planner only the K tools of the catalogue that best match the goal (BM25 tool
+    /// retrieval); 0 shows all.
+    #[arg(long, value_name = "K", default_value_t = 0)]
+    pub tools_top_k: usize,
+    /// NESTFUL only: print the gold-tool recall of tool retrieval at each K (e.g. `3,5,8,10,15`) over the --tools
+    /// catalogues and exit; no model is loaded.
+    #[arg(long, value_name = "K,...", value_delimiter = ',')]
+    pub retrieval_recall: Vec<usize>,
+    /// NESTFUL without the plan grammar (free JSON), to measure what the grammar buys.
+    #[arg(long)]
+    pub no_grammar: bool,
+    /// BFCL categories (comma-separated): simple_python, multiple.
+    #[arg(long, value_delimiter = ',', default_value = "simple_python,multiple")]
+    pub categories: Vec<String>,
+    /// Only the first N samples (per category for bfcl).
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// Seed for distractor tools.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Where benchmark runs are written (one directory per run).
+    #[arg(long, default_value = "bench-results")]
+    pub out: PathBuf,
+    /// Continue an interrupted run in this directory (samples already recorded are skipped).
+    #[arg(long, value_name = "DIR")]
+    pub resume: Option<PathBuf>,
+    #[command(flatten)]
+    pub compute: ComputeArgs,
+}
+
+impl SuiteArgs {
+    /// The settings these flags give.
+    pub fn settings(&self) -> SuiteSettings {
+        SuiteSettings {
+            planner: self.planner.clone(),
+            executor: self.executor.clone(),
+            mode: self.mode,
+            data: self.data.clone(),
+            tools: self.tools.clone(),
+            tools_top_k: self.tools_top_k,
+            no_grammar: self.no_grammar,
+            categories: self.categories.clone(),
+            limit: self.limit,
+            seed: self.seed,
+            out: self.out.clone(),
+            resume: self.resume.clone(),
+            compute: self.compute.settings(),
+        }
+    }
+}
+
+/// The suite `bench pairs` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SuiteName {
+    /// End-to-end tasks.
+    Tasks,
+    /// NESTFUL planning.
+    Nestful,
+    /// BFCL single calls.
+    Bfcl,
+}
+
+/// `tandem bench pairs`.
+#[derive(Debug, Clone, Args)]
+pub struct PairsArgs {
+    /// Planner models (comma-separated ids or paths).
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub planners: Vec<String>,
+    /// Executor models (comma-separated ids or paths).
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub executors: Vec<String>,
+    /// The suite to run for every pair.
+    #[arg(long, value_enum)]
+    pub suite: SuiteName,
+    /// Skip the baselines (each model alone; each executor alone in step mode).
+    #[arg(long)]
+    pub no_baselines: bool,
+    /// Suite options (the --planner/--executor given here are ignored).
+    #[command(flatten)]
+    pub suite_args: SuiteArgs,
+}
+
+/// `tandem bench grammar`.
+#[derive(Debug, Args)]
+pub struct GrammarBenchArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Repetitions of the generation comparison; medians are reported.
+    #[arg(long, default_value_t = 3)]
+    pub repeats: usize,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `tandem bench drafts`.
+#[derive(Debug, Args)]
+pub struct DraftsArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Repetitions of each plan, plain and drafted; medians are reported.
+    #[arg(long, default_value_t = 3)]
+    pub repeats: usize,
+    /// Also time llama.cpp's plain decoding of as many tokens at the same depth (the plan's prompt length),
+    /// alternating with ours: a `llama-bench` binary (`scripts/build-llama-bench.sh` builds one).
+    #[arg(long, value_name = "LLAMA_BENCH")]
+    pub vs_llamacpp: Option<PathBuf>,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `tandem bench speed`.
+#[derive(Debug, Args)]
+pub struct SpeedArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Prompt length in tokens for the prefill measurement.
+    #[arg(long, default_value_t = 512)]
+    pub prefill_tokens: usize,
+    /// Tokens to decode for the decode measurement.
+    #[arg(long, default_value_t = 128)]
+    pub decode_tokens: usize,
+    /// Positions already in the cache when decoding starts. 0 (the default) decodes after a one-token prompt,
+    /// like llama-bench's generation test; 512 decodes as after a 512-token prompt (llama-bench `-d 512`).
+    #[arg(long, default_value_t = 0)]
+    pub decode_depth: usize,
+    /// Also decode N sequences at once, one forward pass a token for all of them (what `tandem batch
+    /// --parallel N` does), for each N in this list, e.g. `--sequences 2,4,8`; prints the total tok/s and its
+    /// ratio to one sequence's.
+    #[arg(long, value_delimiter = ',', value_name = "N,..", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub sequences: Vec<u16>,
+    /// Repetitions; medians are reported.
+    #[arg(long, default_value_t = 3)]
+    pub repeats: usize,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Also run llama.cpp's llama-bench at this path on the same file, threads and token counts, alternating
+    /// with our runs, and print ratios (build one with scripts/build-llama-bench.sh).
+    #[arg(long, value_name = "LLAMA_BENCH")]
+    pub vs_llamacpp: Option<PathBuf>,
+}
