@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the real MCP servers the tests use, at pinned versions, under target/mcp-servers/ (the tests skip a
-# server whose install is absent, printing why; `.ci/run` runs this script first so CI always has them):
+# Installs the real MCP servers the tests use, at pinned versions, under target/mcp-servers/ (the tests run it on
+# first use, as they pull models, and fail saying why when a server cannot be installed; `.ci/run` runs it first
+# so the install shows in the log):
 #   venv/  a Python virtual environment with mcp-server-time and mcp-server-git (PyPI, through pip)
 #   npm/   @modelcontextprotocol/server-filesystem (npm registry, through npm; skipped with a note when npm is
 #          missing)
@@ -31,7 +32,7 @@ want="${npm_pins[*]}"
 if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
     echo "MCP test servers (npm): already installed in $dir/npm"
 elif ! command -v npm >/dev/null; then
-    echo "MCP test servers (npm): npm not found, so ${npm_pins[*]} is not installed (its test will skip)"
+    echo "MCP test servers (npm): npm not found, so ${npm_pins[*]} is not installed (its test will fail: install npm)"
 else
     rm -rf "$dir/npm"
     mkdir -p "$dir/npm"

@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -16,9 +17,36 @@ fn fixture_server() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp/server.py")
 }
 
-/// Where scripts/install-mcp-test-servers.sh puts the real servers.
-fn installed_servers() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/mcp-servers")
+/// A real server's program, installed on first use by scripts/install-mcp-test-servers.sh (pinned versions under
+/// target/mcp-servers; idempotent, so once per test process is cheap), as the real-model tests pull their models.
+/// A server that cannot be installed fails the test that needs it, saying why.
+fn installed_program(relative: &str) -> PathBuf {
+    static INSTALL: OnceLock<Result<(), String>> = OnceLock::new();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let installed = INSTALL.get_or_init(|| {
+        let output = Command::new(root.join("scripts/install-mcp-test-servers.sh"))
+            .output()
+            .map_err(|e| format!("could not run scripts/install-mcp-test-servers.sh: {e}"))?;
+        if output.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "scripts/install-mcp-test-servers.sh failed ({}):\n{}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr)
+            ))
+        }
+    });
+    if let Err(why) = installed {
+        panic!("{why}");
+    }
+    let program = root.join("target/mcp-servers").join(relative);
+    assert!(
+        program.exists(),
+        "{} is missing after scripts/install-mcp-test-servers.sh ran (npm servers need npm on PATH)",
+        program.display()
+    );
+    program
 }
 
 /// A config of fixture servers: (server name, mode) each.
@@ -292,17 +320,10 @@ fn tools_list_shows_what_the_planner_sees() {
     assert!(stderr.contains("/no/such/mcp.json") && stderr.contains("cannot read"), "{stderr}");
 }
 
-/// The real `mcp-server-time`, when scripts/install-mcp-test-servers.sh has installed it.
+/// The real `mcp-server-time`.
 #[test]
 fn the_real_time_server_lists_and_converts() {
-    let program = installed_servers().join("venv/bin/mcp-server-time");
-    if !program.exists() {
-        eprintln!(
-            "skipped: {} is not installed; run scripts/install-mcp-test-servers.sh (.ci/run does)",
-            program.display()
-        );
-        return;
-    }
+    let program = installed_program("venv/bin/mcp-server-time");
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("mcp.json");
     std::fs::write(
@@ -342,28 +363,15 @@ fn the_real_time_server_lists_and_converts() {
     assert!(error.to_string().contains("Mars/Olympus"), "{error}");
 }
 
-/// A registry with the real server of that config entry, or `None` (with the reason printed) when the install
-/// script has not installed it.
-fn real_server(
-    program: &Path,
-    name: &str,
-    args: Vec<String>,
-    dir: &Path,
-) -> Option<(ToolContext, ToolRegistry, Vec<String>)> {
-    if !program.exists() {
-        eprintln!(
-            "skipped: {} is not installed; run scripts/install-mcp-test-servers.sh (.ci/run does)",
-            program.display()
-        );
-        return None;
-    }
+/// A registry with the real server of that config entry.
+fn real_server(program: &Path, name: &str, args: Vec<String>, dir: &Path) -> (ToolContext, ToolRegistry, Vec<String>) {
     let config = dir.join("mcp.json");
     std::fs::write(&config, json!({"mcpServers": {name: {"command": program, "args": args}}}).to_string()).unwrap();
     let ctx = ToolContext::new(Workspace::new(dir).unwrap());
     let mut registry = ToolRegistry::builtins(&ctx);
     let notes = register_servers(&mut registry, &config, McpLimits::with_timeout(Duration::from_secs(60)))
         .unwrap_or_else(|e| panic!("starting the real {name} server: {e}"));
-    Some((ctx, registry, notes))
+    (ctx, registry, notes)
 }
 
 /// The real `mcp-server-git` on a repository the test creates.
@@ -386,8 +394,8 @@ fn the_real_git_server_reports_a_repositorys_status() {
     git(&["add", "notes.txt"]);
     git(&["commit", "-q", "-m", "Add the notes"]);
     std::fs::write(repo.join("notes.txt"), "first\nsecond\n").unwrap();
-    let program = installed_servers().join("venv/bin/mcp-server-git");
-    let Some((ctx, registry, _)) = real_server(&program, "git", vec![], dir.path()) else { return };
+    let program = installed_program("venv/bin/mcp-server-git");
+    let (ctx, registry, _) = real_server(&program, "git", vec![], dir.path());
     let repo_path = repo.to_str().unwrap();
     let status = registry.call("git_status", &json!({"repo_path": repo_path}), &ctx).unwrap();
     let text = status["text"].as_str().unwrap();
@@ -404,11 +412,9 @@ fn the_real_filesystem_server_reads_inside_its_root_only() {
     let root = dir.path().join("root");
     std::fs::create_dir(&root).unwrap();
     std::fs::write(root.join("note.txt"), "hello from the filesystem server\n").unwrap();
-    let program = installed_servers().join("npm/node_modules/.bin/mcp-server-filesystem");
+    let program = installed_program("npm/node_modules/.bin/mcp-server-filesystem");
     let root_arg = std::fs::canonicalize(&root).unwrap().to_string_lossy().into_owned();
-    let Some((ctx, registry, notes)) = real_server(&program, "files", vec![root_arg.clone()], dir.path()) else {
-        return;
-    };
+    let (ctx, registry, notes) = real_server(&program, "files", vec![root_arg.clone()], dir.path());
     assert!(registry.contains("files.read_file") && registry.contains("read_text_file"), "{:?}", registry.names());
     assert!(notes.iter().any(|n| n.contains("registered as 'files.read_file'")), "{notes:?}");
     let read = registry.call("read_text_file", &json!({"path": format!("{root_arg}/note.txt")}), &ctx).unwrap();

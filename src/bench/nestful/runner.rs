@@ -39,17 +39,6 @@ pub fn data_dir(given: Option<&Path>, name: &str) -> Result<PathBuf> {
     })
 }
 
-/// The file in `dir` whose name ends with `suffix`.
-pub fn file_ending(dir: &Path, suffix: &str) -> Result<PathBuf> {
-    let entries = std::fs::read_dir(dir).map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
-    let mut found: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(suffix)))
-        .collect();
-    found.sort();
-    found.into_iter().next().ok_or_else(|| Error::Bench(format!("no *{suffix} file in {}", dir.display())))
-}
-
 /// `all` → the whole catalogue; `gold+K` → gold tools and K distractors.
 pub fn parse_catalogue_option(text: &str) -> Result<Distractors> {
     if text == "all" {
