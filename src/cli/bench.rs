@@ -26,9 +26,10 @@ pub enum BenchCommand {
     ///
     /// Example: tandem bench nestful --tools gold+5 --limit 40
     Nestful(SuiteArgs),
-    /// BFCL simple_python and multiple: single tool calls by the executor, checked with BFCL's AST rules.
+    /// BFCL's single-turn categories (simple_python, multiple, parallel, parallel_multiple, irrelevance, live_*):
+    /// function calls by the executor, checked with BFCL's AST rules.
     ///
-    /// Example: tandem bench bfcl --limit 100
+    /// Example: tandem bench bfcl --limit 100; tandem bench bfcl --data DIR --categories all
     Bfcl(SuiteArgs),
     /// The planner × executor matrix on one suite, with the one-model and executor-only (step mode) baselines.
     ///
@@ -73,7 +74,9 @@ pub struct SuiteArgs {
     /// NESTFUL without the plan grammar (free JSON), to measure what the grammar buys.
     #[arg(long)]
     pub no_grammar: bool,
-    /// BFCL categories (comma-separated): simple_python, multiple.
+    /// BFCL categories (comma-separated): simple_python, multiple, parallel, parallel_multiple, irrelevance,
+    /// live_simple, live_multiple, live_parallel, live_parallel_multiple, live_irrelevance, live_relevance; or `all`
+    /// (every category with a question file in --data).
     #[arg(long, value_delimiter = ',', default_value = "simple_python,multiple")]
     pub categories: Vec<String>,
     /// Only the first N samples (per category for bfcl).

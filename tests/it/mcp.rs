@@ -20,7 +20,7 @@ fn fixture_server() -> PathBuf {
 /// A real server's program, installed on first use by scripts/install-mcp-test-servers.sh (pinned versions under
 /// target/mcp-servers; idempotent, so once per test process is cheap), as the real-model tests pull their models.
 /// A server that cannot be installed fails the test that needs it, saying why.
-fn installed_program(relative: &str) -> PathBuf {
+pub(crate) fn installed_program(relative: &str) -> PathBuf {
     static INSTALL: OnceLock<Result<(), String>> = OnceLock::new();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let installed = INSTALL.get_or_init(|| {

@@ -514,7 +514,7 @@ fn a_bfcl_question_with_odd_parameter_docs_still_gets_a_call_grammar() {
             "number": {"type": "integer"}}, "required": ["number"]}}
     ]});
     let question: tandem::bench::bfcl::BfclQuestion = serde_json::from_value(question).unwrap();
-    let schema = tandem::bench::bfcl::runner::call_schema(&question);
+    let schema = tandem::bench::bfcl::call::call_schema(&question, tandem::bench::bfcl::CallShape::One);
     for call in [
         r#"{"name":"geo.distance","arguments":{"unit":"km","points":4}}"#,
         r#"{"name":"math.factorial","arguments":{"number":5}}"#,
@@ -523,4 +523,37 @@ fn a_bfcl_question_with_odd_parameter_docs_still_gets_a_call_grammar() {
         assert_eq!(accepted_prefix(&mut matcher, call), call.len(), "{call}");
         assert!(matcher.is_accepting().unwrap(), "{call}");
     }
+}
+
+#[test]
+fn bfcl_call_grammars_take_one_call_several_or_possibly_none() {
+    use tandem::bench::bfcl::{call::call_schema, BfclQuestion, CallShape};
+    let question: BfclQuestion = serde_json::from_value(json!({"id": "p_0", "turns": [], "functions": [
+        {"name": "math.factorial", "description": "", "parameters": {"type": "dict", "properties": {
+            "number": {"type": "integer"}}, "required": ["number"]}}
+    ]}))
+    .unwrap();
+    let one = r#"{"name":"math.factorial","arguments":{"number":5}}"#;
+    let two = format!("[{one},{}]", one.replace('5', "6"));
+    // (text, accepted in full and complete) per shape.
+    let cases = [
+        (CallShape::One, one.to_string(), true),
+        (CallShape::One, two.clone(), false),
+        (CallShape::Several, two.clone(), true),
+        (CallShape::Several, format!("[{one}]"), true),
+        (CallShape::Several, "[]".to_string(), false),
+        (CallShape::AnyNumber, "[]".to_string(), true),
+        (CallShape::AnyNumber, two.clone(), true),
+        (CallShape::AnyNumber, r#"[{"name":"math.gcd","arguments":{}}]"#.to_string(), false),
+    ];
+    for (shape, text, ok) in cases {
+        let mut matcher = llguidance_matcher(&call_schema(&question, shape));
+        let taken = accepted_prefix(&mut matcher, &text) == text.len() && matcher.is_accepting().unwrap();
+        assert_eq!(taken, ok, "{shape:?} on {text}");
+    }
+    // With no function at all only "no call" can be written.
+    let bare: BfclQuestion = serde_json::from_value(json!({"id": "i_0", "turns": [], "functions": []})).unwrap();
+    let mut matcher = llguidance_matcher(&call_schema(&bare, CallShape::AnyNumber));
+    assert_eq!(accepted_prefix(&mut matcher, "[]"), 2);
+    assert!(matcher.is_accepting().unwrap());
 }

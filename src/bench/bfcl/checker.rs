@@ -1,11 +1,19 @@
-//! BFCL's AST checker for a predicted call.
+//! BFCL's AST checkers for predicted calls.
 //!
 //! [`check`] follows `bfcl_eval/eval_checker/ast_eval/ast_checker.py` (`simple_function_checker`,
 //! `multiple_function_checker`, `type_checker`, `string_checker`, `list_checker`, `dict_checker`,
 //! `list_dict_checker`) of `github.com/ShishirPatil/gorilla` (read at the March 2026 snapshot, not copied), for
-//! Python. In order, and stopping at the first failure:
+//! Python, and its relevance runner. By the category's [`CheckRule`]:
 //!
-//! 1. exactly one predicted call (`simple`: one; `multiple`: as many as the ground truth lists, one);
+//! - `irrelevance`, `live_irrelevance`: right when there is no call; `live_relevance`: right when there is any;
+//! - `simple_python`, `live_simple`: exactly one call, checked as below; `multiple`, `live_multiple`: as many calls
+//!   as the answer lists (one), the first checked against the answer's first;
+//! - the `parallel` ones: as many calls as the answer lists; each expected call, in the answer's order, takes the
+//!   first call not yet taken that passes the check below against it; one that finds none fails the question.
+//!
+//! One call against one expected call, in order, stopping at the first failure:
+//!
+//! 1. the count, as above;
 //! 2. its name is the expected function's (compared exactly: BFCL's `.`→`_` renaming exists for providers that
 //!    forbid dots in names);
 //! 3. every parameter the doc marks `required` is present;
@@ -27,29 +35,87 @@
 
 use serde_json::{Map, Value};
 
-use super::data::{BfclCase, BfclCategory, BfclFunction, ExpectedCall};
+use super::category::CheckRule;
+use super::data::{BfclCase, BfclFunction, ExpectedCall};
 use super::verdict::{fail, BfclCall, BfclVerdict, Failure, FailureKind};
 
-/// Checks the predicted calls of one question (BFCL's `ast_checker` for `simple` and `multiple`).
+/// Checks the predicted calls of one question by its category's rule ([`CheckRule`]).
 pub fn check(case: &BfclCase, predicted: &[BfclCall]) -> BfclVerdict {
     BfclVerdict { id: case.question.id.clone(), failure: check_calls(case, predicted).err() }
 }
 
 fn check_calls(case: &BfclCase, predicted: &[BfclCall]) -> Result<(), Failure> {
-    let (expected_count, kind) = match case.category {
-        BfclCategory::SimplePython => (1, FailureKind::SimpleWrongCount),
-        BfclCategory::Multiple => (case.answer.calls.len(), FailureKind::MultipleWrongCount),
-    };
-    if predicted.len() != expected_count {
-        return fail(kind, format!("Wrong number of functions: expected {expected_count}, got {}.", predicted.len()));
+    let expected = &case.answer.calls;
+    match case.category.rule() {
+        CheckRule::NoCall if predicted.is_empty() => Ok(()),
+        CheckRule::NoCall => {
+            let reason = format!("Valid syntax. {} function call(s) where none fits the request.", predicted.len());
+            fail(FailureKind::IrrelevanceCalled, reason)
+        }
+        CheckRule::AnyCall if predicted.is_empty() => {
+            fail(FailureKind::RelevanceNoCall, "No function call where a function fits the request.".into())
+        }
+        CheckRule::AnyCall => Ok(()),
+        CheckRule::Simple => {
+            expect_count(predicted, 1, FailureKind::SimpleWrongCount)?;
+            check_expected(case, &expected[0], &predicted[0])
+        }
+        CheckRule::Multiple => {
+            expect_count(predicted, expected.len(), FailureKind::MultipleWrongCount)?;
+            check_expected(case, &expected[0], &predicted[0])
+        }
+        CheckRule::Parallel => {
+            expect_count(predicted, expected.len(), FailureKind::ParallelWrongCount)?;
+            parallel_no_order(case, predicted)
+        }
     }
-    let Some(expected) = case.answer.calls.first() else {
-        return fail(FailureKind::UnknownFunction, "The possible answer lists no call.".into());
-    };
+}
+
+fn expect_count(predicted: &[BfclCall], count: usize, kind: FailureKind) -> Result<(), Failure> {
+    if predicted.len() == count {
+        return Ok(());
+    }
+    fail(kind, format!("Wrong number of functions: expected {count}, got {}.", predicted.len()))
+}
+
+/// One expected call against one predicted call, the function's doc looked up by the expected name.
+fn check_expected(case: &BfclCase, expected: &ExpectedCall, call: &BfclCall) -> Result<(), Failure> {
     let Some(function) = case.question.function(&expected.name) else {
         return fail(FailureKind::UnknownFunction, format!("No doc for the expected function '{}'.", expected.name));
     };
-    check_call(function, expected, &predicted[0])
+    check_call(function, expected, call)
+}
+
+/// BFCL's `parallel_function_checker_no_order`: the expected calls in the answer's order, each taking the first
+/// predicted call not yet taken that passes [`check_call`] against it (greedy, as BFCL does: no search for a
+/// better assignment). An expected call that no remaining call passes fails the question, with the reasons each
+/// candidate failed.
+fn parallel_no_order(case: &BfclCase, predicted: &[BfclCall]) -> Result<(), Failure> {
+    let mut taken = vec![false; predicted.len()];
+    for (i, expected) in case.answer.calls.iter().enumerate() {
+        let mut reasons = Vec::new();
+        let mut matched = false;
+        for (j, call) in predicted.iter().enumerate().filter(|(j, _)| !taken[*j]) {
+            match check_expected(case, expected, call) {
+                Ok(()) => {
+                    taken[j] = true;
+                    matched = true;
+                    break;
+                }
+                Err(failure) if failure.kind == FailureKind::UnknownFunction => return Err(failure),
+                Err(failure) => reasons.push(format!("call {j}: {}", failure.reason)),
+            }
+        }
+        if !matched {
+            let reason = format!(
+                "Could not find a matching function among the model's calls for index {i} of possible answers ('{}'). {}",
+                expected.name,
+                reasons.join(" ")
+            );
+            return fail(FailureKind::ParallelNoMatch, reason);
+        }
+    }
+    Ok(())
 }
 
 /// Checks one predicted call against the expected function's doc and accepted values (BFCL's

@@ -3,7 +3,8 @@
 //!
 //! `BFCL_v4_<category>.json` holds one question per line (`id`, `question` turns, `function` docs) and
 //! `possible_answer/BFCL_v4_<category>.json` one answer per line (`id`, `ground_truth: [{name: {param: [accepted
-//! values]}}]`). Questions and answers are paired by id. A line that is not JSON or not of that shape, a question
+//! values]}}]`, one entry per expected call). Questions and answers are paired by id. The relevance categories
+//! (`irrelevance`, `live_irrelevance`, `live_relevance`) have no answer file: their cases get an empty answer. A line that is not JSON or not of that shape, a question
 //! without an answer (or the reverse), a duplicate id, a parameter type BFCL does not know, or an answer naming a
 //! function the question does not document is reported in `skipped` with file and line, never dropped quietly.
 
@@ -13,33 +14,10 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::category::BfclCategory;
 use super::schema::to_json_schema;
 use crate::bench::nestful::{issue, json_lines, read_text, BenchDataError, DataIssue, Location, Records};
 use crate::tools::{closed_object_schema, ToolSpec};
-
-/// A BFCL test category this module reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum BfclCategory {
-    /// One function, one call (`simple_python`, 400 questions).
-    SimplePython,
-    /// Several functions, one call of the right one (`multiple`, 200 questions).
-    Multiple,
-}
-
-impl BfclCategory {
-    /// BFCL's name of the category.
-    pub fn name(self) -> &'static str {
-        match self {
-            BfclCategory::SimplePython => "simple_python",
-            BfclCategory::Multiple => "multiple",
-        }
-    }
-
-    /// The file name of its questions (and, under `possible_answer/`, of its answers).
-    pub fn file_name(self) -> String {
-        format!("BFCL_v4_{}.json", self.name())
-    }
-}
 
 /// One chat message of a question.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -96,7 +74,7 @@ impl BfclFunction {
 pub struct BfclQuestion {
     /// `simple_python_0`, `multiple_17`, …
     pub id: String,
-    /// Turns of messages (one turn of one user message in these categories).
+    /// Turns of messages (one turn in the single-turn categories; live questions may open with a system message).
     pub turns: Vec<Vec<Message>>,
     /// The function docs.
     pub functions: Vec<BfclFunction>,
@@ -135,7 +113,7 @@ impl ExpectedCall {
 pub struct BfclAnswer {
     /// The question's id.
     pub id: String,
-    /// The expected calls (one in these categories).
+    /// The expected calls (one for simple and multiple, several for parallel, none for the relevance categories).
     pub calls: Vec<ExpectedCall>,
 }
 
@@ -166,6 +144,10 @@ pub fn load(dir: &Path, category: BfclCategory) -> Result<BfclSet, BenchDataErro
     let question_path = dir.join(category.file_name());
     let answer_path = dir.join("possible_answer").join(category.file_name());
     let (questions, mut skipped) = read_lines(&question_path, parse_question)?;
+    if !category.has_answers() {
+        let cases = unanswered(category, questions, &question_path, &mut skipped);
+        return Ok(BfclSet { category, cases, skipped });
+    }
     let (answers, answer_issues) = read_lines(&answer_path, parse_answer)?;
     skipped.extend(answer_issues);
     let cases = pair(category, questions, answers, (&question_path, &answer_path), &mut skipped);
@@ -225,6 +207,25 @@ fn pair(
     orphans.sort_by_key(|(location, _)| *location);
     for (location, answer) in orphans {
         skipped.push(issue(answer_path, location, format!("no question '{}' for this answer", answer.id)));
+    }
+    cases
+}
+
+/// The cases of a category without answers (each with an empty one); a repeated id becomes an issue.
+fn unanswered(
+    category: BfclCategory,
+    questions: Vec<(Location, BfclQuestion)>,
+    question_path: &Path,
+    skipped: &mut Vec<DataIssue>,
+) -> Vec<BfclCase> {
+    let mut cases: Vec<BfclCase> = Vec::with_capacity(questions.len());
+    for (location, question) in questions {
+        if cases.iter().any(|c| c.question.id == question.id) {
+            skipped.push(issue(question_path, location, format!("a second question '{}'", question.id)));
+            continue;
+        }
+        let answer = BfclAnswer { id: question.id.clone(), calls: Vec::new() };
+        cases.push(BfclCase { category, question, answer });
     }
     cases
 }

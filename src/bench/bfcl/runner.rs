@@ -1,57 +1,43 @@
-//! Running the BFCL suite: the executor model writes one call under a grammar whose only choices are the
-//! question's functions with their parameter schemas; BFCL's AST rules check it.
+//! Running the BFCL suite: the executor model answers each question under a grammar whose only choices are the
+//! question's functions with their parameter schemas (one call, a list of calls, or a list that may be empty, by
+//! category: [`super::call`]); BFCL's rules for the category check it.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::Instant;
 
 use serde_json::{json, Map, Value};
 
-use super::{check, load, BfclCall, BfclCase, BfclCategory, BfclQuestion};
+use super::call::{call_schema, messages, predicted_calls, token_budget};
+use super::{check, load, BfclCase, BfclCategory};
 use crate::agent::model_call::chat_call;
 use crate::agent::ModelSource;
 use crate::bench::nestful::runner::data_dir;
 use crate::bench::records::{run_samples, BenchRecorder};
 use crate::decode::constraint::ConstraintSpec;
-use crate::llm::ChatMessage;
 use crate::progress::Reporter;
 use crate::settings::SuiteSettings;
-use crate::tools::schema_fit::fit;
 use crate::{Error, Result};
 
-/// Token budget of one call.
-const CALL_TOKENS: usize = 256;
-
-/// The categories this harness knows.
-pub const CATEGORIES: [BfclCategory; 2] = [BfclCategory::SimplePython, BfclCategory::Multiple];
-
-/// The grammar of a call: one of the question's functions with its parameters (closed objects). Parameter docs
-/// are taken as real functions ship them: what admits no value is loosened (`tools::schema_fit`), and keywords the
-/// grammar engine does not support are ignored (`lenient`; a schema it supports compiles the same either way), so
-/// one odd function does not abort its question.
-pub fn call_schema(question: &BfclQuestion) -> Value {
-    let shapes: Vec<Value> = question
-        .functions
+/// The categories `names` asks for: BFCL names, or `all` for every category whose question file is in `dir`.
+pub fn categories(names: &[String], dir: &Path) -> Result<Vec<BfclCategory>> {
+    if names.iter().any(|n| n == "all") {
+        let found: Vec<BfclCategory> =
+            BfclCategory::ALL.into_iter().filter(|c| dir.join(c.file_name()).is_file()).collect();
+        if found.is_empty() {
+            return Err(Error::Bench(format!("no BFCL_v4_<category>.json files in {}", dir.display())));
+        }
+        return Ok(found);
+    }
+    names
         .iter()
-        .map(|f| {
-            let (arguments, _notes) = fit(&f.tool_spec().args_schema);
-            json!({"type": "object", "properties": {"name": {"const": f.name}, "arguments": arguments},
-                   "required": ["name", "arguments"], "additionalProperties": false})
+        .map(|name| {
+            BfclCategory::from_name(name).ok_or_else(|| {
+                let known: Vec<&str> = BfclCategory::ALL.iter().map(|c| c.name()).collect();
+                Error::Usage(format!("unknown BFCL category '{name}' (known: {}, or all)", known.join(", ")))
+            })
         })
-        .collect();
-    json!({"anyOf": shapes, "x-guidance": {"whitespace_flexible": false, "lenient": true}})
-}
-
-fn system_prompt(question: &BfclQuestion) -> String {
-    let docs: Vec<Value> = question
-        .functions
-        .iter()
-        .map(|f| json!({"name": f.name, "description": f.description, "parameters": f.json_schema()}))
-        .collect();
-    format!(
-        "You call functions. Answer the user's request with one function call as JSON: \
-         {{\"name\": <function>, \"arguments\": {{...}}}}. Use the values the request gives.\nFunctions:\n{}",
-        serde_json::to_string(&docs).unwrap_or_default()
-    )
+        .collect()
 }
 
 /// Runs the suite; returns every record.
@@ -63,11 +49,7 @@ pub fn run(
 ) -> Result<Vec<Value>> {
     let dir = data_dir(args.data.as_deref(), "bfcl")?;
     let mut chosen: Vec<(Value, BfclCase)> = Vec::new();
-    for name in &args.categories {
-        let category = CATEGORIES.into_iter().find(|c| c.name() == name).ok_or_else(|| {
-            let known: Vec<&str> = CATEGORIES.iter().map(|c| c.name()).collect();
-            Error::Usage(format!("unknown BFCL category '{name}' (known: {})", known.join(", ")))
-        })?;
+    for category in categories(&args.categories, &dir)? {
         let set = load(&dir, category).map_err(|e| Error::Bench(e.to_string()))?;
         for issue in &set.skipped {
             reporter.message(&format!("skipped: {issue}"));
@@ -79,9 +61,10 @@ pub fn run(
         let question = &case.question;
         let model = models.executor()?;
         let prompt = question.user_prompt().unwrap_or_default();
-        let messages = [ChatMessage::system(system_prompt(question)), ChatMessage::user(prompt)];
-        let spec = ConstraintSpec::JsonSchema(call_schema(question));
-        let (text, timings) = chat_call(model, "executor", &messages, Some(&spec), CALL_TOKENS)?;
+        let shape = case.category.call_shape();
+        let spec = ConstraintSpec::JsonSchema(call_schema(question, shape));
+        let messages = messages(question, shape);
+        let (text, timings) = chat_call(model, "executor", &messages, Some(&spec), token_budget(shape))?;
         let prediction: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
         let mut record = json!({
             "sample": question.id, "category": case.category.name(), "input": prompt, "prediction": prediction,
@@ -98,8 +81,7 @@ fn score(record: &Value) -> Value {
     let Ok(case) = serde_json::from_value::<BfclCase>(record["case"].clone()) else {
         return json!({"correct": false, "why": "the record holds no case"});
     };
-    let predicted: Vec<BfclCall> = serde_json::from_value(record["prediction"].clone()).into_iter().collect();
-    let verdict = check(&case, &predicted);
+    let verdict = check(&case, &predicted_calls(&record["prediction"]));
     match verdict.failure {
         None => json!({"correct": true}),
         Some(failure) => json!({"correct": false, "error_type": failure.kind.error_type(), "why": failure.reason}),
@@ -114,7 +96,8 @@ pub fn rescore(mut record: Value) -> Value {
     record
 }
 
-/// A record's category; a failed sample's record has only its id (`simple_python_335`), whose prefix names it.
+/// A record's category; a failed sample's record has only its id (`simple_python_335`, `live_simple_3-1-0`),
+/// whose prefix names it.
 fn category_of(record: &Value) -> String {
     if let Some(category) = record["category"].as_str() {
         return category.to_string();

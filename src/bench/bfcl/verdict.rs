@@ -22,6 +22,14 @@ pub enum FailureKind {
     SimpleWrongCount,
     /// `multiple`: not as many calls as expected.
     MultipleWrongCount,
+    /// `parallel`: not as many calls as expected.
+    ParallelWrongCount,
+    /// `parallel`: an expected call that no remaining call matches.
+    ParallelNoMatch,
+    /// `irrelevance`: a call where none fits.
+    IrrelevanceCalled,
+    /// `relevance`: no call where one fits.
+    RelevanceNoCall,
     /// The call names another function.
     WrongFunctionName,
     /// A required parameter is missing.
@@ -60,6 +68,10 @@ impl FailureKind {
         match self {
             FailureKind::SimpleWrongCount => "simple_function_checker:wrong_count",
             FailureKind::MultipleWrongCount => "multiple_function_checker:wrong_count",
+            FailureKind::ParallelWrongCount => "parallel_function_checker_no_order:wrong_count",
+            FailureKind::ParallelNoMatch => "parallel_function_checker_no_order:cannot_find_match",
+            FailureKind::IrrelevanceCalled => "irrelevance_error:decoder_success",
+            FailureKind::RelevanceNoCall => "relevance_error:decoder_failed",
             FailureKind::WrongFunctionName => "simple_function_checker:wrong_func_name",
             FailureKind::MissingRequired => "simple_function_checker:missing_required",
             FailureKind::UnexpectedParameter => "simple_function_checker:unexpected_param",

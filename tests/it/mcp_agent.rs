@@ -1,0 +1,123 @@
+//! The agent end to end on real MCP servers with the real default models (1.5B planner, 0.5B executor): a time
+//! zone conversion through `mcp-server-time`, a question about a git repository the test creates through
+//! `mcp-server-git`, and a file question through `@modelcontextprotocol/server-filesystem` confined to a temporary
+//! directory outside the workspace. The servers are installed on first use (pinned, as in tests/it/mcp.rs); the
+//! assertions check what the calls did and what the answer carries, from the fixture each test builds.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::{json, Value};
+
+use crate::common::real_model;
+use crate::common::runs::Scratch;
+use crate::mcp::installed_program;
+
+const PLANNER: &str = "qwen2.5-coder-1.5b-instruct-q4_k_m";
+const EXECUTOR: &str = "qwen2.5-coder-0.5b-instruct-q4_k_m";
+
+/// `tandem run --json GOAL` with the one server of `server` (a `mcpServers` entry) added.
+fn run_with_server(scratch: &Scratch, name: &str, server: Value, goal: &str) -> Value {
+    real_model(PLANNER);
+    real_model(EXECUTOR);
+    let config = scratch.write("mcp.json", &json!({"mcpServers": {name: server}}).to_string());
+    let ws = scratch.workspace();
+    let args = [
+        "run",
+        "--threads",
+        "2",
+        "--workspace",
+        ws.to_str().unwrap(),
+        "--mcp",
+        config.to_str().unwrap(),
+        "--mcp-timeout",
+        "60",
+        "--max-tokens",
+        "3000",
+        goal,
+    ];
+    scratch.tandem_json(&args).0
+}
+
+/// The steps that ran with this tool and succeeded, with their arguments and outputs.
+fn successful_steps<'a>(json: &'a Value, tool: &str) -> Vec<&'a Value> {
+    let steps = json["steps"].as_array().map(Vec::as_slice).unwrap_or_default();
+    steps.iter().filter(|s| s["tool"] == tool && s["error"].is_null() && !s["output"].is_null()).collect()
+}
+
+#[test]
+fn a_time_zone_goal_plans_and_calls_the_time_servers_convert_time() {
+    let scratch = Scratch::new();
+    let program = installed_program("venv/bin/mcp-server-time");
+    let server = json!({"command": program, "args": ["--local-timezone", "Etc/UTC"]});
+    // India (+05:30) and Japan (+09:00) keep no daylight saving time, so 09:30 in Kolkata is 13:00 in Tokyo on
+    // any date: +3:30.
+    let goal = "It is 09:30 in the Asia/Kolkata time zone. What time is it then in Asia/Tokyo?";
+    let json = run_with_server(&scratch, "time", server, goal);
+    assert_eq!(json["stop"], "done", "{json:#}");
+    let calls = successful_steps(&json, "convert_time");
+    let call = calls.first().unwrap_or_else(|| panic!("no convert_time step ran: {json:#}"));
+    assert_eq!(call["args"]["source_timezone"], "Asia/Kolkata", "{json:#}");
+    assert_eq!(call["args"]["target_timezone"], "Asia/Tokyo", "{json:#}");
+    let target = call["output"]["target"]["datetime"].as_str().unwrap_or_default();
+    assert!(target.ends_with("T13:00:00+09:00"), "the server converted 09:30 IST: {json:#}");
+    let answer = json["answer"].as_str().unwrap_or_default();
+    assert!(answer.contains("13:00") || answer.contains("1:00 PM"), "{json:#}");
+}
+
+#[test]
+fn a_goal_about_a_git_repository_goes_through_the_git_server() {
+    let scratch = Scratch::new();
+    let repo = scratch.path("garden-repo");
+    std::fs::create_dir(&repo).unwrap();
+    let git = |args: &[&str]| {
+        let output = Command::new("git")
+            .args(["-c", "user.email=t@example.com", "-c", "user.name=Tandem Test"])
+            .args(args)
+            .current_dir(&repo)
+            .output()
+            .expect("git runs");
+        assert!(output.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    };
+    git(&["init", "-q"]);
+    std::fs::write(repo.join("beds.txt"), "tomatoes\n").unwrap();
+    git(&["add", "beds.txt"]);
+    git(&["commit", "-q", "-m", "Plant the tomato bed"]);
+    std::fs::write(repo.join("beds.txt"), "tomatoes\nbeans\n").unwrap();
+    git(&["commit", "-q", "-am", "Sow beans beside the tomatoes"]);
+    let latest = "Sow beans beside the tomatoes";
+    let program = installed_program("venv/bin/mcp-server-git");
+    let repo_path = std::fs::canonicalize(&repo).unwrap();
+    let goal = format!("What is the message of the latest commit in the git repository at {}?", repo_path.display());
+    let json = run_with_server(&scratch, "git", json!({"command": program}), &goal);
+    assert_eq!(json["stop"], "done", "{json:#}");
+    let logs = successful_steps(&json, "git_log");
+    assert!(!logs.is_empty(), "no git_log step ran: {json:#}");
+    assert!(
+        logs.iter().all(|s| Path::new(s["args"]["repo_path"].as_str().unwrap_or_default()) == repo_path),
+        "{json:#}"
+    );
+    let answer = json["answer"].as_str().unwrap_or_default();
+    assert!(answer.contains(latest), "the latest commit's message reaches the answer: {json:#}");
+}
+
+#[test]
+fn a_file_goal_goes_through_the_filesystem_server_inside_its_root() {
+    let scratch = Scratch::new();
+    // The server's root is outside the workspace, so the built-in read_file cannot do the job.
+    let root = scratch.path("shared-notes");
+    std::fs::create_dir(&root).unwrap();
+    let motto = "Measure twice, cut once.";
+    std::fs::write(root.join("motto.txt"), format!("{motto}\n")).unwrap();
+    let root = std::fs::canonicalize(&root).unwrap();
+    let program = installed_program("npm/node_modules/.bin/mcp-server-filesystem");
+    let server = json!({"command": program, "args": [root]});
+    let goal = format!("What does the file {}/motto.txt say?", root.display());
+    let json = run_with_server(&scratch, "files", server, &goal);
+    assert_eq!(json["stop"], "done", "{json:#}");
+    let server_tools = ["read_text_file", "files.read_file", "read_multiple_files"];
+    let read: Vec<&Value> = server_tools.iter().flat_map(|t| successful_steps(&json, t)).collect();
+    assert!(!read.is_empty(), "no filesystem-server read ran: {json:#}");
+    let answer = json["answer"].as_str().unwrap_or_default();
+    assert!(answer.contains(motto), "{json:#}");
+}
