@@ -110,7 +110,7 @@ fn parallel_answers_need_every_call_once() {
     let five = call_of("math.factorial", json!({"number": 5}));
     let six = call_of("math.factorial", json!({"number": 6}));
     assert_eq!(failure(&factorials, &[six.clone(), five.clone()]), None);
-    assert_eq!(failure(&factorials, &[five.clone()]), Some(FailureKind::ParallelWrongCount));
+    assert_eq!(failure(&factorials, std::slice::from_ref(&five)), Some(FailureKind::ParallelWrongCount));
     assert_eq!(failure(&factorials, &[]), Some(FailureKind::ParallelWrongCount));
     assert_eq!(
         failure(&factorials, &[five.clone(), six.clone(), six.clone()]),

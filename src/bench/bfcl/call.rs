@@ -67,11 +67,7 @@ pub fn system_prompt(question: &BfclQuestion, shape: CallShape) -> String {
         }
         CallShape::Several => {
             "Answer the user's request with a JSON list of function calls, one call for each thing the request \
-             asks for: [{\"name\": <function>, \"arguments\": {...}}, ...]. A request that asks the same of \
-             several values gets one call per value: for \"the prices of AAA and BBB\" with a function \
-             stock.price, [{\"name\": \"stock.price\", \"arguments\": {\"symbol\": \"AAA\"}}, {\"name\": \
-             \"stock.price\", \"arguments\": {\"symbol\": \"BBB\"}}]; a request that asks two things gets a \
-             call for each."
+             asks for: [{\"name\": <function>, \"arguments\": {...}}, ...]."
         }
         CallShape::AnyNumber => {
             "Answer the user's request with a JSON list of the function calls it needs: [{\"name\": <function>, \
