@@ -241,7 +241,8 @@ pub struct ToolArgs {
     pub tools: Option<PathBuf>,
     /// Add the tools of the MCP servers in this file, in the mcpServers JSON format other MCP clients keep them in
     /// ({"mcpServers": {"name": {"command": "...", "args": [...], "env": {...}}}}; stdio servers; see
-    /// docs/tools.md). `tandem tools list --mcp FILE` shows what they offer.
+    /// docs/tools.md). `tandem tools list --mcp FILE` shows what they offer. Without --mcp or $TANDEM_MCP:
+    /// $XDG_CONFIG_HOME/tandem/mcp.json, else ~/.config/tandem/mcp.json, when that file exists.
     #[arg(long, value_name = "FILE", env = "TANDEM_MCP")]
     pub mcp: Option<PathBuf>,
     /// Time limit of an MCP server's start and of one MCP tool call, in seconds.
@@ -339,7 +340,7 @@ impl ToolArgs {
             allow_shell: self.allow_shell.clone(),
             shell_timeout_s: self.shell_timeout,
             tools_file: self.tools.clone(),
-            mcp_config: self.mcp.clone(),
+            mcp_config: self.mcp.clone().or_else(crate::tools::mcp::default_config_path),
             mcp_timeout_s: self.mcp_timeout,
             top_k: self.tools_top_k,
         }

@@ -320,6 +320,38 @@ fn tools_list_shows_what_the_planner_sees() {
     assert!(stderr.contains("/no/such/mcp.json") && stderr.contains("cannot read"), "{stderr}");
 }
 
+#[test]
+fn without_mcp_the_default_config_file_is_read_where_it_exists() {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().to_str().unwrap();
+    let list = |xdg: Option<&Path>, home: &Path| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_tandem"));
+        command.args(["tools", "list", "--workspace", workspace]).env_remove("TANDEM_MCP").env("HOME", home);
+        match xdg {
+            Some(xdg) => command.env("XDG_CONFIG_HOME", xdg),
+            None => command.env_remove("XDG_CONFIG_HOME"),
+        };
+        let output = command.output().expect("run tandem");
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8_lossy(&output.stdout).lines().map(str::to_string).collect::<Vec<_>>()
+    };
+    // No file: the built-ins only.
+    let home = dir.path().join("home");
+    let names = list(None, &home);
+    assert!(names.contains(&"calculator".to_string()) && !names.contains(&"math.add".to_string()), "{names:?}");
+    // ~/.config/tandem/mcp.json.
+    let config = fixture_config(dir.path(), &[("fixture", "normal")]);
+    std::fs::create_dir_all(home.join(".config/tandem")).unwrap();
+    std::fs::copy(&config, home.join(".config/tandem/mcp.json")).unwrap();
+    assert!(list(None, &home).contains(&"math.add".to_string()));
+    // $XDG_CONFIG_HOME takes the place of ~/.config: an empty one there means no servers.
+    let xdg = dir.path().join("xdg");
+    assert!(!list(Some(&xdg), &home).contains(&"math.add".to_string()));
+    std::fs::create_dir_all(xdg.join("tandem")).unwrap();
+    std::fs::copy(&config, xdg.join("tandem/mcp.json")).unwrap();
+    assert!(list(Some(&xdg), &home).contains(&"math.add".to_string()));
+}
+
 /// The real `mcp-server-time`.
 #[test]
 fn the_real_time_server_lists_and_converts() {

@@ -116,3 +116,14 @@ pub fn load_config(path: &Path) -> ToolResult<McpConfig> {
         std::fs::read_to_string(path).map_err(|e| fail(path, format!("cannot read the MCP servers file: {e}")))?;
     parse_config(&text, path)
 }
+
+/// The config file read when none is given (no `--mcp`, no `$TANDEM_MCP`): `$XDG_CONFIG_HOME/tandem/mcp.json`,
+/// else `~/.config/tandem/mcp.json`, where the file exists; `None` otherwise, so a machine without one starts no
+/// servers.
+pub fn default_config_path() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").filter(|h| !h.is_empty()).map(|h| Path::new(&h).join(".config")))?;
+    Some(base.join("tandem").join("mcp.json")).filter(|path| path.is_file())
+}

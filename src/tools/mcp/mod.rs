@@ -17,7 +17,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use config::{load_config, parse_config, McpConfig, ServerConfig};
+pub use config::{default_config_path, load_config, parse_config, McpConfig, ServerConfig};
 pub use tool::{output_of, McpTool};
 
 use self::server::{Server, Servers};

@@ -48,6 +48,9 @@ impl Scratch {
         command
             .args(args)
             .env("TANDEM_RUNS_DIR", self.path("runs"))
+            // No MCP servers from the user's default config file (~/.config/tandem/mcp.json).
+            .env("XDG_CONFIG_HOME", self.path("config"))
+            .env_remove("TANDEM_MCP")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
