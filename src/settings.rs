@@ -48,6 +48,19 @@ pub enum Drafting {
     Never,
 }
 
+/// Which model writes the final answer from the step results (the joiner), if any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Joiner {
+    /// The planner model: reads the goal and results, answers every part or sends the run back to planning.
+    #[default]
+    Planner,
+    /// The executor model (faster, weaker at judging whether the goal is met).
+    Executor,
+    /// No joiner: the answer is the output of the last step(s), as text.
+    Off,
+}
+
 /// How the planner works.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -175,6 +188,8 @@ pub struct SuiteSettings {
     pub executor: String,
     /// Planner mode for `tasks`.
     pub mode: Mode,
+    /// Who writes the final answer of `tasks` runs.
+    pub joiner: Joiner,
     /// The data: a directory (nestful, bfcl) or a tasks TOML file; `None` takes the suite's default.
     pub data: Option<PathBuf>,
     /// NESTFUL's tool catalogue per sample: `all` or `gold+K`.
@@ -243,6 +258,8 @@ pub struct AgentSettings {
     pub executor: String,
     /// How the planner works.
     pub mode: Mode,
+    /// Who writes the final answer.
+    pub joiner: Joiner,
     /// The tools and their policy.
     pub tools: ToolSettings,
     /// The run's limits.
@@ -255,6 +272,7 @@ impl Default for AgentSettings {
             planner: DEFAULT_PLANNER.into(),
             executor: DEFAULT_EXECUTOR.into(),
             mode: Mode::default(),
+            joiner: Joiner::default(),
             tools: ToolSettings::default(),
             budgets: Budgets::default(),
         }

@@ -214,6 +214,8 @@ impl RunState {
                 self.plan_approved = decision != "rejected";
             }
             Event::ExecutorCall { usage, .. } => self.executor.add(usage),
+            Event::Joined { usage, role, .. } if role == "executor" => self.executor.add(usage),
+            Event::Joined { usage, .. } => self.planner.add(usage),
             Event::StepFinished { version, step, tool, args, output, error, .. } => {
                 self.steps_run += 1;
                 match output {

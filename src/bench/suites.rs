@@ -212,6 +212,7 @@ pub fn run_suite(suite: Suite, args: &SuiteSettings, pair: &Pair, reporter: &dyn
                 planner: &pair.planner,
                 executor: &pair.executor,
                 mode: pair.mode,
+                joiner: args.joiner,
                 tools_top_k: args.tools_top_k,
             };
             run_samples(&samples, &mut recorder, reporter, "tasks", |task| {

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand, ValueEnum};
 
 use super::{ComputeArgs, ModelArgs};
-use crate::settings::{self, Mode, SuiteSettings};
+use crate::settings::{self, Joiner, Mode, SuiteSettings};
 
 /// `tandem bench …`.
 #[derive(Debug, Subcommand)]
@@ -54,6 +54,9 @@ pub struct SuiteArgs {
     /// Planner mode for `tasks` (plan-ahead, or step for the executor-alone baseline).
     #[arg(long, value_enum, default_value_t = Mode::PlanAhead)]
     pub mode: Mode,
+    /// Who writes the final answer of `tasks` runs (as `tandem run --joiner`).
+    #[arg(long, value_enum, default_value_t = Joiner::Planner)]
+    pub joiner: Joiner,
     /// Data: a directory for nestful (default ../shared/data/nestful) and bfcl (../shared/data/bfcl), a tasks
     /// TOML file for tasks (default: the built-in suite).
     #[arg(long, value_name = "PATH")]
@@ -99,6 +102,7 @@ impl SuiteArgs {
             planner: self.planner.clone(),
             executor: self.executor.clone(),
             mode: self.mode,
+            joiner: self.joiner,
             data: self.data.clone(),
             tools: self.tools.clone(),
             tools_top_k: self.tools_top_k,

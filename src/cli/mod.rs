@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::settings::{
+    Joiner,
     self, AgentSettings, Approval, BatchSettings, Budgets, Compute, DeviceKind, Drafting, Mode, RunnerSettings,
     ToolSettings,
 };
@@ -308,6 +309,11 @@ pub struct AgentArgs {
     /// How the planner works.
     #[arg(long, value_enum, default_value_t = Mode::PlanAhead)]
     pub mode: Mode,
+    /// Who writes the final answer from the step results (plan-ahead mode): a model call that answers every part
+    /// of the goal, its numbers checked against the results, or says what is missing and sends the run back to the
+    /// planner. `off` answers with the last step's output.
+    #[arg(long, value_enum, env = "TANDEM_JOINER", default_value_t = Joiner::Planner)]
+    pub joiner: Joiner,
     #[command(flatten)]
     pub tools: ToolArgs,
     /// Most plan revisions after failures.
@@ -353,6 +359,7 @@ impl AgentArgs {
             planner: self.planner.clone(),
             executor: self.executor.clone(),
             mode: self.mode,
+            joiner: self.joiner,
             tools: self.tools.settings(),
             budgets: self.budgets(),
         }

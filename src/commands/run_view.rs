@@ -81,6 +81,11 @@ pub fn describe(event: &Event) -> Option<String> {
             }
         },
         Event::Replan { from_version, reason } => format!("replanning after v{from_version}: {}", clip(reason, 300)),
+        Event::Joined { verdict, text, role, usage, .. } => match verdict.as_str() {
+            "answer" => format!("joined by the {role} ({} ms): answer checked", usage.ms),
+            "not_met" => format!("joined by the {role} ({} ms): goal not met: {}", usage.ms, clip(text, 300)),
+            _ => format!("joined by the {role} ({} ms): no checked answer, answering from the steps", usage.ms),
+        },
         Event::Answer { text } => format!("answer: {text}"),
         Event::RunFinished { stop, detail } => format!("finished ({stop}): {detail}"),
         Event::Resumed { completed } => {

@@ -16,6 +16,7 @@ mod cli_docs;
 mod generate;
 mod grammar;
 mod hostile;
+mod joiner;
 mod kernels;
 mod kv_slots;
 mod layers;
