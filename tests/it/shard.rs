@@ -1,7 +1,8 @@
 //! Sharded batches and benchmarks (`--shard K/N|auto`, `tandem batch merge`, `tandem bench merge`): the shard
-//! values and the scheduler variables `auto` reads, the split by id, sharded batch runs merged back into what one
-//! unsharded run writes (malformed lines without a model; three goals and a few BFCL and NESTFUL samples on the
-//! real models), and the merges' refusals.
+//! values and the scheduler variables `auto` reads, the split by id, sharded runs merged back into what one
+//! unsharded run writes (malformed lines without a model; three goals, a few BFCL and NESTFUL samples and a BFCL
+//! pairs run on the real models), the merges' refusals, the Kubernetes manifest's command run per index, and a
+//! read-only shared models directory left untouched.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -479,4 +480,37 @@ fn the_kubernetes_manifest_runs_its_command_per_index() {
     assert!(output.status.success(), "{}", stderr(&output));
     let lines: Vec<u64> = records(&merged).iter().map(|r| r["line"].as_u64().unwrap()).collect();
     assert_eq!(lines, (1..=8).collect::<Vec<u64>>());
+}
+
+/// `bench pairs --shard`: each shard writes a pairs report naming its pairs' run directories; merging the two
+/// report directories finds the runs through them and reports what the unsharded pairs run reported.
+#[test]
+fn sharded_pairs_reports_merge_through_their_run_directories() {
+    real_model(EXECUTOR);
+    let scratch = Scratch::new();
+    let pairs = ["pairs", "--suite", "bfcl", "--planners", EXECUTOR, "--executors", EXECUTOR, "--limit", "1"];
+    let whole_root = scratch.path("whole");
+    let output = bench(&scratch, &whole_root, &pairs);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let shard_root = scratch.path("shards");
+    for shard in ["0/2", "1/2"] {
+        let mut args = pairs.to_vec();
+        args.extend_from_slice(&["--shard", shard]);
+        let output = bench(&scratch, &shard_root, &args);
+        assert!(output.status.success(), "{}", stderr(&output));
+    }
+    let reports: Vec<PathBuf> =
+        run_dirs(&shard_root).into_iter().filter(|d| d.to_str().unwrap().contains("pairs-bfcl-shard-")).collect();
+    assert_eq!(reports.len(), 2, "{:?}", run_dirs(&shard_root));
+    let merged_root = scratch.path("merged");
+    let mut args = vec!["bench", "merge"];
+    args.extend(reports.iter().map(|d| d.to_str().unwrap()));
+    args.extend_from_slice(&["--out", merged_root.to_str().unwrap()]);
+    let output = tandem(&scratch, &args, &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let whole_run = run_dirs(&whole_root).into_iter().find(|d| !d.to_str().unwrap().contains("pairs-")).unwrap();
+    let merged = run_dirs(&merged_root);
+    assert_eq!(merged.len(), 1, "one pair, one merged run directory: {merged:?}");
+    assert_eq!(scores(&summary(&merged[0])), scores(&summary(&whole_run)));
+    assert_eq!(summary(&merged[0])["merged_from"].as_array().unwrap().len(), 2);
 }
