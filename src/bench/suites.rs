@@ -131,8 +131,12 @@ fn recorder(args: &SuiteSettings, name: &str) -> Result<BenchRecorder> {
                 return Err(Error::Bench(format!("{} holds no benchmark records to resume", dir.display())));
             }
             let kept = std::fs::read_to_string(dir.join("settings.json")).ok();
-            if let Some(kept) = kept.and_then(|t| serde_json::from_str::<Value>(&t).ok()) {
-                if kept != started {
+            if let Some(mut kept) = kept.and_then(|t| serde_json::from_str::<Value>(&t).ok()) {
+                // A resumed run may take more samples (a larger --limit); the rest must be as it was.
+                let mut now = started.clone();
+                kept["settings"]["limit"] = Value::Null;
+                now["settings"]["limit"] = Value::Null;
+                if kept != now {
                     return Err(Error::Usage(format!(
                         "{} was run with other settings or another shard ({kept}); resume it with the same flags",
                         dir.display()

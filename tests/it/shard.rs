@@ -514,3 +514,28 @@ fn sharded_pairs_reports_merge_through_their_run_directories() {
     assert_eq!(scores(&summary(&merged[0])), scores(&summary(&whole_run)));
     assert_eq!(summary(&merged[0])["merged_from"].as_array().unwrap().len(), 2);
 }
+
+/// A benchmark shard resumes only as the same shard with the same settings (a larger --limit may extend it).
+#[test]
+fn a_bench_shard_resumes_only_as_itself() {
+    real_model(EXECUTOR);
+    let scratch = Scratch::new();
+    let root = scratch.path("bench");
+    let output = bench(&scratch, &root, &["bfcl", "--limit", "0", "--shard", "0/2"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let dir = run_dirs(&root).remove(0);
+    let kept: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("settings.json")).unwrap()).unwrap();
+    assert_eq!(kept["shard"], serde_json::json!({"index": 0, "count": 2}));
+    let resume = |extra: &[&str]| {
+        let mut args = vec!["bfcl", "--resume", dir.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        bench(&scratch, &root, &args)
+    };
+    for other in [&["--limit", "0", "--shard", "1/2"][..], &["--limit", "0", "--shard", "0/2", "--seed", "3"]] {
+        let output = resume(other);
+        assert_eq!(output.status.code(), Some(2), "{other:?}: {}", stderr(&output));
+        assert!(stderr(&output).contains("other settings or another shard"), "{}", stderr(&output));
+    }
+    let output = resume(&["--limit", "0", "--shard", "0/2"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+}
