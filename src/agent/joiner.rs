@@ -215,7 +215,12 @@ pub fn numbers_in(text: &str) -> Vec<Number> {
             let next_is_digit = chars.get(j + 1).is_some_and(char::is_ascii_digit);
             if c.is_ascii_digit() {
                 digits.push(c);
-            } else if c == ',' && next_is_digit && chars.get(j + 1..j + 4).is_some_and(|g| g.iter().all(char::is_ascii_digit)) && !chars.get(j + 4).is_some_and(char::is_ascii_digit) && !digits.contains('.') {
+            } else if c == ','
+                && next_is_digit
+                && chars.get(j + 1..j + 4).is_some_and(|g| g.iter().all(char::is_ascii_digit))
+                && !chars.get(j + 4).is_some_and(char::is_ascii_digit)
+                && !digits.contains('.')
+            {
                 // A thousands separator: exactly three digits follow.
             } else if c == '.' && next_is_digit && !digits.contains('.') {
                 digits.push(c);

@@ -3,6 +3,7 @@
 //! batches of goals (`batch`).
 
 pub mod batch;
+pub mod batch_merge;
 pub mod batch_run;
 pub mod events;
 pub mod executor;

@@ -141,7 +141,7 @@ pub struct RunState {
 }
 
 /// Calls and tokens of one model role.
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct UsageTotals {
     /// Model calls.
     pub calls: usize,

@@ -8,9 +8,8 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::settings::{
-    Joiner,
-    self, AgentSettings, Approval, BatchSettings, Budgets, Compute, DeviceKind, Drafting, Mode, RunnerSettings,
-    ToolSettings,
+    self, AgentSettings, Approval, BatchSettings, Budgets, Compute, DeviceKind, Drafting, Joiner, Mode, RunnerSettings,
+    Shard, ToolSettings,
 };
 
 pub use bench::{BenchCommand, DraftsArgs, GrammarBenchArgs, PairsArgs, SpeedArgs, SuiteArgs, SuiteName};
@@ -49,7 +48,7 @@ impl Cli {
                     args.compute.threads
                 }
                 BenchCommand::Pairs(args) => args.suite_args.compute.threads,
-                BenchCommand::Rescore { .. } => None,
+                BenchCommand::Rescore { .. } | BenchCommand::Merge { .. } => None,
             },
             Command::Runs(_) | Command::Models(_) | Command::Tools(_) => None,
         }
@@ -96,6 +95,8 @@ pub enum Command {
     ///   tandem batch goals.jsonl --out results.jsonl
     ///   tandem batch goals.jsonl --out results.jsonl --retry-failed --json
     ///   tandem batch goals.jsonl --out results.jsonl --parallel 4   # 4 goals share each pass
+    ///   tandem batch goals.jsonl --out results.jsonl --shard auto   # in a Slurm array or Indexed Job
+    ///   tandem batch merge results.shard-*.jsonl --out results.jsonl
     ///   jq -r '[.id // .line, .stop, .answer] | @tsv' results.jsonl
     #[command(verbatim_doc_comment)]
     Batch(BatchArgs),
@@ -404,17 +405,28 @@ pub struct RunArgs {
 #[command(mut_arg("json", |a| {
     a.help("Print the summary as one JSON object on stdout (the text summary still goes to stderr)")
 }))]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct BatchArgs {
+    #[command(subcommand)]
+    pub command: Option<BatchCommand>,
     /// The goals: a JSON-lines file, one goal per line — a JSON string, or an object
     /// {"goal": "...", "id": "...", "workspace": "DIR"} (id and workspace optional; a relative workspace is
     /// taken from the goal file's directory). Blank lines and lines starting with # are skipped.
-    #[arg(value_name = "GOALS.jsonl")]
-    pub goals: PathBuf,
+    #[arg(value_name = "GOALS.jsonl", required = true)]
+    pub goals: Option<PathBuf>,
     /// The results file: one JSON object per goal, appended and synced as each goal finishes. Goals it already
     /// holds a record for (by id, or by line number for goals without one) are skipped, so the same command
     /// continues an interrupted batch.
-    #[arg(long, value_name = "RESULTS.jsonl")]
-    pub out: PathBuf,
+    #[arg(long, value_name = "RESULTS.jsonl", required = true)]
+    pub out: Option<PathBuf>,
+    /// Run one shard of the goals: K/N is shard K of N, counted from 0 (0/4 … 3/4); `auto` takes K (and N) from
+    /// a Slurm array task (SLURM_ARRAY_TASK_ID, SLURM_ARRAY_TASK_COUNT) or a Kubernetes Indexed Job
+    /// (JOB_COMPLETION_INDEX, with N from auto/N or TANDEM_SHARD_COUNT). A goal's shard is a hash of its id (or
+    /// line number), so goals appended to the file leave the others where they were. The shard writes
+    /// RESULTS.shard-K-of-N.jsonl beside --out and resumes it like any results file; `tandem batch merge` joins
+    /// the shards.
+    #[arg(long, value_name = "K/N|auto", value_parser = parse_shard)]
+    pub shard: Option<Shard>,
     /// Run again the goals whose latest record is not `done` (an error, a spent budget); the new record is
     /// appended after the old one.
     #[arg(long)]
@@ -475,12 +487,43 @@ impl RunnerArgs {
     }
 }
 
+/// `tandem batch …` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum BatchCommand {
+    /// Join the results files of a sharded batch (`--shard K/N`) into one results file, as one unsharded batch
+    /// would have written it. Refuses, naming them, missing or repeated shards, shards run with other settings
+    /// or model files, and goals recorded twice with different results.
+    ///
+    /// Example: tandem batch merge results.shard-*.jsonl --out results.jsonl
+    Merge(BatchMergeArgs),
+}
+
+/// `tandem batch merge`.
+#[derive(Debug, Args)]
+pub struct BatchMergeArgs {
+    /// The shards' results files (RESULTS.shard-K-of-N.jsonl), one per shard.
+    #[arg(value_name = "SHARD.jsonl", required = true)]
+    pub files: Vec<PathBuf>,
+    /// The merged results file (must not exist yet).
+    #[arg(long, value_name = "RESULTS.jsonl")]
+    pub out: PathBuf,
+    /// Print the totals as one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `--shard`'s value: `K/N`, `auto` or `auto/N` (auto reads the scheduler's environment now).
+pub fn parse_shard(text: &str) -> Result<Shard, String> {
+    Shard::parse(text)
+}
+
 impl BatchArgs {
-    /// The settings these flags give.
+    /// The settings these flags give (for a batch run: the goal file and --out are given).
     pub fn settings(&self) -> BatchSettings {
         BatchSettings {
-            goals: self.goals.clone(),
-            out: self.out.clone(),
+            goals: self.goals.clone().unwrap_or_default(),
+            out: self.out.clone().unwrap_or_default(),
+            shard: self.shard,
             retry_failed: self.retry_failed,
             parallel: usize::from(self.parallel),
             agent: self.agent.settings(),

@@ -69,7 +69,8 @@ fn the_answers_dev_suite_parses_with_every_kind_of_goal() {
     let tasks = parse_tasks(&std::fs::read_to_string(&path).unwrap(), &path).unwrap();
     assert!(tasks.len() >= 60, "{}", tasks.len());
     let categories: BTreeSet<&str> = tasks.iter().map(|t| t.category.as_str()).collect();
-    for wanted in ["order", "percent", "conversion", "word", "equation", "workspace", "shell", "multipart", "distract"] {
+    for wanted in ["order", "percent", "conversion", "word", "equation", "workspace", "shell", "multipart", "distract"]
+    {
         assert!(categories.contains(wanted), "no {wanted} goals in {categories:?}");
     }
     assert!(tasks.iter().filter(|t| t.category == "multipart").all(|t| t.answer_all.len() >= 2));

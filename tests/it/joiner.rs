@@ -7,7 +7,8 @@ use tandem::bench::tasks::{mentions, normalise};
 
 use crate::common::runs::Scratch;
 
-const GOAL: &str = "A dinner costs 84 dollars for 4 people, plus a 15 dollar tip. What is the total, and how much does \
+const GOAL: &str =
+    "A dinner costs 84 dollars for 4 people, plus a 15 dollar tip. What is the total, and how much does \
                     each person pay if they split it equally?";
 
 /// The two-step plan for [`GOAL`]: the total, then each person's share.

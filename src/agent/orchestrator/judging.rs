@@ -75,12 +75,26 @@ impl Agent<'_> {
         let role = role.to_string();
         match verdict {
             Verdict::Answer(text) => {
-                self.emit(Event::Joined { version, verdict: "answer".into(), text: text.clone(), role, from_steps: fallback.clone(), usage })?;
+                self.emit(Event::Joined {
+                    version,
+                    verdict: "answer".into(),
+                    text: text.clone(),
+                    role,
+                    from_steps: fallback.clone(),
+                    usage,
+                })?;
                 self.emit(Event::Answer { text })?;
                 Ok(None)
             }
             Verdict::NotMet(reason) => {
-                self.emit(Event::Joined { version, verdict: "not_met".into(), text: reason.clone(), role, from_steps: fallback.clone(), usage })?;
+                self.emit(Event::Joined {
+                    version,
+                    verdict: "not_met".into(),
+                    text: reason.clone(),
+                    role,
+                    from_steps: fallback.clone(),
+                    usage,
+                })?;
                 if self.state.replans < self.settings.budgets.max_replans {
                     return Ok(Some(reason));
                 }
@@ -89,7 +103,14 @@ impl Agent<'_> {
             }
             Verdict::Unchecked(drafts) => {
                 let text = drafts.join("\n");
-                self.emit(Event::Joined { version, verdict: "unchecked".into(), text, role, from_steps: fallback.clone(), usage })?;
+                self.emit(Event::Joined {
+                    version,
+                    verdict: "unchecked".into(),
+                    text,
+                    role,
+                    from_steps: fallback.clone(),
+                    usage,
+                })?;
                 self.emit(Event::Answer { text: fallback })?;
                 Ok(None)
             }
