@@ -26,6 +26,7 @@ mod planner;
 mod prefix_store;
 mod real_models;
 mod retrieval;
+mod serve;
 mod store;
 mod tokenizer;
 mod tools;

@@ -17,6 +17,7 @@ mod token_env;
 
 pub use mask::apply_allowed_mask;
 pub use spec::{ConstraintKind, ConstraintSpec, BOUNDED_JSON_WHITESPACE, NUMBER_RESOLUTION, UNBOUNDED_NUMBER_LIMIT};
+pub(crate) use spec::prepare_json_schema;
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
