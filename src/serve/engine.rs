@@ -13,7 +13,7 @@ use super::error::ApiError;
 use super::grammar::{self, ToolCall};
 use super::halt::make_haltable;
 use super::output::{OutputSplitter, Piece};
-use super::request::ChatRequest;
+use super::request::{ChatRequest, ToolChoice};
 use crate::agent::{LazyModels, ModelSource};
 use crate::decode::constraint::ConstraintError;
 use crate::decode::generate::TokenConstraint;
@@ -193,7 +193,7 @@ fn run_job(model: &mut Model, job: &Job, halt: &AtomicBool) -> Option<Result<Fin
     if job.events.send(JobEvent::Accepted).is_err() {
         return None;
     }
-    let calls_allowed = matches!(&matcher, Some(_)) && !request.functions.is_empty();
+    let calls_allowed = request.tool_choice != ToolChoice::None && !request.functions.is_empty();
     let mut splitter = OutputSplitter::new(request.stop.clone(), calls_allowed);
     let mut gone = false;
     let generate_request = GenerateRequest {
