@@ -447,3 +447,58 @@ impl std::str::FromStr for Shard {
         Self::parse(text)
     }
 }
+
+/// What `tandem serve` listens on and how much it takes (the library's side of the serve flags).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServeSettings {
+    /// The address to bind (127.0.0.1 by default: only this machine).
+    pub host: String,
+    /// The port; 0 takes a free one (the address bound is printed).
+    pub port: u16,
+    /// When set, every `/v1` request must carry `Authorization: Bearer <key>`.
+    pub api_key: Option<String>,
+    /// The planner model (served under its id).
+    pub planner: String,
+    /// The executor model (served under its id; the same as the planner serves one model).
+    pub executor: String,
+    /// Device, threads, drafting and prefix store of the models.
+    pub runner: RunnerSettings,
+    /// Largest request body, in bytes (larger: 413).
+    pub max_body_bytes: usize,
+    /// Requests waiting for a free generation slot; more are refused with 503.
+    pub queue: usize,
+    /// Generations in flight at once; they share each model's forward passes.
+    pub parallel: usize,
+    /// Most new tokens of one completion (also the default when a request gives none).
+    pub max_tokens: usize,
+}
+
+impl ServeSettings {
+    /// Default of [`ServeSettings::port`].
+    pub const PORT: u16 = 8080;
+    /// Default of [`ServeSettings::max_body_bytes`]: 4 MiB.
+    pub const MAX_BODY_BYTES: usize = 4 << 20;
+    /// Default of [`ServeSettings::queue`].
+    pub const QUEUE: usize = 64;
+    /// Default of [`ServeSettings::parallel`].
+    pub const PARALLEL: usize = 4;
+    /// Default of [`ServeSettings::max_tokens`].
+    pub const MAX_TOKENS: usize = 1024;
+}
+
+impl Default for ServeSettings {
+    fn default() -> Self {
+        Self {
+            host: "127.0.0.1".into(),
+            port: Self::PORT,
+            api_key: None,
+            planner: DEFAULT_PLANNER.into(),
+            executor: DEFAULT_EXECUTOR.into(),
+            runner: RunnerSettings::default(),
+            max_body_bytes: Self::MAX_BODY_BYTES,
+            queue: Self::QUEUE,
+            parallel: Self::PARALLEL,
+            max_tokens: Self::MAX_TOKENS,
+        }
+    }
+}

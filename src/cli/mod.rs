@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::settings::{
     self, AgentSettings, Approval, BatchSettings, Budgets, Compute, DeviceKind, Drafting, Joiner, Mode, RunnerSettings,
-    Shard, ToolSettings,
+    ServeSettings, Shard, ToolSettings,
 };
 
 pub use bench::{BenchCommand, DraftsArgs, GrammarBenchArgs, PairsArgs, SpeedArgs, SuiteArgs, SuiteName};
@@ -40,6 +40,7 @@ impl Cli {
             Command::Resume(args) => args.runner.compute.threads,
             Command::Batch(args) => args.runner.compute.threads,
             Command::Plan(args) => args.compute.threads,
+            Command::Serve(args) => args.compute.threads,
             Command::Bench(bench) => match bench {
                 BenchCommand::Speed(args) => args.model.compute.threads,
                 BenchCommand::Grammar(args) => args.model.compute.threads,
@@ -113,9 +114,81 @@ pub enum Command {
     /// Show the tools a run would offer the planner (built-ins, --tools, MCP servers).
     #[command(subcommand)]
     Tools(ToolsCommand),
+    /// Serve the models over HTTP with OpenAI's chat-completions API (tool calls and json_schema answers
+    /// grammar-constrained, so always valid). See docs/serve.md.
+    ///
+    /// Examples:
+    ///   tandem serve --port 8080
+    ///   TANDEM_API_KEY=secret tandem serve --host 0.0.0.0 --parallel 8
+    #[command(verbatim_doc_comment)]
+    Serve(ServeArgs),
     /// Benchmarks (`tandem bench speed --model ID`).
     #[command(subcommand)]
     Bench(BenchCommand),
+}
+
+/// `tandem serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on. The default answers this machine only; another address exposes the models to the
+    /// network (set --api-key).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Port to listen on (0 takes a free one; the address is printed).
+    #[arg(long, default_value_t = ServeSettings::PORT)]
+    pub port: u16,
+    /// Require `Authorization: Bearer KEY` on every /v1 request.
+    #[arg(long, env = "TANDEM_API_KEY", value_name = "KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+    /// The planner model, served under its id: a model id or a .gguf path.
+    #[arg(long, default_value = settings::DEFAULT_PLANNER)]
+    pub planner: String,
+    /// The executor model, served under its id: a model id or a .gguf path. The same as --planner serves one model.
+    #[arg(long, default_value = settings::DEFAULT_EXECUTOR)]
+    pub executor: String,
+    #[command(flatten)]
+    pub compute: ComputeArgs,
+    #[command(flatten)]
+    pub speculate: SpeculateArg,
+    /// Don't keep prompt-prefix KV snapshots on disk (<model cache>/prefixes).
+    #[arg(long)]
+    pub no_prefix_store: bool,
+    /// Generations in flight at once; they share each model's forward passes (Qwen2 models; 1 for others).
+    #[arg(long, value_name = "N", default_value_t = ServeSettings::PARALLEL as u16,
+          value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub parallel: u16,
+    /// Requests that may wait for a free generation; more are refused with 503.
+    #[arg(long, value_name = "N", default_value_t = ServeSettings::QUEUE)]
+    pub queue: usize,
+    /// Largest request body, in bytes (larger: 413).
+    #[arg(long, value_name = "BYTES", default_value_t = ServeSettings::MAX_BODY_BYTES)]
+    pub max_body: usize,
+    /// Most new tokens of one completion; also the default when a request gives no max_tokens.
+    #[arg(long, default_value_t = ServeSettings::MAX_TOKENS)]
+    pub max_tokens: usize,
+}
+
+impl ServeArgs {
+    /// The settings these flags give.
+    pub fn settings(&self) -> ServeSettings {
+        ServeSettings {
+            host: self.host.clone(),
+            port: self.port,
+            api_key: self.api_key.clone(),
+            planner: self.planner.clone(),
+            executor: self.executor.clone(),
+            runner: RunnerSettings {
+                compute: self.compute.settings(),
+                runs_dir: None,
+                drafting: self.speculate.drafting(),
+                prefix_store: !self.no_prefix_store,
+            },
+            max_body_bytes: self.max_body,
+            queue: self.queue,
+            parallel: usize::from(self.parallel),
+            max_tokens: self.max_tokens,
+        }
+    }
 }
 
 /// Where a command computes: `--threads` and `--device`, declared once and flattened into every command that

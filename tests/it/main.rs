@@ -27,6 +27,7 @@ mod planner;
 mod prefix_store;
 mod real_models;
 mod retrieval;
+mod serve;
 mod shard;
 mod store;
 mod tokenizer;
