@@ -6,6 +6,7 @@ pub mod batch;
 pub mod batch_run;
 pub mod events;
 pub mod executor;
+mod fault;
 pub mod issues;
 pub mod model_call;
 pub mod models;

@@ -57,6 +57,12 @@ pub trait Tool: Send + Sync {
     fn needs_model(&self) -> bool {
         false
     }
+    /// Whether running this call twice leaves the same result as running it once (reading, computing, writing
+    /// the same content again). A run resumed after a crash between a call and its logged result repeats only
+    /// such calls on its own; others need the user's word (`tandem resume --rerun-in-doubt`).
+    fn repeat_safe(&self, _args: &Value) -> bool {
+        false
+    }
     /// Runs the tool. `args` has already been checked against [`Tool::args_schema`] by the registry.
     fn call(&self, args: &Value, ctx: &ToolContext) -> ToolResult<Value>;
 }
