@@ -39,6 +39,7 @@ pub fn run(args: RunArgs, reporter: &dyn Reporter, quiet: bool) -> Result<Outcom
     let log = EventLog::create(&dir)?;
     if !args.runner.json {
         reporter.message(&format!("run {id} (log: {})", log.path().display()));
+        report_confinement(&settings, reporter);
     }
     let mut models = runner_models(&settings, &args.runner.settings(), reporter)?;
     let observer = TerminalObserver::new(quiet || args.runner.json);
@@ -69,6 +70,7 @@ pub fn resume(args: ResumeArgs, reporter: &dyn Reporter, quiet: bool) -> Result<
     let (context, registry) = toolbox::build_tools(&settings.tool_settings())?;
     if !args.runner.json {
         reporter.message(&format!("resuming run {id}: \"{}\"", state.goal));
+        report_confinement(&settings, reporter);
     }
     let mut models = runner_models(&settings, &args.runner.settings(), reporter)?;
     let observer = TerminalObserver::new(quiet || args.runner.json);
@@ -85,6 +87,13 @@ pub fn resume(args: ResumeArgs, reporter: &dyn Reporter, quiet: bool) -> Result<
     )?;
     let outcome = agent.run(None)?;
     finish(&id, &dir, &outcome, args.runner.json)
+}
+
+/// Says what confines the programs tools may start, when the run can start any (`shell`, command tools).
+fn report_confinement(settings: &crate::agent::RunSettings, reporter: &dyn Reporter) {
+    if !settings.allow_shell.is_empty() || settings.tools_file.is_some() {
+        reporter.message(&format!("programs run by tools are {}", crate::tools::confine::confinement()));
+    }
 }
 
 fn read_plan(path: &Path) -> Result<Plan> {

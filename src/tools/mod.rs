@@ -3,10 +3,11 @@
 //! servers (`mcp`).
 //!
 //! Calls are synchronous: the orchestrator runs them on blocking threads. Commands are confined by a timeout
-//! (the process group is killed) and an output cap.
+//! (the process group is killed), an output cap and, on Linux, Landlock (`confine`).
 
 pub mod calculator;
 pub mod command;
+pub mod confine;
 pub mod declared;
 pub mod error;
 pub mod list_dir;

@@ -13,6 +13,7 @@ mod bench_scoring;
 mod bench_suites;
 mod chat_template;
 mod cli_docs;
+mod confinement;
 mod crashes;
 mod generate;
 mod grammar;

