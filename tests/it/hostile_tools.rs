@@ -161,17 +161,25 @@ fn a_run_survives_hostile_tools_and_calls_only_its_plan() {
     assert!(crash["error"].as_str().unwrap().contains("killed by signal 11"), "{crash}");
     assert!(!workspace.join("secrets.txt").exists());
     // 100 MB went through the run's stderr pipe; keeping it would show here.
+    assert!(max_rss_kb > 0, "the peak was never read");
     assert!(max_rss_kb < 100 * 1024, "peak RSS {max_rss_kb} KiB");
 }
 
-/// Waits for the child, returning its exit code and its peak resident memory in KiB (`wait4`'s rusage).
+/// Waits for the child, returning its exit code and its peak resident memory in KiB: `VmHWM` of
+/// `/proc/PID/status`, read until it exits (the high-water mark only grows, and exec starts it afresh, unlike
+/// `wait4`'s `ru_maxrss`, which a child inherits from this test process across fork and exec).
 fn wait_with_max_rss(child: &mut std::process::Child) -> (Option<i32>, i64) {
-    let mut status = 0;
-    // SAFETY: rusage is plain old data, fully written by wait4 before it is read.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: wait4 on our own child's pid writes only to the two out-pointers, which live on this stack.
-    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
-    assert_eq!(pid, child.id() as i32, "wait4 failed");
-    let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
-    (code, usage.ru_maxrss)
+    let status_file = format!("/proc/{}/status", child.id());
+    let mut peak = 0;
+    loop {
+        let high_water = std::fs::read_to_string(&status_file).ok().and_then(|text| {
+            let line = text.lines().find(|l| l.starts_with("VmHWM:"))?;
+            line.split_whitespace().nth(1)?.parse::<i64>().ok()
+        });
+        peak = peak.max(high_water.unwrap_or(0));
+        if let Some(status) = child.try_wait().unwrap() {
+            return (status.code(), peak);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
