@@ -179,6 +179,10 @@ pub enum Event {
         goal: String,
         /// Settings and budgets.
         settings: RunSettings,
+        /// The plan given with `--plan`, kept here so a run killed before its first plan event resumes with it
+        /// rather than asking a planner.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        plan: Option<Plan>,
     },
     /// Tool retrieval chose the tools the planner sees (`--tools-top-k`); logged once, before the first plan.
     ToolsSelected {
@@ -325,6 +329,10 @@ pub enum Event {
     Resumed {
         /// Steps of the current plan already done (not re-run).
         completed: Vec<String>,
+        /// Steps whose tool was called but whose result was never logged (the crash came in between), run again:
+        /// their tools are safe to repeat, or the user said so with `--rerun-in-doubt`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        rerun: Vec<String>,
     },
 }
 
@@ -394,6 +402,7 @@ impl EventLog {
         self.file.write_all(&line).map_err(io)?;
         self.file.sync_data().map_err(|e| Error::io(format!("syncing {}", self.path.display()), e))?;
         self.next_seq += 1;
+        super::fault::after_event(record.seq);
         Ok(record)
     }
 

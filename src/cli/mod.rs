@@ -526,6 +526,10 @@ pub struct ResumeArgs {
     /// Approve automatically, as `tandem run --yes`.
     #[arg(long, short = 'y')]
     pub yes: bool,
+    /// Run again a step the crash left in doubt (its tool was called, its result never logged) even though the
+    /// tool is not safe to repeat: check first that it did not take effect.
+    #[arg(long)]
+    pub rerun_in_doubt: bool,
     #[command(flatten)]
     pub runner: RunnerArgs,
 }
