@@ -12,6 +12,7 @@ pub mod kernels;
 pub mod llm;
 pub mod memory;
 pub mod progress;
+pub mod serve;
 pub mod settings;
 pub mod store;
 pub mod tools;

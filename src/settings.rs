@@ -48,6 +48,19 @@ pub enum Drafting {
     Never,
 }
 
+/// Which model writes the final answer from the step results (the joiner), if any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Joiner {
+    /// The planner model: reads the goal and results, answers every part or sends the run back to planning.
+    #[default]
+    Planner,
+    /// The executor model (faster, weaker at judging whether the goal is met).
+    Executor,
+    /// No joiner: the answer is the output of the last step(s), as text.
+    Off,
+}
+
 /// How the planner works.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -175,6 +188,8 @@ pub struct SuiteSettings {
     pub executor: String,
     /// Planner mode for `tasks`.
     pub mode: Mode,
+    /// Who writes the final answer of `tasks` runs.
+    pub joiner: Joiner,
     /// The data: a directory (nestful, bfcl) or a tasks TOML file; `None` takes the suite's default.
     pub data: Option<PathBuf>,
     /// NESTFUL's tool catalogue per sample: `all` or `gold+K`.
@@ -195,6 +210,8 @@ pub struct SuiteSettings {
     pub resume: Option<PathBuf>,
     /// Where the models compute.
     pub compute: Compute,
+    /// Run only this shard's samples, in a run directory of its own.
+    pub shard: Option<Shard>,
 }
 
 /// Which tools a run offers, and the policy they run under (the library's side of the tool flags).
@@ -243,6 +260,8 @@ pub struct AgentSettings {
     pub executor: String,
     /// How the planner works.
     pub mode: Mode,
+    /// Who writes the final answer.
+    pub joiner: Joiner,
     /// The tools and their policy.
     pub tools: ToolSettings,
     /// The run's limits.
@@ -255,6 +274,7 @@ impl Default for AgentSettings {
             planner: DEFAULT_PLANNER.into(),
             executor: DEFAULT_EXECUTOR.into(),
             mode: Mode::default(),
+            joiner: Joiner::default(),
             tools: ToolSettings::default(),
             budgets: Budgets::default(),
         }
@@ -289,4 +309,196 @@ pub struct BatchSettings {
     pub agent: AgentSettings,
     /// Where the goals compute and are logged.
     pub runner: RunnerSettings,
+    /// Run only this shard's goals, into its own results file beside `out`.
+    pub shard: Option<Shard>,
+}
+
+/// The environment variable that gives a Kubernetes Indexed Job's shard count to `--shard auto` (the Job's
+/// `completions`; Kubernetes gives each pod its index, `JOB_COMPLETION_INDEX`, but not the count).
+pub const SHARD_COUNT_ENV: &str = "TANDEM_SHARD_COUNT";
+
+/// One part of a batch or benchmark split over several machines: shard `index` of `count`, counted from 0 as
+/// Slurm array tasks and Kubernetes completion indexes are. A goal or sample belongs to the shard its id hashes to
+/// (SHA-256), not to the one its position gives, so appending goals to a file never moves the ones before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Shard {
+    /// This shard, from 0.
+    pub index: usize,
+    /// How many shards there are.
+    pub count: usize,
+}
+
+impl Shard {
+    /// Shard `index` of `count`, or why there is none.
+    pub fn new(index: usize, count: usize) -> Result<Self, String> {
+        if count == 0 {
+            return Err("the shard count must be at least 1".into());
+        }
+        if index >= count {
+            let last = count - 1;
+            return Err(format!(
+                "shard {index}/{count} does not exist: shards count from 0, so there are 0/{count} to {last}/{count}"
+            ));
+        }
+        Ok(Self { index, count })
+    }
+
+    /// Parses `K/N`, `auto` or `auto/N`, reading the scheduler's variables from the process environment.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        Self::parse_with(text, |name| std::env::var(name).ok())
+    }
+
+    /// Parses `K/N`, `auto` or `auto/N` with `env` for the environment. `auto` takes the index from Slurm
+    /// (`SLURM_ARRAY_TASK_ID`, less `SLURM_ARRAY_TASK_MIN`, over `SLURM_ARRAY_TASK_STEP`) or from a Kubernetes
+    /// Indexed Job (`JOB_COMPLETION_INDEX`); the count from `/N`, else Slurm's `SLURM_ARRAY_TASK_COUNT` (or its
+    /// min and max), else [`SHARD_COUNT_ENV`].
+    pub fn parse_with(text: &str, env: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+        let text = text.trim();
+        let (first, count) = match text.split_once('/') {
+            Some((first, count)) => {
+                let count = count
+                    .trim()
+                    .parse::<usize>()
+                    .map_err(|_| format!("--shard {text}: N in K/N must be a whole number (e.g. 0/4, or auto/4)"))?;
+                (first.trim(), Some(count))
+            }
+            None => (text, None),
+        };
+        if first == "auto" {
+            return Self::from_scheduler(count, &env).map_err(|e| format!("--shard {text}: {e}"));
+        }
+        let (Ok(index), Some(count)) = (first.parse::<usize>(), count) else {
+            return Err(format!("--shard {text}: expected K/N (shard K of N, from 0: 0/4 … 3/4), auto or auto/N"));
+        };
+        Self::new(index, count).map_err(|e| format!("--shard {text}: {e}"))
+    }
+
+    /// The shard a Slurm array task or a Kubernetes Indexed Job's pod is, from its environment.
+    fn from_scheduler(count: Option<usize>, env: &impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+        let number = |name: &str| -> Result<Option<usize>, String> {
+            match env(name) {
+                None => Ok(None),
+                Some(value) => value
+                    .trim()
+                    .parse::<usize>()
+                    .map(Some)
+                    .map_err(|_| format!("{name}={value:?} is not a whole number")),
+            }
+        };
+        if let Some(id) = number("SLURM_ARRAY_TASK_ID")? {
+            let min = number("SLURM_ARRAY_TASK_MIN")?.unwrap_or(0);
+            let step = number("SLURM_ARRAY_TASK_STEP")?.unwrap_or(1).max(1);
+            let span = match (number("SLURM_ARRAY_TASK_MIN")?, number("SLURM_ARRAY_TASK_MAX")?) {
+                (Some(min), Some(max)) if max >= min => Some((max - min) / step + 1),
+                _ => None,
+            };
+            let count = count.or(number("SLURM_ARRAY_TASK_COUNT")?).or(span).ok_or(
+                "SLURM_ARRAY_TASK_ID is set but neither SLURM_ARRAY_TASK_COUNT nor SLURM_ARRAY_TASK_MIN/MAX: give the \
+                 count as auto/N",
+            )?;
+            if id < min {
+                return Err(format!("SLURM_ARRAY_TASK_ID {id} is below SLURM_ARRAY_TASK_MIN {min}"));
+            }
+            return Self::new((id - min) / step, count).map_err(|e| format!("Slurm array task {id}: {e}"));
+        }
+        if let Some(index) = number("JOB_COMPLETION_INDEX")? {
+            let count = count.or(number(SHARD_COUNT_ENV)?).ok_or(format!(
+                "JOB_COMPLETION_INDEX is set but the count is not: set {SHARD_COUNT_ENV} to the Job's completions, or \
+                 give auto/N"
+            ))?;
+            return Self::new(index, count).map_err(|e| format!("Kubernetes completion index {index}: {e}"));
+        }
+        Err("neither SLURM_ARRAY_TASK_ID (a Slurm array job) nor JOB_COMPLETION_INDEX (a Kubernetes Indexed Job) is \
+             set; give the shard as K/N"
+            .into())
+    }
+
+    /// The shard a goal or sample id belongs to when there are `count` shards: the first 8 bytes of the id's
+    /// SHA-256 modulo `count`, the same on every machine and in every version.
+    pub fn of(id: &str, count: usize) -> usize {
+        use sha2::Digest;
+        let digest = sha2::Sha256::digest(id.as_bytes());
+        let mut first = [0u8; 8];
+        first.copy_from_slice(&digest[..8]);
+        (u64::from_be_bytes(first) % count.max(1) as u64) as usize
+    }
+
+    /// Whether a goal or sample id belongs to this shard.
+    pub fn contains(&self, id: &str) -> bool {
+        Self::of(id, self.count) == self.index
+    }
+
+    /// The shard in file and directory names: `shard-K-of-N`.
+    pub fn tag(&self) -> String {
+        format!("shard-{}-of-{}", self.index, self.count)
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
+}
+
+impl std::str::FromStr for Shard {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        Self::parse(text)
+    }
+}
+
+/// What `tandem serve` listens on and how much it takes (the library's side of the serve flags).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServeSettings {
+    /// The address to bind (127.0.0.1 by default: only this machine).
+    pub host: String,
+    /// The port; 0 takes a free one (the address bound is printed).
+    pub port: u16,
+    /// When set, every `/v1` request must carry `Authorization: Bearer <key>`.
+    pub api_key: Option<String>,
+    /// The planner model (served under its id).
+    pub planner: String,
+    /// The executor model (served under its id; the same as the planner serves one model).
+    pub executor: String,
+    /// Device, threads, drafting and prefix store of the models.
+    pub runner: RunnerSettings,
+    /// Largest request body, in bytes (larger: 413).
+    pub max_body_bytes: usize,
+    /// Requests waiting for a free generation slot; more are refused with 503.
+    pub queue: usize,
+    /// Generations in flight at once; they share each model's forward passes.
+    pub parallel: usize,
+    /// Most new tokens of one completion (also the default when a request gives none).
+    pub max_tokens: usize,
+}
+
+impl ServeSettings {
+    /// Default of [`ServeSettings::port`].
+    pub const PORT: u16 = 8080;
+    /// Default of [`ServeSettings::max_body_bytes`]: 4 MiB.
+    pub const MAX_BODY_BYTES: usize = 4 << 20;
+    /// Default of [`ServeSettings::queue`].
+    pub const QUEUE: usize = 64;
+    /// Default of [`ServeSettings::parallel`].
+    pub const PARALLEL: usize = 4;
+    /// Default of [`ServeSettings::max_tokens`].
+    pub const MAX_TOKENS: usize = 1024;
+}
+
+impl Default for ServeSettings {
+    fn default() -> Self {
+        Self {
+            host: "127.0.0.1".into(),
+            port: Self::PORT,
+            api_key: None,
+            planner: DEFAULT_PLANNER.into(),
+            executor: DEFAULT_EXECUTOR.into(),
+            runner: RunnerSettings::default(),
+            max_body_bytes: Self::MAX_BODY_BYTES,
+            queue: Self::QUEUE,
+            parallel: Self::PARALLEL,
+            max_tokens: Self::MAX_TOKENS,
+        }
+    }
 }

@@ -179,6 +179,24 @@ pub fn read_goals(path: &Path) -> Result<Vec<GoalLine>> {
     Ok(parse_goals(&text))
 }
 
+/// What a goal is known by when goals are split into shards: its id, or `line N`.
+pub fn shard_key(key: &GoalKey) -> String {
+    match key {
+        GoalKey::Id(id) => id.clone(),
+        GoalKey::Line(line) => format!("line {line}"),
+    }
+}
+
+/// The results file of one shard: `results.jsonl` becomes `results.shard-K-of-N.jsonl`, beside it.
+pub fn shard_results_path(out: &Path, shard: &crate::settings::Shard) -> PathBuf {
+    let stem = out.file_stem().and_then(|s| s.to_str()).unwrap_or("results");
+    let name = match out.extension().and_then(|e| e.to_str()) {
+        Some(ext) => format!("{stem}.{}.{ext}", shard.tag()),
+        None => format!("{stem}.{}", shard.tag()),
+    };
+    out.with_file_name(name)
+}
+
 /// One goal's record in the results file.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BatchRecord {
@@ -285,13 +303,24 @@ pub struct Recorded {
 }
 
 /// An open results file: records read back by key, new ones appended and synced one by one. The file is locked
-/// while open, so two batches cannot write the same results at once.
+/// while open, so two batches cannot write the same results at once. A shard's results file starts with a
+/// header line ([`SHARD_HEADER`]) that says which shard it is and what settings it ran with.
 #[derive(Debug)]
 pub struct BatchResults {
     path: PathBuf,
     file: File,
     latest: HashMap<GoalKey, Recorded>,
     unreadable: Vec<String>,
+    header: Option<Value>,
+}
+
+/// The key of a shard's header line in its results file: `{"shard": {"index": K, "count": N}, "goals": …,
+/// "settings": {…}}`, a line that is not a record (it has no `line`).
+pub const SHARD_HEADER: &str = "shard";
+
+/// Whether a results line is a shard's header rather than a record.
+pub fn is_shard_header(value: &Value) -> bool {
+    value.get(SHARD_HEADER).is_some() && value.get("line").is_none()
 }
 
 impl BatchResults {
@@ -325,10 +354,31 @@ impl BatchResults {
         file.read_to_string(&mut text)
             .map_err(|e| Error::io(format!("reading the results file {}", path.display()), e))?;
         let (latest, unreadable) = read_records(&text, path);
+        let header = text.lines().find_map(|line| serde_json::from_str::<Value>(line).ok().filter(is_shard_header));
         if !text.is_empty() && !text.ends_with('\n') {
             file.write_all(b"\n").map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
         }
-        Ok(Self { path: path.to_path_buf(), file, latest, unreadable })
+        Ok(Self { path: path.to_path_buf(), file, latest, unreadable, header })
+    }
+
+    /// The shard header the file holds, if it is a shard's results.
+    pub fn header(&self) -> Option<&Value> {
+        self.header.as_ref()
+    }
+
+    /// Whether the file holds no record yet.
+    pub fn is_empty(&self) -> bool {
+        self.latest.is_empty() && self.unreadable.is_empty()
+    }
+
+    /// Writes the shard header (first, into a file with no records) and syncs it.
+    pub fn write_header(&mut self, header: &Value) -> Result<()> {
+        let mut line = serde_json::to_vec(header).map_err(Error::encode("a shard header"))?;
+        line.push(b'\n');
+        self.file.write_all(&line).map_err(|e| Error::io(format!("writing {}", self.path.display()), e))?;
+        self.file.sync_data().map_err(|e| Error::io(format!("syncing {}", self.path.display()), e))?;
+        self.header = Some(header.clone());
+        Ok(())
     }
 
     /// The file.
@@ -373,6 +423,9 @@ fn read_records(text: &str, path: &Path) -> (HashMap<GoalKey, Recorded>, Vec<Str
                 continue;
             }
         };
+        if is_shard_header(&value) {
+            continue;
+        }
         let key = match (value.get("id").and_then(Value::as_str), value.get("line").and_then(Value::as_u64)) {
             (Some(id), _) => GoalKey::Id(id.to_string()),
             (None, Some(line)) => GoalKey::Line(line as usize),

@@ -7,7 +7,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
-use super::batch::{read_goals, BatchGoal, BatchRecord, BatchResults, BatchSummary, GoalLine};
+use serde_json::{json, Value};
+
+use super::batch::{
+    read_goals, shard_key, shard_results_path, BatchGoal, BatchRecord, BatchResults, BatchSummary, GoalLine,
+    SHARD_HEADER,
+};
+use super::batch_merge::header_differences;
 use super::events::EventLog;
 use super::models::LazyModels;
 use super::orchestrator::{Agent, AutoApprove, NoObserver, RunOutcome};
@@ -35,33 +41,45 @@ struct Batch<'a> {
 /// Returns the summary; goals that did not finish are counted in it, not returned as errors.
 pub fn run_batch(args: &BatchSettings, reporter: &dyn Reporter) -> Result<BatchSummary> {
     let started = Instant::now();
-    if std::path::absolute(&args.goals).ok() == std::path::absolute(&args.out).ok() {
+    // Each shard keeps its own results file beside --out, so shards never share (or lock) one file.
+    let out = match &args.shard {
+        Some(shard) => shard_results_path(&args.out, shard),
+        None => args.out.clone(),
+    };
+    if std::path::absolute(&args.goals).ok() == std::path::absolute(&out).ok() {
         return Err(Error::Usage(format!(
             "--out {} is the goal file itself; give the results their own file",
-            args.out.display()
+            out.display()
         )));
     }
-    let lines = read_goals(&args.goals)?;
-    let results = BatchResults::open(&args.out)?;
+    let mut lines = read_goals(&args.goals)?;
+    let mut results = BatchResults::open(&out)?;
     for bad in results.unreadable() {
         reporter.message(&format!("unreadable line in the results (ignored): {bad}"));
+    }
+    let mut of_shard = String::new();
+    if let Some(shard) = args.shard {
+        let all = lines.len();
+        lines.retain(|line| shard.contains(&shard_key(&line.key())));
+        of_shard = format!(" (shard {shard}: {} of {all})", lines.len());
+        claim_shard(&mut results, &shard_header(args, shard, reporter)?)?;
     }
     let todo: Vec<&GoalLine> =
         lines.iter().filter(|line| should_run(line, &results, args.retry_failed, reporter)).collect();
     let mut summary = BatchSummary {
         goals_file: args.goals.clone(),
-        results: args.out.clone(),
+        results: out.clone(),
         lines: lines.len(),
         skipped: lines.len() - todo.len(),
         ..BatchSummary::default()
     };
     reporter.message(&format!(
-        "batch: {} goal line(s) in {}; {} to run, {} already in {} (skipped)",
+        "batch: {} goal line(s) in {}{of_shard}; {} to run, {} already in {} (skipped)",
         lines.len(),
         args.goals.display(),
         todo.len(),
         summary.skipped,
-        args.out.display()
+        out.display()
     ));
     if !todo.is_empty() {
         // The default workspace, tool policy and models are checked (and pulled) before the first goal, so a typo
@@ -136,6 +154,44 @@ pub fn run_batch(args: &BatchSettings, reporter: &dyn Reporter) -> Result<BatchS
     }
     summary.finish(started.elapsed());
     Ok(summary)
+}
+
+/// A shard's header: which shard, of which goal file, with which settings and model files (what `tandem batch
+/// merge` checks the shards agree on).
+fn shard_header(args: &BatchSettings, shard: crate::settings::Shard, reporter: &dyn Reporter) -> Result<Value> {
+    let store = ModelStore::open()?;
+    let agent = &args.agent;
+    let planner = store.resolve(&agent.planner, reporter)?;
+    let executor = store.resolve(&agent.executor, reporter)?;
+    Ok(json!({
+        SHARD_HEADER: shard,
+        "goals": args.goals,
+        "settings": {
+            "planner": agent.planner,
+            "planner_sha256": planner.sha256,
+            "executor": agent.executor,
+            "executor_sha256": executor.sha256,
+            "mode": agent.mode.name(),
+            "budgets": format!("{:?}", agent.budgets),
+            "tools": format!("{:?}", agent.tools),
+        },
+    }))
+}
+
+/// Marks a shard's results file as this shard's (a new file), or checks that it is (a rerun that resumes it).
+fn claim_shard(results: &mut BatchResults, header: &Value) -> Result<()> {
+    let path = results.path().display().to_string();
+    match results.header() {
+        Some(old) if old == header => Ok(()),
+        Some(old) => Err(Error::Usage(format!(
+            "{path} holds a shard run with other settings ({}); give this run its own --out",
+            header_differences(old, header).join("; ")
+        ))),
+        None if !results.is_empty() => Err(Error::Usage(format!(
+            "{path} holds results of a batch run without --shard; give the shard its own --out"
+        ))),
+        None => results.write_header(header),
+    }
 }
 
 /// The batch's records so far, shared by the goals in flight.

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::plan::Plan;
-use crate::settings::{Approval, Budgets, Mode, ToolSettings, MCP_TIMEOUT_S, SHELL_TIMEOUT_S};
+use crate::settings::{Approval, Budgets, Joiner, Mode, ToolSettings, MCP_TIMEOUT_S, SHELL_TIMEOUT_S};
 use crate::{Error, Result};
 
 /// The settings a run was started with: enough to resume it the same way.
@@ -22,6 +22,9 @@ pub struct RunSettings {
     pub executor: String,
     /// How the planner works (`plan-ahead` or `step` in the log).
     pub mode: Mode,
+    /// Who writes the final answer (`planner`, `executor` or `off`; logs before the joiner: `off`).
+    #[serde(default = "joiner_of_old_logs", skip_serializing_if = "is_joiner_off")]
+    pub joiner: Joiner,
     /// Workspace directory (absolute).
     pub workspace: PathBuf,
     /// Whether `write_file` was offered.
@@ -52,13 +55,14 @@ pub struct RunSettings {
 }
 
 impl RunSettings {
-    /// The command line's defaults: plan-ahead, no approval, writes and shell off, 2 replans, 24 steps, 6000
-    /// tokens, 900 s.
+    /// Plan-ahead, no approval, writes and shell off, 2 replans, 24 steps, 6000 tokens, 900 s, and no joiner (the
+    /// answer is the last steps' output; the command line's default, `--joiner planner`, sets it).
     pub fn new(planner: &str, executor: &str, workspace: &Path) -> Self {
         Self {
             planner: planner.into(),
             executor: executor.into(),
             mode: Mode::PlanAhead,
+            joiner: Joiner::Off,
             workspace: workspace.to_path_buf(),
             allow_write: false,
             allow_shell: Vec::new(),
@@ -86,6 +90,15 @@ impl RunSettings {
             top_k: self.tools_top_k,
         }
     }
+}
+
+/// Runs logged before the joiner existed answered with the last step's output: resuming one keeps that.
+fn joiner_of_old_logs() -> Joiner {
+    Joiner::Off
+}
+
+fn is_joiner_off(joiner: &Joiner) -> bool {
+    *joiner == Joiner::Off
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -166,6 +179,10 @@ pub enum Event {
         goal: String,
         /// Settings and budgets.
         settings: RunSettings,
+        /// The plan given with `--plan`, kept here so a run killed before its first plan event resumes with it
+        /// rather than asking a planner.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        plan: Option<Plan>,
     },
     /// Tool retrieval chose the tools the planner sees (`--tools-top-k`); logged once, before the first plan.
     ToolsSelected {
@@ -279,6 +296,23 @@ pub enum Event {
         /// What went wrong.
         reason: String,
     },
+    /// The joiner read the results: its verdict (`answer`, `not_met`, or `unchecked` when no draft passed the
+    /// number check and the answer falls back to the last step's output), in words, and what it cost.
+    Joined {
+        /// The plan revision whose results it read.
+        version: u32,
+        /// `answer`, `not_met` or `unchecked`.
+        verdict: String,
+        /// The answer, what is missing, or the rejected drafts.
+        text: String,
+        /// `planner` or `executor`.
+        role: String,
+        /// The answer the steps alone give (the last steps' output), for audit and comparison.
+        #[serde(default)]
+        from_steps: String,
+        /// Tokens and time.
+        usage: ModelUsage,
+    },
     /// The final answer.
     Answer {
         /// The answer text.
@@ -295,6 +329,10 @@ pub enum Event {
     Resumed {
         /// Steps of the current plan already done (not re-run).
         completed: Vec<String>,
+        /// Steps whose tool was called but whose result was never logged (the crash came in between), run again:
+        /// their tools are safe to repeat, or the user said so with `--rerun-in-doubt`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        rerun: Vec<String>,
     },
 }
 
@@ -364,6 +402,7 @@ impl EventLog {
         self.file.write_all(&line).map_err(io)?;
         self.file.sync_data().map_err(|e| Error::io(format!("syncing {}", self.path.display()), e))?;
         self.next_seq += 1;
+        super::fault::after_event(record.seq);
         Ok(record)
     }
 

@@ -1,12 +1,15 @@
 //! The agent: plans and references (`plan`, `refs`, `validate`, `schema`), the planner and executor model
-//! calls, the orchestrator that runs a plan with budgets, approval and replanning, the audit log of runs, and
+//! calls, the joiner that writes the answer, the orchestrator that runs a plan with budgets, approval and replanning, the audit log of runs, and
 //! batches of goals (`batch`).
 
 pub mod batch;
+pub mod batch_merge;
 pub mod batch_run;
 pub mod events;
 pub mod executor;
+mod fault;
 pub mod issues;
+pub mod joiner;
 pub mod model_call;
 pub mod models;
 pub mod orchestrator;

@@ -1,10 +1,10 @@
 //! Run directories: where runs live, their ids, and what a run's log says about it (for `tandem runs` and
 //! `tandem resume`).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::events::{read_log, Event, EventLog, LogContents, ModelUsage, PlanOrigin, Record, RunSettings, StopReason};
 use super::plan::Plan;
@@ -110,12 +110,17 @@ pub struct RunState {
     pub goal: String,
     /// Settings the run started with.
     pub settings: Option<RunSettings>,
+    /// The plan the run was given (`--plan`), if any.
+    pub given_plan: Option<Plan>,
     /// The newest plan revision and whether it was approved (or needed no approval).
     pub plan: Option<Plan>,
     /// Whether the newest plan was approved by the user or `--yes`.
     pub plan_approved: bool,
     /// Outputs of the newest plan's finished steps.
     pub outputs: HashMap<String, Value>,
+    /// Tool calls of the newest plan logged without a result yet, by step: `(tool, arguments)`. After a crash
+    /// these are in doubt: the tool may or may not have taken effect.
+    pub in_flight: BTreeMap<String, (String, Map<String, Value>)>,
     /// Every successful call in the run, by tool and arguments (so a revision does not redo finished work).
     pub call_cache: HashMap<String, Value>,
     /// Replans so far.
@@ -141,7 +146,7 @@ pub struct RunState {
 }
 
 /// Calls and tokens of one model role.
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct UsageTotals {
     /// Model calls.
     pub calls: usize,
@@ -194,8 +199,9 @@ impl RunState {
         }
         self.last_ms = record.at_ms;
         match &record.event {
-            Event::RunStarted { goal, settings } => {
+            Event::RunStarted { goal, settings, plan } => {
                 self.goal = goal.clone();
+                self.given_plan = plan.clone();
                 self.plan_approved = settings.approve != Approval::Plan;
                 self.settings = Some(settings.clone());
             }
@@ -203,6 +209,7 @@ impl RunState {
                 // Step mode grows one plan a step at a time: its outputs stay valid.
                 if *origin != PlanOrigin::NextStep {
                     self.outputs.clear();
+                    self.in_flight.clear();
                     self.plan_approved = self.settings.as_ref().is_none_or(|s| s.approve != Approval::Plan);
                 }
                 self.plan = Some(plan.clone());
@@ -214,8 +221,14 @@ impl RunState {
                 self.plan_approved = decision != "rejected";
             }
             Event::ExecutorCall { usage, .. } => self.executor.add(usage),
+            Event::Joined { usage, role, .. } if role == "executor" => self.executor.add(usage),
+            Event::Joined { usage, .. } => self.planner.add(usage),
+            Event::ToolCall { version, step, tool, args } if *version == self.version() => {
+                self.in_flight.insert(step.clone(), (tool.clone(), args.clone()));
+            }
             Event::StepFinished { version, step, tool, args, output, error, .. } => {
                 self.steps_run += 1;
+                self.in_flight.remove(step);
                 match output {
                     Some(output) => {
                         self.call_cache.insert(call_key(tool, args), output.clone());

@@ -6,6 +6,7 @@ pub mod chart;
 pub mod drafting;
 pub mod grammar;
 pub mod llamacpp;
+pub mod merge;
 pub mod nestful;
 pub mod records;
 pub mod speed;

@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use crate::agent::events::{now_ms, read_jsonl};
 use crate::agent::runs::utc_stamp;
 use crate::progress::{ProgressUnit, Reporter};
+use crate::settings::Shard;
 use crate::{Error, Result};
 
 /// One benchmark run on disk.
@@ -19,6 +20,7 @@ pub struct BenchRecorder {
     dir: PathBuf,
     file: File,
     done: HashSet<String>,
+    shard: Option<Shard>,
 }
 
 impl BenchRecorder {
@@ -55,7 +57,18 @@ impl BenchRecorder {
             .append(true)
             .open(&path)
             .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
-        Ok(Self { dir: dir.to_path_buf(), file, done })
+        Ok(Self { dir: dir.to_path_buf(), file, done, shard: None })
+    }
+
+    /// Runs only the samples of this shard (by a hash of each sample's id).
+    pub fn with_shard(mut self, shard: Option<Shard>) -> Self {
+        self.shard = shard;
+        self
+    }
+
+    /// Whether a sample (by its `sample` value) is this run's: every sample, or its shard's.
+    pub fn holds(&self, sample: &Value) -> bool {
+        self.shard.is_none_or(|shard| shard.contains(&sample_key(sample)))
     }
 
     /// The run directory.
@@ -99,7 +112,8 @@ impl BenchRecorder {
     }
 }
 
-fn sample_key(sample: &Value) -> String {
+/// What a sample is known by: its id as text.
+pub fn sample_key(sample: &Value) -> String {
     match sample {
         Value::String(s) => s.clone(),
         other => other.to_string(),
@@ -115,7 +129,8 @@ pub fn run_samples<T>(
     label: &str,
     mut run: impl FnMut(&T) -> Result<Value>,
 ) -> Result<Vec<Value>> {
-    let todo: Vec<&(Value, T)> = samples.iter().filter(|(id, _)| !recorder.is_done(id)).collect();
+    let samples: Vec<&(Value, T)> = samples.iter().filter(|(id, _)| recorder.holds(id)).collect();
+    let todo: Vec<&(Value, T)> = samples.iter().copied().filter(|(id, _)| !recorder.is_done(id)).collect();
     if todo.len() < samples.len() {
         reporter.message(&format!(
             "resuming: {} of {} samples already recorded",

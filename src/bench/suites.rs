@@ -35,7 +35,8 @@ impl Suite {
         }
     }
 
-    fn from_name(name: &str) -> Option<Self> {
+    /// The suite of a name ([`Suite::name`]).
+    pub fn from_name(name: &str) -> Option<Self> {
         [Suite::Tasks, Suite::Nestful, Suite::Bfcl].into_iter().find(|s| s.name() == name)
     }
 
@@ -112,29 +113,64 @@ fn model_record(id: &str, reporter: &dyn Reporter) -> Result<Value> {
     Ok(json!({"id": id, "path": resolved.path, "sha256": resolved.sha256}))
 }
 
-/// The recorder: a fresh directory under `--out`, or the `--resume` one.
+/// The settings a suite's samples and scores depend on (besides the pair): what the shards of one benchmark
+/// must agree on, kept in `settings.json` from the start and in `summary.json` at the end.
+pub fn settings_record(args: &SuiteSettings) -> Value {
+    json!({
+        "data": args.data, "tools": args.tools, "tools_top_k": args.tools_top_k, "no_grammar": args.no_grammar,
+        "categories": args.categories, "limit": args.limit, "seed": args.seed,
+    })
+}
+
+/// The recorder: a fresh directory under `--out` (named for the shard, with `--shard`), or the `--resume` one.
 fn recorder(args: &SuiteSettings, name: &str) -> Result<BenchRecorder> {
-    match &args.resume {
+    let started = json!({"shard": args.shard, "settings": settings_record(args)});
+    let recorder = match &args.resume {
         Some(dir) => {
             if !dir.join(BenchRecorder::SAMPLES).exists() {
                 return Err(Error::Bench(format!("{} holds no benchmark records to resume", dir.display())));
             }
-            BenchRecorder::open(dir)
+            let kept = std::fs::read_to_string(dir.join("settings.json")).ok();
+            if let Some(mut kept) = kept.and_then(|t| serde_json::from_str::<Value>(&t).ok()) {
+                // A resumed run may take more samples (a larger --limit); the rest must be as it was.
+                let mut now = started.clone();
+                kept["settings"]["limit"] = Value::Null;
+                now["settings"]["limit"] = Value::Null;
+                if kept != now {
+                    return Err(Error::Usage(format!(
+                        "{} was run with other settings or another shard ({kept}); resume it with the same flags",
+                        dir.display()
+                    )));
+                }
+            }
+            BenchRecorder::open(dir)?
         }
-        None => BenchRecorder::create(&args.out, name),
-    }
+        None => {
+            let name = match &args.shard {
+                Some(shard) => format!("{name}-{}", shard.tag()),
+                None => name.to_string(),
+            };
+            let recorder = BenchRecorder::create(&args.out, &name)?;
+            let text = serde_json::to_string_pretty(&started).map_err(Error::encode("the settings"))?;
+            recorder.write("settings.json", &text)?;
+            recorder
+        }
+    };
+    Ok(recorder.with_shard(args.shard))
 }
 
-/// Writes `summary.json` and `summary.md` for one suite run and prints the Markdown.
-fn write_summary(
+/// Writes `summary.json` and `summary.md` for one suite run and prints the Markdown. `about` adds fields to
+/// `summary.json` (the shard and settings of a run; the shards of a merge).
+pub fn write_summary(
     recorder: &BenchRecorder,
     suite: Suite,
     pair: &Pair,
     models: Value,
     records: &[Value],
+    about: Value,
 ) -> Result<Value> {
     let summary = suite.summarise(records);
-    let document = json!({
+    let mut document = json!({
         "suite": suite.name(),
         "pair": {"planner": pair.planner, "executor": pair.executor, "mode": pair.mode},
         "models": models,
@@ -142,6 +178,9 @@ fn write_summary(
         "finished_unix_ms": crate::agent::events::now_ms(),
         "summary": summary,
     });
+    if let (Some(document), Some(about)) = (document.as_object_mut(), about.as_object()) {
+        document.extend(about.clone());
+    }
     let text = serde_json::to_string_pretty(&document).map_err(Error::encode("the summary"))?;
     recorder.write("summary.json", &text)?;
     let markdown = markdown_table(suite, &[(pair.clone(), summary.clone())]);
@@ -191,7 +230,7 @@ fn lazy_models<'r>(args: &SuiteSettings, pair: &Pair, reporter: &'r dyn Reporter
 
 /// Runs one suite for one pair; returns the summary and the run directory.
 pub fn run_suite(suite: Suite, args: &SuiteSettings, pair: &Pair, reporter: &dyn Reporter) -> Result<(Value, PathBuf)> {
-    let mut recorder = recorder(args, &format!("{}-{}", suite.name(), slug(pair)))?;
+    let mut recorder = recorder(args, &run_name(suite, pair))?;
     reporter.message(&format!("{} for {}: records in {}", suite.name(), pair.label(), recorder.dir().display()));
     let mut models = lazy_models(args, pair, reporter)?;
     let records = match suite {
@@ -212,6 +251,7 @@ pub fn run_suite(suite: Suite, args: &SuiteSettings, pair: &Pair, reporter: &dyn
                 planner: &pair.planner,
                 executor: &pair.executor,
                 mode: pair.mode,
+                joiner: args.joiner,
                 tools_top_k: args.tools_top_k,
             };
             run_samples(&samples, &mut recorder, reporter, "tasks", |task| {
@@ -225,8 +265,14 @@ pub fn run_suite(suite: Suite, args: &SuiteSettings, pair: &Pair, reporter: &dyn
     if pair.executor != pair.planner {
         model_ids.push(model_record(&pair.executor, reporter)?);
     }
-    let summary = write_summary(&recorder, suite, pair, json!(model_ids), &records)?;
+    let about = json!({"shard": args.shard, "settings": settings_record(args)});
+    let summary = write_summary(&recorder, suite, pair, json!(model_ids), &records, about)?;
     Ok((summary, recorder.dir().to_path_buf()))
+}
+
+/// A suite run's directory name (before its stamp): the suite and the pair.
+pub fn run_name(suite: Suite, pair: &Pair) -> String {
+    format!("{}-{}", suite.name(), slug(pair))
 }
 
 fn slug(pair: &Pair) -> String {
@@ -328,7 +374,17 @@ pub fn pairs(args: &PairsSettings, reporter: &dyn Reporter) -> Result<()> {
         let (summary, dir) = run_suite(suite, &suite_args, pair, reporter)?;
         rows.push((pair.clone(), summary, dir));
     }
-    let report = BenchRecorder::create(&args.suite_settings.out, &format!("pairs-{}", suite.name()))?;
+    let name = match &args.suite_settings.shard {
+        Some(shard) => format!("pairs-{}-{}", suite.name(), shard.tag()),
+        None => format!("pairs-{}", suite.name()),
+    };
+    write_pairs_report(suite, &rows, &args.suite_settings.out, &name)
+}
+
+/// Writes the report of a matrix of pairs (`summary.md`, `summary.json` naming each pair's run directory,
+/// `chart.svg`) into a fresh directory `<out>/<name>-<stamp>` and prints the table.
+pub fn write_pairs_report(suite: Suite, rows: &[(Pair, Value, PathBuf)], out: &Path, name: &str) -> Result<()> {
+    let report = BenchRecorder::create(out, name)?;
     let table: Vec<(Pair, Value)> = rows.iter().map(|(p, s, _)| (p.clone(), s.clone())).collect();
     let markdown = markdown_table(suite, &table);
     report.write("summary.md", &markdown)?;

@@ -41,6 +41,9 @@ pub struct Task {
     /// The answer must contain one of these (normalised).
     #[serde(default)]
     pub answer_any: Vec<String>,
+    /// The answer must contain every one of these (goals with several parts).
+    #[serde(default)]
+    pub answer_all: Vec<String>,
     /// A file the run must leave in the workspace.
     #[serde(default)]
     pub file: Option<String>,
@@ -67,10 +70,10 @@ pub fn parse_tasks(text: &str, origin: &Path) -> Result<Vec<Task>> {
                 message: format!("task id '{}' appears twice", task.id),
             });
         }
-        if task.answer_any.is_empty() && task.file.is_none() {
+        if task.answer_any.is_empty() && task.answer_all.is_empty() && task.file.is_none() {
             return Err(Error::InvalidInput {
                 path: origin.to_path_buf(),
-                message: format!("task '{}' has no check (answer_any or file)", task.id),
+                message: format!("task '{}' has no check (answer_any, answer_all or file)", task.id),
             });
         }
     }
@@ -87,18 +90,38 @@ pub fn normalise(text: &str) -> String {
     text.to_lowercase().replace(',', "").trim().to_string()
 }
 
+/// Whether `text` (normalised) mentions `want` (normalised). A number must stand alone: `9` is not found in `19`,
+/// `-9`, `9.5` or `95`, but is in `9.0`, `9 km` and `9th` (a wrong sign or a longer number is a wrong answer, not a lucky match).
+pub fn mentions(text: &str, want: &str) -> bool {
+    let numeric_start = want.starts_with(|c: char| c.is_ascii_digit());
+    let numeric_end = want.ends_with(|c: char| c.is_ascii_digit());
+    text.match_indices(want).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = &text[at + want.len()..];
+        let clean_before = !numeric_start || !before.is_some_and(|c| c.is_ascii_digit() || c == '.' || c == '-');
+        let clean_after = !numeric_end || {
+            let rest = after.strip_prefix('.').map(|r| r.trim_start_matches('0')).unwrap_or(after);
+            let zeros_only = after.starts_with('.') && !rest.starts_with(|c: char| c.is_ascii_digit());
+            zeros_only || !after.starts_with(|c: char| c.is_ascii_digit() || c == '.')
+        };
+        clean_before && clean_after
+    })
+}
+
 /// Whether the run passed the task's checks, with the reason when it did not.
 pub fn check(task: &Task, answer: Option<&str>, workspace: &Path) -> (bool, String) {
-    if !task.answer_any.is_empty() {
-        let got = normalise(answer.unwrap_or_default());
-        if !task.answer_any.iter().any(|want| got.contains(&normalise(want))) {
-            return (false, format!("answer {:?} contains none of {:?}", answer.unwrap_or_default(), task.answer_any));
-        }
+    let got = normalise(answer.unwrap_or_default());
+    if !task.answer_any.is_empty() && !task.answer_any.iter().any(|want| mentions(&got, &normalise(want))) {
+        return (false, format!("answer {:?} contains none of {:?}", answer.unwrap_or_default(), task.answer_any));
+    }
+    let missing: Vec<&String> = task.answer_all.iter().filter(|want| !mentions(&got, &normalise(want))).collect();
+    if !missing.is_empty() {
+        return (false, format!("answer {:?} lacks {missing:?}", answer.unwrap_or_default()));
     }
     if let Some(file) = &task.file {
         let content = std::fs::read_to_string(workspace.join(file)).unwrap_or_default();
         let got = normalise(&content);
-        if !task.file_any.iter().any(|want| got.contains(&normalise(want))) {
+        if !task.file_any.iter().any(|want| mentions(&got, &normalise(want))) {
             return (false, format!("{file} holds {content:?}, which contains none of {:?}", task.file_any));
         }
     }
@@ -115,6 +138,8 @@ pub struct TaskSetup<'a> {
     pub executor: &'a str,
     /// `plan-ahead` or `step`.
     pub mode: crate::settings::Mode,
+    /// Who writes the final answer.
+    pub joiner: crate::settings::Joiner,
     /// The planner sees only this many tools, chosen by retrieval (0: all).
     pub tools_top_k: usize,
 }
@@ -153,6 +178,7 @@ pub fn run_task(task: &Task, setup: &TaskSetup, models: &mut dyn ModelSource) ->
     settings.allow_shell = task.allow_shell.clone();
     settings.tools_top_k = setup.tools_top_k;
     settings.mode = setup.mode;
+    settings.joiner = setup.joiner;
     settings.budgets.max_seconds = 300;
     let started = Instant::now();
     let mut approver = AutoApprove;
@@ -174,7 +200,7 @@ pub fn run_task(task: &Task, setup: &TaskSetup, models: &mut dyn ModelSource) ->
         "category": task.category,
         "input": task.goal,
         "prediction": outcome.answer,
-        "gold": {"answer_any": task.answer_any, "file": task.file, "file_any": task.file_any},
+        "gold": {"answer_any": task.answer_any, "answer_all": task.answer_all, "file": task.file, "file_any": task.file_any},
         "score": {"success": passed && outcome.stop == StopReason::Done, "why": why},
         "stop": outcome.stop,
         "detail": outcome.detail,

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand, ValueEnum};
 
 use super::{ComputeArgs, ModelArgs};
-use crate::settings::{self, Mode, SuiteSettings};
+use crate::settings::{self, Joiner, Mode, Shard, SuiteSettings};
 
 /// `tandem bench …`.
 #[derive(Debug, Subcommand)]
@@ -41,6 +41,20 @@ pub enum BenchCommand {
         /// The benchmark run directory (as printed at its start).
         dir: PathBuf,
     },
+    /// Join the run directories of a sharded benchmark (`--shard K/N`) into one run directory per pair with the
+    /// report one unsharded run writes (samples.jsonl, summary.json, summary.md; for several pairs also the
+    /// pairs table and chart). Refuses, naming them, missing or repeated shards, shards run with other settings
+    /// or model files, and samples recorded twice with different results.
+    ///
+    /// Example: tandem bench merge bench-results/nestful-*-shard-* --out bench-results
+    Merge {
+        /// The shards' run directories, or the report directories of sharded `bench pairs` runs.
+        #[arg(value_name = "DIR", required = true)]
+        dirs: Vec<PathBuf>,
+        /// Where the merged run directories are written.
+        #[arg(long, default_value = "bench-results")]
+        out: PathBuf,
+    },
 }
 
 /// Options of one benchmark suite.
@@ -55,6 +69,9 @@ pub struct SuiteArgs {
     /// Planner mode for `tasks` (plan-ahead, or step for the executor-alone baseline).
     #[arg(long, value_enum, default_value_t = Mode::PlanAhead)]
     pub mode: Mode,
+    /// Who writes the final answer of `tasks` runs (as `tandem run --joiner`).
+    #[arg(long, value_enum, default_value_t = Joiner::Planner)]
+    pub joiner: Joiner,
     /// Data: a directory for nestful (default ../shared/data/nestful) and bfcl (../shared/data/bfcl), a tasks
     /// TOML file for tasks (default: the built-in suite).
     #[arg(long, value_name = "PATH")]
@@ -91,6 +108,11 @@ pub struct SuiteArgs {
     /// Continue an interrupted run in this directory (samples already recorded are skipped).
     #[arg(long, value_name = "DIR")]
     pub resume: Option<PathBuf>,
+    /// Run one shard of the samples (after --limit): K/N is shard K of N from 0, `auto` reads a Slurm array task
+    /// or a Kubernetes Indexed Job (as `tandem batch --shard`). A sample's shard is a hash of its id; each shard
+    /// writes its own run directory (…-shard-K-of-N-…); `tandem bench merge` joins them into one report.
+    #[arg(long, value_name = "K/N|auto", value_parser = super::parse_shard)]
+    pub shard: Option<Shard>,
     #[command(flatten)]
     pub compute: ComputeArgs,
 }
@@ -102,6 +124,7 @@ impl SuiteArgs {
             planner: self.planner.clone(),
             executor: self.executor.clone(),
             mode: self.mode,
+            joiner: self.joiner,
             data: self.data.clone(),
             tools: self.tools.clone(),
             tools_top_k: self.tools_top_k,
@@ -112,6 +135,7 @@ impl SuiteArgs {
             out: self.out.clone(),
             resume: self.resume.clone(),
             compute: self.compute.settings(),
+            shard: self.shard,
         }
     }
 }

@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::settings::{
-    self, AgentSettings, Approval, BatchSettings, Budgets, Compute, DeviceKind, Drafting, Mode, RunnerSettings,
-    ToolSettings,
+    self, AgentSettings, Approval, BatchSettings, Budgets, Compute, DeviceKind, Drafting, Joiner, Mode, RunnerSettings,
+    ServeSettings, Shard, ToolSettings,
 };
 
 pub use bench::{BenchCommand, DraftsArgs, GrammarBenchArgs, PairsArgs, SpeedArgs, SuiteArgs, SuiteName};
@@ -40,6 +40,7 @@ impl Cli {
             Command::Resume(args) => args.runner.compute.threads,
             Command::Batch(args) => args.runner.compute.threads,
             Command::Plan(args) => args.compute.threads,
+            Command::Serve(args) => args.compute.threads,
             Command::Bench(bench) => match bench {
                 BenchCommand::Speed(args) => args.model.compute.threads,
                 BenchCommand::Grammar(args) => args.model.compute.threads,
@@ -48,7 +49,7 @@ impl Cli {
                     args.compute.threads
                 }
                 BenchCommand::Pairs(args) => args.suite_args.compute.threads,
-                BenchCommand::Rescore { .. } => None,
+                BenchCommand::Rescore { .. } | BenchCommand::Merge { .. } => None,
             },
             Command::Runs(_) | Command::Models(_) | Command::Tools(_) => None,
         }
@@ -95,6 +96,8 @@ pub enum Command {
     ///   tandem batch goals.jsonl --out results.jsonl
     ///   tandem batch goals.jsonl --out results.jsonl --retry-failed --json
     ///   tandem batch goals.jsonl --out results.jsonl --parallel 4   # 4 goals share each pass
+    ///   tandem batch goals.jsonl --out results.jsonl --shard auto   # in a Slurm array or Indexed Job
+    ///   tandem batch merge results.shard-*.jsonl --out results.jsonl
     ///   jq -r '[.id // .line, .stop, .answer] | @tsv' results.jsonl
     #[command(verbatim_doc_comment)]
     Batch(BatchArgs),
@@ -111,9 +114,81 @@ pub enum Command {
     /// Show the tools a run would offer the planner (built-ins, --tools, MCP servers).
     #[command(subcommand)]
     Tools(ToolsCommand),
+    /// Serve the models over HTTP with OpenAI's chat-completions API (tool calls and json_schema answers
+    /// grammar-constrained, so always valid). See docs/serve.md.
+    ///
+    /// Examples:
+    ///   tandem serve --port 8080
+    ///   TANDEM_API_KEY=secret tandem serve --host 0.0.0.0 --parallel 8
+    #[command(verbatim_doc_comment)]
+    Serve(ServeArgs),
     /// Benchmarks (`tandem bench speed --model ID`).
     #[command(subcommand)]
     Bench(BenchCommand),
+}
+
+/// `tandem serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on. The default answers this machine only; another address exposes the models to the
+    /// network (set --api-key).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Port to listen on (0 takes a free one; the address is printed).
+    #[arg(long, default_value_t = ServeSettings::PORT)]
+    pub port: u16,
+    /// Require `Authorization: Bearer KEY` on every /v1 request.
+    #[arg(long, env = "TANDEM_API_KEY", value_name = "KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+    /// The planner model, served under its id: a model id or a .gguf path.
+    #[arg(long, default_value = settings::DEFAULT_PLANNER)]
+    pub planner: String,
+    /// The executor model, served under its id: a model id or a .gguf path. The same as --planner serves one model.
+    #[arg(long, default_value = settings::DEFAULT_EXECUTOR)]
+    pub executor: String,
+    #[command(flatten)]
+    pub compute: ComputeArgs,
+    #[command(flatten)]
+    pub speculate: SpeculateArg,
+    /// Don't keep prompt-prefix KV snapshots on disk (<model cache>/prefixes).
+    #[arg(long)]
+    pub no_prefix_store: bool,
+    /// Generations in flight at once; they share each model's forward passes (Qwen2 models; 1 for others).
+    #[arg(long, value_name = "N", default_value_t = ServeSettings::PARALLEL as u16,
+          value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub parallel: u16,
+    /// Requests that may wait for a free generation; more are refused with 503.
+    #[arg(long, value_name = "N", default_value_t = ServeSettings::QUEUE)]
+    pub queue: usize,
+    /// Largest request body, in bytes (larger: 413).
+    #[arg(long, value_name = "BYTES", default_value_t = ServeSettings::MAX_BODY_BYTES)]
+    pub max_body: usize,
+    /// Most new tokens of one completion; also the default when a request gives no max_tokens.
+    #[arg(long, default_value_t = ServeSettings::MAX_TOKENS)]
+    pub max_tokens: usize,
+}
+
+impl ServeArgs {
+    /// The settings these flags give.
+    pub fn settings(&self) -> ServeSettings {
+        ServeSettings {
+            host: self.host.clone(),
+            port: self.port,
+            api_key: self.api_key.clone(),
+            planner: self.planner.clone(),
+            executor: self.executor.clone(),
+            runner: RunnerSettings {
+                compute: self.compute.settings(),
+                runs_dir: None,
+                drafting: self.speculate.drafting(),
+                prefix_store: !self.no_prefix_store,
+            },
+            max_body_bytes: self.max_body,
+            queue: self.queue,
+            parallel: usize::from(self.parallel),
+            max_tokens: self.max_tokens,
+        }
+    }
 }
 
 /// Where a command computes: `--threads` and `--device`, declared once and flattened into every command that
@@ -309,6 +384,11 @@ pub struct AgentArgs {
     /// How the planner works.
     #[arg(long, value_enum, default_value_t = Mode::PlanAhead)]
     pub mode: Mode,
+    /// Who writes the final answer from the step results (plan-ahead mode): a model call that answers every part
+    /// of the goal, its numbers checked against the results, or says what is missing and sends the run back to the
+    /// planner. `off` answers with the last step's output.
+    #[arg(long, value_enum, env = "TANDEM_JOINER", default_value_t = Joiner::Planner)]
+    pub joiner: Joiner,
     #[command(flatten)]
     pub tools: ToolArgs,
     /// Most plan revisions after failures.
@@ -354,6 +434,7 @@ impl AgentArgs {
             planner: self.planner.clone(),
             executor: self.executor.clone(),
             mode: self.mode,
+            joiner: self.joiner,
             tools: self.tools.settings(),
             budgets: self.budgets(),
         }
@@ -398,17 +479,28 @@ pub struct RunArgs {
 #[command(mut_arg("json", |a| {
     a.help("Print the summary as one JSON object on stdout (the text summary still goes to stderr)")
 }))]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct BatchArgs {
+    #[command(subcommand)]
+    pub command: Option<BatchCommand>,
     /// The goals: a JSON-lines file, one goal per line — a JSON string, or an object
     /// {"goal": "...", "id": "...", "workspace": "DIR"} (id and workspace optional; a relative workspace is
     /// taken from the goal file's directory). Blank lines and lines starting with # are skipped.
-    #[arg(value_name = "GOALS.jsonl")]
-    pub goals: PathBuf,
+    #[arg(value_name = "GOALS.jsonl", required = true)]
+    pub goals: Option<PathBuf>,
     /// The results file: one JSON object per goal, appended and synced as each goal finishes. Goals it already
     /// holds a record for (by id, or by line number for goals without one) are skipped, so the same command
     /// continues an interrupted batch.
-    #[arg(long, value_name = "RESULTS.jsonl")]
-    pub out: PathBuf,
+    #[arg(long, value_name = "RESULTS.jsonl", required = true)]
+    pub out: Option<PathBuf>,
+    /// Run one shard of the goals: K/N is shard K of N, counted from 0 (0/4 … 3/4); `auto` takes K (and N) from
+    /// a Slurm array task (SLURM_ARRAY_TASK_ID, SLURM_ARRAY_TASK_COUNT) or a Kubernetes Indexed Job
+    /// (JOB_COMPLETION_INDEX, with N from auto/N or TANDEM_SHARD_COUNT). A goal's shard is a hash of its id (or
+    /// line number), so goals appended to the file leave the others where they were. The shard writes
+    /// RESULTS.shard-K-of-N.jsonl beside --out and resumes it like any results file; `tandem batch merge` joins
+    /// the shards.
+    #[arg(long, value_name = "K/N|auto", value_parser = parse_shard)]
+    pub shard: Option<Shard>,
     /// Run again the goals whose latest record is not `done` (an error, a spent budget); the new record is
     /// appended after the old one.
     #[arg(long)]
@@ -435,6 +527,10 @@ pub struct ResumeArgs {
     /// Approve automatically, as `tandem run --yes`.
     #[arg(long, short = 'y')]
     pub yes: bool,
+    /// Run again a step the crash left in doubt (its tool was called, its result never logged) even though the
+    /// tool is not safe to repeat: check first that it did not take effect.
+    #[arg(long)]
+    pub rerun_in_doubt: bool,
     #[command(flatten)]
     pub runner: RunnerArgs,
 }
@@ -469,12 +565,43 @@ impl RunnerArgs {
     }
 }
 
+/// `tandem batch …` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum BatchCommand {
+    /// Join the results files of a sharded batch (`--shard K/N`) into one results file, as one unsharded batch
+    /// would have written it. Refuses, naming them, missing or repeated shards, shards run with other settings
+    /// or model files, and goals recorded twice with different results.
+    ///
+    /// Example: tandem batch merge results.shard-*.jsonl --out results.jsonl
+    Merge(BatchMergeArgs),
+}
+
+/// `tandem batch merge`.
+#[derive(Debug, Args)]
+pub struct BatchMergeArgs {
+    /// The shards' results files (RESULTS.shard-K-of-N.jsonl), one per shard.
+    #[arg(value_name = "SHARD.jsonl", required = true)]
+    pub files: Vec<PathBuf>,
+    /// The merged results file (must not exist yet).
+    #[arg(long, value_name = "RESULTS.jsonl")]
+    pub out: PathBuf,
+    /// Print the totals as one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `--shard`'s value: `K/N`, `auto` or `auto/N` (auto reads the scheduler's environment now).
+pub fn parse_shard(text: &str) -> Result<Shard, String> {
+    Shard::parse(text)
+}
+
 impl BatchArgs {
-    /// The settings these flags give.
+    /// The settings these flags give (for a batch run: the goal file and --out are given).
     pub fn settings(&self) -> BatchSettings {
         BatchSettings {
-            goals: self.goals.clone(),
-            out: self.out.clone(),
+            goals: self.goals.clone().unwrap_or_default(),
+            out: self.out.clone().unwrap_or_default(),
+            shard: self.shard,
             retry_failed: self.retry_failed,
             parallel: usize::from(self.parallel),
             agent: self.agent.settings(),

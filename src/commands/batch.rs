@@ -2,14 +2,18 @@
 //! one JSON object with `--json`).
 
 use crate::agent::batch::BatchSummary;
+use crate::agent::batch_merge::merge_results;
 use crate::agent::batch_run::run_batch;
-use crate::cli::BatchArgs;
+use crate::cli::{BatchArgs, BatchCommand, BatchMergeArgs};
 use crate::commands::Outcome;
 use crate::progress::Reporter;
 use crate::{Error, Result};
 
-/// Runs `tandem batch`.
+/// Runs `tandem batch` (or `tandem batch merge`).
 pub fn run(args: BatchArgs, reporter: &dyn Reporter) -> Result<Outcome> {
+    if let Some(BatchCommand::Merge(merge)) = &args.command {
+        return merge_shards(merge);
+    }
     let settings = args.settings();
     let summary = run_batch(&settings, reporter)?;
     eprintln!("{}", summary_text(&summary));
@@ -21,7 +25,7 @@ pub fn run(args: BatchArgs, reporter: &dyn Reporter) -> Result<Outcome> {
             "{} of {} goal(s) did not finish; their records in {} say why (--retry-failed runs them again)",
             summary.failed,
             summary.done + summary.failed,
-            args.out.display()
+            summary.results.display()
         )));
     }
     Ok(Outcome::Done)
@@ -55,4 +59,30 @@ fn summary_text(s: &BatchSummary) -> String {
         s.executor_tokens_out_per_s,
         s.results.display()
     )
+}
+
+/// `tandem batch merge`: joins the shards' results and prints the totals.
+fn merge_shards(args: &BatchMergeArgs) -> Result<Outcome> {
+    let s = merge_results(&args.files, &args.out)?;
+    eprintln!(
+        "batch merge: {} shard file(s) of {}: {} goal(s), {} done, {} failed, {:.1} s of goal wall time; planner {} \
+         call(s), {} → {} tokens; executor {} call(s), {} → {} tokens; results in {}",
+        args.files.len(),
+        s.goals_file.display(),
+        s.lines,
+        s.done,
+        s.failed,
+        s.wall_s,
+        s.planner.calls,
+        s.planner.tokens_in,
+        s.planner.tokens_out,
+        s.executor.calls,
+        s.executor.tokens_in,
+        s.executor.tokens_out,
+        s.results.display()
+    );
+    if args.json {
+        println!("{}", serde_json::to_string(&s).map_err(Error::encode("the merge summary"))?);
+    }
+    Ok(Outcome::Done)
 }

@@ -9,6 +9,7 @@ pub mod reporter;
 pub mod run;
 pub mod run_view;
 pub mod runs;
+pub mod serve;
 pub mod tools;
 
 use crate::cli::{Cli, Command};
@@ -47,6 +48,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
         Command::Plan(args) => done(plan::run(args, &reporter)),
         Command::Models(cmd) => done(models::run(cmd, &reporter)),
         Command::Tools(cmd) => done(tools::run(cmd)),
+        Command::Serve(args) => done(serve::run(args, &reporter)),
         Command::Bench(cmd) => done(bench::run(cmd, &reporter)),
     }
 }

@@ -34,9 +34,12 @@ pub fn run(args: RunArgs, reporter: &dyn Reporter, quiet: bool) -> Result<Outcom
     let settings = run_settings(&args.agent.settings(), &context, approve);
     let runs = open_runs_dir(args.runner.runs.runs_dir.as_ref());
     let (id, dir) = runs.create_run()?;
+    // Held for the whole run, so a `tandem resume` of it meanwhile is refused.
+    let _lock = lock_run(&dir)?;
     let log = EventLog::create(&dir)?;
     if !args.runner.json {
         reporter.message(&format!("run {id} (log: {})", log.path().display()));
+        report_confinement(&settings, reporter);
     }
     let mut models = runner_models(&settings, &args.runner.settings(), reporter)?;
     let observer = TerminalObserver::new(quiet || args.runner.json);
@@ -67,13 +70,30 @@ pub fn resume(args: ResumeArgs, reporter: &dyn Reporter, quiet: bool) -> Result<
     let (context, registry) = toolbox::build_tools(&settings.tool_settings())?;
     if !args.runner.json {
         reporter.message(&format!("resuming run {id}: \"{}\"", state.goal));
+        report_confinement(&settings, reporter);
     }
     let mut models = runner_models(&settings, &args.runner.settings(), reporter)?;
     let observer = TerminalObserver::new(quiet || args.runner.json);
     let mut approver = approver_for(args.yes, &dir);
-    let agent = Agent::resume(log, &contents.records, &registry, &context, &mut models, approver.as_mut(), &observer)?;
+    let agent = Agent::resume(
+        log,
+        &contents.records,
+        args.rerun_in_doubt,
+        &registry,
+        &context,
+        &mut models,
+        approver.as_mut(),
+        &observer,
+    )?;
     let outcome = agent.run(None)?;
     finish(&id, &dir, &outcome, args.runner.json)
+}
+
+/// Says what confines the programs tools may start, when the run can start any (`shell`, command tools).
+fn report_confinement(settings: &crate::agent::RunSettings, reporter: &dyn Reporter) {
+    if !settings.allow_shell.is_empty() || settings.tools_file.is_some() {
+        reporter.message(&format!("programs run by tools are {}", crate::tools::confine::confinement()));
+    }
 }
 
 fn read_plan(path: &Path) -> Result<Plan> {

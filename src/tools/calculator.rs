@@ -479,6 +479,10 @@ impl Tool for Calculator {
         }))
     }
 
+    fn repeat_safe(&self, _args: &Value) -> bool {
+        true
+    }
+
     fn call(&self, args: &Value, _ctx: &ToolContext) -> ToolResult<Value> {
         let expression = args.get("expression").and_then(Value::as_str).ok_or_else(|| ToolError::InvalidArgs {
             tool: Self::NAME.into(),

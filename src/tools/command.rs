@@ -9,6 +9,7 @@
 //! timeout_secs = 5                         # default 30
 //! max_output_bytes = 65536                 # default 65536
 //! output_fields = { words = "integer" }    # or ["words"]; optional
+//! idempotent = true                        # safe to run twice (default false): see resuming below
 //! [tool.args_schema]                       # or args_schema = '{"type": "object", ...}' (JSON text)
 //! type = "object"
 //! properties = { text = { type = "string" } }
@@ -19,6 +20,9 @@
 //! or anything else, taken as text (answered as `{"text": ...}`). It runs in the workspace directory, without a
 //! shell, in its own process group (killed whole on timeout). A non-zero exit is an error with the end of stderr;
 //! output past `max_output_bytes` stops the command and is an error.
+//!
+//! A run killed after a command ran but before its result was logged cannot know whether it took effect;
+//! `tandem resume` runs such a call again only when the tool is declared `idempotent`, or when the user says so.
 
 use std::path::Path;
 use std::time::Duration;
@@ -50,6 +54,9 @@ pub struct CommandTool {
     pub timeout: Duration,
     /// Cap on standard output, in bytes.
     pub max_output_bytes: usize,
+    /// Declared safe to run twice with the same arguments (`idempotent = true`): a resumed run repeats a call
+    /// that a crash left without a result.
+    pub idempotent: bool,
 }
 
 impl Tool for CommandTool {
@@ -67,6 +74,10 @@ impl Tool for CommandTool {
 
     fn output_schema(&self) -> Option<Value> {
         self.output_schema.clone()
+    }
+
+    fn repeat_safe(&self, _args: &Value) -> bool {
+        self.idempotent
     }
 
     fn call(&self, args: &Value, ctx: &ToolContext) -> ToolResult<Value> {
@@ -122,6 +133,8 @@ struct ToolEntry {
     timeout_secs: Option<f64>,
     #[serde(default)]
     max_output_bytes: Option<usize>,
+    #[serde(default)]
+    idempotent: bool,
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -221,6 +234,7 @@ pub fn parse_tool_file(text: &str, file: &Path) -> ToolResult<Vec<CommandTool>> 
                 command,
                 timeout: Duration::from_secs_f64(timeout_secs),
                 max_output_bytes,
+                idempotent: entry.idempotent,
             })
         })
         .collect()

@@ -47,6 +47,10 @@ impl Tool for ListDir {
         }))
     }
 
+    fn repeat_safe(&self, _args: &Value) -> bool {
+        true
+    }
+
     fn call(&self, args: &Value, ctx: &ToolContext) -> ToolResult<Value> {
         let path = args.get("path").and_then(Value::as_str).unwrap_or(".");
         let path = if path.is_empty() { "." } else { path };

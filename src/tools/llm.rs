@@ -37,6 +37,10 @@ impl Tool for Llm {
         Some(json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}))
     }
 
+    fn repeat_safe(&self, _args: &Value) -> bool {
+        true
+    }
+
     fn needs_model(&self) -> bool {
         true
     }

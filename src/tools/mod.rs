@@ -3,10 +3,11 @@
 //! servers (`mcp`).
 //!
 //! Calls are synchronous: the orchestrator runs them on blocking threads. Commands are confined by a timeout
-//! (the process group is killed) and an output cap.
+//! (the process group is killed), an output cap and, on Linux, Landlock (`confine`).
 
 pub mod calculator;
 pub mod command;
+pub mod confine;
 pub mod declared;
 pub mod error;
 pub mod list_dir;
@@ -55,6 +56,12 @@ pub trait Tool: Send + Sync {
     }
     /// True for tools that run on the language model (the executor runs them; [`Tool::call`] refuses).
     fn needs_model(&self) -> bool {
+        false
+    }
+    /// Whether running this call twice leaves the same result as running it once (reading, computing, writing
+    /// the same content again). A run resumed after a crash between a call and its logged result repeats only
+    /// such calls on its own; others need the user's word (`tandem resume --rerun-in-doubt`).
+    fn repeat_safe(&self, _args: &Value) -> bool {
         false
     }
     /// Runs the tool. `args` has already been checked against [`Tool::args_schema`] by the registry.

@@ -1,5 +1,6 @@
 //! Running a command for a tool: no shell interpreter, stdin fed from memory, stdout capped, stderr tail kept,
-//! and a time limit enforced by killing the whole process group (so children of a script die too).
+//! a time limit enforced by killing the whole process group (so children of a script die too), and writes
+//! confined to the workspace by the kernel where it can (`confine`).
 
 use std::io::{Read, Write};
 use std::path::Path;
@@ -102,6 +103,12 @@ pub(crate) fn run(
         use std::os::unix::process::CommandExt;
         command.process_group(0);
     }
+    // The program may write only inside its working directory, the workspace, where the kernel can enforce it.
+    super::confine::confine(&mut command, cwd).map_err(|source| ToolError::Spawn {
+        tool: tool.to_string(),
+        program: program.clone(),
+        source,
+    })?;
     let started = Instant::now();
     let mut child = command.spawn().map_err(|source| ToolError::Spawn {
         tool: tool.to_string(),

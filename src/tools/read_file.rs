@@ -54,6 +54,10 @@ impl Tool for ReadFile {
         }))
     }
 
+    fn repeat_safe(&self, _args: &Value) -> bool {
+        true
+    }
+
     fn call(&self, args: &Value, ctx: &ToolContext) -> ToolResult<Value> {
         let path = string_arg(Self::NAME, args, "path")?;
         let resolved = ctx.workspace.resolve_existing(Self::NAME, path)?;

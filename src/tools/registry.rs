@@ -256,6 +256,11 @@ impl ToolRegistry {
         })
     }
 
+    /// Whether this call may be repeated safely (see [`Tool::repeat_safe`]); unknown tools are not.
+    pub fn repeat_safe(&self, name: &str, args: &Value) -> bool {
+        self.index.get(name).is_some_and(|&i| self.entries[i].tool.repeat_safe(args))
+    }
+
     /// Checks the arguments, then calls the tool. Model tools (`llm`) are refused: the executor runs them.
     pub fn call(&self, name: &str, args: &Value, ctx: &ToolContext) -> ToolResult<Value> {
         let entry = self.entry(name)?;

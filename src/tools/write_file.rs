@@ -47,6 +47,11 @@ impl Tool for WriteFile {
         }))
     }
 
+    // Writing the same content again leaves the same file; appending twice does not.
+    fn repeat_safe(&self, args: &Value) -> bool {
+        !args.get("append").and_then(Value::as_bool).unwrap_or(false)
+    }
+
     fn call(&self, args: &Value, ctx: &ToolContext) -> ToolResult<Value> {
         if !ctx.allow_write {
             return Err(ToolError::Refused {

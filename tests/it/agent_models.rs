@@ -83,7 +83,8 @@ fn llm_step_runs_on_the_executor_with_the_file_it_depends_on() {
 #[test]
 fn tool_failing_once_is_recovered_by_a_replan() {
     let scratch = Scratch::new();
-    let flag = scratch.path("flag");
+    // In the workspace: tool programs may write only there.
+    let flag = scratch.workspace().join("flag");
     let script = format!(
         "if [ -e '{f}' ]; then echo '{{\"code\": \"A-17\"}}'; else touch '{f}'; echo 'service unavailable, try again' >&2; exit 3; fi",
         f = flag.display()
@@ -91,7 +92,17 @@ fn tool_failing_once_is_recovered_by_a_replan() {
     let mut tools = shell_tool("lookup", "Look up the code of a key.", r#"{"key": {"type": "string"}}"#, &script);
     tools += "output_fields = { code = \"string\" }\n";
     let tools_path = scratch.write("tools.toml", &tools);
-    let json = run_json(&scratch, &["--tools", tools_path.to_str().unwrap(), "Look up the code of the key alpha."]);
+    let workspace = scratch.workspace();
+    let json = run_json(
+        &scratch,
+        &[
+            "--tools",
+            tools_path.to_str().unwrap(),
+            "--workspace",
+            workspace.to_str().unwrap(),
+            "Look up the code of the key alpha.",
+        ],
+    );
     assert_eq!(json["stop"], "done", "{json}");
     assert_eq!(json["replans"], 1, "{json}");
     // The revised plan may phrase the answer with an llm step; the lookup itself must have succeeded.

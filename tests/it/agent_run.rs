@@ -283,7 +283,8 @@ fn wait_for(path: &Path, needle: &str, limit: Duration) -> bool {
 #[test]
 fn killed_run_resumes_without_rerunning_completed_steps() {
     let scratch = Scratch::new();
-    let counter = scratch.path("counter.log");
+    // In the workspace: tool programs may write only there.
+    let counter = scratch.workspace().join("counter.log");
     let block = scratch.write("block", "");
     let mut tools = shell_tool(
         "count",
@@ -297,6 +298,8 @@ fn killed_run_resumes_without_rerunning_completed_steps() {
         "{}",
         &format!("while [ -e '{}' ]; do sleep 0.05; done; echo '{{\"open\": true}}'", block.display()),
     );
+    // Waiting has no effect: the gate call the kill interrupts may run again on resume.
+    tools += "idempotent = true\n";
     let tools_path = scratch.write("tools.toml", &tools);
     let plan_path = scratch.write(
         "plan.json",
@@ -305,8 +308,17 @@ fn killed_run_resumes_without_rerunning_completed_steps() {
             {"id": "s2", "tool": "gate", "args": {}, "depends_on": ["s1"]},
             {"id": "s3", "tool": "calculator", "args": {"expression": "2+2"}, "depends_on": ["s2"]}]}"#,
     );
+    let workspace = scratch.workspace();
     let mut child = scratch
-        .command(&["run", "--plan", plan_path.to_str().unwrap(), "--tools", tools_path.to_str().unwrap()])
+        .command(&[
+            "run",
+            "--plan",
+            plan_path.to_str().unwrap(),
+            "--tools",
+            tools_path.to_str().unwrap(),
+            "--workspace",
+            workspace.to_str().unwrap(),
+        ])
         .spawn()
         .unwrap();
     let reached =
@@ -339,6 +351,7 @@ fn killed_run_resumes_without_rerunning_completed_steps() {
     let events = scratch.latest_events();
     let resumed = events.iter().find(|e| e["event"] == "resumed").expect("a resumed event");
     assert_eq!(resumed["completed"], json!(["s1"]));
+    assert_eq!(resumed["rerun"], json!(["s2"]), "the interrupted gate call runs again");
     let s1_runs = events.iter().filter(|e| e["event"] == "step_finished" && e["step"] == "s1").count();
     assert_eq!(s1_runs, 1);
 
@@ -391,6 +404,7 @@ fn run_settings_keep_their_log_format() {
     let settings: RunSettings = serde_json::from_value(line.clone()).unwrap();
     assert_eq!(settings.mode, tandem::settings::Mode::Step);
     assert_eq!(settings.approve, tandem::settings::Approval::Steps);
+    assert_eq!(settings.joiner, tandem::settings::Joiner::Off, "runs logged before the joiner answer as they did");
     assert_eq!((settings.budgets.max_steps, settings.budgets.executor_tokens), (9, 20));
     assert_eq!(serde_json::to_value(&settings).unwrap(), line);
 }

@@ -13,7 +13,7 @@ use tandem::bench::nestful::runner::{parse_catalogue_option, registry_of};
 use tandem::bench::nestful::{load, Distractors};
 use tandem::bench::records::BenchRecorder;
 use tandem::bench::suites::{pair_matrix, Suite};
-use tandem::bench::tasks::{builtin_tasks, check, normalise as normalise_answer, parse_tasks};
+use tandem::bench::tasks::{builtin_tasks, check, mentions, normalise as normalise_answer, parse_tasks};
 
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data").join(name)
@@ -61,6 +61,35 @@ fn task_checks_compare_normalised_answers_and_files() {
     assert!(!check(write, None, &scratch.workspace()).0);
     std::fs::write(scratch.workspace().join("answer.txt"), "42").unwrap();
     assert!(check(write, None, &scratch.workspace()).0);
+}
+
+#[test]
+fn the_answers_dev_suite_parses_with_every_kind_of_goal() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/tasks-answers.toml");
+    let tasks = parse_tasks(&std::fs::read_to_string(&path).unwrap(), &path).unwrap();
+    assert!(tasks.len() >= 60, "{}", tasks.len());
+    let categories: BTreeSet<&str> = tasks.iter().map(|t| t.category.as_str()).collect();
+    for wanted in ["order", "percent", "conversion", "word", "equation", "workspace", "shell", "multipart", "distract"]
+    {
+        assert!(categories.contains(wanted), "no {wanted} goals in {categories:?}");
+    }
+    assert!(tasks.iter().filter(|t| t.category == "multipart").all(|t| t.answer_all.len() >= 2));
+}
+
+#[test]
+fn numbers_in_answers_must_stand_alone_and_every_part_must_be_there() {
+    assert!(mentions("x = 9.", "9") && mentions("9.0 km", "9") && mentions("the 9th", "9"));
+    assert!(!mentions("x = 19", "9") && !mentions("-9", "9") && !mentions("9.5", "9") && !mentions("95", "9"));
+    assert!(mentions("it is -45 now", "-45") && mentions("zebra-42", "zebra-42"));
+    let two_parts = parse_tasks(
+        "[[task]]\nid = \"x\"\ncategory = \"c\"\ngoal = \"g\"\nanswer_all = [\"99\", \"24.75\"]\n",
+        Path::new("t.toml"),
+    )
+    .unwrap();
+    let scratch = Scratch::new();
+    assert!(check(&two_parts[0], Some("99 in all, 24.75 each"), &scratch.workspace()).0);
+    let (passed, why) = check(&two_parts[0], Some("The total is 99."), &scratch.workspace());
+    assert!(!passed && why.contains("24.75"), "{why}");
 }
 
 #[test]

@@ -112,10 +112,7 @@ fn parallel_answers_need_every_call_once() {
     assert_eq!(failure(&factorials, &[six.clone(), five.clone()]), None);
     assert_eq!(failure(&factorials, std::slice::from_ref(&five)), Some(FailureKind::ParallelWrongCount));
     assert_eq!(failure(&factorials, &[]), Some(FailureKind::ParallelWrongCount));
-    assert_eq!(
-        failure(&factorials, &[five.clone(), six.clone(), six.clone()]),
-        Some(FailureKind::ParallelWrongCount)
-    );
+    assert_eq!(failure(&factorials, &[five.clone(), six.clone(), six.clone()]), Some(FailureKind::ParallelWrongCount));
     // One call cannot answer two expected calls: the second 5 matches nothing that is left.
     let verdict = bfcl::check(&factorials, &[five.clone(), five.clone()]);
     let reason = verdict.failure.expect("a repeated call fails");
@@ -196,8 +193,10 @@ fn recorded_outputs_of_every_shape_are_scored() {
     assert_eq!(rescored(&factorials, both)["correct"], true);
     let one = json!({"name": "math.factorial", "arguments": {"number": 5}});
     let score = rescored(&factorials, one);
-    assert_eq!((score["correct"].clone(), score["error_type"].clone()),
-               (json!(false), json!("parallel_function_checker_no_order:wrong_count")));
+    assert_eq!(
+        (score["correct"].clone(), score["error_type"].clone()),
+        (json!(false), json!("parallel_function_checker_no_order:wrong_count"))
+    );
     // Irrelevance: `[]` is no call, and so is an answer that did not parse (`null`), as BFCL counts it.
     let joke = case(BfclCategory::LiveIrrelevance, "live_irrelevance_0-0-0");
     assert_eq!(rescored(&joke, json!([]))["correct"], true);

@@ -65,11 +65,16 @@ fn missing(doc: &str, prefix: &[&str]) -> Vec<String> {
         path.push(&name);
         let text = help(&path);
         let nested = subcommands(&text);
+        let heading = format!("tandem {}", path.join(" "));
         if !nested.is_empty() {
             gaps.extend(missing(doc, &path));
-            continue;
+            // A command that runs on its own as well as through subcommands (`tandem batch`, `tandem batch
+            // merge`) has a section for its own flags.
+            let usage = text.lines().find(|line| line.starts_with("Usage:")).unwrap_or_default();
+            if usage.trim_end().ends_with("<COMMAND>") {
+                continue;
+            }
         }
-        let heading = format!("tandem {}", path.join(" "));
         match section(doc, &heading) {
             None => gaps.push(format!("no section '## {heading}'")),
             Some(body) => {

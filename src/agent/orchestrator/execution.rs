@@ -83,6 +83,7 @@ impl Agent<'_> {
                     scope.spawn(move || {
                         let started = Instant::now();
                         let result = registry.call(&step.tool, &Value::Object(args.clone()), context);
+                        crate::agent::fault::after_tool(&step.id);
                         (result, started.elapsed().as_millis() as u64)
                     })
                 })
@@ -218,7 +219,9 @@ impl Agent<'_> {
             tool: call.tool.clone(),
             args: call.args.clone(),
         })?;
-        let output = self.registry.call(&call.tool, &Value::Object(call.args.clone()), self.context)?;
+        let output = self.registry.call(&call.tool, &Value::Object(call.args.clone()), self.context);
+        crate::agent::fault::after_tool(&step.id);
+        let output = output?;
         Ok((call.args, self.judge(&call.tool, output)?))
     }
 

@@ -1,5 +1,5 @@
 //! Judging observations (empty or off-schema output fails), logging finished steps, and turning outputs into
-//! text and the run's answer.
+//! text and the run's answer (the joiner's, checked, or the last steps' output).
 
 use std::collections::HashSet;
 
@@ -7,9 +7,11 @@ use serde_json::{Map, Value};
 
 use super::Agent;
 use crate::agent::events::Event;
-use crate::agent::plan::{Plan, Step};
+use crate::agent::joiner::{join, StepResult, Verdict};
+use crate::agent::plan::{resolve_args, Plan, Step};
 use crate::agent::refs::value_text;
 use crate::agent::runs::RunState;
+use crate::settings::Joiner;
 use crate::tools::ToolError;
 use crate::Result;
 
@@ -39,6 +41,80 @@ impl Agent<'_> {
             });
         }
         Ok(output)
+    }
+
+    /// Writes the answer of a plan whose steps all finished: the joiner's when it passes the number check, else
+    /// the last steps' output. Returns the joiner's reason when it judged the goal not met and a replan is still
+    /// within budget (then no answer is written: the planner gets another go).
+    pub(super) fn conclude(&mut self, plan: &Plan) -> Result<Option<String>> {
+        let fallback = final_answer(plan, &self.state);
+        let role = match self.settings.joiner {
+            Joiner::Off => {
+                self.emit(Event::Answer { text: fallback })?;
+                return Ok(None);
+            }
+            Joiner::Planner => "planner",
+            Joiner::Executor => "executor",
+        };
+        let results = step_results(plan, &self.state);
+        let goal = self.state.goal.clone();
+        let joined = match if role == "planner" { self.models.planner() } else { self.models.executor() } {
+            Ok(model) => join(model, &goal, &results),
+            Err(e) => Err(e),
+        };
+        self.log_model_loads()?;
+        let (verdict, usage) = match joined {
+            Ok(joined) => joined,
+            // The answer never depends on the joiner working: say why it did not, and answer from the steps.
+            Err(e) => {
+                tracing::warn!("the joiner failed: {e}");
+                (Verdict::Unchecked(vec![format!("the joiner failed: {e}")]), Default::default())
+            }
+        };
+        let version = plan.version;
+        let role = role.to_string();
+        match verdict {
+            Verdict::Answer(text) => {
+                self.emit(Event::Joined {
+                    version,
+                    verdict: "answer".into(),
+                    text: text.clone(),
+                    role,
+                    from_steps: fallback.clone(),
+                    usage,
+                })?;
+                self.emit(Event::Answer { text })?;
+                Ok(None)
+            }
+            Verdict::NotMet(reason) => {
+                self.emit(Event::Joined {
+                    version,
+                    verdict: "not_met".into(),
+                    text: reason.clone(),
+                    role,
+                    from_steps: fallback.clone(),
+                    usage,
+                })?;
+                if self.state.replans < self.settings.budgets.max_replans {
+                    return Ok(Some(reason));
+                }
+                self.emit(Event::Answer { text: fallback })?;
+                Ok(None)
+            }
+            Verdict::Unchecked(drafts) => {
+                let text = drafts.join("\n");
+                self.emit(Event::Joined {
+                    version,
+                    verdict: "unchecked".into(),
+                    text,
+                    role,
+                    from_steps: fallback.clone(),
+                    usage,
+                })?;
+                self.emit(Event::Answer { text: fallback })?;
+                Ok(None)
+            }
+        }
     }
 
     pub(super) fn finish_step(
@@ -76,6 +152,24 @@ pub fn final_answer(plan: &Plan, state: &RunState) -> String {
         [one] => text_of(one),
         many => many.iter().map(|s| format!("{}: {}", s.id, text_of(s))).collect::<Vec<_>>().join("\n"),
     }
+}
+
+/// The finished steps of `plan` in plan order, with their arguments as they ran (references resolved).
+fn step_results(plan: &Plan, state: &RunState) -> Vec<StepResult> {
+    plan.steps
+        .iter()
+        .filter_map(|step| {
+            let output = state.outputs.get(&step.id)?;
+            let args = resolve_args(step, &state.outputs).unwrap_or_else(|_| step.args.clone());
+            Some(StepResult {
+                id: step.id.clone(),
+                tool: step.tool.clone(),
+                description: step.description.clone(),
+                args: Value::Object(args),
+                output: output.clone(),
+            })
+        })
+        .collect()
 }
 
 /// An output as text: a single field's value, else its `text`, `result` or `content` field, else compact JSON.

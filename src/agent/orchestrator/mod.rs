@@ -56,6 +56,26 @@ pub struct RunOutcome {
     pub wall: Duration,
 }
 
+/// The steps a crash left in doubt (called, no result logged) that resuming will run again, in order; an error
+/// naming them when one of them is not safe to repeat and the user has not said to.
+fn in_doubt_steps(state: &RunState, registry: &ToolRegistry, rerun_anyway: bool) -> Result<Vec<String>> {
+    let unsafe_calls: Vec<String> = state
+        .in_flight
+        .iter()
+        .filter(|(_, (tool, args))| !registry.repeat_safe(tool, &Value::Object(args.clone())))
+        .map(|(step, (tool, args))| format!("{step} ({tool} {})", Value::Object(args.clone())))
+        .collect();
+    if !unsafe_calls.is_empty() && !rerun_anyway {
+        return Err(crate::Error::Run(format!(
+            "the run was interrupted after calling {} and before logging the result, so it may or may not have \
+             taken effect, and the tool is not safe to repeat. Check its effect; then `tandem resume --rerun-in-doubt \
+             ID` runs it again (or start a new run if it already took effect)",
+            unsafe_calls.join(", ")
+        )));
+    }
+    Ok(state.in_flight.keys().cloned().collect())
+}
+
 /// A stop decided during the run.
 struct Stop {
     reason: StopReason,
@@ -104,6 +124,8 @@ pub struct Agent<'a> {
     pub observer: &'a dyn Observer,
     /// The tools the planner sees when retrieval chose some (`--tools-top-k`); `None`: all of `registry`.
     planning: Option<ToolRegistry>,
+    /// The goal of a fresh run until its first event is logged.
+    pending_goal: Option<String>,
     log: EventLog,
     state: RunState,
     settings: RunSettings,
@@ -111,7 +133,8 @@ pub struct Agent<'a> {
 }
 
 impl<'a> Agent<'a> {
-    /// Starts a new run in `log` (a fresh `events.jsonl`).
+    /// Starts a new run in `log` (a fresh `events.jsonl`); the first events are logged when [`Agent::run`]
+    /// begins, so that a given plan is part of the run's first event.
     #[allow(clippy::too_many_arguments)]
     pub fn start(
         goal: &str,
@@ -123,33 +146,42 @@ impl<'a> Agent<'a> {
         approver: &'a mut dyn Approver,
         observer: &'a dyn Observer,
     ) -> Result<Self> {
-        let mut agent = Self {
+        Ok(Self {
             registry,
             context,
             models,
             approver,
             observer,
             planning: None,
+            pending_goal: Some(goal.to_string()),
             log,
             state: RunState::default(),
-            settings: settings.clone(),
+            settings,
             started: Instant::now(),
-        };
-        let top_k = settings.tools_top_k;
-        agent.emit(Event::RunStarted { goal: goal.to_string(), settings })?;
-        if let Some(selection) = planning_selection(goal, registry, top_k)? {
-            tracing::debug!(tools = ?selection.tools, "tool retrieval");
-            agent.emit(Event::ToolsSelected { top_k, offered: registry.len(), tools: selection.tools })?;
-            agent.planning = Some(selection.registry);
-        }
-        Ok(agent)
+        })
     }
 
-    /// Picks up a run from its log: completed steps of the current plan are not run again.
+    /// Logs the start of a fresh run (with the given plan, if any) and the planner's tool selection.
+    fn log_start(&mut self, goal: String, given_plan: Option<&Plan>) -> Result<()> {
+        let top_k = self.settings.tools_top_k;
+        let settings = self.settings.clone();
+        self.emit(Event::RunStarted { goal: goal.clone(), settings, plan: given_plan.cloned() })?;
+        if let Some(selection) = planning_selection(&goal, self.registry, top_k)? {
+            tracing::debug!(tools = ?selection.tools, "tool retrieval");
+            self.emit(Event::ToolsSelected { top_k, offered: self.registry.len(), tools: selection.tools })?;
+            self.planning = Some(selection.registry);
+        }
+        Ok(())
+    }
+
+    /// Picks up a run from its log: completed steps of the current plan are not run again. A step whose tool was
+    /// called but whose result was never logged is in doubt: it runs again when its call is safe to repeat (or
+    /// `rerun_in_doubt` says so), else resuming is refused with the step named, before anything is logged.
     #[allow(clippy::too_many_arguments)]
     pub fn resume(
         log: EventLog,
         records: &[Record],
+        rerun_in_doubt: bool,
         registry: &'a ToolRegistry,
         context: &'a ToolContext,
         models: &'a mut dyn ModelSource,
@@ -163,6 +195,7 @@ impl<'a> Agent<'a> {
             .ok_or_else(|| crate::Error::Run("the run's log has no settings (no run_started event)".into()))?;
         // The same goal, catalogue and k select the same tools the run started with.
         let planning = planning_selection(&state.goal, registry, settings.tools_top_k)?.map(|s| s.registry);
+        let rerun = in_doubt_steps(&state, registry, rerun_in_doubt)?;
         let mut agent = Self {
             registry,
             context,
@@ -170,6 +203,7 @@ impl<'a> Agent<'a> {
             approver,
             observer,
             planning,
+            pending_goal: None,
             log,
             state,
             settings,
@@ -177,7 +211,7 @@ impl<'a> Agent<'a> {
         };
         let mut completed: Vec<String> = agent.state.outputs.keys().cloned().collect();
         completed.sort();
-        agent.emit(Event::Resumed { completed })?;
+        agent.emit(Event::Resumed { completed, rerun })?;
         Ok(agent)
     }
 
@@ -188,6 +222,11 @@ impl<'a> Agent<'a> {
 
     /// Runs to the end: from a given plan, from the plan in the log (resume), or from the planner.
     pub fn run(mut self, given_plan: Option<Plan>) -> Result<RunOutcome> {
+        if let Some(goal) = self.pending_goal.take() {
+            self.log_start(goal, given_plan.as_ref())?;
+        }
+        // A resumed run that was given a plan but crashed before logging it takes it from its first event.
+        let given_plan = given_plan.or_else(|| self.state.given_plan.clone());
         let ended = match self.settings.mode {
             Mode::PlanAhead => self.plan_ahead(given_plan),
             Mode::Step => self.step_mode(given_plan),

@@ -2,7 +2,6 @@
 
 use std::time::Instant;
 
-use super::judging::final_answer;
 use super::{Agent, Execution, PlanDecision, Stop};
 use crate::agent::events::{Event, ModelUsage, PlanOrigin, StopReason};
 use crate::agent::plan::Plan;
@@ -49,8 +48,16 @@ impl Agent<'_> {
             }
             match self.execute(&plan)? {
                 Execution::Complete => {
-                    let answer = final_answer(&plan, &self.state);
-                    self.emit(Event::Answer { text: answer })?;
+                    if let Some(missing) = self.conclude(&plan)? {
+                        let feedback = format!(
+                            "Every step ran, but the results do not answer the goal: {missing}\n\
+                             Write a plan that answers every part of the goal."
+                        );
+                        if let Some(stop) = self.replan(feedback)? {
+                            return Ok(stop);
+                        }
+                        continue;
+                    }
                     return Ok(Stop::new(
                         StopReason::Done,
                         format!("{} step(s) of plan v{} done", plan.steps.len(), plan.version),

@@ -16,6 +16,7 @@ mod spec;
 mod token_env;
 
 pub use mask::apply_allowed_mask;
+pub(crate) use spec::prepare_json_schema;
 pub use spec::{ConstraintKind, ConstraintSpec, BOUNDED_JSON_WHITESPACE, NUMBER_RESOLUTION, UNBOUNDED_NUMBER_LIMIT};
 
 use std::collections::HashMap;

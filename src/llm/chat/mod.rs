@@ -169,6 +169,36 @@ impl ChatTemplate {
             })
     }
 
+    /// Renders a conversation given as JSON messages (`{"role", "content", "tool_calls", "tool_call_id", …}`, the
+    /// shape Hugging Face templates read, with key order kept): for conversations whose messages carry more than
+    /// a role and a text, such as an assistant's tool calls. Otherwise as [`ChatTemplate::render`].
+    pub fn render_json(
+        &self,
+        messages: &[serde_json::Value],
+        tools: Option<&serde_json::Value>,
+        add_generation_prompt: bool,
+    ) -> Result<String, TemplateError> {
+        let tools = match tools {
+            None => None,
+            Some(array @ serde_json::Value::Array(_)) => Some(ordered_json(array)),
+            Some(other) => return Err(TemplateError::ToolsNotAnArray(json_kind(other))),
+        };
+        let messages: Vec<minijinja::Value> = messages.iter().map(ordered_json).collect();
+        let template = self.env.get_template(TEMPLATE_NAME).map_err(|e| TemplateError::Render(describe(&e)))?;
+        template
+            .render(context! {
+                messages => messages,
+                tools => tools,
+                add_generation_prompt => add_generation_prompt,
+                bos_token => self.bos_token,
+                eos_token => self.eos_token,
+            })
+            .map_err(|e| match raised_message(&e) {
+                Some(message) => TemplateError::Raised(message),
+                None => TemplateError::Render(describe(&e)),
+            })
+    }
+
     /// The template's source.
     pub fn source(&self) -> &str {
         &self.source

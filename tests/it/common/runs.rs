@@ -51,6 +51,9 @@ impl Scratch {
             // No MCP servers from the user's default config file (~/.config/tandem/mcp.json).
             .env("XDG_CONFIG_HOME", self.path("config"))
             .env_remove("TANDEM_MCP")
+            // Tests of given plans check the steps, and loading the planner to write an answer would slow each one
+            // down; the joiner's own tests turn it back on (`--joiner planner`).
+            .env("TANDEM_JOINER", "off")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

@@ -1,0 +1,238 @@
+//! `POST /v1/chat/completions`: the body checked, the job queued, and the answer sent whole or as server-sent
+//! events in OpenAI's chunk shape (text deltas, one delta per complete tool call, the finish reason, and the usage
+//! in a last chunk when `stream_options.include_usage` asks).
+
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::sse::{Event, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Value};
+use tokio::sync::mpsc::{self, UnboundedReceiver};
+use tokio_stream::wrappers::ReceiverStream;
+
+use super::engine::{Finished, Job, JobEvent};
+use super::error::ApiError;
+use super::grammar::ToolCall;
+use super::request;
+use super::AppState;
+
+/// Sets the job's cancel flag when the request's handler or stream is dropped (the client went away).
+struct CancelOnDrop(Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// What every chunk and answer of one completion repeats.
+#[derive(Clone)]
+struct Header {
+    id: String,
+    created: u64,
+    model: String,
+}
+
+/// The handler.
+pub async fn completions(State(state): State<Arc<AppState>>, body: Result<Bytes, BytesRejection>) -> Response {
+    match start(&state, body).await {
+        Ok(response) => response,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn start(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+    let body = body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError {
+                status: StatusCode::PAYLOAD_TOO_LARGE,
+                message: format!(
+                    "the request body is larger than the server's limit of {} bytes",
+                    state.max_body_bytes
+                ),
+                param: None,
+                code: Some("request_too_large"),
+            }
+        } else {
+            ApiError::bad_request(format!("the request body could not be read: {rejection}"), None)
+        }
+    })?;
+    let value: Value = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}"), None))?;
+    let request = request::parse(&value)?;
+    let role = state.role_of(&request.model).ok_or_else(|| {
+        ApiError::not_found(
+            format!(
+                "the model {:?} is not served here; GET /v1/models lists {}",
+                request.model,
+                state.model_ids().join(", ")
+            ),
+            "model_not_found",
+        )
+    })?;
+    let max_tokens = request.max_tokens.unwrap_or(state.max_tokens);
+    if max_tokens > state.max_tokens {
+        return Err(ApiError::invalid(
+            if value.get("max_completion_tokens").is_some() { "max_completion_tokens" } else { "max_tokens" },
+            format!("at most {} new tokens per completion on this server", state.max_tokens),
+        ));
+    }
+    let header =
+        Header { id: format!("chatcmpl-{:016x}", rand::random::<u64>()), created: now(), model: state.id_of(role) };
+    let (stream, include_usage) = (request.stream, request.include_usage);
+    let (events, mut answers) = mpsc::unbounded_channel();
+    let cancel = Arc::new(AtomicBool::new(false));
+    state.engine.submit(Job { role, request, max_tokens, events, cancel: cancel.clone() })?;
+    let guard = CancelOnDrop(cancel);
+    // The first event tells whether the request could start: its errors get their own status code.
+    match answers.recv().await {
+        Some(JobEvent::Accepted) => {}
+        Some(JobEvent::Done(Err(e))) => return Err(e),
+        _ => return Err(ApiError::internal("the generation slot ended the request without an answer")),
+    }
+    if stream {
+        Ok(stream_answer(header, answers, include_usage, guard).into_response())
+    } else {
+        whole_answer(header, answers, guard).await.map(|answer| Json(answer).into_response())
+    }
+}
+
+fn now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+fn call_id() -> String {
+    format!("call_{:016x}", rand::random::<u64>())
+}
+
+fn usage(finished: &Finished) -> Value {
+    json!({
+        "prompt_tokens": finished.prompt_tokens,
+        "completion_tokens": finished.completion_tokens,
+        "total_tokens": finished.prompt_tokens + finished.completion_tokens
+    })
+}
+
+fn call_json(call: &ToolCall) -> Value {
+    json!({"id": call_id(), "type": "function", "function": {"name": call.name, "arguments": call.arguments}})
+}
+
+/// Collects the whole answer.
+async fn whole_answer(
+    header: Header,
+    mut answers: UnboundedReceiver<JobEvent>,
+    _guard: CancelOnDrop,
+) -> Result<Value, ApiError> {
+    let mut text = String::new();
+    let mut calls = Vec::new();
+    loop {
+        match answers.recv().await {
+            Some(JobEvent::Text(piece)) => text.push_str(&piece),
+            Some(JobEvent::Call(call)) => calls.push(call_json(&call)),
+            Some(JobEvent::Accepted) => {}
+            Some(JobEvent::Done(Ok(finished))) => {
+                let mut message =
+                    json!({"role": "assistant", "content": if calls.is_empty() { json!(text) } else { Value::Null }});
+                if !calls.is_empty() {
+                    message["tool_calls"] = Value::Array(calls);
+                }
+                return Ok(json!({
+                    "id": header.id,
+                    "object": "chat.completion",
+                    "created": header.created,
+                    "model": header.model,
+                    "choices": [{"index": 0, "message": message, "finish_reason": finished.reason, "logprobs": null}],
+                    "usage": usage(&finished)
+                }));
+            }
+            Some(JobEvent::Done(Err(e))) => return Err(e),
+            None => return Err(ApiError::internal("the generation slot stopped mid-answer")),
+        }
+    }
+}
+
+/// One chunk of a streamed answer.
+fn chunk(header: &Header, delta: Value, finish_reason: Option<&str>) -> Event {
+    data(json!({
+        "id": header.id,
+        "object": "chat.completion.chunk",
+        "created": header.created,
+        "model": header.model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": null}]
+    }))
+}
+
+fn data(value: Value) -> Event {
+    Event::default().data(value.to_string())
+}
+
+/// Streams the answer. A task turns job events into chunks; when the client goes away the response body (and with
+/// it the chunk channel) is dropped, the task ends, and its guard cancels the generation.
+fn stream_answer(
+    header: Header,
+    mut answers: UnboundedReceiver<JobEvent>,
+    include_usage: bool,
+    guard: CancelOnDrop,
+) -> Sse<ReceiverStream<Result<Event, Infallible>>> {
+    let (chunks, stream) = mpsc::channel::<Result<Event, Infallible>>(16);
+    tokio::spawn(async move {
+        let _guard = guard;
+        let send = |event: Event| {
+            let chunks = chunks.clone();
+            async move { chunks.send(Ok(event)).await.is_ok() }
+        };
+        if !send(chunk(&header, json!({"role": "assistant", "content": ""}), None)).await {
+            return;
+        }
+        let mut calls = 0;
+        loop {
+            let event = match answers.recv().await {
+                Some(JobEvent::Text(piece)) => chunk(&header, json!({"content": piece}), None),
+                Some(JobEvent::Call(call)) => {
+                    let mut delta = call_json(&call);
+                    delta["index"] = json!(calls);
+                    calls += 1;
+                    chunk(&header, json!({"tool_calls": [delta]}), None)
+                }
+                Some(JobEvent::Accepted) => continue,
+                Some(JobEvent::Done(Ok(finished))) => {
+                    if !send(chunk(&header, json!({}), Some(finished.reason))).await {
+                        return;
+                    }
+                    if include_usage {
+                        let last = json!({
+                            "id": header.id, "object": "chat.completion.chunk", "created": header.created,
+                            "model": header.model, "choices": [], "usage": usage(&finished)
+                        });
+                        if !send(data(last)).await {
+                            return;
+                        }
+                    }
+                    break;
+                }
+                // Headers are out: a failure mid-answer is an error object in the stream, and the stream ends.
+                Some(JobEvent::Done(Err(e))) => {
+                    let _ = send(data(e.body())).await;
+                    return;
+                }
+                None => {
+                    let _ = send(data(ApiError::internal("the generation slot stopped mid-answer").body())).await;
+                    return;
+                }
+            };
+            if !send(event).await {
+                return;
+            }
+        }
+        let _ = send(Event::default().data("[DONE]")).await;
+    });
+    Sse::new(ReceiverStream::new(stream))
+}

@@ -1,0 +1,299 @@
+//! The engine: generation slots that own the models' sequences, fed from one bounded queue. Each slot is a worker
+//! thread holding its own sequence of each model (`agent::LazyModels::share`: the networks live on one batching
+//! thread per model, `decode::batching`), so the requests in flight share forward passes and a new request joins
+//! between passes. HTTP handlers submit jobs without blocking; a full queue is refused at once (503).
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::error::ApiError;
+use super::grammar::{self, ToolCall};
+use super::halt::make_haltable;
+use super::output::{OutputSplitter, Piece};
+use super::request::{ChatRequest, ToolChoice};
+use crate::agent::{LazyModels, ModelSource};
+use crate::decode::constraint::ConstraintError;
+use crate::decode::generate::TokenConstraint;
+use crate::decode::{generate, GenerateError, GenerateRequest, Model, StopReason};
+use crate::llm::chat::TemplateError;
+use crate::Error;
+
+/// Which of the two loaded models a job runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The planner model.
+    Planner,
+    /// The executor model.
+    Executor,
+}
+
+/// One chat completion to run.
+pub struct Job {
+    /// The model.
+    pub role: Role,
+    /// The checked request.
+    pub request: ChatRequest,
+    /// Most new tokens.
+    pub max_tokens: usize,
+    /// Where the answer goes, piece by piece.
+    pub events: UnboundedSender<JobEvent>,
+    /// Set when the client is gone: the job is skipped, or its generation halted.
+    pub cancel: Arc<AtomicBool>,
+}
+
+/// What a job reports, in order: `Accepted` (or an error `Done`), pieces, `Done`.
+#[derive(Debug)]
+pub enum JobEvent {
+    /// The prompt is rendered and fits, the grammar compiles: generation starts.
+    Accepted,
+    /// Answer text.
+    Text(String),
+    /// A complete tool call.
+    Call(ToolCall),
+    /// The end, with the usage or why it failed.
+    Done(Result<Finished, ApiError>),
+}
+
+/// How a job ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Finished {
+    /// OpenAI's `finish_reason`: `stop`, `length` or `tool_calls`.
+    pub reason: &'static str,
+    /// Prompt tokens.
+    pub prompt_tokens: usize,
+    /// Generated tokens.
+    pub completion_tokens: usize,
+}
+
+/// Counts the health endpoint reports.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Jobs waiting for a slot.
+    pub queued: AtomicUsize,
+    /// Jobs generating now.
+    pub running: AtomicUsize,
+    /// Jobs that ran to their end.
+    pub completed: AtomicUsize,
+    /// Jobs stopped because their client went away.
+    pub cancelled: AtomicUsize,
+}
+
+/// The queue in front of the slots.
+pub struct Engine {
+    jobs: SyncSender<Job>,
+    queue: usize,
+    /// Shared with the slots.
+    pub counters: Arc<Counters>,
+}
+
+impl Engine {
+    /// Starts `sources.len()` slots on `scope`, each with its own models; returns the engine (dropping it ends the
+    /// slots once their jobs are done).
+    pub fn start<'scope, 'env: 'scope>(
+        scope: &'scope std::thread::Scope<'scope, 'env>,
+        sources: Vec<LazyModels<'env>>,
+        queue: usize,
+    ) -> Engine {
+        let (jobs, inbox) = mpsc::sync_channel(queue);
+        let inbox = Arc::new(Mutex::new(inbox));
+        let counters = Arc::new(Counters::default());
+        for models in sources {
+            let (inbox, counters) = (inbox.clone(), counters.clone());
+            scope.spawn(move || slot(models, &inbox, &counters));
+        }
+        Engine { jobs, queue, counters }
+    }
+
+    /// Queues a job; refused with 503 when the queue is full.
+    pub fn submit(&self, job: Job) -> Result<(), ApiError> {
+        self.counters.queued.fetch_add(1, Ordering::Relaxed);
+        match self.jobs.try_send(job) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(_)) => {
+                self.counters.queued.fetch_sub(1, Ordering::Relaxed);
+                Err(ApiError::queue_full(self.queue))
+            }
+            Err(TrySendError::Disconnected(_)) => {
+                self.counters.queued.fetch_sub(1, Ordering::Relaxed);
+                Err(ApiError::internal("the generation slots have stopped (see the server's log)"))
+            }
+        }
+    }
+}
+
+/// One slot: takes jobs until the engine is dropped.
+fn slot(mut models: LazyModels<'_>, inbox: &Mutex<Receiver<Job>>, counters: &Counters) {
+    let halt = Arc::new(AtomicBool::new(false));
+    // The models are loaded before the server listens; planner and executor may be one model, wrapped once.
+    let same = same_model(&mut models);
+    if let Ok(model) = models.planner() {
+        make_haltable(model, halt.clone());
+    }
+    if !same {
+        if let Ok(model) = models.executor() {
+            make_haltable(model, halt.clone());
+        }
+    }
+    loop {
+        // One idle slot at a time waits on the queue; the others wait for the lock.
+        let job = match inbox.lock().unwrap_or_else(|p| p.into_inner()).recv() {
+            Ok(job) => job,
+            Err(_) => return,
+        };
+        counters.queued.fetch_sub(1, Ordering::Relaxed);
+        if job.cancel.load(Ordering::Relaxed) {
+            counters.cancelled.fetch_add(1, Ordering::Relaxed);
+            continue;
+        }
+        counters.running.fetch_add(1, Ordering::Relaxed);
+        halt.store(false, Ordering::Relaxed);
+        let outcome = match model_for(&mut models, job.role) {
+            Ok(model) => run_job(model, &job, &halt),
+            Err(e) => Some(Err(ApiError::internal(format!("the model could not be loaded: {e}")))),
+        };
+        counters.running.fetch_sub(1, Ordering::Relaxed);
+        match outcome {
+            Some(done) => {
+                counters.completed.fetch_add(1, Ordering::Relaxed);
+                let _ = job.events.send(JobEvent::Done(done));
+            }
+            None => {
+                counters.cancelled.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+fn model_for<'m>(models: &'m mut LazyModels<'_>, role: Role) -> crate::Result<&'m mut Model> {
+    match role {
+        Role::Planner => models.planner(),
+        Role::Executor => models.executor(),
+    }
+}
+
+/// Whether the planner and the executor are one model.
+fn same_model(models: &mut LazyModels<'_>) -> bool {
+    let planner = models.planner().map(|m| m as *const Model).ok();
+    let executor = models.executor().map(|m| m as *const Model).ok();
+    planner == executor
+}
+
+/// Runs one job; `None` when its client went away before the end.
+fn run_job(model: &mut Model, job: &Job, halt: &AtomicBool) -> Option<Result<Finished, ApiError>> {
+    let request = &job.request;
+    let prepared = prepare(model, request);
+    let (prompt, mut matcher) = match prepared {
+        Ok(ready) => ready,
+        Err(e) => return Some(Err(e)),
+    };
+    let prompt_tokens = prompt.len();
+    if job.events.send(JobEvent::Accepted).is_err() {
+        return None;
+    }
+    let calls_allowed = request.tool_choice != ToolChoice::None && !request.functions.is_empty();
+    let mut splitter = OutputSplitter::new(request.stop.clone(), calls_allowed);
+    let mut gone = false;
+    let generate_request = GenerateRequest {
+        prompt,
+        max_tokens: job.max_tokens,
+        sampling: request.sampling,
+        seed: request.seed,
+        stop_tokens: Vec::new(),
+        constraint: matcher.as_mut().map(|m| m as &mut dyn TokenConstraint),
+        speculation: model.speculation,
+    };
+    let result = generate(model, generate_request, &mut |text| {
+        if gone || splitter.stopped() {
+            return;
+        }
+        for piece in splitter.push(text) {
+            let event = match piece {
+                Piece::Text(text) => JobEvent::Text(text),
+                Piece::Call(call) => JobEvent::Call(call),
+            };
+            gone |= job.events.send(event).is_err();
+        }
+        gone |= job.cancel.load(Ordering::Relaxed);
+        if gone || splitter.stopped() {
+            halt.store(true, Ordering::Relaxed);
+        }
+    });
+    if gone || job.cancel.load(Ordering::Relaxed) {
+        return None;
+    }
+    let (reason, completion_tokens) = match result {
+        Ok(generation) => {
+            for piece in splitter.finish() {
+                let _ = job.events.send(match piece {
+                    Piece::Text(text) => JobEvent::Text(text),
+                    Piece::Call(call) => JobEvent::Call(call),
+                });
+            }
+            let reason = if splitter.is_calls() {
+                "tool_calls"
+            } else if generation.stop == StopReason::MaxTokens {
+                "length"
+            } else {
+                "stop"
+            };
+            (reason, generation.timings.generated_tokens)
+        }
+        // A stop sequence halted the generation: the answer so far is the answer.
+        Err(_) if splitter.stopped() => {
+            let tokens = model.tokenizer.encode(splitter.sent_text(), false).map(|t| t.len()).unwrap_or(0);
+            ("stop", tokens)
+        }
+        Err(Error::Generate(GenerateError::GrammarIncomplete { .. })) => ("length", job.max_tokens),
+        Err(e) => return Some(Err(ApiError::internal(format!("generation failed: {e}")))),
+    };
+    Some(Ok(Finished { reason, prompt_tokens, completion_tokens }))
+}
+
+/// The prompt's tokens and the answer's grammar; errors here are the request's (400) or the model's.
+fn prepare(
+    model: &Model,
+    request: &ChatRequest,
+) -> Result<(Vec<u32>, Option<crate::decode::constraint::ConstraintMatcher>), ApiError> {
+    let template = model.chat_template.as_ref().ok_or_else(|| {
+        ApiError::bad_request(format!("{} has no chat template: it cannot serve chat", model.info.path.display()), None)
+    })?;
+    let text = template.render_json(&request.messages, request.tools.as_ref(), true).map_err(|e| match e {
+        TemplateError::Raised(message) => {
+            ApiError::invalid("messages", format!("the model's chat template refused the conversation: {message}"))
+        }
+        other => ApiError::invalid("messages", other.to_string()),
+    })?;
+    let prompt = model
+        .tokenizer
+        .encode(&text, model.tokenizer.add_bos_by_default())
+        .map_err(|e| ApiError::invalid("messages", format!("the conversation cannot be tokenized: {e}")))?;
+    let context = model.weights.context_length();
+    if prompt.len() >= context {
+        return Err(ApiError::bad_request(
+            format!("the conversation is {} tokens; the model's context holds {context}", prompt.len()),
+            Some("context_length_exceeded"),
+        ));
+    }
+    let matcher = match grammar::constraint(request) {
+        None => None,
+        Some(spec) => {
+            let engine =
+                model.grammar_engine().map_err(|e| ApiError::internal(format!("building the grammar engine: {e}")))?;
+            Some(engine.matcher(&spec).map_err(|e| {
+                let param = if request.json_schema.is_some() && request.functions.is_empty() {
+                    "response_format"
+                } else {
+                    "tools"
+                };
+                match e {
+                    ConstraintError::TokenTable(_) => ApiError::internal(e.to_string()),
+                    other => ApiError::invalid(param, other.to_string()),
+                }
+            })?)
+        }
+    };
+    Ok((prompt, matcher))
+}

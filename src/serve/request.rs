@@ -1,0 +1,430 @@
+//! A chat-completions request body checked field by field: every value the server uses is validated here, and a
+//! bad one is a 400 naming the field (`messages[1].tool_calls[0].function.name`), never a failure later.
+//! Unknown fields are ignored, as clients send options this server has no use for.
+
+use std::collections::HashSet;
+
+use serde_json::{json, Map, Value};
+
+use super::error::ApiError;
+use crate::decode::Sampling;
+use crate::tools::schema_fit;
+
+/// Stop sequences a request may give (OpenAI's limit).
+const MAX_STOP: usize = 4;
+
+/// Which tool calls a request allows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolChoice {
+    /// Text only.
+    None,
+    /// Text or calls; the model chooses, inside the grammar.
+    Auto,
+    /// At least one call.
+    Required,
+    /// A call of this function.
+    Function(String),
+}
+
+/// A function the request declares.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Function {
+    /// Its name.
+    pub name: String,
+    /// Its argument schema, fitted (`tools::schema_fit`) for the grammar.
+    pub parameters: Value,
+}
+
+/// A checked request.
+#[derive(Debug, Clone)]
+pub struct ChatRequest {
+    /// The model id asked for.
+    pub model: String,
+    /// The conversation in the shape chat templates read.
+    pub messages: Vec<Value>,
+    /// The declared functions.
+    pub functions: Vec<Function>,
+    /// The tools as the chat template shows them (`[{"type": "function", "function": {...}}]`), if any.
+    pub tools: Option<Value>,
+    /// Which calls are allowed.
+    pub tool_choice: ToolChoice,
+    /// More than one call in a turn.
+    pub parallel_tool_calls: bool,
+    /// The JSON Schema text answers must match (`response_format`), if any.
+    pub json_schema: Option<Value>,
+    /// Temperature and nucleus.
+    pub sampling: Sampling,
+    /// Seed for sampling.
+    pub seed: u64,
+    /// Most new tokens, if given.
+    pub max_tokens: Option<usize>,
+    /// Texts that end the answer (not included in it).
+    pub stop: Vec<String>,
+    /// Answer as server-sent events.
+    pub stream: bool,
+    /// Send a last chunk with the token usage (streaming only).
+    pub include_usage: bool,
+}
+
+/// Checks a parsed body.
+pub fn parse(body: &Value) -> Result<ChatRequest, ApiError> {
+    let Value::Object(fields) = body else {
+        return Err(ApiError::bad_request("the request body must be a JSON object", None));
+    };
+    let model = match fields.get("model") {
+        Some(Value::String(model)) if !model.is_empty() => model.clone(),
+        Some(_) => return Err(ApiError::invalid("model", "model must be a non-empty string")),
+        None => return Err(ApiError::invalid("model", "model is required: one of the ids GET /v1/models lists")),
+    };
+    let messages = parse_messages(fields.get("messages"))?;
+    let (functions, tools) = parse_tools(fields.get("tools"))?;
+    let tool_choice = parse_tool_choice(fields.get("tool_choice"), &functions)?;
+    let parallel_tool_calls = optional_bool(fields, "parallel_tool_calls")?.unwrap_or(true);
+    let json_schema = parse_response_format(fields.get("response_format"))?;
+    let temperature = optional_number(fields, "temperature", 0.0, 2.0)?.unwrap_or(1.0);
+    let top_p = optional_number(fields, "top_p", 0.0, 1.0)?;
+    if top_p == Some(0.0) {
+        return Err(ApiError::invalid("top_p", "top_p must be above 0"));
+    }
+    let seed = match fields.get("seed") {
+        None | Some(Value::Null) => 0,
+        Some(value) => match value.as_i64() {
+            Some(seed) => seed as u64,
+            None => return Err(ApiError::invalid("seed", "seed must be an integer")),
+        },
+    };
+    let max_tokens = match optional_count(fields, "max_completion_tokens")? {
+        Some(n) => Some(n),
+        None => optional_count(fields, "max_tokens")?,
+    };
+    let stop = parse_stop(fields.get("stop"))?;
+    let stream = optional_bool(fields, "stream")?.unwrap_or(false);
+    let include_usage = match fields.get("stream_options") {
+        None | Some(Value::Null) => false,
+        Some(Value::Object(options)) => match options.get("include_usage") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => return Err(ApiError::invalid("stream_options.include_usage", "must be a boolean")),
+        },
+        Some(_) => return Err(ApiError::invalid("stream_options", "stream_options must be an object")),
+    };
+    match fields.get("n") {
+        None | Some(Value::Null) => {}
+        Some(n) if n.as_u64() == Some(1) => {}
+        Some(_) => return Err(ApiError::invalid("n", "only n = 1 is supported: send one request per choice")),
+    }
+    if fields.get("logprobs").and_then(Value::as_bool) == Some(true) {
+        return Err(ApiError::invalid("logprobs", "logprobs are not supported"));
+    }
+    Ok(ChatRequest {
+        model,
+        messages,
+        functions,
+        tools,
+        tool_choice,
+        parallel_tool_calls,
+        json_schema,
+        sampling: Sampling::from_temperature(temperature, None, top_p.filter(|p| *p < 1.0)),
+        seed,
+        max_tokens,
+        stop,
+        stream,
+        include_usage,
+    })
+}
+
+fn optional_bool(fields: &Map<String, Value>, name: &str) -> Result<Option<bool>, ApiError> {
+    match fields.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(_) => Err(ApiError::invalid(name, format!("{name} must be a boolean"))),
+    }
+}
+
+fn optional_number(fields: &Map<String, Value>, name: &str, low: f64, high: f64) -> Result<Option<f64>, ApiError> {
+    match fields.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => match value.as_f64() {
+            Some(x) if (low..=high).contains(&x) => Ok(Some(x)),
+            _ => Err(ApiError::invalid(name, format!("{name} must be a number from {low} to {high}"))),
+        },
+    }
+}
+
+fn optional_count(fields: &Map<String, Value>, name: &str) -> Result<Option<usize>, ApiError> {
+    match fields.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => match value.as_u64() {
+            Some(n) if n >= 1 => Ok(Some(usize::try_from(n).unwrap_or(usize::MAX))),
+            _ => Err(ApiError::invalid(name, format!("{name} must be a positive integer"))),
+        },
+    }
+}
+
+fn parse_stop(value: Option<&Value>) -> Result<Vec<String>, ApiError> {
+    let stops =
+        match value {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::String(s)) => vec![s.clone()],
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|s| s.as_str().map(str::to_string))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| ApiError::invalid("stop", "stop must be a string or a list of strings"))?,
+            Some(_) => return Err(ApiError::invalid("stop", "stop must be a string or a list of strings")),
+        };
+    if stops.len() > MAX_STOP || stops.iter().any(String::is_empty) {
+        return Err(ApiError::invalid("stop", format!("stop takes 1 to {MAX_STOP} non-empty strings")));
+    }
+    Ok(stops)
+}
+
+/// A message's text: a string, or a list of text parts (joined); `None` for null or absent.
+fn content_text(value: Option<&Value>, at: &str) -> Result<Option<String>, ApiError> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(Value::Array(parts)) => {
+            let mut text = String::new();
+            for (i, part) in parts.iter().enumerate() {
+                match (part.get("type").and_then(Value::as_str), part.get("text").and_then(Value::as_str)) {
+                    (Some("text"), Some(t)) => text.push_str(t),
+                    _ => {
+                        return Err(ApiError::invalid(
+                            format!("{at}.content[{i}]"),
+                            "only text content parts ({\"type\": \"text\", \"text\": ...}) are supported",
+                        ))
+                    }
+                }
+            }
+            Ok(Some(text))
+        }
+        Some(_) => Err(ApiError::invalid(format!("{at}.content"), "content must be a string or a list of parts")),
+    }
+}
+
+fn parse_messages(value: Option<&Value>) -> Result<Vec<Value>, ApiError> {
+    let items = match value {
+        Some(Value::Array(items)) if !items.is_empty() => items,
+        Some(Value::Array(_)) => return Err(ApiError::invalid("messages", "messages must not be empty")),
+        Some(_) => return Err(ApiError::invalid("messages", "messages must be a list of message objects")),
+        None => return Err(ApiError::invalid("messages", "messages is required")),
+    };
+    let mut call_ids: HashSet<String> = HashSet::new();
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let at = format!("messages[{i}]");
+        let Value::Object(message) = item else {
+            return Err(ApiError::invalid(at, "each message must be an object with a role"));
+        };
+        let role = match message.get("role").and_then(Value::as_str) {
+            Some("developer") => "system",
+            Some(role @ ("system" | "user" | "assistant" | "tool")) => role,
+            Some(other) => {
+                return Err(ApiError::invalid(
+                    format!("{at}.role"),
+                    format!("unknown role {other:?}: use system, developer, user, assistant or tool"),
+                ))
+            }
+            None => return Err(ApiError::invalid(format!("{at}.role"), "role is required")),
+        };
+        let content = content_text(message.get("content"), &at)?;
+        let mut rendered = Map::new();
+        rendered.insert("role".into(), json!(role));
+        match role {
+            "assistant" => {
+                let calls = parse_assistant_calls(message.get("tool_calls"), &at, &mut call_ids)?;
+                if content.is_none() && calls.is_empty() {
+                    return Err(ApiError::invalid(
+                        format!("{at}.content"),
+                        "an assistant message needs content or tool_calls",
+                    ));
+                }
+                rendered.insert("content".into(), json!(content.unwrap_or_default()));
+                if !calls.is_empty() {
+                    rendered.insert("tool_calls".into(), Value::Array(calls));
+                }
+            }
+            "tool" => {
+                let id = match message.get("tool_call_id") {
+                    Some(Value::String(id)) => id.clone(),
+                    _ => {
+                        return Err(ApiError::invalid(
+                            format!("{at}.tool_call_id"),
+                            "a tool message needs tool_call_id",
+                        ))
+                    }
+                };
+                if !call_ids.contains(&id) {
+                    return Err(ApiError::invalid(
+                        format!("{at}.tool_call_id"),
+                        format!("tool_call_id {id:?} answers no tool call of an earlier assistant message"),
+                    ));
+                }
+                let Some(content) = content else {
+                    return Err(ApiError::invalid(format!("{at}.content"), "a tool message needs content"));
+                };
+                rendered.insert("content".into(), json!(content));
+                rendered.insert("tool_call_id".into(), json!(id));
+            }
+            _ => {
+                let Some(content) = content else {
+                    return Err(ApiError::invalid(format!("{at}.content"), "content is required"));
+                };
+                rendered.insert("content".into(), json!(content));
+            }
+        }
+        out.push(Value::Object(rendered));
+    }
+    Ok(out)
+}
+
+/// An assistant message's tool calls as templates read them: arguments as a JSON value (the API sends a string).
+fn parse_assistant_calls(value: Option<&Value>, at: &str, ids: &mut HashSet<String>) -> Result<Vec<Value>, ApiError> {
+    let calls = match value {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(calls)) => calls,
+        Some(_) => return Err(ApiError::invalid(format!("{at}.tool_calls"), "tool_calls must be a list")),
+    };
+    let mut out = Vec::with_capacity(calls.len());
+    for (j, call) in calls.iter().enumerate() {
+        let here = format!("{at}.tool_calls[{j}]");
+        let id = call.get("id").and_then(Value::as_str).ok_or_else(|| {
+            ApiError::invalid(format!("{here}.id"), "each tool call needs an id (tool messages answer it)")
+        })?;
+        let function = call.get("function").ok_or_else(|| ApiError::invalid(format!("{here}.function"), "required"))?;
+        let name = function
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| ApiError::invalid(format!("{here}.function.name"), "must be a string"))?;
+        let arguments = match function.get("arguments") {
+            Some(Value::String(text)) => serde_json::from_str::<Value>(text).map_err(|e| {
+                ApiError::invalid(format!("{here}.function.arguments"), format!("not a JSON text: {e}"))
+            })?,
+            Some(object @ Value::Object(_)) => object.clone(),
+            _ => return Err(ApiError::invalid(format!("{here}.function.arguments"), "must be a JSON string")),
+        };
+        ids.insert(id.to_string());
+        out.push(json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}}));
+    }
+    Ok(out)
+}
+
+fn valid_function_name(name: &str) -> bool {
+    !name.is_empty() && name.len() <= 64 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+fn parse_tools(value: Option<&Value>) -> Result<(Vec<Function>, Option<Value>), ApiError> {
+    let items = match value {
+        None | Some(Value::Null) => return Ok((Vec::new(), None)),
+        Some(Value::Array(items)) if items.is_empty() => return Ok((Vec::new(), None)),
+        Some(Value::Array(items)) => items,
+        Some(_) => return Err(ApiError::invalid("tools", "tools must be a list of function tools")),
+    };
+    let mut functions: Vec<Function> = Vec::with_capacity(items.len());
+    let mut shown = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let at = format!("tools[{i}]");
+        if item.get("type").and_then(Value::as_str) != Some("function") {
+            return Err(ApiError::invalid(format!("{at}.type"), "only tools of type \"function\" are supported"));
+        }
+        let Some(Value::Object(function)) = item.get("function") else {
+            return Err(ApiError::invalid(format!("{at}.function"), "a function tool needs a function object"));
+        };
+        let name = match function.get("name") {
+            Some(Value::String(name)) if valid_function_name(name) => name.clone(),
+            _ => {
+                return Err(ApiError::invalid(
+                    format!("{at}.function.name"),
+                    "a function name is 1 to 64 letters, digits, underscores or dashes",
+                ))
+            }
+        };
+        if functions.iter().any(|f| f.name == name) {
+            return Err(ApiError::invalid(
+                format!("{at}.function.name"),
+                format!("function {name:?} is declared twice"),
+            ));
+        }
+        let parameters = match function.get("parameters") {
+            None | Some(Value::Null) => json!({"type": "object", "properties": {}}),
+            Some(schema @ Value::Object(_)) => schema.clone(),
+            Some(_) => {
+                return Err(ApiError::invalid(
+                    format!("{at}.function.parameters"),
+                    "parameters must be a JSON Schema object",
+                ))
+            }
+        };
+        // Odd dialects (Python type names, `nullable`) are normalised the way the agent's tools are.
+        let (fitted, _notes) = schema_fit::fit(&parameters);
+        let mut declared = json!({"name": name, "parameters": parameters});
+        if let Some(description) = function.get("description").and_then(Value::as_str) {
+            declared["description"] = json!(description);
+        }
+        shown.push(json!({"type": "function", "function": declared}));
+        functions.push(Function { name, parameters: fitted });
+    }
+    Ok((functions, Some(Value::Array(shown))))
+}
+
+fn parse_tool_choice(value: Option<&Value>, functions: &[Function]) -> Result<ToolChoice, ApiError> {
+    let choice = match value {
+        None | Some(Value::Null) => {
+            return Ok(if functions.is_empty() { ToolChoice::None } else { ToolChoice::Auto });
+        }
+        Some(Value::String(s)) => match s.as_str() {
+            "none" => ToolChoice::None,
+            "auto" => ToolChoice::Auto,
+            "required" => ToolChoice::Required,
+            other => {
+                return Err(ApiError::invalid(
+                    "tool_choice",
+                    format!("unknown tool_choice {other:?}: use none, auto, required or a function"),
+                ))
+            }
+        },
+        Some(object @ Value::Object(_)) => {
+            match object.get("function").and_then(|f| f.get("name")).and_then(Value::as_str) {
+                Some(name) if object.get("type").and_then(Value::as_str) == Some("function") => {
+                    ToolChoice::Function(name.to_string())
+                }
+                _ => {
+                    return Err(ApiError::invalid(
+                        "tool_choice",
+                        "a named tool_choice is {\"type\": \"function\", \"function\": {\"name\": ...}}",
+                    ))
+                }
+            }
+        }
+        Some(_) => return Err(ApiError::invalid("tool_choice", "tool_choice must be a string or an object")),
+    };
+    match &choice {
+        ToolChoice::Required if functions.is_empty() => {
+            Err(ApiError::invalid("tool_choice", "tool_choice \"required\" needs tools"))
+        }
+        ToolChoice::Function(name) if !functions.iter().any(|f| &f.name == name) => Err(ApiError::invalid(
+            "tool_choice",
+            format!("tool_choice names function {name:?}, which tools does not declare"),
+        )),
+        _ => Ok(choice),
+    }
+}
+
+fn parse_response_format(value: Option<&Value>) -> Result<Option<Value>, ApiError> {
+    let Some(format) = value.filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    match format.get("type").and_then(Value::as_str) {
+        Some("text") => Ok(None),
+        Some("json_object") => Ok(Some(json!({"type": "object"}))),
+        Some("json_schema") => match format.get("json_schema").and_then(|j| j.get("schema")) {
+            Some(schema @ (Value::Object(_) | Value::Bool(true))) => Ok(Some(schema.clone())),
+            _ => Err(ApiError::invalid(
+                "response_format.json_schema.schema",
+                "json_schema needs a schema object ({\"name\": ..., \"schema\": {...}, \"strict\": true})",
+            )),
+        },
+        _ => Err(ApiError::invalid("response_format.type", "response_format.type is text, json_object or json_schema")),
+    }
+}

@@ -1,0 +1,403 @@
+//! `tandem serve` over real HTTP: the binary started on a free port with the real 0.5B model, driven by a Rust
+//! HTTP client (plain and streamed chat, every tool_choice, strict json_schema, bad requests of many kinds, the
+//! API key, a client that goes away mid-stream, a full queue) and by the real `openai` Python package
+//! (installed by scripts/install-openai-client.sh on first use). Answers are kept to a few tokens.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::common::real_model;
+
+const MODEL: &str = "qwen2.5-coder-0.5b-instruct-q4_k_m";
+const KEY: &str = "test-key-3141";
+
+/// A running server, killed when dropped.
+struct Server {
+    child: Child,
+    base: String,
+    log: Arc<Mutex<String>>,
+}
+
+impl Server {
+    /// `tandem serve` with one model (planner = executor = the 0.5B) on a free port, plus `extra` flags.
+    fn start(extra: &[&str]) -> Server {
+        real_model(MODEL);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tandem"))
+            .args(["serve", "--port", "0", "--planner", MODEL, "--executor", MODEL, "--no-prefix-store"])
+            .args(extra)
+            .env_remove("TANDEM_API_KEY")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start tandem serve");
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let log = Arc::new(Mutex::new(String::new()));
+        let mut base = None;
+        for line in lines.by_ref() {
+            let line = line.unwrap_or_default();
+            log.lock().unwrap().push_str(&format!("{line}\n"));
+            if let Some(rest) = line.split("listening on ").nth(1) {
+                base = Some(rest.split_whitespace().next().unwrap().to_string());
+                break;
+            }
+        }
+        let Some(base) = base else {
+            let _ = child.kill();
+            panic!("tandem serve did not start:\n{}", log.lock().unwrap());
+        };
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                sink.lock().unwrap().push_str(&format!("{line}\n"));
+            }
+        });
+        Server { child, base, log }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn agent() -> ureq::Agent {
+    ureq::AgentBuilder::new().timeout(Duration::from_secs(300)).build()
+}
+
+/// Status and JSON body of a request (`key` as a Bearer token when given).
+fn call(method: &str, url: &str, key: Option<&str>, body: Option<&str>) -> (u16, Value) {
+    let mut request = agent().request(method, url).set("Content-Type", "application/json");
+    if let Some(key) = key {
+        request = request.set("Authorization", &format!("Bearer {key}"));
+    }
+    let result = match body {
+        Some(body) => request.send_string(body),
+        None => request.call(),
+    };
+    let response = match result {
+        Ok(response) => response,
+        Err(ureq::Error::Status(_, response)) => response,
+        Err(e) => panic!("{method} {url}: {e}"),
+    };
+    let status = response.status();
+    let text = response.into_string().unwrap();
+    let value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{method} {url} → {status}: not JSON ({e}): {text}"));
+    (status, value)
+}
+
+fn chat(server: &Server, body: &Value) -> (u16, Value) {
+    call("POST", &server.url("/v1/chat/completions"), Some(KEY), Some(&body.to_string()))
+}
+
+/// The `data:` payloads of a streamed answer, `[DONE]` included.
+fn stream(server: &Server, body: &Value) -> Vec<String> {
+    let response = agent()
+        .post(&server.url("/v1/chat/completions"))
+        .set("Authorization", &format!("Bearer {KEY}"))
+        .send_string(&body.to_string())
+        .unwrap_or_else(|e| panic!("stream request: {e}"));
+    assert_eq!(response.header("content-type"), Some("text/event-stream"));
+    let mut text = String::new();
+    response.into_reader().read_to_string(&mut text).unwrap();
+    text.lines().filter_map(|l| l.strip_prefix("data: ")).map(str::to_string).collect()
+}
+
+fn weather_tool() -> Value {
+    json!({"type": "function", "function": {"name": "get_weather", "description": "Current weather of a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 40},
+            "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+            "required": ["city", "unit"], "additionalProperties": false}}})
+}
+
+fn time_tool() -> Value {
+    json!({"type": "function", "function": {"name": "get_time", "description": "Current time in a time zone.",
+        "parameters": {"type": "object", "properties": {"zone": {"type": "string", "maxLength": 40}},
+            "required": ["zone"], "additionalProperties": false}}})
+}
+
+/// Checks every call of an answer against the declared tools' schemas; returns the calls' names.
+fn checked_calls(answer: &Value, tools: &[Value]) -> Vec<String> {
+    let calls = answer["choices"][0]["message"]["tool_calls"].as_array().cloned().unwrap_or_default();
+    calls
+        .iter()
+        .map(|call| {
+            assert_eq!(call["type"], "function", "{call}");
+            assert!(call["id"].as_str().is_some_and(|id| !id.is_empty()), "{call}");
+            let name = call["function"]["name"].as_str().unwrap();
+            let tool =
+                tools.iter().find(|t| t["function"]["name"] == name).unwrap_or_else(|| panic!("undeclared {name}"));
+            let args: Value = serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
+            let schema = &tool["function"]["parameters"];
+            assert!(jsonschema::is_valid(schema, &args), "{args} does not fit {schema}");
+            name.to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn serve_answers_chat_tools_and_schemas_and_refuses_bad_requests() {
+    let server = Server::start(&["--api-key", KEY, "--max-body", "65536", "--max-tokens", "256"]);
+    let (status, health) = call("GET", &server.url("/health"), None, None);
+    assert_eq!((status, &health["status"]), (200, &json!("ok")), "health needs no key");
+    let (status, models) = call("GET", &server.url("/v1/models"), Some(KEY), None);
+    assert_eq!(status, 200);
+    assert_eq!(models["data"][0]["id"], MODEL, "{models}");
+
+    // Plain chat, then the same request streamed: the same greedy text, and the usage in the last chunk.
+    let question = json!({"model": MODEL, "max_tokens": 8, "temperature": 0,
+        "messages": [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "Name a colour."}]});
+    let (status, answer) = chat(&server, &question);
+    assert_eq!(status, 200, "{answer}");
+    let text = answer["choices"][0]["message"]["content"].as_str().unwrap().to_string();
+    assert!(!text.trim().is_empty(), "{answer}");
+    assert_eq!(answer["object"], "chat.completion");
+    assert!(answer["usage"]["completion_tokens"].as_u64().unwrap() > 0, "{answer}");
+    let mut streamed_question = question.clone();
+    streamed_question["stream"] = json!(true);
+    streamed_question["stream_options"] = json!({"include_usage": true});
+    let events = stream(&server, &streamed_question);
+    assert_eq!(events.last().map(String::as_str), Some("[DONE]"));
+    let chunks: Vec<Value> = events[..events.len() - 1].iter().map(|e| serde_json::from_str(e).unwrap()).collect();
+    let joined: String =
+        chunks.iter().filter_map(|c| c["choices"][0]["delta"]["content"].as_str()).collect::<Vec<_>>().concat();
+    assert_eq!(joined, text, "streamed and whole answers differ");
+    let usage = chunks.last().unwrap();
+    assert_eq!(usage["choices"], json!([]), "{usage}");
+    assert_eq!(usage["usage"], answer["usage"], "{usage}");
+    assert!(chunks.iter().all(|c| c["object"] == "chat.completion.chunk"));
+
+    // A stop sequence ends the answer before it.
+    let mut stopped = question.clone();
+    let cut = text.chars().nth(1).map(String::from).unwrap_or_else(|| text.clone());
+    stopped["stop"] = json!([cut.clone()]);
+    let (status, answer) = chat(&server, &stopped);
+    assert_eq!(status, 200, "{answer}");
+    let stopped_text = answer["choices"][0]["message"]["content"].as_str().unwrap();
+    assert!(!stopped_text.contains(&cut) && text.starts_with(stopped_text), "{stopped_text:?} vs {text:?}");
+    assert_eq!(answer["choices"][0]["finish_reason"], "stop");
+
+    // Tools under each tool_choice.
+    let tools = vec![weather_tool(), time_tool()];
+    let ask = |choice: Value, parallel: bool| {
+        json!({"model": MODEL, "max_tokens": 60, "temperature": 0, "tools": tools, "tool_choice": choice,
+            "parallel_tool_calls": parallel,
+            "messages": [{"role": "user", "content": "What is the weather in Paris, in celsius?"}]})
+    };
+    let (status, required) = chat(&server, &ask(json!("required"), false));
+    assert_eq!(status, 200, "{required}");
+    assert_eq!(required["choices"][0]["finish_reason"], "tool_calls", "{required}");
+    assert_eq!(required["choices"][0]["message"]["content"], Value::Null);
+    let names = checked_calls(&required, &tools);
+    assert_eq!(names.len(), 1, "parallel_tool_calls false allows one call: {required}");
+    let (status, named) = chat(&server, &ask(json!({"type": "function", "function": {"name": "get_time"}}), true));
+    assert_eq!(status, 200, "{named}");
+    let names = checked_calls(&named, &tools);
+    assert!(!names.is_empty() && names.iter().all(|n| n == "get_time"), "{named}");
+    let (status, none) = chat(&server, &ask(json!("none"), true));
+    assert_eq!(status, 200, "{none}");
+    let text = none["choices"][0]["message"]["content"].as_str().unwrap();
+    assert!(none["choices"][0]["message"].get("tool_calls").is_none() && !text.contains("<tool_call>"), "{none}");
+    let (status, auto) = chat(&server, &ask(json!("auto"), true));
+    assert_eq!(status, 200, "{auto}");
+    let reason = auto["choices"][0]["finish_reason"].as_str().unwrap();
+    if reason == "tool_calls" {
+        assert!(!checked_calls(&auto, &tools).is_empty(), "{auto}");
+    } else {
+        assert!(auto["choices"][0]["message"]["content"].as_str().is_some_and(|t| !t.contains("<tool_call>")));
+    }
+    // A streamed call arrives whole in one delta.
+    let mut streamed_call = ask(json!("required"), false);
+    streamed_call["stream"] = json!(true);
+    let events = stream(&server, &streamed_call);
+    let deltas: Vec<Value> = events
+        .iter()
+        .filter_map(|e| serde_json::from_str::<Value>(e).ok())
+        .filter_map(|c| c["choices"][0]["delta"]["tool_calls"].as_array().cloned())
+        .flatten()
+        .collect();
+    assert_eq!(deltas.len(), 1, "{events:?}");
+    assert_eq!(deltas[0]["index"], 0);
+    let whole = &required["choices"][0]["message"]["tool_calls"][0]["function"];
+    assert_eq!(deltas[0]["function"]["name"], whole["name"]);
+    let (a, b): (Value, Value) = (
+        serde_json::from_str(deltas[0]["function"]["arguments"].as_str().unwrap()).unwrap(),
+        serde_json::from_str(whole["arguments"].as_str().unwrap()).unwrap(),
+    );
+    assert_eq!(a, b, "streamed and whole calls differ");
+
+    // A conversation with a call and its result.
+    let call_id = required["choices"][0]["message"]["tool_calls"][0]["id"].clone();
+    let followup = json!({"model": MODEL, "max_tokens": 16, "temperature": 0, "tools": tools, "messages": [
+        {"role": "user", "content": "What is the weather in Paris, in celsius?"},
+        required["choices"][0]["message"].clone(),
+        {"role": "tool", "tool_call_id": call_id, "content": "{\"temperature\": 18, \"sky\": \"clear\"}"}]});
+    let (status, answer) = chat(&server, &followup);
+    assert_eq!(status, 200, "{answer}");
+
+    // Strict json_schema.
+    let person = json!({"type": "object", "properties": {"name": {"type": "string", "maxLength": 20},
+        "age": {"type": "integer", "minimum": 0, "maximum": 120}}, "required": ["name", "age"],
+        "additionalProperties": false});
+    let (status, shaped) = chat(
+        &server,
+        &json!({"model": MODEL, "max_tokens": 40, "temperature": 0.7, "seed": 7,
+            "messages": [{"role": "user", "content": "Invent a person."}],
+            "response_format": {"type": "json_schema", "json_schema": {"name": "person", "schema": person, "strict": true}}}),
+    );
+    assert_eq!(status, 200, "{shaped}");
+    let value: Value = serde_json::from_str(shaped["choices"][0]["message"]["content"].as_str().unwrap()).unwrap();
+    assert!(jsonschema::is_valid(&person, &value), "{value}");
+
+    // Bad requests: the right status, OpenAI's error shape, the field named; never a 500.
+    let url = server.url("/v1/chat/completions");
+    let bad = |body: &str| call("POST", &url, Some(KEY), Some(body));
+    let message = json!([{"role": "user", "content": "hi"}]);
+    let cases: Vec<(String, u16, Option<&str>)> = vec![
+        ("{not json".into(), 400, None),
+        (json!({"model": MODEL}).to_string(), 400, Some("messages")),
+        (json!({"model": MODEL, "messages": []}).to_string(), 400, Some("messages")),
+        (json!({"messages": message}).to_string(), 400, Some("model")),
+        (json!({"model": MODEL, "messages": message, "temperature": 5}).to_string(), 400, Some("temperature")),
+        (json!({"model": MODEL, "messages": message, "max_tokens": 0}).to_string(), 400, Some("max_tokens")),
+        (json!({"model": MODEL, "messages": message, "max_tokens": 100000}).to_string(), 400, Some("max_tokens")),
+        (json!({"model": MODEL, "messages": [{"role": "wizard", "content": "x"}]}).to_string(), 400, Some("messages[0].role")),
+        (json!({"model": MODEL, "messages": [{"role": "user", "content": "x"}, {"role": "tool", "tool_call_id": "nope", "content": "1"}]}).to_string(), 400, Some("messages[1].tool_call_id")),
+        (json!({"model": MODEL, "messages": message, "tools": [weather_tool()], "tool_choice": {"type": "function", "function": {"name": "fly"}}}).to_string(), 400, Some("tool_choice")),
+        (json!({"model": MODEL, "messages": message, "tool_choice": "required"}).to_string(), 400, Some("tool_choice")),
+        (json!({"model": MODEL, "messages": message, "tools": [{"type": "function", "function": {"name": "bad name!"}}]}).to_string(), 400, Some("tools[0].function.name")),
+        (json!({"model": MODEL, "messages": message, "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "array", "uniqueItems": true}}}}).to_string(), 400, Some("response_format")),
+        (json!({"model": MODEL, "messages": message, "n": 3}).to_string(), 400, Some("n")),
+        (json!({"model": "no-such-model", "messages": message}).to_string(), 404, None),
+        (json!({"model": MODEL, "messages": [{"role": "user", "content": "x".repeat(70_000)}]}).to_string(), 413, None),
+    ];
+    for (body, want, param) in cases {
+        let (status, error) = bad(&body);
+        let shown = &body[..body.len().min(120)];
+        assert_eq!(status, want, "{shown} → {error}");
+        assert!(error["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{shown} → {error}");
+        assert!(error["error"]["type"].is_string(), "{error}");
+        if let Some(param) = param {
+            assert_eq!(error["error"]["param"], param, "{shown} → {error}");
+        }
+    }
+    let (status, error) = call("POST", &url, None, Some(&question.to_string()));
+    assert_eq!((status, &error["error"]["code"]), (401, &json!("invalid_api_key")), "no key");
+    let (status, _) = call("GET", &server.url("/v1/models"), Some("wrong"), None);
+    assert_eq!(status, 401, "wrong key");
+    let (status, error) = call("GET", &server.url("/v1/nothing"), Some(KEY), None);
+    assert_eq!(status, 404, "{error}");
+    let (_, health) = call("GET", &server.url("/health"), None, None);
+    assert_eq!(health["running"], 0, "{health}\n{}", server.log.lock().unwrap());
+}
+
+/// Polls /health until `done` holds for it (or panics after a minute).
+fn wait_for_health(server: &Server, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let started = Instant::now();
+    loop {
+        let (_, health) = call("GET", &server.url("/health"), None, None);
+        if done(&health) {
+            return health;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "{what}: {health}\n{}", server.log.lock().unwrap());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn serve_cancels_a_stream_whose_client_left_and_refuses_when_the_queue_is_full() {
+    let server = Server::start(&["--parallel", "1", "--queue", "1", "--max-tokens", "2000"]);
+    let long = json!({"model": MODEL, "max_tokens": 2000, "stream": true, "temperature": 0,
+        "messages": [{"role": "user", "content": "Count from 1 to 1000, one number per line."}]});
+    // A client that reads a few chunks and hangs up: its generation stops long before 2000 tokens.
+    let open = || agent().post(&server.url("/v1/chat/completions")).send_string(&long.to_string()).unwrap();
+    let mut reader = BufReader::new(open().into_reader());
+    let mut seen = 0;
+    let mut line = String::new();
+    while seen < 4 {
+        line.clear();
+        reader.read_line(&mut line).unwrap();
+        seen += usize::from(line.starts_with("data: "));
+    }
+    drop(reader);
+    let health = wait_for_health(&server, "the abandoned generation was not cancelled", |h| {
+        h["cancelled"] == 1 && h["running"] == 0
+    });
+    assert_eq!(health["completed"], 0, "{health}");
+
+    // One generation runs, one waits, the third is refused with 503 in OpenAI's shape.
+    let first = open();
+    wait_for_health(&server, "the first generation did not start", |h| h["running"] == 1);
+    let url = server.url("/v1/chat/completions");
+    let second = std::thread::spawn({
+        let body = long.to_string();
+        let url = url.clone();
+        move || {
+            let response = agent().post(&url).send_string(&body);
+            // Read one chunk, then hang up.
+            response.map(|r| BufReader::new(r.into_reader()).lines().next().map(|l| l.is_ok())).ok().flatten()
+        }
+    });
+    wait_for_health(&server, "the second request was not queued", |h| h["queued"] == 1);
+    let (status, error) = call("POST", &url, None, Some(&long.to_string()));
+    assert_eq!(status, 503, "{error}");
+    assert_eq!(error["error"]["code"], "queue_full", "{error}");
+    drop(first);
+    assert_eq!(second.join().unwrap(), Some(true), "the queued request ran once the slot was free");
+    wait_for_health(&server, "the generations were not cancelled", |h| h["running"] == 0 && h["queued"] == 0);
+}
+
+/// The real `openai` package, installed on first use (pinned, under target/openai-client).
+fn openai_python() -> std::path::PathBuf {
+    static INSTALL: OnceLock<Result<(), String>> = OnceLock::new();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let installed = INSTALL.get_or_init(|| {
+        let output = Command::new(root.join("scripts/install-openai-client.sh"))
+            .output()
+            .map_err(|e| format!("could not run scripts/install-openai-client.sh: {e}"))?;
+        if output.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "scripts/install-openai-client.sh failed ({}):\n{}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr)
+            ))
+        }
+    });
+    if let Err(why) = installed {
+        panic!("{why}");
+    }
+    root.join("target/openai-client/venv/bin/python")
+}
+
+#[test]
+fn the_openai_python_client_gets_chat_streams_tool_calls_and_schemas() {
+    let python = openai_python();
+    let server = Server::start(&["--api-key", KEY]);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/serve/openai_client.py");
+    let output = Command::new(python)
+        .arg(script)
+        .args([&server.url("/v1"), KEY, MODEL])
+        .output()
+        .expect("run the openai client script");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && stdout.contains("all checks passed"),
+        "openai client checks failed:\n{stdout}\n{}\nserver log:\n{}",
+        String::from_utf8_lossy(&output.stderr),
+        server.log.lock().unwrap()
+    );
+}
