@@ -15,7 +15,7 @@ mod request;
 mod runs;
 
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -52,6 +52,8 @@ struct AppState {
     runs: RunsDir,
     /// Agent runs queued or running here.
     active: runs::ActiveRuns,
+    /// Set once the server stops listening: queued runs are then left unstarted instead of holding up the exit.
+    stopping: Arc<AtomicBool>,
 }
 
 impl AppState {
@@ -140,12 +142,15 @@ pub fn serve(settings: &ServeSettings, reporter: &dyn Reporter, on_ready: &dyn F
             },
             runs: open_runs_dir(settings.runner.runs_dir.as_ref()),
             active: runs::ActiveRuns::default(),
+            stopping: Arc::new(AtomicBool::new(false)),
         });
+        let stopping = state.stopping.clone();
         let app = router(state, settings.max_body_bytes);
         on_ready(bound);
         let served = runtime.block_on(async move {
             axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await
         });
+        stopping.store(true, Ordering::Relaxed);
         // The runtime's tasks hold the last references to the engine: dropping them ends the slots.
         drop(runtime);
         served.map_err(|e| Error::io("serving HTTP", e))

@@ -8,6 +8,7 @@
 use std::collections::HashSet;
 use std::convert::Infallible;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -43,6 +44,7 @@ pub struct RunJob {
     agent: AgentSettings,
     log: EventLog,
     active: ActiveGuard,
+    stopping: Arc<AtomicBool>,
 }
 
 /// Keeps a run's id in the active set until the run is over (or dropped unrun).
@@ -60,7 +62,11 @@ impl Drop for ActiveGuard {
 /// Runs an agent run on a slot's models: the tools are built per run (MCP servers live as long as the run), the
 /// log ends with `run_finished` even when the run fails.
 pub fn execute_run(models: &mut LazyModels<'_>, job: RunJob) {
-    let RunJob { goal, agent, log, active } = job;
+    let RunJob { goal, agent, log, active, stopping } = job;
+    if stopping.load(Ordering::Relaxed) {
+        tracing::warn!(run = %active.id, "the server stopped before this run started: it was not run");
+        return;
+    }
     let outcome = (|| -> crate::Result<()> {
         let (context, registry) = toolbox::build_tools(&agent.tools)?;
         let settings = run_settings(&agent, &context, Approval::None);
@@ -132,7 +138,7 @@ fn start(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<String
     let log = EventLog::create(&dir).map_err(|e| ApiError::internal(format!("creating the run's log: {e}")))?;
     state.active.lock().unwrap_or_else(|p| p.into_inner()).insert(id.clone());
     let active = ActiveGuard { id: id.clone(), active: state.active.clone() };
-    if let Err(e) = state.engine.submit(Work::Run(RunJob { goal, agent, log, active })) {
+    if let Err(e) = state.engine.submit(Work::Run(RunJob { goal, agent, log, active, stopping: state.stopping.clone() })) {
         // Never queued: no log is left behind.
         let _ = std::fs::remove_dir_all(&dir);
         return Err(e);
