@@ -461,8 +461,10 @@ pub struct ServeSettings {
     pub planner: String,
     /// The executor model (served under its id; the same as the planner serves one model).
     pub executor: String,
-    /// Device, threads, drafting and prefix store of the models.
+    /// Device, threads, drafting and prefix store of the models, and the runs directory of agent runs.
     pub runner: RunnerSettings,
+    /// The tools agent runs over HTTP may use, and their policy (as `tandem run`'s tool flags).
+    pub tools: ToolSettings,
     /// Largest request body, in bytes (larger: 413).
     pub max_body_bytes: usize,
     /// Requests waiting for a free generation slot; more are refused with 503.
@@ -495,6 +497,7 @@ impl Default for ServeSettings {
             planner: DEFAULT_PLANNER.into(),
             executor: DEFAULT_EXECUTOR.into(),
             runner: RunnerSettings::default(),
+            tools: ToolSettings::default(),
             max_body_bytes: Self::MAX_BODY_BYTES,
             queue: Self::QUEUE,
             parallel: Self::PARALLEL,

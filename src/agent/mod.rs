@@ -19,6 +19,7 @@ pub mod refs;
 pub mod runs;
 pub mod schema;
 pub mod setup;
+pub mod summary;
 pub mod validate;
 
 pub use events::{Event, EventLog, PlanOrigin, Record, RunSettings, StopReason};

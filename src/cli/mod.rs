@@ -166,6 +166,11 @@ pub struct ServeArgs {
     /// Most new tokens of one completion; also the default when a request gives no max_tokens.
     #[arg(long, default_value_t = ServeSettings::MAX_TOKENS)]
     pub max_tokens: usize,
+    /// Tools of agent runs (`POST /v1/runs`), with the same policy as `tandem run`.
+    #[command(flatten)]
+    pub tools: ToolArgs,
+    #[command(flatten)]
+    pub runs: RunsDirArg,
 }
 
 impl ServeArgs {
@@ -179,10 +184,11 @@ impl ServeArgs {
             executor: self.executor.clone(),
             runner: RunnerSettings {
                 compute: self.compute.settings(),
-                runs_dir: None,
+                runs_dir: self.runs.runs_dir.clone(),
                 drafting: self.speculate.drafting(),
                 prefix_store: !self.no_prefix_store,
             },
+            tools: self.tools.settings(),
             max_body_bytes: self.max_body,
             queue: self.queue,
             parallel: usize::from(self.parallel),

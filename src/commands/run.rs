@@ -6,10 +6,10 @@ use std::path::Path;
 
 use crate::agent::events::EventLog;
 use crate::agent::setup::{open_runs_dir, run_settings, runner_models};
+use crate::agent::summary::run_summary;
 use crate::agent::{Agent, Approval, Approver, AutoApprove, Plan, RunOutcome, StopReason};
 use crate::cli::{ResumeArgs, RunArgs};
 use crate::commands::run_view::{TerminalApprover, TerminalObserver};
-use crate::commands::runs::run_summary;
 use crate::commands::Outcome;
 use crate::progress::Reporter;
 use crate::tools::toolbox;

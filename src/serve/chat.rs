@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc::{self, UnboundedReceiver};
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::engine::{Finished, Job, JobEvent};
+use super::engine::{Finished, Job, JobEvent, Work};
 use super::error::ApiError;
 use super::grammar::ToolCall;
 use super::request;
@@ -41,15 +41,8 @@ struct Header {
     model: String,
 }
 
-/// The handler.
-pub async fn completions(State(state): State<Arc<AppState>>, body: Result<Bytes, BytesRejection>) -> Response {
-    match start(&state, body).await {
-        Ok(response) => response,
-        Err(e) => e.into_response(),
-    }
-}
-
-async fn start(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+/// A request's body as JSON: 413 past the server's limit, 400 when it is not JSON.
+pub fn json_body(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Value, ApiError> {
     let body = body.map_err(|rejection| {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError {
@@ -65,8 +58,20 @@ async fn start(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<
             ApiError::bad_request(format!("the request body could not be read: {rejection}"), None)
         }
     })?;
-    let value: Value = serde_json::from_slice(&body)
-        .map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}"), None))?;
+    serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}"), None))
+}
+
+/// The handler.
+pub async fn completions(State(state): State<Arc<AppState>>, body: Result<Bytes, BytesRejection>) -> Response {
+    match start(&state, body).await {
+        Ok(response) => response,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn start(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+    let value = json_body(state, body)?;
     let request = request::parse(&value)?;
     let role = state.role_of(&request.model).ok_or_else(|| {
         ApiError::not_found(
@@ -90,7 +95,7 @@ async fn start(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<
     let (stream, include_usage) = (request.stream, request.include_usage);
     let (events, mut answers) = mpsc::unbounded_channel();
     let cancel = Arc::new(AtomicBool::new(false));
-    state.engine.submit(Job { role, request, max_tokens, events, cancel: cancel.clone() })?;
+    state.engine.submit(Work::Chat(Job { role, request, max_tokens, events, cancel: cancel.clone() }))?;
     let guard = CancelOnDrop(cancel);
     // The first event tells whether the request could start: its errors get their own status code.
     match answers.recv().await {

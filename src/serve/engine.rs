@@ -14,6 +14,7 @@ use super::grammar::{self, ToolCall};
 use super::halt::make_haltable;
 use super::output::{OutputSplitter, Piece};
 use super::request::{ChatRequest, ToolChoice};
+use super::runs::{execute_run, RunJob};
 use crate::agent::{LazyModels, ModelSource};
 use crate::decode::constraint::ConstraintError;
 use crate::decode::generate::TokenConstraint;
@@ -42,6 +43,14 @@ pub struct Job {
     pub events: UnboundedSender<JobEvent>,
     /// Set when the client is gone: the job is skipped, or its generation halted.
     pub cancel: Arc<AtomicBool>,
+}
+
+/// What the slots take from the queue: a chat completion or an agent run.
+pub enum Work {
+    /// A chat completion.
+    Chat(Job),
+    /// An agent run (`POST /v1/runs`).
+    Run(RunJob),
 }
 
 /// What a job reports, in order: `Accepted` (or an error `Done`), pieces, `Done`.
@@ -83,7 +92,7 @@ pub struct Counters {
 
 /// The queue in front of the slots.
 pub struct Engine {
-    jobs: SyncSender<Job>,
+    jobs: SyncSender<Work>,
     queue: usize,
     /// Shared with the slots.
     pub counters: Arc<Counters>,
@@ -108,7 +117,7 @@ impl Engine {
     }
 
     /// Queues a job; refused with 503 when the queue is full.
-    pub fn submit(&self, job: Job) -> Result<(), ApiError> {
+    pub fn submit(&self, job: Work) -> Result<(), ApiError> {
         self.counters.queued.fetch_add(1, Ordering::Relaxed);
         match self.jobs.try_send(job) {
             Ok(()) => Ok(()),
@@ -125,7 +134,7 @@ impl Engine {
 }
 
 /// One slot: takes jobs until the engine is dropped.
-fn slot(mut models: LazyModels<'_>, inbox: &Mutex<Receiver<Job>>, counters: &Counters) {
+fn slot(mut models: LazyModels<'_>, inbox: &Mutex<Receiver<Work>>, counters: &Counters) {
     let halt = Arc::new(AtomicBool::new(false));
     // The models are loaded before the server listens; planner and executor may be one model, wrapped once.
     let same = same_model(&mut models);
@@ -140,7 +149,16 @@ fn slot(mut models: LazyModels<'_>, inbox: &Mutex<Receiver<Job>>, counters: &Cou
     loop {
         // One idle slot at a time waits on the queue; the others wait for the lock.
         let job = match inbox.lock().unwrap_or_else(|p| p.into_inner()).recv() {
-            Ok(job) => job,
+            Ok(Work::Chat(job)) => job,
+            Ok(Work::Run(run)) => {
+                counters.queued.fetch_sub(1, Ordering::Relaxed);
+                counters.running.fetch_add(1, Ordering::Relaxed);
+                halt.store(false, Ordering::Relaxed);
+                execute_run(&mut models, run);
+                counters.running.fetch_sub(1, Ordering::Relaxed);
+                counters.completed.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
             Err(_) => return,
         };
         counters.queued.fetch_sub(1, Ordering::Relaxed);

@@ -12,9 +12,10 @@ mod grammar;
 mod halt;
 mod output;
 mod request;
+mod runs;
 
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -26,11 +27,12 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::json;
 
-use crate::agent::LazyModels;
+use crate::agent::setup::open_runs_dir;
+use crate::agent::{LazyModels, RunsDir};
 use crate::decode::Speculation;
 use crate::llm::{select_device, LoadOptions};
 use crate::progress::Reporter;
-use crate::settings::ServeSettings;
+use crate::settings::{AgentSettings, ServeSettings};
 use crate::{Error, Result};
 use engine::{Engine, Role};
 pub use error::ApiError;
@@ -44,6 +46,14 @@ struct AppState {
     max_tokens: usize,
     max_body_bytes: usize,
     created: u64,
+    /// What agent runs plan with: the served models, the server's tool policy, default budgets.
+    agent: AgentSettings,
+    /// Where agent runs are logged.
+    runs: RunsDir,
+    /// Agent runs queued or running here.
+    active: runs::ActiveRuns,
+    /// Set once the server stops listening: queued runs are then left unstarted instead of holding up the exit.
+    stopping: Arc<AtomicBool>,
 }
 
 impl AppState {
@@ -82,6 +92,8 @@ pub fn serve(settings: &ServeSettings, reporter: &dyn Reporter, on_ready: &dyn F
     if settings.parallel == 0 {
         return Err(Error::Usage("--parallel must be at least 1".into()));
     }
+    // The tool policy is checked before anything loads (a bad --tools file or MCP config fails here, not per run).
+    drop(crate::tools::toolbox::build_tools(&settings.tools)?);
     crate::llm::device::set_threads(settings.runner.compute.threads);
     let options = LoadOptions {
         prefix_store: settings.runner.prefix_store.then(crate::store::default_prefix_dir),
@@ -122,11 +134,22 @@ pub fn serve(settings: &ServeSettings, reporter: &dyn Reporter, on_ready: &dyn F
             max_tokens: settings.max_tokens,
             max_body_bytes: settings.max_body_bytes,
             created: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+            agent: AgentSettings {
+                planner: settings.planner.clone(),
+                executor: settings.executor.clone(),
+                tools: settings.tools.clone(),
+                ..AgentSettings::default()
+            },
+            runs: open_runs_dir(settings.runner.runs_dir.as_ref()),
+            active: runs::ActiveRuns::default(),
+            stopping: Arc::new(AtomicBool::new(false)),
         });
+        let stopping = state.stopping.clone();
         let app = router(state, settings.max_body_bytes);
         on_ready(bound);
         let served =
             runtime.block_on(async move { axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await });
+        stopping.store(true, Ordering::Relaxed);
         // The runtime's tasks hold the last references to the engine: dropping them ends the slots.
         drop(runtime);
         served.map_err(|e| Error::io("serving HTTP", e))
@@ -137,6 +160,9 @@ fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
     let v1 = Router::new()
         .route("/v1/models", get(list_models))
         .route("/v1/chat/completions", post(chat::completions))
+        .route("/v1/runs", post(runs::create))
+        .route("/v1/runs/{id}", get(runs::show))
+        .route("/v1/runs/{id}/events", get(runs::events))
         .route_layer(middleware::from_fn_with_state(state.clone(), authorize));
     Router::new()
         .route("/health", get(health))

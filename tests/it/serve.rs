@@ -401,3 +401,104 @@ fn the_openai_python_client_gets_chat_streams_tool_calls_and_schemas() {
         server.log.lock().unwrap()
     );
 }
+
+/// The `(event, data)` pairs of a run's events stream, read until the server ends it.
+fn run_events(server: &Server, id: &str) -> Vec<(String, String)> {
+    let response = agent()
+        .get(&server.url(&format!("/v1/runs/{id}/events")))
+        .set("Authorization", &format!("Bearer {KEY}"))
+        .call()
+        .unwrap_or_else(|e| panic!("events of run {id}: {e}"));
+    assert_eq!(response.header("content-type"), Some("text/event-stream"));
+    let mut text = String::new();
+    response.into_reader().read_to_string(&mut text).unwrap();
+    text.split("\n\n")
+        .filter(|block| !block.trim().is_empty())
+        .map(|block| {
+            let field = |name: &str| {
+                block.lines().find_map(|l| l.strip_prefix(name)).unwrap_or_else(|| panic!("no {name} in {block:?}"))
+            };
+            (field("event: ").to_string(), field("data: ").to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn serve_runs_the_agent_streams_its_events_and_keeps_the_run_across_a_restart() {
+    let runs = tempfile::tempdir().unwrap();
+    let runs_dir = runs.path().to_str().unwrap();
+    let server = Server::start(&["--runs-dir", runs_dir, "--api-key", KEY]);
+    let url = server.url("/v1/runs");
+
+    // Bad requests name their field and leave no run behind.
+    for (body, param) in [
+        (json!({}), "goal"),
+        (json!({"goal": 5}), "goal"),
+        (json!({"goal": "  "}), "goal"),
+        (json!({"goal": "What is 2+2?", "max_steps": "two"}), "max_steps"),
+        (json!({"goal": "What is 2+2?", "max_replans": -1}), "max_replans"),
+        (json!({"goal": "What is 2+2?", "approve": "plan"}), "approve"),
+        (json!({"goal": "What is 2+2?", "tools": ["shell"]}), "tools"),
+    ] {
+        let (status, error) = call("POST", &url, Some(KEY), Some(&body.to_string()));
+        assert_eq!(status, 400, "{body} → {error}");
+        assert_eq!(error["error"]["param"], param, "{body} → {error}");
+        assert_eq!(error["error"]["type"], "invalid_request_error", "{error}");
+    }
+    let (status, _) = call("POST", &url, Some(KEY), Some("[1, 2"));
+    assert_eq!(status, 400);
+    let (status, _) = call("POST", &url, None, Some(&json!({"goal": "What is 2+2?"}).to_string()));
+    assert_eq!(status, 401, "runs need the key too");
+    assert_eq!(std::fs::read_dir(runs.path()).map(|d| d.count()).unwrap_or(0), 0, "a refused run left a log");
+    for path in ["/v1/runs/no-such-run", "/v1/runs/no-such-run/events", "/v1/runs/..%2F..%2Fetc/events"] {
+        let (status, error) = call("GET", &server.url(path), Some(KEY), None);
+        assert_eq!(status, 404, "{path} → {error}");
+    }
+
+    // A run: 201 with its id, its events streamed to run_finished, its summary.
+    let body = json!({"goal": "What is 12*4+5?", "max_replans": 0, "max_steps": 4, "approve": "none"});
+    let (status, created) = call("POST", &url, Some(KEY), Some(&body.to_string()));
+    assert_eq!(status, 201, "{created}\n{}", server.log.lock().unwrap());
+    let id = created["id"].as_str().expect("a run id").to_string();
+    let events = run_events(&server, &id);
+    let names: Vec<&str> = events.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(names.first(), Some(&"run_started"), "{names:?}\n{}", server.log.lock().unwrap());
+    assert_eq!(names.last(), Some(&"run_finished"), "{names:?}\n{}", server.log.lock().unwrap());
+    let records: Vec<Value> = events.iter().map(|(_, data)| serde_json::from_str(data).unwrap()).collect();
+    for (seq, (record, (name, _))) in records.iter().zip(&events).enumerate() {
+        assert_eq!(record["seq"], seq, "{record}");
+        assert_eq!(record["event"], name.as_str(), "{record}");
+    }
+    assert_eq!(records[0]["goal"], "What is 12*4+5?");
+    assert_eq!(records[0]["settings"]["max_steps"], 4, "{}", records[0]);
+    assert_eq!(records[0]["settings"]["max_replans"], 0, "{}", records[0]);
+    assert_eq!(records[0]["settings"]["approve"], "none", "{}", records[0]);
+    // The stream is the log, line for line.
+    let log = std::fs::read_to_string(runs.path().join(&id).join("events.jsonl")).unwrap();
+    let lines: Vec<&str> = log.lines().collect();
+    let data: Vec<&str> = events.iter().map(|(_, data)| data.as_str()).collect();
+    assert_eq!(data, lines);
+
+    let summary_url = server.url(&format!("/v1/runs/{id}"));
+    let (status, summary) = call("GET", &summary_url, Some(KEY), None);
+    assert_eq!(status, 200, "{summary}");
+    assert_eq!(summary["run_id"], id.as_str());
+    assert_eq!(summary["status"], "finished", "{summary}");
+    assert_eq!(summary["goal"], "What is 12*4+5?");
+    let finished = records.last().unwrap();
+    assert_eq!(summary["stop"], finished["stop"], "{summary}");
+    let steps = names.iter().filter(|n| **n == "step_finished").count();
+    assert_eq!(summary["steps"].as_array().map(Vec::len), Some(steps), "{summary}");
+    if let Some(answer) = records.iter().find(|r| r["event"] == "answer") {
+        assert_eq!(summary["answer"], answer["text"], "{summary}");
+    }
+
+    // A restarted server on the same runs directory still has the run: the same summary, the same events.
+    drop(server);
+    let server = Server::start(&["--runs-dir", runs_dir, "--api-key", KEY]);
+    let (status, again) = call("GET", &server.url(&format!("/v1/runs/{id}")), Some(KEY), None);
+    assert_eq!(status, 200, "{again}");
+    assert_eq!(again, summary);
+    let replayed = run_events(&server, &id);
+    assert_eq!(replayed, events);
+}
