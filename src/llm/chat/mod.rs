@@ -149,24 +149,7 @@ impl ChatTemplate {
         tools: Option<&serde_json::Value>,
         add_generation_prompt: bool,
     ) -> Result<String, TemplateError> {
-        let tools = match tools {
-            None => None,
-            Some(array @ serde_json::Value::Array(_)) => Some(ordered_json(array)),
-            Some(other) => return Err(TemplateError::ToolsNotAnArray(json_kind(other))),
-        };
-        let template = self.env.get_template(TEMPLATE_NAME).map_err(|e| TemplateError::Render(describe(&e)))?;
-        template
-            .render(context! {
-                messages => messages,
-                tools => tools,
-                add_generation_prompt => add_generation_prompt,
-                bos_token => self.bos_token,
-                eos_token => self.eos_token,
-            })
-            .map_err(|e| match raised_message(&e) {
-                Some(message) => TemplateError::Raised(message),
-                None => TemplateError::Render(describe(&e)),
-            })
+        self.render_with(minijinja::Value::from_serialize(messages), tools, add_generation_prompt)
     }
 
     /// Renders a conversation given as JSON messages (`{"role", "content", "tool_calls", "tool_call_id", …}`, the
@@ -178,12 +161,22 @@ impl ChatTemplate {
         tools: Option<&serde_json::Value>,
         add_generation_prompt: bool,
     ) -> Result<String, TemplateError> {
+        let messages: Vec<minijinja::Value> = messages.iter().map(ordered_json).collect();
+        self.render_with(minijinja::Value::from(messages), tools, add_generation_prompt)
+    }
+
+    /// Renders the template with messages already in the template's value model; `tools` must be a JSON array.
+    fn render_with(
+        &self,
+        messages: minijinja::Value,
+        tools: Option<&serde_json::Value>,
+        add_generation_prompt: bool,
+    ) -> Result<String, TemplateError> {
         let tools = match tools {
             None => None,
             Some(array @ serde_json::Value::Array(_)) => Some(ordered_json(array)),
             Some(other) => return Err(TemplateError::ToolsNotAnArray(json_kind(other))),
         };
-        let messages: Vec<minijinja::Value> = messages.iter().map(ordered_json).collect();
         let template = self.env.get_template(TEMPLATE_NAME).map_err(|e| TemplateError::Render(describe(&e)))?;
         template
             .render(context! {
