@@ -109,7 +109,14 @@ fn clip(text: &str, chars: usize) -> String {
 }
 
 /// Runs the joiner on `model`; returns its verdict and what the calls cost together.
-pub fn join(model: &mut Model, goal: &str, results: &[StepResult]) -> Result<(Verdict, ModelUsage)> {
+/// `required`: the final results the answer must give (the caller picks them: the lone number of each last step's
+/// output), so an answer can neither drop a part nor be empty words.
+pub fn join(
+    model: &mut Model,
+    goal: &str,
+    results: &[StepResult],
+    required: &[Number],
+) -> Result<(Verdict, ModelUsage)> {
     let started = Instant::now();
     let schema = ConstraintSpec::JsonSchema(reply_schema());
     let known = known_numbers(goal, results);
@@ -137,17 +144,26 @@ pub fn join(model: &mut Model, goal: &str, results: &[StepResult]) -> Result<(Ve
             Reply::Answer { answer } => {
                 let answer = answer.trim().to_string();
                 let unsupported = unsupported_numbers(&answer, &known);
-                if unsupported.is_empty() {
+                let missing = missing_results(&answer, required);
+                let says_nothing = !answer.chars().any(char::is_alphanumeric);
+                if unsupported.is_empty() && missing.is_empty() && !says_nothing {
                     usage.ms = started.elapsed().as_millis() as u64;
                     return Ok((Verdict::Answer(answer), usage));
                 }
-                let list = unsupported.join(", ");
-                rejected.push(format!("{answer} (numbers not in the goal or results: {list})"));
+                let problem = if says_nothing {
+                    "That is not an answer. Write the answer as a sentence.".to_string()
+                } else if !unsupported.is_empty() {
+                    format!(
+                        "These numbers are not in the goal or the results: {}. Write the answer again, copying \
+                         each number exactly from the results.",
+                        unsupported.join(", ")
+                    )
+                } else {
+                    format!("The answer leaves out the result {}. Write the answer again with it.", missing.join(", "))
+                };
+                rejected.push(format!("{answer} ({problem})"));
                 messages.push(ChatMessage::assistant(text.clone()));
-                messages.push(ChatMessage::user(format!(
-                    "These numbers are not in the goal or the results: {list}. Write the answer again, copying \
-                     each number exactly from the results."
-                )));
+                messages.push(ChatMessage::user(problem));
             }
         }
     }
@@ -245,21 +261,30 @@ pub fn numbers_in(text: &str) -> Vec<Number> {
 pub fn unsupported_numbers(answer: &str, known: &[Number]) -> Vec<String> {
     let mut unsupported: Vec<String> = Vec::new();
     for number in numbers_in(answer) {
-        let decimals = number.decimals();
-        let backed = known.iter().any(|k| {
-            let (a, b) = (number.value.abs(), k.value.abs());
-            let exact = (a - b).abs() <= 1e-9 * a.max(1.0);
-            let rounded = decimals > 0 && {
-                let scale = 10f64.powi(decimals as i32);
-                ((b * scale).round() - a * scale).abs() < 0.5
-            };
-            exact || rounded
-        });
+        let backed = known.iter().any(|k| stands_for(&number, k));
         if !backed && !unsupported.contains(&number.text) {
             unsupported.push(number.text);
         }
     }
     unsupported
+}
+
+/// Whether `written` (in an answer) is `known`: equal in magnitude, or `known` rounded to the decimals written.
+fn stands_for(written: &Number, known: &Number) -> bool {
+    let (a, b) = (written.value.abs(), known.value.abs());
+    let exact = (a - b).abs() <= 1e-9 * a.max(1.0);
+    let decimals = written.decimals();
+    let rounded = decimals > 0 && {
+        let scale = 10f64.powi(decimals as i32);
+        ((b * scale).round() - a * scale).abs() < 0.5
+    };
+    exact || rounded
+}
+
+/// The final results (`required`: the lone number of each last step's output) that `answer` does not give.
+pub fn missing_results(answer: &str, required: &[Number]) -> Vec<String> {
+    let written = numbers_in(answer);
+    required.iter().filter(|r| !written.iter().any(|w| stands_for(w, r))).map(|r| r.text.clone()).collect()
 }
 
 #[cfg(test)]
@@ -285,6 +310,14 @@ mod tests {
         assert!(unsupported_numbers("The total is 53 and each pays 3.33.", &known).is_empty());
         assert!(unsupported_numbers("It fell by 5; 1,250 in all.", &known).is_empty());
         assert_eq!(unsupported_numbers("Each pays 3 and the total is 54.", &known), ["3", "54"]);
+    }
+
+    #[test]
+    fn an_answer_must_give_each_final_result() {
+        let required = numbers_in("99 24.75");
+        assert!(missing_results("The total is 99 and each pays 24.75.", &required).is_empty());
+        assert_eq!(missing_results("Each pays 24.75.", &required), ["99"]);
+        assert_eq!(missing_results("}", &required), ["99", "24.75"]);
     }
 
     #[test]

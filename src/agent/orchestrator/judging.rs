@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 use super::Agent;
 use crate::agent::events::Event;
-use crate::agent::joiner::{join, StepResult, Verdict};
+use crate::agent::joiner::{join, numbers_in, Number, StepResult, Verdict};
 use crate::agent::plan::{resolve_args, Plan, Step};
 use crate::agent::refs::value_text;
 use crate::agent::runs::RunState;
@@ -57,9 +57,10 @@ impl Agent<'_> {
             Joiner::Executor => "executor",
         };
         let results = step_results(plan, &self.state);
+        let required = final_numbers(plan, &self.state);
         let goal = self.state.goal.clone();
         let joined = match if role == "planner" { self.models.planner() } else { self.models.executor() } {
-            Ok(model) => join(model, &goal, &results),
+            Ok(model) => join(model, &goal, &results, &required),
             Err(e) => Err(e),
         };
         self.log_model_loads()?;
@@ -152,6 +153,21 @@ pub fn final_answer(plan: &Plan, state: &RunState) -> String {
         [one] => text_of(one),
         many => many.iter().map(|s| format!("{}: {}", s.id, text_of(s))).collect::<Vec<_>>().join("\n"),
     }
+}
+
+/// The numbers the answer must give: each last step's output when it is one number (a calculation's result), as
+/// the tool wrote it; a text output (an `llm` step, a file) requires nothing.
+fn final_numbers(plan: &Plan, state: &RunState) -> Vec<Number> {
+    let needed: HashSet<String> = plan.steps.iter().flat_map(|s| s.dependencies()).collect();
+    plan.steps
+        .iter()
+        .filter(|s| !needed.contains(&s.id))
+        .filter_map(|s| state.outputs.get(&s.id).map(output_text))
+        .filter_map(|text| match numbers_in(&text).as_slice() {
+            [one] if one.text.len() + 1 >= text.trim().trim_start_matches('-').len() => Some(one.clone()),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The finished steps of `plan` in plan order, with their arguments as they ran (references resolved).
