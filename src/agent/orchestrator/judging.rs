@@ -146,8 +146,7 @@ impl Agent<'_> {
 
 /// The answer from the outputs: the output of the step(s) nothing else depends on, as text.
 pub fn final_answer(plan: &Plan, state: &RunState) -> String {
-    let needed: HashSet<String> = plan.steps.iter().flat_map(|s| s.dependencies()).collect();
-    let sinks: Vec<&Step> = plan.steps.iter().filter(|s| !needed.contains(&s.id)).collect();
+    let sinks = last_steps(plan);
     let text_of = |step: &Step| state.outputs.get(&step.id).map(output_text).unwrap_or_default();
     match sinks.as_slice() {
         [one] => text_of(one),
@@ -155,13 +154,17 @@ pub fn final_answer(plan: &Plan, state: &RunState) -> String {
     }
 }
 
+/// The steps nothing else depends on, in plan order: whose outputs make the answer.
+fn last_steps(plan: &Plan) -> Vec<&Step> {
+    let needed: HashSet<String> = plan.steps.iter().flat_map(|s| s.dependencies()).collect();
+    plan.steps.iter().filter(|s| !needed.contains(&s.id)).collect()
+}
+
 /// The numbers the answer must give: each last step's output when it is one number (a calculation's result), as
 /// the tool wrote it; a text output (an `llm` step, a file) requires nothing.
 fn final_numbers(plan: &Plan, state: &RunState) -> Vec<Number> {
-    let needed: HashSet<String> = plan.steps.iter().flat_map(|s| s.dependencies()).collect();
-    plan.steps
-        .iter()
-        .filter(|s| !needed.contains(&s.id))
+    last_steps(plan)
+        .into_iter()
         .filter_map(|s| state.outputs.get(&s.id).map(output_text))
         .filter_map(|text| match numbers_in(&text).as_slice() {
             [one] if one.text.len() + 1 >= text.trim().trim_start_matches('-').len() => Some(one.clone()),
