@@ -21,6 +21,11 @@ fn main() -> ExitCode {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     // Exit codes (docs/cli.md): 0 done, 1 error, 2 usage error, 3 a run stopped before finishing.
+    // A TANDEM_CPU_ISA this CPU cannot run is refused before anything loads (the kernels would ignore it).
+    if let Err(error) = tandem::kernels::requested_level() {
+        eprintln!("error: {error}");
+        return ExitCode::from(error.exit_code());
+    }
     match tandem::commands::run(cli) {
         Ok(outcome) => {
             if let tandem::commands::Outcome::Stopped(why) = &outcome {

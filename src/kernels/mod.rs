@@ -3,9 +3,10 @@
 //! candle 0.11's CPU path runs Q8_0 weights through one dot product per (row, column) pair unless the width is a
 //! multiple of 256 and the CPU has AVX-512 VNNI; the 0.5B executor (width 896, Q5_0/Q8_0 tensors) never gets
 //! there, so its prefill ran at a third of llama.cpp's. `QLinear` wraps a weight matrix: our tiled kernels for
-//! Q8_0, Q5_0, Q4_K and Q6_K where they apply (x86-64 with AVX2 + FMA; on AVX-512 VNNI CPUs Q4_K, Q6_K and Q5_0
-//! are stored as panels of 16 rows, elsewhere Q5_0 is widened to int8), candle's `QMatMul` everywhere else (other
-//! types, GPUs, other CPUs). Every fast path has a test against a scalar reference.
+//! Q8_0, Q5_0, Q4_K and Q6_K where they apply (x86-64 with AVX2 + FMA; Q4_K is stored as panels of 16 rows, and on
+//! AVX-512 VNNI CPUs Q6_K and Q5_0 too, elsewhere Q5_0 is widened to int8), candle's `QMatMul` everywhere else
+//! (other types, GPUs, other CPUs). Every fast path has a test against a scalar reference. `TANDEM_CPU_ISA` picks a
+//! lower instruction set than the CPU's, to test and measure each path on one machine.
 
 pub mod attention;
 #[cfg(target_arch = "x86_64")]
@@ -17,6 +18,8 @@ pub mod gpu_attention;
 #[cfg(feature = "cuda")]
 pub mod gpu_fused;
 pub mod k_acts;
+#[cfg(target_arch = "x86_64")]
+mod k_panels_avx2;
 #[cfg(target_arch = "x86_64")]
 mod k_panels_vnni;
 pub mod kquants;
@@ -141,23 +144,57 @@ pub fn kernel_choice() -> &'static str {
     CHOICE.get_or_init(|| std::env::var("TANDEM_KERNELS").unwrap_or_else(|_| "all".into()))
 }
 
-/// What this CPU supports (`TANDEM_KERNELS=candle` forces `Portable`, to compare against candle's kernels).
+/// The instruction sets `TANDEM_CPU_ISA` can name, each with the level it runs.
+const ISA_NAMES: [(&str, CpuLevel); 3] =
+    [("avx512", CpuLevel::Avx512Vnni), ("avx2", CpuLevel::Avx2), ("scalar", CpuLevel::Portable)];
+
+/// What this CPU supports, detected: AVX2 with FMA and F16C for our kernels, AVX-512 F, BW, VL and VNNI for the
+/// wider ones.
+pub fn detected_level() -> CpuLevel {
+    #[cfg(target_arch = "x86_64")]
+    if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c") {
+        let avx512_vnni = is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512vl")
+            && is_x86_feature_detected!("avx512vnni");
+        return if avx512_vnni { CpuLevel::Avx512Vnni } else { CpuLevel::Avx2 };
+    }
+    CpuLevel::Portable
+}
+
+/// The level `TANDEM_CPU_ISA` asks for (`avx512`, `avx2` or `scalar`: candle's portable kernels, none of ours), if
+/// set; an unknown name or an instruction set this CPU lacks is an error that says what it has.
+pub fn requested_level() -> Result<Option<CpuLevel>> {
+    let Ok(name) = std::env::var("TANDEM_CPU_ISA") else { return Ok(None) };
+    let names = ISA_NAMES.map(|(name, _)| name).join(", ");
+    let Some(&(_, level)) = ISA_NAMES.iter().find(|(known, _)| known.eq_ignore_ascii_case(name.trim())) else {
+        return Err(crate::Error::Usage(format!("TANDEM_CPU_ISA={name} is not one of {names}")));
+    };
+    let detected = detected_level();
+    if level > detected {
+        let has = ISA_NAMES.iter().find(|(_, l)| *l == detected).map_or("scalar", |(name, _)| name);
+        return Err(crate::Error::Usage(format!(
+            "TANDEM_CPU_ISA={name}: this CPU lacks it (it runs {has} at most); unset TANDEM_CPU_ISA or pick a lower one"
+        )));
+    }
+    Ok(Some(level))
+}
+
+/// The level our kernels run at: the CPU's, or lower where `TANDEM_CPU_ISA` (or `TANDEM_KERNELS=avx2`, or
+/// `TANDEM_KERNELS=candle` for none of ours) asks. A `TANDEM_CPU_ISA` that `requested_level` rejects is ignored
+/// here (the CLI refuses it before loading anything).
 pub fn cpu_level() -> CpuLevel {
     static LEVEL: std::sync::OnceLock<CpuLevel> = std::sync::OnceLock::new();
     *LEVEL.get_or_init(|| {
-        if kernel_choice() == "candle" {
-            return CpuLevel::Portable;
+        let mut level = detected_level();
+        if let Ok(Some(requested)) = requested_level() {
+            level = requested;
         }
-        #[cfg(target_arch = "x86_64")]
-        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-            let avx512_vnni = is_x86_feature_detected!("avx512f")
-                && is_x86_feature_detected!("avx512bw")
-                && is_x86_feature_detected!("avx512vl")
-                && is_x86_feature_detected!("avx512vnni");
-            // `TANDEM_KERNELS=avx2` keeps to the AVX2 kernels, to compare.
-            return if avx512_vnni && kernel_choice() != "avx2" { CpuLevel::Avx512Vnni } else { CpuLevel::Avx2 };
+        match kernel_choice() {
+            "candle" => CpuLevel::Portable,
+            "avx2" => level.min(CpuLevel::Avx2),
+            _ => level,
         }
-        CpuLevel::Portable
     })
 }
 

@@ -1,5 +1,5 @@
-//! Weight matrices stored as panels of sixteen rows, for AVX-512 VNNI CPUs: the layout the panel kernels
-//! (`k_panels_vnni`) read directly, for a decode step as for a prefill.
+//! Weight matrices stored as panels of sixteen rows: the layout the panel kernels (`k_panels_vnni`, and for Q4_K
+//! on AVX2 CPUs `k_panels_avx2`) read directly, for a decode step as for a prefill.
 //!
 //! In a row layout a decode step spends a dozen instructions per row and block adding a register's lanes into one
 //! sum. In a panel a 512-bit register holds the same four values of sixteen rows, so one `vpdpbusd` adds four
@@ -25,15 +25,18 @@ pub trait PanelBlock: Copy + Send + Sync + 'static {
     /// All rows zero (the lanes past a matrix's last row add nothing).
     const EMPTY: Self;
 
+    /// The lowest CPU level with a kernel for this layout.
+    const MIN_LEVEL: super::CpuLevel;
+
     /// Sets row `lane` from its GGUF block bytes.
     fn set_row(&mut self, lane: usize, gguf: &[u8]);
 
     /// Appends row `lane`'s values as f32.
     fn dequantize_row(&self, lane: usize, out: &mut Vec<f32>);
 
-    /// `out[i][r] = Σ_c input[i][c] · W[r][c]` on the AVX-512 VNNI kernel (`Panels::matmul` checks the shapes and
-    /// the CPU).
-    fn matmul(panels: &Panels<Self>, input: &[f32], m: usize, out: &mut [f32]);
+    /// `out[i][r] = Σ_c input[i][c] · W[r][c]` on the kernel for `level` (`Panels::matmul_at` checks the shapes,
+    /// that `level` is at least `MIN_LEVEL`, and that the CPU has it).
+    fn matmul(panels: &Panels<Self>, level: super::CpuLevel, input: &[f32], m: usize, out: &mut [f32]);
 }
 
 /// A `[rows, cols]` matrix as panels: panel `p` holds rows `16p..16p + 16`, its blocks in order.
@@ -45,9 +48,10 @@ pub struct Panels<B> {
 }
 
 impl<B: PanelBlock> Panels<B> {
-    /// Whether this CPU runs the panel kernels (AVX-512 F, BW, VL and VNNI, not turned off by `TANDEM_KERNELS`).
+    /// Whether this CPU runs a kernel for these panels (`B::MIN_LEVEL` or above, not turned off by
+    /// `TANDEM_KERNELS` or `TANDEM_CPU_ISA`).
     pub fn supported() -> bool {
-        super::cpu_level() >= super::CpuLevel::Avx512Vnni
+        super::cpu_level() >= B::MIN_LEVEL
     }
 
     /// Repacks a 2-D `QTensor` (`[out, in]`) of the block's type.
@@ -116,12 +120,19 @@ impl<B: PanelBlock> Panels<B> {
     /// (`input` `[m][cols]`).
     ///
     /// # Panics
-    /// Where the CPU lacks AVX-512 VNNI (see `supported`): there is no other kernel for this layout.
+    /// Where the CPU has no kernel for this layout (see `supported`): load the row layout there.
     pub fn matmul(&self, input: &[f32], m: usize, out: &mut [f32]) {
-        assert!(Self::supported(), "{:?} panels need AVX-512 VNNI; load the row layout on this CPU", B::TYPE);
+        self.matmul_at(super::cpu_level(), input, m, out);
+    }
+
+    /// `matmul` on the kernel for `level`, between `B::MIN_LEVEL` and `cpu_level()` (tests run every kernel the CPU
+    /// can).
+    pub fn matmul_at(&self, level: super::CpuLevel, input: &[f32], m: usize, out: &mut [f32]) {
+        assert!(level >= B::MIN_LEVEL, "{:?} panels have no {level:?} kernel; load the row layout there", B::TYPE);
+        assert!(level <= super::cpu_level(), "{level:?} kernels on a {:?} CPU", super::cpu_level());
         assert_eq!(input.len(), m * self.cols, "input is [m][cols]");
         assert_eq!(out.len(), m * self.rows, "out is [m][rows]");
-        B::matmul(self, input, m, out);
+        B::matmul(self, level, input, m, out);
     }
 }
 

@@ -73,6 +73,7 @@ impl PanelBlock for Q4KPanelBlock {
     const TYPE: GgmlDType = GgmlDType::Q4K;
     const VALUES: usize = SUPER;
     const FILE_BYTES: usize = Q4K_FILE_BYTES;
+    const MIN_LEVEL: super::CpuLevel = super::CpuLevel::Avx2;
     const EMPTY: Self =
         Self { qs: [[0; PANEL_ROWS]; 32], packed: [[0; PANEL_ROWS]; 3], d: [0; PANEL_ROWS], dmin: [0; PANEL_ROWS] };
 
@@ -84,12 +85,21 @@ impl PanelBlock for Q4KPanelBlock {
         out.extend(super::kquants::dequantize_q4k_blocks(&[self.row_block(lane)]));
     }
 
-    fn matmul(panels: &Panels<Self>, input: &[f32], m: usize, out: &mut [f32]) {
+    fn matmul(panels: &Panels<Self>, level: super::CpuLevel, input: &[f32], m: usize, out: &mut [f32]) {
         #[cfg(target_arch = "x86_64")]
         super::panels::k_quant_product(panels, input, out, |acts, rows, out| {
-            // SAFETY: `Panels::matmul` checked for AVX-512 VNNI; `for_row_tiles` hands out whole panels.
-            unsafe { super::k_panels_vnni::q4k_panel_rows(panels, acts, m, rows, out) }
+            // SAFETY: `Panels::matmul_at` checked that the CPU has `level` (AVX-512 VNNI, or AVX2 with FMA and F16C);
+            // `for_row_tiles` hands out whole panels.
+            unsafe {
+                if level >= super::CpuLevel::Avx512Vnni {
+                    super::k_panels_vnni::q4k_panel_rows(panels, acts, m, rows, out)
+                } else {
+                    super::k_panels_avx2::q4k_panel_rows(panels, acts, m, rows, out)
+                }
+            }
         });
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (panels, level, input, m, out);
     }
 }
 

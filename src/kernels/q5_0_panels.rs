@@ -55,6 +55,7 @@ impl PanelBlock for Q5_0PanelBlock {
     const TYPE: GgmlDType = GgmlDType::Q5_0;
     const VALUES: usize = BLOCK;
     const FILE_BYTES: usize = GGUF_BLOCK_BYTES;
+    const MIN_LEVEL: super::CpuLevel = super::CpuLevel::Avx512Vnni;
     const EMPTY: Self = Self { qs: [[0; PANEL_ROWS]; 4], fifth_bits: [0; PANEL_ROWS], d: [0; PANEL_ROWS] };
 
     /// Value `j < 16` is the low nibble of byte `j`, value `j + 16` its high nibble, with bit 4 from bit `j`
@@ -82,7 +83,7 @@ impl PanelBlock for Q5_0PanelBlock {
         out.extend(self.row_values(lane).map(|q| f32::from(q) * d));
     }
 
-    fn matmul(panels: &Panels<Self>, input: &[f32], m: usize, out: &mut [f32]) {
+    fn matmul(panels: &Panels<Self>, _level: super::CpuLevel, input: &[f32], m: usize, out: &mut [f32]) {
         #[cfg(target_arch = "x86_64")]
         super::q8_0::with_quantized(input, panels.cols(), true, |acts| {
             super::for_row_tiles(panels.rows(), out, |rows, out| {

@@ -65,6 +65,7 @@ impl PanelBlock for Q6KPanelBlock {
     const TYPE: GgmlDType = GgmlDType::Q6K;
     const VALUES: usize = SUPER;
     const FILE_BYTES: usize = Q6K_FILE_BYTES;
+    const MIN_LEVEL: super::CpuLevel = super::CpuLevel::Avx512Vnni;
     const EMPTY: Self =
         Self { words: [[[0; PANEL_ROWS]; 3]; 16], scale_pairs: [[[0; 2]; PANEL_ROWS]; 8], d: [0; PANEL_ROWS] };
 
@@ -76,7 +77,7 @@ impl PanelBlock for Q6KPanelBlock {
         out.extend(super::kquants::dequantize_q6k_blocks(&[self.row_block(lane)]));
     }
 
-    fn matmul(panels: &Panels<Self>, input: &[f32], m: usize, out: &mut [f32]) {
+    fn matmul(panels: &Panels<Self>, _level: super::CpuLevel, input: &[f32], m: usize, out: &mut [f32]) {
         #[cfg(target_arch = "x86_64")]
         super::panels::k_quant_product(panels, input, out, |acts, rows, out| {
             // SAFETY: `Panels::matmul` checked for AVX-512 VNNI; `for_row_tiles` hands out whole panels.

@@ -111,7 +111,7 @@ fn q8_0_weights_take_our_kernel_where_the_cpu_has_one() {
     assert_eq!(q8.kernel_name(), if ours { "tandem-q8_0" } else { "candle" });
     let (q4k_kernel, q6k_kernel) = match cpu_level() {
         CpuLevel::Avx512Vnni => ("tandem-q4_k-panels", "tandem-q6_k-panels"),
-        CpuLevel::Avx2 => ("tandem-q4_k", "tandem-q6_k"),
+        CpuLevel::Avx2 => ("tandem-q4_k-panels", "tandem-q6_k"),
         CpuLevel::Portable => ("candle", "candle"),
     };
     assert_eq!(q4k.kernel_name(), q4k_kernel);
@@ -286,11 +286,21 @@ fn assert_k_quant_kernels_match(q4: &Q4KMatrix, q6: &Q6KMatrix, input: &[f32], m
         let err = relative_error(&fast, &q6_reference);
         assert!(err < 1e-4, "{level:?} Q6_K {}x{}, m={m}: relative error {err}", q6.rows(), q6.cols());
     }
-    if Q4KPanels::supported() {
+    // Q4_K panels have an AVX2 kernel and an AVX-512 VNNI one: both run where the CPU allows, and agree bit for bit.
+    let q4_panels = Q4KPanels::from_rows(q4);
+    let mut panel_products = Vec::new();
+    for level in cpu_level().with_lower_levels() {
         let mut fast = vec![f32::NAN; m * q4.rows()];
-        Q4KPanels::from_rows(q4).matmul(input, m, &mut fast);
+        q4_panels.matmul_at(level, input, m, &mut fast);
         let err = relative_error(&fast, &q4_reference);
-        assert!(err < 1e-4, "Q4_K panels {}x{}, m={m}: relative error {err}", q4.rows(), q4.cols());
+        assert!(err < 1e-4, "{level:?} Q4_K panels {}x{}, m={m}: relative error {err}", q4.rows(), q4.cols());
+        panel_products.push((level, fast));
+    }
+    if let [(low, first), (high, second)] = &panel_products[..] {
+        let same = first.iter().zip(second).all(|(a, b)| a.to_bits() == b.to_bits());
+        assert!(same, "Q4_K panels {}x{}, m={m}: {low:?} and {high:?} kernels differ", q4.rows(), q4.cols());
+    }
+    if Q6KPanels::supported() {
         let mut fast = vec![f32::NAN; m * q6.rows()];
         Q6KPanels::from_rows(q6).matmul(input, m, &mut fast);
         let err = relative_error(&fast, &q6_reference);
@@ -323,8 +333,8 @@ fn batches_equal_single_rows_bit_for_bit(#[case] m: usize) {
             ("Q6_K", 1536, Box::new(|x, m, out| q6.matmul_at(level, x, m, out))),
             ("Q8_0", 1568, Box::new(|x, m, out| q8.matmul_at(level, x, m, out))),
         ];
+        products.push(("Q4_K panels", 1536, Box::new(|x, m, out| q4_panels.matmul_at(level, x, m, out))));
         if level == CpuLevel::Avx512Vnni {
-            products.push(("Q4_K panels", 1536, Box::new(|x, m, out| q4_panels.matmul(x, m, out))));
             products.push(("Q6_K panels", 1536, Box::new(|x, m, out| q6_panels.matmul(x, m, out))));
             products.push(("Q5_0 panels", 1568, Box::new(|x, m, out| q5_panels.matmul(x, m, out))));
         }
@@ -393,4 +403,34 @@ fn k_quant_layout_errors_name_the_problem() {
     assert!(err.contains("not a multiple of 256"), "{err}");
     let err = Q6KMatrix::from_gguf_bytes(2, 256, &[0; 210]).unwrap_err().to_string();
     assert!(err.contains("210 bytes") && err.contains("expected 420"), "{err}");
+}
+
+/// `TANDEM_CPU_ISA` names an instruction set for our kernels: an unknown name, or one this CPU lacks, is refused
+/// with exit code 2 before anything loads, naming what the CPU has; one it has is accepted.
+#[test]
+fn cpu_isa_override_is_checked_before_anything_runs() {
+    let tandem = |isa: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_tandem"))
+            .args(["tools", "list"])
+            .env("TANDEM_CPU_ISA", isa)
+            .env_remove("TANDEM_MCP")
+            .output()
+            .expect("run tandem")
+    };
+    let unknown = tandem("sse9");
+    assert_eq!(unknown.status.code(), Some(2), "{unknown:?}");
+    let said = String::from_utf8_lossy(&unknown.stderr);
+    assert!(said.contains("TANDEM_CPU_ISA=sse9") && said.contains("avx512, avx2, scalar"), "{said}");
+    let scalar = tandem("scalar");
+    assert!(scalar.status.success(), "every CPU runs the scalar path: {scalar:?}");
+    let detected = tandem::kernels::detected_level();
+    for (name, level) in [("avx2", CpuLevel::Avx2), ("avx512", CpuLevel::Avx512Vnni)] {
+        let output = tandem(name);
+        if level <= detected {
+            assert!(output.status.success(), "{name} on a {detected:?} CPU: {output:?}");
+        } else {
+            assert_eq!(output.status.code(), Some(2), "{name} on a {detected:?} CPU: {output:?}");
+            assert!(String::from_utf8_lossy(&output.stderr).contains("this CPU lacks it"), "{output:?}");
+        }
+    }
 }
