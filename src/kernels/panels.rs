@@ -48,6 +48,9 @@ pub struct Panels<B> {
 }
 
 impl<B: PanelBlock> Panels<B> {
+    /// The lowest CPU level with a kernel for these panels.
+    pub const MIN_LEVEL: super::CpuLevel = B::MIN_LEVEL;
+
     /// Whether this CPU runs a kernel for these panels (`B::MIN_LEVEL` or above, not turned off by
     /// `TANDEM_KERNELS` or `TANDEM_CPU_ISA`).
     pub fn supported() -> bool {
