@@ -106,17 +106,52 @@ impl Workspace {
         }
     }
 
+    /// Runs `open` on the relative path beneath the handle. A path refused as leading out gets one more try in
+    /// its resolved form, when that lies inside: the kernel refuses every absolute symlink beneath a handle, even
+    /// one that points into the workspace, and such links should keep working. The retry is again beneath the
+    /// handle, so a link swapped in meanwhile is refused all the same.
+    fn beneath<T>(
+        &self,
+        tool: &str,
+        action: &'static str,
+        path: &str,
+        relative: &Path,
+        open: impl Fn(&Path) -> std::io::Result<T>,
+    ) -> ToolResult<T> {
+        let error = match open(relative) {
+            Ok(value) => return Ok(value),
+            Err(error) => error,
+        };
+        if is_escape(&error) {
+            if let Some(resolved) = self.resolved_inside(relative) {
+                return open(&resolved).map_err(|e| self.open_error(tool, action, path, e));
+            }
+        }
+        Err(self.open_error(tool, action, path, error))
+    }
+
+    /// The path with its symlinks resolved, relative to the workspace, when it lies inside (for a path that does
+    /// not exist yet, its parent resolved and its name kept).
+    fn resolved_inside(&self, relative: &Path) -> Option<PathBuf> {
+        let joined = self.root.join(relative);
+        let resolved = match std::fs::canonicalize(&joined) {
+            Ok(resolved) => resolved,
+            Err(_) => std::fs::canonicalize(joined.parent()?).ok()?.join(joined.file_name()?),
+        };
+        let relative = resolved.strip_prefix(&self.root).ok()?.to_path_buf();
+        Some(if relative.as_os_str().is_empty() { PathBuf::from(".") } else { relative })
+    }
+
     /// Opens an existing file for reading; symlinks are followed and must stay inside.
     pub fn open_read(&self, tool: &str, path: &str) -> ToolResult<std::fs::File> {
         let relative = Self::relative(path)?;
-        let file = self.dir.open(&relative).map_err(|e| self.open_error(tool, "opening", path, e))?;
-        Ok(file.into_std())
+        Ok(self.beneath(tool, "opening", path, &relative, |at| self.dir.open(at))?.into_std())
     }
 
     /// Lists an existing directory (symlinks followed on the way, which must stay inside); entries unsorted.
     pub fn list(&self, tool: &str, path: &str) -> ToolResult<Vec<Entry>> {
         let relative = Self::relative(path)?;
-        let dir = self.dir.open_dir(&relative).map_err(|e| self.open_error(tool, "opening", path, e))?;
+        let dir = self.beneath(tool, "opening", path, &relative, |at| self.dir.open_dir(at))?;
         let io = |source| ToolError::Io { tool: tool.to_string(), action: "listing", path: PathBuf::from(path), source };
         let mut entries = Vec::new();
         for entry in dir.entries().map_err(io)? {
@@ -176,7 +211,12 @@ impl Workspace {
             return Err(ToolError::InvalidArgs { tool: tool.to_string(), message: format!("'{path}' names no file") });
         }
         if let Some(parent) = relative.parent().filter(|p| !p.as_os_str().is_empty()) {
-            self.dir.create_dir_all(parent).map_err(|e| self.open_error(tool, "creating directory", path, e))?;
+            // Missing directories are made one by one beneath the handle; an existing one is only opened, so a
+            // link on the way that leads out is named as such rather than as "file exists".
+            self.beneath(tool, "creating directory", path, parent, |at| match self.dir.open_dir(at) {
+                Err(e) if e.kind() == ErrorKind::NotFound => self.dir.create_dir_all(at),
+                opened => opened.map(drop),
+            })?;
         }
         let mut options = OpenOptions::new();
         options.create(true).write(true);
@@ -185,7 +225,7 @@ impl Workspace {
         } else {
             options.truncate(true);
         }
-        let file = self.dir.open_with(&relative, &options).map_err(|e| self.open_error(tool, "writing", path, e))?;
+        let file = self.beneath(tool, "writing", path, &relative, |at| self.dir.open_with(at, &options))?;
         Ok(file.into_std())
     }
 }
