@@ -400,6 +400,7 @@ impl BatchResults {
     pub fn append(&mut self, record: &BatchRecord) -> Result<()> {
         let mut line = serde_json::to_vec(record).map_err(Error::encode("a batch result"))?;
         line.push(b'\n');
+        super::fault::before_record(&mut self.file, &line);
         self.file.write_all(&line).map_err(|e| Error::io(format!("writing {}", self.path.display()), e))?;
         self.file.sync_data().map_err(|e| Error::io(format!("syncing {}", self.path.display()), e))?;
         self.latest.insert(record.key(), Recorded { goal: record.goal.clone(), done: record.is_done() });

@@ -452,6 +452,11 @@ pub fn read_log(path: &Path) -> Result<LogContents> {
 /// Reads a JSON-lines file into values, listing unreadable lines as `file:line: reason` instead of failing.
 pub fn read_jsonl(path: &Path) -> Result<(Vec<Value>, Vec<String>)> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+    Ok(parse_jsonl(&text, path))
+}
+
+/// [`read_jsonl`] of text already read from `path` (named in the unreadable lines).
+pub fn parse_jsonl(text: &str, path: &Path) -> (Vec<Value>, Vec<String>) {
     let mut values = Vec::new();
     let mut bad = Vec::new();
     for (i, line) in text.lines().enumerate() {
@@ -463,5 +468,5 @@ pub fn read_jsonl(path: &Path) -> Result<(Vec<Value>, Vec<String>)> {
             Err(e) => bad.push(format!("{}:{}: {e}", path.display(), i + 1)),
         }
     }
-    Ok((values, bad))
+    (values, bad)
 }

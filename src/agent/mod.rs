@@ -7,7 +7,7 @@ pub mod batch_merge;
 pub mod batch_run;
 pub mod events;
 pub mod executor;
-mod fault;
+pub(crate) mod fault;
 pub mod issues;
 pub mod joiner;
 pub mod model_call;

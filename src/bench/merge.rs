@@ -112,7 +112,7 @@ fn pair_records(runs: &[&ShardRun]) -> Result<Vec<Value>> {
     let mut records: Vec<Value> = Vec::new();
     let mut seen: BTreeMap<String, (usize, &Path)> = BTreeMap::new();
     for run in runs {
-        let (shard_records, bad) = BenchRecorder::open(&run.dir)?.records()?;
+        let (shard_records, bad) = BenchRecorder::read(&run.dir)?;
         for line in bad {
             eprintln!("unreadable record skipped: {line}");
         }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use crate::agent::events::{now_ms, read_jsonl};
+use crate::agent::events::{now_ms, parse_jsonl, read_jsonl};
 use crate::agent::runs::utc_stamp;
 use crate::progress::{ProgressUnit, Reporter};
 use crate::settings::Shard;
@@ -44,20 +44,45 @@ impl BenchRecorder {
         Err(Error::Bench(format!("could not pick a fresh run directory for {stamp} under {}", root.display())))
     }
 
-    /// Opens a run directory, new or interrupted; samples already recorded count as done.
+    /// Opens a run directory, new or interrupted, to add records; samples already recorded count as done. The
+    /// records file is locked while the recorder lives, so two processes cannot run one run's samples at once
+    /// (each would take the other's samples as not done and run them again). A line cut short by a crash is ended,
+    /// so the next record starts on a line of its own (it is reported as unreadable and its sample runs again).
     pub fn open(dir: &Path) -> Result<Self> {
+        use fs2::FileExt;
+        use std::io::Read;
         let path = dir.join(Self::SAMPLES);
-        let done = if path.exists() {
-            read_jsonl(&path)?.0.iter().filter_map(|r| r.get("sample").map(sample_key)).collect()
-        } else {
-            HashSet::new()
-        };
-        let file = OpenOptions::new()
+        let mut file = OpenOptions::new()
+            .read(true)
             .create(true)
             .append(true)
             .open(&path)
             .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+        // A lock can outlive its holder by a moment (a child between fork and exec shares it): wait a little.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        while file.try_lock_exclusive().is_err() {
+            if std::time::Instant::now() >= deadline {
+                return Err(Error::Bench(format!(
+                    "{} is being written by another `tandem bench`; wait for it to end",
+                    path.display()
+                )));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let mut text = String::new();
+        file.read_to_string(&mut text).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+        if !text.is_empty() && !text.ends_with('\n') {
+            file.write_all(b"\n").map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+            file.sync_data().map_err(|e| Error::io(format!("syncing {}", path.display()), e))?;
+        }
+        let done = parse_jsonl(&text, &path).0.iter().filter_map(|r| r.get("sample").map(sample_key)).collect();
         Ok(Self { dir: dir.to_path_buf(), file, done, shard: None })
+    }
+
+    /// The records of a run directory, read without opening it for writing (a run still going may be read), and
+    /// its unreadable lines with their numbers.
+    pub fn read(dir: &Path) -> Result<(Vec<Value>, Vec<String>)> {
+        read_jsonl(&dir.join(Self::SAMPLES))
     }
 
     /// Runs only the samples of this shard (by a hash of each sample's id).
@@ -91,6 +116,7 @@ impl BenchRecorder {
         let path = self.dir.join(Self::SAMPLES);
         let mut line = serde_json::to_vec(record).map_err(Error::encode("a benchmark record"))?;
         line.push(b'\n');
+        crate::agent::fault::before_record(&mut self.file, &line);
         self.file.write_all(&line).map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
         self.file.sync_data().map_err(|e| Error::io(format!("syncing {}", path.display()), e))?;
         if let Some(sample) = record.get("sample") {
@@ -101,7 +127,7 @@ impl BenchRecorder {
 
     /// Every record so far, in order (unreadable lines are reported with their line numbers).
     pub fn records(&self) -> Result<(Vec<Value>, Vec<String>)> {
-        read_jsonl(&self.dir.join(Self::SAMPLES))
+        Self::read(&self.dir)
     }
 
     /// Writes a file into the run directory.

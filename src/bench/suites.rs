@@ -303,8 +303,7 @@ pub fn rescore(dir: &Path) -> Result<()> {
     let suite = Suite::from_name(&suite_name).ok_or_else(|| {
         Error::Bench(format!("cannot tell which suite {} holds (no summary.json, unknown name)", dir.display()))
     })?;
-    let recorder = BenchRecorder::open(dir)?;
-    let (records, bad) = recorder.records()?;
+    let (records, bad) = BenchRecorder::read(dir)?;
     for line in &bad {
         eprintln!("unreadable record skipped: {line}");
     }

@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 
-use super::error::{ToolError, ToolResult};
+use super::error::ToolResult;
 use super::{Tool, ToolContext};
 
 /// Most entries returned; the rest are counted in `truncated`.
@@ -54,21 +54,9 @@ impl Tool for ListDir {
     fn call(&self, args: &Value, ctx: &ToolContext) -> ToolResult<Value> {
         let path = args.get("path").and_then(Value::as_str).unwrap_or(".");
         let path = if path.is_empty() { "." } else { path };
-        let resolved = ctx.workspace.resolve_existing(Self::NAME, path)?;
-        let io = |source| ToolError::Io { tool: Self::NAME.into(), action: "listing", path: resolved.clone(), source };
-        let mut entries = Vec::new();
-        for entry in std::fs::read_dir(&resolved).map_err(io)? {
-            let entry = entry.map_err(io)?;
-            let meta = entry.metadata().map_err(io)?;
-            let kind = if meta.file_type().is_symlink() {
-                "symlink"
-            } else if meta.is_dir() {
-                "dir"
-            } else {
-                "file"
-            };
-            entries.push((entry.file_name().to_string_lossy().into_owned(), kind, meta.len()));
-        }
+        let mut entries: Vec<(String, &str, u64)> = (ctx.workspace.list(Self::NAME, path)?.into_iter())
+            .map(|entry| (entry.name.to_string_lossy().into_owned(), entry.kind, entry.size))
+            .collect();
         entries.sort();
         let truncated = entries.len() > MAX_ENTRIES;
         let listed: Vec<Value> = entries

@@ -60,9 +60,8 @@ impl Tool for ReadFile {
 
     fn call(&self, args: &Value, ctx: &ToolContext) -> ToolResult<Value> {
         let path = string_arg(Self::NAME, args, "path")?;
-        let resolved = ctx.workspace.resolve_existing(Self::NAME, path)?;
-        let io = |source| ToolError::Io { tool: Self::NAME.into(), action: "reading", path: resolved.clone(), source };
-        let file = std::fs::File::open(&resolved).map_err(io)?;
+        let file = ctx.workspace.open_read(Self::NAME, path)?;
+        let io = |source| ToolError::Io { tool: Self::NAME.into(), action: "reading", path: path.into(), source };
         let size = file.metadata().map_err(io)?.len();
         let mut bytes = Vec::new();
         file.take(ctx.max_read_bytes as u64).read_to_end(&mut bytes).map_err(io)?;

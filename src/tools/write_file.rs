@@ -62,22 +62,8 @@ impl Tool for WriteFile {
         let path = string_arg(Self::NAME, args, "path")?;
         let content = string_arg(Self::NAME, args, "content")?;
         let append = args.get("append").and_then(Value::as_bool).unwrap_or(false);
-        let target = ctx.workspace.resolve_for_write(Self::NAME, path)?;
-        let io = |source| ToolError::Io { tool: Self::NAME.into(), action: "writing", path: target.clone(), source };
-        let mut options = std::fs::OpenOptions::new();
-        options.create(true).write(true);
-        if append {
-            options.append(true);
-        } else {
-            options.truncate(true);
-        }
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            // The target was resolved through any symlink already; refuse one swapped in since.
-            options.custom_flags(libc::O_NOFOLLOW);
-        }
-        let mut file = options.open(&target).map_err(io)?;
+        let mut file = ctx.workspace.open_write(Self::NAME, path, append)?;
+        let io = |source| ToolError::Io { tool: Self::NAME.into(), action: "writing", path: path.into(), source };
         file.write_all(content.as_bytes()).map_err(io)?;
         let text = format!("wrote {} bytes to {path}", content.len());
         Ok(json!({"path": path, "bytes_written": content.len(), "text": text}))

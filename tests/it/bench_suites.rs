@@ -120,9 +120,15 @@ fn runs_started_in_the_same_second_get_their_own_directories() {
         (0..5).map(|_| BenchRecorder::create(&scratch.path("out"), "nestful-x").unwrap()).collect();
     let dirs: BTreeSet<PathBuf> = recorders.iter().map(|r| r.dir().to_path_buf()).collect();
     assert_eq!(dirs.len(), 5, "five runs, five directories: {dirs:?}");
-    let mut first = BenchRecorder::open(recorders[0].dir()).unwrap();
+    let mut recorders = recorders.into_iter();
+    let mut first = recorders.next().unwrap();
     first.append(&json!({"sample": 1})).unwrap();
-    assert!(!recorders[1].is_done(&json!(1)) && !BenchRecorder::open(recorders[1].dir()).unwrap().is_done(&json!(1)));
+    let second = recorders.next().unwrap();
+    assert!(!second.is_done(&json!(1)));
+    // Reopened (one process at a time holds a run), the second run still has not done the first one's sample.
+    let second_dir = second.dir().to_path_buf();
+    drop(second);
+    assert!(!BenchRecorder::open(&second_dir).unwrap().is_done(&json!(1)));
     // Concurrent starts, as two `tandem bench` processes in the same second would make them.
     let root = scratch.path("threads");
     let made: Vec<PathBuf> = std::thread::scope(|scope| {

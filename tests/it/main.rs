@@ -14,6 +14,7 @@ mod bench_suites;
 mod bfcl_categories;
 mod chat_template;
 mod cli_docs;
+mod concurrency;
 mod confinement;
 mod crashes;
 mod generate;

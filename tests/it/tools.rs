@@ -134,15 +134,23 @@ fn files_inside_the_workspace_can_be_read_and_listed() {
 #[case::parent_inside("sub/../../secret.txt")]
 #[case::absolute("/etc/passwd")]
 #[case::symlink_out("link_out")]
+#[case::relative_symlink_out("sub/rel_out")]
 #[case::symlinked_dir("dir_out/secret.txt")]
+#[case::chained_symlinks("hop")]
 fn reads_that_escape_the_workspace_are_refused(#[case] path: &str) {
     let sb = sandbox();
     std::os::unix::fs::symlink(&sb.outside, sb.root.join("link_out")).unwrap();
+    std::os::unix::fs::symlink("../../secret.txt", sb.root.join("sub/rel_out")).unwrap();
     std::os::unix::fs::symlink(sb.outside.parent().unwrap(), sb.root.join("dir_out")).unwrap();
+    // A link inside the workspace that leads to one that leaves it.
+    std::os::unix::fs::symlink("sub/rel_out", sb.root.join("hop")).unwrap();
     let ctx = ctx(&sb);
     for tool in ["read_file", "list_dir"] {
         let err = call(&ctx, tool, json!({"path": path})).unwrap_err();
         assert!(matches!(err, ToolError::OutsideWorkspace { .. }), "{tool} {path}: {err}");
+        // The message says why, as it did when these were path checks.
+        let reason = err.to_string();
+        assert!(["'..'", "absolute", "through a symlink"].iter().any(|why| reason.contains(why)), "{reason}");
     }
 }
 
@@ -179,8 +187,11 @@ fn writes_are_refused_unless_allowed() {
 #[case::symlink_out("link_out")]
 #[case::dangling_symlink("dangling")]
 #[case::symlinked_dir("dir_out/evil.txt")]
+#[case::new_dir_under_symlinked_dir("dir_out/new/evil.txt")]
+#[case::relative_symlinked_dir("sub/up/evil.txt")]
 fn writes_that_escape_the_workspace_are_refused(#[case] path: &str) {
     let sb = sandbox();
+    std::os::unix::fs::symlink("../..", sb.root.join("sub/up")).unwrap();
     std::os::unix::fs::symlink(&sb.outside, sb.root.join("link_out")).unwrap();
     std::os::unix::fs::symlink(sb.outside.parent().unwrap().join("nowhere.txt"), sb.root.join("dangling")).unwrap();
     std::os::unix::fs::symlink(sb.outside.parent().unwrap(), sb.root.join("dir_out")).unwrap();
@@ -190,6 +201,85 @@ fn writes_that_escape_the_workspace_are_refused(#[case] path: &str) {
     assert_eq!(std::fs::read_to_string(&sb.outside).unwrap(), "top secret");
     assert!(!sb.outside.parent().unwrap().join("nowhere.txt").exists());
     assert!(!sb.outside.parent().unwrap().join("evil.txt").exists());
+    assert!(!sb.outside.parent().unwrap().join("new").exists());
+}
+
+#[test]
+fn a_symlink_inside_that_leads_inside_is_written_through() {
+    let sb = sandbox();
+    std::os::unix::fs::symlink("sub", sb.root.join("alias")).unwrap();
+    std::os::unix::fs::symlink("inner.txt", sb.root.join("sub/inner_link")).unwrap();
+    let ctx = ctx(&sb).with_write(true);
+    call(&ctx, "write_file", json!({"path": "alias/new/deep.txt", "content": "1"})).unwrap();
+    call(&ctx, "write_file", json!({"path": "sub/inner_link", "content": "2"})).unwrap();
+    assert_eq!(std::fs::read_to_string(sb.root.join("sub/new/deep.txt")).unwrap(), "1");
+    assert_eq!(std::fs::read_to_string(sb.root.join("sub/inner.txt")).unwrap(), "2");
+}
+
+/// Swaps `ws/sub` (a real directory) with `ws/evil` (a symlink to a directory outside) with `RENAME_EXCHANGE`,
+/// over and over, while the file tools read, list and write under `sub/`. Path checks followed by a separate open
+/// lose this race now and then; opening beneath the workspace's handle must never read, list or write outside.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_symlink_swapped_in_during_calls_never_leads_outside() {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    const CALLS: usize = 4_000;
+    let sb = sandbox();
+    let secrets = sb.outside.parent().unwrap().join("secrets");
+    std::fs::create_dir(&secrets).unwrap();
+    std::fs::write(secrets.join("inner.txt"), "top secret").unwrap();
+    std::fs::write(secrets.join("only_outside.txt"), "x").unwrap();
+    std::os::unix::fs::symlink(&secrets, sb.root.join("evil")).unwrap();
+    let ctx = ctx(&sb).with_write(true);
+
+    let path = |name: &str| CString::new(sb.root.join(name).as_os_str().as_bytes()).unwrap();
+    let (sub, evil) = (path("sub"), path("evil"));
+    let stop = AtomicBool::new(false);
+    let swaps = AtomicUsize::new(0);
+    let (mut read_ok, mut refused) = (0, 0);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            // Bounded, and stopped as soon as the calls are done.
+            for _ in 0..1_000_000 {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                // SAFETY: both paths are valid NUL-terminated strings that outlive the call.
+                let exchanged = unsafe {
+                    libc::renameat2(libc::AT_FDCWD, sub.as_ptr(), libc::AT_FDCWD, evil.as_ptr(), libc::RENAME_EXCHANGE)
+                };
+                assert_eq!(exchanged, 0, "renameat2: {}", std::io::Error::last_os_error());
+                swaps.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        for i in 0..CALLS {
+            match call(&ctx, "read_file", json!({"path": "sub/inner.txt"})) {
+                Ok(out) => {
+                    assert_eq!(out["content"], "inner", "call {i} read outside the workspace");
+                    read_ok += 1;
+                }
+                Err(ToolError::OutsideWorkspace { .. }) => refused += 1,
+                Err(other) => panic!("call {i}: {other}"),
+            }
+            if let Ok(out) = call(&ctx, "list_dir", json!({"path": "sub"})) {
+                assert!(!out.to_string().contains("only_outside"), "call {i} listed outside the workspace: {out}");
+            }
+            let _ = call(&ctx, "write_file", json!({"path": "sub/written.txt", "content": "pwned"}));
+            let _ = call(&ctx, "write_file", json!({"path": "sub/made/written.txt", "content": "pwned"}));
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    let swaps = swaps.load(Ordering::Relaxed);
+    println!("{CALLS} rounds of calls against {swaps} swaps: {read_ok} reads inside, {refused} refused as outside");
+    assert!(swaps > 100, "the swapper barely ran ({swaps} swaps)");
+    assert!(read_ok > 0 && refused > 0, "both states were seen: {read_ok} inside, {refused} refused");
+    assert_eq!(std::fs::read_to_string(secrets.join("inner.txt")).unwrap(), "top secret");
+    let mut outside: Vec<_> = std::fs::read_dir(&secrets).unwrap().map(|e| e.unwrap().file_name()).collect();
+    outside.sort();
+    assert_eq!(outside, ["inner.txt", "only_outside.txt"], "something was written outside the workspace");
 }
 
 #[test]
