@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Time to a plan with a stable tool catalogue: `tandem plan` wall time (exec to exit: start-up, load, prompt,
 # plan) for a first goal against a catalogue, the prompt-prefix store emptied before it, then for a second goal,
-# a fresh process with the store as the first left it. Repeats the pair and prints each run's wall time with the
-# prompt and reused tokens `tandem plan` reports, then the medians.
+# a fresh process with the store as the first left it. Repeats the pair and prints each run's wall time, its CPU
+# time (user + system, all threads) and the prompt and reused tokens `tandem plan` reports, then the medians.
 #
 #   scripts/time-to-plan.sh TOOLS_FILE [REPEATS] [THREADS] [MODEL]
 #
@@ -10,7 +10,8 @@
 # second goal again against the store the last first goal left (a slow machine spends most of a pair on the first).
 #
 # The snapshots go to a cache of their own (target/time-to-plan-cache, emptied before each pair); the model is
-# read from the default model cache through TANDEM_MODELS. Needs target/release/tandem (cargo build --release).
+# read from the default model cache through TANDEM_MODELS. Needs target/release/tandem (cargo build --release)
+# and /usr/bin/time.
 set -euo pipefail
 tools="${1:?usage: $0 TOOLS_FILE [REPEATS] [THREADS] [MODEL]}"
 repeats="${2:-3}"
@@ -24,34 +25,38 @@ cache="$TANDEM_CACHE_DIR"
 first_goal="What is the weather in Lyon, and convert 250 euros to dollars."
 second_goal="Look up Ann Lee's email address and send her the current price of the AAPL stock."
 
-run() { # one `tandem plan` process: prints "wall_s prompt_tokens reused_tokens"
-    local start end log
-    log="$(mktemp)"
-    start=$(date +%s.%N)
-    "$tandem" plan -m "$model" --threads "$threads" --tools "$tools" "$1" >/dev/null 2>"$log" || true
-    end=$(date +%s.%N)
-    local figures
+run() { # one `tandem plan` process: prints "wall_s cpu_s prompt_tokens reused_tokens"
+    local log times figures
+    log="$(mktemp)"; times="$(mktemp)"
+    /usr/bin/time -o "$times" -f "%e %U %S" \
+        "$tandem" plan -m "$model" --threads "$threads" --tools "$tools" "$1" >/dev/null 2>"$log" || true
     figures="$(grep -o 'prompt [0-9]* tokens ([0-9]* reused' "$log" | tr -dc '0-9 ' | xargs)"
     [[ -n "$figures" ]] || { echo "tandem plan failed:" >&2; cat "$log" >&2; exit 1; }
-    rm -f "$log"
-    echo "$(echo "$end - $start" | bc) $figures"
+    read -r wall user sys <"$times"
+    rm -f "$log" "$times"
+    echo "$wall $(echo "$user + $sys" | bc) $figures"
 }
 median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+show() { # "wall cpu prompt reused" as words
+    read -r wall cpu prompt reused <<<"$1"
+    echo "$wall s wall, $cpu s CPU (prompt $prompt tokens, $reused reused)"
+}
 
-# One run first, not counted: it verifies the model file once (a sidecar in the cache then vouches for it) and
-# brings it into the page cache.
-run "$first_goal" >/dev/null
-firsts=(); seconds=()
+# The model file is verified once for this cache (a sidecar then vouches for it): do that, not counted, and bring
+# the file into the page cache.
+[[ -d "$cache/external" ]] || run "$first_goal" >/dev/null
+firsts=(); seconds=(); first_cpu=(); second_cpu=()
 firsts_wanted="${FIRSTS:-$repeats}"
 for i in $(seq "$repeats"); do
     if (( i <= firsts_wanted )); then
         rm -rf "$cache/prefixes"
         first="$(run "$first_goal")"
-        echo "run $i: first goal ${first% * *} s (prompt, reused tokens: ${first#* })"
-        firsts+=("${first%% *}")
+        echo "run $i: first goal $(show "$first")"
+        read -r wall cpu _ <<<"$first"; firsts+=("$wall"); first_cpu+=("$cpu")
     fi
     second="$(run "$second_goal")"
-    echo "run $i: second goal ${second% * *} s (prompt, reused tokens: ${second#* })"
-    seconds+=("${second%% *}")
+    echo "run $i: second goal $(show "$second")"
+    read -r wall cpu _ <<<"$second"; seconds+=("$wall"); second_cpu+=("$cpu")
 done
-echo "medians: first goal $(printf '%s\n' "${firsts[@]}" | median) s (of ${#firsts[@]}), second goal $(printf '%s\n' "${seconds[@]}" | median) s (of ${#seconds[@]})"
+m() { printf '%s\n' "$@" | median; }
+echo "medians: first goal $(m "${firsts[@]}") s wall, $(m "${first_cpu[@]}") s CPU (of ${#firsts[@]}); second goal $(m "${seconds[@]}") s wall, $(m "${second_cpu[@]}") s CPU (of ${#seconds[@]})"
