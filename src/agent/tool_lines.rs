@@ -32,7 +32,9 @@ impl ToolListing {
         match std::env::var(Self::ENV).ok().as_deref().map(str::trim) {
             None | Some("") | Some("compact") => Ok(Self::Compact),
             Some("json") => Ok(Self::Json),
-            Some(other) => Err(Error::Usage(format!("{}={other} is not a tool listing: use compact or json", Self::ENV))),
+            Some(other) => {
+                Err(Error::Usage(format!("{}={other} is not a tool listing: use compact or json", Self::ENV)))
+            }
         }
     }
 }

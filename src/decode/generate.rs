@@ -143,11 +143,7 @@ pub struct Generation {
 
 /// Runs one generation on `model`, calling `on_text` with each newly completed piece of text. With a prefix
 /// store, a prompt computed for the most part is saved whole (see [`prefix_store::save_after_prefill`]).
-pub fn generate(
-    model: &mut Model,
-    request: GenerateRequest<'_>,
-    on_text: &mut dyn FnMut(&str),
-) -> Result<Generation> {
+pub fn generate(model: &mut Model, request: GenerateRequest<'_>, on_text: &mut dyn FnMut(&str)) -> Result<Generation> {
     generate_keeping(model, request, None, on_text)
 }
 

@@ -120,7 +120,10 @@ fn snapshots(cache: &Path) -> usize {
 
 fn walk(dir: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
-    entries.filter_map(|e| e.ok()).flat_map(|e| if e.path().is_dir() { walk(&e.path()) } else { vec![e.path()] }).collect()
+    entries
+        .filter_map(|e| e.ok())
+        .flat_map(|e| if e.path().is_dir() { walk(&e.path()) } else { vec![e.path()] })
+        .collect()
 }
 
 /// Fresh `tandem plan` processes sharing one prefix store: the second goal against a catalogue reuses the whole

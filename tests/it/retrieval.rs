@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 use tandem::agent::planner::system_prompt_with;
-use tandem::agent::tool_lines::ToolListing;
 use tandem::agent::schema::plan_json_schema;
+use tandem::agent::tool_lines::ToolListing;
 use tandem::agent::{Agent, AutoApprove, EventLog, LazyModels, NoObserver, Plan, RunSettings, RunsDir, StopReason};
 use tandem::progress::SilentReporter;
 use tandem::tools::retrieval::{planning_selection, restrict, select, ToolIndex};
