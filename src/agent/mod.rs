@@ -20,6 +20,7 @@ pub mod runs;
 pub mod schema;
 pub mod setup;
 pub mod summary;
+pub mod tool_lines;
 pub mod validate;
 
 pub use events::{Event, EventLog, PlanOrigin, Record, RunSettings, StopReason};

@@ -4,7 +4,8 @@
 use crate::decode::constraint::ConstraintSpec;
 use crate::decode::generate::TokenConstraint;
 use crate::decode::Model;
-use crate::decode::{generate, GenerateRequest, Sampling, Timings};
+use crate::decode::{generate_keeping, GenerateRequest, Sampling, Timings};
+use crate::llm::prefix_store::common_prefix;
 use crate::llm::ChatMessage;
 use crate::{Error, Result};
 
@@ -22,7 +23,9 @@ pub fn chat_call(
         .as_ref()
         .ok_or_else(|| Error::Model(format!("the {role} model has no chat template; choose an instruct model")))?;
     let prompt = template.render(messages, None, true)?;
-    let tokens = model.tokenizer.encode(&prompt, model.tokenizer.add_bos_by_default())?;
+    let bos = model.tokenizer.add_bos_by_default();
+    let tokens = model.tokenizer.encode(&prompt, bos)?;
+    let stable = stable_opening(model, messages, &tokens, bos);
     let mut matcher = match spec {
         Some(spec) => Some(model.grammar_engine()?.matcher(spec)?),
         None => None,
@@ -36,6 +39,18 @@ pub fn chat_call(
         constraint: matcher.as_mut().map(|m| m as &mut dyn TokenConstraint),
         speculation: model.speculation,
     };
-    let generation = generate(model, request, &mut |_| {})?;
+    let generation = generate_keeping(model, request, stable, &mut |_| {})?;
     Ok((generation.text, generation.timings))
+}
+
+/// How many leading tokens of `tokens` (the whole conversation, rendered) are the opening system message: the
+/// part the next call with the same instructions and tools shares, whatever its goal. Counted as the tokens that
+/// the system message rendered alone shares with the whole, so a merge across the boundary costs only what it
+/// covers. None without a system message or where the template refuses to render it alone.
+fn stable_opening(model: &Model, messages: &[ChatMessage], tokens: &[u32], bos: bool) -> Option<usize> {
+    let system = messages.first().filter(|m| m.role == "system" && messages.len() > 1)?;
+    let template = model.chat_template.as_ref()?;
+    let opening = template.render(std::slice::from_ref(system), None, false).ok()?;
+    let opening = model.tokenizer.encode(&opening, bos).ok()?;
+    Some(common_prefix(&opening, tokens))
 }

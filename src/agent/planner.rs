@@ -9,6 +9,7 @@ use serde_json::json;
 use super::model_call::chat_call;
 use super::plan::{Plan, Step};
 use super::schema::{next_step_json_schema, plan_json_schema, PlanSchemaOptions};
+use super::tool_lines::{self, ToolListing};
 use super::validate::PlanIssue;
 use crate::decode::constraint::ConstraintSpec;
 use crate::decode::Model;
@@ -38,31 +39,43 @@ pub struct PlanOutcome {
 /// The step-mode planner's system prompt template.
 const STEP_SYSTEM: &str = include_str!("../../prompts/step_system.j2");
 
-/// The planner's system message for these tools.
+/// The planner's system message for these tools, listed as `TANDEM_TOOL_LISTING` asks (compact by default).
 pub fn system_prompt(registry: &ToolRegistry) -> Result<String> {
-    render_prompt("planner_system", PLANNER_SYSTEM, registry)
+    system_prompt_with(registry, ToolListing::from_env()?)
+}
+
+/// The planner's system message for these tools, listed as `listing` says. It opens with the instructions and
+/// the tools, and nothing in it depends on the goal: with the same tools it is the same text, so its positions
+/// are computed once and reused (the prefix cache in memory, the prefix store on disk).
+pub fn system_prompt_with(registry: &ToolRegistry, listing: ToolListing) -> Result<String> {
+    render_prompt("planner_system", PLANNER_SYSTEM, registry, listing)
 }
 
 /// Step mode's system message for these tools.
 pub fn step_system_prompt(registry: &ToolRegistry) -> Result<String> {
-    render_prompt("step_system", STEP_SYSTEM, registry)
+    render_prompt("step_system", STEP_SYSTEM, registry, ToolListing::Json)
 }
 
-/// Renders a prompt template with the registry's tools (name, description, argument schema, output fields).
-fn render_prompt(name: &str, source: &str, registry: &ToolRegistry) -> Result<String> {
+/// Renders a prompt template with the registry's tools (name, description, argument schema, output fields, and
+/// the compact listing's signature and description lines) and `compact` saying which listing to write.
+fn render_prompt(name: &str, source: &str, registry: &ToolRegistry, listing: ToolListing) -> Result<String> {
     let tools: Vec<serde_json::Value> = registry
         .specs()
         .map(|spec| {
             let outputs: Vec<String> = spec.output_fields().unwrap_or_default().into_iter().map(|f| f.name).collect();
             json!({"name": spec.name, "description": spec.description,
-                   "args": spec.args_schema.get("properties").cloned().unwrap_or(json!({})), "outputs": outputs})
+                   "args": spec.args_schema.get("properties").cloned().unwrap_or(json!({})), "outputs": outputs,
+                   "signature": tool_lines::signature(spec), "summary": tool_lines::description(spec)})
         })
         .collect();
     let mut env = Environment::new();
     let fail = |e: minijinja::Error| Error::Internal(format!("prompt template {name}: {e}"));
     env.add_template(name, source).map_err(fail)?;
     let template = env.get_template(name).map_err(fail)?;
-    template.render(minijinja::context! { tools => tools, tool_names => registry.names() }).map_err(fail)
+    let compact = listing == ToolListing::Compact;
+    template
+        .render(minijinja::context! { tools => tools, tool_names => registry.names(), compact => compact })
+        .map_err(fail)
 }
 
 /// Writes a plan for `goal` with `model` (greedy, under the plan grammar) and validates it.

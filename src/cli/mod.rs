@@ -355,6 +355,10 @@ pub struct PlanArgs {
     pub json: bool,
     #[command(flatten)]
     pub speculate: SpeculateArg,
+    /// Don't keep prompt-prefix KV snapshots on disk (<model cache>/prefixes). With them, a second goal against
+    /// the same tools starts with the instructions and tool list already computed.
+    #[arg(long)]
+    pub no_prefix_store: bool,
 }
 
 impl PlanArgs {

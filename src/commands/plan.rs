@@ -2,8 +2,11 @@
 
 use crate::agent::planner::write_plan;
 use crate::cli::PlanArgs;
-use crate::commands::generate::load_model;
+use crate::commands::generate::{load_options, prepare_model};
+use crate::decode::{Model, Speculation};
+use crate::llm::LoadOptions;
 use crate::progress::Reporter;
+use crate::store::default_prefix_dir;
 use crate::tools::retrieval::planning_selection;
 use crate::tools::toolbox::build_tools;
 use crate::{Error, Result};
@@ -23,7 +26,14 @@ pub fn run(args: PlanArgs, reporter: &dyn Reporter) -> Result<()> {
         ));
     }
     let tools = selection.as_ref().map_or(&registry, |s| &s.registry);
-    let mut model = load_model(&args.model_args(), reporter)?;
+    let model_args = args.model_args();
+    let (path, device) = prepare_model(&model_args, reporter)?;
+    // The prefix store keeps the planner prompt's opening (instructions and tools) across processes: with the
+    // same tools, a later `tandem plan` computes only its goal.
+    let options =
+        LoadOptions { prefix_store: (!args.no_prefix_store).then(default_prefix_dir), ..load_options(&model_args) };
+    let drafting = Speculation::from_setting(model_args.speculate.drafting());
+    let mut model = Model::load_with(&path, &device, &options, drafting)?;
     reporter.message(&format!("planning with {} …", args.model));
     let outcome = write_plan(&mut model, &args.goal, tools, args.max_tokens)?;
     if args.json {
@@ -46,7 +56,11 @@ pub fn run(args: PlanArgs, reporter: &dyn Reporter) -> Result<()> {
     }
     let t = &outcome.timings;
     reporter.message(&format!(
-        "{} tokens ({} forced by the grammar) in {:.1} s",
+        "prompt {} tokens ({} reused from the prefix cache), prefill {:.1} s; {} tokens ({} forced by the grammar) \
+         in {:.1} s",
+        t.prompt_tokens,
+        t.reused_tokens,
+        t.prefill.as_secs_f64(),
         t.generated_tokens,
         t.forced_tokens,
         outcome.wall.as_secs_f64()

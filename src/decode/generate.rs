@@ -141,10 +141,19 @@ pub struct Generation {
     pub timings: Timings,
 }
 
-/// Runs one generation on `model`, calling `on_text` with each newly completed piece of text.
-pub fn generate(
+/// Runs one generation on `model`, calling `on_text` with each newly completed piece of text. With a prefix
+/// store, a prompt computed for the most part is saved whole (see [`prefix_store::save_after_prefill`]).
+pub fn generate(model: &mut Model, request: GenerateRequest<'_>, on_text: &mut dyn FnMut(&str)) -> Result<Generation> {
+    generate_keeping(model, request, None, on_text)
+}
+
+/// [`generate`], where the prompt's first `stable` tokens are the part other prompts will share (a system
+/// message: instructions and tools, before the goal): with a prefix store, those are what is saved, whenever
+/// most of them had to be computed.
+pub fn generate_keeping(
     model: &mut Model,
     mut request: GenerateRequest<'_>,
+    stable: Option<usize>,
     on_text: &mut dyn FnMut(&str),
 ) -> Result<Generation> {
     if request.prompt.is_empty() {
@@ -183,7 +192,7 @@ pub fn generate(
     drop(_prefill);
     timings.prefill = started.elapsed();
     if let Some(store) = &model.prefix_store {
-        prefix_store::save_after_prefill(store, model.weights.as_ref(), &request.prompt, reused);
+        prefix_store::save_after_prefill(store, model.weights.as_ref(), &request.prompt, reused, stable);
     }
     let decode_started = Instant::now();
     let mut pos = request.prompt.len();

@@ -9,7 +9,7 @@ pub mod model;
 pub mod sampler;
 
 pub use draft::Speculation;
-pub use generate::{generate, GenerateRequest, Generation, StopReason, Timings};
+pub use generate::{generate, generate_keeping, GenerateRequest, Generation, StopReason, Timings};
 pub use model::Model;
 pub use sampler::{Sampler, Sampling};
 

@@ -254,21 +254,38 @@ pub fn restore(
     }
 }
 
-/// After a prompt's prefill: saves its positions when the prompt is long enough and fewer than
-/// [`MIN_SNAPSHOT_TOKENS`] of them were reused, from memory or disk. So each family of prompts (the planner's,
-/// the executor's) is written once, by its first call, and not again for every goal or replan that only changes
-/// its tail. Failures are logged, not returned: the snapshot is an optimisation and the generation goes on.
-pub fn save_after_prefill(store: &PrefixStore, model: &dyn LanguageModel, prompt: &[u32], reused: usize) {
-    if prompt.len() < MIN_SNAPSHOT_TOKENS || reused >= MIN_SNAPSHOT_TOKENS {
-        return;
-    }
-    let saved = model.export_kv(prompt.len()).and_then(|layers| match layers {
-        Some(layers) => store.save(&KvSnapshot { tokens: prompt.to_vec(), layers }).map(Some),
+/// After a prompt's prefill: what to save, and when.
+///
+/// Without `stable` (a prompt of unknown make-up), its positions are saved when the prompt is long enough and
+/// fewer than [`MIN_SNAPSHOT_TOKENS`] of them were reused, from memory or disk. So each family of prompts is
+/// written once, by its first call, and not again for every goal or replan that only changes its tail.
+///
+/// With `stable`, the prompt's first `stable` tokens (the caller's part shared by every prompt of the family,
+/// such as a system message with the tool list) are saved, and only they, whenever at least
+/// [`MIN_SNAPSHOT_TOKENS`] of them had to be computed: the snapshot holds no goal for later prompts to skip past,
+/// and a family whose opening changed (a tool added to the catalogue) gets a snapshot of the new opening even if
+/// the old one still covered its first tools. Failures are logged, not returned: the snapshot is an
+/// optimisation and the generation goes on.
+pub fn save_after_prefill(
+    store: &PrefixStore,
+    model: &dyn LanguageModel,
+    prompt: &[u32],
+    reused: usize,
+    stable: Option<usize>,
+) {
+    let len = match stable {
+        None if prompt.len() < MIN_SNAPSHOT_TOKENS || reused >= MIN_SNAPSHOT_TOKENS => return,
+        None => prompt.len(),
+        Some(stable) if stable.min(prompt.len()) < reused + MIN_SNAPSHOT_TOKENS => return,
+        Some(stable) => stable.min(prompt.len()),
+    };
+    let saved = model.export_kv(len).and_then(|layers| match layers {
+        Some(layers) => store.save(&KvSnapshot { tokens: prompt[..len].to_vec(), layers }).map(Some),
         None => Ok(None),
     });
     match saved {
         Ok(Some(file)) => {
-            tracing::debug!(file = %file.display(), tokens = prompt.len(), "saved a prompt-prefix snapshot")
+            tracing::debug!(file = %file.display(), tokens = len, "saved a prompt-prefix snapshot")
         }
         Ok(None) => {}
         Err(e) => tracing::warn!(error = %e, "could not save a prompt-prefix snapshot"),

@@ -12,6 +12,7 @@ mod batching;
 mod bench_scoring;
 mod bench_suites;
 mod bfcl_categories;
+mod catalogue;
 mod chat_template;
 mod cli_docs;
 mod concurrency;

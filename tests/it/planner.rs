@@ -2,7 +2,8 @@
 //! parsed and validated. Uses the 0.5B model with a short goal to stay quick.
 
 use candle_core::Device;
-use tandem::agent::planner::{system_prompt, write_plan};
+use tandem::agent::planner::{system_prompt_with, write_plan};
+use tandem::agent::tool_lines::ToolListing;
 use tandem::decode::Model;
 use tandem::llm::LoadOptions;
 use tandem::tools::{ToolContext, ToolRegistry, Workspace};
@@ -15,11 +16,11 @@ fn registry(dir: &std::path::Path) -> ToolRegistry {
 fn the_system_prompt_lists_every_tool_and_the_reference_syntax() {
     let dir = tempfile::tempdir().unwrap();
     let registry = registry(dir.path());
-    let prompt = system_prompt(&registry).unwrap();
+    let prompt = system_prompt_with(&registry, ToolListing::Compact).unwrap();
     for name in registry.names() {
-        assert!(prompt.contains(&format!("- {name}:")), "{name} missing from:\n{prompt}");
+        assert!(prompt.contains(&format!("- {name}(")), "{name} missing from:\n{prompt}");
     }
-    assert!(prompt.contains("$s1.result$") && prompt.contains("output fields: "), "{prompt}");
+    assert!(prompt.contains("$s1.result$") && prompt.contains("- calculator(expression: string) -> "), "{prompt}");
 }
 
 #[test]

@@ -5,8 +5,9 @@
 use std::sync::Arc;
 
 use serde_json::{json, Value};
-use tandem::agent::planner::system_prompt;
+use tandem::agent::planner::system_prompt_with;
 use tandem::agent::schema::plan_json_schema;
+use tandem::agent::tool_lines::ToolListing;
 use tandem::agent::{Agent, AutoApprove, EventLog, LazyModels, NoObserver, Plan, RunSettings, RunsDir, StopReason};
 use tandem::progress::SilentReporter;
 use tandem::tools::retrieval::{planning_selection, restrict, select, ToolIndex};
@@ -135,15 +136,15 @@ fn the_planner_prompt_and_grammar_name_only_the_selected_tools() {
     assert_eq!(selection.tools.last().map(String::as_str), Some("llm"), "llm is always kept");
     assert_eq!(selection.registry.names(), ["translate_text", "convert_currency", "llm"], "registration order");
 
-    let prompt = system_prompt(&selection.registry).unwrap();
+    let prompt = system_prompt_with(&selection.registry, ToolListing::Compact).unwrap();
     let schema = plan_json_schema(&selection.registry).to_string();
     for name in registry.names() {
         let shown = selection.tools.iter().any(|t| t == name);
-        assert_eq!(prompt.contains(&format!("- {name}:")), shown, "{name} in the prompt");
+        assert_eq!(prompt.contains(&format!("- {name}(")), shown, "{name} in the prompt");
         assert_eq!(schema.contains(&format!("\"const\":\"{name}\"")), shown, "{name} in the grammar");
     }
     // The full registry's prompt still names them all: only the planning view is restricted.
-    assert!(system_prompt(&registry).unwrap().contains("- play_music:"));
+    assert!(system_prompt_with(&registry, ToolListing::Compact).unwrap().contains("- play_music("));
     assert_eq!(restrict(&registry, &["play_music".into(), "nope".into()]).unwrap().names(), ["play_music"]);
 }
 
