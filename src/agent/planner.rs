@@ -39,7 +39,7 @@ pub struct PlanOutcome {
 /// The step-mode planner's system prompt template.
 const STEP_SYSTEM: &str = include_str!("../../prompts/step_system.j2");
 
-/// The planner's system message for these tools, listed as `TANDEM_TOOL_LISTING` asks (compact by default).
+/// The planner's system message for these tools, listed as `TANDEM_TOOL_LISTING` asks (JSON by default).
 pub fn system_prompt(registry: &ToolRegistry) -> Result<String> {
     system_prompt_with(registry, ToolListing::from_env()?)
 }

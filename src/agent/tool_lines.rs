@@ -1,6 +1,7 @@
-//! Tools as the planner's prompt lists them: by default a compact signature line per tool,
-//! `name(arg: type, opt?: type) -> field, field`, with the description and any argument descriptions on the next
-//! line; or (`TANDEM_TOOL_LISTING=json`) the argument schema as JSON, as the prompt listed tools before.
+//! Tools as the planner's prompt lists them: by default the description and the argument schema as JSON; or
+//! (`TANDEM_TOOL_LISTING=compact`) a compact signature line per tool, `name(arg: type, opt?: type) -> field,
+//! field`, with the description and any argument descriptions on the next line. Compact is opt-in until the task
+//! suites are measured with it on a quiet machine (the prompts' scores in docs/benchmarks.md are the JSON one's).
 //!
 //! The compact form keeps what the planner chooses by: names, types, enum values, which arguments are required
 //! (`?` marks the optional ones), defaults, formats, argument descriptions and output fields. It leaves out what
@@ -17,21 +18,21 @@ use crate::{Error, Result};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ToolListing {
     /// A signature line and a description line per tool.
-    #[default]
     Compact,
     /// The description, then the argument schema's properties as JSON and the output fields' names.
+    #[default]
     Json,
 }
 
 impl ToolListing {
-    /// The environment variable that chooses the listing (`compact` or `json`; unset: compact).
+    /// The environment variable that chooses the listing (`compact` or `json`; unset: json).
     pub const ENV: &'static str = "TANDEM_TOOL_LISTING";
 
     /// The listing `TANDEM_TOOL_LISTING` asks for; an unknown value is an error naming the known ones.
     pub fn from_env() -> Result<Self> {
         match std::env::var(Self::ENV).ok().as_deref().map(str::trim) {
-            None | Some("") | Some("compact") => Ok(Self::Compact),
-            Some("json") => Ok(Self::Json),
+            Some("compact") => Ok(Self::Compact),
+            None | Some("") | Some("json") => Ok(Self::Json),
             Some(other) => {
                 Err(Error::Usage(format!("{}={other} is not a tool listing: use compact or json", Self::ENV)))
             }
