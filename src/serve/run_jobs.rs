@@ -147,8 +147,8 @@ pub enum RunKind {
     Start {
         /// The goal.
         goal: String,
-        /// The settings its first event records.
-        settings: RunSettings,
+        /// The settings its first event records (boxed: the largest part of a job by far).
+        settings: Box<RunSettings>,
         /// Its tools.
         tools: ToolSettings,
         /// Its log.
@@ -189,7 +189,7 @@ pub fn execute_run(models: &mut LazyModels<'_>, job: RunJob, halt: &Arc<AtomicBo
         if handle.stop.load(Ordering::SeqCst) {
             // The server is shutting down: a fresh run gets its first event, so it can be resumed later.
             if let RunKind::Start { goal, settings, mut log, .. } = kind {
-                let _ = log.append(Event::RunStarted { goal, settings, plan: None });
+                let _ = log.append(Event::RunStarted { goal, settings: *settings, plan: None });
             }
             tracing::info!(run = %id, "the server stopped before this run started: it can be resumed");
             return;
@@ -222,7 +222,7 @@ fn run(models: &mut LazyModels<'_>, dir: &std::path::Path, kind: RunKind, handle
                 Ok(built) => built,
                 Err(e) => {
                     // The run's log says why it never started.
-                    log.append(Event::RunStarted { goal, settings, plan: None })?;
+                    log.append(Event::RunStarted { goal, settings: *settings, plan: None })?;
                     log.append(Event::RunFinished {
                         stop: StopReason::Error,
                         detail: format!("the run's tools could not be set up: {e}"),
@@ -232,7 +232,7 @@ fn run(models: &mut LazyModels<'_>, dir: &std::path::Path, kind: RunKind, handle
             };
             let mut approver = HttpApprover { decision: None, stop: handle.stop.clone() };
             let log = log.close_when(handle.stop.clone());
-            let agent = Agent::start(&goal, settings, log, &registry, &context, models, &mut approver, &NoObserver)?;
+            let agent = Agent::start(&goal, *settings, log, &registry, &context, models, &mut approver, &NoObserver)?;
             agent.run(None)?;
         }
         RunKind::Resume { decision, rerun_in_doubt } => {

@@ -126,8 +126,13 @@ fn start(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<String
         .active
         .register(&id, Some((goal.clone(), settings.clone())))
         .ok_or_else(|| ApiError::internal(format!("the fresh run id {id} is taken")))?;
-    let job =
-        RunJob { id: id.clone(), dir: dir.clone(), kind: RunKind::Start { goal, settings, tools, log }, handle, guard };
+    let job = RunJob {
+        id: id.clone(),
+        dir: dir.clone(),
+        kind: RunKind::Start { goal, settings: Box::new(settings), tools, log },
+        handle,
+        guard,
+    };
     if let Err(e) = state.engine.submit(Work::Run(job)) {
         // Never queued: no log is left behind.
         let _ = std::fs::remove_dir_all(&dir);

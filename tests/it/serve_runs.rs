@@ -3,6 +3,7 @@
 //! server; plan approval (approve with an edited plan, reject, bad edits naming their field), cancel, the list,
 //! named tool sets, and the 404/409 answers.
 
+use std::io::BufRead;
 use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -10,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::common::real_model;
-use crate::serve::{call, run_events, stream_at, Server, KEY, MODEL};
+use crate::serve::{agent, call, run_events, Server, KEY, MODEL};
 
 fn post(server: &Server, path: &str, body: Value) -> (u16, Value) {
     call("POST", &server.url(path), Some(KEY), Some(&body.to_string()))
@@ -56,17 +57,23 @@ fn terminate(server: &mut Server) -> ExitStatus {
 #[test]
 fn sigterm_stops_the_server_gracefully_and_the_interrupted_run_resumes_after_a_restart() {
     real_model(MODEL);
-    // A signal while the models load: a clean exit too.
+    // A signal while the models load (once the server says it is loading them): a clean exit too.
     let mut early = Command::new(env!("CARGO_BIN_EXE_tandem"))
         .args(["serve", "--port", "0", "--planner", MODEL, "--executor", MODEL, "--no-prefix-store"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    let mut said = String::new();
+    // Kept open until the process is gone: it still writes to stderr.
+    let mut stderr = std::io::BufReader::new(early.stderr.take().unwrap());
+    std::io::BufRead::read_line(&mut stderr, &mut said).unwrap();
+    assert!(said.contains("loading"), "{said}");
     Command::new("kill").args(["-TERM", &early.id().to_string()]).status().unwrap();
-    assert_eq!(early.wait().unwrap().code(), Some(0), "SIGTERM during start-up");
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    assert_eq!(early.wait().unwrap().code(), Some(0), "SIGTERM during start-up: {said}{rest}");
 
     let scratch = tempfile::tempdir().unwrap();
     let (runs, workspace) = (scratch.path().join("runs"), scratch.path().join("ws"));
@@ -90,20 +97,26 @@ fn sigterm_stops_the_server_gracefully_and_the_interrupted_run_resumes_after_a_r
         assert!(began.elapsed() < Duration::from_secs(60), "the run did not start:\n{}", server.log.lock().unwrap());
         std::thread::sleep(Duration::from_millis(20));
     }
+    // A streamed chat on the other slot, in flight (its first chunk read) when the signal comes.
+    let (first_chunk, chunk_seen) = std::sync::mpsc::channel();
     let chat = {
         let body = json!({"model": MODEL, "max_tokens": 48, "temperature": 0, "stream": true,
             "messages": [{"role": "user", "content": "Count from 1 to 30, separated by commas."}]});
         let url = server.url("/v1/chat/completions");
-        std::thread::spawn(move || stream_at(&url, &body))
+        std::thread::spawn(move || {
+            let response = agent().post(&url).send_string(&body.to_string()).expect("the chat request");
+            let mut lines = std::io::BufReader::new(response.into_reader()).lines().map_while(Result::ok);
+            let mut chunks = Vec::new();
+            for line in lines.by_ref() {
+                if let Some(data) = line.strip_prefix("data: ") {
+                    chunks.push(data.to_string());
+                    let _ = first_chunk.send(());
+                }
+            }
+            chunks
+        })
     };
-    let began = Instant::now();
-    loop {
-        let (_, health) = call("GET", &server.url("/health"), None, None);
-        if health["running"] == 2 || began.elapsed() > Duration::from_secs(30) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    chunk_seen.recv_timeout(Duration::from_secs(180)).expect("the chat's first chunk");
     let status = terminate(&mut server);
     let log = server.log.lock().unwrap().clone();
     assert_eq!(status.code(), Some(0), "SIGTERM must stop the server cleanly:\n{log}");
