@@ -104,7 +104,11 @@ fn sigterm_stops_the_server_gracefully_and_the_interrupted_run_resumes_after_a_r
             "messages": [{"role": "user", "content": "Count from 1 to 30, separated by commas."}]});
         let url = server.url("/v1/chat/completions");
         std::thread::spawn(move || {
-            let response = agent().post(&url).send_string(&body.to_string()).expect("the chat request");
+            let response = agent()
+                .post(&url)
+                .set("Authorization", &format!("Bearer {KEY}"))
+                .send_string(&body.to_string())
+                .expect("the chat request");
             let mut lines = std::io::BufReader::new(response.into_reader()).lines().map_while(Result::ok);
             let mut chunks = Vec::new();
             for line in lines.by_ref() {
