@@ -87,6 +87,9 @@ fn sigterm_stops_the_server_gracefully_and_the_interrupted_run_resumes_after_a_r
         KEY,
         "--parallel",
         "2",
+        // Long enough for the chat in flight to finish on a loaded machine (the default 10 s then halts it).
+        "--shutdown-grace",
+        "300",
     ];
     let mut server = Server::start(&flags);
     let goal = "What is 12*4+5, and what is that times 3?";
