@@ -45,6 +45,10 @@ pub enum Error {
     /// a step.
     #[error("{0}")]
     Agent(String),
+    /// A run was stopped at a safe point before its end (the server is shutting down, the run waits for a
+    /// decision, or it was cancelled): its log ends at the last whole event, and it can be resumed from there.
+    #[error("{0}")]
+    Interrupted(String),
     /// A benchmark's data, records or peer program are missing, unreadable or failed.
     #[error("{0}")]
     Bench(String),

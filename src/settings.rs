@@ -473,6 +473,12 @@ pub struct ServeSettings {
     pub parallel: usize,
     /// Most new tokens of one completion (also the default when a request gives none).
     pub max_tokens: usize,
+    /// User tool files an agent run may name (`"tools": NAME`), by name; a request never gives a path.
+    pub tool_sets: Vec<(String, PathBuf)>,
+    /// MCP server files an agent run may name (`"mcp": NAME`), by name.
+    pub mcp_sets: Vec<(String, PathBuf)>,
+    /// After Ctrl-C or SIGTERM, how long generations in flight may run on before they are halted, in seconds.
+    pub shutdown_grace_s: u64,
 }
 
 impl ServeSettings {
@@ -486,6 +492,8 @@ impl ServeSettings {
     pub const PARALLEL: usize = 4;
     /// Default of [`ServeSettings::max_tokens`].
     pub const MAX_TOKENS: usize = 1024;
+    /// Default of [`ServeSettings::shutdown_grace_s`].
+    pub const SHUTDOWN_GRACE_S: u64 = 10;
 }
 
 impl Default for ServeSettings {
@@ -502,6 +510,9 @@ impl Default for ServeSettings {
             queue: Self::QUEUE,
             parallel: Self::PARALLEL,
             max_tokens: Self::MAX_TOKENS,
+            tool_sets: Vec::new(),
+            mcp_sets: Vec::new(),
+            shutdown_grace_s: Self::SHUTDOWN_GRACE_S,
         }
     }
 }

@@ -4,6 +4,8 @@
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -145,6 +147,8 @@ pub enum StopReason {
     Rejected,
     /// An error the run could not recover from.
     Error,
+    /// Someone stopped it from outside (`POST /v1/runs/{id}/cancel`).
+    Cancelled,
 }
 
 impl std::fmt::Display for StopReason {
@@ -154,6 +158,7 @@ impl std::fmt::Display for StopReason {
             StopReason::Budget => "budget",
             StopReason::Rejected => "rejected",
             StopReason::Error => "error",
+            StopReason::Cancelled => "cancelled",
         })
     }
 }
@@ -359,6 +364,8 @@ pub struct EventLog {
     path: PathBuf,
     file: File,
     next_seq: u64,
+    /// Once set, the log takes no more events but a finished step's result (see [`EventLog::close_when`]).
+    closed: Option<Arc<AtomicBool>>,
 }
 
 impl EventLog {
@@ -373,7 +380,7 @@ impl EventLog {
             .append(true)
             .open(&path)
             .map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
-        Ok(Self { path, file, next_seq: 0 })
+        Ok(Self { path, file, next_seq: 0, closed: None })
     }
 
     /// Opens an existing log to append to it (resume), continuing its sequence numbers.
@@ -385,7 +392,7 @@ impl EventLog {
             .open(&path)
             .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
         let next_seq = contents.records.last().map_or(0, |r| r.seq + 1);
-        let mut log = Self { path, file, next_seq };
+        let mut log = Self { path, file, next_seq, closed: None };
         if contents.torn_tail {
             // A crash mid-write left a partial line: end it so the next event starts on a line of its own.
             log.file.write_all(b"\n").map_err(|e| Error::io(format!("writing {}", log.path.display()), e))?;
@@ -393,8 +400,26 @@ impl EventLog {
         Ok((log, contents))
     }
 
+    /// Makes the log refuse events once `flag` is set, with [`Error::Interrupted`]: the run then stops at its
+    /// next event, and since everything it did before is logged, it resumes from there. Two events are still
+    /// taken: a step's successful result (the work is done, and logging it keeps a resume from calling the tool
+    /// again) and the run's first event (which does nothing, and without which there is nothing to resume). A
+    /// server sets the flag to stop a run at a safe point (shutdown, a pause for approval, a cancel).
+    pub fn close_when(mut self, flag: Arc<AtomicBool>) -> Self {
+        self.closed = Some(flag);
+        self
+    }
+
     /// Appends one event and flushes it to disk before returning.
     pub fn append(&mut self, event: Event) -> Result<Record> {
+        let closed = self.closed.as_ref().is_some_and(|flag| flag.load(Ordering::SeqCst));
+        if closed && !matches!(&event, Event::StepFinished { output: Some(_), .. } | Event::RunStarted { .. }) {
+            return Err(Error::Interrupted(format!(
+                "the run was stopped before logging its next event; {} ends at the last whole event and the run \
+                 can be resumed",
+                self.path.display()
+            )));
+        }
         let record = Record { seq: self.next_seq, at_ms: now_ms(), event };
         let mut line = serde_json::to_vec(&record).map_err(Error::encode("a log event"))?;
         line.push(b'\n');

@@ -26,7 +26,9 @@ pub mod validate;
 pub use events::{Event, EventLog, PlanOrigin, Record, RunSettings, StopReason};
 pub use issues::{IssueKind, PlanError, PlanIssue};
 pub use models::{LazyModels, ModelSource, SharedModels};
-pub use orchestrator::{Agent, Approval, Approver, AutoApprove, Mode, NoObserver, Observer, PlanDecision, RunOutcome};
+pub use orchestrator::{
+    in_doubt_steps, Agent, Approval, Approver, AutoApprove, Mode, NoObserver, Observer, PlanDecision, RunOutcome,
+};
 pub use plan::{refs_in, resolve_args, Plan, Step};
 pub use refs::{coerce_to_schema, parse_reference, Reference};
 pub use runs::{default_runs_dir, RunState, RunsDir};

@@ -116,6 +116,9 @@ pub struct RunState {
     pub plan: Option<Plan>,
     /// Whether the newest plan was approved by the user or `--yes`.
     pub plan_approved: bool,
+    /// Whether the newest plan was written without validation problems (an invalid one is replanned, not shown
+    /// for approval).
+    pub plan_valid: bool,
     /// Outputs of the newest plan's finished steps.
     pub outputs: HashMap<String, Value>,
     /// Tool calls of the newest plan logged without a result yet, by step: `(tool, arguments)`. After a crash
@@ -205,7 +208,7 @@ impl RunState {
                 self.plan_approved = settings.approve != Approval::Plan;
                 self.settings = Some(settings.clone());
             }
-            Event::PlanWritten { plan, usage, origin, .. } => {
+            Event::PlanWritten { plan, usage, origin, issues, .. } => {
                 // Step mode grows one plan a step at a time: its outputs stay valid.
                 if *origin != PlanOrigin::NextStep {
                     self.outputs.clear();
@@ -213,6 +216,7 @@ impl RunState {
                     self.plan_approved = self.settings.as_ref().is_none_or(|s| s.approve != Approval::Plan);
                 }
                 self.plan = Some(plan.clone());
+                self.plan_valid = issues.is_empty();
                 if let Some(usage) = usage {
                     self.planner.add(usage);
                 }
@@ -254,6 +258,17 @@ impl RunState {
         }
     }
 
+    /// The plan version a run waits on a decision for: it asks for plan approval, has not finished, and its
+    /// newest plan is valid and neither approved nor rejected (a run stopped there resumes by asking for it).
+    pub fn awaiting_approval(&self) -> Option<u32> {
+        let asks = self
+            .settings
+            .as_ref()
+            .is_some_and(|s| s.approve == Approval::Plan && s.mode == crate::settings::Mode::PlanAhead);
+        (asks && self.finished.is_none() && self.plan.is_some() && self.plan_valid && !self.plan_approved)
+            .then(|| self.version())
+    }
+
     /// Generated tokens so far, planner and executor together.
     pub fn tokens_out(&self) -> usize {
         self.planner.tokens_out + self.executor.tokens_out
@@ -271,6 +286,22 @@ impl RunState {
             None => "interrupted".into(),
         }
     }
+}
+
+/// Locks a run's directory (its `lock` file) for as long as the file is held, so that two processes, or a server
+/// and `tandem resume`, cannot run the same run at once.
+pub fn lock_run(dir: &Path) -> Result<std::fs::File> {
+    use fs2::FileExt;
+    let path = dir.join("lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+    file.try_lock_exclusive()
+        .map_err(|_| Error::Run(format!("run {} is being run by another process", dir.display())))?;
+    Ok(file)
 }
 
 /// Reads a run's log.

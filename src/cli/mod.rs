@@ -169,8 +169,32 @@ pub struct ServeArgs {
     /// Tools of agent runs (`POST /v1/runs`), with the same policy as `tandem run`.
     #[command(flatten)]
     pub tools: ToolArgs,
+    /// A user tool file (TOML, as --tools) that an agent run may ask for by NAME (`"tools": "NAME"`); repeat the
+    /// flag for more. Requests name a set, never a path.
+    #[arg(long, value_name = "NAME=FILE", value_parser = named_file)]
+    pub tool_set: Vec<(String, PathBuf)>,
+    /// An MCP servers file (as --mcp) that an agent run may ask for by NAME (`"mcp": "NAME"`); repeat for more.
+    #[arg(long, value_name = "NAME=FILE", value_parser = named_file)]
+    pub mcp_set: Vec<(String, PathBuf)>,
+    /// After Ctrl-C or SIGTERM, how long chat generations in flight may go on before they are cut off (agent runs
+    /// stop at their next event at once and can be resumed).
+    #[arg(long, value_name = "SECONDS", default_value_t = ServeSettings::SHUTDOWN_GRACE_S)]
+    pub shutdown_grace: u64,
     #[command(flatten)]
     pub runs: RunsDirArg,
+}
+
+/// `NAME=FILE`, NAME of letters, digits, `_` and `-`.
+fn named_file(text: &str) -> std::result::Result<(String, PathBuf), String> {
+    let (name, file) = text.split_once('=').ok_or_else(|| format!("expected NAME=FILE, got {text:?}"))?;
+    let plain = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if !plain {
+        return Err(format!("the name {name:?} must be letters, digits, '_' or '-'"));
+    }
+    if file.is_empty() {
+        return Err(format!("no file after {name}="));
+    }
+    Ok((name.to_string(), PathBuf::from(file)))
 }
 
 impl ServeArgs {
@@ -193,6 +217,9 @@ impl ServeArgs {
             queue: self.queue,
             parallel: usize::from(self.parallel),
             max_tokens: self.max_tokens,
+            tool_sets: self.tool_set.clone(),
+            mcp_sets: self.mcp_set.clone(),
+            shutdown_grace_s: self.shutdown_grace,
         }
     }
 }

@@ -5,6 +5,7 @@ use std::io::IsTerminal;
 use std::path::Path;
 
 use crate::agent::events::EventLog;
+use crate::agent::runs::lock_run;
 use crate::agent::setup::{open_runs_dir, run_settings, runner_models};
 use crate::agent::summary::run_summary;
 use crate::agent::{Agent, Approval, Approver, AutoApprove, Plan, RunOutcome, StopReason};
@@ -120,21 +121,6 @@ fn approver_for(yes: bool, dir: &Path) -> Box<dyn Approver> {
     } else {
         Box::new(TerminalApprover { edit_file: dir.join("plan-edit.json") })
     }
-}
-
-/// Holds the run's lock file so two `resume`s cannot run the same run at once.
-fn lock_run(dir: &Path) -> Result<std::fs::File> {
-    use fs2::FileExt;
-    let path = dir.join("lock");
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
-    file.try_lock_exclusive()
-        .map_err(|_| Error::Run(format!("run {} is being run by another process", dir.display())))?;
-    Ok(file)
 }
 
 /// Prints the outcome: the answer last on stdout (or one JSON object, whose `stop` says why it ended); a run that

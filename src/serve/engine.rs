@@ -14,7 +14,7 @@ use super::grammar::{self, ToolCall};
 use super::halt::make_haltable;
 use super::output::{OutputSplitter, Piece};
 use super::request::{ChatRequest, ToolChoice};
-use super::runs::{execute_run, RunJob};
+use super::run_jobs::{execute_run, RunJob};
 use crate::agent::{LazyModels, ModelSource};
 use crate::decode::constraint::ConstraintError;
 use crate::decode::generate::TokenConstraint;
@@ -96,6 +96,26 @@ pub struct Engine {
     queue: usize,
     /// Shared with the slots.
     pub counters: Arc<Counters>,
+    /// Set at shutdown: the slots start no more work.
+    closing: Arc<AtomicBool>,
+    cutter: Cutter,
+}
+
+/// Halts every slot's generation in flight (the end of a shutdown's grace period).
+#[derive(Clone)]
+pub struct Cutter {
+    halts: Vec<Arc<AtomicBool>>,
+    cut: Arc<AtomicBool>,
+}
+
+impl Cutter {
+    /// Halts the generations in flight now, and every one after.
+    pub fn cut_off(&self) {
+        self.cut.store(true, Ordering::SeqCst);
+        for halt in &self.halts {
+            halt.store(true, Ordering::SeqCst);
+        }
+    }
 }
 
 impl Engine {
@@ -109,11 +129,28 @@ impl Engine {
         let (jobs, inbox) = mpsc::sync_channel(queue);
         let inbox = Arc::new(Mutex::new(inbox));
         let counters = Arc::new(Counters::default());
+        let closing = Arc::new(AtomicBool::new(false));
+        let cut = Arc::new(AtomicBool::new(false));
+        let mut halts = Vec::new();
         for models in sources {
+            let halt = Arc::new(AtomicBool::new(false));
+            halts.push(halt.clone());
+            let flags = SlotFlags { halt, closing: closing.clone(), cut: cut.clone() };
             let (inbox, counters) = (inbox.clone(), counters.clone());
-            scope.spawn(move || slot(models, &inbox, &counters));
+            scope.spawn(move || slot(models, &inbox, &counters, &flags));
         }
-        Engine { jobs, queue, counters }
+        Engine { jobs, queue, counters, closing, cutter: Cutter { halts, cut } }
+    }
+
+    /// Starts no more work: chat requests still queued are answered 503; runs still queued are left for a resume
+    /// (their handles are interrupted by the caller).
+    pub fn close(&self) {
+        self.closing.store(true, Ordering::SeqCst);
+    }
+
+    /// What halts the generations in flight.
+    pub fn cutter(&self) -> Cutter {
+        self.cutter.clone()
     }
 
     /// Queues a job; refused with 503 when the queue is full.
@@ -133,9 +170,16 @@ impl Engine {
     }
 }
 
+/// A slot's flags: its own halt, and the engine's closing and cut-off.
+struct SlotFlags {
+    halt: Arc<AtomicBool>,
+    closing: Arc<AtomicBool>,
+    cut: Arc<AtomicBool>,
+}
+
 /// One slot: takes jobs until the engine is dropped.
-fn slot(mut models: LazyModels<'_>, inbox: &Mutex<Receiver<Work>>, counters: &Counters) {
-    let halt = Arc::new(AtomicBool::new(false));
+fn slot(mut models: LazyModels<'_>, inbox: &Mutex<Receiver<Work>>, counters: &Counters, flags: &SlotFlags) {
+    let halt = flags.halt.clone();
     // The models are loaded before the server listens; planner and executor may be one model, wrapped once.
     let same = same_model(&mut models);
     if let Ok(model) = models.planner() {
@@ -153,8 +197,8 @@ fn slot(mut models: LazyModels<'_>, inbox: &Mutex<Receiver<Work>>, counters: &Co
             Ok(Work::Run(run)) => {
                 counters.queued.fetch_sub(1, Ordering::Relaxed);
                 counters.running.fetch_add(1, Ordering::Relaxed);
-                halt.store(false, Ordering::Relaxed);
-                execute_run(&mut models, run);
+                halt.store(flags.cut.load(Ordering::SeqCst), Ordering::SeqCst);
+                execute_run(&mut models, run, &halt);
                 counters.running.fetch_sub(1, Ordering::Relaxed);
                 counters.completed.fetch_add(1, Ordering::Relaxed);
                 continue;
@@ -166,8 +210,13 @@ fn slot(mut models: LazyModels<'_>, inbox: &Mutex<Receiver<Work>>, counters: &Co
             counters.cancelled.fetch_add(1, Ordering::Relaxed);
             continue;
         }
+        if flags.closing.load(Ordering::SeqCst) {
+            let _ = job.events.send(JobEvent::Done(Err(ApiError::shutting_down())));
+            continue;
+        }
         counters.running.fetch_add(1, Ordering::Relaxed);
-        halt.store(false, Ordering::Relaxed);
+        // Once the grace period is over every generation is halted, this one too.
+        halt.store(flags.cut.load(Ordering::SeqCst), Ordering::SeqCst);
         let outcome = match model_for(&mut models, job.role) {
             Ok(model) => run_job(model, &job, &halt),
             Err(e) => Some(Err(ApiError::internal(format!("the model could not be loaded: {e}")))),

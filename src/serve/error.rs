@@ -45,6 +45,22 @@ impl ApiError {
         Self { status: StatusCode::NOT_FOUND, message: message.into(), param: None, code: Some(code) }
     }
 
+    /// 409: the request does not fit the state of what it names (approving a run that is not waiting, resuming
+    /// one that is running); the message says what state it is in and what would work.
+    pub fn conflict(message: impl Into<String>, code: &'static str) -> Self {
+        Self { status: StatusCode::CONFLICT, message: message.into(), param: None, code: Some(code) }
+    }
+
+    /// 503: the server is shutting down and takes no new work.
+    pub fn shutting_down() -> Self {
+        Self {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            message: "the server is shutting down; retry once it is back".into(),
+            param: None,
+            code: Some("server_shutting_down"),
+        }
+    }
+
     /// 503: every generation slot is busy and the queue is full.
     pub fn queue_full(queue: usize) -> Self {
         Self {

@@ -2,8 +2,10 @@
 //!
 //! Handlers check requests (`request`), build the answer's grammar (`grammar`: tool calls and `json_schema`
 //! answers can only come out valid) and queue jobs for the generation slots (`engine`), whose generations share
-//! each model's forward passes; answers go back whole or streamed (`chat`, `output`). Errors are OpenAI's error
-//! objects (`error`). Binds 127.0.0.1 unless told otherwise; `--api-key` guards every `/v1` route.
+//! each model's forward passes; answers go back whole or streamed (`chat`, `output`). Agent runs are created,
+//! listed and streamed in `runs`, decided on, resumed and cancelled in `run_control`, executed in `run_jobs` with
+//! the tools `tool_sets` allows. Errors are OpenAI's error objects (`error`). Ctrl-C and SIGTERM stop it gracefully
+//! (`shutdown`). Binds 127.0.0.1 unless told otherwise; `--api-key` guards every `/v1` route.
 
 mod chat;
 mod engine;
@@ -12,12 +14,16 @@ mod grammar;
 mod halt;
 mod output;
 mod request;
+mod run_control;
+mod run_jobs;
 mod runs;
+mod shutdown;
+mod tool_sets;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::header::AUTHORIZATION;
@@ -46,13 +52,15 @@ struct AppState {
     max_tokens: usize,
     max_body_bytes: usize,
     created: u64,
-    /// What agent runs plan with: the served models, the server's tool policy, default budgets.
+    /// What agent runs plan with: the served models and default budgets.
     agent: AgentSettings,
+    /// The tools runs may have: the server's policy and its named tool files and MCP configs.
+    tool_sets: tool_sets::ToolSets,
     /// Where agent runs are logged.
     runs: RunsDir,
     /// Agent runs queued or running here.
-    active: runs::ActiveRuns,
-    /// Set once the server stops listening: queued runs are then left unstarted instead of holding up the exit.
+    active: run_jobs::ActiveRuns,
+    /// Set once a signal stops the server: no new runs, and runs stop at their next event.
     stopping: Arc<AtomicBool>,
 }
 
@@ -74,7 +82,27 @@ impl AppState {
     fn model_ids(&self) -> Vec<String> {
         self.models.iter().map(|(id, _)| id.clone()).collect()
     }
+
+    /// The graceful stop: no new work; runs stop at their next event (resumable), queued ones are left for a
+    /// resume; generations in flight are halted after `grace`, and the process exits whatever is left after
+    /// that and a little more (a hung tool must not hold the stop forever).
+    fn begin_shutdown(&self, grace: Duration) {
+        self.stopping.store(true, Ordering::SeqCst);
+        self.active.interrupt_all();
+        self.engine.close();
+        let cut = self.engine.cutter();
+        std::thread::spawn(move || {
+            std::thread::sleep(grace);
+            cut.cut_off();
+            std::thread::sleep(FORCED_EXIT_AFTER_CUT);
+            eprintln!("tandem serve: work still running {FORCED_EXIT_AFTER_CUT:?} after the grace period: exiting now");
+            std::process::exit(0);
+        });
+    }
 }
+
+/// How long after generations are cut off the process waits before it exits regardless.
+const FORCED_EXIT_AFTER_CUT: Duration = Duration::from_secs(20);
 
 /// The id a model is served under: its manifest id, or a file's name without `.gguf`.
 fn served_id(model: &str) -> String {
@@ -93,7 +121,15 @@ pub fn serve(settings: &ServeSettings, reporter: &dyn Reporter, on_ready: &dyn F
         return Err(Error::Usage("--parallel must be at least 1".into()));
     }
     // The tool policy is checked before anything loads (a bad --tools file or MCP config fails here, not per run).
-    drop(crate::tools::toolbox::build_tools(&settings.tools)?);
+    let tool_sets = tool_sets::ToolSets::new(settings.tools.clone(), &settings.tool_sets, &settings.mcp_sets)?;
+    // The runtime, and with it the signal handlers, come first: a signal while the models load stops cleanly.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .thread_name("tandem-http")
+        .build()
+        .map_err(|e| Error::io("starting the HTTP runtime", e))?;
+    let signals = shutdown::Signals::install(&runtime)?;
     crate::llm::device::set_threads(settings.runner.compute.threads);
     let options = LoadOptions {
         prefix_store: settings.runner.prefix_store.then(crate::store::default_prefix_dir),
@@ -115,12 +151,6 @@ pub fn serve(settings: &ServeSettings, reporter: &dyn Reporter, on_ready: &dyn F
     if settings.executor != settings.planner {
         served.push((served_id(&settings.executor), Role::Executor));
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .thread_name("tandem-http")
-        .build()
-        .map_err(|e| Error::io("starting the HTTP runtime", e))?;
     let address = format!("{}:{}", settings.host, settings.port);
     let listener = runtime
         .block_on(tokio::net::TcpListener::bind(&address))
@@ -140,18 +170,25 @@ pub fn serve(settings: &ServeSettings, reporter: &dyn Reporter, on_ready: &dyn F
                 tools: settings.tools.clone(),
                 ..AgentSettings::default()
             },
+            tool_sets,
             runs: open_runs_dir(settings.runner.runs_dir.as_ref()),
-            active: runs::ActiveRuns::default(),
+            active: run_jobs::ActiveRuns::default(),
             stopping: Arc::new(AtomicBool::new(false)),
         });
-        let stopping = state.stopping.clone();
-        let app = router(state, settings.max_body_bytes);
+        let app = router(state.clone(), settings.max_body_bytes);
+        let grace = Duration::from_secs(settings.shutdown_grace_s);
+        signals.listening();
         on_ready(bound);
-        let served =
-            runtime.block_on(async move { axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await });
-        stopping.store(true, Ordering::Relaxed);
-        // The runtime's tasks hold the last references to the engine: dropping them ends the slots.
-        drop(runtime);
+        let served = runtime.block_on(async move {
+            let stop = async move {
+                signals.received().await;
+                state.begin_shutdown(grace);
+            };
+            axum::serve(listener, app).with_graceful_shutdown(stop).await
+        });
+        // The runtime's tasks hold the last references to the engine: ending them ends the slots, which first
+        // leave the runs still queued resumable and answer the chat requests still queued.
+        runtime.shutdown_timeout(Duration::from_secs(2));
         served.map_err(|e| Error::io("serving HTTP", e))
     })
 }
@@ -160,9 +197,13 @@ fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
     let v1 = Router::new()
         .route("/v1/models", get(list_models))
         .route("/v1/chat/completions", post(chat::completions))
-        .route("/v1/runs", post(runs::create))
+        .route("/v1/runs", post(runs::create).get(runs::list))
         .route("/v1/runs/{id}", get(runs::show))
         .route("/v1/runs/{id}/events", get(runs::events))
+        .route("/v1/runs/{id}/approve", post(run_control::approve))
+        .route("/v1/runs/{id}/reject", post(run_control::reject))
+        .route("/v1/runs/{id}/resume", post(run_control::resume))
+        .route("/v1/runs/{id}/cancel", post(run_control::cancel))
         .route_layer(middleware::from_fn_with_state(state.clone(), authorize));
     Router::new()
         .route("/health", get(health))
@@ -170,27 +211,6 @@ fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .with_state(state)
-}
-
-async fn shutdown_signal() {
-    let interrupt = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = interrupt => {},
-        () = terminate => {},
-    }
 }
 
 /// Requires `Authorization: Bearer <key>` when the server has a key.

@@ -1,20 +1,17 @@
-//! Agent runs over HTTP: `POST /v1/runs` starts one on a generation slot, `GET /v1/runs/{id}` is its summary,
-//! `GET /v1/runs/{id}/events` streams its `events.jsonl` as server-sent events until `run_finished`.
-//!
-//! A run is logged in the runs directory exactly as `tandem run` logs it, so it outlives the server: its summary
-//! and events are read back from the log, and `tandem resume` continues one the server left unfinished.
-//! Approval is `none` over HTTP for now (no one to ask).
+//! Agent runs over HTTP: `POST /v1/runs` queues one for a generation slot, `GET /v1/runs` lists them,
+//! `GET /v1/runs/{id}` shows one, `GET /v1/runs/{id}/events` streams its log. Each run is logged in the runs
+//! directory exactly as `tandem run` logs it, so it outlives the server: its summary and events are read back from
+//! the log, and a run the server left unfinished is resumed (`run_control`) or continued with `tandem resume`.
 
-use std::collections::HashSet;
 use std::convert::Infallible;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path as UrlPath, State};
+use axum::extract::{Path as UrlPath, Query, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event as SseEvent, Sse};
 use axum::response::{IntoResponse, Response};
@@ -25,64 +22,31 @@ use tokio_stream::wrappers::ReceiverStream;
 use super::chat::json_body;
 use super::engine::Work;
 use super::error::ApiError;
+use super::run_jobs::{Phase, RunHandle, RunJob, RunKind};
+use super::tool_sets::ToolSets;
 use super::AppState;
+use crate::agent::runs::load_run;
 use crate::agent::setup::run_settings;
 use crate::agent::summary::run_summary;
-use crate::agent::{Agent, AutoApprove, EventLog, LazyModels, NoObserver};
-use crate::settings::{AgentSettings, Approval};
+use crate::agent::{EventLog, RunState, StopReason};
+use crate::settings::{AgentSettings, Approval, ToolSettings};
 use crate::tools::toolbox;
 
 /// How often an events stream looks for new lines in the log.
 const POLL: Duration = Duration::from_millis(200);
 
-/// The ids of the runs this server has queued or is running.
-pub type ActiveRuns = Arc<Mutex<HashSet<String>>>;
+/// Most runs one `GET /v1/runs` lists.
+const MAX_LIST: usize = 100;
 
-/// One agent run for a slot.
-pub struct RunJob {
-    goal: String,
-    agent: AgentSettings,
-    log: EventLog,
-    active: ActiveGuard,
-    stopping: Arc<AtomicBool>,
-}
-
-/// Keeps a run's id in the active set until the run is over (or dropped unrun).
-struct ActiveGuard {
-    id: String,
-    active: ActiveRuns,
-}
-
-impl Drop for ActiveGuard {
-    fn drop(&mut self) {
-        self.active.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.id);
-    }
-}
-
-/// Runs an agent run on a slot's models: the tools are built per run (MCP servers live as long as the run), the
-/// log ends with `run_finished` even when the run fails.
-pub fn execute_run(models: &mut LazyModels<'_>, job: RunJob) {
-    let RunJob { goal, agent, log, active, stopping } = job;
-    if stopping.load(Ordering::Relaxed) {
-        tracing::warn!(run = %active.id, "the server stopped before this run started: it was not run");
-        return;
-    }
-    let outcome = (|| -> crate::Result<()> {
-        let (context, registry) = toolbox::build_tools(&agent.tools)?;
-        let settings = run_settings(&agent, &context, Approval::None);
-        let mut approver = AutoApprove;
-        let run = Agent::start(&goal, settings, log, &registry, &context, models, &mut approver, &NoObserver)?;
-        run.run(None)?;
-        Ok(())
-    })();
-    if let Err(e) = outcome {
-        tracing::warn!(run = %active.id, error = %e, "an HTTP agent run failed before its log was closed");
-    }
-}
-
-/// What a `POST /v1/runs` body asks for.
-fn parse(value: &Value, agent: &mut AgentSettings) -> Result<String, ApiError> {
+/// What a `POST /v1/runs` body asks for: the goal, its approval and its tools; budgets go into `agent`.
+fn parse(
+    value: &Value,
+    agent: &mut AgentSettings,
+    sets: &ToolSets,
+) -> Result<(String, Approval, ToolSettings), ApiError> {
     let object = value.as_object().ok_or_else(|| ApiError::bad_request("the body must be a JSON object", None))?;
+    let mut approve = Approval::None;
+    let (mut tools, mut mcp) = (None, None);
     for (key, field) in object {
         match key.as_str() {
             "goal" => {}
@@ -90,36 +54,51 @@ fn parse(value: &Value, agent: &mut AgentSettings) -> Result<String, ApiError> {
             "max_steps" => agent.budgets.max_steps = count(field, key)? as usize,
             "max_seconds" => agent.budgets.max_seconds = count(field, key)?,
             "max_tokens" => agent.budgets.max_tokens = count(field, key)? as usize,
-            "approve" => match field.as_str() {
-                Some("none") => {}
-                _ => {
-                    return Err(ApiError::invalid(
-                        "approve",
-                        "only \"none\" over HTTP: runs are not paused for approval by this server",
-                    ))
+            "approve" => {
+                approve = match field.as_str() {
+                    Some("none") => Approval::None,
+                    Some("plan") => Approval::Plan,
+                    _ => {
+                        return Err(ApiError::invalid(
+                            "approve",
+                            "approve is \"none\" or \"plan\" (the run pauses at its plan until POST \
+                             /v1/runs/{id}/approve or reject); per-step approval is not offered over HTTP",
+                        ))
+                    }
                 }
-            },
+            }
+            "tools" => tools = Some(name(field, key)?),
+            "mcp" => mcp = Some(name(field, key)?),
             other => {
                 return Err(ApiError::invalid(
                     other,
                     format!(
                         "unknown field {other:?}; a run takes goal, max_replans, max_steps, max_seconds, max_tokens, \
-                         approve"
+                         approve, tools, mcp"
                     ),
                 ))
             }
         }
     }
-    match object.get("goal") {
-        Some(Value::String(goal)) if !goal.trim().is_empty() => Ok(goal.clone()),
-        Some(Value::String(_)) => Err(ApiError::invalid("goal", "the goal is empty")),
-        Some(_) => Err(ApiError::invalid("goal", "the goal must be a string")),
-        None => Err(ApiError::invalid("goal", "a run needs a goal")),
-    }
+    let goal = match object.get("goal") {
+        Some(Value::String(goal)) if !goal.trim().is_empty() => goal.clone(),
+        Some(Value::String(_)) => return Err(ApiError::invalid("goal", "the goal is empty")),
+        Some(_) => return Err(ApiError::invalid("goal", "the goal must be a string")),
+        None => return Err(ApiError::invalid("goal", "a run needs a goal")),
+    };
+    let tools = sets.with(tools.as_deref(), mcp.as_deref())?;
+    Ok((goal, approve, tools))
 }
 
 fn count(field: &Value, key: &str) -> Result<u64, ApiError> {
     field.as_u64().ok_or_else(|| ApiError::invalid(key, format!("{key} must be a whole number ≥ 0")))
+}
+
+/// A set's name: the request names what the server offers, never a path.
+fn name(field: &Value, key: &str) -> Result<String, ApiError> {
+    field.as_str().map(str::to_string).ok_or_else(|| {
+        ApiError::invalid(key, format!("{key} must be the name of a set the server was started with (a string)"))
+    })
 }
 
 /// `POST /v1/runs`: 201 with the run's id once it is logged and queued.
@@ -131,16 +110,30 @@ pub async fn create(State(state): State<Arc<AppState>>, body: Result<Bytes, Byte
 }
 
 fn start(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<String, ApiError> {
+    if state.stopping.load(Ordering::SeqCst) {
+        return Err(ApiError::shutting_down());
+    }
     let value = json_body(state, body)?;
     let mut agent = state.agent.clone();
-    let goal = parse(&value, &mut agent)?;
+    let (goal, approve, tools) = parse(&value, &mut agent, &state.tool_sets)?;
+    // The workspace and policy only: the tool files and MCP servers are set up when the run starts.
+    let context = toolbox::context(&tools).map_err(|e| ApiError::internal(format!("the run's workspace: {e}")))?;
+    agent.tools = tools.clone();
+    let settings = run_settings(&agent, &context, approve);
     let (id, dir) = state.runs.create_run().map_err(|e| ApiError::internal(format!("creating the run's log: {e}")))?;
     let log = EventLog::create(&dir).map_err(|e| ApiError::internal(format!("creating the run's log: {e}")))?;
-    state.active.lock().unwrap_or_else(|p| p.into_inner()).insert(id.clone());
-    let active = ActiveGuard { id: id.clone(), active: state.active.clone() };
-    if let Err(e) =
-        state.engine.submit(Work::Run(RunJob { goal, agent, log, active, stopping: state.stopping.clone() }))
-    {
+    let (handle, guard) = state
+        .active
+        .register(&id, Some((goal.clone(), settings.clone())))
+        .ok_or_else(|| ApiError::internal(format!("the fresh run id {id} is taken")))?;
+    let job = RunJob {
+        id: id.clone(),
+        dir: dir.clone(),
+        kind: RunKind::Start { goal, settings: Box::new(settings), tools, log },
+        handle,
+        guard,
+    };
+    if let Err(e) = state.engine.submit(Work::Run(job)) {
         // Never queued: no log is left behind.
         let _ = std::fs::remove_dir_all(&dir);
         return Err(e);
@@ -149,7 +142,7 @@ fn start(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<String
 }
 
 /// A run's directory, or 404. Ids are names inside the runs directory, never paths.
-fn run_dir(state: &AppState, id: &str) -> Result<PathBuf, ApiError> {
+pub fn run_dir(state: &AppState, id: &str) -> Result<PathBuf, ApiError> {
     let plain = !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
     let dir = state.runs.root().join(id);
     if plain && dir.join(EventLog::FILE).is_file() {
@@ -160,35 +153,89 @@ fn run_dir(state: &AppState, id: &str) -> Result<PathBuf, ApiError> {
 }
 
 fn is_active(state: &AppState, id: &str) -> bool {
-    state.active.lock().unwrap_or_else(|p| p.into_inner()).contains(id)
+    state.active.get(id).is_some()
 }
 
-/// `GET /v1/runs/{id}`: the run's summary (as `tandem runs show --json`) with its `status`: `queued`, `running`,
-/// `finished`, or `interrupted` (not running here and never finished: `tandem resume` continues it).
+/// A run's status: `queued` or `running` here, `awaiting_approval` (its plan waits on approve or reject),
+/// `interrupted` (stopped before its end: resume continues it), `finished` or `cancelled`.
+pub fn status_of(run: &RunState, handle: Option<&RunHandle>) -> &'static str {
+    match (&run.finished, handle.map(RunHandle::phase)) {
+        (Some((StopReason::Cancelled, _)), _) | (None, Some(Phase::Cancelled)) => "cancelled",
+        (Some(_), _) => "finished",
+        (None, Some(Phase::Queued)) => "queued",
+        (None, Some(Phase::Running)) => "running",
+        (None, None) if run.awaiting_approval().is_some() => "awaiting_approval",
+        (None, None) => "interrupted",
+    }
+}
+
+/// A run as its log tells it (a log being written may end in a torn line: it is skipped).
+pub fn read_run(id: &str, dir: &Path) -> Result<RunState, ApiError> {
+    let contents = load_run(dir).map_err(|e| ApiError::internal(format!("reading run {id}'s log: {e}")))?;
+    Ok(RunState::replay(&contents.records))
+}
+
+/// The run's summary (as `tandem runs show --json`) with its `status`, and the plan version it waits on.
+pub fn summary(state: &AppState, id: &str) -> Result<Value, ApiError> {
+    let dir = run_dir(state, id)?;
+    let handle = state.active.get(id);
+    let run = read_run(id, &dir)?;
+    let mut summary = run_summary(id, &dir).map_err(|e| ApiError::internal(format!("reading run {id}'s log: {e}")))?;
+    let status = status_of(&run, handle.as_deref());
+    summary["status"] = json!(status);
+    if status == "awaiting_approval" {
+        summary["awaiting_approval"] = json!({"plan_version": run.awaiting_approval()});
+    }
+    Ok(summary)
+}
+
+/// `GET /v1/runs/{id}`: the run's summary with its `status` (see [`status_of`]).
 pub async fn show(State(state): State<Arc<AppState>>, UrlPath(id): UrlPath<String>) -> Response {
-    let summary = run_dir(&state, &id).and_then(|dir| {
-        let active = is_active(&state, &id);
-        let mut summary =
-            run_summary(&id, &dir).map_err(|e| ApiError::internal(format!("reading run {id}'s log: {e}")))?;
-        let finished = summary["stop"] != json!("interrupted");
-        let empty = std::fs::metadata(dir.join(EventLog::FILE)).map(|m| m.len() == 0).unwrap_or(false);
-        summary["status"] = json!(match (finished, active, empty) {
-            (true, _, _) => "finished",
-            (false, true, true) => "queued",
-            (false, true, false) => "running",
-            (false, false, _) => "interrupted",
-        });
-        Ok(summary)
-    });
-    match summary {
+    match summary(&state, &id) {
         Ok(summary) => Json(summary).into_response(),
         Err(e) => e.into_response(),
     }
 }
 
+/// `GET /v1/runs?limit=N`: the newest runs first (20 unless `limit` says, at most 100), each with its status.
+pub async fn list(
+    State(state): State<Arc<AppState>>,
+    Query(query): Query<std::collections::HashMap<String, String>>,
+) -> Response {
+    let listed = (|| {
+        let limit = match query.get("limit") {
+            None => 20,
+            Some(text) => text.parse::<usize>().ok().filter(|n| (1..=MAX_LIST).contains(n)).ok_or_else(|| {
+                ApiError::invalid("limit", format!("limit must be a whole number from 1 to {MAX_LIST}"))
+            })?,
+        };
+        let ids = state.runs.ids().map_err(|e| ApiError::internal(format!("listing the runs: {e}")))?;
+        let mut data = Vec::new();
+        for id in ids.iter().rev().take(limit) {
+            let run = read_run(id, &state.runs.root().join(id))?;
+            let handle = state.active.get(id);
+            data.push(json!({
+                "id": id,
+                "object": "run",
+                "status": status_of(&run, handle.as_deref()),
+                "goal": run.goal,
+                "stop": run.finished.as_ref().map(|(stop, _)| stop.to_string()),
+                "created": run.started_ms / 1000,
+                "steps": run.steps_run,
+                "replans": run.replans,
+            }));
+        }
+        Ok::<_, ApiError>(json!({"object": "list", "data": data, "has_more": ids.len() > limit}))
+    })();
+    match listed {
+        Ok(list) => Json(list).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
 /// `GET /v1/runs/{id}/events`: each line of the run's log as one event (`event:` the event's name, `data:` the
-/// line), from the first; the stream ends after `run_finished`, or at the log's end when the run is not running on
-/// this server (an `interrupted` event then says so).
+/// line), from the first; the stream ends after `run_finished`, or at the log's end when the run is not queued or
+/// running on this server: a last event named by its status (`interrupted`, `awaiting_approval`) then says so.
 pub async fn events(State(state): State<Arc<AppState>>, UrlPath(id): UrlPath<String>) -> Response {
     let dir = match run_dir(&state, &id) {
         Ok(dir) => dir,
@@ -196,7 +243,7 @@ pub async fn events(State(state): State<Arc<AppState>>, UrlPath(id): UrlPath<Str
     };
     let (sender, stream) = tokio::sync::mpsc::channel::<Result<SseEvent, Infallible>>(16);
     tokio::spawn(async move {
-        let path = dir.join(EventLog::FILE);
+        let path: PathBuf = dir.join(EventLog::FILE);
         let mut offset = 0u64;
         // Bytes, not text: a read may end inside a line, even inside a character.
         let mut pending: Vec<u8> = Vec::new();
@@ -233,8 +280,9 @@ pub async fn events(State(state): State<Arc<AppState>>, UrlPath(id): UrlPath<Str
                 }
             }
             if !running {
-                let note = json!({"run_id": id, "status": "interrupted"}).to_string();
-                let _ = sender.send(Ok(SseEvent::default().event("interrupted").data(note))).await;
+                let status = read_run(&id, &dir).map(|run| status_of(&run, None)).unwrap_or("interrupted");
+                let note = json!({"run_id": id, "status": status}).to_string();
+                let _ = sender.send(Ok(SseEvent::default().event(status).data(note))).await;
                 return;
             }
             if sender.is_closed() {

@@ -20,16 +20,26 @@ pub fn build(workspace: &Path, tools: &ToolSettings) -> Result<(ToolContext, Too
     Ok((context, registry))
 }
 
+/// The workspace and policy alone (no registry: no tool file read, no MCP server started).
+pub fn context(tools: &ToolSettings) -> Result<ToolContext> {
+    context_in(&tools.workspace, tools)
+}
+
+fn context_in(workspace: &Path, tools: &ToolSettings) -> Result<ToolContext> {
+    let mut context = ToolContext::new(Workspace::new(workspace)?)
+        .with_write(tools.allow_write)
+        .with_shell(tools.allow_shell.iter().filter(|c| !c.trim().is_empty()).cloned());
+    context.shell_timeout = Duration::from_secs(tools.shell_timeout_s.max(1));
+    Ok(context)
+}
+
 /// [`build`], also returning the notes of MCP registration (servers left out, names namespaced; each is logged as
 /// a warning too).
 ///
 /// The registry holds the built-ins the policy allows, then the user's `--tools`, then the MCP servers' tools; the
 /// servers run until the registry is dropped.
 pub fn build_with_notes(workspace: &Path, tools: &ToolSettings) -> Result<(ToolContext, ToolRegistry, Vec<String>)> {
-    let mut context = ToolContext::new(Workspace::new(workspace)?)
-        .with_write(tools.allow_write)
-        .with_shell(tools.allow_shell.iter().filter(|c| !c.trim().is_empty()).cloned());
-    context.shell_timeout = Duration::from_secs(tools.shell_timeout_s.max(1));
+    let context = context_in(workspace, tools)?;
     let mut registry = ToolRegistry::builtins(&context);
     if let Some(file) = &tools.tools_file {
         registry.load_file(file)?;

@@ -36,6 +36,7 @@ mod properties;
 mod real_models;
 mod retrieval;
 mod serve;
+mod serve_runs;
 mod shard;
 mod store;
 mod tokenizer;

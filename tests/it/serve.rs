@@ -13,19 +13,19 @@ use serde_json::{json, Value};
 
 use crate::common::real_model;
 
-const MODEL: &str = "qwen2.5-coder-0.5b-instruct-q4_k_m";
-const KEY: &str = "test-key-3141";
+pub(crate) const MODEL: &str = "qwen2.5-coder-0.5b-instruct-q4_k_m";
+pub(crate) const KEY: &str = "test-key-3141";
 
 /// A running server, killed when dropped.
-struct Server {
-    child: Child,
-    base: String,
-    log: Arc<Mutex<String>>,
+pub(crate) struct Server {
+    pub(crate) child: Child,
+    pub(crate) base: String,
+    pub(crate) log: Arc<Mutex<String>>,
 }
 
 impl Server {
     /// `tandem serve` with one model (planner = executor = the 0.5B) on a free port, plus `extra` flags.
-    fn start(extra: &[&str]) -> Server {
+    pub(crate) fn start(extra: &[&str]) -> Server {
         real_model(MODEL);
         let mut child = Command::new(env!("CARGO_BIN_EXE_tandem"))
             .args(["serve", "--port", "0", "--planner", MODEL, "--executor", MODEL, "--no-prefix-store"])
@@ -60,7 +60,7 @@ impl Server {
         Server { child, base, log }
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
 }
@@ -72,12 +72,12 @@ impl Drop for Server {
     }
 }
 
-fn agent() -> ureq::Agent {
+pub(crate) fn agent() -> ureq::Agent {
     ureq::AgentBuilder::new().timeout(Duration::from_secs(300)).build()
 }
 
 /// Status and JSON body of a request (`key` as a Bearer token when given).
-fn call(method: &str, url: &str, key: Option<&str>, body: Option<&str>) -> (u16, Value) {
+pub(crate) fn call(method: &str, url: &str, key: Option<&str>, body: Option<&str>) -> (u16, Value) {
     let mut request = agent().request(method, url).set("Content-Type", "application/json");
     if let Some(key) = key {
         request = request.set("Authorization", &format!("Bearer {key}"));
@@ -103,9 +103,14 @@ fn chat(server: &Server, body: &Value) -> (u16, Value) {
 }
 
 /// The `data:` payloads of a streamed answer, `[DONE]` included.
-fn stream(server: &Server, body: &Value) -> Vec<String> {
+pub(crate) fn stream(server: &Server, body: &Value) -> Vec<String> {
+    stream_at(&server.url("/v1/chat/completions"), body)
+}
+
+/// [`stream`] to a chat-completions URL (from another thread).
+pub(crate) fn stream_at(url: &str, body: &Value) -> Vec<String> {
     let response = agent()
-        .post(&server.url("/v1/chat/completions"))
+        .post(url)
         .set("Authorization", &format!("Bearer {KEY}"))
         .send_string(&body.to_string())
         .unwrap_or_else(|e| panic!("stream request: {e}"));
@@ -403,7 +408,7 @@ fn the_openai_python_client_gets_chat_streams_tool_calls_and_schemas() {
 }
 
 /// The `(event, data)` pairs of a run's events stream, read until the server ends it.
-fn run_events(server: &Server, id: &str) -> Vec<(String, String)> {
+pub(crate) fn run_events(server: &Server, id: &str) -> Vec<(String, String)> {
     let response = agent()
         .get(&server.url(&format!("/v1/runs/{id}/events")))
         .set("Authorization", &format!("Bearer {KEY}"))
@@ -437,7 +442,7 @@ fn serve_runs_the_agent_streams_its_events_and_keeps_the_run_across_a_restart() 
         (json!({"goal": "  "}), "goal"),
         (json!({"goal": "What is 2+2?", "max_steps": "two"}), "max_steps"),
         (json!({"goal": "What is 2+2?", "max_replans": -1}), "max_replans"),
-        (json!({"goal": "What is 2+2?", "approve": "plan"}), "approve"),
+        (json!({"goal": "What is 2+2?", "approve": "steps"}), "approve"),
         (json!({"goal": "What is 2+2?", "tools": ["shell"]}), "tools"),
     ] {
         let (status, error) = call("POST", &url, Some(KEY), Some(&body.to_string()));

@@ -58,7 +58,7 @@ pub struct RunOutcome {
 
 /// The steps a crash left in doubt (called, no result logged) that resuming will run again, in order; an error
 /// naming them when one of them is not safe to repeat and the user has not said to.
-fn in_doubt_steps(state: &RunState, registry: &ToolRegistry, rerun_anyway: bool) -> Result<Vec<String>> {
+pub fn in_doubt_steps(state: &RunState, registry: &ToolRegistry, rerun_anyway: bool) -> Result<Vec<String>> {
     let unsafe_calls: Vec<String> = state
         .in_flight
         .iter()
