@@ -92,19 +92,13 @@ fn sigterm_stops_the_server_gracefully_and_the_interrupted_run_resumes_after_a_r
         "300",
     ];
     let mut server = Server::start(&flags);
-    let goal = "What is 12*4+5, and what is that times 3?";
-    let id = start_run(&server, json!({"goal": goal, "max_replans": 1}));
-    // The signal comes once the run has begun (the planner is writing its plan) and while a chat streams.
-    let began = Instant::now();
-    while !log_records(&runs, &id).iter().any(|r| r["event"] == "run_started") {
-        assert!(began.elapsed() < Duration::from_secs(60), "the run did not start:\n{}", server.log.lock().unwrap());
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    // A streamed chat on the other slot, in flight (its first chunk read) when the signal comes.
+    // A streamed chat on one slot, in flight (its first chunk read) before the run starts on the other; the signal
+    // comes as soon as the run has begun, while its planner still reads its prompt (a run signalled later, after
+    // the chat's first chunk, had sometimes finished already on a quiet machine).
     let (first_chunk, chunk_seen) = std::sync::mpsc::channel();
     let chat = {
-        let body = json!({"model": MODEL, "max_tokens": 48, "temperature": 0, "stream": true,
-            "messages": [{"role": "user", "content": "Count from 1 to 30, separated by commas."}]});
+        let body = json!({"model": MODEL, "max_tokens": 200, "temperature": 0, "stream": true,
+            "messages": [{"role": "user", "content": "Count from 1 to 100, separated by commas."}]});
         let url = server.url("/v1/chat/completions");
         std::thread::spawn(move || {
             let response = agent()
@@ -124,6 +118,13 @@ fn sigterm_stops_the_server_gracefully_and_the_interrupted_run_resumes_after_a_r
         })
     };
     chunk_seen.recv_timeout(Duration::from_secs(180)).expect("the chat's first chunk");
+    let goal = "What is 12*4+5, and what is that times 3?";
+    let id = start_run(&server, json!({"goal": goal, "max_replans": 1}));
+    let began = Instant::now();
+    while !log_records(&runs, &id).iter().any(|r| r["event"] == "run_started") {
+        assert!(began.elapsed() < Duration::from_secs(60), "the run did not start:\n{}", server.log.lock().unwrap());
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let status = terminate(&mut server);
     let log = server.log.lock().unwrap().clone();
     assert_eq!(status.code(), Some(0), "SIGTERM must stop the server cleanly:\n{log}");
