@@ -152,7 +152,8 @@ impl Workspace {
     pub fn list(&self, tool: &str, path: &str) -> ToolResult<Vec<Entry>> {
         let relative = Self::relative(path)?;
         let dir = self.beneath(tool, "opening", path, &relative, |at| self.dir.open_dir(at))?;
-        let io = |source| ToolError::Io { tool: tool.to_string(), action: "listing", path: PathBuf::from(path), source };
+        let io =
+            |source| ToolError::Io { tool: tool.to_string(), action: "listing", path: PathBuf::from(path), source };
         let mut entries = Vec::new();
         for entry in dir.entries().map_err(io)? {
             let entry = entry.map_err(io)?;
