@@ -22,11 +22,7 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     // Exit codes (docs/cli.md): 0 done, 1 error, 2 usage error, 3 a run stopped before finishing.
     // A TANDEM_CPU_ISA this CPU cannot run is refused before anything loads (the kernels would ignore it).
-    if let Err(error) = tandem::kernels::requested_level() {
-        eprintln!("error: {error}");
-        return ExitCode::from(error.exit_code());
-    }
-    match tandem::commands::run(cli) {
+    match tandem::kernels::requested_level().and_then(|_| tandem::commands::run(cli)) {
         Ok(outcome) => {
             if let tandem::commands::Outcome::Stopped(why) = &outcome {
                 eprintln!("stopped: {why}");
