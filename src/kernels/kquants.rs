@@ -1,6 +1,6 @@
 //! Q4_K and Q6_K weight matrices in a row layout, their scalar reference products, and the matmul driver. CPUs
-//! with AVX-512 VNNI load these types as panels instead (`panels`); the row layout serves the AVX2 kernels, the
-//! reference, and the panels' conversions.
+//! with our kernels load Q4_K as panels (`panels`), and AVX-512 VNNI ones Q6_K too; the row layout serves the
+//! AVX2 Q6_K kernel, the reference, and the panels' conversions.
 //!
 //! The layouts keep the files' bit packing (so a decode step reads about as many bytes as llama.cpp does) and
 //! unpack only what a kernel would otherwise redo for every activation row: Q4_K's twelve bytes of 6-bit scales
@@ -149,16 +149,11 @@ impl Q4KMatrix {
         self.matmul_at(super::cpu_level(), input, m, out);
     }
 
-    /// `matmul` on the kernel for `level` (at most `cpu_level()`: tests run every kernel the CPU can).
+    /// `matmul` at `level` (at most `cpu_level()`), on the scalar reference: every CPU with kernels of ours loads
+    /// Q4_K weights as panels (`Q4KPanels`, AVX2 and AVX-512 VNNI kernels), so the row layout serves the reference
+    /// and the panels' conversions only.
     pub fn matmul_at(&self, level: super::CpuLevel, input: &[f32], m: usize, out: &mut [f32]) {
-        // AVX-512 VNNI CPUs load Q4_K weights as panels (`Q4KPanels`), whose kernel beats any on this layout; the
-        // row layout is for the others, and here runs its AVX2 kernel.
-        let fast: Option<RowsKernel<Q4KBlock>> = match level {
-            #[cfg(target_arch = "x86_64")]
-            super::CpuLevel::Avx512Vnni | super::CpuLevel::Avx2 => Some(super::kquants_avx2::q4k_rows),
-            _ => None,
-        };
-        self.matmul_by(level, input, m, out, fast, Self::dequantize_row);
+        self.matmul_by(level, input, m, out, None, Self::dequantize_row);
     }
 }
 

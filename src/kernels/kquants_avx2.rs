@@ -1,24 +1,24 @@
-//! AVX2 + FMA kernels for Q4_K and Q6_K weights against per-256 int8 activations: one weight row × up to four
-//! activation rows per tile.
+//! The AVX2 + FMA kernel for Q6_K weights in rows against per-256 int8 activations: one weight row × up to four
+//! activation rows per tile. (Q4_K weights are stored as panels on AVX2 CPUs too, `k_panels_avx2`; a Q6_K panel
+//! kernel was no faster there.)
 //!
-//! Weights are small unsigned integers (Q4_K 0–15, Q6_K 0–63), so `maddubs` multiplies them by signed
-//! activations without overflowing its i16 pair sums; `madd` by the sub-block scales (broadcast as i16) widens to
-//! i32 and applies the scale in the same instruction. A super-block's sub-blocks add up in i32 and become f32
-//! once, times `d_w × d_a`. The offsets (Q4_K's `dmin · min`, Q6_K's −32) are settled once per super-block from the
-//! activations' sums of 16.
+//! Weights are small unsigned integers (0–63), so `maddubs` multiplies them by signed activations without
+//! overflowing its i16 pair sums; `madd` by the group scales (broadcast as i16) widens to i32 and applies the scale
+//! in the same instruction. A super-block's groups add up in i32 and become f32 once, times `d_w × d_a`. The −32
+//! offset is settled once per super-block from the activations' sums of 16.
 
 use std::arch::x86_64::*;
 use std::ops::Range;
 
-use super::avx2::{horizontal_sum, horizontal_sum_128};
+use super::avx2::horizontal_sum;
 use super::k_acts::{KActivations, SUPER};
-use super::kquants::{Q4KBlock, Q4KMatrix, Q6KBlock, Q6KMatrix};
+use super::kquants::{Q6KBlock, Q6KMatrix};
 
 /// Activation rows per tile.
 const TILE_ACTS: usize = 4;
 
 /// Activation rows that meet the same weight rows before moving on: 8 rows of 1536 int8 values and 16 weight
-/// rows of 1536 Q4_K values together fit a 32 KiB L1 cache.
+/// rows of 1536 K-quant values together fit a 32 KiB L1 cache.
 const ACT_BLOCK: usize = 8;
 
 /// Runs `tile::<N>(r, i)` over weight rows `rows` and every activation row, four at a time, in blocks of
@@ -45,15 +45,6 @@ macro_rules! for_tiles {
     };
 }
 
-/// Q4_K output columns `rows` for the `m` activation rows.
-///
-/// # Safety
-/// The CPU must support AVX2 and FMA.
-#[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn q4k_rows(w: &Q4KMatrix, acts: &KActivations, m: usize, rows: Range<usize>, out: &mut [f32]) {
-    for_tiles!(rows, m, q4k_tile, w, acts, out);
-}
-
 /// Q6_K output columns `rows` for the `m` activation rows.
 ///
 /// # Safety
@@ -61,50 +52,6 @@ pub(super) unsafe fn q4k_rows(w: &Q4KMatrix, acts: &KActivations, m: usize, rows
 #[target_feature(enable = "avx2,fma")]
 pub(super) unsafe fn q6k_rows(w: &Q6KMatrix, acts: &KActivations, m: usize, rows: Range<usize>, out: &mut [f32]) {
     for_tiles!(rows, m, q6k_tile, w, acts, out);
-}
-
-/// `out[i0 + j][r]` for `j < N`.
-#[target_feature(enable = "avx2,fma")]
-unsafe fn q4k_tile<const N: usize>(w: &Q4KMatrix, acts: &KActivations, out: &mut [f32], r: usize, i0: usize) {
-    let k = w.cols();
-    let low4 = _mm256_set1_epi8(0x0F);
-    let mut sums = [_mm256_setzero_ps(); N];
-    let mut offsets = [_mm_setzero_ps(); N];
-    let mut a_rows = [(&[][..], &[][..], &[][..]); N];
-    for (j, row) in a_rows.iter_mut().enumerate() {
-        *row = acts.row(i0 + j, k);
-    }
-    for (b, block) in w.row(r).iter().enumerate() {
-        let mut dots = [_mm256_setzero_si256(); N];
-        // The eight scales as i16 in both 128-bit lanes; `vpshufb` broadcasts one of them per sub-block.
-        let scales16 =
-            _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64(block.scales.as_ptr() as *const __m128i)));
-        for c in 0..4 {
-            let q = _mm256_loadu_si256(block.qs.as_ptr().add(32 * c) as *const __m256i);
-            let low = _mm256_and_si256(q, low4);
-            let high = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
-            let low_scale = _mm256_shuffle_epi8(scales16, pick_i16(2 * c, 2 * c));
-            let high_scale = _mm256_shuffle_epi8(scales16, pick_i16(2 * c + 1, 2 * c + 1));
-            for j in 0..N {
-                let a = a_rows[j].0.as_ptr().add(b * SUPER + 64 * c);
-                let a_low = _mm256_loadu_si256(a as *const __m256i);
-                let a_high = _mm256_loadu_si256(a.add(32) as *const __m256i);
-                let p_low = _mm256_madd_epi16(_mm256_maddubs_epi16(low, a_low), low_scale);
-                let p_high = _mm256_madd_epi16(_mm256_maddubs_epi16(high, a_high), high_scale);
-                dots[j] = _mm256_add_epi32(dots[j], _mm256_add_epi32(p_low, p_high));
-            }
-        }
-        let mins = q4k_mins(block);
-        for j in 0..N {
-            let da = a_rows[j].1[b];
-            sums[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots[j]), _mm256_set1_ps(block.d * da), sums[j]);
-            offsets[j] = q4k_min_term(block, mins, a_rows[j].2[b * SUPER / 16..].as_ptr(), da, offsets[j]);
-        }
-    }
-    let n_out = w.rows();
-    for j in 0..N {
-        out[(i0 + j) * n_out + r] = horizontal_sum(sums[j]) - horizontal_sum_128(offsets[j]);
-    }
 }
 
 /// `out[i0 + j][r]` for `j < N`.
@@ -162,25 +109,6 @@ unsafe fn q6k_tile<const N: usize>(w: &Q6KMatrix, acts: &KActivations, out: &mut
     for j in 0..N {
         out[(i0 + j) * n_out + r] = horizontal_sum(_mm256_sub_ps(sums[j], offsets[j]));
     }
-}
-
-/// A Q4_K block's eight minimums as i16.
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn q4k_mins(block: &Q4KBlock) -> __m128i {
-    _mm_cvtepu8_epi16(_mm_loadl_epi64(block.mins.as_ptr() as *const __m128i))
-}
-
-/// `acc` plus Q4_K's minimum term of one super-block and activation row (to be subtracted):
-/// `dmin · d_a · Σ_s min_s · (sum of the activations of sub-block s)`, the sums of 32 made from pairs of the
-/// activations' sums of 16 at `sums16`.
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn q4k_min_term(block: &Q4KBlock, mins: __m128i, sums16: *const i16, da: f32, acc: __m128) -> __m128 {
-    let s16 = sums16 as *const __m128i;
-    let s32 = _mm_hadd_epi16(_mm_loadu_si128(s16), _mm_loadu_si128(s16.add(1)));
-    let weighted = _mm_cvtepi32_ps(_mm_madd_epi16(mins, s32));
-    _mm_fmadd_ps(weighted, _mm_set1_ps(block.dmin * da), acc)
 }
 
 /// A Q6_K block's sixteen scales as i16.

@@ -301,12 +301,9 @@ impl QLinear {
             GgmlDType::Q5_0 if widen_q5_0 && Q5_0Panels::supported() => Arc::new(Q5_0Panels::from_qtensor(weight)?),
             GgmlDType::Q5_0 if widen_q5_0 => Arc::new(Q8_0Matrix::from_q5_0(weight)?),
             GgmlDType::Q4K | GgmlDType::Q6K if kernel_choice() == "q8_0" => return Ok(None),
+            // Panels on every CPU with kernels of ours (checked above).
             GgmlDType::Q4K if weight.shape().dims()[1].is_multiple_of(k_acts::SUPER) => {
-                if Q4KPanels::supported() {
-                    Arc::new(Q4KPanels::from_qtensor(weight)?)
-                } else {
-                    Arc::new(Q4KMatrix::from_qtensor(weight)?)
-                }
+                Arc::new(Q4KPanels::from_qtensor(weight)?)
             }
             GgmlDType::Q6K if weight.shape().dims()[1].is_multiple_of(k_acts::SUPER) => {
                 if Q6KPanels::supported() {
