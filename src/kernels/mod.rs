@@ -3,8 +3,8 @@
 //! candle 0.11's CPU path runs Q8_0 weights through one dot product per (row, column) pair unless the width is a
 //! multiple of 256 and the CPU has AVX-512 VNNI; the 0.5B executor (width 896, Q5_0/Q8_0 tensors) never gets
 //! there, so its prefill ran at a third of llama.cpp's. `QLinear` wraps a weight matrix: our tiled kernels for
-//! Q8_0, Q5_0, Q4_K and Q6_K where they apply (x86-64 with AVX2 + FMA; Q4_K is stored as panels of 16 rows, and on
-//! AVX-512 VNNI CPUs Q6_K and Q5_0 too, elsewhere Q5_0 is widened to int8), candle's `QMatMul` everywhere else
+//! Q8_0, Q5_0, Q4_K and Q6_K where they apply (x86-64 with AVX2 + FMA; Q4_K and Q5_0 are stored as panels of 16
+//! rows, and on AVX-512 VNNI CPUs Q6_K too), candle's `QMatMul` everywhere else
 //! (other types, GPUs, other CPUs). Every fast path has a test against a scalar reference. `TANDEM_CPU_ISA` picks a
 //! lower instruction set than the CPU's, to test and measure each path on one machine.
 
@@ -137,8 +137,8 @@ impl CpuLevel {
 
 /// Which weight types run on our kernels, from `TANDEM_KERNELS`: `all` (default), `q5_0` (all, with Q5_0 kept at
 /// five bits in rows rather than panels or widened to int8: on a Zen 4 the rows decoded at 0.89× and prefilled at
-/// 0.70× of the widened layout, so they are opt-in), `q8_0` (Q8_0 and Q5_0 only: candle's AVX2 tiles prefill Q4_K/Q6_K
-/// faster, at twice the memory and slower decode) or `candle` (none).
+/// 0.70× of the widened layout, so they are opt-in), `q8_0` (Q8_0, and Q5_0 widened exactly to int8, only: candle
+/// runs Q4_K/Q6_K) or `candle` (none).
 pub fn kernel_choice() -> &'static str {
     static CHOICE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     CHOICE.get_or_init(|| std::env::var("TANDEM_KERNELS").unwrap_or_else(|_| "all".into()))
@@ -271,9 +271,8 @@ impl QLinear {
         }
     }
 
-    /// Like `new`, and Q5_0 weights (which candle's CPU kernels run slowly) take ours too: as five-bit panels on
-    /// AVX-512 VNNI CPUs, else widened exactly to int8, or kept at five bits in rows with `TANDEM_KERNELS=q5_0`
-    /// where the width is a multiple of 64. `None` when this CPU has no kernel of ours for the type: the caller
+    /// Like `new`, and Q5_0 weights (which candle's CPU kernels run slowly) take ours too: as five-bit panels, or
+    /// kept at five bits in rows with `TANDEM_KERNELS=q5_0` where the width is a multiple of 64. `None` when this CPU has no kernel of ours for the type: the caller
     /// picks another route.
     pub fn widened(weight: &QTensor) -> Result<Option<Self>> {
         Self::ours(weight, true)
@@ -298,7 +297,8 @@ impl QLinear {
             {
                 Arc::new(Q5_0Matrix::from_qtensor(weight)?)
             }
-            GgmlDType::Q5_0 if widen_q5_0 && Q5_0Panels::supported() => Arc::new(Q5_0Panels::from_qtensor(weight)?),
+            // Panels on every CPU with kernels of ours; the int8 widening only when asked for (`q8_0`).
+            GgmlDType::Q5_0 if widen_q5_0 && kernel_choice() != "q8_0" => Arc::new(Q5_0Panels::from_qtensor(weight)?),
             GgmlDType::Q5_0 if widen_q5_0 => Arc::new(Q8_0Matrix::from_q5_0(weight)?),
             GgmlDType::Q4K | GgmlDType::Q6K if kernel_choice() == "q8_0" => return Ok(None),
             // Panels on every CPU with kernels of ours (checked above).

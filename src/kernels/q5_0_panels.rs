@@ -1,6 +1,6 @@
-//! Q5_0 weights stored as panels of sixteen rows at five bits, for AVX-512 VNNI CPUs: 22 bytes per 32 weights,
-//! the file's own size, where the int8 widening (`Q8_0Matrix::from_q5_0`) takes 36, so a decode step reads 40 %
-//! fewer bytes and the model needs less memory. The block scales stay f16 as in the file (f32 scales took 24
+//! Q5_0 weights stored as panels of sixteen rows at five bits, for the AVX-512 VNNI and AVX2 kernels: 22 bytes
+//! per 32 weights, the file's own size, where the int8 widening (`Q8_0Matrix::from_q5_0`) takes 36, so a decode
+//! step reads 40 % fewer bytes and the model needs less memory. The block scales stay f16 as in the file (f32 scales took 24
 //! bytes per 32: 15 MiB more on the 0.5B); the kernel widens sixteen at once, exactly.
 //!
 //! As for Q4_K (`q4k_panels`), a 512-bit register holds four values of each of sixteen rows, so one `vpdpbusd`
@@ -55,7 +55,7 @@ impl PanelBlock for Q5_0PanelBlock {
     const TYPE: GgmlDType = GgmlDType::Q5_0;
     const VALUES: usize = BLOCK;
     const FILE_BYTES: usize = GGUF_BLOCK_BYTES;
-    const MIN_LEVEL: super::CpuLevel = super::CpuLevel::Avx512Vnni;
+    const MIN_LEVEL: super::CpuLevel = super::CpuLevel::Avx2;
     const EMPTY: Self = Self { qs: [[0; PANEL_ROWS]; 4], fifth_bits: [0; PANEL_ROWS], d: [0; PANEL_ROWS] };
 
     /// Value `j < 16` is the low nibble of byte `j`, value `j + 16` its high nibble, with bit 4 from bit `j`
@@ -83,14 +83,23 @@ impl PanelBlock for Q5_0PanelBlock {
         out.extend(self.row_values(lane).map(|q| f32::from(q) * d));
     }
 
-    fn matmul(panels: &Panels<Self>, _level: super::CpuLevel, input: &[f32], m: usize, out: &mut [f32]) {
+    fn matmul(panels: &Panels<Self>, level: super::CpuLevel, input: &[f32], m: usize, out: &mut [f32]) {
         #[cfg(target_arch = "x86_64")]
         super::q8_0::with_quantized(input, panels.cols(), true, |acts| {
             super::for_row_tiles(panels.rows(), out, |rows, out| {
-                // SAFETY: `Panels::matmul` checked for AVX-512 VNNI; `for_row_tiles` hands out whole panels.
-                unsafe { super::k_panels_vnni::q5_0_panel_rows(panels, acts, m, rows, out) }
+                // SAFETY: `Panels::matmul_at` checked that the CPU has `level` (AVX-512 VNNI, or AVX2 with FMA and
+                // F16C); `for_row_tiles` hands out whole panels.
+                unsafe {
+                    if level >= super::CpuLevel::Avx512Vnni {
+                        super::k_panels_vnni::q5_0_panel_rows(panels, acts, m, rows, out)
+                    } else {
+                        super::k_panels_avx2::q5_0_panel_rows(panels, acts, m, rows, out)
+                    }
+                }
             });
         });
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (panels, level, input, m, out);
     }
 }
 

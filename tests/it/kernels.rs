@@ -150,9 +150,10 @@ fn q5_0_keeps_five_bits_and_unpacks_to_candles_values() {
     assert!(err.contains("Q5_0 data of 43 bytes") && err.contains("expected 44"), "{err}");
 }
 
-/// The five-bit panels give the widened int8 matrix's values and, through the AVX-512 kernels, its products bit
-/// for bit (so the model's outputs do not change): partial last panels (1, 17, 40 rows), odd block counts (3, 27
-/// blocks) and the 0.5B's widths; activation tiles of 1 to 4 rows and their remainders.
+/// The five-bit panels give the widened int8 matrix's values and its products: through the AVX-512 kernels bit for
+/// bit (so the model's outputs do not change), through the AVX2 kernel those same bits (its integers and f32 steps
+/// are the VNNI kernel's), within 1e-5 of the scalar reference on any CPU with a kernel: partial last panels (1, 17,
+/// 40 rows), odd block counts (3, 27 blocks) and the 0.5B's widths; activation tiles of 1 to 4 rows and remainders.
 #[rstest]
 #[case(1, 32, 1)]
 #[case(17, 96, 2)]
@@ -167,17 +168,29 @@ fn q5_0_panels_equal_the_widened_matrix_bit_for_bit(#[case] rows: usize, #[case]
     for r in 0..rows {
         assert_eq!(panels.dequantize_row(r), expected[r * cols..(r + 1) * cols], "row {r}: candle's Q5_0 values");
     }
-    if !Q5_0Panels::supported() {
-        return;
-    }
     let input = random_values(m * cols, 16);
-    let mut by_int8 = vec![f32::NAN; m * rows];
-    widened.matmul_at(CpuLevel::Avx512Vnni, &input, m, &mut by_int8);
-    let mut by_panels = vec![f32::NAN; m * rows];
-    panels.matmul(&input, m, &mut by_panels);
-    for (i, (a, b)) in by_panels.iter().zip(&by_int8).enumerate() {
-        assert_eq!(a.to_bits(), b.to_bits(), "{rows}x{cols}, m={m}: output {i} is {a}, widened {b}");
+    let reference = reference_matmul(&widened, &input, m);
+    let mut by_level: Vec<Vec<f32>> = Vec::new();
+    for level in cpu_level().with_lower_levels().into_iter().filter(|&level| level >= Q5_0Panels::MIN_LEVEL) {
+        let mut by_panels = vec![f32::NAN; m * rows];
+        panels.matmul_at(level, &input, m, &mut by_panels);
+        let err = relative_error(&by_panels, &reference);
+        assert!(err < 1e-5, "{level:?} {rows}x{cols}, m={m}: relative error {err} against the widened reference");
+        if level == CpuLevel::Avx512Vnni {
+            let mut by_int8 = vec![f32::NAN; m * rows];
+            widened.matmul_at(level, &input, m, &mut by_int8);
+            for (i, (a, b)) in by_panels.iter().zip(&by_int8).enumerate() {
+                assert_eq!(a.to_bits(), b.to_bits(), "{rows}x{cols}, m={m}: output {i} is {a}, widened {b}");
+            }
+        }
+        // The AVX2 kernel's integers and f32 steps are the VNNI kernel's: the same bits.
+        if let Some(lower) = by_level.last() {
+            let same = lower.iter().zip(&by_panels).all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same, "{rows}x{cols}, m={m}: the {level:?} Q5_0 panel kernel differs from the one below it");
+        }
+        by_level.push(by_panels);
     }
+    assert_eq!(by_level.is_empty(), !Q5_0Panels::supported(), "a kernel ran wherever the panels are supported");
 }
 
 /// Decode tiles (m < 4: the five-bit kernel) and prefill tiles (m ≥ 4: rows unpacked to int8 for the Q8_0
@@ -352,9 +365,9 @@ fn batches_equal_single_rows_bit_for_bit(#[case] m: usize) {
             ("Q8_0", 1568, Box::new(|x, m, out| q8.matmul_at(level, x, m, out))),
         ];
         products.push(("Q4_K panels", 1536, Box::new(|x, m, out| q4_panels.matmul_at(level, x, m, out))));
+        products.push(("Q5_0 panels", 1568, Box::new(|x, m, out| q5_panels.matmul_at(level, x, m, out))));
         if level == CpuLevel::Avx512Vnni {
             products.push(("Q6_K panels", 1536, Box::new(|x, m, out| q6_panels.matmul_at(level, x, m, out))));
-            products.push(("Q5_0 panels", 1568, Box::new(|x, m, out| q5_panels.matmul(x, m, out))));
         }
         for (name, cols, product) in products {
             let input = random_values(m * cols, 21);
