@@ -58,41 +58,72 @@ impl KvRows<'_> {
 }
 
 thread_local! {
-    /// One row's attention scores, reused across calls.
+    /// A group's attention scores (one row per head), reused across calls.
     static SCORES: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
+/// Positions whose keys (or values) one pass over a group's heads reads: 32 rows of 128 values are 16 KiB, so the
+/// group's other heads find them in L1 rather than reading the whole cache again.
+const POSITION_BLOCK: usize = 32;
+
 /// `softmax(q kᵀ · scale, causal) v` for every query row and head. `q` is `[n_head, seq, head_dim]`; `out` is
 /// `[seq, n_head, head_dim]` (the layout the output projection reads), fully overwritten.
+///
+/// The query heads that share a key/value head run together, block of positions by block: each key and value row
+/// comes from memory once for the whole group, where head by head it came once per head (on the 1.5B, six heads
+/// a group: at 2,300 cached positions each head's 2.4 MB of keys and values does not fit in L2, and attention took
+/// a quarter of a plan's decoding). Every value is computed as head by head: the same additions in the same order.
 pub fn attend(q: &[f32], keys: KvRows, values: KvRows, dims: AttentionDims, scale: f32, out: &mut [f32]) {
     let AttentionDims { n_head, n_kv_head, head_dim, seq, pos } = dims;
     assert!(n_kv_head > 0 && n_head.is_multiple_of(n_kv_head), "{n_head} query heads over {n_kv_head} kv heads");
     assert_eq!(q.len(), n_head * seq * head_dim, "query size");
     assert_eq!(out.len(), n_head * seq * head_dim, "output size");
     let n_rep = n_head / n_kv_head;
+    // Whole groups per work item, unless there are fewer groups than threads (one decoded row, few key/value
+    // heads): then each group splits into as many parts as it takes to give every thread one.
+    let threads = candle_core::utils::get_num_threads().max(1);
+    let parts = (1..=n_rep).find(|&p| n_rep.is_multiple_of(p) && n_kv_head * seq * p >= threads).unwrap_or(n_rep);
+    let heads_per_item = n_rep / parts;
     let out_addr = out.as_mut_ptr() as usize;
     let out_len = out.len();
-    // Items run head-major, so the items a thread takes in a row share their keys in cache.
-    candle_core::utils::barrier_pool().execute_chunked(n_head * seq, |items| {
+    // Items run group-major, so the items a thread takes in a row share their keys in cache.
+    candle_core::utils::barrier_pool().execute_chunked(n_kv_head * parts * seq, |items| {
         for item in items {
-            let (head, row) = (item / seq, item % seq);
-            let query = &q[(head * seq + row) * head_dim..][..head_dim];
-            let start = (row * n_head + head) * head_dim;
-            debug_assert!(start + head_dim <= out_len);
+            let (heads_item, row) = (item / seq, item % seq);
+            let first_head = heads_item * heads_per_item;
+            let task = GroupTask {
+                queries: q,
+                first_head,
+                heads: heads_per_item,
+                row,
+                seq,
+                keys: &keys,
+                values: &values,
+                kv_head: first_head / n_rep,
+                head_dim,
+                scale,
+            };
+            let start = (row * n_head + first_head) * head_dim;
+            let len = heads_per_item * head_dim;
+            debug_assert!(start + len <= out_len);
             // SAFETY: `out_addr` is `out`'s start, and `out` stays mutably borrowed (alive, touched by nobody
-            // else) until `execute_chunked` returns, after every item is done. `start + head_dim <= out_len`
-            // (`row < seq`, `head < n_head`, `out_len == n_head * seq * head_dim`, asserted above), and each item's
-            // `head_dim` values are its own: the slices of two items never overlap.
-            let row_out = unsafe { std::slice::from_raw_parts_mut((out_addr as *mut f32).add(start), head_dim) };
-            let task = RowTask { query, keys: &keys, values: &values, kv_head: head / n_rep, head_dim, scale };
-            attend_row(task, pos + row, row_out);
+            // else) until `execute_chunked` returns, after every item is done. `start + len <= out_len` (`row <
+            // seq`, `first_head + heads_per_item <= n_head`, `out_len == n_head * seq * head_dim`, asserted
+            // above), and each item's heads of its row are its own: the slices of two items never overlap.
+            let row_out = unsafe { std::slice::from_raw_parts_mut((out_addr as *mut f32).add(start), len) };
+            attend_group(task, pos + row, row_out);
         }
     });
 }
 
-/// One query row of one head: what it reads.
-struct RowTask<'a> {
-    query: &'a [f32],
+/// One query row of consecutive heads sharing a key/value head: what it reads.
+struct GroupTask<'a> {
+    /// All queries, `[n_head, seq, head_dim]`.
+    queries: &'a [f32],
+    first_head: usize,
+    heads: usize,
+    row: usize,
+    seq: usize,
     keys: &'a KvRows<'a>,
     values: &'a KvRows<'a>,
     kv_head: usize,
@@ -100,82 +131,204 @@ struct RowTask<'a> {
     scale: f32,
 }
 
-/// One query row of one head against positions `0..=last`, by the instruction set this CPU has (the same bits
-/// on each).
-fn attend_row(task: RowTask, last: usize, out: &mut [f32]) {
+impl GroupTask<'_> {
+    /// Head `first_head + h`'s query row.
+    fn query(&self, h: usize) -> &[f32] {
+        &self.queries[((self.first_head + h) * self.seq + self.row) * self.head_dim..][..self.head_dim]
+    }
+}
+
+thread_local! {
+    /// A group's unnormalized value sums, reused across calls.
+    static SUMS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// One query row of a group of heads against positions `0..=last` (`out`: the heads' outputs, one after the
+/// other), by the instruction set this CPU has (the same bits on each).
+fn attend_group(task: GroupTask, last: usize, out: &mut [f32]) {
     SCORES.with_borrow_mut(|scores| {
-        scores.clear();
-        scores.resize(last + 1, 0.0);
-        #[cfg(target_arch = "x86_64")]
-        {
-            use super::CpuLevel;
-            match super::cpu_level() {
-                // SAFETY: `cpu_level` returns `Avx512Vnni` only after runtime detection found AVX-512 F (with BW,
-                // VL and VNNI), the one feature `row_avx512` enables.
-                CpuLevel::Avx512Vnni => return unsafe { row_avx512(&task, scores, out) },
-                // SAFETY: `cpu_level` returns `Avx2` only after runtime detection found AVX2 (and FMA), the
-                // feature `row_avx2` enables.
-                CpuLevel::Avx2 => return unsafe { row_avx2(&task, scores, out) },
-                CpuLevel::Portable => {}
+        SUMS.with_borrow_mut(|sums| {
+            scores.clear();
+            scores.resize(task.heads * (last + 1), 0.0);
+            sums.clear();
+            sums.resize(task.heads * task.head_dim, 0.0);
+            #[cfg(target_arch = "x86_64")]
+            {
+                use super::CpuLevel;
+                match super::cpu_level() {
+                    // SAFETY: `cpu_level` returns `Avx512Vnni` only after runtime detection found AVX-512 F (with
+                    // BW, VL and VNNI), the one feature `group_avx512` enables.
+                    CpuLevel::Avx512Vnni => return unsafe { group_avx512(&task, scores, sums, out) },
+                    // SAFETY: `cpu_level` returns `Avx2` only after runtime detection found AVX2 (and FMA), the
+                    // feature `group_avx2` enables.
+                    CpuLevel::Avx2 => return unsafe { group_avx2(&task, scores, sums, out) },
+                    CpuLevel::Portable => {}
+                }
             }
-        }
-        row_portable(&task, scores, out)
+            group_portable(&task, scores, sums, out, portable_scores)
+        })
     })
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn row_avx512(task: &RowTask, scores: &mut [f32], out: &mut [f32]) {
-    row_portable(task, scores, out)
+unsafe fn group_avx512(task: &GroupTask, scores: &mut [f32], sums: &mut [f32], out: &mut [f32]) {
+    group_portable(task, scores, sums, out, portable_scores)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn row_avx2(task: &RowTask, scores: &mut [f32], out: &mut [f32]) {
-    row_portable(task, scores, out)
+unsafe fn group_avx2(task: &GroupTask, scores: &mut [f32], sums: &mut [f32], out: &mut [f32]) {
+    // SAFETY: this function runs only where AVX2 was detected (see `attend_group`).
+    group_portable(task, scores, sums, out, |query, keys, kv_head, positions, scale, out| unsafe {
+        avx2_scores(query, keys, kv_head, positions, scale, out)
+    })
 }
 
-/// Scores, then the softmax's weights, then their sum of value rows; `scores` has one slot per position.
+/// Fills `out[j]` with the scaled score of `query` against the key at position `positions.start + j`, by `dot`,
+/// position by position.
 #[inline(always)]
-fn row_portable(task: &RowTask, scores: &mut [f32], out: &mut [f32]) {
-    let RowTask { query, keys, values, kv_head, head_dim, scale } = *task;
-    let mut max = f32::NEG_INFINITY;
-    for (position, score) in scores.iter_mut().enumerate() {
-        *score = dot(query, keys.row(kv_head, position, head_dim)) * scale;
-        max = max.max(*score);
+fn portable_scores(
+    query: &[f32],
+    keys: &KvRows,
+    kv_head: usize,
+    positions: std::ops::Range<usize>,
+    scale: f32,
+    out: &mut [f32],
+) {
+    for (position, score) in positions.zip(out) {
+        *score = dot(query, keys.row(kv_head, position, query.len())) * scale;
     }
-    let mut total = 0.0f32;
-    for score in scores.iter_mut() {
-        *score = (*score - max).exp();
-        total += *score;
+}
+
+/// `portable_scores` with AVX2 registers, four positions at a time: the 16 lanes of `dot` are two 256-bit
+/// registers, multiplied and added (never fused) and then added in `dot`'s tree, so each score has `dot`'s bits.
+/// (The compiler vectorized `dot` on its own two lanes at a time, in 128-bit registers, and a plan's decoding at
+/// 2,300 cached positions spent a quarter of its time there.)
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn avx2_scores(
+    query: &[f32],
+    keys: &KvRows,
+    kv_head: usize,
+    positions: std::ops::Range<usize>,
+    scale: f32,
+    out: &mut [f32],
+) {
+    let head_dim = query.len();
+    if !head_dim.is_multiple_of(LANES) {
+        return portable_scores(query, keys, kv_head, positions, scale, out);
     }
-    // The weighted sum by slices of `OUT_CHUNK` values, so that the sums stay in registers across positions (a
-    // narrower last slice, if any, takes the general loop; each value is summed in position order either way).
-    let inverse = 1.0 / total;
-    for (chunk, out) in out.chunks_mut(OUT_CHUNK).enumerate() {
-        let (first, width) = (chunk * OUT_CHUNK, out.len());
-        let row = |position| &values.row(kv_head, position, head_dim)[first..first + width];
-        if let Ok(out) = <&mut [f32; OUT_CHUNK]>::try_from(&mut *out) {
-            let mut acc = [0.0f32; OUT_CHUNK];
-            for (position, &weight) in scores.iter().enumerate() {
-                let row: &[f32; OUT_CHUNK] = row(position).try_into().expect("a whole slice");
-                for lane in 0..OUT_CHUNK {
-                    acc[lane] += weight * row[lane];
+    let mut position = positions.start;
+    for scores in out[..positions.len()].chunks_mut(4) {
+        match scores.len() {
+            4 => scores.copy_from_slice(&avx2_dots::<4>(query, keys, kv_head, position, scale)),
+            3 => scores.copy_from_slice(&avx2_dots::<3>(query, keys, kv_head, position, scale)),
+            2 => scores.copy_from_slice(&avx2_dots::<2>(query, keys, kv_head, position, scale)),
+            _ => scores.copy_from_slice(&avx2_dots::<1>(query, keys, kv_head, position, scale)),
+        }
+        position += scores.len();
+    }
+}
+
+/// `dot(query, key) * scale` for the keys at positions `first..first + N` (`query.len()` a multiple of `LANES`).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn avx2_dots<const N: usize>(
+    query: &[f32],
+    keys: &KvRows,
+    kv_head: usize,
+    first: usize,
+    scale: f32,
+) -> [f32; N] {
+    use std::arch::x86_64::*;
+    let head_dim = query.len();
+    let rows: [&[f32]; N] = std::array::from_fn(|j| keys.row(kv_head, first + j, head_dim));
+    let (mut low, mut high) = ([_mm256_setzero_ps(); N], [_mm256_setzero_ps(); N]);
+    for c in (0..head_dim).step_by(LANES) {
+        let q_low = _mm256_loadu_ps(query.as_ptr().add(c));
+        let q_high = _mm256_loadu_ps(query.as_ptr().add(c + 8));
+        for j in 0..N {
+            let k = rows[j].as_ptr().add(c);
+            low[j] = _mm256_add_ps(low[j], _mm256_mul_ps(q_low, _mm256_loadu_ps(k)));
+            high[j] = _mm256_add_ps(high[j], _mm256_mul_ps(q_high, _mm256_loadu_ps(k.add(8))));
+        }
+    }
+    std::array::from_fn(|j| {
+        // `dot`'s tree: lanes l += l + 8, then l += l + 4, l += l + 2, l += l + 1.
+        let eight = _mm256_add_ps(low[j], high[j]);
+        let four = _mm_add_ps(_mm256_castps256_ps128(eight), _mm256_extractf128_ps(eight, 1));
+        let two = _mm_add_ps(four, _mm_movehl_ps(four, four));
+        let one = _mm_add_ss(two, _mm_shuffle_ps(two, two, 1));
+        _mm_cvtss_f32(one) * scale
+    })
+}
+
+/// Scores, then the softmax's weights, then their sum of value rows, each head's in position order; `scores` has
+/// one slot per head and position, `sums` one per head and value (zeros).
+#[inline(always)]
+fn group_portable(
+    task: &GroupTask,
+    scores: &mut [f32],
+    sums: &mut [f32],
+    out: &mut [f32],
+    fill_scores: impl Fn(&[f32], &KvRows, usize, std::ops::Range<usize>, f32, &mut [f32]),
+) {
+    let GroupTask { keys, values, kv_head, head_dim, scale, heads, .. } = *task;
+    let positions = scores.len() / heads;
+    for block in (0..positions).step_by(POSITION_BLOCK) {
+        let block = block..(block + POSITION_BLOCK).min(positions);
+        for h in 0..heads {
+            let out = &mut scores[h * positions..][block.clone()];
+            fill_scores(task.query(h), keys, kv_head, block.clone(), scale, out);
+        }
+    }
+    let mut inverses = Vec::with_capacity(heads);
+    for head_scores in scores.chunks_exact_mut(positions) {
+        let max = head_scores.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
+        let mut total = 0.0f32;
+        for score in head_scores.iter_mut() {
+            *score = (*score - max).exp();
+            total += *score;
+        }
+        inverses.push(1.0 / total);
+    }
+    // The weighted sums by slices of `OUT_CHUNK` values, so that the sums stay in registers across a block's
+    // positions (a narrower last slice, if any, takes the general loop; each value is summed in position order
+    // either way, block after block).
+    for block in (0..positions).step_by(POSITION_BLOCK) {
+        let block = block..(block + POSITION_BLOCK).min(positions);
+        for h in 0..heads {
+            let weights = &scores[h * positions..][block.clone()];
+            for (chunk, sums) in sums[h * head_dim..][..head_dim].chunks_mut(OUT_CHUNK).enumerate() {
+                let (first, width) = (chunk * OUT_CHUNK, sums.len());
+                let row = |position| &values.row(kv_head, position, head_dim)[first..first + width];
+                if let Ok(sums) = <&mut [f32; OUT_CHUNK]>::try_from(&mut *sums) {
+                    let mut acc = *sums;
+                    for (position, &weight) in block.clone().zip(weights) {
+                        let row: &[f32; OUT_CHUNK] = row(position).try_into().expect("a whole slice");
+                        for lane in 0..OUT_CHUNK {
+                            acc[lane] += weight * row[lane];
+                        }
+                    }
+                    *sums = acc;
+                } else {
+                    for (position, &weight) in block.clone().zip(weights) {
+                        for (o, &v) in sums.iter_mut().zip(row(position)) {
+                            *o += weight * v;
+                        }
+                    }
                 }
             }
-            for lane in 0..OUT_CHUNK {
-                out[lane] = acc[lane] * inverse;
-            }
-        } else {
-            out.fill(0.0);
-            for (position, &weight) in scores.iter().enumerate() {
-                for (o, &v) in out.iter_mut().zip(row(position)) {
-                    *o += weight * v;
-                }
-            }
-            for o in out.iter_mut() {
-                *o *= inverse;
-            }
+        }
+    }
+    for ((out, sums), inverse) in out.chunks_exact_mut(head_dim).zip(sums.chunks_exact(head_dim)).zip(inverses) {
+        for (o, &sum) in out.iter_mut().zip(sums) {
+            *o = sum * inverse;
         }
     }
 }
@@ -340,6 +493,24 @@ pub(crate) mod tests {
         let expected = reference(&q, &k, &v, dims, capacity, 0.125);
         for (i, (a, b)) in ours.iter().zip(&expected).enumerate() {
             assert!((a - b).abs() < 1e-5, "value {i}: {a} vs {b}");
+        }
+    }
+
+    /// Several blocks of positions (150 cached, blocks of 64), a head size with a narrower last slice (72 = 64 +
+    /// 8), and one decoded row over a single key/value head: the group splits into parts, one per thread.
+    #[test]
+    fn long_caches_and_split_groups_match_the_textbook_computation() {
+        for (n_head, n_kv_head, seq) in [(4, 1, 1), (6, 2, 1), (6, 2, 3), (8, 1, 2)] {
+            let (capacity, head_dim) = (160, 72);
+            let dims = AttentionDims { n_head, n_kv_head, head_dim, seq, pos: 150 };
+            let q = values(n_head * seq * head_dim, 7);
+            let k = values(n_kv_head * capacity * head_dim, 8);
+            let v = values(n_kv_head * capacity * head_dim, 9);
+            let ours = run(&q, &k, &v, dims, capacity);
+            let expected = reference(&q, &k, &v, dims, capacity, 0.125);
+            for (i, (a, b)) in ours.iter().zip(&expected).enumerate() {
+                assert!((a - b).abs() < 1e-5, "{dims:?}: value {i}: {a} vs {b}");
+            }
         }
     }
 
