@@ -244,6 +244,31 @@ fn step_budget_stops_with_the_reason() {
     assert_eq!(ran, ["s1", "s3"]);
 }
 
+/// "What is 12*4+5?" planned as `12*4+5` and then `calculator("$s1.result$")`: the second step recomputes a known
+/// result, so it is dropped (logged, no tool call) and takes the first one's output; a step that does compute
+/// (`$s1.result$ + 1`) still runs.
+#[test]
+fn a_step_that_recomputes_a_known_result_is_dropped_and_logged() {
+    let scratch = Scratch::new();
+    let plan_path = scratch.write(
+        "plan.json",
+        r#"{"goal": "What is 12*4+5?", "steps": [
+            {"id": "s1", "tool": "calculator", "args": {"expression": "12*4+5"}},
+            {"id": "s2", "tool": "calculator", "args": {"expression": "$s1.result$"}},
+            {"id": "s3", "tool": "calculator", "args": {"expression": "$s2.result$ + 1"}}]}"#,
+    );
+    let (json, output) = scratch.tandem_json(&["run", "--plan", plan_path.to_str().unwrap(), "--joiner", "off"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let steps = json["steps"].as_array().unwrap();
+    let via: Vec<&str> = steps.iter().map(|s| s["via"].as_str().unwrap()).collect();
+    assert_eq!(via, ["tool", "dropped", "tool"], "{json}");
+    assert_eq!(steps[1]["output"], steps[0]["output"], "the dropped step takes the known result");
+    assert_eq!(steps[2]["output"]["result"], 54, "{json}");
+    let calls: Vec<Value> = scratch.latest_events().into_iter().filter(|e| e["event"] == "tool_call").collect();
+    let called: Vec<&str> = calls.iter().map(|c| c["step"].as_str().unwrap()).collect();
+    assert_eq!(called, ["s1", "s3"], "no call for the dropped step");
+}
+
 #[test]
 fn independent_tool_steps_run_concurrently() {
     let scratch = Scratch::new();

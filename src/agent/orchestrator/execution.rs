@@ -12,9 +12,9 @@ use crate::agent::events::Event;
 use crate::agent::executor::{fill_arguments, write_text};
 use crate::agent::plan::resolve_args;
 use crate::agent::plan::{Plan, Step};
-use crate::agent::refs::{coerce_to_schema, value_text};
+use crate::agent::refs::{coerce_to_schema, parse_reference, value_text};
 use crate::agent::runs::{call_key, RunState};
-use crate::tools::{Llm, ToolError};
+use crate::tools::{Calculator, Llm, ToolError};
 use crate::Result;
 
 impl Agent<'_> {
@@ -51,9 +51,13 @@ impl Agent<'_> {
         let mut failure = None;
         for step in ready {
             self.emit(Event::StepStarted { version, step: step.id.clone(), tool: step.tool.clone() })?;
-            match self.prepare(step) {
+            match self.prepare(plan, step) {
                 Ok(Prepared::Cached(args, output)) => {
                     self.finish_step(version, step, args, Ok(output), 0, "cache")?;
+                }
+                Ok(Prepared::Known(args, output)) => {
+                    tracing::info!(step = %step.id, "dropped: it recomputes a result already known");
+                    self.finish_step(version, step, args, Ok(output), 0, "dropped")?;
                 }
                 Ok(Prepared::Direct(args)) => direct.push((step.clone(), args)),
                 Ok(other) => model_steps.push((step.clone(), other)),
@@ -117,7 +121,7 @@ impl Agent<'_> {
     }
 
     /// Resolves a step's references and decides who runs it.
-    fn prepare(&self, step: &Step) -> Result<Prepared> {
+    fn prepare(&self, plan: &Plan, step: &Step) -> Result<Prepared> {
         let spec = self.registry.spec(&step.tool).ok_or_else(|| ToolError::UnknownTool {
             name: step.tool.clone(),
             known: self.registry.names().join(", "),
@@ -138,7 +142,26 @@ impl Agent<'_> {
         if let Some(output) = self.state.call_cache.get(&call_key(&step.tool, &args)) {
             return Ok(Prepared::Cached(args, output.clone()));
         }
+        if let Some(output) = self.known_result(plan, step) {
+            return Ok(Prepared::Known(args, output));
+        }
         Ok(Prepared::Direct(args))
+    }
+
+    /// The output of a step that only recomputes a result already known: a `calculator` step whose expression is
+    /// exactly a reference to an earlier `calculator` step's `result` (small planners follow "What is 12*4+5?"'s
+    /// one step with `calculator("$s1.result$")`). The calculator would give that step's output again, so the
+    /// step takes it without running, and the log says it was dropped.
+    fn known_result(&self, plan: &Plan, step: &Step) -> Option<Value> {
+        if step.tool != Calculator::NAME || step.args.len() != 1 {
+            return None;
+        }
+        let reference = parse_reference(step.args.get("expression")?.as_str()?)?;
+        let source = plan.step(&reference.step)?;
+        if source.tool != Calculator::NAME || reference.field.as_deref() != Some("result") {
+            return None;
+        }
+        self.state.outputs.get(&source.id).cloned()
     }
 
     /// Runs steps that need the executor model, one after another; the first failure lands in `failure`.
@@ -153,13 +176,17 @@ impl Agent<'_> {
             let result = match prepared {
                 Prepared::Text(args) => self.run_text_step(version, step, args),
                 Prepared::Fill(args, problem) => self.run_fill_step(version, step, args, problem),
-                Prepared::Direct(_) | Prepared::Cached(..) => {
+                Prepared::Direct(_) | Prepared::Cached(..) | Prepared::Known(..) => {
                     unreachable!("tool steps do not reach the executor")
                 }
             };
             let ms = started.elapsed().as_millis() as u64;
             let args = match prepared {
-                Prepared::Text(a) | Prepared::Fill(a, _) | Prepared::Direct(a) | Prepared::Cached(a, _) => a.clone(),
+                Prepared::Text(a)
+                | Prepared::Fill(a, _)
+                | Prepared::Direct(a)
+                | Prepared::Cached(a, _)
+                | Prepared::Known(a, _) => a.clone(),
             };
             match result {
                 Ok((args, output)) => self.finish_step(version, step, args, Ok(output), ms, "executor")?,

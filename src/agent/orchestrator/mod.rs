@@ -104,6 +104,8 @@ enum Prepared {
     Direct(Map<String, Value>),
     /// The same call already succeeded in this run.
     Cached(Map<String, Value>, Value),
+    /// The step only recomputes a result already known (see `known_result`): dropped, not run.
+    Known(Map<String, Value>, Value),
     /// An `llm` step: the executor writes text for this prompt.
     Text(Map<String, Value>),
     /// Arguments do not fit (the problem in words): the executor fills them.
