@@ -18,6 +18,7 @@ use crate::llm::LoadOptions;
 use crate::Result;
 
 /// Loads tensors and converts slow types once; counts conversions for the load report.
+#[derive(Clone, Copy)]
 struct TensorLoader<'a> {
     file: &'a GgufFile,
     device: &'a Device,
@@ -93,6 +94,22 @@ impl TensorLoader<'_> {
         QLinear::new(self.convert(tensor)?)
     }
 
+    /// Layer `i`'s norms, projections and biases.
+    fn layer(&mut self, i: usize) -> Result<Layer> {
+        let name = |part: &str| format!("blk.{i}.{part}");
+        Ok(Layer {
+            attn_norm: self.vector(&name("attn_norm.weight"))?,
+            qkv: self.stacked(
+                &[&name("attn_q.weight"), &name("attn_k.weight"), &name("attn_v.weight")],
+                Some(&[&name("attn_q.bias"), &name("attn_k.bias"), &name("attn_v.bias")]),
+            )?,
+            wo: self.matrix(&name("attn_output.weight"))?,
+            ffn_norm: self.vector(&name("ffn_norm.weight"))?,
+            gate_up: self.stacked(&[&name("ffn_gate.weight"), &name("ffn_up.weight")], None)?,
+            down: self.matrix(&name("ffn_down.weight"))?,
+        })
+    }
+
     /// Where our kernels do not run, candle 0.11 has no fast CPU kernel for Q5_0/Q5_1 (the 0.5B model stores
     /// most weights so, since its width 896 is not a multiple of 256): requantize them to Q8_0, which has one.
     /// Q5_0 values are integers in [-16, 15] times a per-block scale, so Q8_0 represents them almost exactly.
@@ -152,21 +169,34 @@ impl Qwen2 {
                 (TokenTable::Loaded(tied.clone()), tied)
             }
         };
-        let mut layers = Vec::with_capacity(config.n_layer);
-        for i in 0..config.n_layer {
-            let name = |part: &str| format!("blk.{i}.{part}");
-            layers.push(Layer {
-                attn_norm: loader.vector(&name("attn_norm.weight"))?,
-                qkv: loader.stacked(
-                    &[&name("attn_q.weight"), &name("attn_k.weight"), &name("attn_v.weight")],
-                    Some(&[&name("attn_q.bias"), &name("attn_k.bias"), &name("attn_v.bias")]),
-                )?,
-                wo: loader.matrix(&name("attn_output.weight"))?,
-                ffn_norm: loader.vector(&name("ffn_norm.weight"))?,
-                gate_up: loader.stacked(&[&name("ffn_gate.weight"), &name("ffn_up.weight")], None)?,
-                down: loader.matrix(&name("ffn_down.weight"))?,
-            });
+        // The layers load on the kernels' threads, layer `i` on thread `i % threads`: on the CPU a load is mostly
+        // repacking weights into our layouts and faulting in the mapped file, and a second core halves it.
+        let threads =
+            if device.is_cpu() { candle_core::utils::get_num_threads().clamp(1, config.n_layer.max(1)) } else { 1 };
+        let mut loaded: Vec<Result<(Vec<(usize, Layer)>, usize, usize)>> = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..threads)
+                .map(|t| {
+                    let mut loader = TensorLoader { converted: 0, widened: 0, ..loader };
+                    scope.spawn(move || {
+                        let mut mine = Vec::new();
+                        for i in (t..config.n_layer).step_by(threads) {
+                            mine.push((i, loader.layer(i)?));
+                        }
+                        Ok((mine, loader.converted, loader.widened))
+                    })
+                })
+                .collect();
+            workers.into_iter().map(|w| w.join().expect("a layer-loading thread panicked")).collect()
+        });
+        let mut layers: Vec<(usize, Layer)> = Vec::with_capacity(config.n_layer);
+        for result in loaded.drain(..) {
+            let (mine, converted, widened) = result?;
+            layers.extend(mine);
+            loader.converted += converted;
+            loader.widened += widened;
         }
+        layers.sort_by_key(|(i, _)| *i);
+        let layers: Vec<Layer> = layers.into_iter().map(|(_, layer)| layer).collect();
         if loader.converted > 0 {
             conversions.push(format!("Q5_0/Q5_1→Q8_0: {} tensors", loader.converted));
         }
