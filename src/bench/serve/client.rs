@@ -25,6 +25,8 @@ pub struct RequestOutcome {
     pub finish_reason: Option<String>,
     /// Tool calls in the answer (deltas with an `id`).
     pub tool_calls: usize,
+    /// The answer's text and the names of its calls, cut to [`ANSWER_KEPT`] characters (to see what was served).
+    pub answer: String,
     /// Why the request failed: an HTTP error, an error object in the stream, a stream without usage.
     pub error: Option<String>,
 }
@@ -35,6 +37,9 @@ pub struct LevelOutcome {
     pub wall_s: f64,
     pub requests: Vec<RequestOutcome>,
 }
+
+/// Characters of each answer kept in its record.
+const ANSWER_KEPT: usize = 200;
 
 /// How long one request may take before it counts as failed.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
@@ -93,6 +98,7 @@ pub fn send(agent: &ureq::Agent, url: &str, body: &Value) -> RequestOutcome {
         prompt_tokens: 0,
         finish_reason: None,
         tool_calls: 0,
+        answer: String::new(),
         error: None,
     };
     let response = match agent.post(url).set("Content-Type", "application/json").send_string(&body.to_string()) {
@@ -175,6 +181,12 @@ fn read_chunk(chunk: &Value, started: Instant, outcome: &mut RequestOutcome) {
     }
 }
 
+/// Appends to the kept answer up to its limit.
+fn keep(answer: &mut String, text: &str) {
+    let room = ANSWER_KEPT.saturating_sub(answer.chars().count());
+    answer.extend(text.chars().take(room));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,6 +202,7 @@ mod tests {
             prompt_tokens: 0,
             finish_reason: None,
             tool_calls: 0,
+            answer: String::new(),
             error: None,
         }
     }
@@ -212,6 +225,7 @@ mod tests {
             &mut outcome,
         );
         assert_eq!(outcome.tool_calls, 1);
+        assert_eq!(outcome.answer, "[call f]");
         assert_eq!(outcome.finish_reason.as_deref(), Some("tool_calls"));
         let mut text = fresh();
         read_chunk(&json!({"choices": [{"delta": {"content": "Hi"}}]}), started, &mut text);

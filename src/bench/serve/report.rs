@@ -151,6 +151,7 @@ mod tests {
             prompt_tokens: 100,
             finish_reason: Some("stop".into()),
             tool_calls: 0,
+            answer: String::new(),
             error: error.then(|| "HTTP 503".to_string()),
         }
     }
