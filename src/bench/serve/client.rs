@@ -173,8 +173,17 @@ fn read_chunk(chunk: &Value, started: Instant, outcome: &mut RequestOutcome) {
             outcome.ttft_s = Some(started.elapsed().as_secs_f64());
         }
         // A call's first delta carries its id; later deltas of a call streamed in parts carry only arguments.
-        outcome.tool_calls +=
-            calls.map_or(0, |c| c.iter().filter(|d| d.get("id").is_some_and(|id| !id.is_null())).count());
+        for call in calls.into_iter().flatten() {
+            if call.get("id").is_some_and(|id| !id.is_null()) {
+                outcome.tool_calls += 1;
+            }
+            if let Some(name) = call.pointer("/function/name").and_then(Value::as_str) {
+                keep(&mut outcome.answer, &format!("[call {name}]"));
+            }
+        }
+        if let Some(text) = delta.get("content").and_then(Value::as_str) {
+            keep(&mut outcome.answer, text);
+        }
     }
     if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
         outcome.finish_reason = Some(reason.to_string());
