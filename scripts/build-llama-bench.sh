@@ -2,23 +2,34 @@
 # Builds llama.cpp's `llama-bench` from the source that the llama-cpp-python package ships (its sdist vendors
 # llama.cpp), for the side-by-side speed comparison (`tandem bench speed --vs-llamacpp PATH`). Needs only pip,
 # a C++ compiler and the package index pip is configured for: cmake and ninja come through pip too.
+# With the target `llama-server` it builds llama.cpp's server from the same source and build tree instead, for
+# `tandem bench serve --vs-llama-server PATH` (scripts/build-llama-server.sh does that); its web UI is left out
+# (nothing is downloaded at build time).
 #
-#   scripts/build-llama-bench.sh [OUT_DIR]      (default: target/llama.cpp; prints the binary's path last)
+#   scripts/build-llama-bench.sh [OUT_DIR] [TARGET]   (default: target/llama.cpp and llama-bench; prints the
+#                                                      binary's path last)
 #
 # LLAMA_CPP_PYTHON_VERSION picks the package version (default 0.3.36, llama.cpp commit 0c1e570).
 set -euo pipefail
 out="${1:-target/llama.cpp}"
+target="${2:-llama-bench}"
+case "$target" in
+    llama-bench | llama-server) ;;
+    *) echo "unknown target $target: llama-bench or llama-server" >&2; exit 1 ;;
+esac
 version="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
-bin="$out/build/bin/llama-bench"
+bin="$out/build/bin/$target"
 if [[ -x "$bin" ]]; then
     echo "$bin"
     exit 0
 fi
 command -v c++ >/dev/null || { echo "no C++ compiler (c++) found: install g++ or clang" >&2; exit 1; }
-python3 -m venv "$out/venv"
-"$out/venv/bin/pip" install --quiet cmake ninja
+if [[ ! -x "$out/venv/bin/cmake" || ! -x "$out/venv/bin/ninja" ]]; then
+    python3 -m venv "$out/venv"
+    "$out/venv/bin/pip" install --quiet cmake ninja
+fi
 if [[ ! -d "$out/src" ]]; then
     # The source package (sdist) only: `--no-binary` refuses the prebuilt wheels and `pip download` does not
     # build or install it (it prepares the package's metadata, for which pip fetches the build backend).
@@ -31,10 +42,12 @@ if [[ ! -d "$out/src" ]]; then
     tar -xzf "$sdist" -C "$out/src.tmp" --strip-components=1
     mv "$out/src.tmp" "$out/src"
 fi
-# The machine's own instruction set (AVX-512/VNNI where present), no network code, no shared libs to find.
+# The machine's own instruction set (AVX-512/VNNI where present), no network code, no shared libs to find. The
+# server is configured in (so one tree builds both binaries) without its web UI: no npm build, no prebuilt UI
+# download; the server's API is all the benchmark uses.
 "$out/venv/bin/cmake" -S "$out/src/vendor/llama.cpp" -B "$out/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-    -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=OFF \
+    -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
     -DCMAKE_MAKE_PROGRAM="$out/venv/bin/ninja"
-"$out/venv/bin/cmake" --build "$out/build" --target llama-bench -j "$(nproc)"
+"$out/venv/bin/cmake" --build "$out/build" --target "$target" -j "$(nproc)"
 echo "$bin"

@@ -1,5 +1,6 @@
 //! Benchmarks run by `tandem bench`: inference speed and grammar cost, and the quality suites (NESTFUL planning,
-//! BFCL single calls, end-to-end tasks) with their records, scorers and reports.
+//! BFCL single calls, end-to-end tasks) with their records, scorers and reports; and `serve`, the load test of an
+//! OpenAI-compatible server beside llama.cpp's.
 
 pub mod bfcl;
 pub mod chart;
@@ -9,6 +10,7 @@ pub mod llamacpp;
 pub mod merge;
 pub mod nestful;
 pub mod records;
+pub mod serve;
 pub mod speed;
 pub mod suites;
 pub mod tasks;

@@ -36,6 +36,13 @@ pub enum BenchCommand {
     /// Example: tandem bench pairs --planners qwen2.5-coder-1.5b-instruct-q4_k_m --executors
     /// qwen2.5-coder-0.5b-instruct-q4_k_m --suite tasks --limit 10
     Pairs(PairsArgs),
+    /// Load test of an OpenAI-compatible server: N concurrent clients stream chat requests with tools
+    /// (benches/serve/requests.json) to the served model; per level requests/s, time to first token p50/p99,
+    /// generated tok/s and errors. Starts `tandem serve` itself per level (as many slots as clients), or loads
+    /// --url; with --vs-llama-server also llama.cpp's server on the same file, alternating, with ratios.
+    ///
+    /// Example: tandem bench serve --threads 2 --clients 1,4,16 --vs-llama-server target/llama.cpp/build/bin/llama-server
+    Serve(ServeBenchArgs),
     /// Recompute the scores of a finished or interrupted benchmark run from its records.
     Rescore {
         /// The benchmark run directory (as printed at its start).
@@ -231,4 +238,40 @@ pub struct SpeedArgs {
     /// with our runs, and print ratios (build one with scripts/build-llama-bench.sh).
     #[arg(long, value_name = "LLAMA_BENCH")]
     pub vs_llamacpp: Option<PathBuf>,
+}
+
+/// `tandem bench serve`.
+#[derive(Debug, Args)]
+pub struct ServeBenchArgs {
+    /// The model served: a model id or a .gguf path (llama-server gets the same file).
+    #[arg(long, short, default_value = settings::DEFAULT_EXECUTOR)]
+    pub model: String,
+    /// Concurrent clients, one level each (comma-separated); each level starts the servers afresh with as many
+    /// generation slots as clients.
+    #[arg(long, value_delimiter = ',', value_name = "N,..", default_value = "1,4,16")]
+    pub clients: Vec<usize>,
+    /// Requests each client sends per level, one after another.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub requests: usize,
+    /// `max_tokens` of every request.
+    #[arg(long, default_value_t = 64)]
+    pub max_tokens: usize,
+    /// Compute threads of each server started (default: all cores).
+    #[arg(long, short)]
+    pub threads: Option<usize>,
+    /// Runs of each level on each server, alternating between them; medians are reported.
+    #[arg(long, default_value_t = 1)]
+    pub repeats: usize,
+    /// Load the server already running at this URL (e.g. http://127.0.0.1:8080) instead of starting one; it
+    /// must serve --model under its id.
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// Also start llama.cpp's llama-server at this path on the same file (`-np` clients, the same threads,
+    /// `--jinja`), alternating with tandem serve, and print Tandem ÷ llama-server for each figure (build it with
+    /// scripts/build-llama-server.sh).
+    #[arg(long, value_name = "LLAMA_SERVER")]
+    pub vs_llama_server: Option<PathBuf>,
+    /// Where the run directory (samples.jsonl, summary.json, summary.md) is written.
+    #[arg(long, default_value = "bench-results")]
+    pub out: PathBuf,
 }

@@ -12,7 +12,9 @@ use crate::settings::{
     ServeSettings, Shard, ToolSettings,
 };
 
-pub use bench::{BenchCommand, DraftsArgs, GrammarBenchArgs, PairsArgs, SpeedArgs, SuiteArgs, SuiteName};
+pub use bench::{
+    BenchCommand, DraftsArgs, GrammarBenchArgs, PairsArgs, ServeBenchArgs, SpeedArgs, SuiteArgs, SuiteName,
+};
 
 /// Tandem: a planner–executor agent that runs entirely on local models.
 ///
@@ -49,7 +51,8 @@ impl Cli {
                     args.compute.threads
                 }
                 BenchCommand::Pairs(args) => args.suite_args.compute.threads,
-                BenchCommand::Rescore { .. } | BenchCommand::Merge { .. } => None,
+                // The servers it starts get --threads; the clients compute nothing.
+                BenchCommand::Serve(_) | BenchCommand::Rescore { .. } | BenchCommand::Merge { .. } => None,
             },
             Command::Runs(_) | Command::Models(_) | Command::Tools(_) => None,
         }

@@ -2,7 +2,9 @@
 
 use crate::bench::speed::{measure, SpeedSettings};
 use crate::bench::suites::{self, PairsSettings, Suite};
-use crate::cli::{BenchCommand, DraftsArgs, GrammarBenchArgs, PairsArgs, SpeedArgs, SuiteArgs, SuiteName};
+use crate::cli::{
+    BenchCommand, DraftsArgs, GrammarBenchArgs, PairsArgs, ServeBenchArgs, SpeedArgs, SuiteArgs, SuiteName,
+};
 use crate::commands::generate::{load_options, prepare_model};
 use crate::progress::Reporter;
 use crate::{Error, Result};
@@ -17,6 +19,7 @@ pub fn run(cmd: BenchCommand, reporter: &dyn Reporter) -> Result<()> {
         BenchCommand::Nestful(args) => suite(Suite::Nestful, &args, reporter),
         BenchCommand::Bfcl(args) => suite(Suite::Bfcl, &args, reporter),
         BenchCommand::Pairs(args) => suites::pairs(&pairs_settings(&args), reporter),
+        BenchCommand::Serve(args) => serve(args, reporter),
         BenchCommand::Rescore { dir } => suites::rescore(&dir),
         BenchCommand::Merge { dirs, out } => crate::bench::merge::merge(&dirs, &out),
     }
@@ -258,5 +261,32 @@ fn speed(args: SpeedArgs, reporter: &dyn Reporter) -> Result<()> {
         println!("converted at load  {}", report.conversions.join("; "));
     }
     println!("(medians of {} runs)", args.repeats.max(1));
+    Ok(())
+}
+
+/// `tandem bench serve`: the model's file resolved (pulled if needed), the load run, the table printed.
+fn serve(args: ServeBenchArgs, reporter: &dyn Reporter) -> Result<()> {
+    use crate::bench::serve::{run, ServeBenchSettings};
+    let resolved = crate::store::ModelStore::open()?.resolve(&args.model, reporter)?;
+    // tandem serve serves a file under its stem; llama-server is given the same name (--alias).
+    let model_name = resolved.path.file_stem().map_or_else(|| args.model.clone(), |s| s.to_string_lossy().into_owned());
+    let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let tandem = std::env::current_exe().map_err(|e| Error::io("finding the tandem binary to start", e))?;
+    let settings = ServeBenchSettings {
+        model: resolved.path,
+        model_name,
+        clients: args.clients.clone(),
+        requests_per_client: args.requests,
+        max_tokens: args.max_tokens,
+        threads,
+        repeats: args.repeats,
+        tandem,
+        url: args.url.clone(),
+        llama_server: args.vs_llama_server.clone(),
+        out: args.out.clone(),
+    };
+    let report = run(&settings, reporter)?;
+    println!("{}", std::fs::read_to_string(report.dir.join("summary.md")).unwrap_or_default());
+    println!("run directory: {}", report.dir.display());
     Ok(())
 }

@@ -10,6 +10,7 @@ mod agent_run;
 mod batch;
 mod batching;
 mod bench_scoring;
+mod bench_serve;
 mod bench_suites;
 mod bfcl_categories;
 mod catalogue;

@@ -1,0 +1,243 @@
+//! The load: N client threads, each sending its requests one after another over HTTP (ureq, blocking) and
+//! reading the streamed answer as it comes, timing the first token and taking the token count from the usage.
+
+use std::io::{BufRead, BufReader};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::workload::Workload;
+
+/// What one request gave.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RequestOutcome {
+    /// Which client sent it, and its number among that client's requests.
+    pub client: usize,
+    pub request: usize,
+    /// Seconds from sending to the first chunk with answer text or a tool call (not the empty role chunk).
+    pub ttft_s: Option<f64>,
+    /// Seconds from sending to the end of the stream.
+    pub total_s: f64,
+    /// `usage.completion_tokens` of the last chunk.
+    pub completion_tokens: usize,
+    pub prompt_tokens: usize,
+    /// The `finish_reason`, when the stream gave one.
+    pub finish_reason: Option<String>,
+    /// Tool calls in the answer (deltas with an `id`).
+    pub tool_calls: usize,
+    /// The answer's text and the names of its calls, cut to [`ANSWER_KEPT`] characters (to see what was served).
+    pub answer: String,
+    /// Why the request failed: an HTTP error, an error object in the stream, a stream without usage.
+    pub error: Option<String>,
+}
+
+/// What one level gave: every request's outcome and the wall time from the first request to the last answer.
+#[derive(Debug, Clone)]
+pub struct LevelOutcome {
+    pub wall_s: f64,
+    pub requests: Vec<RequestOutcome>,
+}
+
+/// Characters of each answer kept in its record.
+const ANSWER_KEPT: usize = 200;
+
+/// How long one request may take before it counts as failed.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Runs one level: `clients` threads, each sending `per_client` requests in turn to `base` (`http://host:port`).
+pub fn run_level(
+    base: &str,
+    model: &str,
+    workload: &Workload,
+    clients: usize,
+    per_client: usize,
+    max_tokens: usize,
+) -> LevelOutcome {
+    let agent = ureq::AgentBuilder::new().timeout(REQUEST_TIMEOUT).max_idle_connections_per_host(clients).build();
+    let url = format!("{}/v1/chat/completions", base.trim_end_matches('/'));
+    let started = Instant::now();
+    let requests = std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..clients)
+            .map(|client| {
+                let (agent, url) = (agent.clone(), url.as_str());
+                scope.spawn(move || {
+                    (0..per_client)
+                        .map(|request| {
+                            let body =
+                                workload.body(model, workload.message_for(client, request, per_client), max_tokens);
+                            let mut outcome = send(&agent, url, &body);
+                            (outcome.client, outcome.request) = (client, request);
+                            outcome
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        threads.into_iter().flat_map(|t| t.join().unwrap_or_default()).collect()
+    });
+    LevelOutcome { wall_s: started.elapsed().as_secs_f64(), requests }
+}
+
+/// Sends one request (without waiting for the others) so the server has its kernels and caches warm.
+pub fn warm_up(base: &str, model: &str, workload: &Workload, max_tokens: usize) -> Result<(), String> {
+    let agent = ureq::AgentBuilder::new().timeout(REQUEST_TIMEOUT).build();
+    let url = format!("{}/v1/chat/completions", base.trim_end_matches('/'));
+    let outcome = send(&agent, &url, &workload.body(model, &workload.messages[0], max_tokens));
+    outcome.error.map_or(Ok(()), Err)
+}
+
+/// Sends one streamed request and reads its answer to the end.
+pub fn send(agent: &ureq::Agent, url: &str, body: &Value) -> RequestOutcome {
+    let started = Instant::now();
+    let mut outcome = RequestOutcome {
+        client: 0,
+        request: 0,
+        ttft_s: None,
+        total_s: 0.0,
+        completion_tokens: 0,
+        prompt_tokens: 0,
+        finish_reason: None,
+        tool_calls: 0,
+        answer: String::new(),
+        error: None,
+    };
+    let response = match agent.post(url).set("Content-Type", "application/json").send_string(&body.to_string()) {
+        Ok(response) => response,
+        Err(ureq::Error::Status(status, response)) => {
+            let text = response.into_string().unwrap_or_default();
+            outcome.error = Some(format!("HTTP {status}: {}", text.chars().take(300).collect::<String>()));
+            outcome.total_s = started.elapsed().as_secs_f64();
+            return outcome;
+        }
+        Err(e) => {
+            outcome.error = Some(format!("request failed: {e}"));
+            outcome.total_s = started.elapsed().as_secs_f64();
+            return outcome;
+        }
+    };
+    let mut usage = None;
+    let mut done = false;
+    for line in BufReader::new(response.into_reader()).lines() {
+        let line = match line {
+            Ok(line) => line,
+            Err(e) => {
+                outcome.error = Some(format!("reading the stream: {e}"));
+                break;
+            }
+        };
+        let Some(data) = line.strip_prefix("data:").map(str::trim) else { continue };
+        if data == "[DONE]" {
+            done = true;
+            break;
+        }
+        let chunk: Value = match serde_json::from_str(data) {
+            Ok(chunk) => chunk,
+            Err(e) => {
+                outcome.error = Some(format!("a chunk is not JSON ({e}): {data}"));
+                break;
+            }
+        };
+        if let Some(error) = chunk.get("error") {
+            outcome.error = Some(format!("error in the stream: {error}"));
+            break;
+        }
+        read_chunk(&chunk, started, &mut outcome);
+        if let Some(u) = chunk.get("usage").filter(|u| u.is_object()) {
+            usage = Some(u.clone());
+        }
+    }
+    outcome.total_s = started.elapsed().as_secs_f64();
+    if outcome.error.is_none() {
+        match usage {
+            Some(usage) => {
+                let count = |key: &str| usage.get(key).and_then(Value::as_u64).unwrap_or(0) as usize;
+                outcome.completion_tokens = count("completion_tokens");
+                outcome.prompt_tokens = count("prompt_tokens");
+            }
+            None => outcome.error = Some("the stream had no usage (stream_options.include_usage)".into()),
+        }
+        if !done && outcome.error.is_none() {
+            outcome.error = Some("the stream ended without data: [DONE]".into());
+        }
+    }
+    outcome
+}
+
+/// Takes what a chunk says about the answer: the first token's time, tool calls, the finish reason.
+fn read_chunk(chunk: &Value, started: Instant, outcome: &mut RequestOutcome) {
+    let Some(choice) = chunk.get("choices").and_then(Value::as_array).and_then(|c| c.first()) else { return };
+    if let Some(delta) = choice.get("delta") {
+        let text = delta.get("content").and_then(Value::as_str).is_some_and(|t| !t.is_empty());
+        let calls = delta.get("tool_calls").and_then(Value::as_array);
+        if outcome.ttft_s.is_none() && (text || calls.is_some_and(|c| !c.is_empty())) {
+            outcome.ttft_s = Some(started.elapsed().as_secs_f64());
+        }
+        // A call's first delta carries its id; later deltas of a call streamed in parts carry only arguments.
+        for call in calls.into_iter().flatten() {
+            if call.get("id").is_some_and(|id| !id.is_null()) {
+                outcome.tool_calls += 1;
+            }
+            if let Some(name) = call.pointer("/function/name").and_then(Value::as_str) {
+                keep(&mut outcome.answer, &format!("[call {name}]"));
+            }
+        }
+        if let Some(text) = delta.get("content").and_then(Value::as_str) {
+            keep(&mut outcome.answer, text);
+        }
+    }
+    if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+        outcome.finish_reason = Some(reason.to_string());
+    }
+}
+
+/// Appends to the kept answer up to its limit.
+fn keep(answer: &mut String, text: &str) {
+    let room = ANSWER_KEPT.saturating_sub(answer.chars().count());
+    answer.extend(text.chars().take(room));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn fresh() -> RequestOutcome {
+        RequestOutcome {
+            client: 0,
+            request: 0,
+            ttft_s: None,
+            total_s: 0.0,
+            completion_tokens: 0,
+            prompt_tokens: 0,
+            finish_reason: None,
+            tool_calls: 0,
+            answer: String::new(),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn the_role_chunk_is_not_the_first_token_but_text_and_calls_are() {
+        let started = Instant::now();
+        let mut outcome = fresh();
+        read_chunk(&json!({"choices": [{"delta": {"role": "assistant", "content": ""}}]}), started, &mut outcome);
+        assert!(outcome.ttft_s.is_none());
+        read_chunk(&json!({"choices": [{"delta": {"role": "assistant", "content": null}}]}), started, &mut outcome);
+        assert!(outcome.ttft_s.is_none());
+        let call = json!({"index": 0, "id": "call_1", "type": "function", "function": {"name": "f", "arguments": ""}});
+        read_chunk(&json!({"choices": [{"delta": {"tool_calls": [call]}}]}), started, &mut outcome);
+        assert!(outcome.ttft_s.is_some());
+        let part = json!({"index": 0, "function": {"arguments": "{}"}});
+        read_chunk(
+            &json!({"choices": [{"delta": {"tool_calls": [part]}, "finish_reason": "tool_calls"}]}),
+            started,
+            &mut outcome,
+        );
+        assert_eq!(outcome.tool_calls, 1);
+        assert_eq!(outcome.answer, "[call f]");
+        assert_eq!(outcome.finish_reason.as_deref(), Some("tool_calls"));
+        let mut text = fresh();
+        read_chunk(&json!({"choices": [{"delta": {"content": "Hi"}}]}), started, &mut text);
+        assert!(text.ttft_s.is_some());
+    }
+}

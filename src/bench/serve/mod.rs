@@ -1,0 +1,229 @@
+//! `tandem bench serve`: concurrent clients streaming chat requests with tools at an OpenAI-compatible server,
+//! level by level (1, 4, 16 clients); per level requests/s, time to first token p50/p99, generated tokens/s and
+//! errors. It starts `tandem serve` itself (or loads a server at `--url`), and with a `llama-server` binary runs
+//! llama.cpp's server on the same file, threads and slots, alternating the two, and reports the ratios. The run
+//! is written as the other benchmarks' are: `samples.jsonl` (every request), `summary.json`, `summary.md`.
+//!
+//! Parts: the requests (`workload`), the clients (`client`), the servers as child processes (`servers`), the
+//! figures and their table (`report`).
+
+pub mod client;
+pub mod report;
+pub mod servers;
+pub mod workload;
+
+use std::path::PathBuf;
+
+use serde_json::json;
+
+use super::records::BenchRecorder;
+use crate::progress::{ProgressUnit, Reporter};
+use crate::{Error, Result};
+use client::{run_level, warm_up};
+use report::{markdown, LevelFigures, Ratios};
+use servers::{Launch, RunningServer, ServerKind};
+use workload::Workload;
+
+/// What `tandem bench serve` runs.
+#[derive(Debug, Clone)]
+pub struct ServeBenchSettings {
+    /// The GGUF file served.
+    pub model: PathBuf,
+    /// The name requests give as `model`.
+    pub model_name: String,
+    /// Concurrent clients, one level each.
+    pub clients: Vec<usize>,
+    /// Requests each client sends per level, one after another.
+    pub requests_per_client: usize,
+    /// `max_tokens` of every request.
+    pub max_tokens: usize,
+    /// Compute threads of each server started.
+    pub threads: usize,
+    /// Repetitions of each level on each server (medians are reported).
+    pub repeats: usize,
+    /// The `tandem` binary to start (`tandem serve`).
+    pub tandem: PathBuf,
+    /// A server already running at this base URL instead of starting `tandem serve`.
+    pub url: Option<String>,
+    /// Also run llama.cpp's `llama-server` at this path, alternating with Tandem.
+    pub llama_server: Option<PathBuf>,
+    /// Where the run directory goes.
+    pub out: PathBuf,
+}
+
+/// The report: figures per level and server (medians over repetitions), every repetition, the ratios.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ServeBenchReport {
+    pub levels: Vec<LevelFigures>,
+    pub runs: Vec<LevelFigures>,
+    pub ratios: Vec<Ratios>,
+    /// The run directory.
+    pub dir: PathBuf,
+}
+
+/// The system's load averages (1, 5, 15 minutes) from `/proc/loadavg`, where there is one: the machine's other
+/// work is part of every figure.
+fn load_average() -> Option<[f64; 3]> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let mut parts = text.split_whitespace().map(|p| p.parse::<f64>().ok());
+    Some([parts.next()??, parts.next()??, parts.next()??])
+}
+
+/// Runs every level on each server and writes the run directory.
+pub fn run(settings: &ServeBenchSettings, reporter: &dyn Reporter) -> Result<ServeBenchReport> {
+    if settings.clients.is_empty() || settings.clients.contains(&0) {
+        return Err(Error::Usage("--clients needs one or more numbers of clients, each at least 1".into()));
+    }
+    if settings.requests_per_client == 0 || settings.max_tokens == 0 {
+        return Err(Error::Usage("--requests and --max-tokens must be at least 1".into()));
+    }
+    if settings.url.is_some() && settings.llama_server.is_some() {
+        return Err(Error::Usage(
+            "--url loads a server already running; --vs-llama-server starts both servers itself: give one".into(),
+        ));
+    }
+    if let Some(bin) = &settings.llama_server {
+        if !bin.is_file() {
+            return Err(Error::Bench(format!(
+                "no llama-server at {}: build one with scripts/build-llama-server.sh (prints its path)",
+                bin.display()
+            )));
+        }
+    }
+    let workload = Workload::builtin()?;
+    let mut recorder = BenchRecorder::create(&settings.out, "serve")?;
+    let load_before = load_average();
+    let repeats = settings.repeats.max(1);
+    let servers: Vec<ServerKind> = match settings.llama_server {
+        Some(_) => vec![ServerKind::Tandem, ServerKind::LlamaServer],
+        None => vec![ServerKind::Tandem],
+    };
+    let progress = reporter.start(
+        "bench serve",
+        Some((settings.clients.len() * repeats * servers.len()) as u64),
+        ProgressUnit::Items,
+    );
+    let mut runs = Vec::new();
+    for &clients in &settings.clients {
+        for repeat in 0..repeats {
+            // Alternating which server goes first, so drift in the machine's load falls on both.
+            let mut order = servers.clone();
+            if repeat % 2 == 1 {
+                order.reverse();
+            }
+            for server in order {
+                let figures = run_one(settings, &workload, server, clients, repeat, &mut recorder)?;
+                progress.inc(1);
+                reporter.message(&format!(
+                    "{} clients on {}: {:.2} requests/s, TTFT p50 {:.3} s, {:.1} tok/s, {} errors",
+                    clients,
+                    server.name(),
+                    figures.requests_per_s,
+                    figures.ttft_p50_s,
+                    figures.tokens_per_s,
+                    figures.errors
+                ));
+                runs.push(figures);
+            }
+        }
+    }
+    progress.finish();
+    let mut levels = Vec::new();
+    let mut ratios = Vec::new();
+    for &clients in &settings.clients {
+        let of = |server: ServerKind| {
+            let these: Vec<LevelFigures> =
+                runs.iter().filter(|r| r.clients == clients && r.server == server).cloned().collect();
+            LevelFigures::median_of(&these)
+        };
+        let ours = of(ServerKind::Tandem);
+        let theirs = of(ServerKind::LlamaServer);
+        if let (Some(ours), Some(theirs)) = (&ours, &theirs) {
+            ratios.push(Ratios::of(ours, theirs));
+        }
+        levels.extend(ours);
+        levels.extend(theirs);
+    }
+    let load_after = load_average();
+    let heading = format!(
+        "bench serve: {} ({} threads a server, {} requests a client, max_tokens {}, medians of {} alternating runs; load average {} before, {} after)",
+        settings.model_name,
+        settings.threads,
+        settings.requests_per_client,
+        settings.max_tokens,
+        repeats,
+        load_before.map_or("?".into(), |l| format!("{:.2}", l[0])),
+        load_after.map_or("?".into(), |l| format!("{:.2}", l[0])),
+    );
+    let table = markdown(&levels, &ratios, &heading);
+    let document = json!({
+        "bench": "serve",
+        "command": std::env::args().collect::<Vec<_>>().join(" "),
+        "model": settings.model,
+        "model_name": settings.model_name,
+        "url": settings.url,
+        "llama_server": settings.llama_server,
+        "threads": settings.threads,
+        "clients": settings.clients,
+        "requests_per_client": settings.requests_per_client,
+        "max_tokens": settings.max_tokens,
+        "repeats": repeats,
+        "load_average_before": load_before,
+        "load_average_after": load_after,
+        "finished_unix_ms": crate::agent::events::now_ms(),
+        "levels": levels,
+        "ratios": ratios,
+        "runs": runs,
+    });
+    recorder.write("summary.json", &serde_json::to_string_pretty(&document).map_err(Error::encode("the summary"))?)?;
+    recorder.write("summary.md", &table)?;
+    Ok(ServeBenchReport { levels, runs, ratios, dir: recorder.dir().to_path_buf() })
+}
+
+/// One level on one server: started with as many slots as clients (unless it is `--url`'s), warmed up with one
+/// request, loaded, stopped; every request is recorded.
+fn run_one(
+    settings: &ServeBenchSettings,
+    workload: &Workload,
+    server: ServerKind,
+    clients: usize,
+    repeat: usize,
+    recorder: &mut BenchRecorder,
+) -> Result<LevelFigures> {
+    let launch = Launch {
+        model: settings.model.clone(),
+        model_name: settings.model_name.clone(),
+        threads: settings.threads,
+        slots: clients,
+        max_tokens: settings.max_tokens,
+    };
+    let running = match (server, &settings.url, &settings.llama_server) {
+        (ServerKind::Tandem, Some(_), _) => None,
+        (ServerKind::Tandem, None, _) => Some(RunningServer::tandem(&settings.tandem, &launch)?),
+        (ServerKind::LlamaServer, _, Some(bin)) => Some(RunningServer::llama_server(bin, &launch)?),
+        (ServerKind::LlamaServer, _, None) => return Err(Error::Internal("llama-server without a binary".into())),
+    };
+    let base = match (&running, &settings.url) {
+        (Some(running), _) => running.base.clone(),
+        (None, Some(url)) => url.trim_end_matches('/').trim_end_matches("/v1").to_string(),
+        (None, None) => return Err(Error::Internal("no server to load".into())),
+    };
+    let log = || running.as_ref().map(|r| format!("; its log ends:\n{}", r.log_tail())).unwrap_or_default();
+    warm_up(&base, &settings.model_name, workload, settings.max_tokens)
+        .map_err(|e| Error::Bench(format!("{}'s warm-up request failed: {e}{}", server.name(), log())))?;
+    let outcome =
+        run_level(&base, &settings.model_name, workload, clients, settings.requests_per_client, settings.max_tokens);
+    for request in &outcome.requests {
+        let sample = format!("{}-c{clients}-r{repeat}-{}-{}", server.name(), request.client, request.request);
+        let mut record = serde_json::to_value(request).map_err(Error::encode("a request's record"))?;
+        record["sample"] = json!(sample);
+        record["server"] = json!(server.name());
+        record["clients"] = json!(clients);
+        record["repeat"] = json!(repeat);
+        recorder.append(&record)?;
+    }
+    if let Some(first) = outcome.requests.iter().find_map(|r| r.error.as_deref()) {
+        tracing::warn!("{} at {clients} clients: a request failed: {first}{}", server.name(), log());
+    }
+    Ok(LevelFigures::of(server, clients, &outcome))
+}

@@ -1,0 +1,86 @@
+//! `tandem bench serve` end to end: the real binary starts `tandem serve` on the real 0.5B model per level, drives
+//! it with concurrent streamed requests with tools, and writes its run directory; the summary must hold every
+//! figure for every level, every request answered. Answers are kept to a few tokens.
+
+use serde_json::Value;
+
+use crate::common::real_model;
+use crate::common::runs::Scratch;
+use crate::serve::MODEL;
+
+#[test]
+fn bench_serve_loads_tandem_serve_and_reports_every_level() {
+    real_model(MODEL);
+    let scratch = Scratch::new();
+    let out = scratch.path("results");
+    let output = scratch.tandem(&[
+        "bench",
+        "serve",
+        "--quiet",
+        "--model",
+        MODEL,
+        "--clients",
+        "1,2",
+        "--requests",
+        "2",
+        "--max-tokens",
+        "6",
+        "--threads",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "bench serve failed:\n{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    let dirs: Vec<_> = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(dirs.len(), 1, "one run directory: {dirs:?}");
+    let summary: Value = serde_json::from_str(&std::fs::read_to_string(dirs[0].join("summary.json")).unwrap()).unwrap();
+    let levels = summary["levels"].as_array().expect("levels");
+    assert_eq!(levels.len(), 2, "one row per level: {summary:#}");
+    for (level, clients) in levels.iter().zip([1, 2]) {
+        assert_eq!(level["server"], "tandem");
+        assert_eq!(level["clients"], clients);
+        assert_eq!(level["requests"], clients * 2, "{level}");
+        assert_eq!(level["errors"], 0, "every request answered: {level}");
+        for figure in ["requests_per_s", "ttft_p50_s", "ttft_p99_s", "tokens_per_s"] {
+            let value = level[figure].as_f64().unwrap_or(0.0);
+            assert!(value > 0.0 && value.is_finite(), "{figure} at {clients} clients: {level}");
+        }
+        assert!(level["ttft_p99_s"].as_f64() >= level["ttft_p50_s"].as_f64(), "{level}");
+        // At most 6 new tokens an answer.
+        let tokens = level["completion_tokens"].as_u64().unwrap();
+        assert!(tokens > 0 && tokens <= 6 * clients * 2, "{level}");
+    }
+    assert!(summary["ratios"].as_array().unwrap().is_empty(), "no peer, no ratios");
+    // Every request is a record with its own id, and the table is printed and written.
+    let samples = std::fs::read_to_string(dirs[0].join("samples.jsonl")).unwrap();
+    let records: Vec<Value> = samples.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(records.len(), 6);
+    assert!(records.iter().all(|r| r["error"].is_null() && r["ttft_s"].as_f64().is_some()), "{samples}");
+    let table = std::fs::read_to_string(dirs[0].join("summary.md")).unwrap();
+    assert!(table.contains("| 2 | tandem | 4 | 0 |"), "{table}");
+    assert!(stdout.contains("TTFT p50"), "{stdout}");
+}
+
+#[test]
+fn bench_serve_without_a_llama_server_binary_says_how_to_build_one() {
+    real_model(MODEL);
+    let scratch = Scratch::new();
+    let missing = scratch.path("no-such-llama-server");
+    let output = scratch.tandem(&[
+        "bench",
+        "serve",
+        "--quiet",
+        "--model",
+        MODEL,
+        "--clients",
+        "1",
+        "--out",
+        scratch.path("r").to_str().unwrap(),
+        "--vs-llama-server",
+        missing.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("scripts/build-llama-server.sh"), "{stderr}");
+}
