@@ -213,6 +213,15 @@ impl GgufFile {
         }
         let size = (elems / dtype.block_size()).checked_mul(dtype.type_size()).ok_or_else(too_big)? as u64;
         let start = self.content.tensor_data_offset.saturating_add(info.offset);
+        // candle reads the bytes in place as the type's blocks (`slice::from_raw_parts`), which needs them aligned;
+        // the map starts on a page, so a tensor starting off an 8-byte boundary in the file (GGUF requires multiples
+        // of its alignment, itself a multiple of 8) would be read unaligned: undefined behaviour (found by the
+        // `gguf` fuzz target).
+        if start % 8 != 0 {
+            return Err(
+                self.bad_tensor(name, format!("its data starts at byte {start}, not a multiple of 8 as GGUF requires"))
+            );
+        }
         let end = start.saturating_add(size);
         if end > self.file_size() {
             return Err(LoadError::Truncated {

@@ -277,6 +277,25 @@ fn tensor_dimensions_whose_product_overflows_are_refused() {
     }
 }
 
+/// Found by the `gguf` fuzz target (the file is its input, kept as a seed): a tensor whose data starts off an
+/// 8-byte boundary was handed to candle, which reads it in place as blocks: an unaligned `slice::from_raw_parts`,
+/// undefined behaviour (a panic with debug assertions, a silent misaligned read without). It must be refused.
+#[test]
+fn a_tensor_whose_data_is_not_8_byte_aligned_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("unaligned_tensor.gguf");
+    std::fs::write(&path, include_bytes!("../../fuzz/seeds/gguf/unaligned_tensor.gguf")).unwrap();
+    let file = GgufFile::open(&path).unwrap();
+    let names: Vec<String> = file.content.tensor_infos.keys().cloned().collect();
+    let refused = names
+        .iter()
+        .filter(|name| {
+            matches!(file.tensor(name, &Device::Cpu), Err(LoadError::BadTensor { message, .. }) if message.contains("not a multiple of 8"))
+        })
+        .count();
+    assert!(refused >= 1, "no tensor of {names:?} refused as unaligned");
+}
+
 fn stackable_tiny(dir: &tempfile::TempDir, matrix_type: GgmlDType) -> GgufFile {
     let spec = TinyQwen2 { matrix_type, hidden: 256, n_head: 4, n_kv_head: 2, ffn: 512, ..TinyQwen2::default() };
     GgufFile::open(&tiny_file(dir, &format!("stackable-{matrix_type:?}.gguf"), &spec)).unwrap()
