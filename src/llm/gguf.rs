@@ -201,12 +201,27 @@ impl GgufFile {
             .get(name)
             .ok_or_else(|| LoadError::MissingTensor { path: self.path.clone(), name: name.to_string() })?;
         let dtype = info.ggml_dtype;
-        let elems = info.shape.elem_count();
+        // The dimensions are the file's word: their product (candle's `elem_count`) can overflow, which panicked
+        // with overflow checks and wrapped to a small size without them, passing the bounds check below
+        // (found by the `gguf` fuzz target). Checked products make it an error naming the tensor.
+        let dims = info.shape.dims();
+        let too_big =
+            || self.bad_tensor(name, format!("dimensions {dims:?} multiply to more elements than fit in memory"));
+        let elems = dims.iter().try_fold(1usize, |n, &d| n.checked_mul(d)).ok_or_else(too_big)?;
         if elems % dtype.block_size() != 0 {
             return Err(self.bad_tensor(name, format!("{elems} elements do not fill whole {dtype:?} blocks")));
         }
-        let size = (elems / dtype.block_size() * dtype.type_size()) as u64;
+        let size = (elems / dtype.block_size()).checked_mul(dtype.type_size()).ok_or_else(too_big)? as u64;
         let start = self.content.tensor_data_offset.saturating_add(info.offset);
+        // candle reads the bytes in place as the type's blocks (`slice::from_raw_parts`), which needs them aligned;
+        // the map starts on a page, so a tensor starting off an 8-byte boundary in the file (GGUF requires multiples
+        // of its alignment, itself a multiple of 8) would be read unaligned: undefined behaviour (found by the
+        // `gguf` fuzz target).
+        if start % 8 != 0 {
+            return Err(
+                self.bad_tensor(name, format!("its data starts at byte {start}, not a multiple of 8 as GGUF requires"))
+            );
+        }
         let end = start.saturating_add(size);
         if end > self.file_size() {
             return Err(LoadError::Truncated {
@@ -216,7 +231,7 @@ impl GgufFile {
                 file_size: self.file_size(),
             });
         }
-        Ok((dtype, info.shape.dims().to_vec(), start as usize..end as usize))
+        Ok((dtype, dims.to_vec(), start as usize..end as usize))
     }
 
     fn bad_tensor(&self, name: &str, message: String) -> LoadError {

@@ -249,6 +249,53 @@ fn missing_file_is_a_clear_error() {
 }
 
 /// A tiny model whose widths are whole K-quant blocks (256), so Q4_K matrices can be written too.
+/// Found by the `gguf` fuzz target (the file is its minimized input, kept as a seed): a tensor whose dimensions
+/// multiply past `usize::MAX` panicked with overflow checks on. Without them the product wraps; the second file
+/// (the same with dimensions `[2^32, 2^32]` at offset 0) wrapped to 0 elements, which passed the bounds check and
+/// was handed out as a tensor of 2^64 floats in 0 bytes. Both must be refused, naming the file and the tensor.
+#[test]
+fn tensor_dimensions_whose_product_overflows_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&str, &[u8]); 2] = [
+        ("dims_overflow.gguf", include_bytes!("../../fuzz/seeds/gguf/dims_overflow.gguf")),
+        ("dims_overflow_wraps_to_zero.gguf", include_bytes!("../../fuzz/seeds/gguf/dims_overflow_wraps_to_zero.gguf")),
+    ];
+    for (name, bytes) in cases {
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        let file = GgufFile::open(&path).unwrap();
+        for error in [
+            file.tensor_layout("blk.0.attn_q.weight").unwrap_err(),
+            file.tensor("blk.0.attn_q.weight", &Device::Cpu).unwrap_err(),
+        ] {
+            assert!(
+                matches!(&error, LoadError::BadTensor { message, .. } if message.contains("multiply to more elements")),
+                "{name}: {error:?}"
+            );
+            assert!(error.to_string().contains(name) && error.to_string().contains("blk.0.attn_q.weight"), "{error}");
+        }
+    }
+}
+
+/// Found by the `gguf` fuzz target (the file is its input, kept as a seed): a tensor whose data starts off an
+/// 8-byte boundary was handed to candle, which reads it in place as blocks: an unaligned `slice::from_raw_parts`,
+/// undefined behaviour (a panic with debug assertions, a silent misaligned read without). It must be refused.
+#[test]
+fn a_tensor_whose_data_is_not_8_byte_aligned_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("unaligned_tensor.gguf");
+    std::fs::write(&path, include_bytes!("../../fuzz/seeds/gguf/unaligned_tensor.gguf")).unwrap();
+    let file = GgufFile::open(&path).unwrap();
+    let names: Vec<String> = file.content.tensor_infos.keys().cloned().collect();
+    let refused = names
+        .iter()
+        .filter(|name| {
+            matches!(file.tensor(name, &Device::Cpu), Err(LoadError::BadTensor { message, .. }) if message.contains("not a multiple of 8"))
+        })
+        .count();
+    assert!(refused >= 1, "no tensor of {names:?} refused as unaligned");
+}
+
 fn stackable_tiny(dir: &tempfile::TempDir, matrix_type: GgmlDType) -> GgufFile {
     let spec = TinyQwen2 { matrix_type, hidden: 256, n_head: 4, n_kv_head: 2, ffn: 512, ..TinyQwen2::default() };
     GgufFile::open(&tiny_file(dir, &format!("stackable-{matrix_type:?}.gguf"), &spec)).unwrap()
