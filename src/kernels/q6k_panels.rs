@@ -83,6 +83,9 @@ impl PanelBlock for Q6KPanelBlock {
             // SAFETY: `Panels::matmul` checked for AVX-512 VNNI; `for_row_tiles` hands out whole panels.
             unsafe { super::k_panels_vnni::q6k_panel_rows(panels, acts, m, rows, out) }
         });
+        // Elsewhere `Panels::matmul_at` refuses before this (no CPU level has a kernel for it).
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (panels, input, m, out);
     }
 }
 

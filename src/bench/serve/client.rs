@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::workload::Workload;
 
 /// What one request gave.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct RequestOutcome {
     /// Which client sent it, and its number among that client's requests.
     pub client: usize,
@@ -89,18 +89,7 @@ pub fn warm_up(base: &str, model: &str, workload: &Workload, max_tokens: usize) 
 /// Sends one streamed request and reads its answer to the end.
 pub fn send(agent: &ureq::Agent, url: &str, body: &Value) -> RequestOutcome {
     let started = Instant::now();
-    let mut outcome = RequestOutcome {
-        client: 0,
-        request: 0,
-        ttft_s: None,
-        total_s: 0.0,
-        completion_tokens: 0,
-        prompt_tokens: 0,
-        finish_reason: None,
-        tool_calls: 0,
-        answer: String::new(),
-        error: None,
-    };
+    let mut outcome = RequestOutcome::default();
     let response = match agent.post(url).set("Content-Type", "application/json").send_string(&body.to_string()) {
         Ok(response) => response,
         Err(ureq::Error::Status(status, response)) => {
@@ -202,18 +191,7 @@ mod tests {
     use serde_json::json;
 
     fn fresh() -> RequestOutcome {
-        RequestOutcome {
-            client: 0,
-            request: 0,
-            ttft_s: None,
-            total_s: 0.0,
-            completion_tokens: 0,
-            prompt_tokens: 0,
-            finish_reason: None,
-            tool_calls: 0,
-            answer: String::new(),
-            error: None,
-        }
+        RequestOutcome::default()
     }
 
     #[test]

@@ -17,6 +17,9 @@ use crate::llm::kv_cache::CacheSlots;
 use crate::llm::LoadOptions;
 use crate::Result;
 
+/// One loading thread's layers (with their indices) and its conversion counts.
+type LoadedShare = (Vec<(usize, Layer)>, usize, usize);
+
 /// Loads tensors and converts slow types once; counts conversions for the load report.
 #[derive(Clone, Copy)]
 struct TensorLoader<'a> {
@@ -173,7 +176,7 @@ impl Qwen2 {
         // repacking weights into our layouts and faulting in the mapped file, and a second core halves it.
         let threads =
             if device.is_cpu() { candle_core::utils::get_num_threads().clamp(1, config.n_layer.max(1)) } else { 1 };
-        let mut loaded: Vec<Result<(Vec<(usize, Layer)>, usize, usize)>> = std::thread::scope(|scope| {
+        let mut loaded: Vec<Result<LoadedShare>> = std::thread::scope(|scope| {
             let workers: Vec<_> = (0..threads)
                 .map(|t| {
                     let mut loader = TensorLoader { converted: 0, widened: 0, ..loader };
