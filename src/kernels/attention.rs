@@ -81,7 +81,9 @@ pub fn attend(q: &[f32], keys: KvRows, values: KvRows, dims: AttentionDims, scal
     let n_rep = n_head / n_kv_head;
     // Whole groups per work item, unless there are fewer groups than threads (one decoded row, few key/value
     // heads): then each group splits into as many parts as it takes to give every thread one.
-    let threads = candle_core::utils::get_num_threads().max(1);
+    // The pool's threads and the caller: what `execute_chunked` spreads over (read from the pool, not from the
+    // environment as `get_num_threads` does on every call, and which ignores `CANDLE_NUM_THREADS`).
+    let threads = candle_core::utils::barrier_pool().n_workers() + 1;
     let parts = (1..=n_rep).find(|&p| n_rep.is_multiple_of(p) && n_kv_head * seq * p >= threads).unwrap_or(n_rep);
     let heads_per_item = n_rep / parts;
     let out_addr = out.as_mut_ptr() as usize;

@@ -174,8 +174,11 @@ impl Qwen2 {
         };
         // The layers load on the kernels' threads, layer `i` on thread `i % threads`: on the CPU a load is mostly
         // repacking weights into our layouts and faulting in the mapped file, and a second core halves it.
-        let threads =
-            if device.is_cpu() { candle_core::utils::get_num_threads().clamp(1, config.n_layer.max(1)) } else { 1 };
+        let threads = if device.is_cpu() {
+            (candle_core::utils::barrier_pool().n_workers() + 1).min(config.n_layer.max(1))
+        } else {
+            1
+        };
         let mut loaded: Vec<Result<LoadedShare>> = std::thread::scope(|scope| {
             let workers: Vec<_> = (0..threads)
                 .map(|t| {
