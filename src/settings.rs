@@ -176,6 +176,10 @@ pub const SHELL_TIMEOUT_S: u64 = 10;
 /// Time limit of an MCP server's start and of one MCP tool call, in seconds.
 pub const MCP_TIMEOUT_S: u64 = 30;
 
+/// Default of `--plans`: one greedy plan per planning call (plan search off; see docs/benchmarks.md, plan
+/// search).
+pub const PLANS: usize = 1;
+
 /// Default of `--tools-top-k`: 0, every tool is shown to the planner (see docs/benchmarks.md, tool retrieval).
 pub const TOOLS_TOP_K: usize = 0;
 
@@ -190,6 +194,8 @@ pub struct SuiteSettings {
     pub mode: Mode,
     /// Who writes the final answer of `tasks` runs.
     pub joiner: Joiner,
+    /// Candidate plans per planning call (plan search; 1: one greedy plan).
+    pub plans: usize,
     /// The data: a directory (nestful, bfcl) or a tasks TOML file; `None` takes the suite's default.
     pub data: Option<PathBuf>,
     /// NESTFUL's tool catalogue per sample: `all` or `gold+K`.
@@ -262,6 +268,8 @@ pub struct AgentSettings {
     pub mode: Mode,
     /// Who writes the final answer.
     pub joiner: Joiner,
+    /// Candidate plans per planning call (plan search; 1: one greedy plan).
+    pub plans: usize,
     /// The tools and their policy.
     pub tools: ToolSettings,
     /// The run's limits.
@@ -275,6 +283,7 @@ impl Default for AgentSettings {
             executor: DEFAULT_EXECUTOR.into(),
             mode: Mode::default(),
             joiner: Joiner::default(),
+            plans: PLANS,
             tools: ToolSettings::default(),
             budgets: Budgets::default(),
         }

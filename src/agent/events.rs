@@ -1,6 +1,7 @@
 //! The audit log: every run's `events.jsonl`, one JSON event per line, append-only and flushed to disk per event,
 //! so a crash loses at most the event being written (a torn last line is reported and skipped when read).
 
+use super::plan_search::SearchReport;
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -47,6 +48,9 @@ pub struct RunSettings {
     /// The planner sees only this many tools, chosen for the goal by retrieval (0, and logs before it: all).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub tools_top_k: usize,
+    /// Candidate plans per planning call (plan search; 1, and logs before it: one greedy plan).
+    #[serde(default = "one_plan", skip_serializing_if = "is_one_plan")]
+    pub plans: usize,
     /// The run's limits (written into the log as their own keys: `max_replans`, `max_steps`, …).
     #[serde(flatten)]
     pub budgets: Budgets,
@@ -73,6 +77,7 @@ impl RunSettings {
             mcp_config: None,
             mcp_timeout_s: MCP_TIMEOUT_S,
             tools_top_k: 0,
+            plans: crate::settings::PLANS,
             budgets: Budgets::default(),
             seed: 0,
             approve: Approval::None,
@@ -101,6 +106,14 @@ fn joiner_of_old_logs() -> Joiner {
 
 fn is_joiner_off(joiner: &Joiner) -> bool {
     *joiner == Joiner::Off
+}
+
+fn one_plan() -> usize {
+    crate::settings::PLANS
+}
+
+fn is_one_plan(n: &usize) -> bool {
+    *n == crate::settings::PLANS
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -225,6 +238,9 @@ pub enum Event {
         issues: Vec<String>,
         /// Planner cost, when the planner wrote it.
         usage: Option<ModelUsage>,
+        /// What plan search saw, when the planner wrote several candidates (`--plans`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        search: Option<SearchReport>,
     },
     /// The user's decision on a plan.
     PlanApproval {

@@ -14,6 +14,7 @@ pub mod model_call;
 pub mod models;
 pub mod orchestrator;
 pub mod plan;
+pub mod plan_search;
 pub mod planner;
 pub mod refs;
 pub mod runs;

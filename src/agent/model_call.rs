@@ -1,10 +1,10 @@
 //! One greedy model call from chat messages, optionally under a JSON-schema grammar: what the planner and the
-//! executor both do.
+//! executor both do; and several candidates from one prompt (the planner's plan search).
 
 use crate::decode::constraint::ConstraintSpec;
 use crate::decode::generate::TokenConstraint;
 use crate::decode::Model;
-use crate::decode::{generate_keeping, GenerateRequest, Sampling, Timings};
+use crate::decode::{generate_candidates, generate_keeping, Candidate, GenerateRequest, Sampling, Timings};
 use crate::llm::prefix_store::common_prefix;
 use crate::llm::ChatMessage;
 use crate::{Error, Result};
@@ -18,14 +18,7 @@ pub fn chat_call(
     spec: Option<&ConstraintSpec>,
     max_tokens: usize,
 ) -> Result<(String, Timings)> {
-    let template = model
-        .chat_template
-        .as_ref()
-        .ok_or_else(|| Error::Model(format!("the {role} model has no chat template; choose an instruct model")))?;
-    let prompt = template.render(messages, None, true)?;
-    let bos = model.tokenizer.add_bos_by_default();
-    let tokens = model.tokenizer.encode(&prompt, bos)?;
-    let stable = stable_opening(model, messages, &tokens, bos);
+    let (tokens, stable) = chat_prompt(model, role, messages)?;
     let mut matcher = match spec {
         Some(spec) => Some(model.grammar_engine()?.matcher(spec)?),
         None => None,
@@ -41,6 +34,52 @@ pub fn chat_call(
     };
     let generation = generate_keeping(model, request, stable, &mut |_| {})?;
     Ok((generation.text, generation.timings))
+}
+
+/// [`chat_call`] with one output per entry of `samplings` (token choice and seed), generated side by side from
+/// one prefill (see [`generate_candidates`]); each under its own matcher for `spec`. A failed candidate has its
+/// error in its place.
+pub fn chat_candidates(
+    model: &mut Model,
+    role: &str,
+    messages: &[ChatMessage],
+    spec: Option<&ConstraintSpec>,
+    max_tokens: usize,
+    samplings: &[(Sampling, u64)],
+) -> Result<Vec<Result<(String, Timings)>>> {
+    let (tokens, stable) = chat_prompt(model, role, messages)?;
+    let mut matchers = Vec::with_capacity(samplings.len());
+    for _ in samplings {
+        matchers.push(match spec {
+            Some(spec) => Some(model.grammar_engine()?.matcher(spec)?),
+            None => None,
+        });
+    }
+    let candidates = samplings
+        .iter()
+        .zip(matchers.iter_mut())
+        .map(|(&(sampling, seed), matcher)| Candidate {
+            sampling,
+            seed,
+            constraint: matcher.as_mut().map(|m| m as &mut dyn TokenConstraint),
+        })
+        .collect();
+    let generations = generate_candidates(model, tokens, stable, max_tokens, candidates)?;
+    Ok(generations.into_iter().map(|g| g.map(|g| (g.text, g.timings))).collect())
+}
+
+/// The conversation rendered with the model's chat template and tokenized, and how many leading tokens are the
+/// stable opening (see [`stable_opening`]).
+fn chat_prompt(model: &Model, role: &str, messages: &[ChatMessage]) -> Result<(Vec<u32>, Option<usize>)> {
+    let template = model
+        .chat_template
+        .as_ref()
+        .ok_or_else(|| Error::Model(format!("the {role} model has no chat template; choose an instruct model")))?;
+    let prompt = template.render(messages, None, true)?;
+    let bos = model.tokenizer.add_bos_by_default();
+    let tokens = model.tokenizer.encode(&prompt, bos)?;
+    let stable = stable_opening(model, messages, &tokens, bos);
+    Ok((tokens, stable))
 }
 
 /// How many leading tokens of `tokens` (the whole conversation, rendered) are the opening system message: the

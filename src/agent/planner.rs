@@ -6,8 +6,9 @@ use std::time::Instant;
 use minijinja::Environment;
 use serde_json::json;
 
-use super::model_call::chat_call;
+use super::model_call::{chat_call, chat_candidates};
 use super::plan::{Plan, Step};
+use super::plan_search::{self, SearchReport};
 use super::schema::{next_step_json_schema, plan_json_schema, PlanSchemaOptions};
 use super::tool_lines::{self, ToolListing};
 use super::validate::PlanIssue;
@@ -30,10 +31,13 @@ pub struct PlanOutcome {
     pub issues: Vec<PlanIssue>,
     /// The JSON text the model wrote.
     pub text: String,
-    /// Generation timings.
+    /// Generation timings (with plan search: the chosen candidate's, with the tokens of every candidate and the
+    /// decoding time of the slowest).
     pub timings: Timings,
     /// Wall time including grammar compilation.
     pub wall: std::time::Duration,
+    /// What plan search saw, when more than one candidate was written.
+    pub search: Option<SearchReport>,
 }
 
 /// The step-mode planner's system prompt template.
@@ -78,9 +82,16 @@ fn render_prompt(name: &str, source: &str, registry: &ToolRegistry, listing: Too
         .map_err(fail)
 }
 
-/// Writes a plan for `goal` with `model` (greedy, under the plan grammar) and validates it.
-pub fn write_plan(model: &mut Model, goal: &str, registry: &ToolRegistry, max_tokens: usize) -> Result<PlanOutcome> {
-    revise_plan(model, goal, registry, &[], max_tokens)
+/// Writes a plan for `goal` with `model` (greedy, under the plan grammar; with `plans` > 1, the plan most of that
+/// many candidates agree on, see [`plan_search`]) and validates it.
+pub fn write_plan(
+    model: &mut Model,
+    goal: &str,
+    registry: &ToolRegistry,
+    max_tokens: usize,
+    plans: usize,
+) -> Result<PlanOutcome> {
+    revise_plan(model, goal, registry, &[], max_tokens, plans)
 }
 
 /// One earlier plan and what became of it, replayed to the planner as conversation so it can correct itself.
@@ -93,13 +104,15 @@ pub struct Revision {
 }
 
 /// Writes a plan after earlier attempts: each earlier plan is the assistant's turn and its feedback the user's
-/// reply, so the planner revises with the whole record in view.
+/// reply, so the planner revises with the whole record in view. With `plans` > 1 the planner writes that many
+/// candidates side by side and the plan most valid ones agree on is kept ([`plan_search`]).
 pub fn revise_plan(
     model: &mut Model,
     goal: &str,
     registry: &ToolRegistry,
     history: &[Revision],
     max_tokens: usize,
+    plans: usize,
 ) -> Result<PlanOutcome> {
     let started = Instant::now();
     let (planning, spec) = plannable(model, registry, plan_json_schema)?;
@@ -109,12 +122,39 @@ pub fn revise_plan(
         messages.push(ChatMessage::new("assistant", &revision.plan_text));
         messages.push(ChatMessage::user(&revision.feedback));
     }
-    let (text, timings) = chat_call(model, "planner", &messages, Some(&spec), max_tokens)?;
-    let mut plan = Plan::from_json(&text)?;
-    // The goal is the user's, whatever the planner copied into the plan.
+    if plans <= 1 {
+        let (text, timings) = chat_call(model, "planner", &messages, Some(&spec), max_tokens)?;
+        let (plan, issues) = read_plan(&text, goal, registry)?;
+        return Ok(PlanOutcome { plan, issues, text, timings, wall: started.elapsed(), search: None });
+    }
+    let samplings = plan_search::samplings(plans);
+    let written = chat_candidates(model, "planner", &messages, Some(&spec), max_tokens, &samplings)?;
+    let read: Vec<Result<(Plan, Vec<PlanIssue>, String, Timings)>> = written
+        .into_iter()
+        .map(|w| w.and_then(|(text, timings)| read_plan(&text, goal, registry).map(|(p, i)| (p, i, text, timings))))
+        .collect();
+    let views: Vec<Option<(&Plan, bool)>> =
+        read.iter().map(|r| r.as_ref().ok().map(|(plan, issues, ..)| (plan, issues.is_empty()))).collect();
+    let Some(report) = plan_search::choose(&views) else {
+        // No candidate parsed: the greedy one's error says why.
+        return Err(read.into_iter().find_map(Result::err).expect("no candidate parsed, so one failed"));
+    };
+    let total_tokens: usize = read.iter().flatten().map(|(.., t)| t.generated_tokens).sum();
+    let slowest = read.iter().flatten().map(|(.., t)| t.decode).max().unwrap_or_default();
+    let (plan, issues, text, mut timings) =
+        read.into_iter().nth(report.chosen).expect("the chosen candidate exists").expect("the chosen one parsed");
+    timings.generated_tokens = total_tokens;
+    timings.decode = slowest;
+    tracing::debug!(?report, "plan search");
+    Ok(PlanOutcome { plan, issues, text, timings, wall: started.elapsed(), search: Some(report) })
+}
+
+/// Parses and validates the planner's text; the goal is the user's, whatever the planner copied into the plan.
+fn read_plan(text: &str, goal: &str, registry: &ToolRegistry) -> Result<(Plan, Vec<PlanIssue>)> {
+    let mut plan = Plan::from_json(text)?;
     plan.goal = goal.to_string();
     let issues = plan.validate(registry);
-    Ok(PlanOutcome { plan, issues, text, timings, wall: started.elapsed() })
+    Ok((plan, issues))
 }
 
 /// The plan grammar for the registry's tools, as `schema_of` builds it, checked against the model's grammar

@@ -116,10 +116,15 @@ fn model_record(id: &str, reporter: &dyn Reporter) -> Result<Value> {
 /// The settings a suite's samples and scores depend on (besides the pair): what the shards of one benchmark
 /// must agree on, kept in `settings.json` from the start and in `summary.json` at the end.
 pub fn settings_record(args: &SuiteSettings) -> Value {
-    json!({
+    let mut record = json!({
         "data": args.data, "tools": args.tools, "tools_top_k": args.tools_top_k, "no_grammar": args.no_grammar,
         "categories": args.categories, "limit": args.limit, "seed": args.seed,
-    })
+    });
+    // Only when searching, so the runs of before plan search keep their settings (and can be resumed).
+    if args.plans > 1 {
+        record["plans"] = json!(args.plans);
+    }
+    record
 }
 
 /// The recorder: a fresh directory under `--out` (named for the shard, with `--shard`), or the `--resume` one.
@@ -253,6 +258,7 @@ pub fn run_suite(suite: Suite, args: &SuiteSettings, pair: &Pair, reporter: &dyn
                 mode: pair.mode,
                 joiner: args.joiner,
                 tools_top_k: args.tools_top_k,
+                plans: args.plans,
             };
             run_samples(&samples, &mut recorder, reporter, "tasks", |task| {
                 run_task(task, &setup, &mut models as &mut dyn ModelSource)

@@ -142,6 +142,8 @@ pub struct TaskSetup<'a> {
     pub joiner: crate::settings::Joiner,
     /// The planner sees only this many tools, chosen by retrieval (0: all).
     pub tools_top_k: usize,
+    /// Candidate plans per planning call (plan search).
+    pub plans: usize,
 }
 
 /// Runs one task with the agent and returns its record.
@@ -179,6 +181,7 @@ pub fn run_task(task: &Task, setup: &TaskSetup, models: &mut dyn ModelSource) ->
     settings.tools_top_k = setup.tools_top_k;
     settings.mode = setup.mode;
     settings.joiner = setup.joiner;
+    settings.plans = setup.plans;
     settings.budgets.max_seconds = 300;
     let started = Instant::now();
     let mut approver = AutoApprove;

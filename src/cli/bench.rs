@@ -79,6 +79,8 @@ pub struct SuiteArgs {
     /// Who writes the final answer of `tasks` runs (as `tandem run --joiner`).
     #[arg(long, value_enum, default_value_t = Joiner::Planner)]
     pub joiner: Joiner,
+    #[command(flatten)]
+    pub search: super::PlanSearchArg,
     /// Data: a directory for nestful (default ../shared/data/nestful) and bfcl (../shared/data/bfcl), a tasks
     /// TOML file for tasks (default: the built-in suite).
     #[arg(long, value_name = "PATH")]
@@ -132,6 +134,7 @@ impl SuiteArgs {
             executor: self.executor.clone(),
             mode: self.mode,
             joiner: self.joiner,
+            plans: self.search.plans,
             data: self.data.clone(),
             tools: self.tools.clone(),
             tools_top_k: self.tools_top_k,

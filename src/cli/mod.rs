@@ -380,6 +380,8 @@ pub struct PlanArgs {
     /// Token budget for the plan.
     #[arg(long, default_value_t = Budgets::PLAN_TOKENS)]
     pub max_tokens: usize,
+    #[command(flatten)]
+    pub search: PlanSearchArg,
     /// Print the plan as JSON instead of a numbered list.
     #[arg(long)]
     pub json: bool,
@@ -401,6 +403,17 @@ impl PlanArgs {
             speculate: self.speculate,
         }
     }
+}
+
+/// Plan search, for every command that plans.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct PlanSearchArg {
+    /// Plan search: the planner writes N candidate plans side by side from one prompt (the first greedy, the
+    /// others sampled) and keeps the one most valid candidates agree on. It costs decoding time, not another
+    /// prompt; 1 writes one greedy plan. docs/benchmarks.md (plan search) says what it buys and costs.
+    #[arg(long, value_name = "N", env = "TANDEM_PLANS", default_value_t = settings::PLANS,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=16))]
+    pub plans: usize,
 }
 
 /// Where runs are logged.
@@ -429,6 +442,8 @@ pub struct AgentArgs {
     /// planner. `off` answers with the last step's output.
     #[arg(long, value_enum, env = "TANDEM_JOINER", default_value_t = Joiner::Planner)]
     pub joiner: Joiner,
+    #[command(flatten)]
+    pub search: PlanSearchArg,
     #[command(flatten)]
     pub tools: ToolArgs,
     /// Most plan revisions after failures.
@@ -475,6 +490,7 @@ impl AgentArgs {
             executor: self.executor.clone(),
             mode: self.mode,
             joiner: self.joiner,
+            plans: self.search.plans,
             tools: self.tools.settings(),
             budgets: self.budgets(),
         }

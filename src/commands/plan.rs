@@ -35,7 +35,7 @@ pub fn run(args: PlanArgs, reporter: &dyn Reporter) -> Result<()> {
     let drafting = Speculation::from_setting(model_args.speculate.drafting());
     let mut model = Model::load_with(&path, &device, &options, drafting)?;
     reporter.message(&format!("planning with {} …", args.model));
-    let outcome = write_plan(&mut model, &args.goal, tools, args.max_tokens)?;
+    let outcome = write_plan(&mut model, &args.goal, tools, args.max_tokens, args.search.plans)?;
     if args.json {
         let json = serde_json::to_string_pretty(&outcome.plan).map_err(Error::encode("the plan"))?;
         println!("{json}");
@@ -65,6 +65,12 @@ pub fn run(args: PlanArgs, reporter: &dyn Reporter) -> Result<()> {
         t.forced_tokens,
         outcome.wall.as_secs_f64()
     ));
+    if let Some(search) = outcome.search {
+        reporter.message(&format!(
+            "plan search: {} candidates, {} valid, the kept plan (candidate {}) agreed by {}",
+            search.candidates, search.valid, search.chosen, search.agreeing
+        ));
+    }
     if !outcome.issues.is_empty() {
         let list: Vec<String> = outcome.issues.iter().map(|i| format!("  - {i}")).collect();
         return Err(Error::Agent(format!("the plan does not validate:\n{}", list.join("\n"))));

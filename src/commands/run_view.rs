@@ -50,7 +50,7 @@ pub fn describe(event: &Event) -> Option<String> {
             let sha = sha256.as_deref().map(|s| format!(", sha256 {}…", &s[..s.len().min(12)])).unwrap_or_default();
             format!("loaded {role} {id} in {:.1} s{sha}", *ms as f64 / 1000.0)
         }
-        Event::PlanWritten { version, origin, plan, issues, usage, reason } => {
+        Event::PlanWritten { version, origin, plan, issues, usage, reason, .. } => {
             let cost = usage
                 .map(|u| format!(" [{} tokens in, {} out, {:.1} s]", u.tokens_in, u.tokens_out, u.ms as f64 / 1000.0))
                 .unwrap_or_default();

@@ -156,13 +156,7 @@ pub fn generate_keeping(
     stable: Option<usize>,
     on_text: &mut dyn FnMut(&str),
 ) -> Result<Generation> {
-    if request.prompt.is_empty() {
-        return Err(GenerateError::EmptyPrompt.into());
-    }
-    let context = model.weights.context_length();
-    if request.prompt.len() >= context {
-        return Err(GenerateError::PromptTooLong { prompt: request.prompt.len(), context }.into());
-    }
+    let context = check_prompt(model, &request.prompt)?;
     let max_tokens = request.max_tokens.min(context - request.prompt.len());
     let stop_tokens = if request.stop_tokens.is_empty() {
         model.tokenizer.stop_tokens()
@@ -174,26 +168,7 @@ pub fn generate_keeping(
     let mut sampler = Sampler::new(request.sampling, request.seed);
     let mut timings = Timings { prompt_tokens: request.prompt.len(), ..Timings::default() };
     let mut constraint = request.constraint.take();
-
-    let started = Instant::now();
-    // Prefix cache: positions the cache already holds for the same leading tokens (a system prompt and tool
-    // list shared by every planner or executor call) are kept; at least one token is run to get logits.
-    model.weights.select_cache_for(&request.prompt);
-    let mut reused = common_prefix(model.weights.cached_tokens(), &request.prompt).min(request.prompt.len() - 1);
-    // A new process (or a prompt unlike the cached one) may find the opening saved on disk by an earlier one.
-    // One borrow of the loaded model, split by field (the store is read while the weights are written).
-    let loaded = &mut model.loaded;
-    if let Some(store) = &loaded.prefix_store {
-        reused = prefix_store::restore(store, loaded.weights.as_mut(), &request.prompt, reused, &loaded.device);
-    }
-    timings.reused_tokens = reused;
-    let _prefill = tracing::debug_span!("prefill", tokens = request.prompt.len() - reused, reused).entered();
-    let mut logits = logits_vec(model.weights.forward(&request.prompt[reused..], reused)?)?;
-    drop(_prefill);
-    timings.prefill = started.elapsed();
-    if let Some(store) = &model.prefix_store {
-        prefix_store::save_after_prefill(store, model.weights.as_ref(), &request.prompt, reused, stable);
-    }
+    let mut logits = prefill(model, &request.prompt, stable, &mut timings)?;
     let decode_started = Instant::now();
     let mut pos = request.prompt.len();
     let mut tokens: Vec<u32> = Vec::with_capacity(max_tokens);
@@ -217,31 +192,12 @@ pub fn generate_keeping(
         if tokens.len() >= max_tokens {
             break StopReason::MaxTokens;
         }
-        let mut next = sampler.sample(&logits);
-        if let Some(c) = constraint.as_deref_mut() {
-            if !c.validate(next) {
-                c.mask_logits(&mut logits)?;
-                next = sampler.sample(&logits);
-                if !logits.get(next as usize).is_some_and(|l| l.is_finite()) {
-                    return Err(GenerateError::NoAllowedToken { position: tokens.len(), text }.into());
-                }
-            }
-            c.commit(next)?;
-        }
-        if stop_tokens.contains(&next) {
-            break StopReason::StopToken(next);
-        }
-        let mut batch = vec![next];
-        let mut finished = false;
-        if let Some(c) = constraint.as_deref_mut() {
-            finished = c.is_finished();
-            if !finished {
-                let forced = c.forced_tokens()?;
-                timings.forced_tokens += forced.len();
-                batch.extend(forced);
-                finished = c.is_finished();
-            }
-        }
+        let so_far = (tokens.len(), text.as_str());
+        let (mut batch, finished) =
+            match choose(&mut sampler, constraint.as_deref_mut(), &mut logits, &stop_tokens, &mut timings, so_far)? {
+                Choice::Stop(token) => break StopReason::StopToken(token),
+                Choice::Feed { tokens, finished } => (tokens, finished),
+            };
         let room = max_tokens - tokens.len();
         if batch.len() > room {
             // Only forced tokens can overflow the budget. The grammar has already committed them, so its
@@ -307,6 +263,98 @@ pub fn generate_keeping(
     timings.decode = decode_started.elapsed();
     timings.generated_tokens = tokens.len();
     Ok(Generation { tokens, text, stop, timings })
+}
+
+/// Checks that the prompt can run; returns the model's context length.
+pub(super) fn check_prompt(model: &Model, prompt: &[u32]) -> Result<usize> {
+    if prompt.is_empty() {
+        return Err(GenerateError::EmptyPrompt.into());
+    }
+    let context = model.weights.context_length();
+    if prompt.len() >= context {
+        return Err(GenerateError::PromptTooLong { prompt: prompt.len(), context }.into());
+    }
+    Ok(context)
+}
+
+/// Runs the prompt through the model's current sequence and returns the logits after it. Positions the cache
+/// already holds for the same leading tokens (a system prompt and tool list shared by every planner or executor
+/// call) are kept, and a new process (or a prompt unlike the cached one) may find the opening saved on disk by an
+/// earlier one; at least one token is run to get logits. With a prefix store, a prompt computed for the most part
+/// is saved (see [`prefix_store::save_after_prefill`]; `stable` as in [`generate_keeping`]).
+pub(super) fn prefill(
+    model: &mut Model,
+    prompt: &[u32],
+    stable: Option<usize>,
+    timings: &mut Timings,
+) -> Result<Vec<f32>> {
+    let started = Instant::now();
+    model.weights.select_cache_for(prompt);
+    let mut reused = common_prefix(model.weights.cached_tokens(), prompt).min(prompt.len() - 1);
+    // One borrow of the loaded model, split by field (the store is read while the weights are written).
+    let loaded = &mut model.loaded;
+    if let Some(store) = &loaded.prefix_store {
+        reused = prefix_store::restore(store, loaded.weights.as_mut(), prompt, reused, &loaded.device);
+    }
+    timings.reused_tokens = reused;
+    let _prefill = tracing::debug_span!("prefill", tokens = prompt.len() - reused, reused).entered();
+    let logits = logits_vec(model.weights.forward(&prompt[reused..], reused)?)?;
+    drop(_prefill);
+    timings.prefill = started.elapsed();
+    if let Some(store) = &model.prefix_store {
+        prefix_store::save_after_prefill(store, model.weights.as_ref(), prompt, reused, stable);
+    }
+    Ok(logits)
+}
+
+/// What one step of the loop chose.
+pub(super) enum Choice {
+    /// A stop token: the output ends before it.
+    Stop(u32),
+    /// The chosen token and every token the grammar forces after it, already committed to the grammar;
+    /// `finished` when the grammar can take nothing more.
+    Feed { tokens: Vec<u32>, finished: bool },
+}
+
+/// Chooses the next token from `logits` as the module's protocol says (the unconstrained pick when the grammar
+/// accepts it, else a pick from the masked logits), commits it and the tokens the grammar then forces. `produced`
+/// (tokens) and `text` are the output so far, for the error when the grammar allows nothing.
+pub(super) fn choose<'c>(
+    sampler: &mut Sampler,
+    constraint: Option<&mut (dyn TokenConstraint + 'c)>,
+    logits: &mut [f32],
+    stop_tokens: &[u32],
+    timings: &mut Timings,
+    (produced, text): (usize, &str),
+) -> Result<Choice> {
+    let mut next = sampler.sample(logits);
+    let Some(c) = constraint else {
+        return Ok(if stop_tokens.contains(&next) {
+            Choice::Stop(next)
+        } else {
+            Choice::Feed { tokens: vec![next], finished: false }
+        });
+    };
+    if !c.validate(next) {
+        c.mask_logits(logits)?;
+        next = sampler.sample(logits);
+        if !logits.get(next as usize).is_some_and(|l| l.is_finite()) {
+            return Err(GenerateError::NoAllowedToken { position: produced, text: text.to_string() }.into());
+        }
+    }
+    c.commit(next)?;
+    if stop_tokens.contains(&next) {
+        return Ok(Choice::Stop(next));
+    }
+    let mut tokens = vec![next];
+    let mut finished = c.is_finished();
+    if !finished {
+        let forced = c.forced_tokens()?;
+        timings.forced_tokens += forced.len();
+        tokens.extend(forced);
+        finished = c.is_finished();
+    }
+    Ok(Choice::Feed { tokens, finished })
 }
 
 /// Drafted tokens whose positions the cache holds, each with the logits the model gave after it.

@@ -1,13 +1,15 @@
-//! Decoding: the sampler, grammar constraints, the generation loop (the hot path), speculation, and batching
-//! across generations.
+//! Decoding: the sampler, grammar constraints, the generation loop (the hot path), speculation, several
+//! candidates from one prompt, and batching across generations.
 
 pub mod batching;
+pub mod candidates;
 pub mod constraint;
 pub mod draft;
 pub mod generate;
 pub mod model;
 pub mod sampler;
 
+pub use candidates::{generate_candidates, Candidate};
 pub use draft::Speculation;
 pub use generate::{generate, generate_keeping, GenerateRequest, Generation, StopReason, Timings};
 pub use model::Model;

@@ -106,6 +106,8 @@ pub trait MultiSequence {
     fn close_sequence(&mut self, sequence: SequenceId);
     /// Makes `sequence` the one [`LanguageModel`]'s methods act on.
     fn use_sequence(&mut self, sequence: SequenceId) -> Result<()>;
+    /// The sequence [`LanguageModel`]'s methods act on now.
+    fn current_sequence(&self) -> SequenceId;
     /// One pass over every part (one part per sequence at most); each part's logits as `forward` (or, with
     /// `every_position`, `forward_all`) on its sequence alone would give them.
     fn forward_sequences(&mut self, parts: &[SequencePass<'_>]) -> Result<Vec<Tensor>>;

@@ -29,7 +29,7 @@ fn a_real_planner_writes_a_valid_calculator_plan() {
     let registry = registry(dir.path());
     let path = crate::common::real_model("qwen2.5-coder-0.5b-instruct-q4_k_m");
     let mut model = Model::load(&path, &Device::Cpu, &LoadOptions::default()).unwrap();
-    let outcome = write_plan(&mut model, "What is 12*4+5?", &registry, 200).unwrap();
+    let outcome = write_plan(&mut model, "What is 12*4+5?", &registry, 200, 1).unwrap();
     assert!(outcome.issues.is_empty(), "{:?}\n{}", outcome.issues, outcome.text);
     assert!(outcome.plan.steps.iter().any(|s| s.tool == "calculator"), "{}", outcome.text);
     assert!(outcome.timings.forced_tokens > 0, "the grammar should force the JSON keys");
@@ -58,7 +58,29 @@ fn a_tool_the_grammar_cannot_express_is_left_out_and_planning_goes_on() {
     let engine = model.grammar_engine().unwrap();
     let whole = tandem::decode::constraint::ConstraintSpec::JsonSchema(tandem::agent::plan_json_schema(&registry));
     assert!(engine.matcher(&whole).is_err(), "the check needs a schema the engine rejects");
-    let outcome = write_plan(&mut model, "What is 12*4+5?", &registry, 200).unwrap();
+    let outcome = write_plan(&mut model, "What is 12*4+5?", &registry, 200, 1).unwrap();
     assert!(outcome.issues.is_empty(), "{:?}\n{}", outcome.issues, outcome.text);
     assert!(outcome.plan.steps.iter().all(|s| s.tool != "Codes.Check"), "{}", outcome.text);
+}
+
+#[test]
+fn plan_search_keeps_a_valid_candidate_and_says_what_it_saw() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = registry(dir.path());
+    let path = crate::common::real_model("qwen2.5-coder-0.5b-instruct-q4_k_m");
+    let mut model = Model::load(&path, &Device::Cpu, &LoadOptions::default()).unwrap();
+    let goal = "What is 12*4+5?";
+    let greedy = write_plan(&mut model, goal, &registry, 200, 1).unwrap();
+    assert!(greedy.search.is_none());
+    let searched = write_plan(&mut model, goal, &registry, 200, 3).unwrap();
+    let report = searched.search.expect("three candidates make a search");
+    assert_eq!(report.candidates, 3);
+    assert!(report.valid >= 1 && report.agreeing >= 1 && report.agreeing <= report.valid, "{report:?}");
+    assert!(searched.issues.is_empty(), "{:?}\n{}", searched.issues, searched.text);
+    // The greedy candidate is the plan a search of one writes: when it is kept, it is the same text.
+    if report.chosen == 0 {
+        assert_eq!(searched.text, greedy.text);
+    }
+    // Every candidate's tokens count, so a search generates more than the plan it keeps.
+    assert!(searched.timings.generated_tokens > greedy.timings.generated_tokens, "{:?}", searched.timings);
 }

@@ -5,6 +5,7 @@ use std::time::Instant;
 use super::{Agent, Execution, PlanDecision, Stop};
 use crate::agent::events::{Event, ModelUsage, PlanOrigin, StopReason};
 use crate::agent::plan::Plan;
+use crate::agent::plan_search::SearchReport;
 use crate::agent::planner::{revise_plan, PlanOutcome};
 use crate::Result;
 
@@ -12,7 +13,7 @@ impl Agent<'_> {
     pub(super) fn plan_ahead(&mut self, given_plan: Option<Plan>) -> Result<Stop> {
         if self.state.plan.is_none() {
             match given_plan {
-                Some(plan) => self.record_plan(plan, PlanOrigin::Given, "given with --plan", None)?,
+                Some(plan) => self.record_plan(plan, PlanOrigin::Given, "given with --plan", None, None)?,
                 None => {
                     if let Some(stop) = self.write_plan(PlanOrigin::Initial, "first plan")? {
                         return Ok(stop);
@@ -35,7 +36,7 @@ impl Agent<'_> {
                 match self.approver.review_plan(&plan)? {
                     PlanDecision::Approve => self.record_approval(plan.version, "approved")?,
                     PlanDecision::Edit(edited) => {
-                        self.record_plan(edited, PlanOrigin::Edited, "edited at approval", None)?;
+                        self.record_plan(edited, PlanOrigin::Edited, "edited at approval", None, None)?;
                         let version = self.state.version();
                         self.record_approval(version, "edited")?;
                         continue;
@@ -80,12 +81,21 @@ impl Agent<'_> {
         origin: PlanOrigin,
         reason: &str,
         usage: Option<ModelUsage>,
+        search: Option<SearchReport>,
     ) -> Result<()> {
         let mut plan = plan.with_explicit_dependencies();
         plan.version = self.state.version() + 1;
         plan.goal = self.state.goal.clone();
         let issues = plan.validate(self.registry).iter().map(ToString::to_string).collect();
-        self.emit(Event::PlanWritten { version: plan.version, origin, reason: reason.into(), plan, issues, usage })
+        self.emit(Event::PlanWritten {
+            version: plan.version,
+            origin,
+            reason: reason.into(),
+            plan,
+            issues,
+            usage,
+            search,
+        })
     }
 
     /// Has the planner write a plan (with the revision history); a planner failure stops the run.
@@ -97,16 +107,16 @@ impl Agent<'_> {
         let tools = self.planning.as_ref().unwrap_or(self.registry);
         let model = self.models.planner()?;
         let started = Instant::now();
-        let written = revise_plan(model, &goal, tools, &history, tokens);
+        let written = revise_plan(model, &goal, tools, &history, tokens, self.settings.plans);
         self.log_model_loads()?;
         match written {
-            Ok(PlanOutcome { plan, timings, .. }) => {
+            Ok(PlanOutcome { plan, timings, search, .. }) => {
                 let usage = ModelUsage {
                     tokens_in: timings.prompt_tokens,
                     tokens_out: timings.generated_tokens,
                     ms: started.elapsed().as_millis() as u64,
                 };
-                self.record_plan(plan, origin, reason, Some(usage))?;
+                self.record_plan(plan, origin, reason, Some(usage), search)?;
                 Ok(None)
             }
             Err(e) => Ok(Some(Stop::new(StopReason::Error, format!("the planner could not write a plan: {e}")))),

@@ -28,9 +28,10 @@ impl Agent<'_> {
                     plan,
                     issues: Vec::new(),
                     usage: None,
+                    search: None,
                 })?;
             } else {
-                self.record_plan(start, PlanOrigin::Given, "step mode", None)?;
+                self.record_plan(start, PlanOrigin::Given, "step mode", None, None)?;
             }
         }
         let mut rejected_proposals = 0u32;
@@ -60,6 +61,7 @@ impl Agent<'_> {
                             plan: trimmed,
                             issues: Vec::new(),
                             usage: None,
+                            search: None,
                         })?;
                         continue;
                     }
@@ -110,6 +112,7 @@ impl Agent<'_> {
                 plan: logged,
                 issues: issues.clone(),
                 usage: Some(usage),
+                search: None,
             })?;
             if let Some(answer) = answer {
                 // An answer with no letter or digit in it says nothing: the results speak instead.

@@ -109,7 +109,7 @@ pub fn run(
         if args.tools_top_k > 0 {
             base["tools_top_k"] = json!(args.tools_top_k);
         }
-        let mut record = match plan_sample(sample, &catalogue, args.no_grammar, args.tools_top_k, models) {
+        let mut record = match plan_sample(sample, &catalogue, args, models) {
             Ok(planned) => planned,
             // A sample the planner fails on scores as an empty prediction: it counts, it is not dropped.
             Err(e) => json!({"prediction": Value::Null, "valid_plan": false, "error": e.to_string(),
@@ -131,22 +131,24 @@ fn merge(record: &mut Value, extra: Value) {
 fn plan_sample(
     sample: &NestfulSample,
     catalogue: &[NestfulTool],
-    no_grammar: bool,
-    top_k: usize,
+    args: &SuiteSettings,
     models: &mut dyn ModelSource,
 ) -> Result<Value> {
+    let (no_grammar, top_k) = (args.no_grammar, args.tools_top_k);
     let registry = registry_of(catalogue)?;
     // With --tools-top-k the planner sees only the tools retrieval picks; the plan is still checked against all.
     let selection = planning_selection(&sample.input, &registry, top_k)?;
     let planning = selection.as_ref().map_or(&registry, |s| &s.registry);
     let model = models.planner()?;
+    let mut search = None;
     let (plan, text, usage) = if no_grammar {
         let messages = [ChatMessage::system(system_prompt(planning)?), ChatMessage::user(&sample.input)];
         let (text, timings) = chat_call(model, "planner", &messages, None, PLAN_TOKENS)?;
         let plan = first_json(&text).and_then(|v| serde_json::from_value::<Plan>(v).ok());
         (plan, text, timings)
     } else {
-        let outcome = write_plan(model, &sample.input, planning, PLAN_TOKENS)?;
+        let outcome = write_plan(model, &sample.input, planning, PLAN_TOKENS, args.plans)?;
+        search = outcome.search;
         (Some(outcome.plan), outcome.text, outcome.timings)
     };
     let retrieved = selection.map(|s| s.tools);
@@ -161,6 +163,7 @@ fn plan_sample(
         "tokens_out": usage.generated_tokens,
         "planner_timings": usage,
         "retrieved": retrieved,
+        "search": search,
     }))
 }
 

@@ -186,6 +186,10 @@ impl MultiSequence for Qwen2 {
         Ok(())
     }
 
+    fn current_sequence(&self) -> SequenceId {
+        self.current
+    }
+
     fn forward_sequences(&mut self, parts: &[SequencePass<'_>]) -> Result<Vec<Tensor>> {
         self.forward_parts(parts)
     }
