@@ -54,6 +54,12 @@ fn parse(
             "max_steps" => agent.budgets.max_steps = count(field, key)? as usize,
             "max_seconds" => agent.budgets.max_seconds = count(field, key)?,
             "max_tokens" => agent.budgets.max_tokens = count(field, key)? as usize,
+            "plans" => {
+                agent.plans = match count(field, key)? {
+                    n @ 1..=16 => n as usize,
+                    _ => return Err(ApiError::invalid("plans", "plans (candidate plans per plan) is 1 to 16")),
+                }
+            }
             "approve" => {
                 approve = match field.as_str() {
                     Some("none") => Approval::None,
@@ -74,7 +80,7 @@ fn parse(
                     other,
                     format!(
                         "unknown field {other:?}; a run takes goal, max_replans, max_steps, max_seconds, max_tokens, \
-                         approve, tools, mcp"
+                         plans, approve, tools, mcp"
                     ),
                 ))
             }

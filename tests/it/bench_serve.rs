@@ -84,3 +84,53 @@ fn bench_serve_without_a_llama_server_binary_says_how_to_build_one() {
     assert!(!output.status.success());
     assert!(stderr.contains("scripts/build-llama-server.sh"), "{stderr}");
 }
+
+/// The children of process `pid` (Linux's `/proc/PID/task/*/children`).
+#[cfg(target_os = "linux")]
+fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
+    tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .flat_map(|list| list.split_whitespace().filter_map(|p| p.parse().ok()).collect::<Vec<u32>>())
+        .collect()
+}
+
+/// Whether `pid` is running (a zombie or a reused pid of another program does not count).
+#[cfg(target_os = "linux")]
+fn alive(pid: u32, program: &str) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    status.contains(&format!("({program})")) && !status.contains(") Z ")
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_benchmark_killed_outright_takes_its_server_with_it() {
+    real_model(MODEL);
+    let scratch = Scratch::new();
+    let out = scratch.path("results");
+    let mut bench = scratch
+        .command(&["bench", "serve", "--quiet", "--model", MODEL, "--clients", "1", "--requests", "1"])
+        .args(["--max-tokens", "4", "--threads", "1", "--out", out.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let server = loop {
+        if let Some(&child) = children_of(bench.id()).first() {
+            break child;
+        }
+        assert!(std::time::Instant::now() < deadline, "bench serve started no server within a minute");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(alive(server, "tandem"), "the server runs while the benchmark does");
+    // SIGKILL: no destructor runs in the benchmark, so only the kernel can stop the server.
+    bench.kill().unwrap();
+    bench.wait().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while alive(server, "tandem") {
+        assert!(std::time::Instant::now() < deadline, "the server {server} outlived its benchmark");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}

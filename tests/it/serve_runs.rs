@@ -204,6 +204,8 @@ args_schema = '{"type": "object", "properties": {"text": {"type": "string"}}, "r
         (json!({"goal": "x", "tools": ["loud"]}), "tools"),
         (json!({"goal": "x", "mcp": "clock"}), "mcp"),
         (json!({"goal": "x", "approve": "steps"}), "approve"),
+        (json!({"goal": "x", "plans": 0}), "plans"),
+        (json!({"goal": "x", "plans": 17}), "plans"),
     ] {
         let (status, error) = post(&server, "/v1/runs", body.clone());
         assert_eq!((status, &error["error"]["param"]), (400, &json!(param)), "{body} → {error}");
