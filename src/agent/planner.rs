@@ -9,7 +9,7 @@ use serde_json::json;
 use super::model_call::{chat_call, chat_candidates};
 use super::plan::{Plan, Step};
 use super::plan_search::{self, SearchReport};
-use super::schema::{next_step_json_schema, plan_json_schema, PlanSchemaOptions};
+use super::schema::{next_step_json_schema, plan_json_schema_with, PlanSchemaOptions};
 use super::tool_lines::{self, ToolListing};
 use super::validate::PlanIssue;
 use crate::decode::constraint::ConstraintSpec;
@@ -77,8 +77,10 @@ fn render_prompt(name: &str, source: &str, registry: &ToolRegistry, listing: Too
     env.add_template(name, source).map_err(fail)?;
     let template = env.get_template(name).map_err(fail)?;
     let compact = listing == ToolListing::Compact;
+    let thought = PlanSchemaOptions::from_env()?.max_thought > 0;
     template
-        .render(minijinja::context! { tools => tools, tool_names => registry.names(), compact => compact })
+        .render(minijinja::context! { tools => tools, tool_names => registry.names(), compact => compact,
+        thought => thought })
         .map_err(fail)
 }
 
@@ -115,7 +117,8 @@ pub fn revise_plan(
     plans: usize,
 ) -> Result<PlanOutcome> {
     let started = Instant::now();
-    let (planning, spec) = plannable(model, registry, plan_json_schema)?;
+    let options = PlanSchemaOptions::from_env()?;
+    let (planning, spec) = plannable(model, registry, |r| plan_json_schema_with(r, &options))?;
     let planning = planning.as_ref().unwrap_or(registry);
     let mut messages = vec![ChatMessage::system(system_prompt(planning)?), ChatMessage::user(goal)];
     for revision in history {

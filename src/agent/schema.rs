@@ -33,11 +33,31 @@ pub struct PlanSchemaOptions {
     pub max_description: usize,
     /// Longest answer in step mode, in characters.
     pub max_answer: usize,
+    /// Longest `thought` the plan opens with, in characters; 0: no thought (see [`PlanSchemaOptions::THOUGHT_ENV`]).
+    pub max_thought: usize,
 }
 
 impl Default for PlanSchemaOptions {
     fn default() -> Self {
-        Self { max_steps: 12, max_description: 200, max_answer: 500 }
+        Self { max_steps: 12, max_description: 200, max_answer: 500, max_thought: 0 }
+    }
+}
+
+impl PlanSchemaOptions {
+    /// The experiment's switch: `TANDEM_PLAN_THOUGHT=N` has plans open with a `thought` of at most N characters
+    /// (what the goal asks, part by part) before the steps; unset or 0, no thought (docs/benchmarks.md says
+    /// what it changed).
+    pub const THOUGHT_ENV: &'static str = "TANDEM_PLAN_THOUGHT";
+
+    /// The defaults, with the thought `TANDEM_PLAN_THOUGHT` asks for.
+    pub fn from_env() -> crate::Result<Self> {
+        let max_thought = match std::env::var(Self::THOUGHT_ENV).ok().as_deref().map(str::trim) {
+            None | Some("") => 0,
+            Some(text) => text.parse().map_err(|_| {
+                crate::Error::Usage(format!("{}={text} is not a number of characters", Self::THOUGHT_ENV))
+            })?,
+        };
+        Ok(Self { max_thought, ..Self::default() })
     }
 }
 
@@ -199,19 +219,27 @@ pub fn plan_json_schema(registry: &ToolRegistry) -> Value {
 pub fn plan_json_schema_with(registry: &ToolRegistry, options: &PlanSchemaOptions) -> Value {
     let positions: Vec<Value> =
         (1..=options.max_steps).map(|k| json!({"anyOf": positional_step_shapes(registry, options, k)})).collect();
+    let steps = json!({
+        "type": "array",
+        "minItems": 1,
+        "maxItems": options.max_steps,
+        "prefixItems": positions,
+        "items": false
+    });
+    // No goal: the run knows it, and copying a long goal back cost the planner dozens of decoded tokens.
+    if options.max_thought == 0 {
+        return json!({
+            "type": "object",
+            "properties": {"steps": steps},
+            "required": ["steps"],
+            "additionalProperties": false
+        });
+    }
+    // The thought comes first (the grammar writes properties in order), so the steps are written after it.
     json!({
         "type": "object",
-        // No goal: the run knows it, and copying a long goal back cost the planner dozens of decoded tokens.
-        "properties": {
-            "steps": {
-                "type": "array",
-                "minItems": 1,
-                "maxItems": options.max_steps,
-                "prefixItems": positions,
-                "items": false
-            }
-        },
-        "required": ["steps"],
+        "properties": {"thought": {"type": "string", "maxLength": options.max_thought}, "steps": steps},
+        "required": ["thought", "steps"],
         "additionalProperties": false
     })
 }

@@ -557,3 +557,19 @@ fn bfcl_call_grammars_take_one_call_several_or_possibly_none() {
     assert_eq!(accepted_prefix(&mut matcher, "[]"), 2);
     assert!(matcher.is_accepting().unwrap());
 }
+
+#[test]
+fn a_plan_with_a_thought_writes_it_first_within_its_length() {
+    let options = tandem::agent::PlanSchemaOptions { max_thought: 12, ..Default::default() };
+    let schema = tandem::agent::plan_json_schema_with(&registry(), &options);
+    let good = serde_json::to_string(&good_plan_json()).unwrap();
+    let thought = format!(r#"{{"thought":"add, double",{}"#, &good[1..]);
+    assert_eq!(accepted_prefix(&mut llguidance_matcher(&schema), &thought), thought.len(), "{thought}");
+    // Steps without the thought, or a thought past its length, are refused where they go wrong.
+    assert_eq!(accepted_prefix(&mut llguidance_matcher(&schema), &good), r#"{""#.len());
+    let long = r#"{"thought":"add, then double""#;
+    assert_eq!(accepted_prefix(&mut llguidance_matcher(&schema), long), r#"{"thought":"add, then do"#.len());
+    // The plan reads as before: the thought is the planner's, not part of the plan.
+    let plan = tandem::agent::plan::Plan::from_json(&thought).unwrap();
+    assert_eq!(plan.steps.len(), good_plan_json()["steps"].as_array().unwrap().len());
+}
