@@ -1,11 +1,9 @@
 //! Plan search: the planner writes several candidate plans for one goal (the first greedy, the others sampled,
-//! decoded side by side from one prefill), and the plan that most valid candidates agree on is kept
+//! decoded side by side from one prefill), and the valid plan that shares the most calls with the others is kept
 //! (self-consistency over the plans' calls).
 //!
 //! Agreement is judged on the calls, not on executed results: a plan's steps may write files or send messages,
 //! and running several candidates would do that several times.
-
-use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -43,44 +41,53 @@ pub fn samplings(n: usize) -> Vec<(Sampling, u64)> {
         .collect()
 }
 
-/// The candidate to keep, from each candidate's plan if it parsed and whether it validated: among valid plans, the
-/// largest group with the same calls (see [`calls_key`]), ties to the group of the earliest candidate (the greedy
-/// one first); without a valid plan, the first plan that parsed (its problems go to replanning). `None` when no
-/// candidate parsed.
+/// The candidate to keep, from each candidate's plan if it parsed and whether it validated: the valid plan that
+/// shares the most calls with the other valid plans (each pair counts the calls, in [`step_keys`]' form, that both
+/// make), ties to the earliest candidate, the greedy one first. Where plans agree whole this is majority voting;
+/// where all differ it is the plan closest to the others, not a lone outlier. Without a valid plan, the first
+/// plan that parsed (its problems go to replanning). `None` when no candidate parsed.
 pub fn choose(candidates: &[Option<(&Plan, bool)>]) -> Option<SearchReport> {
-    let mut groups: HashMap<String, (usize, usize)> = HashMap::new();
-    for (i, (plan, _)) in candidates.iter().enumerate().filter_map(|(i, c)| Some((i, (*c)?))).filter(|(_, c)| c.1) {
-        let group = groups.entry(calls_key(plan)).or_insert((i, 0));
-        group.1 += 1;
+    let valid: Vec<(usize, Vec<String>)> = candidates
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| c.filter(|(_, ok)| *ok).map(|(plan, _)| (i, step_keys(plan))))
+        .collect();
+    let shared = |a: &[String], b: &[String]| {
+        let mut rest: Vec<&String> = b.iter().collect();
+        a.iter().filter(|key| rest.iter().position(|k| k == key).map(|at| rest.swap_remove(at)).is_some()).count()
+    };
+    let mut best: Option<(usize, usize, usize)> = None; // (candidate, shared calls, identical plans)
+    for (i, keys) in &valid {
+        let others = valid.iter().filter(|(j, _)| j != i);
+        let score = others.clone().map(|(_, other)| shared(keys, other)).sum::<usize>();
+        let identical = 1 + others.filter(|(_, other)| other == keys).count();
+        if best.is_none_or(|(_, top, _)| score > top) {
+            best = Some((*i, score, identical));
+        }
     }
-    let valid = groups.values().map(|g| g.1).sum();
-    let best = groups.values().max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)));
     let (chosen, agreeing) = match best {
-        Some(&(first, count)) => (first, count),
+        Some((i, _, identical)) => (i, identical),
         None => (candidates.iter().position(Option::is_some)?, 0),
     };
-    Some(SearchReport { candidates: candidates.len(), valid, agreeing, chosen })
+    Some(SearchReport { candidates: candidates.len(), valid: valid.len(), agreeing, chosen })
 }
 
-/// A plan's calls in a form equal for plans that do the same: each step's tool, arguments (object keys sorted) and
-/// dependencies, with step ids replaced by their positions; descriptions left out.
-pub fn calls_key(plan: &Plan) -> String {
-    // Longest ids first, so that `s1` does not rewrite the start of `s12`.
-    let mut ids: Vec<(&str, usize)> = plan.steps.iter().enumerate().map(|(i, s)| (s.id.as_str(), i)).collect();
-    ids.sort_by_key(|(id, _)| std::cmp::Reverse(id.len()));
+/// A plan's calls in a form equal for plans that do the same: one string per step, each the step's tool,
+/// arguments (object keys sorted) and dependencies, with step ids replaced by their positions; descriptions left
+/// out.
+pub fn step_keys(plan: &Plan) -> Vec<String> {
+    let ids: Vec<(&str, usize)> = plan.steps.iter().enumerate().map(|(i, s)| (s.id.as_str(), i)).collect();
     let position = |id: &str| ids.iter().find(|(known, _)| *known == id).map(|&(_, i)| i);
-    let steps: Vec<Value> = plan
-        .steps
+    plan.steps
         .iter()
         .map(|step| {
             let mut deps: Vec<Option<usize>> = step.dependencies().iter().map(|d| position(d)).collect();
             deps.sort_unstable();
             deps.dedup();
             let args = Value::Object(step.args.clone());
-            serde_json::json!([step.tool, canonical(&args, &ids), deps])
+            serde_json::json!([step.tool, canonical(&args, &ids), deps]).to_string()
         })
-        .collect();
-    Value::Array(steps).to_string()
+        .collect()
 }
 
 /// `value` with object keys sorted and step references rewritten to step positions (`$s2.x$` → `$#1.x$`).
@@ -114,6 +121,10 @@ mod tests {
         Plan::from_json(json).expect("test plan parses")
     }
 
+    fn calls_key(plan: &Plan) -> String {
+        step_keys(plan).join("\n")
+    }
+
     #[test]
     fn plans_with_the_same_calls_agree_whatever_their_ids_key_order_and_descriptions() {
         let a = plan(
@@ -143,6 +154,22 @@ mod tests {
         let other_key = calls_key(&plan(&format!(r#"{{"steps":[{}]}}"#, other.join(","))));
         assert!(key.contains("$#0.r$"), "{key}");
         assert_ne!(key, other_key);
+    }
+
+    #[test]
+    fn the_plan_closest_to_the_others_wins_over_a_lone_greedy_outlier() {
+        let step = |n: u32| format!(r#"{{"id":"s{n}","tool":"calculator","args":{{"expression":"{n}+{n}"}}}}"#);
+        let plan_of = |steps: &[String]| plan(&format!(r#"{{"steps":[{}]}}"#, steps.join(",")));
+        let (s1, s2, s3, s4) = (step(1), step(2), step(3), step(4));
+        let odd = r#"{"id":"s2","tool":"calculator","args":{"expression":"9"}}"#.to_string();
+        let other = r#"{"id":"s3","tool":"calculator","args":{"expression":"7"}}"#.to_string();
+        // Greedy shares one call with each sampled plan; the sampled two share three calls with each other: all
+        // differ, and the second is closest to the rest.
+        let greedy = plan_of(&[s1.clone(), odd.clone(), other.clone()]);
+        let b = plan_of(&[s1.clone(), s2.clone(), s3.clone()]);
+        let c = plan_of(&[s1.clone(), s2.clone(), s3.clone(), s4.clone()]);
+        let report = choose(&[Some((&greedy, true)), Some((&b, true)), Some((&c, true))]).unwrap();
+        assert_eq!(report, SearchReport { candidates: 3, valid: 3, agreeing: 1, chosen: 1 });
     }
 
     #[test]

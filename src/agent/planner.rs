@@ -38,6 +38,8 @@ pub struct PlanOutcome {
     pub wall: std::time::Duration,
     /// What plan search saw, when more than one candidate was written.
     pub search: Option<SearchReport>,
+    /// With a search, every candidate's plan in order (`None` where it failed or did not parse).
+    pub candidates: Vec<Option<Plan>>,
 }
 
 /// The step-mode planner's system prompt template.
@@ -85,7 +87,7 @@ fn render_prompt(name: &str, source: &str, registry: &ToolRegistry, listing: Too
 }
 
 /// Writes a plan for `goal` with `model` (greedy, under the plan grammar; with `plans` > 1, the plan most of that
-/// many candidates agree on, see [`plan_search`]) and validates it.
+/// many candidates agree with most, see [`plan_search`]) and validates it.
 pub fn write_plan(
     model: &mut Model,
     goal: &str,
@@ -107,7 +109,7 @@ pub struct Revision {
 
 /// Writes a plan after earlier attempts: each earlier plan is the assistant's turn and its feedback the user's
 /// reply, so the planner revises with the whole record in view. With `plans` > 1 the planner writes that many
-/// candidates side by side and the plan most valid ones agree on is kept ([`plan_search`]).
+/// candidates side by side and the valid plan closest to the others is kept ([`plan_search`]).
 pub fn revise_plan(
     model: &mut Model,
     goal: &str,
@@ -128,7 +130,8 @@ pub fn revise_plan(
     if plans <= 1 {
         let (text, timings) = chat_call(model, "planner", &messages, Some(&spec), max_tokens)?;
         let (plan, issues) = read_plan(&text, goal, registry)?;
-        return Ok(PlanOutcome { plan, issues, text, timings, wall: started.elapsed(), search: None });
+        let wall = started.elapsed();
+        return Ok(PlanOutcome { plan, issues, text, timings, wall, search: None, candidates: Vec::new() });
     }
     let samplings = plan_search::samplings(plans);
     let written = chat_candidates(model, "planner", &messages, Some(&spec), max_tokens, &samplings)?;
@@ -142,6 +145,7 @@ pub fn revise_plan(
         // No candidate parsed: the greedy one's error says why.
         return Err(read.into_iter().find_map(Result::err).expect("no candidate parsed, so one failed"));
     };
+    let candidates: Vec<Option<Plan>> = read.iter().map(|r| r.as_ref().ok().map(|(plan, ..)| plan.clone())).collect();
     let total_tokens: usize = read.iter().flatten().map(|(.., t)| t.generated_tokens).sum();
     let slowest = read.iter().flatten().map(|(.., t)| t.decode).max().unwrap_or_default();
     let (plan, issues, text, mut timings) =
@@ -149,7 +153,7 @@ pub fn revise_plan(
     timings.generated_tokens = total_tokens;
     timings.decode = slowest;
     tracing::debug!(?report, "plan search");
-    Ok(PlanOutcome { plan, issues, text, timings, wall: started.elapsed(), search: Some(report) })
+    Ok(PlanOutcome { plan, issues, text, timings, wall: started.elapsed(), search: Some(report), candidates })
 }
 
 /// Parses and validates the planner's text; the goal is the user's, whatever the planner copied into the plan.

@@ -409,7 +409,7 @@ impl PlanArgs {
 #[derive(Debug, Clone, Copy, Args)]
 pub struct PlanSearchArg {
     /// Plan search: the planner writes N candidate plans side by side from one prompt (the first greedy, the
-    /// others sampled) and keeps the one most valid candidates agree on. It costs decoding time, not another
+    /// others sampled) and keeps the valid plan that shares the most calls with the other valid candidates. It costs decoding time, not another
     /// prompt; 1 writes one greedy plan. docs/benchmarks.md (plan search) says what it buys and costs.
     #[arg(long, value_name = "N", env = "TANDEM_PLANS", default_value_t = settings::PLANS,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=16))]

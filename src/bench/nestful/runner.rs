@@ -12,6 +12,7 @@ use super::{
     NestfulSample, NestfulTool, RecallAtK, SampleScore,
 };
 use crate::agent::model_call::chat_call;
+use crate::agent::plan_search::step_keys;
 use crate::agent::planner::{system_prompt, write_plan};
 use crate::agent::{ModelSource, Plan};
 use crate::bench::records::{run_samples, BenchRecorder};
@@ -140,7 +141,7 @@ fn plan_sample(
     let selection = planning_selection(&sample.input, &registry, top_k)?;
     let planning = selection.as_ref().map_or(&registry, |s| &s.registry);
     let model = models.planner()?;
-    let mut search = None;
+    let (mut search, mut candidates) = (None, Vec::new());
     let (plan, text, usage) = if no_grammar {
         let messages = [ChatMessage::system(system_prompt(planning)?), ChatMessage::user(&sample.input)];
         let (text, timings) = chat_call(model, "planner", &messages, None, PLAN_TOKENS)?;
@@ -149,6 +150,16 @@ fn plan_sample(
     } else {
         let outcome = write_plan(model, &sample.input, planning, PLAN_TOKENS, args.plans)?;
         search = outcome.search;
+        // Each candidate scored as if kept, so that selection rules can be compared on the same candidates.
+        candidates = outcome
+            .candidates
+            .iter()
+            .map(|plan| match plan {
+                Some(plan) => json!({"valid": plan.validate(&registry).is_empty(), "steps": step_keys(plan),
+                                     "score": score_sample(&sample.calls, &plan_to_calls(plan))}),
+                None => Value::Null,
+            })
+            .collect();
         (Some(outcome.plan), outcome.text, outcome.timings)
     };
     let retrieved = selection.map(|s| s.tools);
@@ -164,6 +175,7 @@ fn plan_sample(
         "planner_timings": usage,
         "retrieved": retrieved,
         "search": search,
+        "candidates": candidates,
     }))
 }
 
