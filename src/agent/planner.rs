@@ -129,26 +129,24 @@ pub fn revise_plan(
     }
     if plans <= 1 {
         let (text, timings) = chat_call(model, "planner", &messages, Some(&spec), max_tokens)?;
-        let (plan, issues) = read_plan(&text, goal, registry)?;
+        let Written { plan, issues, text, timings } = read_plan(text, timings, goal, registry)?;
         let wall = started.elapsed();
         return Ok(PlanOutcome { plan, issues, text, timings, wall, search: None, candidates: Vec::new() });
     }
     let samplings = plan_search::samplings(plans);
     let written = chat_candidates(model, "planner", &messages, Some(&spec), max_tokens, &samplings)?;
-    let read: Vec<Result<(Plan, Vec<PlanIssue>, String, Timings)>> = written
-        .into_iter()
-        .map(|w| w.and_then(|(text, timings)| read_plan(&text, goal, registry).map(|(p, i)| (p, i, text, timings))))
-        .collect();
+    let read: Vec<Result<Written>> =
+        written.into_iter().map(|w| w.and_then(|(text, timings)| read_plan(text, timings, goal, registry))).collect();
     let views: Vec<Option<(&Plan, bool)>> =
-        read.iter().map(|r| r.as_ref().ok().map(|(plan, issues, ..)| (plan, issues.is_empty()))).collect();
+        read.iter().map(|r| r.as_ref().ok().map(|w| (&w.plan, w.issues.is_empty()))).collect();
     let Some(report) = plan_search::choose(&views) else {
         // No candidate parsed: the greedy one's error says why.
         return Err(read.into_iter().find_map(Result::err).expect("no candidate parsed, so one failed"));
     };
-    let candidates: Vec<Option<Plan>> = read.iter().map(|r| r.as_ref().ok().map(|(plan, ..)| plan.clone())).collect();
-    let total_tokens: usize = read.iter().flatten().map(|(.., t)| t.generated_tokens).sum();
-    let slowest = read.iter().flatten().map(|(.., t)| t.decode).max().unwrap_or_default();
-    let (plan, issues, text, mut timings) =
+    let candidates: Vec<Option<Plan>> = read.iter().map(|r| r.as_ref().ok().map(|w| w.plan.clone())).collect();
+    let total_tokens: usize = read.iter().flatten().map(|w| w.timings.generated_tokens).sum();
+    let slowest = read.iter().flatten().map(|w| w.timings.decode).max().unwrap_or_default();
+    let Written { plan, issues, text, mut timings } =
         read.into_iter().nth(report.chosen).expect("the chosen candidate exists").expect("the chosen one parsed");
     timings.generated_tokens = total_tokens;
     timings.decode = slowest;
@@ -156,12 +154,20 @@ pub fn revise_plan(
     Ok(PlanOutcome { plan, issues, text, timings, wall: started.elapsed(), search: Some(report), candidates })
 }
 
+/// One plan as the planner wrote it, parsed and validated.
+struct Written {
+    plan: Plan,
+    issues: Vec<PlanIssue>,
+    text: String,
+    timings: Timings,
+}
+
 /// Parses and validates the planner's text; the goal is the user's, whatever the planner copied into the plan.
-fn read_plan(text: &str, goal: &str, registry: &ToolRegistry) -> Result<(Plan, Vec<PlanIssue>)> {
-    let mut plan = Plan::from_json(text)?;
+fn read_plan(text: String, timings: Timings, goal: &str, registry: &ToolRegistry) -> Result<Written> {
+    let mut plan = Plan::from_json(&text)?;
     plan.goal = goal.to_string();
     let issues = plan.validate(registry);
-    Ok((plan, issues))
+    Ok(Written { plan, issues, text, timings })
 }
 
 /// The plan grammar for the registry's tools, as `schema_of` builds it, checked against the model's grammar
