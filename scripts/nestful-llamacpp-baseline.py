@@ -96,6 +96,9 @@ def parse_args(argv):
     p.add_argument("--out", type=Path, default=Path("bench-results"),
                    help="where the fresh run directory goes (default bench-results)")
     p.add_argument("--resume", type=Path, help="continue this baseline run directory instead of starting one")
+    p.add_argument("--retry-errors", action="store_true",
+                   help="with --resume, run the samples recorded with an error again (a child killed by the "
+                   "timeout while the machine was busy or paused)")
     p.add_argument("--tandem", type=Path, help="a tandem binary: run `tandem bench rescore` at the end and keep the "
                    "scores in summary.json")
     args = p.parse_args(argv)
@@ -109,6 +112,8 @@ def parse_args(argv):
         fail(f"{args.binary} is not an executable: build it with scripts/build-llama-completion.sh")
     if args.threads < 1 or args.n_predict < 1 or args.ctx < 1:
         fail("--threads, --n-predict and --ctx must be at least 1")
+    if args.retry_errors and args.resume is None:
+        fail("--retry-errors needs --resume DIR")
     if args.tandem is not None and not os.access(args.tandem, os.X_OK):
         fail(f"{args.tandem} is not an executable tandem binary")
     # Absolute, so that a bare name is not looked up on PATH when the child is started.
@@ -322,7 +327,14 @@ def main(argv):
     schema_path = out_dir / "calls.schema.json"
     schema_path.write_text(json.dumps(CALLS_SCHEMA, indent=1) + "\n")
     samples_path = out_dir / "samples.jsonl"
-    done = {json.dumps(r["sample"]) for r in read_jsonl(samples_path)} if samples_path.exists() else set()
+    kept = read_jsonl(samples_path) if samples_path.exists() else []
+    if args.retry_errors:
+        # The failed records go, so that each sample keeps one record; the others are written back as they were.
+        kept = [r for r in kept if "error" not in r]
+        fresh = samples_path.with_suffix(".tmp")
+        fresh.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept))
+        fresh.replace(samples_path)
+    done = {json.dumps(r["sample"]) for r in kept}
 
     load_start = os.getloadavg()
     print(f"{len(records)} samples from {args.run_dir}; records in {out_dir}; load average {load_start[0]:.2f}",

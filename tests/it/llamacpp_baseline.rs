@@ -155,6 +155,29 @@ fn llamacpp_baseline_records_are_scored_by_tandems_rescore() {
     for needed in ["--temp\n0\n", "-t\n2\n", "-n\n768\n", "--jinja\n", "-jf\n"] {
         assert!(args[0].contains(needed), "{needed:?} missing from {}", args[0]);
     }
+
+    // Resuming with --retry-errors runs the two failed samples again and keeps one record a sample.
+    let output = baseline(&[
+        &run,
+        Path::new("--data"),
+        &split(),
+        Path::new("--model"),
+        &model,
+        Path::new("--llama-completion"),
+        &stand_in,
+        Path::new("--resume"),
+        dir,
+        Path::new("--retry-errors"),
+    ]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains("sample 0: already recorded") && stdout.contains("[2/3] sample 1: 0 calls"), "{stdout}");
+    let samples: Vec<u64> = std::fs::read_to_string(dir.join("samples.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["sample"].as_u64().unwrap())
+        .collect();
+    assert_eq!(samples, [0, 1, 2]);
 }
 
 #[test]
