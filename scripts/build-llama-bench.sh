@@ -4,7 +4,9 @@
 # a C++ compiler and the package index pip is configured for: cmake and ninja come through pip too.
 # With the target `llama-server` it builds llama.cpp's server from the same source and build tree instead, for
 # `tandem bench serve --vs-llama-server PATH` (scripts/build-llama-server.sh does that); its web UI is left out
-# (nothing is downloaded at build time).
+# (nothing is downloaded at build time). With the target `llama-completion` it builds the one-shot completion tool
+# (JSON-schema constrained with `-jf`) for the plain NESTFUL baseline (scripts/build-llama-completion.sh,
+# scripts/nestful-llamacpp-baseline.py).
 #
 #   scripts/build-llama-bench.sh [OUT_DIR] [TARGET]   (default: target/llama.cpp and llama-bench; prints the
 #                                                      binary's path last)
@@ -14,8 +16,8 @@ set -euo pipefail
 out="${1:-target/llama.cpp}"
 target="${2:-llama-bench}"
 case "$target" in
-    llama-bench | llama-server) ;;
-    *) echo "unknown target $target: llama-bench or llama-server" >&2; exit 1 ;;
+    llama-bench | llama-server | llama-completion) ;;
+    *) echo "unknown target $target: llama-bench, llama-server or llama-completion" >&2; exit 1 ;;
 esac
 version="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
 mkdir -p "$out"

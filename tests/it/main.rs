@@ -28,6 +28,7 @@ mod joiner;
 mod kernels;
 mod kv_slots;
 mod layers;
+mod llamacpp_baseline;
 mod loader;
 mod mcp;
 mod mcp_agent;
