@@ -8,6 +8,7 @@
 #
 # FIRSTS=N (default REPEATS): only the first N pairs empty the store and time a first goal; the others time the
 # second goal again against the store the last first goal left (a slow machine spends most of a pair on the first).
+# PLANS=N (default 1): plan search with N candidates (`tandem plan --plans N`).
 #
 # The snapshots go to a cache of their own (target/time-to-plan-cache, emptied before each pair); the model is
 # read from the default model cache through TANDEM_MODELS. Needs target/release/tandem (cargo build --release)
@@ -29,7 +30,7 @@ run() { # one `tandem plan` process: prints "wall_s cpu_s prompt_tokens reused_t
     local log times figures
     log="$(mktemp)"; times="$(mktemp)"
     /usr/bin/time -o "$times" -f "%e %U %S" \
-        "$tandem" plan -m "$model" --threads "$threads" --tools "$tools" "$1" >/dev/null 2>"$log" || true
+        "$tandem" plan -m "$model" --threads "$threads" --plans "${PLANS:-1}" --tools "$tools" "$1" >/dev/null 2>"$log" || true
     figures="$(grep -o 'prompt [0-9]* tokens ([0-9]* reused' "$log" | tr -dc '0-9 ' | xargs)"
     [[ -n "$figures" ]] || { echo "tandem plan failed:" >&2; cat "$log" >&2; exit 1; }
     read -r wall user sys <"$times"
