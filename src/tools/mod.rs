@@ -13,7 +13,7 @@ pub mod error;
 pub mod list_dir;
 pub mod llm;
 pub mod mcp;
-pub(crate) mod process;
+mod process;
 pub mod read_file;
 pub mod registry;
 pub mod retrieval;

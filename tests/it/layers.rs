@@ -17,7 +17,7 @@ const LAYERS: &[&[&str]] = &[
 ];
 
 /// Modules any layer may use: they import no layer themselves.
-const SHARED: &[&str] = &["settings", "progress", "memory"];
+const SHARED: &[&str] = &["settings", "progress", "memory", "children"];
 
 /// `error` gathers every layer's error type into the crate's one `Error` (that is its job), so it names them all;
 /// every layer converts into it, so it is exempt both ways.

@@ -144,7 +144,7 @@ impl RunningServer {
 fn spawn(mut command: Command, bin: &Path) -> Result<(Child, Arc<Mutex<String>>)> {
     // `Drop` kills the server when the benchmark ends or fails; a benchmark killed outright runs no `Drop`, and a
     // server left behind would hold its port and the cores the next measurement needs.
-    crate::tools::process::die_with_parent(&mut command);
+    crate::children::die_with_parent(&mut command);
     let mut child = command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().map_err(|e| {
         Error::Bench(format!(
             "could not run {}: {e} (llama-server: build it with scripts/build-llama-server.sh, which prints its path)",
