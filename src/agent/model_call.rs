@@ -4,7 +4,7 @@
 use crate::decode::constraint::ConstraintSpec;
 use crate::decode::generate::TokenConstraint;
 use crate::decode::Model;
-use crate::decode::{generate_candidates, generate_keeping, Candidate, GenerateRequest, Sampling, Timings};
+use crate::decode::{generate_candidates, Candidate, Sampling, Timings};
 use crate::llm::prefix_store::common_prefix;
 use crate::llm::ChatMessage;
 use crate::{Error, Result};
@@ -18,22 +18,9 @@ pub fn chat_call(
     spec: Option<&ConstraintSpec>,
     max_tokens: usize,
 ) -> Result<(String, Timings)> {
-    let (tokens, stable) = chat_prompt(model, role, messages)?;
-    let mut matcher = match spec {
-        Some(spec) => Some(model.grammar_engine()?.matcher(spec)?),
-        None => None,
-    };
-    let request = GenerateRequest {
-        prompt: tokens,
-        max_tokens,
-        sampling: Sampling::Greedy,
-        seed: 0,
-        stop_tokens: Vec::new(),
-        constraint: matcher.as_mut().map(|m| m as &mut dyn TokenConstraint),
-        speculation: model.speculation,
-    };
-    let generation = generate_keeping(model, request, stable, &mut |_| {})?;
-    Ok((generation.text, generation.timings))
+    // One candidate is one plain generation (with the model's drafting), as `generate_candidates` runs it.
+    let mut outputs = chat_candidates(model, role, messages, spec, max_tokens, &[(Sampling::Greedy, 0)])?;
+    outputs.pop().expect("one candidate, one output")
 }
 
 /// [`chat_call`] with one output per entry of `samplings` (token choice and seed), generated side by side from

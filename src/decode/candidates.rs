@@ -165,6 +165,10 @@ impl Running<'_, '_> {
         if finished {
             return self.finish(StopReason::GrammarComplete, max_tokens, started);
         }
+        // As `generate_keeping`: a full budget ends the generation now, not after one more pass.
+        if self.tokens.len() >= max_tokens {
+            return self.finish(StopReason::MaxTokens, max_tokens, started);
+        }
         self.feed.extend_from_slice(&batch);
         Ok(())
     }
