@@ -5,6 +5,7 @@ use candle_core::Device;
 
 use super::events::Event;
 use crate::decode::batching::{PassStats, SharedModel};
+use crate::decode::constraint::ConstraintSpec;
 use crate::decode::{Model, Speculation};
 use crate::llm::LoadOptions;
 use crate::progress::Reporter;
@@ -15,6 +16,12 @@ use crate::Result;
 pub trait ModelSource {
     /// The planner model (loaded now if it is not yet).
     fn planner(&mut self) -> Result<&mut Model>;
+    /// The planner model; if it loads now, `grammars` (the plan grammar) compile beside its load, so the first
+    /// plan does not wait for them (see `Model::load_warm`).
+    fn planner_for(&mut self, grammars: &[ConstraintSpec]) -> Result<&mut Model> {
+        let _ = grammars;
+        self.planner()
+    }
     /// The executor model (loaded now if it is not yet).
     fn executor(&mut self) -> Result<&mut Model>;
     /// `ModelLoaded` events for loads since the last call, for the audit log.
@@ -107,10 +114,10 @@ impl<'r> LazyModels<'r> {
         Ok((sources, SharedModels { planner, executor }))
     }
 
-    fn load(&mut self, id: &str, role: &str) -> Result<Model> {
+    fn load(&mut self, id: &str, role: &str, grammars: &[ConstraintSpec]) -> Result<Model> {
         let resolved = ModelStore::open()?.resolve(id, self.reporter)?;
         self.reporter.message(&format!("loading the {role} ({id}) …"));
-        let model = Model::load_with(&resolved.path, &self.device, &self.options, self.speculation)?;
+        let model = Model::load_warm(&resolved.path, &self.device, &self.options, self.speculation, grammars)?;
         let event = Event::ModelLoaded {
             role: role.to_string(),
             id: id.to_string(),
@@ -144,10 +151,14 @@ impl SharedModels {
 
 impl ModelSource for LazyModels<'_> {
     fn planner(&mut self) -> Result<&mut Model> {
+        self.planner_for(&[])
+    }
+
+    fn planner_for(&mut self, grammars: &[ConstraintSpec]) -> Result<&mut Model> {
         if self.planner.is_none() {
             let role = if self.shared() { "planner+executor" } else { "planner" };
             let id = self.planner_id.clone();
-            self.planner = Some(self.load(&id, role)?);
+            self.planner = Some(self.load(&id, role, grammars)?);
         }
         Ok(self.planner.as_mut().expect("loaded above"))
     }
@@ -158,7 +169,7 @@ impl ModelSource for LazyModels<'_> {
         }
         if self.executor.is_none() {
             let id = self.executor_id.clone();
-            self.executor = Some(self.load(&id, "executor")?);
+            self.executor = Some(self.load(&id, "executor", &[])?);
         }
         Ok(self.executor.as_mut().expect("loaded above"))
     }

@@ -170,6 +170,12 @@ fn read_plan(text: String, timings: Timings, goal: &str, registry: &ToolRegistry
     Ok(Written { plan, issues, text, timings })
 }
 
+/// The grammar the planner first tries for plans over `registry` (with the plan options of the environment): a
+/// caller that loads the planner can compile it beside the load (`Model::load_warm`), so planning finds it ready.
+pub fn plan_grammar(registry: &ToolRegistry) -> Result<ConstraintSpec> {
+    Ok(ConstraintSpec::JsonSchema(plan_json_schema_with(registry, &PlanSchemaOptions::from_env()?)))
+}
+
 /// The plan grammar for the registry's tools, as `schema_of` builds it, checked against the model's grammar
 /// engine. Where the engine rejects it (a keyword it does not support, a pattern it cannot compile, a schema that
 /// admits nothing), it is retried with unsupported keywords ignored (llguidance's `lenient`), and where it is still

@@ -1,6 +1,6 @@
 //! `tandem plan "goal"`: the planner writes a plan under the grammar; it is validated and printed, not run.
 
-use crate::agent::planner::write_plan;
+use crate::agent::planner::{plan_grammar, write_plan};
 use crate::cli::PlanArgs;
 use crate::commands::generate::{load_options, prepare_model};
 use crate::decode::{Model, Speculation};
@@ -33,7 +33,9 @@ pub fn run(args: PlanArgs, reporter: &dyn Reporter) -> Result<()> {
     let options =
         LoadOptions { prefix_store: (!args.no_prefix_store).then(default_prefix_dir), ..load_options(&model_args) };
     let drafting = Speculation::from_setting(model_args.speculate.drafting());
-    let mut model = Model::load_with(&path, &device, &options, drafting)?;
+    // The plan grammar compiles beside the load (half a second for a catalogue of 30 tools).
+    let grammar = plan_grammar(tools)?;
+    let mut model = Model::load_warm(&path, &device, &options, drafting, &[grammar])?;
     reporter.message(&format!("planning with {} …", args.model));
     let outcome = write_plan(&mut model, &args.goal, tools, args.max_tokens, args.search.plans)?;
     if args.json {

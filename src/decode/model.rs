@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 
 use candle_core::Device;
 
-use super::constraint::GrammarEngine;
+use super::constraint::{ConstraintSpec, GrammarEngine};
 use super::Speculation;
 use crate::llm::{LoadOptions, LoadedModel};
 use crate::Result;
@@ -53,14 +53,44 @@ impl Model {
         Self { loaded, speculation, grammar: Arc::new(OnceLock::new()) }
     }
 
-    /// The same as `load`, with drafting as asked (`None`: where exact).
+    /// The same as `load`, with drafting as asked (`None`: where exact), for generations under a grammar: the
+    /// grammar engine's token table (about half a second of one core for a 150,000-token vocabulary) is built on
+    /// a thread of its own while the weights load, so the first constrained generation does not wait for it.
     pub fn load_with(
         path: &Path,
         device: &Device,
         options: &LoadOptions,
         speculation: Option<Speculation>,
     ) -> Result<Self> {
-        Ok(Self::from_loaded(LoadedModel::load(path, device, options)?, speculation))
+        Self::load_warm(path, device, options, speculation, &[])
+    }
+
+    /// [`Model::load_with`], also compiling `grammars` into the engine's cache beside the weights' load: a caller
+    /// that knows its first grammar (the planner's, from the tool catalogue) gets it ready-made. A grammar that
+    /// does not compile is left for its first use to report.
+    pub fn load_warm(
+        path: &Path,
+        device: &Device,
+        options: &LoadOptions,
+        speculation: Option<Speculation>,
+        grammars: &[ConstraintSpec],
+    ) -> Result<Self> {
+        let (loaded, (engine, width)) = LoadedModel::load_beside(path, device, options, |tokenizer, n_logits| {
+            let engine = GrammarEngine::new(tokenizer.clone(), n_logits).ok();
+            if let Some(engine) = &engine {
+                for spec in grammars {
+                    let _ = engine.matcher(spec);
+                }
+            }
+            (engine, n_logits)
+        })?;
+        let model = Self::from_loaded(loaded, speculation);
+        // An engine built beside is kept if it has the network's logits width (both read the embedding table's);
+        // one that failed is built again on first use, and that use reports the error.
+        if let Some(engine) = engine.filter(|_| width == model.weights.n_logits()) {
+            let _ = model.grammar.set(engine);
+        }
+        Ok(model)
     }
 
     /// The grammar engine for this model's tokenizer and logits width, built once.

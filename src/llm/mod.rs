@@ -162,26 +162,39 @@ pub struct LoadedModel {
 impl LoadedModel {
     /// Loads a GGUF file: memory-maps it, checks it, dispatches on `general.architecture`.
     pub fn load(path: &Path, device: &Device, options: &LoadOptions) -> Result<Self> {
+        Ok(Self::load_beside(path, device, options, |_, _| ())?.0)
+    }
+
+    /// [`LoadedModel::load`], running `beside` on a thread of its own once the tokenizer is built, while the
+    /// weights load: it gets the tokenizer and the number of logits the file's embedding table gives (0 if it has
+    /// none), and what it returns comes back with the model. The tokenizer is built there too: reading a vocabulary
+    /// of 150,000 tokens is single-threaded work that would otherwise keep the weights waiting.
+    pub fn load_beside<T: Send>(
+        path: &Path,
+        device: &Device,
+        options: &LoadOptions,
+        beside: impl FnOnce(&Arc<GgufTokenizer>, usize) -> T + Send,
+    ) -> Result<(Self, T)> {
         let started = Instant::now();
         let mut file = GgufFile::open(path)?;
         let architecture = file.architecture()?.to_string();
-        let tokenizer = GgufTokenizer::from_gguf(&file.content.metadata)?;
         let chat_template = ChatTemplate::from_gguf(&file.content.metadata, &architecture)?;
-        file.forget_tokenizer_arrays();
-        crate::memory::release_freed();
+        let n_logits = file.content.tensor_infos.get("token_embd.weight").map_or(0, |info| info.shape.dims()[0]);
         let mut conversions = Vec::new();
-        let weights: Box<dyn LanguageModel> = match architecture.as_str() {
-            "qwen2" => Box::new(qwen2::Qwen2::load(&file, device, options, &mut conversions)?),
-            "gemma3" => Box::new(gemma3::Gemma3::load(&file, device)?),
-            other => {
-                return Err(LoadError::UnsupportedArchitecture {
-                    path: path.to_path_buf(),
-                    architecture: other.to_string(),
-                    supported: SUPPORTED_ARCHITECTURES.join(", "),
-                }
-                .into())
-            }
-        };
+        let (weights, side) = std::thread::scope(|scope| {
+            let metadata = &file.content.metadata;
+            let side = scope.spawn(move || -> Result<_> {
+                let tokenizer = Arc::new(GgufTokenizer::from_gguf(metadata)?);
+                let extra = beside(&tokenizer, n_logits);
+                Ok((tokenizer, extra))
+            });
+            let weights = load_weights(&file, path, &architecture, device, options, &mut conversions);
+            (weights, side.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+        });
+        // A tokenizer that cannot be read says so before anything the weights found, as when it was read first.
+        let (tokenizer, extra) = side?;
+        let weights = weights?;
+        file.forget_tokenizer_arrays();
         let info = ModelInfo {
             path: path.to_path_buf(),
             name: file.string("general.name").ok().map(str::to_string),
@@ -195,9 +208,9 @@ impl LoadedModel {
         drop(file);
         crate::memory::release_freed();
         tracing::info!(path = %path.display(), load_ms = info.load_time.as_millis() as u64, "model loaded");
-        Ok(Self {
+        let loaded = Self {
             weights,
-            tokenizer: Arc::new(tokenizer),
+            tokenizer,
             chat_template,
             info,
             device: device.clone(),
@@ -205,6 +218,30 @@ impl LoadedModel {
                 Some(root) => Some(prefix_store::PrefixStore::new(root, path, device)?),
                 None => None,
             },
-        })
+        };
+        Ok((loaded, extra))
     }
+}
+
+/// The network of a GGUF file, by its architecture.
+fn load_weights(
+    file: &GgufFile,
+    path: &Path,
+    architecture: &str,
+    device: &Device,
+    options: &LoadOptions,
+    conversions: &mut Vec<String>,
+) -> Result<Box<dyn LanguageModel>> {
+    Ok(match architecture {
+        "qwen2" => Box::new(qwen2::Qwen2::load(file, device, options, conversions)?),
+        "gemma3" => Box::new(gemma3::Gemma3::load(file, device)?),
+        other => {
+            return Err(LoadError::UnsupportedArchitecture {
+                path: path.to_path_buf(),
+                architecture: other.to_string(),
+                supported: SUPPORTED_ARCHITECTURES.join(", "),
+            }
+            .into())
+        }
+    })
 }

@@ -84,3 +84,26 @@ fn plan_search_keeps_a_valid_candidate_and_says_what_it_saw() {
     // Every candidate's tokens count, so a search generates more than the plan it keeps.
     assert!(searched.timings.generated_tokens > greedy.timings.generated_tokens, "{:?}", searched.timings);
 }
+
+#[test]
+fn a_planner_loaded_warm_finds_its_plan_grammar_compiled_and_plans_the_same() {
+    use tandem::agent::planner::plan_grammar;
+    let dir = tempfile::tempdir().unwrap();
+    let registry = registry(dir.path());
+    let path = crate::common::real_model("qwen2.5-coder-0.5b-instruct-q4_k_m");
+    let grammar = plan_grammar(&registry).unwrap();
+    let mut warm = Model::load_warm(&path, &Device::Cpu, &LoadOptions::default(), None, &[grammar.clone()]).unwrap();
+    // Compiled beside the load: the planner's first request is served from the engine's cache.
+    let matcher = warm.grammar_engine().unwrap().matcher(&grammar).unwrap();
+    assert!(matcher.stats().from_cache, "the plan grammar was not compiled beside the load");
+    // A plain load compiles nothing ahead; both write the same plan.
+    let mut cold = Model::load(&path, &Device::Cpu, &LoadOptions::default()).unwrap();
+    assert!(!cold.grammar_engine().unwrap().matcher(&grammar).unwrap().stats().from_cache);
+    cold.grammar_engine().unwrap().clear_cache();
+    let goal = "What is 12*4+5?";
+    let (a, b) = (
+        write_plan(&mut warm, goal, &registry, 200, 1).unwrap(),
+        write_plan(&mut cold, goal, &registry, 200, 1).unwrap(),
+    );
+    assert_eq!(a.text, b.text);
+}

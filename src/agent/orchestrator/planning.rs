@@ -6,7 +6,7 @@ use super::{Agent, Execution, PlanDecision, Stop};
 use crate::agent::events::{Event, ModelUsage, PlanOrigin, StopReason};
 use crate::agent::plan::Plan;
 use crate::agent::plan_search::SearchReport;
-use crate::agent::planner::{revise_plan, PlanOutcome};
+use crate::agent::planner::{plan_grammar, revise_plan, PlanOutcome};
 use crate::Result;
 
 impl Agent<'_> {
@@ -105,7 +105,7 @@ impl Agent<'_> {
         let tokens = self.settings.budgets.plan_tokens;
         // The planner sees the tools retrieval chose, if it chose; validation and execution know every tool.
         let tools = self.planning.as_ref().unwrap_or(self.registry);
-        let model = self.models.planner()?;
+        let model = self.models.planner_for(&[plan_grammar(tools)?])?;
         let started = Instant::now();
         let written = revise_plan(model, &goal, tools, &history, tokens, self.settings.plans);
         self.log_model_loads()?;
