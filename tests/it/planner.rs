@@ -92,7 +92,8 @@ fn a_planner_loaded_warm_finds_its_plan_grammar_compiled_and_plans_the_same() {
     let registry = registry(dir.path());
     let path = crate::common::real_model("qwen2.5-coder-0.5b-instruct-q4_k_m");
     let grammar = plan_grammar(&registry).unwrap();
-    let mut warm = Model::load_warm(&path, &Device::Cpu, &LoadOptions::default(), None, &[grammar.clone()]).unwrap();
+    let mut warm =
+        Model::load_warm(&path, &Device::Cpu, &LoadOptions::default(), None, std::slice::from_ref(&grammar)).unwrap();
     // Compiled beside the load: the planner's first request is served from the engine's cache.
     let matcher = warm.grammar_engine().unwrap().matcher(&grammar).unwrap();
     assert!(matcher.stats().from_cache, "the plan grammar was not compiled beside the load");
