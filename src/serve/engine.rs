@@ -261,7 +261,7 @@ fn run_job(model: &mut Model, job: &Job, halt: &AtomicBool) -> Option<Result<Fin
         return None;
     }
     let calls_allowed = request.tool_choice != ToolChoice::None && !request.functions.is_empty();
-    let mut splitter = OutputSplitter::new(request.stop.clone(), calls_allowed);
+    let mut splitter = OutputSplitter::new(request.stop.clone(), calls_allowed, grammar::bare_calls(request));
     let mut gone = false;
     let generate_request = GenerateRequest {
         prompt,

@@ -3,6 +3,12 @@
 //! tells the model to write them (`<tool_call>\n{"name": …, "arguments": …}\n</tool_call>`); each call's JSON is
 //! constrained to a declared name and that function's argument schema, and under `auto` the choice between a
 //! text answer and calls is the grammar's first branch, taken by the model.
+//!
+//! Small models often write a call as bare JSON instead (`{"name": …, "arguments": …}` with no tags; the 0.5B
+//! did so for every call under `auto`, in a JSON code block). So where it cannot be confused with an answer (no
+//! `json_schema` answer, which would also open with `{`), an output that opens with `{`, or with a ```` ```json ````
+//! block that does, is calls too, one per line, under the same schema: what would have reached the client as JSON
+//! text is a tool call. Text answers then never open that way.
 
 use serde_json::{json, Value};
 
@@ -30,22 +36,37 @@ pub fn constraint(request: &ChatRequest) -> Option<ConstraintSpec> {
         };
     }
     let calls = if request.parallel_tool_calls { "call (\"\\n\" call)*" } else { "call" };
+    let bodies = if request.parallel_tool_calls { "body (\"\\n\" body)*" } else { "body" };
+    let bare = format!("{bodies} | \"```json\\n\" {bodies} \"\\n```\"");
     let body = json_body(&functions);
-    let start = match request.tool_choice {
-        ToolChoice::Auto => "start: answer | calls",
-        _ => "start: calls",
-    };
-    let answer = match &request.json_schema {
-        Some(schema) => format!("answer: %json {}", lark_json(schema)),
-        None => format!("answer: TEXT\n{TEXT_RULE}"),
+    let bare_rule = format!("bare: {bare}\n");
+    let (start, answer, bare) = match (&request.tool_choice, &request.json_schema) {
+        (ToolChoice::Auto, Some(schema)) => ("answer | calls", format!("answer: %json {}", lark_json(schema)), ""),
+        (ToolChoice::Auto, None) => ("answer | calls | bare", format!("answer: OPENING\n{OPENING_RULE}"), &*bare_rule),
+        _ => ("calls | bare", String::new(), &*bare_rule),
     };
     Some(ConstraintSpec::Lark(format!(
-        "{start}\ncalls: {calls}\ncall: \"<tool_call>\\n\" body \"\\n</tool_call>\"\nbody: %json {body}\n{answer}\n"
+        "start: {start}\ncalls: {calls}\n{bare}call: \"<tool_call>\\n\" body \"\\n</tool_call>\"\nbody: %json {body}\n{answer}\n"
     )))
 }
 
 /// Free text that is not empty and never contains a call's opening (so text and calls cannot be confused).
 const TEXT_RULE: &str = "TEXT: /(?s:.+)/ & ~/(?s:.*<tool_call>.*)/";
+
+/// [`TEXT_RULE`] that does not open as a bare call either (`{`, or a JSON code block that opens with `{`): where
+/// a bare call may open the output.
+const OPENING_RULE: &str = "OPENING: /(?s:[^{].*)/ & ~/(?s:.*<tool_call>.*)/ & ~/(?s:```json\\n\\{.*)/";
+
+/// Whether an output that opens with `{` is a call (see the module's note): some function may be called and no
+/// answer could be JSON (`constraint` offers the bare form exactly then).
+pub fn bare_calls(request: &ChatRequest) -> bool {
+    let callable = match &request.tool_choice {
+        ToolChoice::None => false,
+        ToolChoice::Function(name) => request.functions.iter().any(|f| &f.name == name),
+        ToolChoice::Auto | ToolChoice::Required => !request.functions.is_empty(),
+    };
+    callable && !(request.tool_choice == ToolChoice::Auto && request.json_schema.is_some())
+}
 
 /// The schema of one call: a declared name and that function's arguments.
 fn json_body(functions: &[&Function]) -> String {

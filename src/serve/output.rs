@@ -1,8 +1,12 @@
 //! The generated text turned into what the API sends, as it streams: text (held back only while it could still
 //! be the start of a stop sequence or of a tool call) and whole tool calls, each sent once its closing tag is out,
-//! so a streamed call is always complete, valid JSON.
+//! so a streamed call is always complete, valid JSON. Where the grammar lets calls be bare JSON (an output that
+//! opens with `{`, see `grammar`), each call is sent once its object is complete.
 
 use super::grammar::{read_call, ToolCall, CALL_CLOSE, CALL_OPEN};
+
+/// A JSON code block opening with a call's object: bare calls in a fence (the fence is not part of any call).
+const FENCED_OPEN: &str = "```json\n{";
 
 /// A piece of the answer ready to send.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,6 +23,8 @@ enum Shape {
     Undecided,
     Text,
     Calls,
+    /// Calls as bare JSON objects, one per line.
+    BareCalls,
 }
 
 /// Splits generated text into pieces; `stopped` once a stop sequence appeared (the generation should end).
@@ -27,6 +33,8 @@ pub struct OutputSplitter {
     stops: Vec<String>,
     /// Calls are possible (the grammar allows them).
     calls_allowed: bool,
+    /// An output that opens with `{` is calls (`grammar::bare_calls`).
+    bare_calls: bool,
     shape: Shape,
     pending: String,
     stopped: bool,
@@ -35,10 +43,20 @@ pub struct OutputSplitter {
 }
 
 impl OutputSplitter {
-    /// A splitter for an answer that may hold calls (`calls_allowed`) and ends at any of `stops`.
-    pub fn new(stops: Vec<String>, calls_allowed: bool) -> Self {
+    /// A splitter for an answer that may hold calls (`calls_allowed`; bare ones too with `bare_calls`) and ends
+    /// at any of `stops`.
+    pub fn new(stops: Vec<String>, calls_allowed: bool, bare_calls: bool) -> Self {
         let shape = if calls_allowed { Shape::Undecided } else { Shape::Text };
-        Self { stops, calls_allowed, shape, pending: String::new(), stopped: false, sent_text: String::new() }
+        let bare_calls = calls_allowed && bare_calls;
+        Self {
+            stops,
+            calls_allowed,
+            bare_calls,
+            shape,
+            pending: String::new(),
+            stopped: false,
+            sent_text: String::new(),
+        }
     }
 
     /// Whether a stop sequence ended the answer.
@@ -58,9 +76,18 @@ impl OutputSplitter {
         }
         self.pending.push_str(text);
         if self.shape == Shape::Undecided {
-            if self.pending.starts_with(CALL_OPEN) {
-                self.shape = Shape::Calls;
-            } else if !CALL_OPEN.starts_with(self.pending.as_str()) {
+            // The openings that decide the shape; text until none of them can still be on its way.
+            let mut openings = vec![(CALL_OPEN, Shape::Calls)];
+            if self.bare_calls {
+                openings.extend([("{", Shape::BareCalls), (FENCED_OPEN, Shape::BareCalls)]);
+            }
+            if let Some((opening, shape)) = openings.iter().find(|(o, _)| self.pending.starts_with(o)) {
+                self.shape = *shape;
+                if *opening == FENCED_OPEN {
+                    // The fence goes; its object stays.
+                    self.pending.drain(..FENCED_OPEN.len() - 1);
+                }
+            } else if !openings.iter().any(|(o, _)| o.starts_with(self.pending.as_str())) {
                 self.shape = Shape::Text;
             } else {
                 return Vec::new();
@@ -68,6 +95,7 @@ impl OutputSplitter {
         }
         match self.shape {
             Shape::Calls => self.take_calls(),
+            Shape::BareCalls => self.take_bare_calls(),
             _ => self.take_text(false),
         }
     }
@@ -79,6 +107,7 @@ impl OutputSplitter {
         }
         match self.shape {
             Shape::Calls => self.take_calls(),
+            Shape::BareCalls => self.take_bare_calls(),
             // An undecided output that ended is text (a prefix of `<tool_call>` is not a call).
             _ => self.take_text(true),
         }
@@ -86,7 +115,7 @@ impl OutputSplitter {
 
     /// Whether the output turned out to be calls.
     pub fn is_calls(&self) -> bool {
-        self.calls_allowed && self.shape == Shape::Calls
+        self.calls_allowed && matches!(self.shape, Shape::Calls | Shape::BareCalls)
     }
 
     fn take_calls(&mut self) -> Vec<Piece> {
@@ -100,6 +129,23 @@ impl OutputSplitter {
             }
             self.pending.drain(..body_start + close + CALL_CLOSE.len());
         }
+        out
+    }
+
+    /// Every complete JSON object at the front of the pending text, as calls (the grammar made each one a call).
+    fn take_bare_calls(&mut self) -> Vec<Piece> {
+        let mut out = Vec::new();
+        let mut objects = serde_json::Deserializer::from_str(&self.pending).into_iter::<serde_json::Value>();
+        let mut consumed = 0;
+        // An object still being written is an end-of-input error: it waits for more text. A closing fence is an
+        // error too, and nothing follows it.
+        while let Some(Ok(object)) = objects.next() {
+            consumed = objects.byte_offset();
+            if let Some(call) = read_call(&object.to_string()) {
+                out.push(Piece::Call(call));
+            }
+        }
+        self.pending.drain(..consumed);
         out
     }
 
@@ -150,7 +196,7 @@ mod tests {
 
     #[test]
     fn stop_sequences_end_the_text_even_split_across_pieces() {
-        let mut s = OutputSplitter::new(vec!["END".into()], false);
+        let mut s = OutputSplitter::new(vec!["END".into()], false, false);
         let mut all = s.push("one two E");
         assert_eq!(texts(&all), "one two ", "the E is held back");
         all.extend(s.push("N"));
@@ -162,7 +208,7 @@ mod tests {
 
     #[test]
     fn held_back_text_that_is_no_stop_comes_out() {
-        let mut s = OutputSplitter::new(vec!["END".into()], false);
+        let mut s = OutputSplitter::new(vec!["END".into()], false, false);
         let mut all = s.push("a E");
         all.extend(s.push("x"));
         all.extend(s.finish());
@@ -172,7 +218,7 @@ mod tests {
 
     #[test]
     fn calls_come_out_whole_and_text_is_told_apart() {
-        let mut s = OutputSplitter::new(Vec::new(), true);
+        let mut s = OutputSplitter::new(Vec::new(), true, false);
         let mut all = Vec::new();
         for piece in [
             "<tool",
@@ -192,11 +238,48 @@ mod tests {
                 Piece::Call(ToolCall { name: "g".into(), arguments: "{}".into() })
             ]
         );
-        let mut s = OutputSplitter::new(Vec::new(), true);
+        let mut s = OutputSplitter::new(Vec::new(), true, false);
         let mut all = s.push("<to");
         assert!(all.is_empty(), "could still open a call");
         all.extend(s.push("day"));
         assert_eq!(texts(&all), "<today");
         assert!(!s.is_calls());
+    }
+
+    #[test]
+    fn bare_calls_come_out_as_each_object_completes() {
+        let mut s = OutputSplitter::new(Vec::new(), true, true);
+        let mut all = s.push("{\"name\": \"f\", \"argu");
+        assert!(all.is_empty(), "an unfinished object waits");
+        all.extend(s.push("ments\": {\"x\": \"a}\"}}\n{\"name\""));
+        assert_eq!(all, vec![Piece::Call(ToolCall { name: "f".into(), arguments: "{\"x\":\"a}\"}".into() })]);
+        all.extend(s.push(": \"g\", \"arguments\": {}}"));
+        all.extend(s.finish());
+        assert!(s.is_calls());
+        assert_eq!(all.len(), 2);
+        assert_eq!(all[1], Piece::Call(ToolCall { name: "g".into(), arguments: "{}".into() }));
+        // Without the bare form, the same output is text.
+        let mut s = OutputSplitter::new(Vec::new(), true, false);
+        let mut all = s.push("{\"name\": \"f\"}");
+        all.extend(s.finish());
+        assert_eq!(texts(&all), "{\"name\": \"f\"}");
+        assert!(!s.is_calls());
+    }
+
+    #[test]
+    fn bare_calls_in_a_json_code_block_lose_the_fence() {
+        let mut s = OutputSplitter::new(Vec::new(), true, true);
+        let mut all = Vec::new();
+        for piece in ["``", "`json\n", "{\"name\": \"f\", \"arguments\": {}}", "\n```"] {
+            all.extend(s.push(piece));
+        }
+        all.extend(s.finish());
+        assert!(s.is_calls());
+        assert_eq!(all, vec![Piece::Call(ToolCall { name: "f".into(), arguments: "{}".into() })]);
+        // A code block of something else is text.
+        let mut s = OutputSplitter::new(Vec::new(), true, true);
+        let mut all = s.push("```json\n[1]\n```");
+        all.extend(s.finish());
+        assert_eq!(texts(&all), "```json\n[1]\n```");
     }
 }

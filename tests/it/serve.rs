@@ -217,12 +217,10 @@ fn serve_answers_chat_tools_and_schemas_and_refuses_bad_requests() {
     assert!(none["choices"][0]["message"].get("tool_calls").is_none() && !text.contains("<tool_call>"), "{none}");
     let (status, auto) = chat(&server, &ask(json!("auto"), true));
     assert_eq!(status, 200, "{auto}");
-    let reason = auto["choices"][0]["finish_reason"].as_str().unwrap();
-    if reason == "tool_calls" {
-        assert!(!checked_calls(&auto, &tools).is_empty(), "{auto}");
-    } else {
-        assert!(auto["choices"][0]["message"]["content"].as_str().is_some_and(|t| !t.contains("<tool_call>")));
-    }
+    // The 0.5B answers this as bare JSON (`{"name": "get_weather", …}` without its tags): under `auto` that is a
+    // call too, so the client gets a tool call, not JSON text.
+    assert_eq!(auto["choices"][0]["finish_reason"], "tool_calls", "{auto}");
+    assert!(!checked_calls(&auto, &tools).is_empty(), "{auto}");
     // A streamed call arrives whole in one delta.
     let mut streamed_call = ask(json!("required"), false);
     streamed_call["stream"] = json!(true);
