@@ -190,6 +190,13 @@ impl OutputSplitter {
 mod tests {
     use super::*;
 
+    /// Pushes `pieces` one after another, then finishes: everything the splitter sent.
+    fn split(s: &mut OutputSplitter, pieces: &[&str]) -> Vec<Piece> {
+        let mut all: Vec<Piece> = pieces.iter().flat_map(|p| s.push(p)).collect();
+        all.extend(s.finish());
+        all
+    }
+
     fn texts(pieces: &[Piece]) -> String {
         pieces.iter().filter_map(|p| if let Piece::Text(t) = p { Some(t.as_str()) } else { None }).collect()
     }
@@ -260,26 +267,18 @@ mod tests {
         assert_eq!(all[1], Piece::Call(ToolCall { name: "g".into(), arguments: "{}".into() }));
         // Without the bare form, the same output is text.
         let mut s = OutputSplitter::new(Vec::new(), true, false);
-        let mut all = s.push("{\"name\": \"f\"}");
-        all.extend(s.finish());
-        assert_eq!(texts(&all), "{\"name\": \"f\"}");
+        assert_eq!(texts(&split(&mut s, &["{\"name\": \"f\"}"])), "{\"name\": \"f\"}");
         assert!(!s.is_calls());
     }
 
     #[test]
     fn bare_calls_in_a_json_code_block_lose_the_fence() {
         let mut s = OutputSplitter::new(Vec::new(), true, true);
-        let mut all = Vec::new();
-        for piece in ["``", "`json\n", "{\"name\": \"f\", \"arguments\": {}}", "\n```"] {
-            all.extend(s.push(piece));
-        }
-        all.extend(s.finish());
+        let all = split(&mut s, &["``", "`json\n", "{\"name\": \"f\", \"arguments\": {}}", "\n```"]);
         assert!(s.is_calls());
         assert_eq!(all, vec![Piece::Call(ToolCall { name: "f".into(), arguments: "{}".into() })]);
         // A code block of something else is text.
         let mut s = OutputSplitter::new(Vec::new(), true, true);
-        let mut all = s.push("```json\n[1]\n```");
-        all.extend(s.finish());
-        assert_eq!(texts(&all), "```json\n[1]\n```");
+        assert_eq!(texts(&split(&mut s, &["```json\n[1]\n```"])), "```json\n[1]\n```");
     }
 }
