@@ -105,7 +105,10 @@ impl Agent<'_> {
         let tokens = self.settings.budgets.plan_tokens;
         // The planner sees the tools retrieval chose, if it chose; validation and execution know every tool.
         let tools = self.planning.as_ref().unwrap_or(self.registry);
-        let model = self.models.planner_for(&[plan_grammar(tools)?])?;
+        // The plan grammar compiles beside the planner's load; a grammar that cannot be built is reported by
+        // planning itself, as a planner failure.
+        let grammars: Vec<_> = plan_grammar(tools).into_iter().collect();
+        let model = self.models.planner_for(&grammars)?;
         let started = Instant::now();
         let written = revise_plan(model, &goal, tools, &history, tokens, self.settings.plans);
         self.log_model_loads()?;
