@@ -3,6 +3,7 @@
 
 use std::fs::File;
 use std::io::Cursor;
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -69,8 +70,15 @@ impl GgufFile {
             let found = String::from_utf8_lossy(&mmap[..mmap.len().min(4)]).into_owned();
             return Err(LoadError::BadMagic { path: path.to_path_buf(), found });
         }
-        let content = gguf_file::Content::read(&mut Cursor::new(&mmap[..]))
-            .map_err(|e| LoadError::BadHeader { path: path.to_path_buf(), message: e.to_string() })?;
+        let bad_header = |message| LoadError::BadHeader { path: path.to_path_buf(), message };
+        // candle's reader panics on some malformed headers (a `general.alignment` of 0 divides by zero, found by
+        // the gguf fuzz target): that is a bad header as well, not a crash.
+        let content =
+            std::panic::catch_unwind(AssertUnwindSafe(|| gguf_file::Content::read(&mut Cursor::new(&mmap[..]))))
+                .map_err(|panic| {
+                    bad_header(format!("the header reader gave up: {}", crate::error::panic_text(&*panic)))
+                })?
+                .map_err(|e| bad_header(e.to_string()))?;
         Ok(Self { path: path.to_path_buf(), mmap, content })
     }
 

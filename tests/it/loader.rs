@@ -277,6 +277,18 @@ fn tensor_dimensions_whose_product_overflows_are_refused() {
     }
 }
 
+/// Found by the `gguf` fuzz target (the file is its input, kept as a seed): a header whose `general.alignment` is 0
+/// made candle's reader divide by zero, a panic. It must be a bad-header error that names the file.
+#[test]
+fn a_header_with_alignment_zero_is_a_bad_header_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("alignment_zero.gguf");
+    std::fs::write(&path, include_bytes!("../../fuzz/seeds/gguf/alignment_zero.gguf")).unwrap();
+    let error = GgufFile::open(&path).err().expect("a bad header");
+    assert!(matches!(&error, LoadError::BadHeader { message, .. } if message.contains("divide by zero")), "{error:?}");
+    assert!(error.to_string().contains("alignment_zero.gguf"), "{error}");
+}
+
 /// Found by the `gguf` fuzz target (the file is its input, kept as a seed): a tensor whose data starts off an
 /// 8-byte boundary was handed to candle, which reads it in place as blocks: an unaligned `slice::from_raw_parts`,
 /// undefined behaviour (a panic with debug assertions, a silent misaligned read without). It must be refused.

@@ -232,12 +232,7 @@ fn cache_key(spec: &ConstraintSpec) -> String {
 }
 
 fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
-    let detail = payload
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_else(|| "unknown panic".into());
-    format!("the grammar engine panicked: {detail}")
+    format!("the grammar engine panicked: {}", crate::error::panic_text(&*payload))
 }
 
 /// Counters for benchmarks and the audit log.
