@@ -179,7 +179,10 @@ impl LoadedModel {
         let mut file = GgufFile::open(path)?;
         let architecture = file.architecture()?.to_string();
         let chat_template = ChatTemplate::from_gguf(&file.content.metadata, &architecture)?;
-        let n_logits = file.content.tensor_infos.get("token_embd.weight").map_or(0, |info| info.shape.dims()[0]);
+        // A malformed table without dimensions gives 0 here; the weights' load reports it.
+        let n_logits =
+            file.content.tensor_infos.get("token_embd.weight").and_then(|info| info.shape.dims().first().copied());
+        let n_logits = n_logits.unwrap_or(0);
         let mut conversions = Vec::new();
         let (weights, side) = std::thread::scope(|scope| {
             let metadata = &file.content.metadata;
