@@ -37,16 +37,24 @@ pub fn constraint(request: &ChatRequest) -> Option<ConstraintSpec> {
     }
     let calls = if request.parallel_tool_calls { "call (\"\\n\" call)*" } else { "call" };
     let bodies = if request.parallel_tool_calls { "body (\"\\n\" body)*" } else { "body" };
-    let bare = format!("{bodies} | \"```json\\n\" {bodies} \"\\n```\"");
     let body = json_body(&functions);
-    let bare_rule = format!("bare: {bare}\n");
-    let (start, answer, bare) = match (&request.tool_choice, &request.json_schema) {
-        (ToolChoice::Auto, Some(schema)) => ("answer | calls", format!("answer: %json {}", lark_json(schema)), ""),
-        (ToolChoice::Auto, None) => ("answer | calls | bare", format!("answer: OPENING\n{OPENING_RULE}"), &*bare_rule),
-        _ => ("calls | bare", String::new(), &*bare_rule),
+    let answer = match (&request.tool_choice, &request.json_schema) {
+        (ToolChoice::Auto, Some(schema)) => Some(format!("answer: %json {}", lark_json(schema))),
+        // A text answer never opens as a bare call would (here `bare_calls` holds).
+        (ToolChoice::Auto, None) => Some(format!("answer: OPENING\n{OPENING_RULE}")),
+        _ => None,
     };
+    let offer_bare = bare_calls(request);
+    let branches: Vec<&str> = [answer.is_some().then_some("answer"), Some("calls"), offer_bare.then_some("bare")]
+        .into_iter()
+        .flatten()
+        .collect();
+    let bare =
+        if offer_bare { format!("bare: {bodies} | \"```json\\n\" {bodies} \"\\n```\"\n") } else { String::new() };
     Some(ConstraintSpec::Lark(format!(
-        "start: {start}\ncalls: {calls}\n{bare}call: \"<tool_call>\\n\" body \"\\n</tool_call>\"\nbody: %json {body}\n{answer}\n"
+        "start: {}\ncalls: {calls}\n{bare}call: \"<tool_call>\\n\" body \"\\n</tool_call>\"\nbody: %json {body}\n{}\n",
+        branches.join(" | "),
+        answer.unwrap_or_default()
     )))
 }
 
