@@ -74,7 +74,9 @@ fn bench_attention(c: &mut Criterion) {
     let (n_head, n_kv_head, head_dim) = (12, 2, 128);
     let mut group = c.benchmark_group("attention 12x2x128 (1.5B)");
     group.sample_size(20).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(4));
-    for (seq, pos) in [(1usize, 512usize), (8, 512), (512, 0)] {
+    // 2,333 positions: a second plan against a 30-tool catalogue, one row (a plain step) and three (a step with
+    // forced tokens and a draft).
+    for (seq, pos) in [(1usize, 512usize), (8, 512), (1, 2333), (3, 2333), (512, 0)] {
         let tensor = |heads: usize, rows: usize, seed: usize| {
             let values: Vec<f32> =
                 (0..heads * rows * head_dim).map(|i| ((i * 7919 + seed) % 1013) as f32 / 1013.0 - 0.5).collect();

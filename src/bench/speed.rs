@@ -188,17 +188,15 @@ fn decode_together(model: &mut Model, n: usize, context: &[u32], tokens: usize) 
     })?;
     let ids: Vec<SequenceId> = (0..n.max(1)).map(|_| multi.open_sequence()).collect();
     let result = (|| {
-        let prefill: Vec<SequencePass<'_>> = ids
-            .iter()
-            .map(|&sequence| SequencePass { sequence, tokens: context, pos: 0, every_position: false })
-            .collect();
+        let prefill: Vec<SequencePass<'_>> =
+            ids.iter().map(|&sequence| SequencePass { sequence, tokens: context, pos: 0, logits_from: None }).collect();
         let mut next: Vec<[u32; 1]> = greedy(multi.forward_sequences(&prefill)?)?.into_iter().map(|t| [t]).collect();
         let t = Instant::now();
         for pos in context.len()..context.len() + tokens {
             let step: Vec<SequencePass<'_>> = ids
                 .iter()
                 .zip(&next)
-                .map(|(&sequence, token)| SequencePass { sequence, tokens: token, pos, every_position: false })
+                .map(|(&sequence, token)| SequencePass { sequence, tokens: token, pos, logits_from: None })
                 .collect();
             let tokens = greedy(multi.forward_sequences(&step)?)?;
             for (token, chosen) in next.iter_mut().zip(tokens) {

@@ -46,7 +46,7 @@ struct Waiting {
     sequence: SequenceId,
     tokens: Vec<u32>,
     pos: usize,
-    every_position: bool,
+    logits_from: Option<usize>,
     reply: Sender<Result<Tensor>>,
 }
 
@@ -256,7 +256,7 @@ fn run_pass(model: &mut dyn LanguageModel, waiting: Vec<Waiting>, counters: &Cou
     let Some(multi) = model.multi_sequence() else { return };
     let parts: Vec<SequencePass<'_>> = fits
         .iter()
-        .map(|w| SequencePass { sequence: w.sequence, tokens: &w.tokens, pos: w.pos, every_position: w.every_position })
+        .map(|w| SequencePass { sequence: w.sequence, tokens: &w.tokens, pos: w.pos, logits_from: w.logits_from })
         .collect();
     let started = Instant::now();
     let result = multi.forward_sequences(&parts).and_then(|logits| {
@@ -318,9 +318,9 @@ impl SequenceHandle {
     }
 
     /// New tokens through the next batched pass.
-    fn pass(&mut self, tokens: &[u32], pos: usize, every_position: bool) -> Result<Tensor> {
+    fn pass(&mut self, tokens: &[u32], pos: usize, logits_from: Option<usize>) -> Result<Tensor> {
         let (reply, answer) = mpsc::channel();
-        let waiting = Waiting { sequence: self.sequence, tokens: tokens.to_vec(), pos, every_position, reply };
+        let waiting = Waiting { sequence: self.sequence, tokens: tokens.to_vec(), pos, logits_from, reply };
         self.requests.send(Request::Forward(waiting)).map_err(|_| thread_gone())?;
         match answer.recv().map_err(|_| thread_gone())? {
             Ok(logits) => {
@@ -339,11 +339,11 @@ impl SequenceHandle {
 
 impl LanguageModel for SequenceHandle {
     fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Tensor> {
-        self.pass(tokens, pos, false)
+        self.pass(tokens, pos, None)
     }
 
-    fn forward_all(&mut self, tokens: &[u32], pos: usize) -> Result<Tensor> {
-        self.pass(tokens, pos, true)
+    fn forward_from(&mut self, tokens: &[u32], pos: usize, first: usize) -> Result<Tensor> {
+        self.pass(tokens, pos, Some(first))
     }
 
     fn batched_logits(&self) -> bool {

@@ -217,7 +217,7 @@ fn decode_together(
         }
         let parts: Vec<SequencePass<'_>> = live
             .iter()
-            .map(|r| SequencePass { sequence: r.sequence, tokens: &r.feed, pos: r.feed_pos, every_position: false })
+            .map(|r| SequencePass { sequence: r.sequence, tokens: &r.feed, pos: r.feed_pos, logits_from: None })
             .collect();
         let _pass = tracing::trace_span!("candidates_step", candidates = parts.len()).entered();
         let outputs = multi(model).forward_sequences(&parts)?;

@@ -242,8 +242,9 @@ pub fn generate_keeping(
         } else {
             let mut input = fresh.to_vec();
             input.extend_from_slice(&draft);
-            let rows = model.weights.forward_all(&input, start)?.to_vec2::<f32>()?;
-            let mut rows = rows.into_iter().skip(fresh.len() - 1);
+            // Only the last fresh token's logits and the drafts' are read: the fresh tokens before it were forced.
+            let rows = model.weights.forward_from(&input, start, fresh.len() - 1)?.to_vec2::<f32>()?;
+            let mut rows = rows.into_iter();
             logits = rows.next().expect("one row per input token");
             timings.drafted_tokens += draft.len();
             ahead = Ahead { tokens: draft, logits: rows.collect() };

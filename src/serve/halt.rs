@@ -40,9 +40,9 @@ impl LanguageModel for Haltable {
         self.check()?;
         self.inner.forward(tokens, pos)
     }
-    fn forward_all(&mut self, tokens: &[u32], pos: usize) -> Result<Tensor> {
+    fn forward_from(&mut self, tokens: &[u32], pos: usize, first: usize) -> Result<Tensor> {
         self.check()?;
-        self.inner.forward_all(tokens, pos)
+        self.inner.forward_from(tokens, pos, first)
     }
     fn batched_logits(&self) -> bool {
         self.inner.batched_logits()

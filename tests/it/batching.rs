@@ -27,8 +27,8 @@ fn assert_same(exact: bool, alone: &[f32], together: &[f32], what: &str) {
     }
 }
 
-/// Each part of a pass over three sequences (prompts of different lengths, then a step of one or two tokens with
-/// one or every position's logits) gets the logits a pass of its own gives: the sequences' rows share the
+/// Each part of a pass over three sequences (prompts of different lengths, then a step of one or more tokens with
+/// the last position's logits, every position's, or those from the second on) gets the logits a pass of its own gives: the sequences' rows share the
 /// products and nothing else.
 #[test]
 fn a_pass_over_several_sequences_gives_each_the_logits_of_its_own_pass() {
@@ -38,18 +38,19 @@ fn a_pass_over_several_sequences_gives_each_the_logits_of_its_own_pass() {
         .iter()
         .map(|p| encode(&model, p))
         .collect();
-    let steps: Vec<Vec<u32>> = [" return a", " Paris", " users"].iter().map(|s| encode(&model, s)).collect();
-    let every_position = [true, false, true];
+    let steps: Vec<Vec<u32>> = [" return a", " Paris", " users who"].iter().map(|s| encode(&model, s)).collect();
+    // Every position's logits, the last one's, and those from the second position on (a drafted pass).
+    let logits_from = [Some(0), None, Some(1)];
+    assert!(steps[2].len() >= 2, "a step with a position before its first wanted one");
     assert!(prompts[0].len() != prompts[1].len(), "prompts of different lengths");
 
     let mut alone = Vec::new();
-    for ((prompt, step), &every) in prompts.iter().zip(&steps).zip(&every_position) {
+    for ((prompt, step), &from) in prompts.iter().zip(&steps).zip(&logits_from) {
         model.weights.clear_kv_cache();
         let first = model.weights.forward(prompt, 0).unwrap().to_vec1::<f32>().unwrap();
-        let second = if every {
-            model.weights.forward_all(step, prompt.len()).unwrap().to_vec2::<f32>().unwrap()
-        } else {
-            vec![model.weights.forward(step, prompt.len()).unwrap().to_vec1::<f32>().unwrap()]
+        let second = match from {
+            Some(first) => model.weights.forward_from(step, prompt.len(), first).unwrap().to_vec2::<f32>().unwrap(),
+            None => vec![model.weights.forward(step, prompt.len()).unwrap().to_vec1::<f32>().unwrap()],
         };
         alone.push((first, second));
     }
@@ -59,33 +60,34 @@ fn a_pass_over_several_sequences_gives_each_the_logits_of_its_own_pass() {
     let prefill: Vec<SequencePass<'_>> = ids
         .iter()
         .zip(&prompts)
-        .map(|(&sequence, prompt)| SequencePass { sequence, tokens: prompt, pos: 0, every_position: false })
+        .map(|(&sequence, prompt)| SequencePass { sequence, tokens: prompt, pos: 0, logits_from: None })
         .collect();
     let firsts = multi.forward_sequences(&prefill).unwrap();
     let step: Vec<SequencePass<'_>> = ids
         .iter()
         .zip(&steps)
-        .zip(prompts.iter().zip(&every_position))
-        .map(|((&sequence, tokens), (prompt, &every_position))| SequencePass {
+        .zip(prompts.iter().zip(&logits_from))
+        .map(|((&sequence, tokens), (prompt, &logits_from))| SequencePass {
             sequence,
             tokens,
             pos: prompt.len(),
-            every_position,
+            logits_from,
         })
         .collect();
     let seconds = multi.forward_sequences(&step).unwrap();
     for (i, ((first, second), (alone_first, alone_second))) in firsts.iter().zip(&seconds).zip(&alone).enumerate() {
         assert_same(exact, alone_first, &first.to_vec1::<f32>().unwrap(), &format!("sequence {i}, prompt"));
-        let second = if every_position[i] { second.to_vec2::<f32>().unwrap() } else { vec![second.to_vec1().unwrap()] };
+        let second =
+            if logits_from[i].is_some() { second.to_vec2::<f32>().unwrap() } else { vec![second.to_vec1().unwrap()] };
         assert_eq!(second.len(), alone_second.len(), "sequence {i}: rows of the step");
         for (row, (a, t)) in alone_second.iter().zip(&second).enumerate() {
             assert_same(exact, a, t, &format!("sequence {i}, step row {row}"));
         }
     }
     // A pass naming a sequence that is not open, or a position its cache has not reached, is refused.
-    let stray = [SequencePass { sequence: 999, tokens: &steps[0], pos: 0, every_position: false }];
+    let stray = [SequencePass { sequence: 999, tokens: &steps[0], pos: 0, logits_from: None }];
     assert!(multi.forward_sequences(&stray).is_err());
-    let gap = [SequencePass { sequence: ids[0], tokens: &steps[0], pos: 1000, every_position: false }];
+    let gap = [SequencePass { sequence: ids[0], tokens: &steps[0], pos: 1000, logits_from: None }];
     assert!(multi.forward_sequences(&gap).is_err());
 }
 

@@ -224,6 +224,15 @@ fn a_batched_pass_gives_every_position_the_logits_of_one_token_passes() {
         let differing = alone.iter().zip(&batched[position]).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
         assert!(bits(&alone) == bits(&batched[position]), "position {position}: {differing} logits differ");
     }
+    // A drafted pass asks only for the rows from its last forced token on: the same rows, and no others.
+    let first = tokens.len() - 3;
+    model.weights.clear_kv_cache();
+    let tail = model.weights.forward_from(&tokens, 0, first).unwrap().to_vec2::<f32>().unwrap();
+    assert_eq!(tail.len(), 3, "rows from position {first} of {}", tokens.len());
+    for (row, position) in tail.iter().zip(first..) {
+        assert!(row == &batched[position], "position {position}: forward_from differs from forward_all");
+    }
+    assert_eq!(model.weights.cached_tokens(), &tokens[..], "every token reached the cache");
 }
 
 /// A long pass on the CPU runs the feed-forward block in slices of rows (to bound its memory); the slicing must

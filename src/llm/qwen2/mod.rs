@@ -197,11 +197,11 @@ impl MultiSequence for Qwen2 {
 
 impl LanguageModel for Qwen2 {
     fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Tensor> {
-        self.forward_current(tokens, pos, false)
+        self.forward_current(tokens, pos, None)
     }
 
-    fn forward_all(&mut self, tokens: &[u32], pos: usize) -> Result<Tensor> {
-        self.forward_current(tokens, pos, true)
+    fn forward_from(&mut self, tokens: &[u32], pos: usize, first: usize) -> Result<Tensor> {
+        self.forward_current(tokens, pos, Some(first))
     }
 
     fn batched_logits(&self) -> bool {

@@ -75,8 +75,8 @@ impl Qwen2 {
 
     /// One forward pass over the new tokens of one or more sequences, their rows stacked so that each weight
     /// matrix is read once for all of them (each sequence's cache is cut back to its `pos` first; attention runs
-    /// per sequence). Returns each part's logits: its last position's, `[n_logits]`, or with `every_position` each
-    /// position's, `[tokens, n_logits]`. Every product and our attention compute a row alone, so on our CPU
+    /// per sequence). Returns each part's logits: its last position's, `[n_logits]`, or with `logits_from` those of
+    /// the positions from there on, `[tokens - first, n_logits]`. Every product and our attention compute a row alone, so on our CPU
     /// kernels a part gets exactly the logits a pass of its own gives.
     fn pass(&mut self, parts: &[SequencePass<'_>]) -> Result<Vec<Tensor>> {
         self.check_parts(parts)?;
@@ -134,7 +134,8 @@ impl Qwen2 {
         let mut row = 0;
         for part in parts {
             let n = part.tokens.len();
-            wanted.extend(if part.every_position { row..row + n } else { row + n - 1..row + n }.map(|r| r as u32));
+            let first = part.logits_from.map_or(n - 1, |first| first.min(n - 1));
+            wanted.extend((row + first..row + n).map(|r| r as u32));
             row += n;
         }
         let x = match wanted.as_slice() {
@@ -147,9 +148,10 @@ impl Qwen2 {
         let mut out = Vec::with_capacity(parts.len());
         let mut offset = 0;
         for part in parts {
-            if part.every_position {
-                out.push(logits.narrow(0, offset, part.tokens.len())?);
-                offset += part.tokens.len();
+            if let Some(first) = part.logits_from {
+                let n = part.tokens.len() - first.min(part.tokens.len() - 1);
+                out.push(logits.narrow(0, offset, n)?);
+                offset += n;
             } else {
                 out.push(logits.get(offset)?);
                 offset += 1;
@@ -176,8 +178,8 @@ impl Qwen2 {
     }
 
     /// `forward_parts` on the current sequence alone.
-    pub(super) fn forward_current(&mut self, tokens: &[u32], pos: usize, every_position: bool) -> Result<Tensor> {
-        let part = SequencePass { sequence: self.current, tokens, pos, every_position };
+    pub(super) fn forward_current(&mut self, tokens: &[u32], pos: usize, logits_from: Option<usize>) -> Result<Tensor> {
+        let part = SequencePass { sequence: self.current, tokens, pos, logits_from };
         let mut logits = self.forward_parts(&[part])?;
         Ok(logits.remove(0))
     }
