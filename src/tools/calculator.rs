@@ -12,6 +12,7 @@
 
 use serde_json::{json, Value};
 
+use super::equation::{is_equation, solve};
 use super::error::{ToolError, ToolResult};
 use super::{Tool, ToolContext};
 
@@ -30,7 +31,7 @@ pub enum Number {
 }
 
 impl Number {
-    fn as_f64(self) -> f64 {
+    pub(super) fn as_f64(self) -> f64 {
         match self {
             Number::Int(i) => i as f64,
             Number::Float(f) => f,
@@ -64,7 +65,7 @@ impl std::fmt::Display for Number {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-enum Token {
+pub(super) enum Token {
     Num(Number),
     Ident(String),
     Op(&'static str),
@@ -73,7 +74,7 @@ enum Token {
     Comma,
 }
 
-fn tokenize(text: &str) -> Result<Vec<Token>, String> {
+pub(super) fn tokenize(text: &str) -> Result<Vec<Token>, String> {
     let chars: Vec<char> = text.chars().collect();
     let mut tokens = Vec::new();
     let mut i = 0;
@@ -171,6 +172,9 @@ struct Parser {
     tokens: Vec<Token>,
     pos: usize,
     depth: usize,
+    /// In an equation: the unknown's name and the value it stands for in this evaluation. It also lets a
+    /// product be written without `*` (`3x`, `2(x + 1)`), as equations are.
+    unknown: Option<(String, Number)>,
 }
 
 fn float(x: f64) -> Result<Number, String> {
@@ -185,7 +189,7 @@ fn overflow(op: &str) -> String {
     format!("integer overflow in '{op}' (exact integers are limited to 128 bits)")
 }
 
-fn binary(op: &str, a: Number, b: Number) -> Result<Number, String> {
+pub(super) fn binary(op: &str, a: Number, b: Number) -> Result<Number, String> {
     use Number::{Float, Int};
     match (op, a, b) {
         ("+", Int(x), Int(y)) => x.checked_add(y).map(Int).ok_or_else(|| overflow(op)),
@@ -329,12 +333,21 @@ impl Parser {
 
     fn term(&mut self) -> Result<Number, String> {
         let mut value = self.unary()?;
-        while let Some(Token::Op(op @ ("*" | "/" | "//" | "%"))) = self.peek() {
-            let op = *op;
-            self.pos += 1;
-            value = binary(op, value, self.unary()?)?;
+        loop {
+            match self.peek() {
+                Some(Token::Op(op @ ("*" | "/" | "//" | "%"))) => {
+                    let op = *op;
+                    self.pos += 1;
+                    value = binary(op, value, self.unary()?)?;
+                }
+                // `3x`, `2(x + 1)`: a product without its sign, in an equation only (in an expression it stays
+                // an error, so that a typo is not taken for a product).
+                Some(Token::Ident(_) | Token::LParen) if self.unknown.is_some() => {
+                    value = binary("*", value, self.unary()?)?;
+                }
+                _ => return Ok(value),
+            }
         }
-        Ok(value)
     }
 
     /// Unary signs bind looser than `**`: `-2**2` is `-4`.
@@ -403,7 +416,13 @@ impl Parser {
                     match name.as_str() {
                         "pi" => Ok(Number::Float(std::f64::consts::PI)),
                         "e" => Ok(Number::Float(std::f64::consts::E)),
-                        _ => Err(format!("unknown name '{name}'")),
+                        _ => match &self.unknown {
+                            Some((unknown, value)) if *unknown == name => Ok(*value),
+                            _ => Err(format!(
+                                "unknown name '{name}' (an equation in one unknown, such as 3*{name} + 7 = 34, is \
+                                 solved for it)"
+                            )),
+                        },
                     }
                 }
             }
@@ -424,7 +443,12 @@ pub fn evaluate(expression: &str) -> Result<Number, String> {
     if tokens.is_empty() {
         return Err("the expression is empty".into());
     }
-    let mut parser = Parser { tokens, pos: 0, depth: 0 };
+    evaluate_tokens(tokens, None)
+}
+
+/// The value of a whole token list, with `unknown` standing for its value where given.
+pub(super) fn evaluate_tokens(tokens: Vec<Token>, unknown: Option<(String, Number)>) -> Result<Number, String> {
+    let mut parser = Parser { tokens, pos: 0, depth: 0, unknown };
     let value = parser.expression()?;
     match parser.peek() {
         None => Ok(value),
@@ -459,7 +483,8 @@ impl Tool for Calculator {
     }
 
     fn description(&self) -> &str {
-        "Evaluate an arithmetic expression exactly (+ - * / // % ** parentheses, sqrt, min, max, round, ...)."
+        "Evaluate an arithmetic expression exactly (+ - * / // % ** parentheses, sqrt, min, max, round, ...), or \
+         solve an equation in one unknown (3*x + 7 = 34 gives 9)."
     }
 
     fn args_schema(&self) -> Value {
@@ -488,8 +513,12 @@ impl Tool for Calculator {
             tool: Self::NAME.into(),
             message: "'expression' must be a string".into(),
         })?;
-        let value = evaluate(expression)
-            .map_err(|message| ToolError::Calculation { expression: expression.to_string(), message })?;
+        let calculation_error = |message| ToolError::Calculation { expression: expression.to_string(), message };
+        if is_equation(expression) {
+            let (unknown, value) = solve(expression).map_err(calculation_error)?;
+            return Ok(json!({"result": value.to_json(), "text": value.to_string(), "unknown": unknown}));
+        }
+        let value = evaluate(expression).map_err(calculation_error)?;
         Ok(json!({"result": value.to_json(), "text": value.to_string()}))
     }
 }

@@ -9,6 +9,7 @@ pub mod calculator;
 pub mod command;
 pub mod confine;
 pub mod declared;
+pub mod equation;
 pub mod error;
 pub mod list_dir;
 pub mod llm;

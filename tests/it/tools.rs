@@ -103,6 +103,62 @@ fn calculator_rejects_garbage(#[case] expression: &str) {
     assert!(matches!(err, ToolError::Calculation { .. } | ToolError::InvalidArgs { .. }), "{expression}: {err}");
 }
 
+/// An expression with `=` is an equation in one unknown, solved for it: exactly where it is linear, by Newton's
+/// method where not, an integer where the root is one.
+#[rstest]
+#[case("3*x + 7 = 34", "x", json!(9))]
+#[case("If: 5x - 12 = 3x + 8", "", json!(null))]
+#[case("5x - 12 = 3x + 8", "x", json!(10))]
+#[case("n + (n + 1) = 41", "n", json!(20))]
+#[case("2(y + 1) == 10", "y", json!(4))]
+#[case("x/2 - 7 = 18", "x", json!(50))]
+#[case("0.15 * price = 30", "price", json!(200))]
+#[case("3x = 10", "x", json!(10.0 / 3.0))]
+#[case("x**2 = 144", "x", json!(12))]
+#[case("sqrt(x) + 1 = 6", "x", json!(25))]
+#[case("100 / x = 4", "x", json!(25))]
+fn calculator_solves_an_equation_in_one_unknown(#[case] equation: &str, #[case] unknown: &str, #[case] value: Value) {
+    let ctx = ctx(&sandbox());
+    let out = call(&ctx, "calculator", json!({"expression": equation}));
+    if value.is_null() {
+        assert!(matches!(out, Err(ToolError::Calculation { .. })), "{equation}: {out:?}");
+        return;
+    }
+    let out = out.unwrap_or_else(|e| panic!("{equation}: {e}"));
+    assert_eq!(out["unknown"], json!(unknown), "{equation}: {out}");
+    match (value.as_i64(), out["result"].as_i64()) {
+        (Some(want), Some(got)) => assert_eq!(got, want, "{equation}: {out}"),
+        _ => {
+            let (want, got) = (value.as_f64().unwrap(), out["result"].as_f64().unwrap());
+            assert!((want - got).abs() < 1e-9 && value.is_f64(), "{equation}: {out}, want {want}");
+        }
+    }
+}
+
+/// Equations that have no single answer, or not one unknown, say so.
+#[rstest]
+#[case("x + 1 = x + 2", "no value")]
+#[case("2x = x + x", "every value")]
+#[case("x + y = 3", "several unknowns")]
+#[case("3 + 4 = 7", "no unknown")]
+#[case("x = 1 = 2", "one '='")]
+#[case("= 5", "each side")]
+#[case("x**2 = -1", "no solution")]
+fn calculator_says_why_an_equation_has_no_answer(#[case] equation: &str, #[case] why: &str) {
+    let ctx = ctx(&sandbox());
+    let err = call(&ctx, "calculator", json!({"expression": equation})).unwrap_err();
+    assert!(err.to_string().contains(why), "{equation}: {err}");
+}
+
+/// Outside an equation a name, or a product without its `*`, is still an error.
+#[test]
+fn calculator_expressions_take_no_unknowns() {
+    assert!(evaluate("3x").is_err());
+    assert!(evaluate("2(3)").is_err());
+    let err = evaluate("x + 1").unwrap_err();
+    assert!(err.contains("unknown name 'x'") && err.contains("equation"), "{err}");
+}
+
 #[test]
 fn calculator_refuses_division_by_either_zero() {
     for expression in ["1/0", "1/0.0", "1/-0.0", "5//0.0", "5%-0.0"] {
