@@ -10,6 +10,7 @@ pub mod executor;
 pub(crate) mod fault;
 pub mod issues;
 pub mod joiner;
+pub mod mend;
 pub mod model_call;
 pub mod models;
 pub mod orchestrator;

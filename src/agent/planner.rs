@@ -6,6 +6,7 @@ use std::time::Instant;
 use minijinja::Environment;
 use serde_json::json;
 
+use super::mend::mend_references;
 use super::model_call::{chat_call, chat_candidates};
 use super::plan::{Plan, Step};
 use super::plan_search::{self, SearchReport};
@@ -40,6 +41,8 @@ pub struct PlanOutcome {
     pub search: Option<SearchReport>,
     /// With a search, every candidate's plan in order (`None` where it failed or did not parse).
     pub candidates: Vec<Option<Plan>>,
+    /// References mended after parsing, one line each (`mend::mend_references`).
+    pub mended: Vec<String>,
 }
 
 /// The step-mode planner's system prompt template.
@@ -129,9 +132,9 @@ pub fn revise_plan(
     }
     if plans <= 1 {
         let (text, timings) = chat_call(model, "planner", &messages, Some(&spec), max_tokens)?;
-        let Written { plan, issues, text, timings } = read_plan(text, timings, goal, registry)?;
+        let Written { plan, issues, text, timings, mended } = read_plan(text, timings, goal, registry)?;
         let wall = started.elapsed();
-        return Ok(PlanOutcome { plan, issues, text, timings, wall, search: None, candidates: Vec::new() });
+        return Ok(PlanOutcome { plan, issues, text, timings, wall, search: None, candidates: Vec::new(), mended });
     }
     let samplings = plan_search::samplings(plans);
     let written = chat_candidates(model, "planner", &messages, Some(&spec), max_tokens, &samplings)?;
@@ -146,12 +149,13 @@ pub fn revise_plan(
     let candidates: Vec<Option<Plan>> = read.iter().map(|r| r.as_ref().ok().map(|w| w.plan.clone())).collect();
     let total_tokens: usize = read.iter().flatten().map(|w| w.timings.generated_tokens).sum();
     let slowest = read.iter().flatten().map(|w| w.timings.decode).max().unwrap_or_default();
-    let Written { plan, issues, text, mut timings } =
+    let Written { plan, issues, text, mut timings, mended } =
         read.into_iter().nth(report.chosen).expect("the chosen candidate exists").expect("the chosen one parsed");
     timings.generated_tokens = total_tokens;
     timings.decode = slowest;
     tracing::debug!(?report, "plan search");
-    Ok(PlanOutcome { plan, issues, text, timings, wall: started.elapsed(), search: Some(report), candidates })
+    let wall = started.elapsed();
+    Ok(PlanOutcome { plan, issues, text, timings, wall, search: Some(report), candidates, mended })
 }
 
 /// One plan as the planner wrote it, parsed and validated.
@@ -160,14 +164,17 @@ struct Written {
     issues: Vec<PlanIssue>,
     text: String,
     timings: Timings,
+    mended: Vec<String>,
 }
 
-/// Parses and validates the planner's text; the goal is the user's, whatever the planner copied into the plan.
+/// Parses, mends and validates the planner's text; the goal is the user's, whatever the planner copied into the
+/// plan.
 fn read_plan(text: String, timings: Timings, goal: &str, registry: &ToolRegistry) -> Result<Written> {
     let mut plan = Plan::from_json(&text)?;
     plan.goal = goal.to_string();
+    let mended = mend_references(&mut plan, registry);
     let issues = plan.validate(registry);
-    Ok(Written { plan, issues, text, timings })
+    Ok(Written { plan, issues, text, timings, mended })
 }
 
 /// The grammar the planner first tries for plans over `registry` (with the plan options of the environment): a

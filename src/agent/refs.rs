@@ -113,6 +113,39 @@ pub fn parse_reference(text: &str) -> Option<Reference> {
     }
 }
 
+/// Rewrites references inside every string of `value`: `change(reference, whole)` (`whole`: the string is exactly
+/// that reference) gives a replacement or `None` to keep it. Strings with no replaced reference stay byte for
+/// byte; the others are written again with their literal `$` as `$$`, so they resolve to the same text.
+pub fn rewrite_references(value: &mut Value, change: &mut impl FnMut(&Reference, bool) -> Option<Reference>) {
+    match value {
+        Value::String(text) => {
+            let mut parts = pieces(text);
+            let whole = matches!(parts.as_slice(), [Piece::Ref(_)]);
+            let mut changed = false;
+            for part in &mut parts {
+                if let Piece::Ref(reference) = part {
+                    if let Some(new) = change(reference, whole) {
+                        *reference = new;
+                        changed = true;
+                    }
+                }
+            }
+            if changed {
+                *text = parts
+                    .iter()
+                    .map(|part| match part {
+                        Piece::Text(literal) => literal.replace('$', "$$"),
+                        Piece::Ref(reference) => reference.to_string(),
+                    })
+                    .collect();
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|item| rewrite_references(item, change)),
+        Value::Object(map) => map.values_mut().for_each(|item| rewrite_references(item, change)),
+        _ => {}
+    }
+}
+
 /// Every reference anywhere inside a JSON value, in document order.
 pub fn references_in(value: &Value) -> Vec<Reference> {
     let mut found = Vec::new();

@@ -289,6 +289,32 @@ fn a_header_with_alignment_zero_is_a_bad_header_not_a_panic() {
     assert!(error.to_string().contains("alignment_zero.gguf"), "{error}");
 }
 
+/// A malformed file whose embedding table has no dimensions: the load reads the table's width on its way (for
+/// the grammar engine's token table, beside the weights), and that read must not index past an empty shape. The
+/// load must fail with an error naming the table, not panic.
+#[test]
+fn an_embedding_table_without_dimensions_is_an_error_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = tiny_file(&dir, "scalar_embedding.gguf", &TinyQwen2::default());
+    // candle writes no tensor without dimensions, so the file is edited: the table's two dimensions (a u32 count
+    // and two u64s) become a count of 0, and the 16 bytes this takes out of the header go into the model's name,
+    // which comes before, so that every offset after it stays where it was.
+    let mut bytes = std::fs::read(&path).unwrap();
+    let find = |bytes: &[u8], needle: &[u8]| bytes.windows(needle.len()).position(|w| w == needle).unwrap();
+    let name = b"tiny test model";
+    let at = find(&bytes, name);
+    bytes[at - 8..at].copy_from_slice(&((name.len() + 16) as u64).to_le_bytes());
+    bytes.splice(at + name.len()..at + name.len(), *b" (no dimensions)");
+    let table = find(&bytes, b"token_embd.weight") + b"token_embd.weight".len();
+    assert_eq!(bytes[table..table + 4], 2u32.to_le_bytes(), "two dimensions");
+    bytes.splice(table..table + 20, 0u32.to_le_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+    let file = GgufFile::open(&path).unwrap();
+    assert_eq!(file.content.tensor_infos["token_embd.weight"].shape.dims(), &[] as &[usize], "the file is as meant");
+    let error = std::panic::catch_unwind(|| load_error(&path)).expect("an error, not a panic");
+    assert!(error.to_string().contains("token_embd.weight"), "{error}");
+}
+
 /// Found by the `gguf` fuzz target (the file is its input, kept as a seed): a tensor whose data starts off an
 /// 8-byte boundary was handed to candle, which reads it in place as blocks: an unaligned `slice::from_raw_parts`,
 /// undefined behaviour (a panic with debug assertions, a silent misaligned read without). It must be refused.

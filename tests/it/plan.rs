@@ -10,6 +10,7 @@ use llguidance::toktrie::{ApproximateTokEnv, InferenceCapabilities};
 use llguidance::{Matcher, ParserFactory};
 use rstest::rstest;
 use serde_json::{json, Value};
+use tandem::agent::mend::mend_references;
 use tandem::agent::refs::{references_in, resolve_value};
 use tandem::agent::{
     coerce_to_schema, parse_reference, plan_json_schema, resolve_args, IssueKind, Plan, PlanError, PlanIssue, Reference,
@@ -100,6 +101,36 @@ fn bad_plans_raise_the_expected_issue(#[case] steps: Value, #[case] expected: Is
             assert!(text.contains(step), "{text}");
         }
     }
+}
+
+/// A generic name for an output field the tool lacks, where the tool has only one, has one reading and is mended
+/// before validation (and named); one with another reading is left for validation to report.
+#[test]
+fn a_reference_with_one_reading_is_mended_and_named() {
+    let mut plan = plan(json!([
+        {"id": "s1", "tool": "llm", "args": {"prompt": "Pick a number"}},
+        {"id": "s2", "tool": "calculator", "args": {"expression": "$s1.result$ * 2"}},
+        {"id": "s3", "tool": "llm", "args": {"prompt": "Costs $$5: $s1$ and $s1.text$, ok?", "note": "$s1$"}},
+        {"id": "s4", "tool": "calculator", "args": {"expression": "$s2.value$ + 1"}},
+        {"id": "s5", "tool": "llm", "args": {"prompt": "$s1.result.first$"}},
+        {"id": "s6", "tool": "llm", "args": {"prompt": "$s1.interest_earned$"}}
+    ]));
+    let mends = mend_references(&mut plan, &registry());
+    assert_eq!(mends, ["s2: $s1.result$ → $s1.text$", "s3: $s1$ → $s1.text$"], "{mends:#?}");
+    assert_eq!(plan.steps[1].args["expression"], json!("$s1.text$ * 2"));
+    // The literal dollar is written escaped again, so it still resolves to "$5"; a whole-output argument stays.
+    assert_eq!(plan.steps[2].args["prompt"], json!("Costs $$5: $s1.text$ and $s1.text$, ok?"));
+    assert_eq!(plan.steps[2].args["note"], json!("$s1$"));
+    let outputs = HashMap::from([("s1".to_string(), json!({"text": "7"}))]);
+    assert_eq!(resolve_value("s3", &plan.steps[2].args["prompt"], &outputs).unwrap(), json!("Costs $5: 7 and 7, ok?"));
+    // The calculator has two output fields, a path below a missing field has no reading, and a specific name
+    // the tool lacks means another step: all three are left to validation.
+    assert_eq!(plan.steps[3].args["expression"], json!("$s2.value$ + 1"));
+    assert_eq!(plan.steps[4].args["prompt"], json!("$s1.result.first$"));
+    assert_eq!(plan.steps[5].args["prompt"], json!("$s1.interest_earned$"));
+    let issues = plan.validate(&registry());
+    let unknown_fields = issues.iter().filter(|i| i.kind() == IssueKind::UnknownOutputField).count();
+    assert_eq!(unknown_fields, 3, "{issues:#?}");
 }
 
 #[test]

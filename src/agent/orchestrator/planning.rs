@@ -113,13 +113,18 @@ impl Agent<'_> {
         let written = revise_plan(model, &goal, tools, &history, tokens, self.settings.plans);
         self.log_model_loads()?;
         match written {
-            Ok(PlanOutcome { plan, timings, search, .. }) => {
+            Ok(PlanOutcome { plan, timings, search, mended, .. }) => {
                 let usage = ModelUsage {
                     tokens_in: timings.prompt_tokens,
                     tokens_out: timings.generated_tokens,
                     ms: started.elapsed().as_millis() as u64,
                 };
-                self.record_plan(plan, origin, reason, Some(usage), search)?;
+                // What was mended goes into the revision's reason, so the log shows the plan as run and why.
+                let reason = match mended.as_slice() {
+                    [] => reason.to_string(),
+                    mends => format!("{reason} (references mended: {})", mends.join("; ")),
+                };
+                self.record_plan(plan, origin, &reason, Some(usage), search)?;
                 Ok(None)
             }
             Err(e) => Ok(Some(Stop::new(StopReason::Error, format!("the planner could not write a plan: {e}")))),

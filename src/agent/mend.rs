@@ -1,0 +1,58 @@
+//! Mends a model-written plan where its mistake has one reading: a generic name for a step's output (`result`,
+//! `output`, `value`, …) that its tool does not have, when that tool has exactly one output field
+//! (`$s1.result$` on `llm`, whose only field is `text`), and a whole-output reference inside longer text
+//! (`"3*$s1$"`) to such a tool. A specific name the tool lacks (`$s2.interest_earned$` on a translation tool)
+//! says the plan meant another step or tool, so it is left for validation to report.
+//!
+//! Why: validation rejects those references, and a replan costs a whole planner call, after which the small
+//! planner often writes the same reference again and the run ends on its budget (three goals of the answers dev
+//! suite did). Each mend is named, so the log shows what was changed.
+
+use super::plan::Plan;
+use super::refs::{rewrite_references, Reference};
+use crate::tools::ToolRegistry;
+
+/// Names planners give a step's output when they do not know its field.
+const GENERIC_NAMES: &[&str] = &["result", "results", "output", "outputs", "value", "answer", "response", "return"];
+
+/// Rewrites the plan's references that have one reading; returns one line per mend (`s2: $s1.result$ →
+/// $s1.text$`), empty when nothing changed.
+pub fn mend_references(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> {
+    // Each step's only output field, where its tool declares exactly one.
+    let only_field: Vec<(String, String)> = plan
+        .steps
+        .iter()
+        .filter_map(|step| {
+            let fields = registry.spec(&step.tool)?.output_fields()?;
+            match fields.as_slice() {
+                [one] => Some((step.id.clone(), one.name.clone())),
+                _ => None,
+            }
+        })
+        .collect();
+    let mut mends = Vec::new();
+    for step in &mut plan.steps {
+        let id = step.id.clone();
+        let mut change = |reference: &Reference, whole: bool| {
+            let (_, field) = only_field.iter().find(|(target, _)| *target == reference.step)?;
+            let mended = match reference.top_field() {
+                // A whole output as an argument's value is meant; inside text it is its JSON.
+                None if whole => return None,
+                None => Reference { step: reference.step.clone(), field: Some(field.clone()) },
+                Some(top) if top == field => return None,
+                // A path below a field that does not exist has no reading.
+                Some(_) if reference.field.as_deref() != reference.top_field() => return None,
+                Some(top) if GENERIC_NAMES.contains(&top.to_ascii_lowercase().as_str()) => {
+                    Reference { step: reference.step.clone(), field: Some(field.clone()) }
+                }
+                Some(_) => return None,
+            };
+            mends.push(format!("{id}: {reference} → {mended}"));
+            Some(mended)
+        };
+        for value in step.args.values_mut() {
+            rewrite_references(value, &mut change);
+        }
+    }
+    mends
+}
