@@ -17,7 +17,7 @@ use super::error::{ToolError, ToolResult};
 use super::{Tool, ToolContext};
 
 /// Longest expression accepted (characters).
-const MAX_LEN: usize = 4096;
+pub(super) const MAX_LEN: usize = 4096;
 /// Deepest nesting of parentheses and unary operators accepted.
 const MAX_DEPTH: usize = 64;
 

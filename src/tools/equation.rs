@@ -9,7 +9,7 @@
 //! numerically (Newton's method from a few starting points, checked by putting the root back in), and a result
 //! within rounding of an integer is that integer.
 
-use super::calculator::{binary, evaluate_tokens, tokenize, Number, Token};
+use super::calculator::{binary, evaluate_tokens, tokenize, Number, Token, MAX_LEN};
 
 /// Starting points for Newton's method on an equation that is not linear.
 const STARTS: [f64; 7] = [1.0, 0.0, -1.0, 10.0, -10.0, 100.0, 1000.0];
@@ -24,6 +24,9 @@ pub fn is_equation(text: &str) -> bool {
 
 /// Solves `equation` for its one unknown; returns the unknown's name and value, or a sentence saying why not.
 pub fn solve(equation: &str) -> Result<(String, Number), String> {
+    if equation.chars().count() > MAX_LEN {
+        return Err(format!("the equation is longer than {MAX_LEN} characters"));
+    }
     // `==` is read as `=`: models write both.
     let normalized = equation.replace("==", "=");
     let sides: Vec<&str> = normalized.split('=').collect();

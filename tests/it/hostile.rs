@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 use tandem::agent::refs::resolve_value;
 use tandem::agent::{IssueKind, Plan};
 use tandem::tools::calculator::evaluate;
+use tandem::tools::equation::solve;
 use tandem::tools::{ToolContext, ToolRegistry, Workspace};
 
 fn registry() -> ToolRegistry {
@@ -78,6 +79,34 @@ fn calculator_expressions_built_to_break_it_are_errors() {
             Err(message) => {
                 assert!(!message.is_empty(), "{expression:.40}");
                 assert!(message.to_lowercase().contains(expect), "{expression:.40}: {message}");
+            }
+        }
+    }
+}
+
+/// The same for equations, which the calculator solves by evaluating them many times: each is an error in
+/// words, never a panic or a hang.
+#[test]
+fn equations_built_to_break_the_solver_are_errors() {
+    let huge = format!("x = {}1{}", "(".repeat(100_000), ")".repeat(100_000));
+    let deep = format!("x = {}1{}", "(".repeat(2_000), ")".repeat(2_000));
+    let long_sum = format!("{} = 1", vec!["x"; 2_500].join("+"));
+    for (equation, expect) in [
+        (huge.as_str(), "longer than"),
+        (deep.as_str(), "nest"),
+        (long_sum.as_str(), "longer than"),
+        ("x**x**x**x = 10^10^10", ""),
+        ("1/(x-x) = 1", ""),
+        ("x = x + 1e308*1e308", ""),
+        ("exp(x) = -1", "no solution"),
+        ("x = ", "each side"),
+        ("x == == 1", "one '='"),
+    ] {
+        match solve(equation) {
+            Ok(solution) => panic!("{equation:.40}… solved as {solution:?}"),
+            Err(message) => {
+                assert!(!message.is_empty(), "{equation:.40}");
+                assert!(message.to_lowercase().contains(expect), "{equation:.40}: {message}");
             }
         }
     }

@@ -1,5 +1,5 @@
 //! Property tests (proptest) of the parsers that take outside input: plan JSON and its validator, references,
-//! the tools file (TOML) and the GGUF header and tensor index. Arbitrary input never panics; where a round trip
+//! the calculator's equations, the tools file (TOML) and the GGUF header and tensor index. Arbitrary input never panics; where a round trip
 //! exists it holds. Case counts stay modest so the suite runs them in seconds; `PROPTEST_CASES=N` runs more.
 
 use std::collections::HashMap;
@@ -12,6 +12,7 @@ use serde_json::{json, Map, Value};
 use tandem::agent::refs::{references_in, resolve_value};
 use tandem::agent::{parse_reference, Plan, Reference, Step};
 use tandem::llm::gguf::GgufFile;
+use tandem::tools::equation::solve;
 use tandem::tools::{parse_tool_file, ToolContext, ToolRegistry, Workspace};
 
 use crate::common::tiny::{write_tiny_qwen2, TinyQwen2};
@@ -119,6 +120,15 @@ proptest! {
         let outputs = HashMap::from([("s1".to_string(), json!({"text": value.clone()}))]);
         let resolved = resolve_value("s2", &Value::from(format!("{before}$s1.text${after}")), &outputs).unwrap();
         prop_assert_eq!(resolved, Value::from(format!("{before}{value}{after}")));
+    }
+
+    #[test]
+    fn equation_shaped_text_is_solved_or_refused_in_words(text in r"[0-9xy+*/()=. ^-]{0,40}") {
+        // The calculator takes an expression with `=` as an equation; whatever it holds, a value or a sentence.
+        match solve(&text) {
+            Ok((name, value)) => prop_assert!(!name.is_empty() && !value.to_string().is_empty()),
+            Err(message) => prop_assert!(!message.is_empty()),
+        }
     }
 
     #[test]

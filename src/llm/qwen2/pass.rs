@@ -76,8 +76,8 @@ impl Qwen2 {
     /// One forward pass over the new tokens of one or more sequences, their rows stacked so that each weight
     /// matrix is read once for all of them (each sequence's cache is cut back to its `pos` first; attention runs
     /// per sequence). Returns each part's logits: its last position's, `[n_logits]`, or with `logits_from` those of
-    /// the positions from there on, `[tokens - first, n_logits]`. Every product and our attention compute a row alone, so on our CPU
-    /// kernels a part gets exactly the logits a pass of its own gives.
+    /// the positions from there on, `[tokens - first, n_logits]`. Every product and our attention compute a row
+    /// alone, so on our CPU kernels a part gets exactly the logits a pass of its own gives.
     fn pass(&mut self, parts: &[SequencePass<'_>]) -> Result<Vec<Tensor>> {
         self.check_parts(parts)?;
         let rows: usize = parts.iter().map(|p| p.tokens.len()).sum();
