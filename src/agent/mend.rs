@@ -47,7 +47,11 @@ pub fn mend_references(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> 
                 }
                 Some(_) => return None,
             };
-            mends.push(format!("{id}: {reference} → {mended}"));
+            let line = format!("{id}: {reference} → {mended}");
+            // The same reference twice in a step is one mend.
+            if !mends.contains(&line) {
+                mends.push(line);
+            }
             Some(mended)
         };
         for value in step.args.values_mut() {

@@ -109,7 +109,7 @@ fn bad_plans_raise_the_expected_issue(#[case] steps: Value, #[case] expected: Is
 fn a_reference_with_one_reading_is_mended_and_named() {
     let mut plan = plan(json!([
         {"id": "s1", "tool": "llm", "args": {"prompt": "Pick a number"}},
-        {"id": "s2", "tool": "calculator", "args": {"expression": "$s1.result$ * 2"}},
+        {"id": "s2", "tool": "calculator", "args": {"expression": "$s1.result$ * 2 + $s1.result$"}},
         {"id": "s3", "tool": "llm", "args": {"prompt": "Costs $$5: $s1$ and $s1.text$, ok?", "note": "$s1$"}},
         {"id": "s4", "tool": "calculator", "args": {"expression": "$s2.value$ + 1"}},
         {"id": "s5", "tool": "llm", "args": {"prompt": "$s1.result.first$"}},
@@ -117,7 +117,7 @@ fn a_reference_with_one_reading_is_mended_and_named() {
     ]));
     let mends = mend_references(&mut plan, &registry());
     assert_eq!(mends, ["s2: $s1.result$ → $s1.text$", "s3: $s1$ → $s1.text$"], "{mends:#?}");
-    assert_eq!(plan.steps[1].args["expression"], json!("$s1.text$ * 2"));
+    assert_eq!(plan.steps[1].args["expression"], json!("$s1.text$ * 2 + $s1.text$"), "both, named once");
     // The literal dollar is written escaped again, so it still resolves to "$5"; a whole-output argument stays.
     assert_eq!(plan.steps[2].args["prompt"], json!("Costs $$5: $s1.text$ and $s1.text$, ok?"));
     assert_eq!(plan.steps[2].args["note"], json!("$s1$"));
