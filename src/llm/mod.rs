@@ -41,9 +41,10 @@ pub trait LanguageModel: Send {
         self.forward_from(tokens, pos, 0)
     }
     /// Like `forward_all`, but returns only the logits of positions `first..tokens.len()`, shape
-    /// `[tokens.len() - first, n_logits]` (a `first` past the last position gives the last one's): a drafted pass opens with tokens the grammar forced, whose logits
-    /// nobody reads, and each row left out of the (wide) output projection is time saved. The default runs the
-    /// tokens one pass each (correct, not faster); see `batched_logits`.
+    /// `[tokens.len() - first, n_logits]` (a `first` past the last position gives the last one's): a drafted pass
+    /// opens with tokens the grammar forced, whose logits nobody reads, and each row left out of the (wide) output
+    /// projection is time saved. The default runs the tokens one pass each (correct, not faster); see
+    /// `batched_logits`.
     fn forward_from(&mut self, tokens: &[u32], pos: usize, first: usize) -> Result<Tensor> {
         let rows =
             tokens.iter().enumerate().map(|(i, &token)| self.forward(&[token], pos + i)).collect::<Result<Vec<_>>>()?;

@@ -168,13 +168,13 @@ pub(super) fn tokenize(text: &str) -> Result<Vec<Token>, String> {
     Ok(tokens)
 }
 
-struct Parser {
-    tokens: Vec<Token>,
+struct Parser<'a> {
+    tokens: &'a [Token],
     pos: usize,
     depth: usize,
     /// In an equation: the unknown's name and the value it stands for in this evaluation. It also lets a
     /// product be written without `*` (`3x`, `2(x + 1)`), as equations are.
-    unknown: Option<(String, Number)>,
+    unknown: Option<(&'a str, Number)>,
 }
 
 fn float(x: f64) -> Result<Number, String> {
@@ -301,7 +301,7 @@ fn function(name: &str, args: &[Number]) -> Result<Number, String> {
     }
 }
 
-impl Parser {
+impl Parser<'_> {
     fn peek(&self) -> Option<&Token> {
         self.tokens.get(self.pos)
     }
@@ -443,11 +443,11 @@ pub fn evaluate(expression: &str) -> Result<Number, String> {
     if tokens.is_empty() {
         return Err("the expression is empty".into());
     }
-    evaluate_tokens(tokens, None)
+    evaluate_tokens(&tokens, None)
 }
 
 /// The value of a whole token list, with `unknown` standing for its value where given.
-pub(super) fn evaluate_tokens(tokens: Vec<Token>, unknown: Option<(String, Number)>) -> Result<Number, String> {
+pub(super) fn evaluate_tokens(tokens: &[Token], unknown: Option<(&str, Number)>) -> Result<Number, String> {
     let mut parser = Parser { tokens, pos: 0, depth: 0, unknown };
     let value = parser.expression()?;
     match parser.peek() {

@@ -39,7 +39,7 @@ pub fn solve(equation: &str) -> Result<(String, Number), String> {
     }
     let name = unknown_name([&left, &right])?;
     let difference = |value: Number| -> Result<Number, String> {
-        let at = |tokens: &Vec<Token>| evaluate_tokens(tokens.clone(), Some((name.clone(), value)));
+        let at = |tokens: &[Token]| evaluate_tokens(tokens, Some((name.as_str(), value)));
         binary("-", at(&left)?, at(&right)?)
     };
     let value = match linear(&difference)? {

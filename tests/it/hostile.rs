@@ -74,12 +74,17 @@ fn calculator_expressions_built_to_break_it_are_errors() {
         ("((1)", ""),
         ("\u{0}\u{7f}", ""),
     ] {
-        match evaluate(expression) {
-            Ok(number) => panic!("{:.40}… evaluated to {number:?}", expression),
-            Err(message) => {
-                assert!(!message.is_empty(), "{expression:.40}");
-                assert!(message.to_lowercase().contains(expect), "{expression:.40}: {message}");
-            }
+        assert_error_saying(expression, evaluate(expression), expect);
+    }
+}
+
+/// `result` is an error, in words, that says `expect` (any words where `expect` is empty).
+fn assert_error_saying<T: std::fmt::Debug>(input: &str, result: Result<T, String>, expect: &str) {
+    match result {
+        Ok(value) => panic!("{input:.40}… gave {value:?}"),
+        Err(message) => {
+            assert!(!message.is_empty(), "{input:.40}");
+            assert!(message.to_lowercase().contains(expect), "{input:.40}: {message}");
         }
     }
 }
@@ -102,12 +107,6 @@ fn equations_built_to_break_the_solver_are_errors() {
         ("x = ", "each side"),
         ("x == == 1", "one '='"),
     ] {
-        match solve(equation) {
-            Ok(solution) => panic!("{equation:.40}… solved as {solution:?}"),
-            Err(message) => {
-                assert!(!message.is_empty(), "{equation:.40}");
-                assert!(message.to_lowercase().contains(expect), "{equation:.40}: {message}");
-            }
-        }
+        assert_error_saying(equation, solve(equation), expect);
     }
 }

@@ -131,11 +131,14 @@ impl Qwen2 {
         }
         // Only the rows whose logits are wanted go through the (wide) output projection.
         let mut wanted = Vec::new();
+        // Each part's count of wanted rows, for cutting the logits apart below.
+        let mut counts = Vec::with_capacity(parts.len());
         let mut row = 0;
         for part in parts {
             let n = part.tokens.len();
             let first = part.logits_from.map_or(n - 1, |first| first.min(n - 1));
             wanted.extend((row + first..row + n).map(|r| r as u32));
+            counts.push(n - first);
             row += n;
         }
         let x = match wanted.as_slice() {
@@ -147,15 +150,9 @@ impl Qwen2 {
         let logits = self.output.forward(&x)?.to_dtype(DType::F32)?.squeeze(0)?; // [wanted rows, n_logits]
         let mut out = Vec::with_capacity(parts.len());
         let mut offset = 0;
-        for part in parts {
-            if let Some(first) = part.logits_from {
-                let n = part.tokens.len() - first.min(part.tokens.len() - 1);
-                out.push(logits.narrow(0, offset, n)?);
-                offset += n;
-            } else {
-                out.push(logits.get(offset)?);
-                offset += 1;
-            }
+        for (part, n) in parts.iter().zip(counts) {
+            out.push(if part.logits_from.is_some() { logits.narrow(0, offset, n)? } else { logits.get(offset)? });
+            offset += n;
         }
         Ok(out)
     }
