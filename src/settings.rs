@@ -61,6 +61,19 @@ pub enum Joiner {
     Off,
 }
 
+/// Which model judges each step's result after a plan ran (step evaluation), if any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Evaluator {
+    /// No step evaluation: a step that runs and fits its tool's schema counts as done.
+    #[default]
+    Off,
+    /// The executor model judges every step in one call (fast).
+    Executor,
+    /// The planner model judges (slower, reads the goal better).
+    Planner,
+}
+
 /// How the planner works.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -194,6 +207,8 @@ pub struct SuiteSettings {
     pub mode: Mode,
     /// Who writes the final answer of `tasks` runs.
     pub joiner: Joiner,
+    /// Who judges each step's result in `tasks` runs.
+    pub evaluate: Evaluator,
     /// Candidate plans per planning call (plan search; 1: one greedy plan).
     pub plans: usize,
     /// The data: a directory (nestful, bfcl) or a tasks TOML file; `None` takes the suite's default.
@@ -268,6 +283,8 @@ pub struct AgentSettings {
     pub mode: Mode,
     /// Who writes the final answer.
     pub joiner: Joiner,
+    /// Who judges each step's result after a plan ran.
+    pub evaluate: Evaluator,
     /// Candidate plans per planning call (plan search; 1: one greedy plan).
     pub plans: usize,
     /// The tools and their policy.
@@ -283,6 +300,7 @@ impl Default for AgentSettings {
             executor: DEFAULT_EXECUTOR.into(),
             mode: Mode::default(),
             joiner: Joiner::default(),
+            evaluate: Evaluator::default(),
             plans: PLANS,
             tools: ToolSettings::default(),
             budgets: Budgets::default(),

@@ -12,8 +12,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::evaluation::Judgment;
 use super::plan::Plan;
-use crate::settings::{Approval, Budgets, Joiner, Mode, ToolSettings, MCP_TIMEOUT_S, SHELL_TIMEOUT_S};
+use crate::settings::{Approval, Budgets, Evaluator, Joiner, Mode, ToolSettings, MCP_TIMEOUT_S, SHELL_TIMEOUT_S};
 use crate::{Error, Result};
 
 /// The settings a run was started with: enough to resume it the same way.
@@ -28,6 +29,9 @@ pub struct RunSettings {
     /// Who writes the final answer (`planner`, `executor` or `off`; logs before the joiner: `off`).
     #[serde(default = "joiner_of_old_logs", skip_serializing_if = "is_joiner_off")]
     pub joiner: Joiner,
+    /// Who judges each step's result after a plan ran (`executor`, `planner`; off, and logs before it: absent).
+    #[serde(default, skip_serializing_if = "is_evaluator_off")]
+    pub evaluate: Evaluator,
     /// Workspace directory (absolute).
     pub workspace: PathBuf,
     /// Whether `write_file` was offered.
@@ -69,6 +73,7 @@ impl RunSettings {
             executor: executor.into(),
             mode: Mode::PlanAhead,
             joiner: Joiner::Off,
+            evaluate: Evaluator::Off,
             workspace: workspace.to_path_buf(),
             allow_write: false,
             allow_shell: Vec::new(),
@@ -106,6 +111,10 @@ fn joiner_of_old_logs() -> Joiner {
 
 fn is_joiner_off(joiner: &Joiner) -> bool {
     *joiner == Joiner::Off
+}
+
+fn is_evaluator_off(evaluate: &Evaluator) -> bool {
+    *evaluate == Evaluator::Off
 }
 
 fn one_plan() -> usize {
@@ -331,6 +340,19 @@ pub enum Event {
         /// The answer the steps alone give (the last steps' output), for audit and comparison.
         #[serde(default)]
         from_steps: String,
+        /// Tokens and time.
+        usage: ModelUsage,
+    },
+    /// The step evaluation judged the finished steps of a plan (see `agent::evaluation`).
+    StepsEvaluated {
+        /// The plan revision whose steps it judged.
+        version: u32,
+        /// `planner` or `executor`.
+        role: String,
+        /// One judgment per finished step, in plan order.
+        judgments: Vec<Judgment>,
+        /// Whether a doubt sent the run back to the planner (once a run, within the replan budget).
+        sent_back: bool,
         /// Tokens and time.
         usage: ModelUsage,
     },

@@ -86,11 +86,20 @@ fn reply_schema() -> Value {
 fn prompt(goal: &str, results: &[StepResult]) -> String {
     let mut text = format!("Goal: {goal}\nResults:\n");
     for r in results {
-        let output = clip(&result_text(&r.output), RESULT_CHARS);
-        let what = if r.description.is_empty() { String::new() } else { format!(" ({})", r.description) };
-        text.push_str(&format!("- {} {}{what} with {} -> {output}\n", r.id, r.tool, r.args));
+        text.push_str(&format!("- {}\n", step_line(r)));
     }
     text
+}
+
+/// One finished step on one line: `s2 calculator (what it was for) with {args} -> output`, the output clipped.
+fn step_line(r: &StepResult) -> String {
+    let what = if r.description.is_empty() { String::new() } else { format!(" ({})", r.description) };
+    format!("{} {}{what} with {} -> {}", r.id, r.tool, r.args, shown_output(&r.output))
+}
+
+/// A step's output as a model is shown it: a lone string as itself, anything else as compact JSON, clipped.
+pub(crate) fn shown_output(output: &Value) -> String {
+    clip(&result_text(output), RESULT_CHARS)
 }
 
 /// An output as the joiner reads it: a lone string as itself, anything else as compact JSON.

@@ -1,10 +1,11 @@
 //! The agent: plans and references (`plan`, `refs`, `validate`, `schema`), the planner and executor model
-//! calls, the joiner that writes the answer, the orchestrator that runs a plan with budgets, approval and replanning, the audit log of runs, and
-//! batches of goals (`batch`).
+//! calls, the step evaluation that doubts wrong results, the joiner that writes the answer, the orchestrator that
+//! runs a plan with budgets, approval and replanning, the audit log of runs, and batches of goals (`batch`).
 
 pub mod batch;
 pub mod batch_merge;
 pub mod batch_run;
+pub mod evaluation;
 pub mod events;
 pub mod executor;
 pub(crate) mod fault;

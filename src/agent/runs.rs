@@ -128,6 +128,8 @@ pub struct RunState {
     pub call_cache: HashMap<String, Value>,
     /// Replans so far.
     pub replans: u32,
+    /// Replans the step evaluation asked for so far (it may ask once a run).
+    pub evaluations_sent_back: u32,
     /// Step executions so far.
     pub steps_run: usize,
     /// Planner and executor usage so far.
@@ -227,6 +229,14 @@ impl RunState {
             Event::ExecutorCall { usage, .. } => self.executor.add(usage),
             Event::Joined { usage, role, .. } if role == "executor" => self.executor.add(usage),
             Event::Joined { usage, .. } => self.planner.add(usage),
+            Event::StepsEvaluated { usage, role, sent_back, .. } => {
+                if role == "executor" {
+                    self.executor.add(usage)
+                } else {
+                    self.planner.add(usage)
+                }
+                self.evaluations_sent_back += u32::from(*sent_back);
+            }
             Event::ToolCall { version, step, tool, args } if *version == self.version() => {
                 self.in_flight.insert(step.clone(), (tool.clone(), args.clone()));
             }

@@ -21,6 +21,7 @@ pub fn run_settings(agent: &AgentSettings, context: &ToolContext, approve: Appro
         executor: agent.executor.clone(),
         mode: agent.mode,
         joiner: agent.joiner,
+        evaluate: agent.evaluate,
         workspace: context.workspace.root().to_path_buf(),
         allow_write: context.allow_write,
         allow_shell: context.shell_allowlist.clone(),

@@ -257,6 +257,7 @@ pub fn run_suite(suite: Suite, args: &SuiteSettings, pair: &Pair, reporter: &dyn
                 executor: &pair.executor,
                 mode: pair.mode,
                 joiner: args.joiner,
+                evaluate: args.evaluate,
                 tools_top_k: args.tools_top_k,
                 plans: args.plans,
             };

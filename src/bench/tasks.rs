@@ -140,6 +140,8 @@ pub struct TaskSetup<'a> {
     pub mode: crate::settings::Mode,
     /// Who writes the final answer.
     pub joiner: crate::settings::Joiner,
+    /// Who judges each step's result.
+    pub evaluate: crate::settings::Evaluator,
     /// The planner sees only this many tools, chosen by retrieval (0: all).
     pub tools_top_k: usize,
     /// Candidate plans per planning call (plan search).
@@ -181,6 +183,7 @@ pub fn run_task(task: &Task, setup: &TaskSetup, models: &mut dyn ModelSource) ->
     settings.tools_top_k = setup.tools_top_k;
     settings.mode = setup.mode;
     settings.joiner = setup.joiner;
+    settings.evaluate = setup.evaluate;
     settings.plans = setup.plans;
     settings.budgets.max_seconds = 300;
     let started = Instant::now();

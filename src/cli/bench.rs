@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand, ValueEnum};
 
 use super::{ComputeArgs, ModelArgs};
-use crate::settings::{self, Joiner, Mode, Shard, SuiteSettings};
+use crate::settings::{self, Evaluator, Joiner, Mode, Shard, SuiteSettings};
 
 /// `tandem bench …`.
 #[derive(Debug, Subcommand)]
@@ -79,6 +79,9 @@ pub struct SuiteArgs {
     /// Who writes the final answer of `tasks` runs (as `tandem run --joiner`).
     #[arg(long, value_enum, default_value_t = Joiner::Planner)]
     pub joiner: Joiner,
+    /// Who judges each step's result in `tasks` runs (as `tandem run --evaluate`).
+    #[arg(long, value_enum, env = "TANDEM_EVALUATE", default_value_t = Evaluator::Off)]
+    pub evaluate: Evaluator,
     #[command(flatten)]
     pub search: super::PlanSearchArg,
     /// Data: a directory for nestful (default ../shared/data/nestful) and bfcl (../shared/data/bfcl), a tasks
@@ -134,6 +137,7 @@ impl SuiteArgs {
             executor: self.executor.clone(),
             mode: self.mode,
             joiner: self.joiner,
+            evaluate: self.evaluate,
             plans: self.search.plans,
             data: self.data.clone(),
             tools: self.tools.clone(),

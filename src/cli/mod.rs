@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::settings::{
-    self, AgentSettings, Approval, BatchSettings, Budgets, Compute, DeviceKind, Drafting, Joiner, Mode, RunnerSettings,
-    ServeSettings, Shard, ToolSettings,
+    self, AgentSettings, Approval, BatchSettings, Budgets, Compute, DeviceKind, Drafting, Evaluator, Joiner, Mode,
+    RunnerSettings, ServeSettings, Shard, ToolSettings,
 };
 
 pub use bench::{
@@ -442,6 +442,13 @@ pub struct AgentArgs {
     /// planner. `off` answers with the last step's output.
     #[arg(long, value_enum, env = "TANDEM_JOINER", default_value_t = Joiner::Planner)]
     pub joiner: Joiner,
+    /// Step evaluation (plan-ahead mode): after a plan's steps ran, the model works each calculator step out again
+    /// on its own (from the goal and the step's purpose, without its expression) and the calculator compares the
+    /// two results; a step that disagrees sends the run back to the planner with both (once a run, within
+    /// --max-replans). `planner` checks well; `executor` is faster and doubts right steps too. Off by default:
+    /// docs/benchmarks.md says what it catches and costs.
+    #[arg(long, value_enum, env = "TANDEM_EVALUATE", default_value_t = Evaluator::Off)]
+    pub evaluate: Evaluator,
     #[command(flatten)]
     pub search: PlanSearchArg,
     #[command(flatten)]
@@ -490,6 +497,7 @@ impl AgentArgs {
             executor: self.executor.clone(),
             mode: self.mode,
             joiner: self.joiner,
+            evaluate: self.evaluate,
             plans: self.search.plans,
             tools: self.tools.settings(),
             budgets: self.budgets(),

@@ -86,6 +86,18 @@ pub fn describe(event: &Event) -> Option<String> {
             "not_met" => format!("joined by the {role} ({} ms): goal not met: {}", usage.ms, clip(text, 300)),
             _ => format!("joined by the {role} ({} ms): no checked answer, answering from the steps", usage.ms),
         },
+        Event::StepsEvaluated { role, judgments, sent_back, usage, .. } => {
+            let doubted: Vec<String> = judgments.iter().filter(|j| !j.ok).map(|j| j.step.clone()).collect();
+            let seconds = usage.ms as f64 / 1000.0;
+            match doubted.as_slice() {
+                [] => format!("steps checked by the {role} ({seconds:.1} s): all {} look right", judgments.len()),
+                _ => format!(
+                    "steps checked by the {role} ({seconds:.1} s): doubted {}{}",
+                    clip(&doubted.join("; "), 300),
+                    if *sent_back { "; back to the planner" } else { "" }
+                ),
+            }
+        }
         Event::Answer { text } => format!("answer: {text}"),
         Event::RunFinished { stop, detail } => format!("finished ({stop}): {detail}"),
         Event::Resumed { completed, rerun } => {

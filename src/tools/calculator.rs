@@ -31,7 +31,8 @@ pub enum Number {
 }
 
 impl Number {
-    pub(super) fn as_f64(self) -> f64 {
+    /// The value as a float.
+    pub fn as_f64(self) -> f64 {
         match self {
             Number::Int(i) => i as f64,
             Number::Float(f) => f,
@@ -433,6 +434,10 @@ impl Parser<'_> {
         }
     }
 }
+
+/// A regular expression for plain arithmetic: numbers, operators and parentheses, no names. Models that write an
+/// expression from text (the executor filling a failed step, the step evaluation's check) are held to it.
+pub const ARITHMETIC_PATTERN: &str = r"^[0-9.+*/()^% -]{1,160}$";
 
 /// Evaluates an arithmetic expression; the error is a sentence saying what is wrong.
 pub fn evaluate(expression: &str) -> Result<Number, String> {

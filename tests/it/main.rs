@@ -20,6 +20,7 @@ mod cli_docs;
 mod concurrency;
 mod confinement;
 mod crashes;
+mod evaluation;
 mod generate;
 mod grammar;
 mod hostile;

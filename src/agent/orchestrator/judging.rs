@@ -1,17 +1,19 @@
-//! Judging observations (empty or off-schema output fails), logging finished steps, and turning outputs into
-//! text and the run's answer (the joiner's, checked, or the last steps' output).
+//! Judging observations (empty or off-schema output fails), step evaluation (a model works the calculator steps
+//! out again), logging finished steps, and turning outputs into text and the run's answer (the joiner's, checked, or the last
+//! steps' output).
 
 use std::collections::HashSet;
 
 use serde_json::{Map, Value};
 
 use super::Agent;
+use crate::agent::evaluation::{checkable, doubts, evaluate};
 use crate::agent::events::Event;
 use crate::agent::joiner::{join, numbers_in, Number, StepResult, Verdict};
 use crate::agent::plan::{resolve_args, Plan, Step};
 use crate::agent::refs::value_text;
 use crate::agent::runs::RunState;
-use crate::settings::Joiner;
+use crate::settings::{Evaluator, Joiner};
 use crate::tools::ToolError;
 use crate::Result;
 
@@ -59,10 +61,7 @@ impl Agent<'_> {
         let results = step_results(plan, &self.state);
         let required = final_numbers(plan, &self.state);
         let goal = self.state.goal.clone();
-        let joined = match if role == "planner" { self.models.planner() } else { self.models.executor() } {
-            Ok(model) => join(model, &goal, &results, &required),
-            Err(e) => Err(e),
-        };
+        let joined = self.model_for(role).and_then(|model| join(model, &goal, &results, &required));
         self.log_model_loads()?;
         let (verdict, usage) = match joined {
             Ok(joined) => joined,
@@ -115,6 +114,48 @@ impl Agent<'_> {
                 self.emit(Event::Answer { text: fallback })?;
                 Ok(None)
             }
+        }
+    }
+
+    /// Judges the finished steps of `plan` (step evaluation, when the settings ask for it) and logs the
+    /// judgments. Returns the planner's feedback when a step was doubted and the run may still go back to the
+    /// planner: a doubt is weaker evidence than a failed step, so it sends a run back once, within the replan
+    /// budget; after that it is only logged. The run never depends on the evaluation working.
+    pub(super) fn evaluate_steps(&mut self, plan: &Plan) -> Result<Option<String>> {
+        let role = match self.settings.evaluate {
+            Evaluator::Off => return Ok(None),
+            Evaluator::Planner => "planner",
+            Evaluator::Executor => "executor",
+        };
+        let results = step_results(plan, &self.state);
+        // A plan without a step to check loads no model and logs nothing.
+        if !results.iter().any(checkable) {
+            return Ok(None);
+        }
+        let goal = self.state.goal.clone();
+        let evaluated = self.model_for(role).and_then(|model| evaluate(model, &goal, &results));
+        self.log_model_loads()?;
+        let (judgments, usage) = match evaluated {
+            Ok(evaluated) => evaluated,
+            Err(e) => {
+                tracing::warn!("the step evaluation failed: {e}");
+                return Ok(None);
+            }
+        };
+        let feedback = doubts(&judgments, &results);
+        let sent_back = feedback.is_some()
+            && self.state.evaluations_sent_back == 0
+            && self.state.replans < self.settings.budgets.max_replans;
+        self.emit(Event::StepsEvaluated { version: plan.version, role: role.into(), judgments, sent_back, usage })?;
+        Ok(feedback.filter(|_| sent_back))
+    }
+
+    /// The model of a role, `planner` or `executor`, loaded on first use.
+    fn model_for(&mut self, role: &str) -> Result<&mut crate::decode::Model> {
+        if role == "planner" {
+            self.models.planner()
+        } else {
+            self.models.executor()
         }
     }
 

@@ -49,6 +49,12 @@ impl Agent<'_> {
             }
             match self.execute(&plan)? {
                 Execution::Complete => {
+                    if let Some(doubts) = self.evaluate_steps(&plan)? {
+                        if let Some(stop) = self.replan(doubts)? {
+                            return Ok(stop);
+                        }
+                        continue;
+                    }
                     if let Some(missing) = self.conclude(&plan)? {
                         let feedback = format!(
                             "Every step ran, but the results do not answer the goal: {missing}\n\

@@ -1,0 +1,63 @@
+//! Step evaluation with the real planner model, on a given plan whose first step has the wrong sign (so only the
+//! evaluation's calls and what follows from them vary): every calculator step gets a check in the log, the
+//! checker's tokens count as the planner's, the wrong step is doubted and named to the planner, and a doubt sends
+//! the run back to the planner once at most.
+
+use serde_json::Value;
+
+use crate::common::runs::Scratch;
+
+const GOAL: &str = "A dinner costs 84 dollars, plus a 15 dollar tip. What is the total, and how much does each of 4 \
+                    people pay if they split it equally?";
+
+/// A plan for [`GOAL`] whose total subtracts the tip.
+const WRONG_PLAN: &str = r#"{"goal": "dinner", "steps": [
+    {"id": "s1", "description": "add the tip to the dinner's cost", "tool": "calculator", "args": {"expression": "84-15"}},
+    {"id": "s2", "description": "split the total in 4", "tool": "calculator", "args": {"expression": "$s1.result$/4"}}]}"#;
+
+fn events_named<'e>(events: &'e [Value], name: &str) -> Vec<&'e Value> {
+    events.iter().filter(|e| e["event"] == name).collect()
+}
+
+#[test]
+fn the_planner_doubts_a_step_with_the_wrong_sign_and_the_run_goes_back_to_planning_once() {
+    let scratch = Scratch::new();
+    let plan = scratch.write("plan.json", WRONG_PLAN);
+    let (json, output) = scratch.tandem_json(&[
+        "run",
+        "--plan",
+        plan.to_str().unwrap(),
+        "--evaluate",
+        "planner",
+        "--joiner",
+        "off",
+        "--max-replans",
+        "3",
+        GOAL,
+    ]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let events = scratch.latest_events();
+    let evaluated = events_named(&events, "steps_evaluated");
+    assert!(!evaluated.is_empty(), "no step evaluation logged: {events:?}");
+    let first = evaluated[0];
+    assert_eq!(first["version"], 1);
+    assert_eq!(first["role"], "planner");
+    let judged: Vec<&str> =
+        first["judgments"].as_array().unwrap().iter().map(|j| j["step"].as_str().unwrap()).collect();
+    assert_eq!(judged, ["s1", "s2"], "{first}");
+    // The given plan subtracts the tip where its own description adds it: the check must doubt that step.
+    assert_eq!(first["judgments"][0]["ok"], false, "the wrong step passed: {first}");
+    assert_eq!(first["judgments"][0]["check_result"], 99.0, "{first}");
+    assert_eq!(first["sent_back"], true, "{first}");
+    let replans = events_named(&events, "replan");
+    let reason = replans[0]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains(r#"calculator with {"expression":"84-15"} gave"#),
+        "the doubted call is not named: {reason}"
+    );
+    assert!(!reason.contains("- s2:"), "a step that passed is named: {reason}");
+    // Once a run: later doubts are logged, never sent back.
+    assert_eq!(evaluated.iter().filter(|e| e["sent_back"] == true).count(), 1, "{evaluated:?}");
+    assert!(first["usage"]["tokens_out"].as_u64().unwrap() > 0);
+    assert!(json["planner"]["calls"].as_u64().unwrap() >= 1, "the judge's calls count as the planner's: {json}");
+}
