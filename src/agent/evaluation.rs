@@ -65,8 +65,8 @@ fn checked_result(r: &StepResult) -> Option<f64> {
     r.output.get("result")?.as_f64()
 }
 
-/// The question about one step: the earlier results it may use and what it is meant to do.
-fn question(r: &StepResult, earlier: &[StepResult]) -> String {
+/// The question about one step (`id`, what it is `meant` to do): the earlier results it may use and its purpose.
+fn question(id: &str, meant: &str, earlier: &[StepResult]) -> String {
     let mut text = String::new();
     if !earlier.is_empty() {
         text.push_str("Earlier results:\n");
@@ -75,27 +75,49 @@ fn question(r: &StepResult, earlier: &[StepResult]) -> String {
             text.push_str(&format!("- {}{what}: {}\n", e.id, shown_output(&e.output)));
         }
     }
-    let meant = if r.description.is_empty() { format!("step {}", r.id) } else { r.description.clone() };
+    let meant = if meant.is_empty() { format!("step {id}") } else { meant.to_string() };
     text.push_str(&format!("This step is meant to: {meant}.\nWrite its expression."));
     text
+}
+
+/// Has `model` write the arithmetic expression of calculator step `id`, meant to do `meant`, from the goal and
+/// the `earlier` results alone: the check of a finished step, and the executor's expression for a step whose
+/// planned one broke on an earlier step's text.
+pub fn work_out(
+    model: &mut Model,
+    goal: &str,
+    id: &str,
+    meant: &str,
+    earlier: &[StepResult],
+) -> Result<(String, ModelUsage)> {
+    let started = Instant::now();
+    let grammar = ConstraintSpec::Regex(ARITHMETIC_PATTERN.into());
+    // The goal sits in the system message: the steps of one goal share its computed opening (the prefix store).
+    let messages = [
+        ChatMessage::system(format!("{SYSTEM}\nThe user's goal: {goal}")),
+        ChatMessage::user(question(id, meant, earlier)),
+    ];
+    let (text, timings) = chat_call(model, "evaluation", &messages, Some(&grammar), 64)?;
+    let usage = ModelUsage {
+        tokens_in: timings.prompt_tokens,
+        tokens_out: timings.generated_tokens,
+        ms: started.elapsed().as_millis() as u64,
+    };
+    Ok((text.trim().to_string(), usage))
 }
 
 /// Checks each calculator step of `results` on `model`, one call each; returns the judgments in plan order and
 /// what the calls cost together. Steps of other tools get no judgment.
 pub fn evaluate(model: &mut Model, goal: &str, results: &[StepResult]) -> Result<(Vec<Judgment>, ModelUsage)> {
     let started = Instant::now();
-    let grammar = ConstraintSpec::Regex(ARITHMETIC_PATTERN.into());
-    // The goal sits in the system message: the steps' calls share its computed opening (the prefix store).
-    let system = ChatMessage::system(format!("{SYSTEM}\nThe user's goal: {goal}"));
     let mut usage = ModelUsage { tokens_in: 0, tokens_out: 0, ms: 0 };
     let mut judgments = Vec::new();
     for (i, r) in results.iter().enumerate() {
         let Some(result) = checked_result(r) else { continue };
-        let messages = [system.clone(), ChatMessage::user(question(r, &results[..i]))];
-        let (text, timings) = chat_call(model, "evaluation", &messages, Some(&grammar), 64)?;
-        usage.tokens_in += timings.prompt_tokens;
-        usage.tokens_out += timings.generated_tokens;
-        judgments.push(judge(r, result, text.trim()));
+        let (check, call) = work_out(model, goal, &r.id, &r.description, &results[..i])?;
+        usage.tokens_in += call.tokens_in;
+        usage.tokens_out += call.tokens_out;
+        judgments.push(judge(r, result, &check));
     }
     usage.ms = started.elapsed().as_millis() as u64;
     Ok((judgments, usage))
@@ -191,7 +213,8 @@ mod tests {
         text.tool = "llm".into();
         assert!(!checkable(&text));
         let earlier = step("s1", "84+15", 99.0);
-        let q = question(&step("s2", "99/4", 24.75), std::slice::from_ref(&earlier));
+        let s2 = step("s2", "99/4", 24.75);
+        let q = question(&s2.id, &s2.description, std::slice::from_ref(&earlier));
         assert!(
             q.contains("- s1 (step s1's purpose): ") && q.contains("This step is meant to: step s2's purpose."),
             "{q}"

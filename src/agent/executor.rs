@@ -16,8 +16,7 @@ use super::plan::Step;
 use crate::decode::constraint::ConstraintSpec;
 use crate::decode::Model;
 use crate::llm::ChatMessage;
-use crate::tools::calculator::ARITHMETIC_PATTERN;
-use crate::tools::{Calculator, ToolError, ToolSpec};
+use crate::tools::{ToolError, ToolSpec};
 use crate::{Error, Result};
 
 /// The system message of `llm` steps.
@@ -74,24 +73,10 @@ pub fn write_text(model: &mut Model, prompt: &str, max_tokens: usize) -> Result<
 pub fn call_schema(spec: &ToolSpec) -> Value {
     json!({
         "type": "object",
-        "properties": {"tool": {"const": spec.name}, "args": fill_args_schema(spec)},
+        "properties": {"tool": {"const": spec.name}, "args": spec.args_schema},
         "required": ["tool", "args"],
         "additionalProperties": false
     })
-}
-
-/// The arguments the executor may write for `spec`: the tool's own schema, except that the calculator's
-/// expression is held to arithmetic. The executor fills a calculator step after an earlier step's text (an `llm`
-/// answer, a file) made the planned expression fail; held to any string, the 0.5B copied that text back
-/// unchanged, and the step failed again.
-fn fill_args_schema(spec: &ToolSpec) -> Value {
-    let mut schema = spec.args_schema.clone();
-    if spec.name == Calculator::NAME {
-        if let Some(expression) = schema.pointer_mut("/properties/expression") {
-            *expression = json!({"type": "string", "pattern": ARITHMETIC_PATTERN});
-        }
-    }
-    schema
 }
 
 /// Has the executor write the arguments of `step`'s tool from what is known: the planned arguments with

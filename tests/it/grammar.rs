@@ -105,6 +105,19 @@ fn a_valid_plan_walks_token_by_token_to_acceptance() {
 }
 
 #[test]
+fn a_worked_out_expression_is_arithmetic_that_opens_with_a_number() {
+    let (tok, engine) = qwen();
+    let spec = ConstraintSpec::Regex(tandem::tools::calculator::ARITHMETIC_PATTERN.into());
+    for good in ["24*18 - 130", "(12 + 30 + 8)/3", "2^10 % 7", "3.5*2"] {
+        assert!(accepts(engine, tok, &spec, good), "{good}");
+    }
+    // An earlier step's text, a reference, a name, and the stray leading minus both models wrote.
+    for bad in ["There are 24 rows of 18 seats - 130", "$s1.result$*2", "4*n - 9", "- (25 - 18)", ""] {
+        assert!(!accepts(engine, tok, &spec, bad), "{bad}");
+    }
+}
+
+#[test]
 fn cached_grammars_give_independent_matchers() {
     let (tok, engine) = qwen();
     let spec = ConstraintSpec::Regex("(alpha|beta)-[0-9]{2}".into());

@@ -604,23 +604,3 @@ fn a_plan_with_a_thought_writes_it_first_within_its_length() {
     let plan = tandem::agent::plan::Plan::from_json(&thought).unwrap();
     assert_eq!(plan.steps.len(), good_plan_json()["steps"].as_array().unwrap().len());
 }
-
-#[test]
-fn the_executor_writes_a_calculator_expression_in_numbers_and_other_tools_as_declared() {
-    let registry = registry();
-    let schema = tandem::agent::executor::call_schema(registry.spec("calculator").unwrap());
-    let take = |text: &str| {
-        let mut matcher = llguidance_matcher(&schema);
-        accepted_prefix(&mut matcher, text) == text.len() && matcher.is_accepting().unwrap()
-    };
-    assert!(take(r#"{"tool":"calculator","args":{"expression":"24*18 - 130"}}"#));
-    assert!(take(r#"{"tool":"calculator","args":{"expression":"(12+30+8)/3"}}"#));
-    // The text an earlier step gave cannot be copied back: that is what made the planned expression fail.
-    assert!(!take(r#"{"tool":"calculator","args":{"expression":"There are 24 rows of 18 seats - 130"}}"#));
-    assert!(!take(r#"{"tool":"calculator","args":{"expression":"$s1.result$*2"}}"#));
-    // Another tool's arguments keep their declared schema.
-    let read = tandem::agent::executor::call_schema(registry.spec("read_file").unwrap());
-    let text = r#"{"tool":"read_file","args":{"path":"notes/Week 3.txt"}}"#;
-    let mut matcher = llguidance_matcher(&read);
-    assert_eq!(accepted_prefix(&mut matcher, text), text.len());
-}

@@ -6,10 +6,13 @@ use std::time::Instant;
 
 use serde_json::{Map, Value};
 
-use super::judging::output_text;
+use super::judging::{output_text, step_results};
 use super::{Agent, Approval, Execution, Prepared, Stop};
+use crate::agent::evaluation::work_out;
 use crate::agent::events::Event;
-use crate::agent::executor::{fill_arguments, write_text};
+use crate::agent::events::ModelUsage;
+use crate::agent::executor::{fill_arguments, write_text, ExecutorCall};
+use crate::agent::joiner::StepResult;
 use crate::agent::plan::resolve_args;
 use crate::agent::plan::{Plan, Step};
 use crate::agent::refs::{coerce_to_schema, parse_reference, value_text};
@@ -229,11 +232,15 @@ impl Agent<'_> {
             name: step.tool.clone(),
             known: self.registry.names().join(", "),
         })?;
-        let tokens = self.settings.budgets.executor_tokens;
-        let model = self.models.executor()?;
-        let filled = fill_arguments(model, step, &spec, args, problem, tokens);
-        self.log_model_loads()?;
-        let (call, usage) = filled?;
+        let (call, usage) = if step.tool == Calculator::NAME {
+            self.work_out_expression(step)?
+        } else {
+            let tokens = self.settings.budgets.executor_tokens;
+            let model = self.models.executor()?;
+            let filled = fill_arguments(model, step, &spec, args, problem, tokens);
+            self.log_model_loads()?;
+            filled?
+        };
         self.emit(Event::ExecutorCall { version, step: step.id.clone(), purpose: "arguments".into(), usage })?;
         if self.settings.approve == Approval::Steps {
             if let Some(stop) = self.approve_step(version, step, &call.args)? {
@@ -250,6 +257,25 @@ impl Agent<'_> {
         crate::agent::fault::after_tool(&step.id);
         let output = output?;
         Ok((call.args, self.judge(&call.tool, output)?))
+    }
+
+    /// The executor's expression for a calculator step whose planned one broke on an earlier step's text (an `llm`
+    /// answer, a file): written from the goal, the step's description and the earlier results, under an arithmetic
+    /// grammar, as the step evaluation's check writes it. Shown the broken expression instead, the 0.5B copied the
+    /// text back or garbled its numbers.
+    fn work_out_expression(&mut self, step: &Step) -> Result<(ExecutorCall, ModelUsage)> {
+        let goal = self.state.goal.clone();
+        let earlier: Vec<StepResult> = match &self.state.plan {
+            Some(plan) => step_results(plan, &self.state).into_iter().take_while(|r| r.id != step.id).collect(),
+            None => Vec::new(),
+        };
+        let model = self.models.executor()?;
+        let worked = work_out(model, &goal, &step.id, &step.description, &earlier);
+        self.log_model_loads()?;
+        let (expression, usage) = worked?;
+        let mut args = Map::new();
+        args.insert("expression".into(), Value::String(expression));
+        Ok((ExecutorCall { tool: step.tool.clone(), args }, usage))
     }
 
     /// The execution record the planner sees when it revises: what ran, what came out, what failed.

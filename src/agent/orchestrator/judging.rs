@@ -215,7 +215,7 @@ fn final_numbers(plan: &Plan, state: &RunState) -> Vec<Number> {
 }
 
 /// The finished steps of `plan` in plan order, with their arguments as they ran (references resolved).
-fn step_results(plan: &Plan, state: &RunState) -> Vec<StepResult> {
+pub(super) fn step_results(plan: &Plan, state: &RunState) -> Vec<StepResult> {
     plan.steps
         .iter()
         .filter_map(|step| {
