@@ -61,16 +61,16 @@ pub enum Joiner {
     Off,
 }
 
-/// Which model judges each step's result after a plan ran (step evaluation), if any.
+/// Which model checks the calculator steps after a plan ran, by working each out again (step evaluation), if any.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Evaluator {
     /// No step evaluation: a step that runs and fits its tool's schema counts as done.
     #[default]
     Off,
-    /// The executor model judges every step in one call (fast).
+    /// The executor model works the steps out (faster; its checks are often wrong).
     Executor,
-    /// The planner model judges (slower, reads the goal better).
+    /// The planner model works the steps out (slower, checks better).
     Planner,
 }
 
@@ -207,7 +207,7 @@ pub struct SuiteSettings {
     pub mode: Mode,
     /// Who writes the final answer of `tasks` runs.
     pub joiner: Joiner,
-    /// Who judges each step's result in `tasks` runs.
+    /// Who checks the calculator steps in `tasks` runs.
     pub evaluate: Evaluator,
     /// Candidate plans per planning call (plan search; 1: one greedy plan).
     pub plans: usize,
@@ -283,7 +283,7 @@ pub struct AgentSettings {
     pub mode: Mode,
     /// Who writes the final answer.
     pub joiner: Joiner,
-    /// Who judges each step's result after a plan ran.
+    /// Who checks the calculator steps after a plan ran.
     pub evaluate: Evaluator,
     /// Candidate plans per planning call (plan search; 1: one greedy plan).
     pub plans: usize,

@@ -29,7 +29,7 @@ pub struct RunSettings {
     /// Who writes the final answer (`planner`, `executor` or `off`; logs before the joiner: `off`).
     #[serde(default = "joiner_of_old_logs", skip_serializing_if = "is_joiner_off")]
     pub joiner: Joiner,
-    /// Who judges each step's result after a plan ran (`executor`, `planner`; off, and logs before it: absent).
+    /// Who checks the calculator steps after a plan ran (`executor`, `planner`; off, and logs before it: absent).
     #[serde(default, skip_serializing_if = "is_evaluator_off")]
     pub evaluate: Evaluator,
     /// Workspace directory (absolute).
@@ -343,13 +343,13 @@ pub enum Event {
         /// Tokens and time.
         usage: ModelUsage,
     },
-    /// The step evaluation judged the finished steps of a plan (see `agent::evaluation`).
+    /// The step evaluation checked the finished calculator steps of a plan (see `agent::evaluation`).
     StepsEvaluated {
-        /// The plan revision whose steps it judged.
+        /// The plan revision whose steps it checked.
         version: u32,
         /// `planner` or `executor`.
         role: String,
-        /// One judgment per finished step, in plan order.
+        /// One judgment per checked step, in plan order.
         judgments: Vec<Judgment>,
         /// Whether a doubt sent the run back to the planner (once a run, within the replan budget).
         sent_back: bool,

@@ -140,7 +140,7 @@ pub struct TaskSetup<'a> {
     pub mode: crate::settings::Mode,
     /// Who writes the final answer.
     pub joiner: crate::settings::Joiner,
-    /// Who judges each step's result.
+    /// Who checks the calculator steps.
     pub evaluate: crate::settings::Evaluator,
     /// The planner sees only this many tools, chosen by retrieval (0: all).
     pub tools_top_k: usize,

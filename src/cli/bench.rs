@@ -79,7 +79,7 @@ pub struct SuiteArgs {
     /// Who writes the final answer of `tasks` runs (as `tandem run --joiner`).
     #[arg(long, value_enum, default_value_t = Joiner::Planner)]
     pub joiner: Joiner,
-    /// Who judges each step's result in `tasks` runs (as `tandem run --evaluate`).
+    /// Who checks the calculator steps of `tasks` runs (as `tandem run --evaluate`).
     #[arg(long, value_enum, env = "TANDEM_EVALUATE", default_value_t = Evaluator::Off)]
     pub evaluate: Evaluator,
     #[command(flatten)]

@@ -1,7 +1,8 @@
 //! Step evaluation with the real planner model, on a given plan whose first step has the wrong sign (so only the
 //! evaluation's calls and what follows from them vary): every calculator step gets a check in the log, the
 //! checker's tokens count as the planner's, the wrong step is doubted and named to the planner, and a doubt sends
-//! the run back to the planner once at most.
+//! the run back to the planner once at most. And the same "work it out" call with the real executor, for a
+//! calculator step whose planned expression is a file's text.
 
 use serde_json::Value;
 
@@ -60,4 +61,39 @@ fn the_planner_doubts_a_step_with_the_wrong_sign_and_the_run_goes_back_to_planni
     assert_eq!(evaluated.iter().filter(|e| e["sent_back"] == true).count(), 1, "{evaluated:?}");
     assert!(first["usage"]["tokens_out"].as_u64().unwrap() > 0);
     assert!(json["planner"]["calls"].as_u64().unwrap() >= 1, "the judge's calls count as the planner's: {json}");
+}
+
+#[test]
+fn a_calculator_step_fed_a_files_text_is_worked_out_again_in_numbers() {
+    let scratch = Scratch::new();
+    std::fs::write(scratch.workspace().join("box.txt"), "width 12\nheight 7\n").unwrap();
+    let plan = scratch.write(
+        "plan.json",
+        r#"{"goal": "area", "steps": [
+            {"id": "s1", "description": "read the box's sizes", "tool": "read_file", "args": {"path": "box.txt"}},
+            {"id": "s2", "description": "multiply the width by the height", "tool": "calculator",
+             "args": {"expression": "$s1.content$"}}]}"#,
+    );
+    let workspace = scratch.workspace();
+    let (json, output) = scratch.tandem_json(&[
+        "run",
+        "--plan",
+        plan.to_str().unwrap(),
+        "--workspace",
+        workspace.to_str().unwrap(),
+        "--max-replans",
+        "0",
+        "The file box.txt gives a box's width and height. What is its area?",
+    ]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let events = scratch.latest_events();
+    let finished: Vec<&Value> =
+        events_named(&events, "step_finished").into_iter().filter(|e| e["step"] == "s2").collect();
+    // The planned expression (the file's text) fails; the executor's own expression then runs.
+    assert!(finished[0]["error"].as_str().unwrap_or("").contains("cannot evaluate"), "{finished:?}");
+    let worked = finished.last().unwrap();
+    assert_eq!(worked["via"], "executor", "{worked}");
+    let expression = worked["args"]["expression"].as_str().unwrap();
+    assert!(expression.chars().all(|c| c.is_ascii_digit() || "+-*/()^%. ".contains(c)), "{expression}");
+    assert_eq!(json["outputs"]["s2"]["result"], 84, "{expression}: {json}");
 }

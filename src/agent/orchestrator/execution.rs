@@ -265,8 +265,13 @@ impl Agent<'_> {
     /// text back or garbled its numbers.
     fn work_out_expression(&mut self, step: &Step) -> Result<(ExecutorCall, ModelUsage)> {
         let goal = self.state.goal.clone();
+        // The finished steps before this one in plan order (a step after it may have finished beside it).
         let earlier: Vec<StepResult> = match &self.state.plan {
-            Some(plan) => step_results(plan, &self.state).into_iter().take_while(|r| r.id != step.id).collect(),
+            Some(plan) => {
+                let before: HashSet<&str> =
+                    plan.steps.iter().take_while(|s| s.id != step.id).map(|s| s.id.as_str()).collect();
+                step_results(plan, &self.state).into_iter().filter(|r| before.contains(r.id.as_str())).collect()
+            }
             None => Vec::new(),
         };
         let model = self.models.executor()?;

@@ -117,8 +117,8 @@ impl Agent<'_> {
         }
     }
 
-    /// Judges the finished steps of `plan` (step evaluation, when the settings ask for it) and logs the
-    /// judgments. Returns the planner's feedback when a step was doubted and the run may still go back to the
+    /// Checks the finished calculator steps of `plan` (step evaluation, when the settings ask for it) and logs
+    /// the judgments. Returns the planner's feedback when a step was doubted and the run may still go back to the
     /// planner: a doubt is weaker evidence than a failed step, so it sends a run back once, within the replan
     /// budget; after that it is only logged. The run never depends on the evaluation working.
     pub(super) fn evaluate_steps(&mut self, plan: &Plan) -> Result<Option<String>> {
