@@ -21,7 +21,7 @@ use serde_json::Value;
 
 use super::events::ModelUsage;
 use super::joiner::{shown_output, StepResult};
-use super::model_call::chat_call;
+use super::model_call::timed_chat_call;
 use crate::decode::constraint::ConstraintSpec;
 use crate::decode::Model;
 use crate::llm::ChatMessage;
@@ -90,19 +90,13 @@ pub fn work_out(
     meant: &str,
     earlier: &[StepResult],
 ) -> Result<(String, ModelUsage)> {
-    let started = Instant::now();
     let grammar = ConstraintSpec::Regex(ARITHMETIC_PATTERN.into());
     // The goal sits in the system message: the steps of one goal share its computed opening (the prefix store).
     let messages = [
         ChatMessage::system(format!("{SYSTEM}\nThe user's goal: {goal}")),
         ChatMessage::user(question(id, meant, earlier)),
     ];
-    let (text, timings) = chat_call(model, "evaluation", &messages, Some(&grammar), 64)?;
-    let usage = ModelUsage {
-        tokens_in: timings.prompt_tokens,
-        tokens_out: timings.generated_tokens,
-        ms: started.elapsed().as_millis() as u64,
-    };
+    let (text, usage) = timed_chat_call(model, "evaluation", &messages, Some(&grammar), 64)?;
     Ok((text.trim().to_string(), usage))
 }
 

@@ -5,13 +5,11 @@
 //! against the step in code as well ([`enforce_step_tool`]): the executor can only ever call the tool the step
 //! names.
 
-use std::time::Instant;
-
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::events::ModelUsage;
-use super::model_call::chat_call;
+use super::model_call::timed_chat_call;
 use super::plan::Step;
 use crate::decode::constraint::ConstraintSpec;
 use crate::decode::Model;
@@ -45,27 +43,10 @@ pub fn enforce_step_tool(step: &Step, call: &ExecutorCall) -> std::result::Resul
     }
 }
 
-/// One executor model call; returns the text and its cost.
-fn chat(
-    model: &mut Model,
-    messages: &[ChatMessage],
-    spec: Option<&ConstraintSpec>,
-    max_tokens: usize,
-) -> Result<(String, ModelUsage)> {
-    let started = Instant::now();
-    let (text, timings) = chat_call(model, "executor", messages, spec, max_tokens)?;
-    let usage = ModelUsage {
-        tokens_in: timings.prompt_tokens,
-        tokens_out: timings.generated_tokens,
-        ms: started.elapsed().as_millis() as u64,
-    };
-    Ok((text, usage))
-}
-
 /// Runs an `llm` step: the prompt (references already resolved) answered in free text.
 pub fn write_text(model: &mut Model, prompt: &str, max_tokens: usize) -> Result<(String, ModelUsage)> {
     let messages = [ChatMessage::system(TEXT_SYSTEM), ChatMessage::user(prompt)];
-    let (text, usage) = chat(model, &messages, None, max_tokens)?;
+    let (text, usage) = timed_chat_call(model, "executor", &messages, None, max_tokens)?;
     Ok((text.trim().to_string(), usage))
 }
 
@@ -104,7 +85,7 @@ pub fn fill_arguments(
     );
     let messages = [ChatMessage::system(system), ChatMessage::user(user)];
     let schema = ConstraintSpec::JsonSchema(call_schema(spec));
-    let (text, usage) = chat(model, &messages, Some(&schema), max_tokens)?;
+    let (text, usage) = timed_chat_call(model, "executor", &messages, Some(&schema), max_tokens)?;
     let call: ExecutorCall = serde_json::from_str(&text).map_err(|e| {
         Error::Agent(format!("the executor's call for step '{}' is not valid JSON ({e}): {text}", step.id))
     })?;

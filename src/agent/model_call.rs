@@ -1,6 +1,9 @@
 //! One greedy model call from chat messages, optionally under a JSON-schema grammar: what the planner and the
 //! executor both do; and several candidates from one prompt (the planner's plan search).
 
+use std::time::Instant;
+
+use super::events::ModelUsage;
 use crate::decode::constraint::ConstraintSpec;
 use crate::decode::generate::TokenConstraint;
 use crate::decode::Model;
@@ -21,6 +24,25 @@ pub fn chat_call(
     // One candidate is one plain generation (with the model's drafting), as `generate_candidates` runs it.
     let mut outputs = chat_candidates(model, role, messages, spec, max_tokens, &[(Sampling::Greedy, 0)])?;
     outputs.pop().expect("one candidate, one output")
+}
+
+/// [`chat_call`], timed: the text and what the call cost (tokens, and wall time with the prompt's rendering), as
+/// the run's log records a model call.
+pub fn timed_chat_call(
+    model: &mut Model,
+    role: &str,
+    messages: &[ChatMessage],
+    spec: Option<&ConstraintSpec>,
+    max_tokens: usize,
+) -> Result<(String, ModelUsage)> {
+    let started = Instant::now();
+    let (text, timings) = chat_call(model, role, messages, spec, max_tokens)?;
+    let usage = ModelUsage {
+        tokens_in: timings.prompt_tokens,
+        tokens_out: timings.generated_tokens,
+        ms: started.elapsed().as_millis() as u64,
+    };
+    Ok((text, usage))
 }
 
 /// [`chat_call`] with one output per entry of `samplings` (token choice and seed), generated side by side from

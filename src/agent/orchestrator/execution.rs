@@ -228,13 +228,13 @@ impl Agent<'_> {
         args: &Map<String, Value>,
         problem: &str,
     ) -> Result<(Map<String, Value>, Value)> {
-        let spec = self.registry.spec(&step.tool).cloned().ok_or_else(|| ToolError::UnknownTool {
-            name: step.tool.clone(),
-            known: self.registry.names().join(", "),
-        })?;
         let (call, usage) = if step.tool == Calculator::NAME {
             self.work_out_expression(step)?
         } else {
+            let spec = self.registry.spec(&step.tool).cloned().ok_or_else(|| ToolError::UnknownTool {
+                name: step.tool.clone(),
+                known: self.registry.names().join(", "),
+            })?;
             let tokens = self.settings.budgets.executor_tokens;
             let model = self.models.executor()?;
             let filled = fill_arguments(model, step, &spec, args, problem, tokens);
