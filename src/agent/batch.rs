@@ -1,5 +1,6 @@
 //! Batches of goals (`tandem batch`): reading the goal file (JSON lines), the results file (one record per goal,
-//! appended and synced, read back so a rerun skips the goals already recorded), and the batch's totals.
+//! appended and synced, read back so a rerun skips the goals already recorded, and a journal line per run started,
+//! so a rerun resumes a goal's run that a crash left unfinished), and the batch's totals.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -302,6 +303,26 @@ pub struct Recorded {
     pub done: bool,
 }
 
+/// A goal's run that a batch started and no record ends yet: a crash stopped the batch while it ran.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartedRun {
+    /// The run's id.
+    pub run_id: String,
+    /// The run's directory, with its `events.jsonl`.
+    pub run_dir: PathBuf,
+}
+
+/// The key of a results file's journal line: `{"started": {"run_id": …, "run_dir": …}, "line": …, "id": …, "goal":
+/// …}`, written and synced before a goal's run does anything, so a batch killed during the run resumes that run
+/// on its next start instead of running the goal again (its side effects would happen twice). It has no `stop`:
+/// it is not a record.
+pub const RUN_STARTED: &str = "started";
+
+/// Whether a results line is a journal line (a run started) rather than a record.
+pub fn is_run_started(value: &Value) -> bool {
+    value.get(RUN_STARTED).is_some_and(Value::is_object) && value.get("stop").is_none()
+}
+
 /// An open results file: records read back by key, new ones appended and synced one by one. The file is locked
 /// while open, so two batches cannot write the same results at once. A shard's results file starts with a
 /// header line ([`SHARD_HEADER`]) that says which shard it is and what settings it ran with.
@@ -310,6 +331,8 @@ pub struct BatchResults {
     path: PathBuf,
     file: File,
     latest: HashMap<GoalKey, Recorded>,
+    /// Runs started whose goal has no record after them.
+    unfinished: HashMap<GoalKey, StartedRun>,
     unreadable: Vec<String>,
     header: Option<Value>,
 }
@@ -353,12 +376,12 @@ impl BatchResults {
         let mut text = String::new();
         file.read_to_string(&mut text)
             .map_err(|e| Error::io(format!("reading the results file {}", path.display()), e))?;
-        let (latest, unreadable) = read_records(&text, path);
+        let Lines { latest, unfinished, unreadable } = read_records(&text, path);
         let header = text.lines().find_map(|line| serde_json::from_str::<Value>(line).ok().filter(is_shard_header));
         if !text.is_empty() && !text.ends_with('\n') {
             file.write_all(b"\n").map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
         }
-        Ok(Self { path: path.to_path_buf(), file, latest, unreadable, header })
+        Ok(Self { path: path.to_path_buf(), file, latest, unfinished, unreadable, header })
     }
 
     /// The shard header the file holds, if it is a shard's results.
@@ -366,9 +389,9 @@ impl BatchResults {
         self.header.as_ref()
     }
 
-    /// Whether the file holds no record yet.
+    /// Whether the file holds no record (nor journal line) yet.
     pub fn is_empty(&self) -> bool {
-        self.latest.is_empty() && self.unreadable.is_empty()
+        self.latest.is_empty() && self.unfinished.is_empty() && self.unreadable.is_empty()
     }
 
     /// Writes the shard header (first, into a file with no records) and syncs it.
@@ -391,6 +414,11 @@ impl BatchResults {
         self.latest.get(key)
     }
 
+    /// The goal's run that an earlier batch started and did not record the end of, if any.
+    pub fn unfinished(&self, key: &GoalKey) -> Option<&StartedRun> {
+        self.unfinished.get(key)
+    }
+
     /// Lines of the file that are not records, as `file:line: reason`.
     pub fn unreadable(&self) -> &[String] {
         &self.unreadable
@@ -398,19 +426,47 @@ impl BatchResults {
 
     /// Appends one record and syncs it to disk before returning.
     pub fn append(&mut self, record: &BatchRecord) -> Result<()> {
-        let mut line = serde_json::to_vec(record).map_err(Error::encode("a batch result"))?;
-        line.push(b'\n');
-        super::fault::before_record(&mut self.file, &line);
-        self.file.write_all(&line).map_err(|e| Error::io(format!("writing {}", self.path.display()), e))?;
-        self.file.sync_data().map_err(|e| Error::io(format!("syncing {}", self.path.display()), e))?;
+        self.write_line(serde_json::to_vec(record).map_err(Error::encode("a batch result"))?)?;
+        self.unfinished.remove(&record.key());
         self.latest.insert(record.key(), Recorded { goal: record.goal.clone(), done: record.is_done() });
         Ok(())
     }
+
+    /// Journals that `goal`'s run `run` has started (a [`RUN_STARTED`] line), synced before returning.
+    pub fn append_started(&mut self, goal: &BatchGoal, run: StartedRun) -> Result<()> {
+        let line = serde_json::json!({
+            RUN_STARTED: {"run_id": run.run_id, "run_dir": run.run_dir},
+            "line": goal.line,
+            "id": goal.id,
+            "goal": goal.goal,
+        });
+        self.write_line(serde_json::to_vec(&line).map_err(Error::encode("a batch journal line"))?)?;
+        self.unfinished.insert(goal.key(), run);
+        Ok(())
+    }
+
+    fn write_line(&mut self, mut line: Vec<u8>) -> Result<()> {
+        line.push(b'\n');
+        super::fault::before_record(&mut self.file, &line);
+        self.file.write_all(&line).map_err(|e| Error::io(format!("writing {}", self.path.display()), e))?;
+        self.file.sync_data().map_err(|e| Error::io(format!("syncing {}", self.path.display()), e))
+    }
 }
 
-/// The latest record per key, and the lines that are not records.
-fn read_records(text: &str, path: &Path) -> (HashMap<GoalKey, Recorded>, Vec<String>) {
+/// What a results file's lines say.
+struct Lines {
+    /// The latest record per key.
+    latest: HashMap<GoalKey, Recorded>,
+    /// Runs journaled as started with no record of their goal after them.
+    unfinished: HashMap<GoalKey, StartedRun>,
+    /// The lines that are neither records nor journal lines, as `file:line: reason`.
+    unreadable: Vec<String>,
+}
+
+/// Reads a results file's records and journal lines, in order: a record ends the run journaled before it.
+fn read_records(text: &str, path: &Path) -> Lines {
     let mut latest = HashMap::new();
+    let mut unfinished = HashMap::new();
     let mut unreadable = Vec::new();
     for (index, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
@@ -435,12 +491,23 @@ fn read_records(text: &str, path: &Path) -> (HashMap<GoalKey, Recorded>, Vec<Str
                 continue;
             }
         };
+        if is_run_started(&value) {
+            let started = &value[RUN_STARTED];
+            match (started["run_id"].as_str(), started["run_dir"].as_str()) {
+                (Some(run_id), Some(run_dir)) => {
+                    unfinished.insert(key, StartedRun { run_id: run_id.into(), run_dir: run_dir.into() });
+                }
+                _ => unreadable.push(format!("{where_}: a started run without \"run_id\" or \"run_dir\"")),
+            }
+            continue;
+        }
+        unfinished.remove(&key);
         let done =
             value.get("stop").and_then(Value::as_str) == Some("done") && value.get("error").is_none_or(Value::is_null);
         let goal = value.get("goal").and_then(Value::as_str).map(str::to_string);
         latest.insert(key, Recorded { goal, done });
     }
-    (latest, unreadable)
+    Lines { latest, unfinished, unreadable }
 }
 
 /// A batch's totals over the goals this invocation ran.
@@ -515,9 +582,30 @@ mod tests {
     #[test]
     fn a_torn_record_is_unreadable_and_the_rest_counts() {
         let text = "{\"line\":1,\"id\":null,\"stop\":\"done\",\"error\":null}\n{\"line\":2,\"st";
-        let (latest, bad) = read_records(text, Path::new("r.jsonl"));
+        let Lines { latest, unreadable: bad, .. } = read_records(text, Path::new("r.jsonl"));
         assert_eq!(latest.get(&GoalKey::Line(1)).map(|r| r.done), Some(true));
         assert_eq!(bad.len(), 1);
         assert!(bad[0].starts_with("r.jsonl:2: "), "{bad:?}");
+    }
+
+    #[test]
+    fn a_started_run_is_unfinished_until_a_record_of_its_goal_follows() {
+        let started = |line: usize, run: &str| {
+            format!(
+                "{{\"started\":{{\"run_id\":\"{run}\",\"run_dir\":\"/runs/{run}\"}},\"line\":{line},\"id\":null}}\n"
+            )
+        };
+        let record = |line: usize| format!("{{\"line\":{line},\"id\":null,\"stop\":\"budget\",\"error\":null}}\n");
+        // Line 1: started, recorded (failed), started again by --retry-failed, then the crash. Line 2: started and
+        // recorded. Line 3: started, then the crash.
+        let text = [started(1, "a"), record(1), started(2, "b"), started(1, "c"), record(2), started(3, "d")].concat();
+        let Lines { latest, unfinished, unreadable } = read_records(&text, Path::new("r.jsonl"));
+        assert!(unreadable.is_empty(), "{unreadable:?}");
+        let run = |line| unfinished.get(&GoalKey::Line(line)).map(|r| r.run_id.as_str());
+        assert_eq!((run(1), run(2), run(3)), (Some("c"), None, Some("d")));
+        assert_eq!(unfinished[&GoalKey::Line(3)].run_dir, PathBuf::from("/runs/d"));
+        // Journal lines are not records.
+        assert_eq!((latest.len(), latest[&GoalKey::Line(1)].done), (2, false));
+        assert!(!latest.contains_key(&GoalKey::Line(3)));
     }
 }

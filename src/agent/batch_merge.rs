@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::batch::{is_shard_header, BatchSummary, GoalKey, SHARD_HEADER};
+use super::batch::{is_run_started, is_shard_header, BatchSummary, GoalKey, SHARD_HEADER};
 use super::runs::UsageTotals;
 use crate::settings::Shard;
 use crate::{Error, Result};
@@ -57,6 +57,10 @@ fn read_shard(path: &Path) -> Result<ShardFile> {
         })?;
         if is_shard_header(&value) {
             header = Some(value);
+            continue;
+        }
+        // A run journaled as started is not a result; the goal's record, if the shard wrote one, comes later.
+        if is_run_started(&value) {
             continue;
         }
         let key = match (value["id"].as_str(), value["line"].as_u64()) {

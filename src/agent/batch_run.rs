@@ -11,13 +11,13 @@ use serde_json::{json, Value};
 
 use super::batch::{
     read_goals, shard_key, shard_results_path, BatchGoal, BatchRecord, BatchResults, BatchSummary, GoalLine,
-    SHARD_HEADER,
+    StartedRun, SHARD_HEADER,
 };
 use super::batch_merge::header_differences;
 use super::events::EventLog;
 use super::models::LazyModels;
 use super::orchestrator::{Agent, AutoApprove, NoObserver, RunOutcome};
-use super::runs::RunsDir;
+use super::runs::{lock_run, RunState, RunsDir};
 use super::setup::{open_runs_dir, run_settings, runner_models};
 use crate::progress::{clip, Progress, ProgressUnit, Reporter};
 use crate::settings::{Approval, BatchSettings};
@@ -119,9 +119,9 @@ pub fn run_batch(args: &BatchSettings, reporter: &dyn Reporter) -> Result<BatchS
                                 *line,
                                 format!("{}:{line}: {message}", batch.args.goals.display()),
                             ),
-                            GoalLine::Goal(goal) => run_goal(goal, batch, &mut models),
+                            GoalLine::Goal(goal) => run_goal(goal, batch, &mut models, filed, reporter),
                         };
-                        let mut filed = filed.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                        let mut filed = lock(filed);
                         if !filed.file(&record, todo.len(), reporter) {
                             break;
                         }
@@ -226,6 +226,10 @@ impl Filed {
 /// Whether a goal line runs: not when the results already hold it (unless it failed and `--retry-failed`).
 fn should_run(line: &GoalLine, results: &BatchResults, retry_failed: bool, reporter: &dyn Reporter) -> bool {
     let key = line.key();
+    // A run an earlier batch started and never recorded is finished now, whatever the goal's older records say.
+    if results.unfinished(&key).is_some() {
+        return true;
+    }
     let Some(recorded) = results.recorded(&key) else {
         return true;
     };
@@ -241,11 +245,31 @@ fn should_run(line: &GoalLine, results: &BatchResults, retry_failed: bool, repor
     retry_failed && !recorded.done
 }
 
-/// Runs one goal as a normal run; whatever happens becomes its record.
-fn run_goal(goal: &BatchGoal, batch: &Batch<'_>, models: &mut LazyModels<'_>) -> BatchRecord {
+/// Runs one goal as a normal run, or resumes the run an earlier batch left unfinished; whatever happens becomes its
+/// record.
+fn run_goal(
+    goal: &BatchGoal,
+    batch: &Batch<'_>,
+    models: &mut LazyModels<'_>,
+    filed: &Mutex<Filed>,
+    reporter: &dyn Reporter,
+) -> BatchRecord {
     let started = Instant::now();
     let mut run = None;
-    match attempt(goal, batch, models, &mut run) {
+    let unfinished = lock(filed).results.unfinished(&goal.key()).cloned();
+    let resumed = match unfinished {
+        Some(earlier) => {
+            reporter.message(&format!(
+                "{}: resuming run {}, which an earlier batch started and did not finish",
+                goal.key(),
+                earlier.run_id
+            ));
+            resume(earlier, models, &mut run).transpose()
+        }
+        None => None,
+    };
+    let outcome = resumed.unwrap_or_else(|| attempt(goal, batch, models, filed, &mut run));
+    match outcome {
         Ok(outcome) => match &run {
             Some((id, dir)) => BatchRecord::from_outcome(goal, id, dir, &outcome, started.elapsed()),
             None => BatchRecord::failed(goal, None, "the run has no directory".into(), started.elapsed()),
@@ -257,11 +281,18 @@ fn run_goal(goal: &BatchGoal, batch: &Batch<'_>, models: &mut LazyModels<'_>) ->
     }
 }
 
-/// The goal's tools, run directory, log and run; `run` is set as soon as the run's directory exists.
+/// The batch's filed records, whichever goal thread panicked while holding them.
+fn lock(filed: &Mutex<Filed>) -> std::sync::MutexGuard<'_, Filed> {
+    filed.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The goal's tools, run directory, log and run; `run` is set as soon as the run's directory exists, and journaled
+/// in the results before the run does anything.
 fn attempt(
     goal: &BatchGoal,
     batch: &Batch<'_>,
     models: &mut LazyModels<'_>,
+    filed: &Mutex<Filed>,
     run: &mut Option<(String, PathBuf)>,
 ) -> Result<RunOutcome> {
     let tools = &batch.args.agent.tools;
@@ -275,13 +306,44 @@ fn attempt(
     };
     let settings = run_settings(&batch.args.agent, context, Approval::None);
     let (id, dir) = batch.runs.create_run()?;
-    *run = Some((id, dir.clone()));
+    *run = Some((id.clone(), dir.clone()));
+    // Held for the whole run, so a `tandem resume` of it meanwhile is refused.
+    let _lock = lock_run(&dir)?;
+    lock(filed).results.append_started(goal, StartedRun { run_id: id, run_dir: dir.clone() })?;
     let log = EventLog::create(&dir)?;
     models.begin_run();
     // Batch never asks: approval stays off, and the approver is never consulted.
     let mut approver = AutoApprove;
     let agent = Agent::start(&goal.goal, settings, log, registry, context, models, &mut approver, &NoObserver)?;
     agent.run(None)
+}
+
+/// Finishes a goal's run that an earlier batch started, as `tandem resume` would: finished steps are not run again,
+/// and a step left in doubt runs again only when its call is safe to repeat (else the goal's record says which step
+/// and how to resume it by hand). A run that had already finished gives its record from its log. None for a run
+/// that logged nothing yet (killed before its first event): the goal starts over in a new run.
+fn resume(
+    earlier: StartedRun,
+    models: &mut LazyModels<'_>,
+    run: &mut Option<(String, PathBuf)>,
+) -> Result<Option<RunOutcome>> {
+    let started = Instant::now();
+    *run = Some((earlier.run_id.clone(), earlier.run_dir.clone()));
+    let _lock = lock_run(&earlier.run_dir)?;
+    let (log, contents) = EventLog::open(&earlier.run_dir)?;
+    let state = RunState::replay(&contents.records);
+    if let Some((stop, detail)) = state.finished.clone() {
+        return Ok(Some(RunOutcome { stop, detail, answer: state.answer.clone(), state, wall: started.elapsed() }));
+    }
+    let Some(settings) = &state.settings else {
+        *run = None;
+        return Ok(None);
+    };
+    let (context, registry) = build_tools(&settings.tool_settings())?;
+    models.begin_run();
+    let mut approver = AutoApprove;
+    let agent = Agent::resume(log, &contents.records, false, &registry, &context, models, &mut approver, &NoObserver)?;
+    agent.run(None).map(Some)
 }
 
 /// One goal's outcome in a line.

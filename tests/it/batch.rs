@@ -7,9 +7,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::common::real_model;
-use crate::common::runs::Scratch;
+use crate::common::runs::{shell_tool, Scratch};
 use serde_json::Value;
-use tandem::agent::batch::{parse_goals, BatchGoal, BatchRecord, BatchResults, GoalKey, GoalLine};
+use tandem::agent::batch::{is_run_started, parse_goals, BatchGoal, BatchRecord, BatchResults, GoalKey, GoalLine};
+use tandem::agent::events::read_log;
+use tandem::agent::Event;
 
 const PLANNER: &str = "qwen2.5-coder-1.5b-instruct-q4_k_m";
 const EXECUTOR: &str = "qwen2.5-coder-0.5b-instruct-q4_k_m";
@@ -202,7 +204,13 @@ fn batch(scratch: &Scratch, goals: &Path, out: &Path, extra: &[&str]) -> std::pr
     scratch.tandem(&args)
 }
 
+/// The records of a results file, less the journal lines of runs started.
 fn records(path: &Path) -> Vec<Value> {
+    all_lines(path).into_iter().filter(|value| !is_run_started(value)).collect()
+}
+
+/// Every line of a results file, records and journal lines.
+fn all_lines(path: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(path).unwrap();
     text.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).unwrap()).collect()
 }
@@ -271,6 +279,10 @@ fn two_goals_on_the_real_models_then_a_rerun_skips_both() {
         assert!(events.contains("\"model_loaded\""), "every run's log names its models: {events}");
     }
     assert_ne!(recorded[0]["run_id"], recorded[1]["run_id"]);
+    // Each record ends the run journaled before it.
+    let journal: Vec<Value> = all_lines(&out).into_iter().filter(is_run_started).collect();
+    let started: Vec<&Value> = journal.iter().map(|line| &line["started"]["run_id"]).collect();
+    assert_eq!(started, [&recorded[0]["run_id"], &recorded[1]["run_id"]], "{journal:?}");
     // The same command again: both goals are recorded, nothing runs, nothing is appended.
     let again = batch(&scratch, &goals, &out, &[]);
     assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
@@ -314,4 +326,91 @@ fn goals_in_flight_together_end_as_they_end_one_at_a_time() {
     assert_eq!(by_id[0], by_id[1], "one at a time, then three at once");
     let answers: Vec<_> = by_id[0].iter().map(|(_, answer, _)| answer.as_str().unwrap().to_string()).collect();
     assert_eq!(answers, ["53", "56", "63"]);
+}
+
+/// A batch killed while a goal's run is going (SIGKILL right after the event that logs a side-effecting step's
+/// result), then run again: the second batch resumes that run rather than starting the goal over, so the step's
+/// effect happens once, and the goal ends with one record, the resumed run's.
+#[test]
+fn a_batch_killed_during_a_goals_run_resumes_that_run_and_its_effect_happens_once() {
+    real_model(PLANNER);
+    real_model(EXECUTOR);
+    let goal = "{\"id\": \"log\", \"goal\": \"Log a line with the log_line tool, then compute 6*7.\"}\n";
+    let setup = || {
+        let scratch = Scratch::new();
+        let counter = scratch.workspace().join("count.log");
+        let script = format!("echo line >> '{}'; echo '{{\"logged\": 1}}'", counter.display());
+        let tools = scratch.write("tools.toml", &shell_tool("log_line", "Append a line to the log.", "{}", &script));
+        let goals = scratch.write("goals.jsonl", goal);
+        (scratch, tools, goals, counter)
+    };
+    // The scratch's own runs directory (`TANDEM_RUNS_DIR`), workspace and results file.
+    let run = |scratch: &Scratch, tools: &Path, goals: &Path, kill: Option<String>| {
+        let (workspace, out) = (scratch.workspace(), scratch.path("results.jsonl"));
+        let mut command = scratch.command(&[
+            "batch",
+            goals.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--threads",
+            "2",
+            "--tools",
+            tools.to_str().unwrap(),
+            "--workspace",
+            workspace.to_str().unwrap(),
+            "--json",
+        ]);
+        if let Some(kill) = kill {
+            command.env("TANDEM_FAULT_KILL", kill);
+        }
+        command.output().unwrap()
+    };
+
+    // Uninterrupted: which event logs the tool's result.
+    let (reference, tools, goals, counter) = setup();
+    let output = run(&reference, &tools, &goals, None);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let record = &records(&reference.path("results.jsonl"))[0];
+    assert_eq!(record["stop"], "done", "{record}");
+    // Without the joiner (the scratch turns it off) the answer is every last step's output.
+    let answer = record["answer"].clone();
+    assert!(answer.as_str().unwrap().contains("42"), "{record}");
+    assert_eq!(std::fs::read_to_string(&counter).unwrap().lines().count(), 1);
+    let log = read_log(&PathBuf::from(record["run_dir"].as_str().unwrap()).join("events.jsonl")).unwrap();
+    // Killed right after this event is on disk: the step's result is logged, the answer step has not run.
+    let kill_after = log
+        .records
+        .iter()
+        .find(|r| matches!(&r.event, Event::StepFinished { tool, output: Some(_), .. } if tool == "log_line"))
+        .map(|r| r.seq)
+        .expect("the plan calls log_line");
+
+    let (case, tools, goals, counter) = setup();
+    let crashed = run(&case, &tools, &goals, Some(format!("event:{kill_after}")));
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(crashed.status.signal(), Some(9), "{}", String::from_utf8_lossy(&crashed.stderr));
+    assert_eq!(std::fs::read_to_string(&counter).unwrap().lines().count(), 1, "the tool ran before the kill");
+    let out = case.path("results.jsonl");
+    assert!(records(&out).is_empty(), "no record yet");
+    let started = all_lines(&out)[0]["started"]["run_id"].clone();
+
+    let rerun = run(&case, &tools, &goals, None);
+    let stderr = String::from_utf8_lossy(&rerun.stderr).to_string();
+    assert!(rerun.status.success(), "{stderr}");
+    assert!(stderr.contains(&format!("resuming run {}", started.as_str().unwrap())), "{stderr}");
+    let recorded = records(&out);
+    assert_eq!(recorded.len(), 1, "{recorded:?}");
+    assert_eq!((&recorded[0]["stop"], &recorded[0]["answer"]), (&Value::from("done"), &answer), "the same answer");
+    assert_eq!(recorded[0]["run_id"], started, "the record is the resumed run's");
+    assert_eq!(std::fs::read_to_string(&counter).unwrap().lines().count(), 1, "the effect happened once");
+    let log = read_log(&PathBuf::from(recorded[0]["run_dir"].as_str().unwrap()).join("events.jsonl")).unwrap();
+    assert!(log.bad_lines.is_empty(), "{:?}", log.bad_lines);
+    assert!(log.records.iter().any(|r| matches!(r.event, Event::Resumed { .. })), "the run was resumed");
+    assert_eq!(std::fs::read_dir(case.path("runs")).unwrap().count(), 1, "no second run");
+
+    // Once more: the goal is recorded, nothing runs.
+    let again = run(&case, &tools, &goals, None);
+    assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+    assert_eq!(summary(&again)["skipped"], 1);
+    assert_eq!(records(&out).len(), 1);
 }

@@ -108,9 +108,11 @@ fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).to_string()
 }
 
+/// The lines of a results file, less the journal lines of runs started.
 fn records(path: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    text.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).unwrap()).collect()
+    let lines = text.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).unwrap());
+    lines.filter(|value| !tandem::agent::batch::is_run_started(value)).collect()
 }
 
 /// The records of a results file by key (id, else line), less what says when and where a goal ran.
