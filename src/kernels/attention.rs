@@ -66,6 +66,11 @@ thread_local! {
 /// group's other heads find them in L1 rather than reading the whole cache again.
 const POSITION_BLOCK: usize = 32;
 
+/// Query rows of a pass one work item takes together: they read each block of keys and values once between them,
+/// where row by row each read the whole cache again (at 2,333 cached positions a group's keys and values are
+/// 2.4 MB, past L2, and a plan's passes carry 2–3 rows). Four keeps the items of a prefill many enough to share out.
+const ROWS_TOGETHER: usize = 4;
+
 /// `softmax(q kᵀ · scale, causal) v` for every query row and head. `q` is `[n_head, seq, head_dim]`; `out` is
 /// `[seq, n_head, head_dim]` (the layout the output projection reads), fully overwritten.
 ///
@@ -84,48 +89,58 @@ pub fn attend(q: &[f32], keys: KvRows, values: KvRows, dims: AttentionDims, scal
     // The pool's threads and the caller: what `execute_chunked` spreads over (read from the pool, not from the
     // environment as `get_num_threads` does on every call, and which ignores `CANDLE_NUM_THREADS`).
     let threads = candle_core::utils::barrier_pool().n_workers() + 1;
-    let parts = (1..=n_rep).find(|&p| n_rep.is_multiple_of(p) && n_kv_head * seq * p >= threads).unwrap_or(n_rep);
+    let row_sets = seq.div_ceil(ROWS_TOGETHER);
+    let parts = (1..=n_rep).find(|&p| n_rep.is_multiple_of(p) && n_kv_head * row_sets * p >= threads).unwrap_or(n_rep);
     let heads_per_item = n_rep / parts;
     let out_addr = out.as_mut_ptr() as usize;
     let out_len = out.len();
     // Items run group-major, so the items a thread takes in a row share their keys in cache.
-    candle_core::utils::barrier_pool().execute_chunked(n_kv_head * parts * seq, |items| {
+    candle_core::utils::barrier_pool().execute_chunked(n_kv_head * parts * row_sets, |items| {
         for item in items {
-            let (heads_item, row) = (item / seq, item % seq);
+            let (heads_item, set) = (item / row_sets, item % row_sets);
             let first_head = heads_item * heads_per_item;
+            let rows = set * ROWS_TOGETHER..((set + 1) * ROWS_TOGETHER).min(seq);
             let task = GroupTask {
                 queries: q,
                 first_head,
                 heads: heads_per_item,
-                row,
+                rows: rows.clone(),
                 seq,
+                pos,
                 keys: &keys,
                 values: &values,
                 kv_head: first_head / n_rep,
                 head_dim,
                 scale,
             };
-            let start = (row * n_head + first_head) * head_dim;
             let len = heads_per_item * head_dim;
-            debug_assert!(start + len <= out_len);
-            // SAFETY: `out_addr` is `out`'s start, and `out` stays mutably borrowed (alive, touched by nobody
-            // else) until `execute_chunked` returns, after every item is done. `start + len <= out_len` (`row <
-            // seq`, `first_head + heads_per_item <= n_head`, `out_len == n_head * seq * head_dim`, asserted
-            // above), and each item's heads of its row are its own: the slices of two items never overlap.
-            let row_out = unsafe { std::slice::from_raw_parts_mut((out_addr as *mut f32).add(start), len) };
-            attend_group(task, pos + row, row_out);
+            let outs: Vec<&mut [f32]> = rows
+                .map(|row| {
+                    let start = (row * n_head + first_head) * head_dim;
+                    debug_assert!(start + len <= out_len);
+                    // SAFETY: `out_addr` is `out`'s start, and `out` stays mutably borrowed (alive, touched by
+                    // nobody else) until `execute_chunked` returns, after every item is done. `start + len <=
+                    // out_len` (`row < seq`, `first_head + heads_per_item <= n_head`, `out_len == n_head * seq *
+                    // head_dim`, asserted above), and each item's heads of each of its rows are its own: no two
+                    // slices, of one item or of two, overlap.
+                    unsafe { std::slice::from_raw_parts_mut((out_addr as *mut f32).add(start), len) }
+                })
+                .collect();
+            attend_group(task, outs);
         }
     });
 }
 
-/// One query row of consecutive heads sharing a key/value head: what it reads.
+/// Consecutive query rows of consecutive heads sharing a key/value head: what they read.
 struct GroupTask<'a> {
     /// All queries, `[n_head, seq, head_dim]`.
     queries: &'a [f32],
     first_head: usize,
     heads: usize,
-    row: usize,
+    /// The query rows, of `0..seq`; row `i` sees positions `0..=pos + i`.
+    rows: std::ops::Range<usize>,
     seq: usize,
+    pos: usize,
     keys: &'a KvRows<'a>,
     values: &'a KvRows<'a>,
     kv_head: usize,
@@ -134,9 +149,14 @@ struct GroupTask<'a> {
 }
 
 impl GroupTask<'_> {
-    /// Head `first_head + h`'s query row.
-    fn query(&self, h: usize) -> &[f32] {
-        &self.queries[((self.first_head + h) * self.seq + self.row) * self.head_dim..][..self.head_dim]
+    /// Head `first_head + h`'s query row `row`.
+    fn query(&self, h: usize, row: usize) -> &[f32] {
+        &self.queries[((self.first_head + h) * self.seq + row) * self.head_dim..][..self.head_dim]
+    }
+
+    /// The positions the `r`th of the task's rows sees.
+    fn positions(&self, r: usize) -> usize {
+        self.pos + self.rows.start + r + 1
     }
 }
 
@@ -145,15 +165,17 @@ thread_local! {
     static SUMS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
-/// One query row of a group of heads against positions `0..=last` (`out`: the heads' outputs, one after the
-/// other), by the instruction set this CPU has (the same bits on each).
-fn attend_group(task: GroupTask, last: usize, out: &mut [f32]) {
+/// The query rows of a group of heads, each against the positions it sees (`outs`: per row, the heads' outputs
+/// one after the other), by the instruction set this CPU has (the same bits on each).
+fn attend_group(task: GroupTask, mut outs: Vec<&mut [f32]>) {
+    let out = &mut outs[..];
     SCORES.with_borrow_mut(|scores| {
         SUMS.with_borrow_mut(|sums| {
+            let slots = task.rows.len() * task.heads;
             scores.clear();
-            scores.resize(task.heads * (last + 1), 0.0);
+            scores.resize(slots * task.positions(task.rows.len() - 1), 0.0);
             sums.clear();
-            sums.resize(task.heads * task.head_dim, 0.0);
+            sums.resize(slots * task.head_dim, 0.0);
             #[cfg(target_arch = "x86_64")]
             {
                 use super::CpuLevel;
@@ -174,13 +196,13 @@ fn attend_group(task: GroupTask, last: usize, out: &mut [f32]) {
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn group_avx512(task: &GroupTask, scores: &mut [f32], sums: &mut [f32], out: &mut [f32]) {
+unsafe fn group_avx512(task: &GroupTask, scores: &mut [f32], sums: &mut [f32], out: &mut [&mut [f32]]) {
     group_portable(task, scores, sums, out, portable_scores)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn group_avx2(task: &GroupTask, scores: &mut [f32], sums: &mut [f32], out: &mut [f32]) {
+unsafe fn group_avx2(task: &GroupTask, scores: &mut [f32], sums: &mut [f32], out: &mut [&mut [f32]]) {
     // SAFETY: this function runs only where AVX2 was detected (see `attend_group`).
     group_portable(task, scores, sums, out, |query, keys, kv_head, positions, scale, out| unsafe {
         avx2_scores(query, keys, kv_head, positions, scale, out)
@@ -270,30 +292,38 @@ unsafe fn avx2_dots<const N: usize>(
     })
 }
 
-/// Scores, then the softmax's weights, then their sum of value rows, each head's in position order; `scores` has
-/// one slot per head and position, `sums` one per head and value (zeros).
+/// Scores, then the softmax's weights, then their sum of value rows, each row's and head's in position order (as
+/// for that row alone: its blocks of positions are the same, only other rows' work comes between them); `scores`
+/// has one slot per row and head of the last row's positions, `sums` one per row, head and value (zeros), `out`
+/// one slice per row.
 #[inline(always)]
 fn group_portable(
     task: &GroupTask,
     scores: &mut [f32],
     sums: &mut [f32],
-    out: &mut [f32],
+    out: &mut [&mut [f32]],
     fill_scores: impl Fn(&[f32], &KvRows, usize, std::ops::Range<usize>, f32, &mut [f32]),
 ) {
     let GroupTask { keys, values, kv_head, head_dim, scale, heads, .. } = *task;
-    let positions = scores.len() / heads;
-    for block in (0..positions).step_by(POSITION_BLOCK) {
-        let block = block..(block + POSITION_BLOCK).min(positions);
-        for h in 0..heads {
-            let out = &mut scores[h * positions..][block.clone()];
-            fill_scores(task.query(h), keys, kv_head, block.clone(), scale, out);
+    let rows = task.rows.len();
+    let stride = task.positions(rows - 1);
+    // Slot `r * heads + h`: the `r`th row's head `h`; its scores start at `slot * stride`.
+    let block_of = |b: usize, r: usize| b..(b + POSITION_BLOCK).min(task.positions(r));
+    for start in (0..stride).step_by(POSITION_BLOCK) {
+        for r in (0..rows).filter(|&r| start < task.positions(r)) {
+            let block = block_of(start, r);
+            for h in 0..heads {
+                let out = &mut scores[(r * heads + h) * stride..][block.clone()];
+                fill_scores(task.query(h, task.rows.start + r), keys, kv_head, block.clone(), scale, out);
+            }
         }
     }
-    let mut inverses = Vec::with_capacity(heads);
-    for head_scores in scores.chunks_exact_mut(positions) {
-        let max = head_scores.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
+    let mut inverses = Vec::with_capacity(rows * heads);
+    for (slot, slot_scores) in scores.chunks_exact_mut(stride).enumerate() {
+        let slot_scores = &mut slot_scores[..task.positions(slot / heads)];
+        let max = slot_scores.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
         let mut total = 0.0f32;
-        for score in head_scores.iter_mut() {
+        for score in slot_scores.iter_mut() {
             *score = (*score - max).exp();
             total += *score;
         }
@@ -302,34 +332,39 @@ fn group_portable(
     // The weighted sums by slices of `OUT_CHUNK` values, so that the sums stay in registers across a block's
     // positions (a narrower last slice, if any, takes the general loop; each value is summed in position order
     // either way, block after block).
-    for block in (0..positions).step_by(POSITION_BLOCK) {
-        let block = block..(block + POSITION_BLOCK).min(positions);
-        for h in 0..heads {
-            let weights = &scores[h * positions..][block.clone()];
-            for (chunk, sums) in sums[h * head_dim..][..head_dim].chunks_mut(OUT_CHUNK).enumerate() {
-                let (first, width) = (chunk * OUT_CHUNK, sums.len());
-                let row = |position| &values.row(kv_head, position, head_dim)[first..first + width];
-                if let Ok(sums) = <&mut [f32; OUT_CHUNK]>::try_from(&mut *sums) {
-                    let mut acc = *sums;
-                    for (position, &weight) in block.clone().zip(weights) {
-                        let row: &[f32; OUT_CHUNK] = row(position).try_into().expect("a whole slice");
-                        for lane in 0..OUT_CHUNK {
-                            acc[lane] += weight * row[lane];
+    for start in (0..stride).step_by(POSITION_BLOCK) {
+        for r in (0..rows).filter(|&r| start < task.positions(r)) {
+            let block = block_of(start, r);
+            for h in 0..heads {
+                let slot = r * heads + h;
+                let weights = &scores[slot * stride..][block.clone()];
+                for (chunk, sums) in sums[slot * head_dim..][..head_dim].chunks_mut(OUT_CHUNK).enumerate() {
+                    let (first, width) = (chunk * OUT_CHUNK, sums.len());
+                    let row = |position| &values.row(kv_head, position, head_dim)[first..first + width];
+                    if let Ok(sums) = <&mut [f32; OUT_CHUNK]>::try_from(&mut *sums) {
+                        let mut acc = *sums;
+                        for (position, &weight) in block.clone().zip(weights) {
+                            let row: &[f32; OUT_CHUNK] = row(position).try_into().expect("a whole slice");
+                            for lane in 0..OUT_CHUNK {
+                                acc[lane] += weight * row[lane];
+                            }
                         }
-                    }
-                    *sums = acc;
-                } else {
-                    for (position, &weight) in block.clone().zip(weights) {
-                        for (o, &v) in sums.iter_mut().zip(row(position)) {
-                            *o += weight * v;
+                        *sums = acc;
+                    } else {
+                        for (position, &weight) in block.clone().zip(weights) {
+                            for (o, &v) in sums.iter_mut().zip(row(position)) {
+                                *o += weight * v;
+                            }
                         }
                     }
                 }
             }
         }
     }
-    for ((out, sums), inverse) in out.chunks_exact_mut(head_dim).zip(sums.chunks_exact(head_dim)).zip(inverses) {
-        for (o, &sum) in out.iter_mut().zip(sums) {
+    let slots = sums.chunks_exact(head_dim).zip(inverses);
+    for (slot, (sums, inverse)) in slots.enumerate() {
+        let (r, h) = (slot / heads, slot % heads);
+        for (o, &sum) in out[r][h * head_dim..][..head_dim].iter_mut().zip(sums) {
             *o = sum * inverse;
         }
     }
