@@ -188,6 +188,11 @@ fn one_batch_at_a_time_writes_a_results_file() {
 }
 
 fn batch(scratch: &Scratch, goals: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
+    batch_command(scratch, goals, out, extra).output().unwrap()
+}
+
+/// `tandem batch GOALS --out OUT` on 2 threads with the scratch's runs directory, `--json`, and `extra`.
+fn batch_command(scratch: &Scratch, goals: &Path, out: &Path, extra: &[&str]) -> std::process::Command {
     let runs = scratch.path("runs");
     let mut args = vec![
         "batch",
@@ -201,7 +206,7 @@ fn batch(scratch: &Scratch, goals: &Path, out: &Path, extra: &[&str]) -> std::pr
         "--json",
     ];
     args.extend_from_slice(extra);
-    scratch.tandem(&args)
+    scratch.command(&args)
 }
 
 /// The records of a results file, less the journal lines of runs started.
@@ -344,22 +349,11 @@ fn a_batch_killed_during_a_goals_run_resumes_that_run_and_its_effect_happens_onc
         let goals = scratch.write("goals.jsonl", goal);
         (scratch, tools, goals, counter)
     };
-    // The scratch's own runs directory (`TANDEM_RUNS_DIR`), workspace and results file.
+    // The scratch's own workspace and results file.
     let run = |scratch: &Scratch, tools: &Path, goals: &Path, kill: Option<String>| {
         let (workspace, out) = (scratch.workspace(), scratch.path("results.jsonl"));
-        let mut command = scratch.command(&[
-            "batch",
-            goals.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-            "--threads",
-            "2",
-            "--tools",
-            tools.to_str().unwrap(),
-            "--workspace",
-            workspace.to_str().unwrap(),
-            "--json",
-        ]);
+        let tools_flags = ["--tools", tools.to_str().unwrap(), "--workspace", workspace.to_str().unwrap()];
+        let mut command = batch_command(scratch, goals, &out, &tools_flags);
         if let Some(kill) = kill {
             command.env("TANDEM_FAULT_KILL", kill);
         }
