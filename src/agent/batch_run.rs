@@ -257,17 +257,7 @@ fn run_goal(
     let started = Instant::now();
     let mut run = None;
     let unfinished = lock(filed).results.unfinished(&goal.key()).cloned();
-    let resumed = match unfinished {
-        Some(earlier) => {
-            reporter.message(&format!(
-                "{}: resuming run {}, which an earlier batch started and did not finish",
-                goal.key(),
-                earlier.run_id
-            ));
-            resume(earlier, models, &mut run).transpose()
-        }
-        None => None,
-    };
+    let resumed = unfinished.and_then(|earlier| resume(goal, earlier, models, &mut run, reporter).transpose());
     let outcome = resumed.unwrap_or_else(|| attempt(goal, batch, models, filed, &mut run));
     match outcome {
         Ok(outcome) => match &run {
@@ -321,13 +311,19 @@ fn attempt(
 /// Finishes a goal's run that an earlier batch started, as `tandem resume` would: finished steps are not run again,
 /// and a step left in doubt runs again only when its call is safe to repeat (else the goal's record says which step
 /// and how to resume it by hand). A run that had already finished gives its record from its log. None for a run
-/// that logged nothing yet (killed before its first event): the goal starts over in a new run.
+/// that logged nothing yet (killed before its first event, or its directory gone): the goal starts over in a new
+/// run.
 fn resume(
+    goal: &BatchGoal,
     earlier: StartedRun,
     models: &mut LazyModels<'_>,
     run: &mut Option<(String, PathBuf)>,
+    reporter: &dyn Reporter,
 ) -> Result<Option<RunOutcome>> {
     let started = Instant::now();
+    if !earlier.run_dir.join(EventLog::FILE).is_file() {
+        return Ok(None);
+    }
     *run = Some((earlier.run_id.clone(), earlier.run_dir.clone()));
     let _lock = lock_run(&earlier.run_dir)?;
     let (log, contents) = EventLog::open(&earlier.run_dir)?;
@@ -339,6 +335,11 @@ fn resume(
         *run = None;
         return Ok(None);
     };
+    reporter.message(&format!(
+        "{}: resuming run {}, which an earlier batch started and did not finish",
+        goal.key(),
+        earlier.run_id
+    ));
     let (context, registry) = build_tools(&settings.tool_settings())?;
     models.begin_run();
     let mut approver = AutoApprove;

@@ -408,3 +408,28 @@ fn a_batch_killed_during_a_goals_run_resumes_that_run_and_its_effect_happens_onc
     assert_eq!(summary(&again)["skipped"], 1);
     assert_eq!(records(&out).len(), 1);
 }
+
+/// A run journaled as started whose directory holds no log (a batch killed between the two) is not resumed: the
+/// goal starts over in a new run and gets its record.
+#[test]
+fn a_journaled_run_that_logged_nothing_starts_over() {
+    real_model(PLANNER);
+    real_model(EXECUTOR);
+    let scratch = Scratch::new();
+    let goals = scratch.write("goals.jsonl", "{\"id\": \"mul\", \"goal\": \"What is 7*8?\"}\n");
+    let empty_run = scratch.path("runs").join("20260101-000000-0000");
+    std::fs::create_dir_all(&empty_run).unwrap();
+    let journal = serde_json::json!({
+        "started": {"run_id": "20260101-000000-0000", "run_dir": empty_run},
+        "line": 1, "id": "mul", "goal": "What is 7*8?",
+    });
+    let out = scratch.write("results.jsonl", &format!("{journal}\n"));
+    let output = batch(&scratch, &goals, &out, &[]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(!stderr.contains("resuming run"), "{stderr}");
+    let recorded = records(&out);
+    assert_eq!(recorded.len(), 1, "{recorded:?}");
+    assert_eq!((&recorded[0]["stop"], &recorded[0]["answer"]), (&Value::from("done"), &Value::from("56")));
+    assert_ne!(recorded[0]["run_id"], "20260101-000000-0000", "a new run");
+}
