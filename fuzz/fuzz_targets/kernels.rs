@@ -197,12 +197,18 @@ fn fuzz_attention(header: &[u8], bytes: &mut Cycle) {
     let n_rep = n_head / n_kv_head;
     for h in 0..n_head {
         let start = offset + (h / n_rep) * head_stride;
-        let row = |buf: &'_ [f32], j: usize| -> &'_ [f32] { &buf[start + j * pos_stride..][..head_dim] };
+        fn row(buf: &[f32], start: usize, j: usize, pos_stride: usize, head_dim: usize) -> &[f32] {
+            &buf[start + j * pos_stride..][..head_dim]
+        }
         for i in 0..seq {
             let query = &q[(h * seq + i) * head_dim..][..head_dim];
             let scores: Vec<f64> = (0..=pos + i)
                 .map(|j| {
-                    let dot: f64 = query.iter().zip(row(&k, j)).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum();
+                    let dot: f64 = query
+                        .iter()
+                        .zip(row(&k, start, j, pos_stride, head_dim))
+                        .map(|(&a, &b)| f64::from(a) * f64::from(b))
+                        .sum();
                     dot * f64::from(scale)
                 })
                 .collect();
@@ -211,7 +217,7 @@ fn fuzz_attention(header: &[u8], bytes: &mut Cycle) {
             let total: f64 = weights.iter().sum();
             let mut sums = vec![0f64; head_dim];
             for (j, weight) in weights.iter().enumerate() {
-                for (sum, &x) in sums.iter_mut().zip(row(&v, j)) {
+                for (sum, &x) in sums.iter_mut().zip(row(&v, start, j, pos_stride, head_dim)) {
                     *sum += weight * f64::from(x);
                 }
             }
