@@ -445,6 +445,7 @@ impl BatchResults {
         Ok(())
     }
 
+    /// Appends one line, record or journal line, and syncs it (`TANDEM_FAULT_KILL=torn:N` can cut it in half).
     fn write_line(&mut self, mut line: Vec<u8>) -> Result<()> {
         line.push(b'\n');
         super::fault::before_record(&mut self.file, &line);

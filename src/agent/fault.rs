@@ -3,8 +3,9 @@
 //! its logged result. Unset (always, outside those tests) it costs one cached lookup per point.
 //!
 //! Values: `event:N` (right after event number N is on disk), `tool:STEP` (right after the tool of step STEP
-//! returned, before its result is logged) or `torn:N` (in the middle of the Nth record line this process appends
-//! to a batch results file or a benchmark records file: half the line is written and synced, then the kill).
+//! returned, before its result is logged) or `torn:N` (in the middle of the Nth line this process appends to a
+//! batch results file, records and journal lines alike, or to a benchmark records file: half the line is written
+//! and synced, then the kill).
 
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
