@@ -85,7 +85,8 @@ pub enum Command {
     /// Each goal is a normal run (its own run directory and audit log, `tandem runs show ID`),
     /// with no approval prompts. Each result is appended to the --out file as the goal finishes;
     /// running the same command again skips the goals already recorded, so an interrupted batch
-    /// continues where it stopped. A goal that fails, and a line that cannot be read, is recorded
+    /// continues where it stopped, and resumes the run of a goal it was in the middle of (finished
+    /// steps are not run again). A goal that fails, and a line that cannot be read, is recorded
     /// with its error and the batch goes on; the exit status is non-zero when a goal of this
     /// invocation did not finish `done`.
     ///
