@@ -1,6 +1,7 @@
 //! `POST /v1/chat/completions`: the body checked, the job queued, and the answer sent whole or as server-sent
-//! events in OpenAI's chunk shape (text deltas, one delta per complete tool call, the finish reason, and the usage
-//! in a last chunk when `stream_options.include_usage` asks).
+//! events in OpenAI's chunk shape (text deltas; a tool call's first delta with its id and name once the name is
+//! written, then its arguments in parts as they are written; the finish reason; and the usage in a last chunk when
+//! `stream_options.include_usage` asks).
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,7 +21,7 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use super::engine::{Finished, Job, JobEvent, Work};
 use super::error::ApiError;
-use super::grammar::ToolCall;
+use super::output::Piece;
 use super::request;
 use super::AppState;
 
@@ -126,8 +127,8 @@ fn usage(finished: &Finished) -> Value {
     })
 }
 
-fn call_json(call: &ToolCall) -> Value {
-    json!({"id": call_id(), "type": "function", "function": {"name": call.name, "arguments": call.arguments}})
+fn call_json(name: &str, arguments: &str) -> Value {
+    json!({"id": call_id(), "type": "function", "function": {"name": name, "arguments": arguments}})
 }
 
 /// Collects the whole answer.
@@ -140,9 +141,9 @@ async fn whole_answer(
     let mut calls = Vec::new();
     loop {
         match answers.recv().await {
-            Some(JobEvent::Text(piece)) => text.push_str(&piece),
-            Some(JobEvent::Call(call)) => calls.push(call_json(&call)),
-            Some(JobEvent::Accepted) => {}
+            Some(JobEvent::Piece(Piece::Text(piece))) => text.push_str(&piece),
+            Some(JobEvent::Piece(Piece::CallEnd(call))) => calls.push(call_json(&call.name, &call.arguments)),
+            Some(JobEvent::Piece(Piece::CallBegin(_) | Piece::CallArguments(_)) | JobEvent::Accepted) => {}
             Some(JobEvent::Done(Ok(finished))) => {
                 let mut message =
                     json!({"role": "assistant", "content": if calls.is_empty() { json!(text) } else { Value::Null }});
@@ -197,17 +198,23 @@ fn stream_answer(
         if !send(chunk(&header, json!({"role": "assistant", "content": ""}), None)).await {
             return;
         }
-        let mut calls = 0;
+        let mut calls = 0usize;
         loop {
             let event = match answers.recv().await {
-                Some(JobEvent::Text(piece)) => chunk(&header, json!({"content": piece}), None),
-                Some(JobEvent::Call(call)) => {
-                    let mut delta = call_json(&call);
+                Some(JobEvent::Piece(Piece::Text(piece))) => chunk(&header, json!({"content": piece}), None),
+                // OpenAI's shape: the first delta of a call has its index, id, type and name, the next ones its
+                // index and a part of its arguments.
+                Some(JobEvent::Piece(Piece::CallBegin(name))) => {
+                    let mut delta = call_json(&name, "");
                     delta["index"] = json!(calls);
                     calls += 1;
                     chunk(&header, json!({"tool_calls": [delta]}), None)
                 }
-                Some(JobEvent::Accepted) => continue,
+                Some(JobEvent::Piece(Piece::CallArguments(part))) => {
+                    let delta = json!({"index": calls.saturating_sub(1), "function": {"arguments": part}});
+                    chunk(&header, json!({"tool_calls": [delta]}), None)
+                }
+                Some(JobEvent::Piece(Piece::CallEnd(_)) | JobEvent::Accepted) => continue,
                 Some(JobEvent::Done(Ok(finished))) => {
                     if !send(chunk(&header, json!({}), Some(finished.reason))).await {
                         return;

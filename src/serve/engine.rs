@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::error::ApiError;
-use super::grammar::{self, ToolCall};
+use super::grammar;
 use super::halt::make_haltable;
 use super::output::{OutputSplitter, Piece};
 use super::request::{ChatRequest, ToolChoice};
@@ -58,10 +58,8 @@ pub enum Work {
 pub enum JobEvent {
     /// The prompt is rendered and fits, the grammar compiles: generation starts.
     Accepted,
-    /// Answer text.
-    Text(String),
-    /// A complete tool call.
-    Call(ToolCall),
+    /// A piece of the answer: text, or a tool call's beginning, argument parts and end.
+    Piece(Piece),
     /// The end, with the usage or why it failed.
     Done(Result<Finished, ApiError>),
 }
@@ -277,11 +275,7 @@ fn run_job(model: &mut Model, job: &Job, halt: &AtomicBool) -> Option<Result<Fin
             return;
         }
         for piece in splitter.push(text) {
-            let event = match piece {
-                Piece::Text(text) => JobEvent::Text(text),
-                Piece::Call(call) => JobEvent::Call(call),
-            };
-            gone |= job.events.send(event).is_err();
+            gone |= job.events.send(JobEvent::Piece(piece)).is_err();
         }
         gone |= job.cancel.load(Ordering::Relaxed);
         if gone || splitter.stopped() {
@@ -294,10 +288,7 @@ fn run_job(model: &mut Model, job: &Job, halt: &AtomicBool) -> Option<Result<Fin
     let (reason, completion_tokens) = match result {
         Ok(generation) => {
             for piece in splitter.finish() {
-                let _ = job.events.send(match piece {
-                    Piece::Text(text) => JobEvent::Text(text),
-                    Piece::Call(call) => JobEvent::Call(call),
-                });
+                let _ = job.events.send(JobEvent::Piece(piece));
             }
             let reason = if splitter.is_calls() {
                 "tool_calls"

@@ -13,6 +13,7 @@ mod error;
 mod grammar;
 mod halt;
 mod output;
+mod partial_call;
 mod request;
 mod run_control;
 mod run_jobs;

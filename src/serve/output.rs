@@ -1,9 +1,11 @@
 //! The generated text turned into what the API sends, as it streams: text (held back only while it could still
-//! be the start of a stop sequence or of a tool call) and whole tool calls, each sent once its closing tag is out,
-//! so a streamed call is always complete, valid JSON. Where the grammar lets calls be bare JSON (an output that
-//! opens with `{`, see `grammar`), each call is sent once its object is complete.
+//! be the start of a stop sequence or of a tool call) and tool calls, each begun once its name is written, its
+//! arguments sent in parts as the model writes them, and ended once its closing tag is out (or, for calls written
+//! as bare JSON, see `grammar`, once its object is complete). The grammar makes the parts of a call's arguments
+//! add up to valid JSON.
 
 use super::grammar::{read_call, ToolCall, CALL_CLOSE, CALL_OPEN};
+use super::partial_call::{read_partial, PartialCall};
 
 /// A JSON code block opening with a call's object: bare calls in a fence (the fence is not part of any call).
 const FENCED_OPEN: &str = "```json\n{";
@@ -13,8 +15,12 @@ const FENCED_OPEN: &str = "```json\n{";
 pub enum Piece {
     /// Answer text.
     Text(String),
-    /// A complete tool call.
-    Call(ToolCall),
+    /// A tool call begins: its function's name.
+    CallBegin(String),
+    /// More of the begun call's arguments: the parts of one call, in order, are its arguments' JSON text.
+    CallArguments(String),
+    /// The begun call is complete: the whole of it (its arguments are the parts sent).
+    CallEnd(ToolCall),
 }
 
 /// What the output is, once its first characters tell.
@@ -40,6 +46,8 @@ pub struct OutputSplitter {
     stopped: bool,
     /// Text sent so far (for usage counts when a stop sequence ends the generation early).
     sent_text: String,
+    /// The bytes of arguments sent for the call being written, once it has begun.
+    open_call: Option<usize>,
 }
 
 impl OutputSplitter {
@@ -56,6 +64,7 @@ impl OutputSplitter {
             pending: String::new(),
             stopped: false,
             sent_text: String::new(),
+            open_call: None,
         }
     }
 
@@ -122,31 +131,76 @@ impl OutputSplitter {
         let mut out = Vec::new();
         while let Some(open) = self.pending.find(CALL_OPEN) {
             let body_start = open + CALL_OPEN.len();
-            let Some(close) = self.pending[body_start..].find(CALL_CLOSE) else { break };
-            let body = &self.pending[body_start..body_start + close];
-            if let Some(call) = read_call(body) {
-                out.push(Piece::Call(call));
-            }
+            let Some(close) = self.pending[body_start..].find(CALL_CLOSE) else {
+                self.stream_call(body_start, &mut out);
+                break;
+            };
+            let body = self.pending[body_start..body_start + close].to_string();
+            self.end_call(&body, &mut out);
             self.pending.drain(..body_start + close + CALL_CLOSE.len());
         }
         out
     }
 
-    /// Every complete JSON object at the front of the pending text, as calls (the grammar made each one a call).
+    /// Every complete JSON object at the front of the pending text, as calls (the grammar made each one a call),
+    /// then the object still being written.
     fn take_bare_calls(&mut self) -> Vec<Piece> {
         let mut out = Vec::new();
-        let mut objects = serde_json::Deserializer::from_str(&self.pending).into_iter::<serde_json::Value>();
         let mut consumed = 0;
-        // An object still being written is an end-of-input error: it waits for more text. A closing fence is an
-        // error too, and nothing follows it.
-        while let Some(Ok(object)) = objects.next() {
-            consumed = objects.byte_offset();
-            if let Some(call) = read_call(&object.to_string()) {
-                out.push(Piece::Call(call));
-            }
+        loop {
+            let rest = &self.pending[consumed..];
+            let mut objects = serde_json::Deserializer::from_str(rest).into_iter::<serde_json::Value>();
+            // An object still being written is an end-of-input error: it waits for more text. A closing fence is
+            // an error too, and nothing follows it.
+            let Some(Ok(_)) = objects.next() else { break };
+            let body = rest[..objects.byte_offset()].trim_start().to_string();
+            consumed += objects.byte_offset();
+            self.end_call(&body, &mut out);
         }
         self.pending.drain(..consumed);
+        let body_start = self.pending.len() - self.pending.trim_start().len();
+        if self.pending[body_start..].starts_with('{') {
+            self.stream_call(body_start, &mut out);
+        }
         out
+    }
+
+    /// Sends what is new of the call being written at `body_start` of the pending text: its beginning once its
+    /// name is out, then its arguments as they grow.
+    fn stream_call(&mut self, body_start: usize, out: &mut Vec<Piece>) {
+        let PartialCall::Named { name, arguments } = read_partial(&self.pending[body_start..]) else { return };
+        let sent = match self.open_call {
+            Some(sent) => sent,
+            None => {
+                out.push(Piece::CallBegin(name));
+                0
+            }
+        };
+        if arguments.len() > sent {
+            out.push(Piece::CallArguments(arguments[sent..].to_string()));
+        }
+        self.open_call = Some(sent.max(arguments.len()));
+    }
+
+    /// Ends the call whose whole JSON is `body`: what was not sent of it yet, then its end.
+    fn end_call(&mut self, body: &str, out: &mut Vec<Piece>) {
+        let sent = self.open_call.take();
+        let call = match (read_partial(body), read_call(body)) {
+            // Its arguments as written, so that the whole call is what its parts add up to.
+            (PartialCall::Named { name, arguments }, Some(_)) => ToolCall { name, arguments: arguments.to_string() },
+            // Not written name first: nothing of it was sent, and its arguments go as one part.
+            (_, Some(call)) => call,
+            // The grammar lets no other call through.
+            _ => return,
+        };
+        let sent = sent.unwrap_or_else(|| {
+            out.push(Piece::CallBegin(call.name.clone()));
+            0
+        });
+        if let Some(rest) = call.arguments.get(sent..).filter(|rest| !rest.is_empty()) {
+            out.push(Piece::CallArguments(rest.to_string()));
+        }
+        out.push(Piece::CallEnd(call));
     }
 
     fn take_text(&mut self, at_end: bool) -> Vec<Piece> {
@@ -223,48 +277,94 @@ mod tests {
         assert!(!s.stopped());
     }
 
-    #[test]
-    fn calls_come_out_whole_and_text_is_told_apart() {
-        let mut s = OutputSplitter::new(Vec::new(), true, false);
-        let mut all = Vec::new();
-        for piece in [
-            "<tool",
-            "_call>\n{\"name\": \"f\", ",
-            "\"arguments\": {\"x\": 1}}\n</tool_call>",
-            "\n<tool_call>\n",
-            "{\"name\": \"g\", \"arguments\": {}}\n</tool_call>",
-        ] {
-            all.extend(s.push(piece));
+    /// The complete calls sent.
+    fn calls(pieces: &[Piece]) -> Vec<ToolCall> {
+        pieces.iter().filter_map(|p| if let Piece::CallEnd(c) = p { Some(c.clone()) } else { None }).collect()
+    }
+
+    /// The calls as a streaming client puts them together from their beginnings and argument parts.
+    fn reassembled(pieces: &[Piece]) -> Vec<ToolCall> {
+        let mut out: Vec<ToolCall> = Vec::new();
+        for piece in pieces {
+            match piece {
+                Piece::CallBegin(name) => out.push(ToolCall { name: name.clone(), arguments: String::new() }),
+                Piece::CallArguments(part) => out.last_mut().unwrap().arguments.push_str(part),
+                _ => {}
+            }
         }
+        out
+    }
+
+    fn call(name: &str, arguments: &str) -> ToolCall {
+        ToolCall { name: name.into(), arguments: arguments.into() }
+    }
+
+    #[test]
+    fn a_call_begins_at_its_name_and_its_arguments_stream_as_written() {
+        let mut s = OutputSplitter::new(Vec::new(), true, false);
+        assert!(s.push("<tool").is_empty(), "could still open a call");
+        assert!(s.push("_call>\n{\"name\": \"f").is_empty(), "the name is not complete");
+        let mut all = s.push("\", ");
+        assert_eq!(all, vec![Piece::CallBegin("f".into())]);
+        assert!(s.push("\"arguments\": ").is_empty());
+        let parts = s.push("{\"x\": 1");
+        assert_eq!(parts, vec![Piece::CallArguments("{\"x\": 1".into())]);
+        all.extend(parts);
+        let end = s.push("}}\n</tool_call>");
+        assert_eq!(end, vec![Piece::CallArguments("}".into()), Piece::CallEnd(call("f", "{\"x\": 1}"))]);
+        all.extend(end);
+        let whole = s.push("\n<tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call>");
+        let begun_and_ended =
+            vec![Piece::CallBegin("g".into()), Piece::CallArguments("{}".into()), Piece::CallEnd(call("g", "{}"))];
+        assert_eq!(whole, begun_and_ended, "a call that came whole is begun and ended at once");
+        all.extend(whole);
         all.extend(s.finish());
         assert!(s.is_calls());
-        assert_eq!(
-            all,
-            vec![
-                Piece::Call(ToolCall { name: "f".into(), arguments: "{\"x\":1}".into() }),
-                Piece::Call(ToolCall { name: "g".into(), arguments: "{}".into() })
-            ]
-        );
+        assert_eq!(calls(&all), vec![call("f", "{\"x\": 1}"), call("g", "{}")]);
+        assert_eq!(reassembled(&all), calls(&all));
+
         let mut s = OutputSplitter::new(Vec::new(), true, false);
         let mut all = s.push("<to");
-        assert!(all.is_empty(), "could still open a call");
         all.extend(s.push("day"));
         assert_eq!(texts(&all), "<today");
         assert!(!s.is_calls());
     }
 
     #[test]
-    fn bare_calls_come_out_as_each_object_completes() {
+    fn a_stream_in_any_pieces_adds_up_to_its_calls() {
+        let output =
+            "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"q\": \"a}b\\\"ç\", \"n\": [1, {}]}}\n</tool_call>\n\
+                      <tool_call>\n{\"arguments\": {\"k\": 2}, \"name\": \"g\"}\n</tool_call>";
+        let bare = "{\"name\": \"f\", \"arguments\": {\"q\": \"x\"}}\n{\"name\": \"g\", \"arguments\": {}}";
+        for (output, bare_calls) in [(output, false), (bare, true)] {
+            for size in 1..=7 {
+                let chars: Vec<char> = output.chars().collect();
+                let pieces: Vec<String> = chars.chunks(size).map(|c| c.iter().collect()).collect();
+                let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
+                let mut s = OutputSplitter::new(Vec::new(), true, bare_calls);
+                let all = split(&mut s, &pieces);
+                let whole = calls(&all);
+                assert_eq!(whole.len(), 2, "{output} in pieces of {size}");
+                assert_eq!(reassembled(&all), whole, "{output} in pieces of {size}");
+                for c in &whole {
+                    serde_json::from_str::<serde_json::Value>(&c.arguments).unwrap();
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bare_calls_stream_and_end_as_each_object_completes() {
         let mut s = OutputSplitter::new(Vec::new(), true, true);
         let mut all = s.push("{\"name\": \"f\", \"argu");
-        assert!(all.is_empty(), "an unfinished object waits");
+        assert_eq!(all, vec![Piece::CallBegin("f".into())]);
         all.extend(s.push("ments\": {\"x\": \"a}\"}}\n{\"name\""));
-        assert_eq!(all, vec![Piece::Call(ToolCall { name: "f".into(), arguments: "{\"x\":\"a}\"}".into() })]);
+        assert_eq!(calls(&all), vec![call("f", "{\"x\": \"a}\"}")]);
         all.extend(s.push(": \"g\", \"arguments\": {}}"));
         all.extend(s.finish());
         assert!(s.is_calls());
-        assert_eq!(all.len(), 2);
-        assert_eq!(all[1], Piece::Call(ToolCall { name: "g".into(), arguments: "{}".into() }));
+        assert_eq!(calls(&all), vec![call("f", "{\"x\": \"a}\"}"), call("g", "{}")]);
+        assert_eq!(reassembled(&all), calls(&all));
         // Without the bare form, the same output is text.
         let mut s = OutputSplitter::new(Vec::new(), true, false);
         assert_eq!(texts(&split(&mut s, &["{\"name\": \"f\"}"])), "{\"name\": \"f\"}");
@@ -276,7 +376,8 @@ mod tests {
         let mut s = OutputSplitter::new(Vec::new(), true, true);
         let all = split(&mut s, &["``", "`json\n", "{\"name\": \"f\", \"arguments\": {}}", "\n```"]);
         assert!(s.is_calls());
-        assert_eq!(all, vec![Piece::Call(ToolCall { name: "f".into(), arguments: "{}".into() })]);
+        assert_eq!(calls(&all), vec![call("f", "{}")]);
+        assert_eq!(reassembled(&all), calls(&all));
         // A code block of something else is text.
         let mut s = OutputSplitter::new(Vec::new(), true, true);
         assert_eq!(texts(&split(&mut s, &["```json\n[1]\n```"])), "```json\n[1]\n```");

@@ -221,7 +221,7 @@ fn serve_answers_chat_tools_and_schemas_and_refuses_bad_requests() {
     // call too, so the client gets a tool call, not JSON text.
     assert_eq!(auto["choices"][0]["finish_reason"], "tool_calls", "{auto}");
     assert!(!checked_calls(&auto, &tools).is_empty(), "{auto}");
-    // A streamed call arrives whole in one delta.
+    // A streamed call begins with its name, then its arguments come in parts as they are written.
     let mut streamed_call = ask(json!("required"), false);
     streamed_call["stream"] = json!(true);
     let events = stream(&server, &streamed_call);
@@ -231,12 +231,16 @@ fn serve_answers_chat_tools_and_schemas_and_refuses_bad_requests() {
         .filter_map(|c| c["choices"][0]["delta"]["tool_calls"].as_array().cloned())
         .flatten()
         .collect();
-    assert_eq!(deltas.len(), 1, "{events:?}");
-    assert_eq!(deltas[0]["index"], 0);
+    assert!(deltas.len() > 2, "the arguments come in parts: {events:?}");
+    assert!(deltas.iter().all(|d| d["index"] == 0), "{deltas:?}");
     let whole = &required["choices"][0]["message"]["tool_calls"][0]["function"];
     assert_eq!(deltas[0]["function"]["name"], whole["name"]);
+    assert_eq!(deltas[0]["type"], "function");
+    assert!(deltas[0]["id"].as_str().is_some_and(|id| id.starts_with("call_")), "{deltas:?}");
+    assert!(deltas[1..].iter().all(|d| d.get("id").is_none() && d["function"].get("name").is_none()), "{deltas:?}");
+    let arguments: String = deltas.iter().map(|d| d["function"]["arguments"].as_str().unwrap()).collect();
     let (a, b): (Value, Value) = (
-        serde_json::from_str(deltas[0]["function"]["arguments"].as_str().unwrap()).unwrap(),
+        serde_json::from_str(&arguments).unwrap(),
         serde_json::from_str(whole["arguments"].as_str().unwrap()).unwrap(),
     );
     assert_eq!(a, b, "streamed and whole calls differ");

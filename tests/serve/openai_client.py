@@ -82,6 +82,24 @@ for c in client.chat.completions.create(
 check("streamed tool call", parts.get(0, {}).get("name") == "get_weather", parts)
 check("streamed arguments equal the whole call's", json.loads(parts[0]["arguments"]) == args, parts)
 
+# The SDK's own stream helper puts the argument parts together (and parses them partially as they come).
+with client.chat.completions.stream(
+    model=model, messages=ask, tools=[WEATHER], tool_choice="required", max_tokens=40, temperature=0
+) as helper:
+    kinds = [event.type for event in helper]
+    final = helper.get_final_completion()
+check(
+    "the stream helper sees the arguments come in parts, then done",
+    kinds.count("tool_calls.function.arguments.delta") > 1 and "tool_calls.function.arguments.done" in kinds,
+    kinds,
+)
+helper_call = final.choices[0].message.tool_calls[0].function
+check(
+    "the stream helper's call equals the whole call",
+    helper_call.name == "get_weather" and json.loads(helper_call.arguments) == args,
+    final,
+)
+
 person = {
     "type": "object",
     "properties": {"name": {"type": "string", "maxLength": 20}, "age": {"type": "integer", "minimum": 0, "maximum": 120}},
