@@ -275,8 +275,12 @@ pub enum Event {
         version: u32,
         /// Step id.
         step: String,
-        /// `text` (an `llm` step) or `arguments` (filling a tool's arguments).
+        /// `text` (an `llm` step), `arguments` (filling a tool's arguments) or `expression` (a calculator
+        /// expression worked out again after the planned one broke on an earlier step's text).
         purpose: String,
+        /// Which model wrote it, where not the executor: `planner` for a worked-out expression.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        role: Option<String>,
         /// Tokens and time.
         usage: ModelUsage,
     },

@@ -5,6 +5,7 @@
 //! Small models miscopy numbers, so the answer is checked in code ([`unsupported_numbers`]): every number in it
 //! must be one of the goal's or the results' (or that number rounded to the decimals written). A failed check
 //! is retried once with the offending numbers named; a second failure leaves the answer to the caller's fallback.
+//! A "not met" that gives no reason (no word, or the reply format's placeholder) is asked again the same way.
 
 use std::time::Instant;
 
@@ -28,6 +29,9 @@ Example: for the goal \"A box holds 6 eggs. How many eggs are in 7 boxes, and ho
 and the results \"s1 calculator with {\"expression\":\"6*7\"} -> {\"result\":42}\" and \"s2 calculator with \
 {\"expression\":\"42-5\"} -> {\"result\":37}\", reply {\"answer\": \"7 boxes hold 42 eggs, and 37 are left after 5 \
 break.\"}";
+
+/// The reason's placeholder in [`SYSTEM`]'s reply format: a model that copies it gave no reason.
+const NOT_MET_PLACEHOLDER: &str = "what is missing";
 
 /// Characters of one result shown to the joiner (file contents can be long; the answer needs the gist).
 const RESULT_CHARS: usize = 600;
@@ -147,8 +151,18 @@ pub fn join(
         };
         match reply {
             Reply::NotMet { not_met } => {
-                usage.ms = started.elapsed().as_millis() as u64;
-                return Ok((Verdict::NotMet(not_met.trim().to_string()), usage));
+                let reason = not_met.trim().to_string();
+                if !gives_no_reason(&reason) {
+                    usage.ms = started.elapsed().as_millis() as u64;
+                    return Ok((Verdict::NotMet(reason), usage));
+                }
+                // The 1.5B wrote `}` or the format's placeholder for results that did answer the goal; taken as a
+                // verdict, that sent right plans back to the planner with nothing to go on.
+                let problem = "That gives no reason. Write the answer from the results, or say in words which part \
+                               of the goal they do not give.";
+                rejected.push(format!("not met: {reason} ({problem})"));
+                messages.push(ChatMessage::assistant(text.clone()));
+                messages.push(ChatMessage::user(problem.to_string()));
             }
             Reply::Answer { answer } => {
                 let answer = answer.trim().to_string();
@@ -178,6 +192,12 @@ pub fn join(
     }
     usage.ms = started.elapsed().as_millis() as u64;
     Ok((Verdict::Unchecked(rejected), usage))
+}
+
+/// Whether a "not met" reason says nothing: no word in it, or only the reply format's placeholder copied.
+fn gives_no_reason(reason: &str) -> bool {
+    let words = reason.trim_matches(|c: char| !c.is_alphanumeric());
+    !reason.chars().any(char::is_alphabetic) || words.eq_ignore_ascii_case(NOT_MET_PLACEHOLDER)
 }
 
 /// Every number the answer may use: those in the goal and in each step's arguments and output.
@@ -343,6 +363,17 @@ mod tests {
         assert!(text.contains("- s1 read_file (read it) with {\"path\":\"a.txt\"} -> xxx"), "{text}");
         assert!(text.contains(" …"), "{text}");
         assert!(text.len() < RESULT_CHARS + 200);
+    }
+
+    #[test]
+    fn a_reason_without_words_or_copied_from_the_format_is_no_reason() {
+        assert!(SYSTEM.contains(&format!("{{\"not_met\": \"{NOT_MET_PLACEHOLDER}\"}}")));
+        for nothing in ["}", " ", "42.", "What is missing.", "what is missing"] {
+            assert!(gives_no_reason(nothing), "{nothing:?}");
+        }
+        for reason in ["the price of AAPL", "no result gives the total", "What is missing is the tip"] {
+            assert!(!gives_no_reason(reason), "{reason:?}");
+        }
     }
 
     #[test]

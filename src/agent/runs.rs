@@ -226,6 +226,7 @@ impl RunState {
             Event::PlanApproval { version, decision, .. } if *version == self.version() => {
                 self.plan_approved = decision != "rejected";
             }
+            Event::ExecutorCall { usage, role: Some(role), .. } if role == "planner" => self.planner.add(usage),
             Event::ExecutorCall { usage, .. } => self.executor.add(usage),
             Event::Joined { usage, role, .. } if role == "executor" => self.executor.add(usage),
             Event::Joined { usage, .. } => self.planner.add(usage),

@@ -65,8 +65,9 @@ pub fn describe(event: &Event) -> Option<String> {
         Event::PlanApproval { version, decision, by } => format!("plan v{version} {decision} by {by}"),
         Event::StepApproval { step, decision, .. } => format!("{step}: tool call {decision}"),
         Event::StepStarted { .. } => return None,
-        Event::ExecutorCall { step, purpose, usage, .. } => format!(
-            "{step}: executor wrote {purpose} [{} tokens in, {} out, {:.1} s]",
+        Event::ExecutorCall { step, purpose, role, usage, .. } => format!(
+            "{step}: {} wrote {purpose} [{} tokens in, {} out, {:.1} s]",
+            role.as_deref().unwrap_or("executor"),
             usage.tokens_in,
             usage.tokens_out,
             usage.ms as f64 / 1000.0

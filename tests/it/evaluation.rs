@@ -4,7 +4,7 @@
 //! the run back to the planner once at most. And the same "work it out" call with the real executor, for a
 //! calculator step whose planned expression is a file's text.
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::common::runs::Scratch;
 
@@ -89,8 +89,19 @@ fn a_calculator_step_fed_a_files_text_is_worked_out_again_in_numbers() {
     let events = scratch.latest_events();
     let finished: Vec<&Value> =
         events_named(&events, "step_finished").into_iter().filter(|e| e["step"] == "s2").collect();
-    // The planned expression (the file's text) fails; the executor's own expression then runs.
+    // The planned expression (the file's text) fails; an expression the planner worked out then runs.
     assert!(finished[0]["error"].as_str().unwrap_or("").contains("cannot evaluate"), "{finished:?}");
+    let written = events_named(&events, "executor_call");
+    let worked_out = written.iter().find(|e| e["step"] == "s2").expect("the expression was written");
+    assert_eq!(
+        (&worked_out["purpose"], &worked_out["role"]),
+        (&json!("expression"), &json!("planner")),
+        "{worked_out}"
+    );
+    // Its tokens count as the planner's (the plan was given; the joiner may add its own).
+    let tokens = |v: &Value| v["tokens_out"].as_u64().unwrap_or(0);
+    assert!(tokens(&worked_out["usage"]) > 0, "{worked_out}");
+    assert!(tokens(&json["planner"]) >= tokens(&worked_out["usage"]), "{json}");
     let worked = finished.last().unwrap();
     assert_eq!(worked["via"], "executor", "{worked}");
     let expression = worked["args"]["expression"].as_str().unwrap();

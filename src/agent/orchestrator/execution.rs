@@ -216,7 +216,7 @@ impl Agent<'_> {
         let written = write_text(model, &prompt, tokens);
         self.log_model_loads()?;
         let (text, usage) = written?;
-        self.emit(Event::ExecutorCall { version, step: step.id.clone(), purpose: "text".into(), usage })?;
+        self.emit(Event::ExecutorCall { version, step: step.id.clone(), purpose: "text".into(), role: None, usage })?;
         let output = self.judge(Llm::NAME, serde_json::json!({ "text": text }))?;
         Ok((args.clone(), output))
     }
@@ -228,8 +228,9 @@ impl Agent<'_> {
         args: &Map<String, Value>,
         problem: &str,
     ) -> Result<(Map<String, Value>, Value)> {
-        let (call, usage) = if step.tool == Calculator::NAME {
-            self.work_out_expression(step)?
+        let (call, usage, purpose, role) = if step.tool == Calculator::NAME {
+            let (call, usage) = self.work_out_expression(step)?;
+            (call, usage, "expression", Some("planner".to_string()))
         } else {
             let spec = self.registry.spec(&step.tool).cloned().ok_or_else(|| ToolError::UnknownTool {
                 name: step.tool.clone(),
@@ -239,9 +240,10 @@ impl Agent<'_> {
             let model = self.models.executor()?;
             let filled = fill_arguments(model, step, &spec, args, problem, tokens);
             self.log_model_loads()?;
-            filled?
+            let (call, usage) = filled?;
+            (call, usage, "arguments", None)
         };
-        self.emit(Event::ExecutorCall { version, step: step.id.clone(), purpose: "arguments".into(), usage })?;
+        self.emit(Event::ExecutorCall { version, step: step.id.clone(), purpose: purpose.into(), role, usage })?;
         if self.settings.approve == Approval::Steps {
             if let Some(stop) = self.approve_step(version, step, &call.args)? {
                 return Err(crate::Error::Agent(stop.detail));
@@ -259,10 +261,11 @@ impl Agent<'_> {
         Ok((call.args, self.judge(&call.tool, output)?))
     }
 
-    /// The executor's expression for a calculator step whose planned one broke on an earlier step's text (an `llm`
-    /// answer, a file): written from the goal, the step's description and the earlier results, under an arithmetic
-    /// grammar, as the step evaluation's check writes it. Shown the broken expression instead, the 0.5B copied the
-    /// text back or garbled its numbers.
+    /// The expression of a calculator step whose planned one broke on an earlier step's text (an `llm` answer, a
+    /// file): written from the goal, the step's description and the earlier results, under an arithmetic grammar,
+    /// as the step evaluation's check writes it. Shown the broken expression instead, the 0.5B copied the text back
+    /// or garbled its numbers. The planner writes it: on the answers suite the 0.5B's expressions were wrong where
+    /// the 1.5B's checks of the same steps were right (`docs/benchmarks.md`, "Step evaluation").
     fn work_out_expression(&mut self, step: &Step) -> Result<(ExecutorCall, ModelUsage)> {
         let goal = self.state.goal.clone();
         // The finished steps before this one in plan order (a step after it may have finished beside it).
@@ -274,7 +277,7 @@ impl Agent<'_> {
             }
             None => Vec::new(),
         };
-        let model = self.models.executor()?;
+        let model = self.models.planner()?;
         let worked = work_out(model, &goal, &step.id, &step.description, &earlier);
         self.log_model_loads()?;
         let (expression, usage) = worked?;
