@@ -142,6 +142,9 @@ pub struct RunState {
     pub failures: Vec<String>,
     /// The answer, once given.
     pub answer: Option<String>,
+    /// The last plan whose steps all ran but whose results the joiner judged not to meet the goal: its version
+    /// and the answer its steps gave. What the run answers if its replans then run out.
+    pub doubted: Option<(u32, String)>,
     /// How it ended, once it has.
     pub finished: Option<(StopReason, String)>,
     /// Start time (Unix ms).
@@ -228,8 +231,16 @@ impl RunState {
             }
             Event::ExecutorCall { usage, role: Some(role), .. } if role == "planner" => self.planner.add(usage),
             Event::ExecutorCall { usage, .. } => self.executor.add(usage),
-            Event::Joined { usage, role, .. } if role == "executor" => self.executor.add(usage),
-            Event::Joined { usage, .. } => self.planner.add(usage),
+            Event::Joined { version, verdict, from_steps, usage, role, .. } => {
+                if verdict == "not_met" && !from_steps.is_empty() {
+                    self.doubted = Some((*version, from_steps.clone()));
+                }
+                if role == "executor" {
+                    self.executor.add(usage)
+                } else {
+                    self.planner.add(usage)
+                }
+            }
             Event::StepsEvaluated { usage, role, sent_back, .. } => {
                 if role == "executor" {
                     self.executor.add(usage)

@@ -59,3 +59,72 @@ fn without_the_joiner_the_answer_is_the_last_steps_output() {
     // Neither the joiner nor step evaluation (off unless asked for) ran.
     assert!(scratch.latest_events().iter().all(|e| e["event"] != "joined" && e["event"] != "steps_evaluated"));
 }
+
+/// A run whose plan ran to the end, was judged not met by the joiner, and whose revision then failed with no
+/// replans left (the log of such a run on the answers suite, cut after the revision was written): it answers with
+/// the doubted plan's result and says so, instead of ending without an answer. No model is needed: the revision's
+/// first step fails before anything asks one.
+#[test]
+fn a_run_whose_replans_run_out_after_a_doubt_answers_with_the_doubted_results() {
+    let scratch = Scratch::new();
+    let workspace = scratch.workspace();
+    std::fs::create_dir_all(&workspace).unwrap();
+    let goal = "Take 17 away from 9 and multiply the result by 3.";
+    let settings = serde_json::json!({
+        "planner": "qwen2.5-coder-1.5b-instruct-q4_k_m", "executor": "qwen2.5-coder-0.5b-instruct-q4_k_m",
+        "mode": "plan-ahead", "joiner": "planner", "workspace": workspace, "allow_write": false, "allow_shell": [],
+        "shell_timeout_s": 10, "tools_file": null, "max_replans": 1, "max_steps": 24, "max_tokens": 6000,
+        "max_seconds": 300, "plan_tokens": 768, "executor_tokens": 256, "seed": 0, "approve": "none"
+    });
+    let calc = |id: &str, expression: &str, result: i64| {
+        serde_json::json!({"event": "step_finished", "version": 1, "step": id, "tool": "calculator",
+            "args": {"expression": expression}, "output": {"result": result, "text": result.to_string()},
+            "error": null, "ms": 0, "via": "tool"})
+    };
+    let usage = serde_json::json!({"tokens_in": 1, "tokens_out": 1, "ms": 1});
+    let doubt = "The goal does not provide the necessary information to compute the answer.";
+    let events = [
+        serde_json::json!({"event": "run_started", "goal": goal, "settings": settings}),
+        serde_json::json!({"event": "plan_written", "version": 1, "origin": "initial", "reason": "first plan",
+            "plan": {"goal": goal, "version": 1, "steps": [
+                {"id": "s1", "description": "subtract 17 from 9", "tool": "calculator",
+                 "args": {"expression": "9-17"}, "depends_on": []},
+                {"id": "s2", "description": "multiply the result by 3", "tool": "calculator",
+                 "args": {"expression": "$s1.result$*3"}, "depends_on": ["s1"]}]},
+            "issues": [], "usage": usage}),
+        calc("s1", "9-17", -8),
+        calc("s2", "-8*3", -24),
+        serde_json::json!({"event": "joined", "version": 1, "verdict": "not_met", "text": doubt, "role": "planner",
+            "from_steps": "-24", "usage": usage}),
+        serde_json::json!({"event": "replan", "from_version": 1, "reason": doubt}),
+        serde_json::json!({"event": "plan_written", "version": 2, "origin": "replan", "reason": doubt,
+            "plan": {"goal": goal, "version": 2, "steps": [
+                {"id": "s1", "description": "read the file", "tool": "read_file", "args": {"path": "example.txt"},
+                 "depends_on": []}]},
+            "issues": [], "usage": usage}),
+    ];
+    let dir = scratch.path("runs").join("20261127-150000-doubted");
+    std::fs::create_dir_all(&dir).unwrap();
+    let log: Vec<String> = events
+        .iter()
+        .enumerate()
+        .map(|(seq, event)| {
+            let mut record = event.clone();
+            record["seq"] = seq.into();
+            record["at_ms"] = (1_795_791_521_140u64 + seq as u64).into();
+            record.to_string()
+        })
+        .collect();
+    std::fs::write(dir.join("events.jsonl"), log.join("\n") + "\n").unwrap();
+
+    let (json, output) = scratch.tandem_json(&["resume", "latest"]);
+    assert_eq!(json["stop"], "budget", "{json}");
+    assert_eq!(json["answer"], "-24", "{json}");
+    let detail = json["detail"].as_str().unwrap();
+    assert!(detail.contains("plan v1") && detail.contains("joiner"), "{detail}");
+    assert!(!output.status.success(), "a spent budget still fails the command");
+    let events = scratch.latest_events();
+    let answer = events.iter().position(|e| e["event"] == "answer").expect("an answer event");
+    let failed = events.iter().position(|e| e["event"] == "step_finished" && e["version"] == 2).unwrap();
+    assert!(failed < answer, "the answer comes after the revision failed");
+}

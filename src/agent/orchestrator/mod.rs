@@ -234,10 +234,11 @@ impl<'a> Agent<'a> {
             Mode::Step => self.step_mode(given_plan),
         };
         // Even an error leaves a closed log behind: the reason is the last event.
-        let stop = match ended {
+        let mut stop = match ended {
             Ok(stop) => stop,
             Err(e) => Stop::new(StopReason::Error, e.to_string()),
         };
+        self.answer_doubted_results(&mut stop)?;
         self.emit(Event::RunFinished { stop: stop.reason, detail: stop.detail.clone() })?;
         Ok(RunOutcome {
             stop: stop.reason,
@@ -253,6 +254,21 @@ impl<'a> Agent<'a> {
         self.state.apply(&record);
         self.observer.on_event(&record);
         Ok(())
+    }
+
+    /// A run whose budget ran out after the joiner doubted a plan whose steps all ran answers with that plan's
+    /// results, saying so in the stop's detail: they are the best the run found, and the revisions asked for by
+    /// the doubt (often a wrong one: the 1.5B judged right arithmetic not met) may have done worse.
+    fn answer_doubted_results(&mut self, stop: &mut Stop) -> Result<()> {
+        if stop.reason != StopReason::Budget || self.state.answer.is_some() {
+            return Ok(());
+        }
+        let Some((version, answer)) = self.state.doubted.clone() else { return Ok(()) };
+        stop.detail.push_str(&format!(
+            "; the answer is the result of plan v{version}, whose steps all ran but which the joiner judged not to meet \
+             the goal"
+        ));
+        self.emit(Event::Answer { text: answer })
     }
 
     fn log_model_loads(&mut self) -> Result<()> {
