@@ -169,17 +169,7 @@ impl OutputSplitter {
     /// name is out, then its arguments as they grow.
     fn stream_call(&mut self, body_start: usize, out: &mut Vec<Piece>) {
         let PartialCall::Named { name, arguments } = read_partial(&self.pending[body_start..]) else { return };
-        let sent = match self.open_call {
-            Some(sent) => sent,
-            None => {
-                out.push(Piece::CallBegin(name));
-                0
-            }
-        };
-        if arguments.len() > sent {
-            out.push(Piece::CallArguments(arguments[sent..].to_string()));
-        }
-        self.open_call = Some(sent.max(arguments.len()));
+        self.open_call = Some(send_new_parts(self.open_call, &name, arguments, out));
     }
 
     /// Ends the call whose whole JSON is `body`: what was not sent of it yet, then its end.
@@ -193,13 +183,7 @@ impl OutputSplitter {
             // The grammar lets no other call through.
             _ => return,
         };
-        let sent = sent.unwrap_or_else(|| {
-            out.push(Piece::CallBegin(call.name.clone()));
-            0
-        });
-        if let Some(rest) = call.arguments.get(sent..).filter(|rest| !rest.is_empty()) {
-            out.push(Piece::CallArguments(rest.to_string()));
-        }
+        send_new_parts(sent, &call.name, &call.arguments, out);
         out.push(Piece::CallEnd(call));
     }
 
@@ -238,6 +222,19 @@ impl OutputSplitter {
         }
         longest
     }
+}
+
+/// Sends what is new of a call: its beginning unless `sent` (the bytes of its arguments sent so far) says it has
+/// begun, then its arguments past `sent`. Returns the bytes of arguments sent in all.
+fn send_new_parts(sent: Option<usize>, name: &str, arguments: &str, out: &mut Vec<Piece>) -> usize {
+    let sent = sent.unwrap_or_else(|| {
+        out.push(Piece::CallBegin(name.to_string()));
+        0
+    });
+    if let Some(rest) = arguments.get(sent..).filter(|rest| !rest.is_empty()) {
+        out.push(Piece::CallArguments(rest.to_string()));
+    }
+    sent.max(arguments.len())
 }
 
 #[cfg(test)]
