@@ -149,7 +149,8 @@ impl OutputSplitter {
         let mut consumed = 0;
         loop {
             let rest = &self.pending[consumed..];
-            let mut objects = serde_json::Deserializer::from_str(rest).into_iter::<serde_json::Value>();
+            // Only where each object ends is needed here (`end_call` reads the call), so nothing is built.
+            let mut objects = serde_json::Deserializer::from_str(rest).into_iter::<serde::de::IgnoredAny>();
             // An object still being written is an end-of-input error: it waits for more text. A closing fence is
             // an error too, and nothing follows it.
             let Some(Ok(_)) = objects.next() else { break };
