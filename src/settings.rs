@@ -52,7 +52,8 @@ pub enum Drafting {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Joiner {
-    /// The planner model: reads the goal and results, answers every part or sends the run back to planning.
+    /// The planner model: reads the goal and results, answers every part, and sends the run back to planning
+    /// when a part has no result.
     #[default]
     Planner,
     /// The executor model (faster, weaker at judging whether the goal is met).
@@ -219,7 +220,7 @@ pub struct SuiteSettings {
     pub tools_top_k: usize,
     /// NESTFUL without the plan grammar.
     pub no_grammar: bool,
-    /// BFCL categories.
+    /// The categories to run: BFCL's (empty: [`DEFAULT_BFCL_CATEGORIES`]) or the tasks suite's (empty: all).
     pub categories: Vec<String>,
     /// Only the first N samples (per category for bfcl).
     pub limit: Option<usize>,
@@ -233,6 +234,21 @@ pub struct SuiteSettings {
     pub compute: Compute,
     /// Run only this shard's samples, in a run directory of its own.
     pub shard: Option<Shard>,
+}
+
+/// The BFCL categories run when `--categories` names none: the two the project develops on.
+pub const DEFAULT_BFCL_CATEGORIES: [&str; 2] = ["simple_python", "multiple"];
+
+impl SuiteSettings {
+    /// The BFCL categories to run: those asked for, else [`DEFAULT_BFCL_CATEGORIES`]. Also what the records
+    /// keep, as they did when that was the flag's default, so earlier runs still resume.
+    pub fn bfcl_categories(&self) -> Vec<String> {
+        if self.categories.is_empty() {
+            DEFAULT_BFCL_CATEGORIES.iter().map(|c| c.to_string()).collect()
+        } else {
+            self.categories.clone()
+        }
+    }
 }
 
 /// Which tools a run offers, and the policy they run under (the library's side of the tool flags).

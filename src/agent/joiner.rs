@@ -1,11 +1,12 @@
-//! The joiner (as in LLMCompiler): after a plan's steps ran, one model call reads the goal and the step results
-//! and either writes the answer — every part of the goal, each number as a tool produced it — or says the goal is
-//! not met and why, which sends the run back to the planner.
+//! The joiner (as in LLMCompiler): after a plan's steps ran, one model call reads the goal and the step results,
+//! writes the answer — every part of the goal, each number as a tool produced it — and then judges it: an answer
+//! that leaves a part of the goal without a result names that part, which sends the run back to the planner.
 //!
 //! Small models miscopy numbers, so the answer is checked in code ([`unsupported_numbers`]): every number in it
-//! must be one of the goal's or the results' (or that number rounded to the decimals written). A failed check
-//! is retried once with the offending numbers named; a second failure leaves the answer to the caller's fallback.
-//! A "not met" that gives no reason (no word, or the reply format's placeholder) is asked again the same way.
+//! must be one of the goal's or the results' (or that number rounded to the decimals written), and a number written
+//! with a minus sign a negative one. A failed check is retried once with the offending numbers named; a second
+//! failure leaves the answer to the caller's fallback. An incomplete answer that names no missing part (no word)
+//! is asked again the same way.
 
 use std::time::Instant;
 
@@ -19,19 +20,21 @@ use crate::decode::Model;
 use crate::llm::ChatMessage;
 use crate::Result;
 
-/// The joiner's instructions.
+/// The joiner's instructions. The reply writes the answer first and judges it after: asked to choose between an
+/// answer and "not met" up front, the 1.5B judged right results (`12*4+5` → 53, `9-17` then `*3` → -24) "not an
+/// answer to the goal", also when asked to look again, and its replans then read files no goal named.
 const SYSTEM: &str = "You write the final answer of a tool-using agent. You are given the user's goal and the \
 results of the steps that ran. Answer every part of the goal in one or two short sentences, and copy each number \
-exactly as a result gives it: do not round, recompute or convert it. If the results cannot answer the goal (a \
-part is missing, or a result is an error), reply with what is missing instead. \
-Reply as JSON: {\"answer\": \"...\"} or {\"not_met\": \"what is missing\"}.\n\
+exactly as a result gives it: do not round, recompute or convert it. After the answer, \"complete\" is false only \
+when a part of the goal has no result (or its result is an error), and then \"missing\" names that part. \
+Reply as JSON: {\"answer\": \"...\", \"complete\": true} or {\"answer\": \"...\", \"complete\": false, \"missing\": \
+\"...\"}.\n\
 Example: for the goal \"A box holds 6 eggs. How many eggs are in 7 boxes, and how many are left after 5 break?\" \
 and the results \"s1 calculator with {\"expression\":\"6*7\"} -> {\"result\":42}\" and \"s2 calculator with \
 {\"expression\":\"42-5\"} -> {\"result\":37}\", reply {\"answer\": \"7 boxes hold 42 eggs, and 37 are left after 5 \
-break.\"}";
-
-/// The reason's placeholder in [`SYSTEM`]'s reply format: a model that copies it gave no reason.
-const NOT_MET_PLACEHOLDER: &str = "what is missing";
+break.\", \"complete\": true}. For the goal \"What is 6*7, and what is the weather in Oslo?\" and the result \"s1 \
+calculator with {\"expression\":\"6*7\"} -> {\"result\":42}\", reply {\"answer\": \"6*7 is 42; no result gives the \
+weather in Oslo.\", \"complete\": false, \"missing\": \"the weather in Oslo\"}";
 
 /// Characters of one result shown to the joiner (file contents can be long; the answer needs the gist).
 const RESULT_CHARS: usize = 600;
@@ -66,23 +69,27 @@ pub enum Verdict {
     Unchecked(Vec<String>),
 }
 
-/// The joiner's reply as the grammar allows it.
+/// The joiner's reply as the grammar allows it: the answer, then whether it is complete and, if not, what is
+/// missing.
 #[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum Reply {
-    Answer { answer: String },
-    NotMet { not_met: String },
+struct Reply {
+    answer: String,
+    complete: bool,
+    #[serde(default)]
+    missing: String,
 }
 
-/// The joiner's grammar: one of the two replies, bounded in length.
+/// The joiner's grammar: the answer, the judgment, the missing part, in that order (keys in order), bounded.
 fn reply_schema() -> Value {
     json!({
-        "anyOf": [
-            {"type": "object", "properties": {"answer": {"type": "string", "minLength": 1, "maxLength": ANSWER_CHARS}},
-             "required": ["answer"], "additionalProperties": false},
-            {"type": "object", "properties": {"not_met": {"type": "string", "minLength": 1, "maxLength": 200}},
-             "required": ["not_met"], "additionalProperties": false}
-        ]
+        "type": "object",
+        "properties": {
+            "answer": {"type": "string", "minLength": 1, "maxLength": ANSWER_CHARS},
+            "complete": {"type": "boolean"},
+            "missing": {"type": "string", "minLength": 1, "maxLength": 200}
+        },
+        "required": ["answer", "complete"],
+        "additionalProperties": false
     })
 }
 
@@ -149,55 +156,52 @@ pub fn join(
                 continue;
             }
         };
-        match reply {
-            Reply::NotMet { not_met } => {
-                let reason = not_met.trim().to_string();
-                if !gives_no_reason(&reason) {
-                    usage.ms = started.elapsed().as_millis() as u64;
-                    return Ok((Verdict::NotMet(reason), usage));
-                }
-                // The 1.5B wrote `}` or the format's placeholder for results that did answer the goal; taken as a
-                // verdict, that sent right plans back to the planner with nothing to go on.
-                let problem = "That gives no reason. Write the answer from the results, or say in words which part \
-                               of the goal they do not give.";
-                rejected.push(format!("not met: {reason} ({problem})"));
-                messages.push(ChatMessage::assistant(text.clone()));
-                messages.push(ChatMessage::user(problem.to_string()));
+        if !reply.complete {
+            let reason = reply.missing.trim().to_string();
+            if !gives_no_reason(&reason) {
+                usage.ms = started.elapsed().as_millis() as u64;
+                return Ok((Verdict::NotMet(reason), usage));
             }
-            Reply::Answer { answer } => {
-                let answer = answer.trim().to_string();
-                let unsupported = unsupported_numbers(&answer, &known);
-                let missing = missing_results(&answer, required);
-                let says_nothing = !answer.chars().any(char::is_alphanumeric);
-                if unsupported.is_empty() && missing.is_empty() && !says_nothing {
-                    usage.ms = started.elapsed().as_millis() as u64;
-                    return Ok((Verdict::Answer(answer), usage));
-                }
-                let problem = if says_nothing {
-                    "That is not an answer. Write the answer as a sentence.".to_string()
-                } else if !unsupported.is_empty() {
-                    format!(
-                        "These numbers are not in the goal or the results: {}. Write the answer again, copying \
-                         each number exactly from the results.",
-                        unsupported.join(", ")
-                    )
-                } else {
-                    format!("The answer leaves out the result {}. Write the answer again with it.", missing.join(", "))
-                };
-                rejected.push(format!("{answer} ({problem})"));
-                messages.push(ChatMessage::assistant(text.clone()));
-                messages.push(ChatMessage::user(problem));
-            }
+            // "Not complete" without naming a part gives the planner nothing to go on (the 1.5B wrote `}` for
+            // right results): ask again.
+            let problem = "That names no missing part. Write the answer from the results, or name in words the part \
+                           of the goal they do not give.";
+            rejected.push(format!("not complete: {reason:?} ({problem})"));
+            messages.push(ChatMessage::assistant(text.clone()));
+            messages.push(ChatMessage::user(problem.to_string()));
+            continue;
         }
+        let answer = reply.answer.trim().to_string();
+        let unsupported = unsupported_numbers(&answer, &known);
+        let missing = missing_results(&answer, required);
+        let says_nothing = !answer.chars().any(char::is_alphanumeric);
+        if unsupported.is_empty() && missing.is_empty() && !says_nothing {
+            usage.ms = started.elapsed().as_millis() as u64;
+            return Ok((Verdict::Answer(answer), usage));
+        }
+        let problem = if says_nothing {
+            "That is not an answer. Write the answer as a sentence.".to_string()
+        } else if !unsupported.is_empty() {
+            format!(
+                "These numbers are not in the goal or the results: {}. Write the answer again, copying \
+                 each number exactly from the results.",
+                unsupported.join(", ")
+            )
+        } else {
+            format!("The answer leaves out the result {}. Write the answer again with it.", missing.join(", "))
+        };
+        rejected.push(format!("{answer} ({problem})"));
+        messages.push(ChatMessage::assistant(text.clone()));
+        messages.push(ChatMessage::user(problem));
     }
     usage.ms = started.elapsed().as_millis() as u64;
     Ok((Verdict::Unchecked(rejected), usage))
 }
 
-/// Whether a "not met" reason says nothing: no word in it, or only the reply format's placeholder copied.
+/// Whether a missing part's name says nothing: no word in it (the format's `...`, a `}`), or a word for nothing.
 fn gives_no_reason(reason: &str) -> bool {
-    let words = reason.trim_matches(|c: char| !c.is_alphanumeric());
-    !reason.chars().any(char::is_alphabetic) || words.eq_ignore_ascii_case(NOT_MET_PLACEHOLDER)
+    let words = reason.trim_matches(|c: char| !c.is_alphanumeric()).to_ascii_lowercase();
+    !reason.chars().any(char::is_alphabetic) || matches!(words.as_str(), "none" | "nothing" | "n/a" | "null" | "no")
 }
 
 /// Every number the answer may use: those in the goal and in each step's arguments and output.
@@ -215,7 +219,7 @@ fn collect_numbers(value: &Value, into: &mut Vec<Number>) {
     match value {
         Value::Number(n) => {
             if let Some(v) = n.as_f64() {
-                into.push(Number { value: v, text: n.to_string() });
+                into.push(Number { value: v, text: n.to_string(), negative: v < 0.0 });
             }
         }
         Value::String(s) => into.extend(numbers_in(s)),
@@ -232,6 +236,9 @@ pub struct Number {
     pub value: f64,
     /// How it was written (thousands separators removed).
     pub text: String,
+    /// Written with a minus sign of its own (`-8`, `(-5)`, `: -37`), not after a word or a bracket as in
+    /// `9-17`, where the minus is a subtraction's; a JSON number below zero.
+    pub negative: bool,
 }
 
 impl Number {
@@ -241,8 +248,9 @@ impl Number {
     }
 }
 
-/// The numbers written in `text`: digits with optional `,` thousands groups and a decimal part. Signs are left
-/// off (an answer may say "a loss of 5" for -5), and so are digits inside words such as `s1` or `mp3`.
+/// The numbers written in `text`: digits with optional `,` thousands groups and a decimal part, as magnitudes
+/// (an answer may say "a loss of 5" for -5) marked [`Number::negative`] where a minus sign of their own comes
+/// first. Digits inside words such as `s1` or `mp3` are left out.
 pub fn numbers_in(text: &str) -> Vec<Number> {
     let chars: Vec<char> = text.chars().collect();
     let mut found = Vec::new();
@@ -277,7 +285,10 @@ pub fn numbers_in(text: &str) -> Vec<Number> {
         let word_follows = chars.get(j).is_some_and(|c| c.is_alphabetic());
         if !word_follows {
             if let Ok(value) = digits.parse::<f64>() {
-                found.push(Number { value, text: digits });
+                let negative = i > 0
+                    && chars[i - 1] == '-'
+                    && (i == 1 || !(chars[i - 2].is_alphanumeric() || matches!(chars[i - 2], ')' | ']' | '.')));
+                found.push(Number { value, text: digits, negative });
             }
         }
         i = j.max(i + 1);
@@ -286,13 +297,15 @@ pub fn numbers_in(text: &str) -> Vec<Number> {
 }
 
 /// The numbers of `answer` that are not among `known`: not equal in magnitude to one of them, nor one of them
-/// rounded to the decimals the answer wrote (a whole number must match exactly: 3 is not 3.4 rounded).
+/// rounded to the decimals the answer wrote (a whole number must match exactly: 3 is not 3.4 rounded). A number
+/// the answer writes with a minus sign must be a negative one: the 1.5B wrote `-37.0` for a result of 37.
 pub fn unsupported_numbers(answer: &str, known: &[Number]) -> Vec<String> {
     let mut unsupported: Vec<String> = Vec::new();
     for number in numbers_in(answer) {
-        let backed = known.iter().any(|k| stands_for(&number, k));
-        if !backed && !unsupported.contains(&number.text) {
-            unsupported.push(number.text);
+        let backed = known.iter().any(|k| stands_for(&number, k) && (k.negative || !number.negative));
+        let text = if number.negative { format!("-{}", number.text) } else { number.text };
+        if !backed && !unsupported.contains(&text) {
+            unsupported.push(text);
         }
     }
     unsupported
@@ -342,6 +355,19 @@ mod tests {
     }
 
     #[test]
+    fn a_minus_sign_of_its_own_must_stand_for_a_negative_result() {
+        let signs = |text: &str| numbers_in(text).into_iter().map(|n| n.negative).collect::<Vec<_>>();
+        assert_eq!(signs("-8, (-5), : -37 and x -2"), [true, true, true, true]);
+        assert_eq!(signs("9-17, (F-32), f(2)-3, 1.5-2 and 4 - 1"), [false; 9]);
+        let mut known = numbers_in("(98.6 - 32) * 5 / 9 gave 37 and 9-17 gave");
+        collect_numbers(&json!(-8), &mut known);
+        assert_eq!(unsupported_numbers(":-37.0 degrees Celsius", &known), ["-37.0"]);
+        assert!(unsupported_numbers("37.0 degrees Celsius", &known).is_empty());
+        assert!(unsupported_numbers("It is -8, a loss of 8; 17 less than 9.", &known).is_empty());
+        assert_eq!(unsupported_numbers("It is -17.", &known), ["-17"]);
+    }
+
+    #[test]
     fn an_answer_must_give_each_final_result() {
         let required = numbers_in("99 24.75");
         assert!(missing_results("The total is 99 and each pays 24.75.", &required).is_empty());
@@ -366,9 +392,8 @@ mod tests {
     }
 
     #[test]
-    fn a_reason_without_words_or_copied_from_the_format_is_no_reason() {
-        assert!(SYSTEM.contains(&format!("{{\"not_met\": \"{NOT_MET_PLACEHOLDER}\"}}")));
-        for nothing in ["}", " ", "42.", "What is missing.", "what is missing"] {
+    fn a_missing_part_without_words_is_no_reason() {
+        for nothing in ["}", " ", "42.", "...", "None.", "nothing"] {
             assert!(gives_no_reason(nothing), "{nothing:?}");
         }
         for reason in ["the price of AAPL", "no result gives the total", "What is missing is the tip"] {
@@ -377,8 +402,15 @@ mod tests {
     }
 
     #[test]
-    fn replies_of_either_shape_parse() {
-        assert!(matches!(serde_json::from_str::<Reply>(r#"{"answer": "53"}"#), Ok(Reply::Answer { .. })));
-        assert!(matches!(serde_json::from_str::<Reply>(r#"{"not_met": "no price"}"#), Ok(Reply::NotMet { .. })));
+    fn replies_give_the_answer_then_the_judgment() {
+        let done: Reply = serde_json::from_str(r#"{"answer": "53", "complete": true}"#).unwrap();
+        assert!(done.complete && done.answer == "53" && done.missing.is_empty());
+        let gap: Reply =
+            serde_json::from_str(r#"{"answer": "It is 53.", "complete": false, "missing": "the price"}"#).unwrap();
+        assert!(!gap.complete && gap.missing == "the price");
+        let schema = reply_schema();
+        let keys: Vec<&String> = schema["properties"].as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["answer", "complete", "missing"], "the answer is written before it is judged");
+        assert!(SYSTEM.contains(r#"{"answer": "...", "complete": true}"#));
     }
 }

@@ -1,13 +1,14 @@
 //! Benchmark suites run whole (`tandem bench tasks|nestful|bfcl|pairs|rescore`): a suite sample by sample with a
 //! progress bar, every record kept, the summaries written (JSON, Markdown; a chart for pairs).
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
 use crate::agent::{LazyModels, ModelSource};
 use crate::bench::records::{run_samples, BenchRecorder};
-use crate::bench::tasks::{builtin_tasks, parse_tasks, run_task, TaskSetup};
+use crate::bench::tasks::{builtin_tasks, parse_tasks, run_task, Task, TaskSetup};
 use crate::llm::{select_device, LoadOptions};
 use crate::progress::Reporter;
 use crate::settings::{Mode, SuiteSettings};
@@ -118,7 +119,7 @@ fn model_record(id: &str, reporter: &dyn Reporter) -> Result<Value> {
 pub fn settings_record(args: &SuiteSettings) -> Value {
     let mut record = json!({
         "data": args.data, "tools": args.tools, "tools_top_k": args.tools_top_k, "no_grammar": args.no_grammar,
-        "categories": args.categories, "limit": args.limit, "seed": args.seed,
+        "categories": args.bfcl_categories(), "limit": args.limit, "seed": args.seed,
     });
     // Only when searching, so the runs of before plan search keep their settings (and can be resumed).
     if args.plans > 1 {
@@ -233,21 +234,48 @@ fn lazy_models<'r>(args: &SuiteSettings, pair: &Pair, reporter: &'r dyn Reporter
     Ok(LazyModels::new(&pair.planner, &pair.executor, device, LoadOptions::default(), None, reporter))
 }
 
+/// The tasks of `--data`, or the built-in suite.
+fn load_tasks(args: &SuiteSettings) -> Result<Vec<Task>> {
+    match &args.data {
+        Some(path) => {
+            let text =
+                std::fs::read_to_string(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+            parse_tasks(&text, path)
+        }
+        None => Ok(builtin_tasks()),
+    }
+}
+
+/// The tasks of `categories` (all when none is named), in the suite's order; a category no task has is an error
+/// that lists the suite's categories.
+fn in_categories(tasks: Vec<Task>, categories: &[String]) -> Result<Vec<Task>> {
+    if categories.is_empty() {
+        return Ok(tasks);
+    }
+    let known: BTreeSet<&str> = tasks.iter().map(|t| t.category.as_str()).collect();
+    if let Some(unknown) = categories.iter().find(|c| !known.contains(c.as_str())) {
+        let known: Vec<&str> = known.into_iter().collect();
+        return Err(Error::Usage(format!(
+            "no task of this suite has the category '{unknown}' (its categories: {})",
+            known.join(", ")
+        )));
+    }
+    Ok(tasks.into_iter().filter(|t| categories.contains(&t.category)).collect())
+}
+
 /// Runs one suite for one pair; returns the summary and the run directory.
 pub fn run_suite(suite: Suite, args: &SuiteSettings, pair: &Pair, reporter: &dyn Reporter) -> Result<(Value, PathBuf)> {
+    if matches!(suite, Suite::Nestful) && !args.categories.is_empty() {
+        return Err(Error::Usage("--categories picks BFCL's or the tasks suite's categories; NESTFUL has none".into()));
+    }
+    // Read before the run directory is made, so a bad file or category leaves nothing behind.
+    let tasks =
+        if matches!(suite, Suite::Tasks) { in_categories(load_tasks(args)?, &args.categories)? } else { vec![] };
     let mut recorder = recorder(args, &run_name(suite, pair))?;
     reporter.message(&format!("{} for {}: records in {}", suite.name(), pair.label(), recorder.dir().display()));
     let mut models = lazy_models(args, pair, reporter)?;
     let records = match suite {
         Suite::Tasks => {
-            let tasks = match &args.data {
-                Some(path) => {
-                    let text = std::fs::read_to_string(path)
-                        .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
-                    parse_tasks(&text, path)?
-                }
-                None => builtin_tasks(),
-            };
             let samples: Vec<(Value, _)> =
                 tasks.into_iter().take(args.limit.unwrap_or(usize::MAX)).map(|t| (json!(t.id), t)).collect();
             let dir = recorder.dir().to_path_buf();

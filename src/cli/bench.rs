@@ -103,10 +103,11 @@ pub struct SuiteArgs {
     /// NESTFUL without the plan grammar (free JSON), to measure what the grammar buys.
     #[arg(long)]
     pub no_grammar: bool,
-    /// BFCL categories (comma-separated): simple_python, multiple, parallel, parallel_multiple, irrelevance,
-    /// live_simple, live_multiple, live_parallel, live_parallel_multiple, live_irrelevance, live_relevance; or `all`
-    /// (every category with a question file in --data).
-    #[arg(long, value_delimiter = ',', default_value = "simple_python,multiple")]
+    /// Categories to run (comma-separated). bfcl: simple_python, multiple, parallel, parallel_multiple,
+    /// irrelevance, live_simple, live_multiple, live_parallel, live_parallel_multiple, live_irrelevance,
+    /// live_relevance, or `all` (every category with a question file in --data); default simple_python,multiple.
+    /// tasks: the suite's own categories (its tasks' `category`), default all.
+    #[arg(long, value_delimiter = ',')]
     pub categories: Vec<String>,
     /// Only the first N samples (per category for bfcl).
     #[arg(long)]

@@ -439,8 +439,8 @@ pub struct AgentArgs {
     #[arg(long, value_enum, default_value_t = Mode::PlanAhead)]
     pub mode: Mode,
     /// Who writes the final answer from the step results (plan-ahead mode): a model call that answers every part
-    /// of the goal, its numbers checked against the results, or says what is missing and sends the run back to the
-    /// planner. `off` answers with the last step's output.
+    /// of the goal, its numbers checked against the results, then names any part no result gives, which sends the
+    /// run back to the planner. `off` answers with the last step's output.
     #[arg(long, value_enum, env = "TANDEM_JOINER", default_value_t = Joiner::Planner)]
     pub joiner: Joiner,
     /// Step evaluation (plan-ahead mode): after a plan's steps ran, the model works each calculator step out again

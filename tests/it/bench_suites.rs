@@ -255,3 +255,23 @@ fn smoke_tasks_one_goal() {
     assert_eq!(record["sample"], "arith-eggs");
     assert!(Path::new(record["run_log"].as_str().unwrap()).is_file(), "the run's audit log is kept");
 }
+
+/// `--categories` picks the tasks of those categories, in the suite's order; a category the suite lacks is refused
+/// before anything is written, naming the suite's categories.
+#[test]
+fn tasks_of_the_categories_asked_for_run_and_an_unknown_category_is_refused() {
+    let scratch = Scratch::new();
+    let (summary, records) = bench(&scratch, &["tasks", "--categories", "units", "--limit", "1"]);
+    assert_eq!(summary["summary"]["samples"], 1);
+    let record: Value = serde_json::from_str(records.lines().next().unwrap()).unwrap();
+    assert_eq!(record["category"], "units", "{record}");
+
+    let out = scratch.path("refused");
+    let output = scratch.tandem(&["bench", "tasks", "--categories", "units,sums", "--out", out.to_str().unwrap()]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("'sums'") && stderr.contains("arithmetic, distractors, files"), "{stderr}");
+    assert!(!out.exists(), "a refused run writes nothing");
+    let nestful = scratch.tandem(&["bench", "nestful", "--categories", "units", "--out", out.to_str().unwrap()]);
+    assert!(!nestful.status.success() && !out.exists());
+}

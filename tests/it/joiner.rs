@@ -1,6 +1,7 @@
 //! The joiner with the real planner model, on given plans (so only the joiner's model call varies): a goal with two
 //! parts gets both in the answer, each number as a tool produced it, and the log keeps the verdict and the answer
-//! the steps alone give; `--joiner off` answers with the last step's output.
+//! the steps alone give; results that answer the goal are answered, a part no step gives is judged not met; `--joiner
+//! off` answers with the last step's output.
 
 use serde_json::Value;
 use tandem::bench::tasks::{mentions, normalise};
@@ -127,4 +128,64 @@ fn a_run_whose_replans_run_out_after_a_doubt_answers_with_the_doubted_results() 
     let answer = events.iter().position(|e| e["event"] == "answer").expect("an answer event");
     let failed = events.iter().position(|e| e["event"] == "step_finished" && e["version"] == 2).unwrap();
     assert!(failed < answer, "the answer comes after the revision failed");
+}
+
+/// The events of `tandem run --plan` for `goal`, with no replans allowed, and the run's JSON.
+fn joined_on(scratch: &Scratch, goal: &str, steps: &str) -> (Value, Value) {
+    let plan = scratch.write("plan.json", &format!(r#"{{"goal": "g", "steps": {steps}}}"#));
+    let (json, _) = scratch.tandem_json(&[
+        "run",
+        "--plan",
+        plan.to_str().unwrap(),
+        "--joiner",
+        "planner",
+        "--max-replans",
+        "0",
+        goal,
+    ]);
+    let joined = scratch.latest_events().into_iter().find(|e| e["event"] == "joined").expect("a joined event");
+    (json, joined)
+}
+
+/// Results that answer the goal get an answer, not a replan: asked to choose between an answer and "not met"
+/// first, the 1.5B judged both of these "not met" in words ("The result is not an answer to the goal"), and its
+/// replans then read files no goal named. Writing the answer first and judging it after, it answers.
+#[test]
+fn results_that_answer_the_goal_are_answered_not_sent_back() {
+    let cases = [
+        (
+            "What is 12*4+5?",
+            r#"[{"id": "s1", "description": "compute it", "tool": "calculator", "args": {"expression": "12*4+5"}}]"#,
+            "53",
+        ),
+        (
+            "Take 17 away from 9 and multiply the result by 3.",
+            r#"[{"id": "s1", "description": "subtract 17 from 9", "tool": "calculator", "args": {"expression": "9-17"}},
+                {"id": "s2", "description": "multiply the result by 3", "tool": "calculator",
+                 "args": {"expression": "$s1.result$*3"}}]"#,
+            "-24",
+        ),
+    ];
+    for (goal, steps, number) in cases {
+        let scratch = Scratch::new();
+        let (json, joined) = joined_on(&scratch, goal, steps);
+        assert_eq!(joined["verdict"], "answer", "{goal}: {joined}");
+        let answer = normalise(json["answer"].as_str().expect("an answer"));
+        assert!(mentions(&answer, number), "{goal}: {answer:?} lacks {number}");
+        assert_eq!(json["stop"], "done", "{json}");
+    }
+}
+
+/// The judgment after the answer still finds a real gap: a goal with a part no step gives (a share price, with only
+/// a calculator step) is judged not met, naming the part, and with no replans left the run answers from the steps.
+#[test]
+fn a_part_of_the_goal_no_step_gives_is_judged_not_met() {
+    let scratch = Scratch::new();
+    let goal = "What is 12*4+5, and what is the price of the AAPL stock right now?";
+    let steps =
+        r#"[{"id": "s1", "description": "compute 12*4+5", "tool": "calculator", "args": {"expression": "12*4+5"}}]"#;
+    let (json, joined) = joined_on(&scratch, goal, steps);
+    assert_eq!(joined["verdict"], "not_met", "{joined}");
+    assert!(joined["text"].as_str().unwrap().chars().any(char::is_alphabetic), "{joined}");
+    assert_eq!(json["answer"], "53", "{json}");
 }

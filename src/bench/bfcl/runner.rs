@@ -49,7 +49,7 @@ pub fn run(
 ) -> Result<Vec<Value>> {
     let dir = data_dir(args.data.as_deref(), "bfcl")?;
     let mut chosen: Vec<(Value, BfclCase)> = Vec::new();
-    for category in categories(&args.categories, &dir)? {
+    for category in categories(&args.bfcl_categories(), &dir)? {
         let set = load(&dir, category).map_err(|e| Error::Bench(e.to_string()))?;
         for issue in &set.skipped {
             reporter.message(&format!("skipped: {issue}"));
