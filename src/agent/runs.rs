@@ -199,6 +199,16 @@ impl RunState {
         state
     }
 
+    /// The token totals of the model that played `role` in a joiner or evaluation call: the executor's for
+    /// `executor`, else the planner's.
+    fn totals_of(&mut self, role: &str) -> &mut UsageTotals {
+        if role == "executor" {
+            &mut self.executor
+        } else {
+            &mut self.planner
+        }
+    }
+
     /// Takes one event into account (the orchestrator calls this for every event it logs, so its view of the
     /// run is always the log's).
     pub fn apply(&mut self, record: &Record) {
@@ -235,18 +245,10 @@ impl RunState {
                 if verdict == "not_met" && !from_steps.is_empty() {
                     self.doubted = Some((*version, from_steps.clone()));
                 }
-                if role == "executor" {
-                    self.executor.add(usage)
-                } else {
-                    self.planner.add(usage)
-                }
+                self.totals_of(role).add(usage);
             }
             Event::StepsEvaluated { usage, role, sent_back, .. } => {
-                if role == "executor" {
-                    self.executor.add(usage)
-                } else {
-                    self.planner.add(usage)
-                }
+                self.totals_of(role).add(usage);
                 self.evaluations_sent_back += u32::from(*sent_back);
             }
             Event::ToolCall { version, step, tool, args } if *version == self.version() => {
