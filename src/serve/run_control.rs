@@ -18,7 +18,7 @@ use serde_json::{json, Map, Value};
 use super::chat::json_body;
 use super::engine::Work;
 use super::error::ApiError;
-use super::run_jobs::{append_finish, RunJob, RunKind};
+use super::run_jobs::{append_finish, Cancel, RunJob, RunKind};
 use super::runs::{read_run, run_dir, status_of, summary};
 use super::AppState;
 use crate::agent::runs::lock_run;
@@ -256,17 +256,25 @@ async fn restart(state: &Arc<AppState>, id: &str, body: Result<Bytes, BytesRejec
     Ok(queued(id))
 }
 
+/// 409: the run's log already ends (`stop` says how).
+fn already_finished(id: &str, stop: impl std::fmt::Display) -> ApiError {
+    ApiError::conflict(format!("run {id} already finished ({stop}); there is nothing to cancel"), "run_finished")
+}
+
 async fn stop(state: &Arc<AppState>, id: &str) -> Result<Response, ApiError> {
     let dir = run_dir(state, id)?;
     if let Some(handle) = state.active.get(id) {
-        let closed = {
+        let cancel = {
             let (handle, dir) = (handle.clone(), dir.clone());
             tokio::task::spawn_blocking(move || handle.cancel(&dir))
                 .await
                 .map_err(|e| ApiError::internal(format!("cancelling: {e}")))?
                 .map_err(|e| ApiError::internal(format!("closing run {id}'s log: {e}")))?
         };
-        if !closed {
+        if cancel == Cancel::AlreadyFinished {
+            return Err(already_finished(id, "cancelled"));
+        }
+        if cancel == Cancel::Stopping {
             // The run stops at its next event (its generation is halted); its slot then closes the log.
             let started = Instant::now();
             while state.active.get(id).is_some_and(|h| Arc::ptr_eq(&h, &handle)) {
@@ -279,10 +287,7 @@ async fn stop(state: &Arc<AppState>, id: &str) -> Result<Response, ApiError> {
     } else {
         let run = read_run(id, &dir)?;
         if let Some((stop, _)) = &run.finished {
-            return Err(ApiError::conflict(
-                format!("run {id} already finished ({stop}); there is nothing to cancel"),
-                "run_finished",
-            ));
+            return Err(already_finished(id, stop));
         }
         // Interrupted or waiting for approval: its log is closed here, under the run's lock (so no `tandem
         // resume` is running it meanwhile).

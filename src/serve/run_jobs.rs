@@ -32,6 +32,17 @@ pub enum Phase {
     Cancelled,
 }
 
+/// What a cancel did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cancel {
+    /// The run was queued: its log now ends with the cancel.
+    Closed,
+    /// The run was running: it stops at its next event, and its slot closes its log.
+    Stopping,
+    /// The run had been cancelled before it started: there was nothing left to cancel.
+    AlreadyFinished,
+}
+
 /// One run queued or running here.
 #[derive(Debug)]
 pub struct RunHandle {
@@ -67,22 +78,23 @@ impl RunHandle {
         }
     }
 
-    /// Cancels the run: a queued one at once (its log is closed here, `Ok(true)`); a running one is interrupted
-    /// and its slot closes its log when it has stopped (`Ok(false)`).
-    pub fn cancel(&self, dir: &std::path::Path) -> Result<bool> {
+    /// Cancels the run: a queued one at once (its log is closed here); a running one is interrupted and its slot
+    /// closes its log when it has stopped.
+    pub fn cancel(&self, dir: &std::path::Path) -> Result<Cancel> {
         let mut phase = lock(&self.phase);
         match *phase {
             Phase::Queued => {
                 *phase = Phase::Cancelled;
                 finish_unstarted(dir, self.start.as_ref(), StopReason::Cancelled, "cancelled before it started")?;
-                Ok(true)
+                Ok(Cancel::Closed)
             }
             Phase::Running => {
                 self.cancel.store(true, Ordering::SeqCst);
                 self.interrupt_locked();
-                Ok(false)
+                Ok(Cancel::Stopping)
             }
-            Phase::Cancelled => Ok(true),
+            // Its log already ends; the handle stays until a slot drops the job, so a second cancel lands here.
+            Phase::Cancelled => Ok(Cancel::AlreadyFinished),
         }
     }
 }
