@@ -3,10 +3,10 @@
 //! that leaves a part of the goal without a result names that part, which sends the run back to the planner.
 //!
 //! Small models miscopy numbers, so the answer is checked in code ([`unsupported_numbers`]): every number in it
-//! must be one of the goal's or the results' (or that number rounded to the decimals written), and a number written
-//! with a minus sign a negative one. A failed check is retried once with the offending numbers named; a second
-//! failure leaves the answer to the caller's fallback. An incomplete answer that names no missing part (no word)
-//! is asked again the same way.
+//! must be one of the goal's or the results' (or that number rounded to the decimals written, or to a whole number
+//! next to it), and a number written with a minus sign a negative one. A failed check is retried once with the
+//! offending numbers named; a second failure leaves the answer to the caller's fallback. An incomplete answer that
+//! names no missing part (no word) is asked again the same way.
 
 use std::time::Instant;
 
@@ -297,7 +297,7 @@ pub fn numbers_in(text: &str) -> Vec<Number> {
 }
 
 /// The numbers of `answer` that are not among `known`: not equal in magnitude to one of them, nor one of them
-/// rounded to the decimals the answer wrote (a whole number must match exactly: 3 is not 3.4 rounded). A number
+/// rounded to the decimals the answer wrote, nor a whole number next to one that is not whole (13 for 12.5). A number
 /// the answer writes with a minus sign must be a negative one: the 1.5B wrote `-37.0` for a result of 37.
 pub fn unsupported_numbers(answer: &str, known: &[Number]) -> Vec<String> {
     let mut unsupported: Vec<String> = Vec::new();
@@ -311,16 +311,20 @@ pub fn unsupported_numbers(answer: &str, known: &[Number]) -> Vec<String> {
     unsupported
 }
 
-/// Whether `written` (in an answer) is `known`: equal in magnitude, or `known` rounded to the decimals written.
+/// Whether `written` (in an answer) is `known`: equal in magnitude, `known` rounded to the decimals written, or a
+/// whole number next to a `known` that is not whole (its floor or ceiling). Why the last: a goal that asks for
+/// whole things gets a whole answer ("How many packs of 12 for 150 pencils?": 150/12 gave 12.5 and the joiner
+/// rightly wrote 13, which the check used to reject); a whole number further off (7 for 3.33) is still invented.
 fn stands_for(written: &Number, known: &Number) -> bool {
     let (a, b) = (written.value.abs(), known.value.abs());
-    let exact = (a - b).abs() <= 1e-9 * a.max(1.0);
+    let same = |x: f64, y: f64| (x - y).abs() <= 1e-9 * x.max(1.0);
     let decimals = written.decimals();
     let rounded = decimals > 0 && {
         let scale = 10f64.powi(decimals as i32);
         ((b * scale).round() - a * scale).abs() < 0.5
     };
-    exact || rounded
+    let whole_next_to = decimals == 0 && !same(b, b.round()) && (same(a, b.floor()) || same(a, b.ceil()));
+    same(a, b) || rounded || whole_next_to
 }
 
 /// The final results (`required`: the lone number of each last step's output) that `answer` does not give.
@@ -351,7 +355,15 @@ mod tests {
         let known = numbers_in("results 48 53 3.3333333 -5 1250");
         assert!(unsupported_numbers("The total is 53 and each pays 3.33.", &known).is_empty());
         assert!(unsupported_numbers("It fell by 5; 1,250 in all.", &known).is_empty());
-        assert_eq!(unsupported_numbers("Each pays 3 and the total is 54.", &known), ["3", "54"]);
+        assert_eq!(unsupported_numbers("Each pays 7 and the total is 54.", &known), ["7", "54"]);
+        // A whole number next to a result that is not whole: 12.5 packs are bought as 13 (or 12 filled).
+        let packs = numbers_in("12.5");
+        assert!(unsupported_numbers("She must buy 13 packs.", &packs).is_empty());
+        assert!(unsupported_numbers("12 packs are full.", &packs).is_empty());
+        assert_eq!(unsupported_numbers("She must buy 14 packs.", &packs), ["14"]);
+        assert!(missing_results("She must buy 13 packs.", &numbers_in("12.5")).is_empty());
+        // Next to a whole result there is nothing to round: 14 is not 13.
+        assert_eq!(unsupported_numbers("She must buy 14 packs.", &numbers_in("13")), ["14"]);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use llguidance::toktrie::{ApproximateTokEnv, InferenceCapabilities};
 use llguidance::{Matcher, ParserFactory};
 use rstest::rstest;
 use serde_json::{json, Value};
-use tandem::agent::mend::mend_references;
+use tandem::agent::mend::{mend_percentages, mend_references};
 use tandem::agent::refs::{references_in, resolve_value};
 use tandem::agent::{
     coerce_to_schema, parse_reference, plan_json_schema, resolve_args, IssueKind, Plan, PlanError, PlanIssue, Reference,
@@ -131,6 +131,47 @@ fn a_reference_with_one_reading_is_mended_and_named() {
     let issues = plan.validate(&registry());
     let unknown_fields = issues.iter().filter(|i| i.kind() == IssueKind::UnknownOutputField).count();
     assert_eq!(unknown_fields, 3, "{issues:#?}");
+}
+
+/// A percentage of the goal passed as a fraction is mended to the number as written ("5%" → 5), and one passed as
+/// written where the parameter asks for a decimal to the fraction; numbers the goal writes, references and
+/// parameters of the right form are left alone.
+#[test]
+fn percentages_are_passed_in_the_form_the_parameter_takes() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = dir.path().join("tools.toml");
+    let tool = |name: &str, param: &str, description: &str| {
+        format!(
+            "[[tool]]\nname = \"{name}\"\ndescription = \"A tool.\"\ncommand = [\"cat\"]\n\
+             args_schema = '{{\"type\": \"object\", \"properties\": {{\"{param}\": {{\"type\": \"number\", \
+             \"description\": \"{description}\"}}}}}}'\n"
+        )
+    };
+    let spec = tool("loan", "interest_rate", "The annual interest rate")
+        + &tool("tax", "tax_rate", "The tax rate as a decimal");
+    std::fs::write(&tools, spec).unwrap();
+    let mut registry = registry();
+    registry.load_file(&tools).unwrap();
+    let mut plan: Plan = serde_json::from_value(json!({
+        "goal": "Borrow at 5% interest with 8% tax; 0.2 and 20% are both fine.",
+        "steps": [
+            {"id": "s1", "tool": "loan", "args": {"interest_rate": 0.05}},
+            {"id": "s2", "tool": "tax", "args": {"tax_rate": 8}},
+            {"id": "s3", "tool": "tax", "args": {"tax_rate": 0.08}},
+            {"id": "s4", "tool": "loan", "args": {"interest_rate": 0.2}},
+            {"id": "s5", "tool": "loan", "args": {"interest_rate": 5}},
+            {"id": "s6", "tool": "loan", "args": {"interest_rate": "$s1.result$"}}
+        ]
+    }))
+    .unwrap();
+    let mends = mend_percentages(&mut plan, &registry);
+    assert_eq!(
+        mends,
+        ["s1: interest_rate 0.05 → 5 (the goal's 5%)", "s2: tax_rate 8 → 0.08 (the goal's 8%)"],
+        "{mends:#?}"
+    );
+    let rates: Vec<&Value> = plan.steps.iter().map(|s| s.args.values().next().unwrap()).collect();
+    assert_eq!(rates, [&json!(5), &json!(0.08), &json!(0.08), &json!(0.2), &json!(5), &json!("$s1.result$")]);
 }
 
 #[test]

@@ -128,7 +128,7 @@ impl Agent<'_> {
                 // What was mended goes into the revision's reason, so the log shows the plan as run and why.
                 let reason = match mended.as_slice() {
                     [] => reason.to_string(),
-                    mends => format!("{reason} (references mended: {})", mends.join("; ")),
+                    mends => format!("{reason} (mended: {})", mends.join("; ")),
                 };
                 self.record_plan(plan, origin, &reason, Some(usage), search)?;
                 Ok(None)

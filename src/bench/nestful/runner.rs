@@ -141,7 +141,7 @@ fn plan_sample(
     let selection = planning_selection(&sample.input, &registry, top_k)?;
     let planning = selection.as_ref().map_or(&registry, |s| &s.registry);
     let model = models.planner()?;
-    let (mut search, mut candidates) = (None, Vec::new());
+    let (mut search, mut candidates, mut mended) = (None, Vec::new(), Vec::new());
     let (plan, text, usage) = if no_grammar {
         let messages = [ChatMessage::system(system_prompt(planning)?), ChatMessage::user(&sample.input)];
         let (text, timings) = chat_call(model, "planner", &messages, None, PLAN_TOKENS)?;
@@ -150,6 +150,7 @@ fn plan_sample(
     } else {
         let outcome = write_plan(model, &sample.input, planning, PLAN_TOKENS, args.plans)?;
         search = outcome.search;
+        mended = outcome.mended;
         // Each candidate scored as if kept, so that selection rules can be compared on the same candidates.
         candidates = outcome
             .candidates
@@ -176,6 +177,7 @@ fn plan_sample(
         "retrieved": retrieved,
         "search": search,
         "candidates": candidates,
+        "mended": mended,
     }))
 }
 
