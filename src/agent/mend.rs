@@ -70,8 +70,8 @@ pub fn mend_references(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> 
 
 /// Rewrites top-level number arguments that stand for one of the goal's percentages in the form the parameter
 /// does not take: the fraction (`0.05` for "5%") becomes the number as written (`5`), unless the parameter's
-/// description asks for a decimal or a fraction, where the number as written becomes the fraction. A value the
-/// goal itself writes is left alone (a goal with "5%" and "0.05" means both). Returns one line per mend
+/// description asks for a decimal or a fraction, where the number as written becomes the fraction. A fraction the
+/// goal itself writes is left alone (a goal with "5%" and "0.05" may mean either). Returns one line per mend
 /// (`s1: interest_rate 0.05 → 5 (the goal's 5%)`).
 pub fn mend_percentages(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> {
     let percentages = percentages_in(&plan.goal);
@@ -84,7 +84,7 @@ pub fn mend_percentages(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String>
     for step in &mut plan.steps {
         let Some(spec) = registry.spec(&step.tool) else { continue };
         for (name, value) in step.args.iter_mut() {
-            let Some(v) = value.as_f64().filter(|_| value.is_number()) else { continue };
+            let Some(v) = value.as_f64() else { continue };
             let description = spec.args_schema["properties"][name.as_str()]["description"].as_str().unwrap_or("");
             let description = description.to_ascii_lowercase();
             let wants_fraction = description.contains("decimal") || description.contains("fraction");
