@@ -317,14 +317,19 @@ pub fn unsupported_numbers(answer: &str, known: &[Number]) -> Vec<String> {
 /// rightly wrote 13, which the check used to reject); a whole number further off (7 for 3.33) is still invented.
 fn stands_for(written: &Number, known: &Number) -> bool {
     let (a, b) = (written.value.abs(), known.value.abs());
-    let same = |x: f64, y: f64| (x - y).abs() <= 1e-9 * x.max(1.0);
     let decimals = written.decimals();
     let rounded = decimals > 0 && {
         let scale = 10f64.powi(decimals as i32);
         ((b * scale).round() - a * scale).abs() < 0.5
     };
-    let whole_next_to = decimals == 0 && !same(b, b.round()) && (same(a, b.floor()) || same(a, b.ceil()));
-    same(a, b) || rounded || whole_next_to
+    let whole_next_to =
+        decimals == 0 && !same_value(b, b.round()) && (same_value(a, b.floor()) || same_value(a, b.ceil()));
+    same_value(a, b) || rounded || whole_next_to
+}
+
+/// Whether `x` and `y` are the same number, up to a float's error relative to `x` (at least 1e-9).
+pub fn same_value(x: f64, y: f64) -> bool {
+    (x - y).abs() <= 1e-9 * x.abs().max(1.0)
 }
 
 /// The final results (`required`: the lone number of each last step's output) that `answer` does not give.

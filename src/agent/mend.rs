@@ -14,7 +14,7 @@
 
 use serde_json::Value;
 
-use super::joiner::numbers_in;
+use super::joiner::{numbers_in, same_value};
 use super::plan::Plan;
 use super::refs::{rewrite_references, Reference};
 use crate::tools::ToolRegistry;
@@ -79,7 +79,6 @@ pub fn mend_percentages(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String>
         return Vec::new();
     }
     let written: Vec<f64> = numbers_in(&plan.goal).iter().map(|n| n.value).collect();
-    let same = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0);
     let mut mends = Vec::new();
     for step in &mut plan.steps {
         let Some(spec) = registry.spec(&step.tool) else { continue };
@@ -90,9 +89,9 @@ pub fn mend_percentages(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String>
             let wants_fraction = description.contains("decimal") || description.contains("fraction");
             let mended = percentages.iter().find_map(|(text, p)| {
                 let fraction = p / 100.0;
-                if wants_fraction && same(v, *p) && !same(v, fraction) {
+                if wants_fraction && same_value(v, *p) && !same_value(v, fraction) {
                     Some((serde_json::Number::from_f64(fraction)?, text))
-                } else if !wants_fraction && same(v, fraction) && !written.iter().any(|w| same(*w, v)) {
+                } else if !wants_fraction && same_value(v, fraction) && !written.iter().any(|w| same_value(*w, v)) {
                     Some((as_written(text, *p)?, text))
                 } else {
                     None
