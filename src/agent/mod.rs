@@ -14,6 +14,7 @@ pub mod joiner;
 pub mod mend;
 pub mod model_call;
 pub mod models;
+pub mod numbers;
 pub mod orchestrator;
 pub mod plan;
 pub mod plan_search;

@@ -6,7 +6,7 @@ use std::time::Instant;
 use minijinja::Environment;
 use serde_json::json;
 
-use super::mend::{mend_percentages, mend_references};
+use super::mend::mend_plan;
 use super::model_call::{chat_call, chat_candidates};
 use super::plan::{Plan, Step};
 use super::plan_search::{self, SearchReport};
@@ -41,7 +41,8 @@ pub struct PlanOutcome {
     pub search: Option<SearchReport>,
     /// With a search, every candidate's plan in order (`None` where it failed or did not parse).
     pub candidates: Vec<Option<Plan>>,
-    /// References and percentages mended after parsing, one line each (`mend`).
+    /// What the mends changed after parsing (references, percentages, languages, optional arguments left out),
+    /// one line each (`mend`).
     pub mended: Vec<String>,
 }
 
@@ -172,8 +173,7 @@ struct Written {
 fn read_plan(text: String, timings: Timings, goal: &str, registry: &ToolRegistry) -> Result<Written> {
     let mut plan = Plan::from_json(&text)?;
     plan.goal = goal.to_string();
-    let mut mended = mend_references(&mut plan, registry);
-    mended.extend(mend_percentages(&mut plan, registry));
+    let mended = mend_plan(&mut plan, registry);
     let issues = plan.validate(registry);
     Ok(Written { plan, issues, text, timings, mended })
 }

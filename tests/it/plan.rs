@@ -10,7 +10,6 @@ use llguidance::toktrie::{ApproximateTokEnv, InferenceCapabilities};
 use llguidance::{Matcher, ParserFactory};
 use rstest::rstest;
 use serde_json::{json, Value};
-use tandem::agent::mend::{mend_percentages, mend_references};
 use tandem::agent::refs::{references_in, resolve_value};
 use tandem::agent::{
     coerce_to_schema, parse_reference, plan_json_schema, resolve_args, IssueKind, Plan, PlanError, PlanIssue, Reference,
@@ -18,7 +17,7 @@ use tandem::agent::{
 use tandem::tools::{DeclaredTool, ToolContext, ToolRegistry, Workspace};
 
 /// The built-ins with writes allowed: calculator, read_file, list_dir, write_file, llm.
-fn registry() -> ToolRegistry {
+pub(crate) fn registry() -> ToolRegistry {
     let dir = std::env::temp_dir();
     ToolRegistry::builtins(&ToolContext::new(Workspace::new(dir).unwrap()).with_write(true))
 }
@@ -28,7 +27,7 @@ fn fixture(name: &str) -> Plan {
     Plan::from_json(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
-fn plan(steps: Value) -> Plan {
+pub(crate) fn plan(steps: Value) -> Plan {
     serde_json::from_value(json!({"goal": "test", "steps": steps})).unwrap()
 }
 
@@ -101,77 +100,6 @@ fn bad_plans_raise_the_expected_issue(#[case] steps: Value, #[case] expected: Is
             assert!(text.contains(step), "{text}");
         }
     }
-}
-
-/// A generic name for an output field the tool lacks, where the tool has only one, has one reading and is mended
-/// before validation (and named); one with another reading is left for validation to report.
-#[test]
-fn a_reference_with_one_reading_is_mended_and_named() {
-    let mut plan = plan(json!([
-        {"id": "s1", "tool": "llm", "args": {"prompt": "Pick a number"}},
-        {"id": "s2", "tool": "calculator", "args": {"expression": "$s1.result$ * 2 + $s1.result$"}},
-        {"id": "s3", "tool": "llm", "args": {"prompt": "Costs $$5: $s1$ and $s1.text$, ok?", "note": "$s1$"}},
-        {"id": "s4", "tool": "calculator", "args": {"expression": "$s2.value$ + 1"}},
-        {"id": "s5", "tool": "llm", "args": {"prompt": "$s1.result.first$"}},
-        {"id": "s6", "tool": "llm", "args": {"prompt": "$s1.interest_earned$"}}
-    ]));
-    let mends = mend_references(&mut plan, &registry());
-    assert_eq!(mends, ["s2: $s1.result$ → $s1.text$", "s3: $s1$ → $s1.text$"], "{mends:#?}");
-    assert_eq!(plan.steps[1].args["expression"], json!("$s1.text$ * 2 + $s1.text$"), "both, named once");
-    // The literal dollar is written escaped again, so it still resolves to "$5"; a whole-output argument stays.
-    assert_eq!(plan.steps[2].args["prompt"], json!("Costs $$5: $s1.text$ and $s1.text$, ok?"));
-    assert_eq!(plan.steps[2].args["note"], json!("$s1$"));
-    let outputs = HashMap::from([("s1".to_string(), json!({"text": "7"}))]);
-    assert_eq!(resolve_value("s3", &plan.steps[2].args["prompt"], &outputs).unwrap(), json!("Costs $5: 7 and 7, ok?"));
-    // The calculator has two output fields, a path below a missing field has no reading, and a specific name
-    // the tool lacks means another step: all three are left to validation.
-    assert_eq!(plan.steps[3].args["expression"], json!("$s2.value$ + 1"));
-    assert_eq!(plan.steps[4].args["prompt"], json!("$s1.result.first$"));
-    assert_eq!(plan.steps[5].args["prompt"], json!("$s1.interest_earned$"));
-    let issues = plan.validate(&registry());
-    let unknown_fields = issues.iter().filter(|i| i.kind() == IssueKind::UnknownOutputField).count();
-    assert_eq!(unknown_fields, 3, "{issues:#?}");
-}
-
-/// A percentage of the goal passed as a fraction is mended to the number as written ("5%" → 5), and one passed as
-/// written where the parameter asks for a decimal to the fraction; numbers the goal writes, references and
-/// parameters of the right form are left alone.
-#[test]
-fn percentages_are_passed_in_the_form_the_parameter_takes() {
-    let dir = tempfile::tempdir().unwrap();
-    let tools = dir.path().join("tools.toml");
-    let tool = |name: &str, param: &str, description: &str| {
-        format!(
-            "[[tool]]\nname = \"{name}\"\ndescription = \"A tool.\"\ncommand = [\"cat\"]\n\
-             args_schema = '{{\"type\": \"object\", \"properties\": {{\"{param}\": {{\"type\": \"number\", \
-             \"description\": \"{description}\"}}}}}}'\n"
-        )
-    };
-    let spec = tool("loan", "interest_rate", "The annual interest rate")
-        + &tool("tax", "tax_rate", "The tax rate as a decimal");
-    std::fs::write(&tools, spec).unwrap();
-    let mut registry = registry();
-    registry.load_file(&tools).unwrap();
-    let mut plan: Plan = serde_json::from_value(json!({
-        "goal": "Borrow at 5% interest with 8% tax; 0.2 and 20% are both fine.",
-        "steps": [
-            {"id": "s1", "tool": "loan", "args": {"interest_rate": 0.05}},
-            {"id": "s2", "tool": "tax", "args": {"tax_rate": 8}},
-            {"id": "s3", "tool": "tax", "args": {"tax_rate": 0.08}},
-            {"id": "s4", "tool": "loan", "args": {"interest_rate": 0.2}},
-            {"id": "s5", "tool": "loan", "args": {"interest_rate": 5}},
-            {"id": "s6", "tool": "loan", "args": {"interest_rate": "$s1.result$"}}
-        ]
-    }))
-    .unwrap();
-    let mends = mend_percentages(&mut plan, &registry);
-    assert_eq!(
-        mends,
-        ["s1: interest_rate 0.05 → 5 (the goal's 5%)", "s2: tax_rate 8 → 0.08 (the goal's 8%)"],
-        "{mends:#?}"
-    );
-    let rates: Vec<&Value> = plan.steps.iter().map(|s| s.args.values().next().unwrap()).collect();
-    assert_eq!(rates, [&json!(5), &json!(0.08), &json!(0.08), &json!(0.2), &json!(5), &json!("$s1.result$")]);
 }
 
 #[test]

@@ -1,72 +1,10 @@
-//! Mends a model-written plan where its mistake has one reading: a generic name for a step's output (`result`,
-//! `output`, `value`, …) that its tool does not have, when that tool has exactly one output field
-//! (`$s1.result$` on `llm`, whose only field is `text`), and a whole-output reference inside longer text
-//! (`"3*$s1$"`) to such a tool. A specific name the tool lacks (`$s2.interest_earned$` on a translation tool)
-//! says the plan meant another step or tool, so it is left for validation to report.
-//!
-//! Why: validation rejects those references, and a replan costs a whole planner call, after which the small
-//! planner often writes the same reference again and the run ends on its budget (three goals of the answers dev
-//! suite did). Each mend is named, so the log shows what was changed.
-//!
-//! It also mends a number the goal writes as a percentage and the plan passes in the other form: "a 5% interest
-//! rate" planned as `interest_rate: 0.05`, against the prompt's rule that values are copied as written (20% is 20),
-//! or `8` where the parameter's description asks for a decimal (`tax_rate`, "the tax rate as a decimal": 0.08).
+//! Mends a number the goal writes as a percentage and the plan passes in the form the parameter does not take.
 
 use serde_json::Value;
 
-use super::joiner::{numbers_in, same_value};
-use super::plan::Plan;
-use super::refs::{rewrite_references, Reference};
+use crate::agent::numbers::{numbers_in, same_value};
+use crate::agent::plan::Plan;
 use crate::tools::ToolRegistry;
-
-/// Names planners give a step's output when they do not know its field.
-const GENERIC_NAMES: &[&str] = &["result", "results", "output", "outputs", "value", "answer", "response", "return"];
-
-/// Rewrites the plan's references that have one reading; returns one line per mend (`s2: $s1.result$ →
-/// $s1.text$`), empty when nothing changed.
-pub fn mend_references(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> {
-    // Each step's only output field, where its tool declares exactly one.
-    let only_field: Vec<(String, String)> = plan
-        .steps
-        .iter()
-        .filter_map(|step| {
-            let fields = registry.spec(&step.tool)?.output_fields()?;
-            match fields.as_slice() {
-                [one] => Some((step.id.clone(), one.name.clone())),
-                _ => None,
-            }
-        })
-        .collect();
-    let mut mends = Vec::new();
-    for step in &mut plan.steps {
-        let id = step.id.clone();
-        let mut change = |reference: &Reference, whole: bool| {
-            let (_, field) = only_field.iter().find(|(target, _)| *target == reference.step)?;
-            let mended = match reference.top_field() {
-                // A whole output as an argument's value is meant; inside text it is its JSON.
-                None if whole => return None,
-                None => Reference { step: reference.step.clone(), field: Some(field.clone()) },
-                Some(top) if top == field => return None,
-                // A path below a field that does not exist has no reading.
-                Some(_) if reference.field.as_deref() != reference.top_field() => return None,
-                Some(top) if GENERIC_NAMES.contains(&top.to_ascii_lowercase().as_str()) => {
-                    Reference { step: reference.step.clone(), field: Some(field.clone()) }
-                }
-                Some(_) => return None,
-            };
-            let line = format!("{id}: {reference} → {mended}");
-            // The same reference twice in a step is one mend.
-            if !mends.contains(&line) {
-                mends.push(line);
-            }
-            Some(mended)
-        };
-        for value in step.args.values_mut() {
-            rewrite_references(value, &mut change);
-        }
-    }
-    mends
-}
 
 /// Rewrites top-level number arguments that stand for one of the goal's percentages in the form the parameter
 /// does not take: the fraction (`0.05` for "5%") becomes the number as written (`5`), unless the parameter's
@@ -107,7 +45,7 @@ pub fn mend_percentages(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String>
 }
 
 /// The goal's percentages: each number followed by `%` or the word "percent", as written and as a value.
-fn percentages_in(goal: &str) -> Vec<(String, f64)> {
+pub(super) fn percentages_in(goal: &str) -> Vec<(String, f64)> {
     let lower = goal.to_ascii_lowercase();
     let mut found: Vec<(String, f64)> = Vec::new();
     for (at, _) in lower.match_indices('%').chain(lower.match_indices("percent")) {

@@ -1,0 +1,51 @@
+//! Mends a model-written plan where its mistake has one reading, before validation: each mend is a rule the
+//! planner prompt already states and the small planner breaks often enough to cost runs and scores. Every mend is
+//! named in one line (`s2: $s1.result$ → $s1.text$`), so the log and the plan's reason show what was changed.
+//!
+//! - [`drop_repeated_calls`]: a step with the same tool and arguments as an earlier one is dropped and references
+//!   to it point to the earlier step (the orchestrator would answer it from the earlier result anyway).
+//! - [`mend_references`]: a generic name for a step's output (`$s1.result$` on `llm`, whose only field is `text`),
+//!   and a whole-output reference inside longer text to such a tool. A specific name the tool lacks says the plan
+//!   meant another step or tool, so it is left for validation to report. Why: a replan costs a whole planner call,
+//!   after which the small planner often wrote the same reference again (three goals of the answers dev suite ran
+//!   out of budget so).
+//! - [`mend_percentages`]: "a 5% interest rate" planned as `interest_rate: 0.05`, against the rule that numbers are
+//!   copied as written (20% is 20), or `8` where the parameter asks for a decimal (`tax_rate`: 0.08).
+//! - [`mend_languages`]: "from English to French" planned as `en` and `fr`, where the parameter does not ask for a
+//!   code; a language name where it does.
+//! - [`drop_unmentioned_optional`]: an optional argument the goal names neither by its value nor by the
+//!   parameter's name (`max_results: 10` for "search for books about adventure"), against the rule "leave out
+//!   optional ones it does not mention": the tool's default is what the user asked for.
+//! - [`mend_unused_dependencies`]: a step that lists an earlier step as a dependency but passes a number where its
+//!   result belongs (one of that step's own inputs, or a number the planner worked out), against the rule to
+//!   reference a result rather than work it out.
+
+mod dependencies;
+mod duplicates;
+mod goal_words;
+mod languages;
+mod optional;
+mod percentages;
+mod references;
+
+pub use dependencies::mend_unused_dependencies;
+pub use duplicates::drop_repeated_calls;
+pub use languages::mend_languages;
+pub use optional::drop_unmentioned_optional;
+pub use percentages::mend_percentages;
+pub use references::mend_references;
+
+use super::plan::Plan;
+use crate::tools::ToolRegistry;
+
+/// Every mend in turn: repeated calls, references, percentages, languages, unmentioned optional arguments (judged on the values as
+/// mended), then unused dependencies (judged on the arguments left); returns their lines in that order.
+pub fn mend_plan(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> {
+    let mut mended = drop_repeated_calls(plan);
+    mended.extend(mend_references(plan, registry));
+    mended.extend(mend_percentages(plan, registry));
+    mended.extend(mend_languages(plan, registry));
+    mended.extend(drop_unmentioned_optional(plan, registry));
+    mended.extend(mend_unused_dependencies(plan, registry));
+    mended
+}
