@@ -70,6 +70,27 @@ fn a_reference_with_one_reading_is_mended_and_named() {
     assert_eq!(unknown_fields, 3, "{issues:#?}");
 }
 
+/// A whole argument that spells a reference to an earlier step with escaped dollars (the literal `$s1.text$`) is
+/// the reference; a literal that names no earlier step, or sits inside longer text, stays a literal.
+#[test]
+fn a_reference_written_with_escaped_dollars_is_the_reference() {
+    let mut plan = plan(json!([
+        {"id": "s1", "tool": "llm", "args": {"prompt": "Tell a joke"}},
+        {"id": "s2", "tool": "llm", "args": {"prompt": "$$s1.text$$"}},
+        {"id": "s3", "tool": "llm", "args": {"prompt": "Price: $$10,000$$ or $$s1.text$$ here"}},
+        {"id": "s4", "tool": "llm", "args": {"prompt": "$$s5.text$$"}},
+        {"id": "s5", "tool": "llm", "args": {"prompt": "$$10$$"}}
+    ]));
+    let mends = mend_references(&mut plan, &registry());
+    assert_eq!(mends, [r#"s2: "$$s1.text$$" → $s1.text$ (a literal that spells a reference)"#], "{mends:#?}");
+    let prompts: Vec<&Value> = plan.steps.iter().map(|s| &s.args["prompt"]).collect();
+    assert_eq!(prompts[1], &json!("$s1.text$"));
+    assert_eq!(prompts[2], &json!("Price: $$10,000$$ or $$s1.text$$ here"));
+    assert_eq!(prompts[3], &json!("$$s5.text$$"), "s5 comes later: no reference to it is possible");
+    assert_eq!(prompts[4], &json!("$$10$$"));
+    assert_eq!(plan.steps[1].dependencies(), ["s1"]);
+}
+
 /// A percentage of the goal passed as a fraction is mended to the number as written ("5%" → 5), and one passed as
 /// written where the parameter asks for a decimal to the fraction; numbers the goal writes, references and
 /// parameters of the right form are left alone.

@@ -37,11 +37,14 @@ impl GoalWords {
     }
 
     /// Whether the goal names a parameter: every word of its name (`max_results`, `includeNumbers`) of three
-    /// letters or more, by stem or as the start of a longer word ("max" for "maximum").
+    /// letters or more, by stem or as the start of a longer word ("max" for "maximum"), leaving out verbs such as
+    /// "include" that a goal does not say ("with numbers" names `include_numbers`).
     pub fn mentions_name(&self, name: &str) -> bool {
         let spaced = split_name(name);
-        let mut named = words(&spaced).filter(|w| w.len() >= 3).peekable();
-        named.peek().is_some() && named.all(|w| self.has_word(w))
+        let long: Vec<&str> = words(&spaced).filter(|w| w.len() >= 3).collect();
+        let telling: Vec<&str> = long.iter().copied().filter(|w| !SETTING_VERBS.contains(w)).collect();
+        let named = if telling.is_empty() { long } else { telling };
+        !named.is_empty() && named.iter().all(|w| self.has_word(w))
     }
 
     fn uses_all(&self, text: &str) -> bool {
@@ -54,6 +57,9 @@ impl GoalWords {
         self.stems.iter().any(|s| *s == wanted || (wanted.len() >= 3 && s.starts_with(&wanted)))
     }
 }
+
+/// Words that parameter names put before what they set (`include_numbers`, `use_cache`, `show_hidden`).
+const SETTING_VERBS: &[&str] = &["include", "enable", "use", "allow", "show", "has", "with", "should"];
 
 /// The words of a lowercase text: runs of letters and digits.
 fn words(text: &str) -> impl Iterator<Item = &str> {
@@ -118,5 +124,9 @@ mod tests {
         assert!(!goal.mentions_name("include_lowercase"));
         assert!(!goal.mentions_name("format"));
         assert!(!goal.mentions_name("_"));
+        let goal = GoalWords::new("A password with numbers and special characters.");
+        assert!(goal.mentions_name("include_numbers") && goal.mentions_name("include_special_characters"));
+        assert!(!goal.mentions_name("include_uppercase"));
+        assert!(GoalWords::new("Include all of it.").mentions_name("include"), "a name of one such verb is its word");
     }
 }
