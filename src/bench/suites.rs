@@ -326,8 +326,13 @@ fn slug(pair: &Pair) -> String {
     slug
 }
 
-/// `tandem bench rescore DIR`: recomputes the summary from the records.
-pub fn rescore(dir: &Path) -> Result<()> {
+/// Where `bench rescore --mend` writes a run's records as today's mends make them, beside `samples.jsonl`.
+pub const MENDED_RECORDS: &str = "samples.mended.jsonl";
+
+/// `tandem bench rescore DIR [--mend [--data DIR]]`: recomputes the summary from the records; with `mend`, a
+/// NESTFUL run's plans are first read again from the planner's text through today's plan mends (`data`: the
+/// NESTFUL data directory, as `bench nestful --data`), and those records are written to [`MENDED_RECORDS`].
+pub fn rescore(dir: &Path, mend: bool, data: Option<&Path>) -> Result<()> {
     let summary_path = dir.join("summary.json");
     let suite_name = std::fs::read_to_string(&summary_path)
         .ok()
@@ -342,7 +347,26 @@ pub fn rescore(dir: &Path) -> Result<()> {
     for line in &bad {
         eprintln!("unreadable record skipped: {line}");
     }
-    let records: Vec<Value> = records.into_iter().map(|r| suite.rescore(r)).collect();
+    let records: Vec<Value> = if mend {
+        if suite != Suite::Nestful {
+            return Err(Error::Usage(format!(
+                "--mend reads NESTFUL plans again, and {} holds a {suite_name} run; leave --mend out",
+                dir.display()
+            )));
+        }
+        let data_dir = crate::bench::nestful::runner::data_dir(data, "nestful")?;
+        let tools = crate::bench::nestful::load(&data_dir).map_err(|e| Error::Bench(e.to_string()))?.tools;
+        let records: Vec<Value> =
+            records.into_iter().map(|r| crate::bench::nestful::runner::remend(r, &tools)).collect();
+        // The run's own records stay as they were; the plans as mended today go beside them.
+        let path = dir.join(MENDED_RECORDS);
+        let lines: String = records.iter().map(|r| format!("{r}\n")).collect();
+        std::fs::write(&path, lines).map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+        eprintln!("records with today's mends: {}", path.display());
+        records
+    } else {
+        records.into_iter().map(|r| suite.rescore(r)).collect()
+    };
     let summary = suite.summarise(&records);
     println!("{}", serde_json::to_string_pretty(&summary).map_err(Error::encode("the summary"))?);
     Ok(())

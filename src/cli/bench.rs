@@ -44,9 +44,20 @@ pub enum BenchCommand {
     /// Example: tandem bench serve --threads 2 --clients 1,4,16 --vs-llama-server target/llama.cpp/build/bin/llama-server
     Serve(ServeBenchArgs),
     /// Recompute the scores of a finished or interrupted benchmark run from its records.
+    ///
+    /// With --mend (NESTFUL runs), each plan is first read again from the planner's own text through today's
+    /// plan mends, so a change to the mends is measured on the same plans without running the model.
+    ///
+    /// Example: tandem bench rescore bench-results/nestful-q1+q0-20261128-002443 --mend
     Rescore {
         /// The benchmark run directory (as printed at its start).
         dir: PathBuf,
+        /// Read each NESTFUL plan again from the planner's text through today's plan mends before scoring.
+        #[arg(long)]
+        mend: bool,
+        /// The NESTFUL data directory, for --mend (default: ../shared/data/nestful).
+        #[arg(long, value_name = "DIR", requires = "mend")]
+        data: Option<PathBuf>,
     },
     /// Join the run directories of a sharded benchmark (`--shard K/N`) into one run directory per pair with the
     /// report one unsharded run writes (samples.jsonl, summary.json, summary.md; for several pairs also the

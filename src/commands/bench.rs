@@ -20,7 +20,7 @@ pub fn run(cmd: BenchCommand, reporter: &dyn Reporter) -> Result<()> {
         BenchCommand::Bfcl(args) => suite(Suite::Bfcl, &args, reporter),
         BenchCommand::Pairs(args) => suites::pairs(&pairs_settings(&args), reporter),
         BenchCommand::Serve(args) => serve(args, reporter),
-        BenchCommand::Rescore { dir } => suites::rescore(&dir),
+        BenchCommand::Rescore { dir, mend, data } => suites::rescore(&dir, mend, data.as_deref()),
         BenchCommand::Merge { dirs, out } => crate::bench::merge::merge(&dirs, &out),
     }
 }

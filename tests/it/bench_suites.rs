@@ -275,3 +275,58 @@ fn tasks_of_the_categories_asked_for_run_and_an_unknown_category_is_refused() {
     let nestful = scratch.tandem(&["bench", "nestful", "--categories", "units", "--out", out.to_str().unwrap()]);
     assert!(!nestful.status.success() && !out.exists());
 }
+
+/// `bench rescore --mend` reads a NESTFUL record's plan again from the planner's text through today's mends: a
+/// repeated call and an optional argument the goal never mentions, recorded as planned, cost the full match that
+/// the mended plan scores. Without `--mend` the recorded prediction is scored as it was; `--mend` on another
+/// suite's run is refused.
+#[test]
+fn rescore_with_mend_reads_nestful_plans_again_through_the_mends() {
+    let scratch = Scratch::new();
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nestful-dotted");
+    let sample = &load(&data).unwrap().samples[0];
+    let find = json!({"city": "Lisbon", "check_in": "03/14/2025", "tier": "suite", "guests": 2});
+    let raw = json!({"steps": [
+        {"id": "s1", "description": "find", "tool": "Stays.FindRoom", "args": find, "depends_on": []},
+        {"id": "s2", "description": "find again", "tool": "Stays.FindRoom", "args": find, "depends_on": []},
+        {"id": "s3", "description": "book", "tool": "Stays.Book", "args": {"room_id": "$s2.room_id$", "nights": 3},
+         "depends_on": ["s2"]}
+    ]});
+    let plan: tandem::agent::Plan = serde_json::from_value(raw.clone()).unwrap();
+    let prediction = tandem::bench::nestful::plan_to_calls(&plan);
+    let record = json!({"sample": 0, "input": sample.input, "gold": sample.calls, "grammar": true,
+        "catalogue": ["Stays.FindRoom", "Stays.Book", "Notes add"], "raw": raw.to_string(),
+        "prediction": prediction, "valid_plan": true, "mended": [], "ms": 1});
+    let dir = scratch.path("nestful-by-hand");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("samples.jsonl"), format!("{record}\n")).unwrap();
+    let rescore = |extra: &[&str]| {
+        let mut args = vec!["bench", "rescore", dir.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let output = scratch.tandem(&args);
+        assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+        serde_json::from_slice::<Value>(&output.stdout).unwrap()
+    };
+    assert_eq!(rescore(&[])["full_sequence_accuracy"], 0.0, "three calls as planned, one too many");
+    let mended = rescore(&["--mend", "--data", data.to_str().unwrap()]);
+    assert_eq!(mended["full_sequence_accuracy"], 1.0, "{mended}");
+    assert_eq!(mended["valid_plan_rate"], 1.0, "{mended}");
+    let replayed: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("samples.mended.jsonl")).unwrap()).unwrap();
+    assert_eq!(
+        replayed["mended"],
+        json!([
+            "s2: dropped, the same call as s1",
+            "s1: guests 2 left out (optional, and the goal names neither it nor 2)"
+        ]),
+        "{replayed}"
+    );
+    assert_eq!(std::fs::read_to_string(dir.join("samples.jsonl")).unwrap(), format!("{record}\n"), "kept as run");
+
+    let tasks = scratch.path("tasks-by-hand");
+    std::fs::create_dir_all(&tasks).unwrap();
+    std::fs::write(tasks.join("samples.jsonl"), "").unwrap();
+    let refused = scratch.tandem(&["bench", "rescore", tasks.to_str().unwrap(), "--mend"]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--mend reads NESTFUL plans"), "{refused:?}");
+}

@@ -70,25 +70,23 @@ fn a_reference_with_one_reading_is_mended_and_named() {
     assert_eq!(unknown_fields, 3, "{issues:#?}");
 }
 
-/// A whole argument that spells a reference to an earlier step with escaped dollars (the literal `$s1.text$`) is
-/// the reference; a literal that names no earlier step, or sits inside longer text, stays a literal.
+/// A list of one reference to a field that is a list already is the reference; one to a field of another type
+/// stays a list.
 #[test]
-fn a_reference_written_with_escaped_dollars_is_the_reference() {
+fn a_list_wrapped_in_a_list_is_unwrapped() {
+    let text = r#"{"type": "string"}"#;
+    let registry = with_tools(&[("count", &format!(r#"{{"words": {text}}}"#), &["words"], "total")]);
     let mut plan = plan(json!([
-        {"id": "s1", "tool": "llm", "args": {"prompt": "Tell a joke"}},
-        {"id": "s2", "tool": "llm", "args": {"prompt": "$$s1.text$$"}},
-        {"id": "s3", "tool": "llm", "args": {"prompt": "Price: $$10,000$$ or $$s1.text$$ here"}},
-        {"id": "s4", "tool": "llm", "args": {"prompt": "$$s5.text$$"}},
-        {"id": "s5", "tool": "llm", "args": {"prompt": "$$10$$"}}
+        {"id": "s1", "tool": "list_dir", "args": {"path": "."}},
+        {"id": "s2", "tool": "count", "args": {"words": ["$s1.entries$"]}},
+        {"id": "s3", "tool": "count", "args": {"words": ["$s2.total$"]}},
+        {"id": "s4", "tool": "count", "args": {"words": ["$s1.entries$", "x"]}}
     ]));
-    let mends = mend_references(&mut plan, &registry());
-    assert_eq!(mends, [r#"s2: "$$s1.text$$" → $s1.text$ (a literal that spells a reference)"#], "{mends:#?}");
-    let prompts: Vec<&Value> = plan.steps.iter().map(|s| &s.args["prompt"]).collect();
-    assert_eq!(prompts[1], &json!("$s1.text$"));
-    assert_eq!(prompts[2], &json!("Price: $$10,000$$ or $$s1.text$$ here"));
-    assert_eq!(prompts[3], &json!("$$s5.text$$"), "s5 comes later: no reference to it is possible");
-    assert_eq!(prompts[4], &json!("$$10$$"));
-    assert_eq!(plan.steps[1].dependencies(), ["s1"]);
+    let mends = mend_references(&mut plan, &registry);
+    assert_eq!(mends, [r#"s2: words ["$s1.entries$"] → $s1.entries$ (entries is a list already)"#], "{mends:#?}");
+    assert_eq!(plan.steps[1].args["words"], json!("$s1.entries$"));
+    assert_eq!(plan.steps[2].args["words"], json!(["$s2.total$"]), "a number field wrapped is a list of one");
+    assert_eq!(plan.steps[3].args["words"], json!(["$s1.entries$", "x"]), "two items are a list of two");
 }
 
 /// A percentage of the goal passed as a fraction is mended to the number as written ("5%" → 5), and one passed as
@@ -121,9 +119,9 @@ fn percentages_are_passed_in_the_form_the_parameter_takes() {
     assert_eq!(rates, [&json!(5), &json!(0.08), &json!(0.08), &json!(0.2), &json!(5), &json!("$s1.result$")]);
 }
 
-/// A language the goal names, planned as a code where the parameter does not ask for one, is mended to the name as
-/// the goal writes it, and a name to the code where the description asks for a code; other parameters, languages
-/// the goal does not name, and the form the parameter takes are left alone.
+/// A language planned as a code where the parameter does not ask for one is mended to the name (as the goal writes
+/// it where it names the language), and a name the goal gives to the code where the description asks for a code;
+/// other parameters, codes the goal itself writes, and the form the parameter takes are left alone.
 #[test]
 fn languages_are_passed_in_the_form_the_parameter_takes() {
     let text = |description: &str| format!(r#"{{"type": "string", "description": "{description}"}}"#);
@@ -140,8 +138,9 @@ fn languages_are_passed_in_the_form_the_parameter_takes() {
         json!([
             {"id": "s1", "tool": "translate", "args": {"text": "it", "source_language": "en", "target_language": "FR-fr"}},
             {"id": "s2", "tool": "coded", "args": {"text": "de", "to": "Spanish"}},
-            {"id": "s3", "tool": "translate", "args": {"text": "x", "source_language": "English", "target_language": "de"}},
-            {"id": "s4", "tool": "coded", "args": {"text": "y", "to": "es"}}
+            {"id": "s3", "tool": "translate", "args": {"text": "x", "source_language": "English", "target_language": "ja"}},
+            {"id": "s4", "tool": "coded", "args": {"text": "y", "to": "es"}},
+            {"id": "s5", "tool": "translate", "args": {"text": "z", "source_language": "it", "target_language": "pt-BR"}}
         ]),
     );
     let mends = mend_languages(&mut plan, &registry);
@@ -151,11 +150,13 @@ fn languages_are_passed_in_the_form_the_parameter_takes() {
             r#"s1: source_language "en" → "English" (the goal's English)"#,
             r#"s1: target_language "FR-fr" → "french" (the goal's french)"#,
             r#"s2: to "Spanish" → "es" (the goal's Spanish)"#,
+            r#"s3: target_language "ja" → "Japanese" (ja is Japanese; the parameter asks for no code)"#,
+            r#"s5: target_language "pt-BR" → "Portuguese" (pt is Portuguese; the parameter asks for no code)"#,
         ],
         "{mends:#?}"
     );
     assert_eq!(plan.steps[0].args["text"], json!("it"), "a text argument is no language");
-    assert_eq!(plan.steps[2].args["target_language"], json!("de"), "the goal names no German");
+    assert_eq!(plan.steps[4].args["source_language"], json!("it"), "the goal itself writes it");
     assert_eq!(plan.steps[3].args["to"], json!("es"), "already the code the parameter asks for");
 }
 

@@ -4,9 +4,9 @@
 //!
 //! Why: the 1.5B planner often knows that a step needs an earlier result (it lists the dependency) but writes a
 //! number instead of the reference, either one of the earlier step's own inputs or one it worked out itself,
-//! against the prompt's rule not to work out or guess a result. It did so in 14 of NESTFUL's 169 goals. The mend
-//! has one reading only: the earlier step's tool gives exactly one field and it is a number, and exactly one
-//! number argument of the step is such a copy or such a guess.
+//! against the prompt's rule not to work out or guess a result. The mend fired in 17 of NESTFUL's 169 goals, 9 of
+//! which became full matches. It has one reading only: the earlier step's tool gives exactly one field and it is a
+//! number, and exactly one number argument of the step is such a copy or such a guess.
 
 use serde_json::Value;
 

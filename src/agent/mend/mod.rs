@@ -5,10 +5,10 @@
 //! - [`drop_repeated_calls`]: a step with the same tool and arguments as an earlier one is dropped and references
 //!   to it point to the earlier step (the orchestrator would answer it from the earlier result anyway).
 //! - [`mend_references`]: a generic name for a step's output (`$s1.result$` on `llm`, whose only field is `text`),
-//!   and a whole-output reference inside longer text to such a tool. A specific name the tool lacks says the plan
-//!   meant another step or tool, so it is left for validation to report. Why: a replan costs a whole planner call,
-//!   after which the small planner often wrote the same reference again (three goals of the answers dev suite ran
-//!   out of budget so).
+//!   a whole-output reference inside longer text to such a tool, and a list of one reference to a field that is a
+//!   list already (`["$s1.results$"]`). A specific name the tool lacks says the plan meant another step or tool,
+//!   so it is left for validation to report. Why: a replan costs a whole planner call, after which the small
+//!   planner often wrote the same reference again (three goals of the answers dev suite ran out of budget so).
 //! - [`mend_percentages`]: "a 5% interest rate" planned as `interest_rate: 0.05`, against the rule that numbers are
 //!   copied as written (20% is 20), or `8` where the parameter asks for a decimal (`tax_rate`: 0.08).
 //! - [`mend_languages`]: "from English to French" planned as `en` and `fr`, where the parameter does not ask for a
@@ -35,11 +35,14 @@ pub use optional::drop_unmentioned_optional;
 pub use percentages::mend_percentages;
 pub use references::mend_references;
 
+use serde_json::Value;
+
 use super::plan::Plan;
 use crate::tools::ToolRegistry;
 
-/// Every mend in turn: repeated calls, references, percentages, languages, unmentioned optional arguments (judged on the values as
-/// mended), then unused dependencies (judged on the arguments left); returns their lines in that order.
+/// Every mend in turn: repeated calls, references, percentages, languages, unmentioned optional arguments (judged
+/// on the values as mended), then unused dependencies (judged on the arguments left); returns their lines in that
+/// order.
 pub fn mend_plan(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> {
     let mut mended = drop_repeated_calls(plan);
     mended.extend(mend_references(plan, registry));
@@ -48,4 +51,26 @@ pub fn mend_plan(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> {
     mended.extend(drop_unmentioned_optional(plan, registry));
     mended.extend(mend_unused_dependencies(plan, registry));
     mended
+}
+
+/// Offers each top-level argument of each step whose tool the registry knows to `rewrite(name, value,
+/// description)` (the parameter's description in lowercase), which gives the new value and why, or `None` to keep
+/// it. Returns one line per rewrite: `s1: interest_rate 0.05 → 5 (the goal's 5%)`.
+fn rewrite_arguments(
+    plan: &mut Plan,
+    registry: &ToolRegistry,
+    mut rewrite: impl FnMut(&str, &Value, &str) -> Option<(Value, String)>,
+) -> Vec<String> {
+    let mut lines = Vec::new();
+    for step in &mut plan.steps {
+        let Some(spec) = registry.spec(&step.tool) else { continue };
+        for (name, value) in step.args.iter_mut() {
+            let description = spec.args_schema["properties"][name.as_str()]["description"].as_str().unwrap_or("");
+            if let Some((new, why)) = rewrite(name, value, &description.to_lowercase()) {
+                lines.push(format!("{}: {name} {value} → {new} ({why})", step.id));
+                *value = new;
+            }
+        }
+    }
+    lines
 }

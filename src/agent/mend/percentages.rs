@@ -2,6 +2,7 @@
 
 use serde_json::Value;
 
+use super::rewrite_arguments;
 use crate::agent::numbers::{numbers_in, same_value};
 use crate::agent::plan::Plan;
 use crate::tools::ToolRegistry;
@@ -17,31 +18,21 @@ pub fn mend_percentages(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String>
         return Vec::new();
     }
     let written: Vec<f64> = numbers_in(&plan.goal).iter().map(|n| n.value).collect();
-    let mut mends = Vec::new();
-    for step in &mut plan.steps {
-        let Some(spec) = registry.spec(&step.tool) else { continue };
-        for (name, value) in step.args.iter_mut() {
-            let Some(v) = value.as_f64() else { continue };
-            let description = spec.args_schema["properties"][name.as_str()]["description"].as_str().unwrap_or("");
-            let description = description.to_ascii_lowercase();
-            let wants_fraction = description.contains("decimal") || description.contains("fraction");
-            let mended = percentages.iter().find_map(|(text, p)| {
-                let fraction = p / 100.0;
-                if wants_fraction && same_value(v, *p) && !same_value(v, fraction) {
-                    Some((serde_json::Number::from_f64(fraction)?, text))
-                } else if !wants_fraction && same_value(v, fraction) && !written.iter().any(|w| same_value(*w, v)) {
-                    Some((as_written(text, *p)?, text))
-                } else {
-                    None
-                }
-            });
-            if let Some((number, text)) = mended {
-                mends.push(format!("{}: {name} {value} → {number} (the goal's {text}%)", step.id));
-                *value = Value::Number(number);
-            }
-        }
-    }
-    mends
+    rewrite_arguments(plan, registry, |_, value, description| {
+        let v = value.as_f64()?;
+        let wants_fraction = description.contains("decimal") || description.contains("fraction");
+        percentages.iter().find_map(|(text, p)| {
+            let fraction = p / 100.0;
+            let number = if wants_fraction && same_value(v, *p) && !same_value(v, fraction) {
+                serde_json::Number::from_f64(fraction)?
+            } else if !wants_fraction && same_value(v, fraction) && !written.iter().any(|w| same_value(*w, v)) {
+                as_written(text, *p)?
+            } else {
+                return None;
+            };
+            Some((Value::Number(number), format!("the goal's {text}%")))
+        })
+    })
 }
 
 /// The goal's percentages: each number followed by `%` or the word "percent", as written and as a value.

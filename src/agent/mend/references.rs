@@ -1,6 +1,6 @@
 //! Mends references with one reading: a generic name for a step's output (`$s1.result$`) where its tool has
-//! exactly one output field, a whole-output reference inside longer text to such a tool, and a reference written
-//! with escaped dollars (`"$$s2.joke$$"`, the literal text `$s2.joke$`) as a whole argument.
+//! exactly one output field, a whole-output reference inside longer text to such a tool, and a list of one
+//! reference to a field that is a list already.
 
 use serde_json::Value;
 
@@ -14,7 +14,7 @@ const GENERIC_NAMES: &[&str] = &["result", "results", "output", "outputs", "valu
 /// Rewrites the plan's references that have one reading; returns one line per mend (`s2: $s1.result$ →
 /// $s1.text$`), empty when nothing changed.
 pub fn mend_references(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> {
-    let mut mends = unescape_references(plan);
+    let mut mends = unwrap_listed_lists(plan, registry);
     // Each step's only output field, where its tool declares exactly one.
     let only_field: Vec<(String, String)> = plan
         .steps
@@ -57,34 +57,35 @@ pub fn mend_references(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> 
     mends
 }
 
-/// Rewrites each argument, at any depth, whose whole text is a reference to an earlier step with its dollars
-/// escaped (`"$$s2.joke$$"`) into that reference. Why: the grammar admits a literal dollar only as `$$`, and the
-/// 1.5B wrote `$$s2.joke$$` for the joke itself (three NESTFUL goals), which as written passes the text
-/// "$s2.joke$" on; no goal asks for that text.
-fn unescape_references(plan: &mut Plan) -> Vec<String> {
+/// Rewrites each top-level argument that is a list of one whole reference to a field its tool declares as a list
+/// (`keywords: ["$s1.results$"]`) into the reference itself: the field is the list, and wrapped it would be a list
+/// of lists. Why: the 1.5B wrapped a search's results so for a tool that takes keywords (one NESTFUL goal); a
+/// field of another type (`["$s1.age$"]` for a program's arguments) is left as written.
+fn unwrap_listed_lists(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> {
+    let list_fields: Vec<(String, String)> = plan
+        .steps
+        .iter()
+        .flat_map(|step| {
+            let fields = registry.spec(&step.tool).and_then(|spec| spec.output_fields()).unwrap_or_default();
+            fields
+                .into_iter()
+                .filter(|f| f.json_type.as_deref() == Some("array"))
+                .map(|f| (step.id.clone(), f.name))
+                .collect::<Vec<_>>()
+        })
+        .collect();
     let mut mends = Vec::new();
-    let mut earlier: Vec<String> = Vec::new();
     for step in &mut plan.steps {
-        for value in step.args.values_mut() {
-            unescape_in(value, &earlier, &step.id, &mut mends);
-        }
-        earlier.push(step.id.clone());
-    }
-    mends
-}
-
-fn unescape_in(value: &mut Value, earlier: &[String], id: &str, mends: &mut Vec<String>) {
-    match value {
-        Value::String(text) => {
-            let Some(inner) = text.trim().strip_prefix("$$").and_then(|t| t.strip_suffix("$$")) else { return };
-            let Some(reference) = parse_reference(&format!("${inner}$")) else { return };
-            if earlier.contains(&reference.step) {
-                mends.push(format!("{id}: {text:?} → {reference} (a literal that spells a reference)"));
-                *text = reference.to_string();
+        for (name, value) in step.args.iter_mut() {
+            let Value::Array(items) = value else { continue };
+            let [Value::String(text)] = items.as_slice() else { continue };
+            let Some(reference) = parse_reference(text) else { continue };
+            let Some(field) = reference.field.as_deref() else { continue };
+            if list_fields.iter().any(|(id, f)| *id == reference.step && f == field) {
+                mends.push(format!("{}: {name} {value} → {reference} ({field} is a list already)", step.id));
+                *value = Value::String(reference.to_string());
             }
         }
-        Value::Array(items) => items.iter_mut().for_each(|v| unescape_in(v, earlier, id, mends)),
-        Value::Object(map) => map.values_mut().for_each(|v| unescape_in(v, earlier, id, mends)),
-        _ => {}
     }
+    mends
 }

@@ -11,6 +11,7 @@ use super::{
     distractor_catalogue, load, plan_to_calls, retrieval_recall, score_sample, summarize, Call, Distractors,
     NestfulSample, NestfulTool, RecallAtK, SampleScore,
 };
+use crate::agent::mend::mend_plan;
 use crate::agent::model_call::chat_call;
 use crate::agent::plan_search::step_keys;
 use crate::agent::planner::{system_prompt, write_plan};
@@ -179,6 +180,27 @@ fn plan_sample(
         "candidates": candidates,
         "mended": mended,
     }))
+}
+
+/// A record's plan read again from the planner's own text (`raw`) through today's plan mends, then scored: what
+/// the mends make of the same plans, without the model (`bench rescore --mend`; the planner is greedy, so a new
+/// run would write the same text). `tools` is the NESTFUL catalogue; the record's `catalogue` names the tools the
+/// plan was written for. A record with no plan text to read (an error, a run without the grammar) is only
+/// rescored.
+pub fn remend(mut record: Value, tools: &[NestfulTool]) -> Value {
+    if record["grammar"] == json!(false) {
+        return rescore(record);
+    }
+    let plan = record["raw"].as_str().and_then(|raw| Plan::from_json(raw).ok());
+    let names: Vec<&str> = record["catalogue"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    let catalogue: Vec<NestfulTool> = tools.iter().filter(|t| names.contains(&t.name.as_str())).cloned().collect();
+    let (Some(mut plan), Ok(registry)) = (plan, registry_of(&catalogue)) else { return rescore(record) };
+    plan.goal = record["input"].as_str().unwrap_or_default().to_string();
+    let mended = mend_plan(&mut plan, &registry);
+    record["valid_plan"] = json!(plan.validate(&registry).is_empty());
+    record["prediction"] = json!(plan_to_calls(&plan));
+    record["mended"] = json!(mended);
+    rescore(record)
 }
 
 /// A record's score recomputed from its prediction and gold.
