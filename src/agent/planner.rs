@@ -171,11 +171,23 @@ struct Written {
 /// Parses, mends and validates the planner's text; the goal is the user's, whatever the planner copied into the
 /// plan.
 fn read_plan(text: String, timings: Timings, goal: &str, registry: &ToolRegistry) -> Result<Written> {
-    let mut plan = Plan::from_json(&text)?;
+    let (plan, mended, issues) = read_written_plan(&text, goal, registry)?;
+    Ok(Written { plan, issues, text, timings, mended })
+}
+
+/// A plan read from a planner's text for `goal` as every written plan is read: parsed, mended (`agent::mend`)
+/// and validated. Returns the plan, the mends' lines and what validation found; `bench rescore --mend` reads
+/// recorded plans again with it.
+pub fn read_written_plan(
+    text: &str,
+    goal: &str,
+    registry: &ToolRegistry,
+) -> Result<(Plan, Vec<String>, Vec<PlanIssue>)> {
+    let mut plan = Plan::from_json(text)?;
     plan.goal = goal.to_string();
     let mended = mend_plan(&mut plan, registry);
     let issues = plan.validate(registry);
-    Ok(Written { plan, issues, text, timings, mended })
+    Ok((plan, mended, issues))
 }
 
 /// The grammar the planner first tries for plans over `registry` (with the plan options of the environment): a

@@ -10,6 +10,7 @@
 
 use serde_json::Value;
 
+use super::only_output_field;
 use super::percentages::percentages_in;
 use crate::agent::numbers::{numbers_in, same_value};
 use crate::agent::plan::Plan;
@@ -61,9 +62,6 @@ pub fn mend_unused_dependencies(plan: &mut Plan, registry: &ToolRegistry) -> Vec
 
 /// The tool's only output field, where it declares exactly one and that one is a number.
 fn only_number_field(registry: &ToolRegistry, tool: &str) -> Option<String> {
-    let fields = registry.spec(tool)?.output_fields()?;
-    match fields.as_slice() {
-        [one] if matches!(one.json_type.as_deref(), Some("number" | "integer")) => Some(one.name.clone()),
-        _ => None,
-    }
+    let field = only_output_field(registry, tool)?;
+    matches!(field.json_type.as_deref(), Some("number" | "integer")).then_some(field.name)
 }

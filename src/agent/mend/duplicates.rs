@@ -6,7 +6,7 @@
 //! orchestrator already answers a call that succeeded earlier in the run from that result, so the plan says
 //! what will happen, and the steps after it read as the goal does.
 
-use crate::agent::plan::Plan;
+use crate::agent::plan::{Plan, Step};
 use crate::agent::refs::{rewrite_references, Reference};
 
 /// Removes each step whose tool and arguments equal an earlier kept step's, rewriting references to it and
@@ -15,7 +15,7 @@ pub fn drop_repeated_calls(plan: &mut Plan) -> Vec<String> {
     let mut dropped = Vec::new();
     // (dropped id, the id of the step it repeats)
     let mut same_as: Vec<(String, String)> = Vec::new();
-    let mut kept: Vec<crate::agent::plan::Step> = Vec::with_capacity(plan.steps.len());
+    let mut kept: Vec<Step> = Vec::with_capacity(plan.steps.len());
     for mut step in std::mem::take(&mut plan.steps) {
         let mut redirect = |reference: &Reference, _whole: bool| {
             let (_, to) = same_as.iter().find(|(from, _)| *from == reference.step)?;

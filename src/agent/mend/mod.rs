@@ -38,7 +38,7 @@ pub use references::mend_references;
 use serde_json::Value;
 
 use super::plan::Plan;
-use crate::tools::ToolRegistry;
+use crate::tools::{OutputField, ToolRegistry};
 
 /// Every mend in turn: repeated calls, references, percentages, languages, unmentioned optional arguments (judged
 /// on the values as mended), then unused dependencies (judged on the arguments left); returns their lines in that
@@ -73,4 +73,10 @@ fn rewrite_arguments(
         }
     }
     lines
+}
+
+/// The only output field of `tool`, where the registry knows it and it declares exactly one.
+fn only_output_field(registry: &ToolRegistry, tool: &str) -> Option<OutputField> {
+    let mut fields = registry.spec(tool)?.output_fields()?;
+    (fields.len() == 1).then(|| fields.remove(0))
 }

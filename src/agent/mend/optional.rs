@@ -3,10 +3,9 @@
 //!
 //! Why: the 1.5B planner filled optional parameters with values of its own (`max_results: 10`, `format: "QR"`,
 //! `mode: "driving"`, `include_lowercase: true`): the mend left out 32 such arguments in 27 of NESTFUL's 169 goals,
-//! and 10 of them became full matches;
-//! on a real tool such a value changes what the tool does without the user having asked. An argument the goal
-//! names either way is kept, whatever its value ("optimize the route for time" keeps `optimize_route`), and so is
-//! one that takes an earlier step's result.
+//! and 10 of them became full matches. On a real tool such a value changes what the tool does without the user
+//! having asked. An argument the goal names either way is kept, whatever its value ("optimize the route for time"
+//! keeps `optimize_route`), and so is one that takes an earlier step's result.
 
 use super::goal_words::GoalWords;
 use crate::agent::plan::Plan;

@@ -4,6 +4,7 @@
 
 use serde_json::Value;
 
+use super::only_output_field;
 use crate::agent::plan::Plan;
 use crate::agent::refs::{parse_reference, rewrite_references, Reference};
 use crate::tools::ToolRegistry;
@@ -19,13 +20,7 @@ pub fn mend_references(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> 
     let only_field: Vec<(String, String)> = plan
         .steps
         .iter()
-        .filter_map(|step| {
-            let fields = registry.spec(&step.tool)?.output_fields()?;
-            match fields.as_slice() {
-                [one] => Some((step.id.clone(), one.name.clone())),
-                _ => None,
-            }
-        })
+        .filter_map(|step| Some((step.id.clone(), only_output_field(registry, &step.tool)?.name)))
         .collect();
     for step in &mut plan.steps {
         let id = step.id.clone();

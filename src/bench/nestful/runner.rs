@@ -11,10 +11,9 @@ use super::{
     distractor_catalogue, load, plan_to_calls, retrieval_recall, score_sample, summarize, Call, Distractors,
     NestfulSample, NestfulTool, RecallAtK, SampleScore,
 };
-use crate::agent::mend::mend_plan;
 use crate::agent::model_call::chat_call;
 use crate::agent::plan_search::step_keys;
-use crate::agent::planner::{system_prompt, write_plan};
+use crate::agent::planner::{read_written_plan, system_prompt, write_plan};
 use crate::agent::{ModelSource, Plan};
 use crate::bench::records::{run_samples, BenchRecorder};
 use crate::llm::ChatMessage;
@@ -191,13 +190,15 @@ pub fn remend(mut record: Value, tools: &[NestfulTool]) -> Value {
     if record["grammar"] == json!(false) {
         return rescore(record);
     }
-    let plan = record["raw"].as_str().and_then(|raw| Plan::from_json(raw).ok());
     let names: Vec<&str> = record["catalogue"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
     let catalogue: Vec<NestfulTool> = tools.iter().filter(|t| names.contains(&t.name.as_str())).cloned().collect();
-    let (Some(mut plan), Ok(registry)) = (plan, registry_of(&catalogue)) else { return rescore(record) };
-    plan.goal = record["input"].as_str().unwrap_or_default().to_string();
-    let mended = mend_plan(&mut plan, &registry);
-    record["valid_plan"] = json!(plan.validate(&registry).is_empty());
+    let goal = record["input"].as_str().unwrap_or_default();
+    let read = match (record["raw"].as_str(), registry_of(&catalogue)) {
+        (Some(raw), Ok(registry)) => read_written_plan(raw, goal, &registry).ok(),
+        _ => None,
+    };
+    let Some((plan, mended, issues)) = read else { return rescore(record) };
+    record["valid_plan"] = json!(issues.is_empty());
     record["prediction"] = json!(plan_to_calls(&plan));
     record["mended"] = json!(mended);
     rescore(record)
