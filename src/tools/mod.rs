@@ -36,7 +36,7 @@ pub use error::{ToolError, ToolResult};
 pub use list_dir::ListDir;
 pub use llm::Llm;
 pub use read_file::ReadFile;
-pub use registry::{ArgError, ToolRegistry};
+pub use registry::{ArgError, ToolRegistry, BUILTIN_TOOLS};
 pub use shell::Shell;
 pub use workspace::Workspace;
 pub use write_file::WriteFile;

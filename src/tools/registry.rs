@@ -60,6 +60,10 @@ fn valid_name(name: &str) -> bool {
     !name.is_empty() && name.chars().count() <= 256 && !name.chars().any(char::is_control) && name.trim() == name
 }
 
+/// The names of the built-in tools: general ones (arithmetic, files, the executor model) that serve any goal
+/// rather than one part of it.
+pub const BUILTIN_TOOLS: &[&str] = &["calculator", "read_file", "list_dir", "write_file", "shell", "llm"];
+
 impl ToolRegistry {
     /// An empty registry.
     pub fn new() -> Self {

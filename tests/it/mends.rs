@@ -5,17 +5,17 @@ use std::collections::HashMap;
 
 use serde_json::{json, Value};
 use tandem::agent::mend::{
-    drop_repeated_calls, drop_unmentioned_optional, mend_languages, mend_percentages, mend_plan, mend_references,
-    mend_unused_dependencies,
+    drop_invented_steps, drop_repeated_calls, drop_unmentioned_optional, mend_durations, mend_languages,
+    mend_percentages, mend_plan, mend_references, mend_unused_dependencies,
 };
 use tandem::agent::refs::resolve_value;
 use tandem::agent::{IssueKind, Plan};
-use tandem::tools::ToolRegistry;
+use tandem::tools::{ToolContext, ToolRegistry, Workspace, BUILTIN_TOOLS};
 
 use super::plan::{plan, registry};
 
-/// The built-ins and declared tools, each `(name, properties JSON, required names, its one number output field or
-/// "" for none)`, run by `cat`.
+/// The built-ins and declared tools, each `(name, properties JSON, required names, its output fields separated by
+/// commas, each a number or `name:type`, or "" for none)`, run by `cat`.
 fn with_tools(tools: &[(&str, &str, &[&str], &str)]) -> ToolRegistry {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tools.toml");
@@ -27,7 +27,14 @@ fn with_tools(tools: &[(&str, &str, &[&str], &str)]) -> ToolRegistry {
             "[[tool]]\nname = \"{name}\"\ndescription = \"A tool.\"\ncommand = [\"cat\"]\nargs_schema = '{schema}'\n"
         );
         if !output.is_empty() {
-            text += &format!("output_fields = {{ {output} = \"number\" }}\n");
+            let fields: Vec<String> = output
+                .split(',')
+                .map(|f| {
+                    let (name, kind) = f.split_once(':').unwrap_or((f, "number"));
+                    format!("{name} = \"{kind}\"")
+                })
+                .collect();
+            text += &format!("output_fields = {{ {} }}\n", fields.join(", "));
         }
     }
     std::fs::write(&path, text).unwrap();
@@ -290,4 +297,193 @@ fn a_repeated_call_is_dropped_and_its_readers_take_the_first() {
     assert_eq!(plan.steps[2].depends_on, ["s1", "s3"], "s2 became s1, listed once");
     assert_eq!(plan.steps[3].args["expression"], json!("$s1.result$ + 1"));
     assert!(plan.validate(&registry()).is_empty(), "{:#?}", plan.validate(&registry()));
+}
+
+/// A number the goal gives with a unit of time is converted into the one unit the parameter's description names;
+/// one the goal gives in that unit already, or with two units, or where the description names two, or whose
+/// conversion is not whole, is left as written.
+#[test]
+fn durations_are_passed_in_the_unit_the_parameter_takes() {
+    let registry = with_tools(&[
+        (
+            "record",
+            r#"{"duration": {"type": "integer", "description": "The duration of the recording in seconds"}}"#,
+            &["duration"],
+            "",
+        ),
+        ("interest", r#"{"years": {"type": "number", "description": "The time period in years"}}"#, &["years"], ""),
+        ("wait", r#"{"span": {"type": "number", "description": "How long, in hours or minutes"}}"#, &["span"], ""),
+    ]);
+    let mut plan = goal_plan(
+        "Record 5 minutes, then 90 seconds, then 2 hrs; interest over 36 months and over 18 months; wait 3 hours, \
+         then 45 seconds or 45 minutes.",
+        json!([
+            {"id": "s1", "tool": "record", "args": {"duration": 5}},
+            {"id": "s2", "tool": "record", "args": {"duration": 90}},
+            {"id": "s3", "tool": "record", "args": {"duration": 2}},
+            {"id": "s4", "tool": "interest", "args": {"years": 36}},
+            {"id": "s5", "tool": "interest", "args": {"years": 18}},
+            {"id": "s6", "tool": "wait", "args": {"span": 3}},
+            {"id": "s7", "tool": "record", "args": {"duration": 45}},
+            {"id": "s8", "tool": "record", "args": {"duration": 7}}
+        ]),
+    );
+    let mends = mend_durations(&mut plan, &registry);
+    assert_eq!(
+        mends,
+        [
+            "s1: duration 5 → 300 (the goal's 5 minutes, in seconds)",
+            "s3: duration 2 → 7200 (the goal's 2 hours, in seconds)",
+            "s4: years 36 → 3 (the goal's 36 months, in years)",
+        ],
+        "{mends:#?}"
+    );
+    let values: Vec<&Value> = plan.steps.iter().map(|s| s.args.values().next().unwrap()).collect();
+    assert_eq!(
+        values,
+        [&json!(300), &json!(90), &json!(7200), &json!(3), &json!(18), &json!(3), &json!(45), &json!(7)]
+    );
+}
+
+/// A call of a tool the goal does not name, with values the goal does not write, is dropped; a step that read it
+/// reads the result it stood in front of (the earlier step nothing read, its field the one the goal names). A
+/// step the goal asks for in either way, a built-in, a step without values, and one whose reader would have no
+/// single result to read instead are kept.
+#[test]
+fn a_step_the_goal_never_asked_for_is_dropped() {
+    let text = r#"{"type": "string"}"#;
+    let number = r#"{"type": "number"}"#;
+    let registry = with_tools(&[
+        ("analyze_sales", &format!(r#"{{"product": {text}}}"#), &["product"], "total_sales,average_sales_per_day"),
+        ("calculate_gross_salary", &format!(r#"{{"basic": {number}, "allowance": {number}}}"#), &["basic"], "gross"),
+        ("convert_currency", &format!(r#"{{"amount": {number}, "to": {text}}}"#), &["amount"], "converted"),
+        ("find_restaurants", &format!(r#"{{"location": {text}}}"#), &["location"], ""),
+        ("get_joke", "{}", &[], ""),
+    ]);
+    let goal = "Work out the average sales per day of tablets, then convert this amount to EUR.";
+    let mut plan = goal_plan(
+        goal,
+        json!([
+            {"id": "s1", "tool": "analyze_sales", "args": {"product": "tablets"}},
+            {"id": "s2", "tool": "calculate_gross_salary", "args": {"basic": 5000, "allowance": 1000}},
+            {"id": "s3", "tool": "convert_currency", "args": {"amount": "$s2.gross$", "to": "EUR"}, "depends_on": ["s2"]},
+            {"id": "s4", "tool": "find_restaurants", "args": {"location": "current location"}},
+            {"id": "s5", "tool": "get_joke", "args": {}, "depends_on": ["s4"]},
+            {"id": "s6", "tool": "calculator", "args": {"expression": "2+2"}}
+        ]),
+    );
+    let mends = drop_invented_steps(&mut plan, &registry);
+    assert_eq!(
+        mends,
+        [
+            r#"s2: dropped, calculate_gross_salary({"basic":5000,"allowance":1000}) is no part of the goal; s3 reads $s1.average_sales_per_day$ instead"#,
+            r#"s4: dropped, find_restaurants({"location":"current location"}) is no part of the goal"#,
+        ],
+        "{mends:#?}"
+    );
+    let ids: Vec<&str> = plan.steps.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(ids, ["s1", "s3", "s5", "s6"], "the joke has no values and the calculator serves any goal");
+    assert_eq!(plan.steps[1].args["amount"], json!("$s1.average_sales_per_day$"));
+    assert_eq!(plan.steps[1].depends_on, ["s1"]);
+    assert!(plan.steps[2].depends_on.is_empty(), "nothing waits for a dropped step");
+    assert!(plan.validate(&registry).is_empty(), "{:#?}", plan.validate(&registry));
+
+    // The goal names the salary, or gives one of its values: kept. A reader with no single result to read
+    // instead (the goal names neither of s1's fields): kept.
+    for (goal, basic) in
+        [("Work out the gross salary, then convert it.", 5000), ("Sales of 5000 tablets, converted.", 5000)]
+    {
+        let steps = json!([
+            {"id": "s1", "tool": "calculate_gross_salary", "args": {"basic": basic}},
+            {"id": "s2", "tool": "convert_currency", "args": {"amount": "$s1.gross$"}}
+        ]);
+        let mut plan = goal_plan(goal, steps);
+        assert!(drop_invented_steps(&mut plan, &registry).is_empty(), "{goal}");
+    }
+    let mut plan = goal_plan(
+        "Analyze the tablets, then convert.",
+        json!([
+            {"id": "s1", "tool": "analyze_sales", "args": {"product": "tablets"}},
+            {"id": "s2", "tool": "calculate_gross_salary", "args": {"basic": 5000}},
+            {"id": "s3", "tool": "convert_currency", "args": {"amount": "$s2.gross$"}}
+        ]),
+    );
+    assert!(drop_invented_steps(&mut plan, &registry).is_empty());
+    assert_eq!(plan.steps.len(), 3);
+}
+
+/// `BUILTIN_TOOLS`, the general tools no goal needs to name, lists every built-in the registry can hold.
+#[test]
+fn every_built_in_is_listed_as_one() {
+    let context = ToolContext::new(Workspace::new(std::env::temp_dir()).unwrap()).with_write(true).with_shell(["ls"]);
+    let registry = ToolRegistry::builtins(&context);
+    let names = registry.names();
+    assert_eq!(names.len(), BUILTIN_TOOLS.len(), "{names:?}");
+    assert!(names.iter().all(|n| BUILTIN_TOOLS.contains(n)), "{names:?}");
+}
+
+/// A text standing in for a listed dependency's only text result (a copy of its input, or a text the goal does
+/// not write) becomes the reference; a text the goal writes, or where two texts could be meant, stays.
+#[test]
+fn a_listed_dependency_whose_text_went_unused_is_referenced() {
+    let text = r#"{"type": "string"}"#;
+    let args = |names: &[&str]| {
+        let fields: Vec<String> = names.iter().map(|n| format!(r#""{n}": {text}"#)).collect();
+        format!("{{{}}}", fields.join(", "))
+    };
+    let registry = with_tools(&[
+        ("check_grammar", &args(&["sentence"]), &["sentence"], "corrected:string"),
+        ("translate", &args(&["text", "to"]), &["text"], "translated:string"),
+        ("define", &args(&["word"]), &["word"], "definition:string"),
+        ("send", &args(&["message", "to"]), &["message"], ""),
+    ]);
+    let mut plan = goal_plan(
+        "Check the grammar of \"I has a day\", translate it to French, define the translation, send it to Ann; \
+         then translate \"Hallo\" and send a greeting to Bob.",
+        json!([
+            {"id": "s1", "tool": "check_grammar", "args": {"sentence": "I has a day"}},
+            {"id": "s2", "tool": "translate", "args": {"text": "I has a day", "to": "French"}, "depends_on": ["s1"]},
+            {"id": "s3", "tool": "define", "args": {"word": "Bonjour"}, "depends_on": ["s2"]},
+            {"id": "s4", "tool": "send", "args": {"message": "Here it is", "to": "Ann"}, "depends_on": ["s3"]},
+            {"id": "s5", "tool": "translate", "args": {"text": "Hallo"}},
+            {"id": "s6", "tool": "send", "args": {"message": "Hello", "to": "Carl"}, "depends_on": ["s5"]},
+            {"id": "s7", "tool": "send", "args": {"message": "a greeting", "to": "Bob"}, "depends_on": ["s5"]}
+        ]),
+    );
+    let mends = mend_unused_dependencies(&mut plan, &registry);
+    assert_eq!(
+        mends,
+        [
+            r#"s2: text "I has a day" → $s1.corrected$ (s2 depends on s1 but did not use its result)"#,
+            r#"s3: word "Bonjour" → $s2.translated$ (s3 depends on s2 but did not use its result)"#,
+            r#"s4: message "Here it is" → $s3.definition$ (s4 depends on s3 but did not use its result)"#,
+        ],
+        "{mends:#?}"
+    );
+    assert_eq!(plan.steps[1].args["to"], json!("French"));
+    assert_eq!(plan.steps[5].args["message"], json!("Hello"), "two texts the goal does not write: no one reading");
+    assert_eq!(plan.steps[6].args["message"], json!("a greeting"), "the goal writes it");
+}
+
+/// A reference to an earlier step written with escaped dollars or without its closing one is the reference;
+/// one to a later step, or without a field, is left as written.
+#[test]
+fn a_reference_written_as_text_is_a_reference() {
+    let mut plan = plan(json!([
+        {"id": "s1", "tool": "llm", "args": {"prompt": "$$s2.text$$"}},
+        {"id": "s2", "tool": "llm", "args": {"prompt": "Tell a joke"}},
+        {"id": "s3", "tool": "llm", "args": {"prompt": "$$s2.text$$", "note": ["$s1.text"], "cost": "$$5$$", "all": "$s2"}}
+    ]));
+    let mends = mend_references(&mut plan, &registry());
+    assert_eq!(
+        mends,
+        [
+            r#"s3: prompt "$$s2.text$$" → "$s2.text$" (a reference, written as text)"#,
+            r#"s3: note ["$s1.text"] → ["$s1.text$"] (a reference, written as text)"#,
+        ],
+        "{mends:#?}"
+    );
+    assert_eq!(plan.steps[0].args["prompt"], json!("$$s2.text$$"), "s2 comes later");
+    assert_eq!(plan.steps[2].args["cost"], json!("$$5$$"));
+    assert_eq!(plan.steps[2].args["all"], json!("$s2"));
 }

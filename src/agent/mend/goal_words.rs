@@ -47,6 +47,35 @@ impl GoalWords {
         !named.is_empty() && named.iter().all(|w| self.has_word(w))
     }
 
+    /// Whether the goal writes any part of `value`: one of its numbers, or one of its texts' words of three
+    /// letters or more or numbers. Looser than [`GoalWords::mentions_value`]: a value with no part in the goal
+    /// was made up, and `4*n - 9 = 27` for "Four times a number, minus 9, is 27" is not.
+    pub fn mentions_any_part(&self, value: &Value) -> bool {
+        match value {
+            Value::Number(_) => self.mentions_value(value),
+            Value::String(text) => {
+                let lower = text.to_lowercase();
+                self.mentions_value(value)
+                    || words(&lower).any(|w| (w.len() >= 3 && self.has_word(w)) || self.writes_number(w))
+            }
+            Value::Array(items) => items.iter().any(|v| self.mentions_any_part(v)),
+            Value::Object(map) => map.values().any(|v| self.mentions_any_part(v)),
+            Value::Bool(_) | Value::Null => false,
+        }
+    }
+
+    /// How many of a name's words of three letters or more (`average_sales_per_day`: 4) the goal uses, and how
+    /// many there are, leaving out `ignored` words.
+    pub fn name_words_used(&self, name: &str, ignored: &[&str]) -> (usize, usize) {
+        let spaced = split_name(name);
+        let named: Vec<&str> = words(&spaced).filter(|w| w.len() >= 3 && !ignored.contains(w)).collect();
+        (named.iter().filter(|w| self.has_word(w)).count(), named.len())
+    }
+
+    fn writes_number(&self, word: &str) -> bool {
+        word.parse::<f64>().is_ok_and(|v| self.numbers.iter().any(|w| same_value(*w, v)))
+    }
+
     fn uses_all(&self, text: &str) -> bool {
         let mut used = words(text).peekable();
         used.peek().is_some() && used.all(|w| self.has_word(w))
@@ -128,5 +157,18 @@ mod tests {
         assert!(goal.mentions_name("include_numbers") && goal.mentions_name("include_special_characters"));
         assert!(!goal.mentions_name("include_uppercase"));
         assert!(GoalWords::new("Include all of it.").mentions_name("include"), "a name of one such verb is its word");
+    }
+
+    #[test]
+    fn any_part_of_a_value_or_name_is_looked_for() {
+        let goal = GoalWords::new("Four times a number, minus 9, is 27. Then average the sales per day.");
+        assert!(goal.mentions_any_part(&json!("4*n - 9 = 27")));
+        assert!(goal.mentions_any_part(&json!([{"value": 1000, "kind": "sales"}])));
+        assert!(!goal.mentions_any_part(&json!({"basic_salary": 5000, "allowance": 1000})));
+        assert!(!goal.mentions_any_part(&json!("current location")));
+        assert!(!goal.mentions_any_part(&json!(true)));
+        assert_eq!(goal.name_words_used("average_sales_per_day", &[]), (4, 4));
+        assert_eq!(goal.name_words_used("calculate_gross_salary", &["calculate"]), (0, 2));
+        assert_eq!(goal.name_words_used("totalSales", &[]), (1, 2));
     }
 }

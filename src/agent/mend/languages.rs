@@ -96,6 +96,11 @@ pub fn mend_languages(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> {
     })
 }
 
+/// Whether a text is a language's English name (`French`, `english`).
+pub(super) fn is_language_name(text: &str) -> bool {
+    LANGUAGES.iter().any(|(_, name)| text.trim().eq_ignore_ascii_case(name))
+}
+
 /// The languages the goal names, as (code, the name as the goal writes it).
 fn languages_in(goal: &str) -> Vec<(&'static str, String)> {
     let words: Vec<&str> = goal.split(|c: char| !c.is_alphabetic()).filter(|w| !w.is_empty()).collect();

@@ -11,6 +11,7 @@
 //!   planner often wrote the same reference again (three goals of the answers dev suite ran out of budget so).
 //! - [`mend_percentages`]: "a 5% interest rate" planned as `interest_rate: 0.05`, against the rule that numbers are
 //!   copied as written (20% is 20), or `8` where the parameter asks for a decimal (`tax_rate`: 0.08).
+//! - [`mend_durations`]: "record 5 minutes" planned as `duration: 5` where the parameter takes seconds.
 //! - [`mend_languages`]: "from English to French" planned as `en` and `fr`, where the parameter does not ask for a
 //!   code; a language name where it does.
 //! - [`drop_unmentioned_optional`]: an optional argument the goal names neither by its value nor by the
@@ -19,10 +20,14 @@
 //! - [`mend_unused_dependencies`]: a step that lists an earlier step as a dependency but passes a number where its
 //!   result belongs (one of that step's own inputs, or a number the planner worked out), against the rule to
 //!   reference a result rather than work it out.
+//! - [`drop_invented_steps`]: a call of a tool the goal does not name with values the goal does not write, put
+//!   between two parts of the goal; whoever read it reads the result it stood in front of.
 
 mod dependencies;
 mod duplicates;
+mod durations;
 mod goal_words;
+mod invented;
 mod languages;
 mod optional;
 mod percentages;
@@ -30,6 +35,8 @@ mod references;
 
 pub use dependencies::mend_unused_dependencies;
 pub use duplicates::drop_repeated_calls;
+pub use durations::mend_durations;
+pub use invented::drop_invented_steps;
 pub use languages::mend_languages;
 pub use optional::drop_unmentioned_optional;
 pub use percentages::mend_percentages;
@@ -40,16 +47,19 @@ use serde_json::Value;
 use super::plan::Plan;
 use crate::tools::{OutputField, ToolRegistry};
 
-/// Every mend in turn: repeated calls, references, percentages, languages, unmentioned optional arguments (judged
-/// on the values as mended), then unused dependencies (judged on the arguments left); returns their lines in that
-/// order.
+/// Every mend in turn: repeated calls, references, percentages, durations, languages, unmentioned optional
+/// arguments (judged on the values as mended), unused dependencies (judged on the arguments left), then invented
+/// steps (last, so a step that listed one as a dependency and now references it is pointed on); returns their
+/// lines in that order.
 pub fn mend_plan(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> {
     let mut mended = drop_repeated_calls(plan);
     mended.extend(mend_references(plan, registry));
     mended.extend(mend_percentages(plan, registry));
+    mended.extend(mend_durations(plan, registry));
     mended.extend(mend_languages(plan, registry));
     mended.extend(drop_unmentioned_optional(plan, registry));
     mended.extend(mend_unused_dependencies(plan, registry));
+    mended.extend(drop_invented_steps(plan, registry));
     mended
 }
 

@@ -1,0 +1,149 @@
+//! Drops a step the goal never asked for: a tool the goal does not name, called only with values the goal does not
+//! write (`calculate_gross_salary(basic_salary: 5000, allowance: 1000)` between "the average sales per day" and
+//! "convert this amount to EUR"). A step that read its result reads the step before it instead, the one whose
+//! result nothing read.
+//!
+//! Why: among distracting tools the 1.5B planner sometimes puts a made-up call between two parts of the goal and
+//! passes its result on, so the part after it reads a number nobody asked for (5 of NESTFUL's 169 plans, none of
+//! them a step the goal needs; the gold plans never hold such a step). The rules say to copy values as the goal
+//! gives them and to use as few steps as the goal needs; a step breaking both has no part in the goal. Either
+//! reading must be clear, or the plan is left as written: the tool's name has words and the goal uses none, no
+//! value has a word or number of the goal's, and a step reading it finds one result to read instead.
+
+use serde_json::Value;
+
+use super::goal_words::GoalWords;
+use crate::agent::plan::{Plan, Step};
+use crate::agent::refs::{references_in, rewrite_references, Reference};
+use crate::tools::{ToolRegistry, BUILTIN_TOOLS};
+
+/// Verbs that tool names start with (`calculate_`, `get_`): they say what a tool does, not which part of a goal
+/// it serves, so a goal's "calculate" names no `calculate_gross_salary`.
+const TOOL_VERBS: &[&str] = &[
+    "add",
+    "analyze",
+    "book",
+    "calculate",
+    "check",
+    "compute",
+    "convert",
+    "create",
+    "execute",
+    "fetch",
+    "find",
+    "generate",
+    "get",
+    "list",
+    "look",
+    "lookup",
+    "make",
+    "play",
+    "read",
+    "record",
+    "run",
+    "schedule",
+    "search",
+    "send",
+    "set",
+    "update",
+    "write",
+];
+
+/// Removes each step whose tool the goal does not name and whose arguments (at least one, no reference among
+/// them) hold nothing the goal writes; the steps reading it are pointed at the latest earlier step whose result
+/// nothing reads. Returns one line per step dropped (`s2: dropped, calculate_gross_salary(…) is no part of the
+/// goal; s3 reads $s1.average_sales_per_day$ instead`).
+pub fn drop_invented_steps(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> {
+    let goal = GoalWords::new(&plan.goal);
+    let mut lines = Vec::new();
+    let mut k = 0;
+    while k < plan.steps.len() {
+        if !is_invented(&plan.steps[k], &goal) {
+            k += 1;
+            continue;
+        }
+        let Some(instead) = result_instead(plan, k, registry, &goal) else {
+            k += 1;
+            continue;
+        };
+        let dropped = plan.steps.remove(k);
+        let mut readers = Vec::new();
+        for step in &mut plan.steps[k..] {
+            let mut redirect =
+                |reference: &Reference, _whole: bool| (reference.step == dropped.id).then(|| instead.clone()).flatten();
+            let before = step.args.clone();
+            for value in step.args.values_mut() {
+                rewrite_references(value, &mut redirect);
+            }
+            step.depends_on.retain(|d| *d != dropped.id);
+            if step.args != before {
+                readers.push(step.id.clone());
+                let source = instead.as_ref().map(|r| &r.step).filter(|s| !step.depends_on.contains(s));
+                step.depends_on.extend(source.cloned());
+            }
+        }
+        let call = format!("{}({})", dropped.tool, Value::Object(dropped.args));
+        let mut line = format!("{}: dropped, {call} is no part of the goal", dropped.id);
+        if let (Some(reference), false) = (&instead, readers.is_empty()) {
+            line.push_str(&format!("; {} reads {reference} instead", readers.join(", ")));
+        }
+        lines.push(line);
+    }
+    lines
+}
+
+/// Whether the step calls a tool the goal does not name with values the goal does not write. A built-in tool
+/// (the calculator, files, the executor model) serves any goal, so no goal needs to name it.
+fn is_invented(step: &Step, goal: &GoalWords) -> bool {
+    if BUILTIN_TOOLS.contains(&step.tool.as_str()) {
+        return false;
+    }
+    let (used, named) = goal.name_words_used(&step.tool, TOOL_VERBS);
+    let values_made_up = step.args.values().all(|v| references_in(v).is_empty() && !goal.mentions_any_part(v));
+    let has_values = step.args.values().any(has_number_or_text);
+    named > 0 && used == 0 && has_values && values_made_up
+}
+
+fn has_number_or_text(value: &Value) -> bool {
+    match value {
+        Value::Number(_) | Value::String(_) => true,
+        Value::Array(items) => items.iter().any(has_number_or_text),
+        Value::Object(map) => map.values().any(has_number_or_text),
+        Value::Bool(_) | Value::Null => false,
+    }
+}
+
+/// What the steps reading step `k` read once it is dropped: `Some(None)` where none reads it,
+/// `Some(Some(reference))` to the latest earlier step whose result no step reads (its only output field, or the
+/// one whose name the goal uses most), `None` where there is no such single reading.
+fn result_instead(plan: &Plan, k: usize, registry: &ToolRegistry, goal: &GoalWords) -> Option<Option<Reference>> {
+    let id = &plan.steps[k].id;
+    let read_steps: Vec<String> =
+        plan.steps.iter().flat_map(|s| s.args.values().flat_map(references_in)).map(|r| r.step).collect();
+    if !read_steps.contains(id) {
+        return Some(None);
+    }
+    let source = plan.steps[..k].iter().rev().find(|s| !read_steps.contains(&s.id))?;
+    let fields = registry.spec(&source.tool)?.output_fields()?;
+    let field = match fields.as_slice() {
+        [] => return None,
+        [only] => only.name.clone(),
+        _ => {
+            let share = |name: &str| {
+                let (used, named) = goal.name_words_used(name, &[]);
+                if named == 0 {
+                    0.0
+                } else {
+                    used as f64 / named as f64
+                }
+            };
+            let best = fields.iter().map(|f| share(&f.name)).fold(0.0, f64::max);
+            let mut tops = fields.iter().filter(|f| share(&f.name) == best);
+            match (best > 0.0, tops.next(), tops.next()) {
+                (true, Some(top), None) => top.name.clone(),
+                _ => return None,
+            }
+        }
+    };
+    Some(Some(Reference { step: source.id.clone(), field: Some(field) }))
+}
