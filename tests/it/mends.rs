@@ -359,6 +359,8 @@ fn a_step_the_goal_never_asked_for_is_dropped() {
         ("convert_currency", &format!(r#"{{"amount": {number}, "to": {text}}}"#), &["amount"], "converted"),
         ("find_restaurants", &format!(r#"{{"location": {text}}}"#), &["location"], ""),
         ("get_joke", "{}", &[], ""),
+        ("schedule_meeting", &format!(r#"{{"title": {text}}}"#), &["title"], "meeting_id:string"),
+        ("calculate_gcd", &format!(r#"{{"a": {number}, "b": {number}}}"#), &["a", "b"], "gcd"),
     ]);
     let goal = "Work out the average sales per day of tablets, then convert this amount to EUR.";
     let mut plan = goal_plan(
@@ -410,6 +412,16 @@ fn a_step_the_goal_never_asked_for_is_dropped() {
     );
     assert!(drop_invented_steps(&mut plan, &registry).is_empty());
     assert_eq!(plan.steps.len(), 3);
+    // The reader takes a number and the result before is a text: no reading that validates, kept.
+    let mut plan = goal_plan(
+        "Schedule the weekly meeting, then the GCD of its ID and 100.",
+        json!([
+            {"id": "s1", "tool": "schedule_meeting", "args": {"title": "weekly meeting"}},
+            {"id": "s2", "tool": "calculate_gross_salary", "args": {"basic": 5000}},
+            {"id": "s3", "tool": "calculate_gcd", "args": {"a": "$s2.gross$", "b": 100}}
+        ]),
+    );
+    assert!(drop_invented_steps(&mut plan, &registry).is_empty());
 }
 
 /// `BUILTIN_TOOLS`, the general tools no goal needs to name, lists every built-in the registry can hold.

@@ -14,8 +14,8 @@ use serde_json::Value;
 
 use super::goal_words::GoalWords;
 use crate::agent::plan::{Plan, Step};
-use crate::agent::refs::{references_in, rewrite_references, Reference};
-use crate::tools::{ToolRegistry, BUILTIN_TOOLS};
+use crate::agent::refs::{parse_reference, reference_fits, references_in, rewrite_references, schema_types, Reference};
+use crate::tools::{OutputField, ToolRegistry, BUILTIN_TOOLS};
 
 /// Verbs that tool names start with (`calculate_`, `get_`): they say what a tool does, not which part of a goal
 /// it serves, so a goal's "calculate" names no `calculate_gross_salary`.
@@ -114,8 +114,9 @@ fn has_number_or_text(value: &Value) -> bool {
 }
 
 /// What the steps reading step `k` read once it is dropped: `Some(None)` where none reads it,
-/// `Some(Some(reference))` to the latest earlier step whose result no step reads (its only output field, or the
-/// one whose name the goal uses most), `None` where there is no such single reading.
+/// `Some(Some(reference))` to the latest earlier step whose result no step reads (its only output field that fits
+/// every argument reading step `k`, or of several such the one whose name the goal uses most), `None` where there
+/// is no such single reading.
 fn result_instead(plan: &Plan, k: usize, registry: &ToolRegistry, goal: &GoalWords) -> Option<Option<Reference>> {
     let id = &plan.steps[k].id;
     let read_steps: Vec<String> =
@@ -123,8 +124,24 @@ fn result_instead(plan: &Plan, k: usize, registry: &ToolRegistry, goal: &GoalWor
     if !read_steps.contains(id) {
         return Some(None);
     }
+    // The types each argument that is a whole reference to step k admits (inside text, any field fits).
+    let reading_types: Vec<Vec<&str>> = plan.steps[k + 1..]
+        .iter()
+        .flat_map(|step| {
+            let schema = registry.spec(&step.tool).map(|spec| &spec.args_schema);
+            step.args.iter().filter_map(move |(name, value)| {
+                let reference = parse_reference(value.as_str()?)?;
+                (reference.step == *id).then(|| schema.map_or(Vec::new(), |s| schema_types(&s["properties"][name])))
+            })
+        })
+        .collect();
     let source = plan.steps[..k].iter().rev().find(|s| !read_steps.contains(&s.id))?;
-    let fields = registry.spec(&source.tool)?.output_fields()?;
+    let fields: Vec<OutputField> = registry
+        .spec(&source.tool)?
+        .output_fields()?
+        .into_iter()
+        .filter(|f| reading_types.iter().all(|types| reference_fits(types, f.json_type.as_deref())))
+        .collect();
     let field = match fields.as_slice() {
         [] => return None,
         [only] => only.name.clone(),

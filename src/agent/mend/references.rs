@@ -89,8 +89,11 @@ fn unwrap_listed_lists(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> 
 
 /// Rewrites each text that is a reference to an earlier step written with its dollars escaped (`"$$s2.joke$$"`,
 /// which reads as the literal text `$s2.joke$`) or without its closing dollar (`"$s1.results"`) into the reference.
-/// Why: the 1.5B wrote both (four of NESTFUL's 169 plans) where the prompt shows `"$s1.field$"`; as written the
-/// tool would get the text of a reference, and no text of that form is a value a goal gives.
+/// Why: as written the tool would get the text of a reference, and no text of that form is a value a goal gives.
+/// The 1.5B left one open in NESTFUL's 169 plans (`items: ["$s1.results"]`, where the list's items have no declared
+/// type, so the grammar let it through). It escaped three, each to a later step, which no plan may reference (the
+/// grammar admits references to earlier steps only): those stay text. Plans written without the grammar or edited
+/// by hand may escape an earlier one.
 fn close_references(plan: &mut Plan) -> Vec<String> {
     let mut mends = Vec::new();
     let mut earlier: Vec<String> = Vec::new();
