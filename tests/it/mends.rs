@@ -43,6 +43,12 @@ fn with_tools(tools: &[(&str, &str, &[&str], &str)]) -> ToolRegistry {
     registry
 }
 
+/// A properties object of `names`, each of JSON type `kind`.
+fn properties_of(names: &[&str], kind: &str) -> String {
+    let fields: Vec<String> = names.iter().map(|n| format!(r#""{n}": {{"type": "{kind}"}}"#)).collect();
+    format!("{{{}}}", fields.join(", "))
+}
+
 fn goal_plan(goal: &str, steps: Value) -> Plan {
     serde_json::from_value(json!({"goal": goal, "steps": steps})).unwrap()
 }
@@ -240,11 +246,7 @@ fn the_plan_mends_run_in_turn() {
 /// could be meant, or the dependency's output is not one number, the step is left as written.
 #[test]
 fn a_listed_dependency_whose_result_went_unused_is_referenced() {
-    let number = r#"{"type": "number"}"#;
-    let args = |names: &[&str]| {
-        let fields: Vec<String> = names.iter().map(|n| format!(r#""{n}": {number}"#)).collect();
-        format!("{{{}}}", fields.join(", "))
-    };
+    let args = |names: &[&str]| properties_of(names, "number");
     let registry = with_tools(&[
         ("profit", &args(&["revenue", "expenses"]), &["revenue", "expenses"], "profit"),
         ("convert", &args(&["amount"]), &["amount"], "converted"),
@@ -438,11 +440,7 @@ fn every_built_in_is_listed_as_one() {
 /// not write) becomes the reference; a text the goal writes, or where two texts could be meant, stays.
 #[test]
 fn a_listed_dependency_whose_text_went_unused_is_referenced() {
-    let text = r#"{"type": "string"}"#;
-    let args = |names: &[&str]| {
-        let fields: Vec<String> = names.iter().map(|n| format!(r#""{n}": {text}"#)).collect();
-        format!("{{{}}}", fields.join(", "))
-    };
+    let args = |names: &[&str]| properties_of(names, "string");
     let registry = with_tools(&[
         ("check_grammar", &args(&["sentence"]), &["sentence"], "corrected:string"),
         ("translate", &args(&["text", "to"]), &["text"], "translated:string"),
