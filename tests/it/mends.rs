@@ -347,10 +347,10 @@ fn durations_are_passed_in_the_unit_the_parameter_takes() {
     );
 }
 
-/// A call of a tool the goal does not name, with values the goal does not write, is dropped; a step that read it
-/// reads the result it stood in front of (the earlier step nothing read, its field the one the goal names). A
-/// step the goal asks for in either way, a built-in, a step without values, and one whose reader would have no
-/// single result to read instead are kept.
+/// A call of a tool the goal does not name, with values the goal does not write, whose result a later step reads,
+/// is dropped, and that step reads the result it stood in front of (the earlier step nothing read, its field the
+/// one the goal names). A step the goal asks for in either way, one nothing reads, a built-in, a step without
+/// values, and one whose reader would have no single result to read instead are kept.
 #[test]
 fn a_step_the_goal_never_asked_for_is_dropped() {
     let text = r#"{"type": "string"}"#;
@@ -381,15 +381,17 @@ fn a_step_the_goal_never_asked_for_is_dropped() {
         mends,
         [
             r#"s2: dropped, calculate_gross_salary({"basic":5000,"allowance":1000}) is no part of the goal; s3 reads $s1.average_sales_per_day$ instead"#,
-            r#"s4: dropped, find_restaurants({"location":"current location"}) is no part of the goal"#,
         ],
         "{mends:#?}"
     );
     let ids: Vec<&str> = plan.steps.iter().map(|s| s.id.as_str()).collect();
-    assert_eq!(ids, ["s1", "s3", "s5", "s6"], "the joke has no values and the calculator serves any goal");
+    assert_eq!(
+        ids,
+        ["s1", "s3", "s4", "s5", "s6"],
+        "nothing reads the restaurants, the joke has no values, and the calculator serves any goal"
+    );
     assert_eq!(plan.steps[1].args["amount"], json!("$s1.average_sales_per_day$"));
-    assert_eq!(plan.steps[1].depends_on, ["s1"]);
-    assert!(plan.steps[2].depends_on.is_empty(), "nothing waits for a dropped step");
+    assert_eq!(plan.steps[1].depends_on, ["s1"], "s2 gave way to s1");
     assert!(plan.validate(&registry).is_empty(), "{:#?}", plan.validate(&registry));
 
     // The goal names the salary, or gives one of its values: kept. A reader with no single result to read
@@ -496,4 +498,32 @@ fn a_reference_written_as_text_is_a_reference() {
     assert_eq!(plan.steps[0].args["prompt"], json!("$$s2.text$$"), "s2 comes later");
     assert_eq!(plan.steps[2].args["cost"], json!("$$5$$"));
     assert_eq!(plan.steps[2].args["all"], json!("$s2"));
+}
+
+/// An arithmetic expression that copies one of a listed dependency's numbers where its result belongs takes the
+/// result ("how far in 5 hours at that speed": `150*5` after `150/2`); with a number of the planner's own beside
+/// it (`50-10`), or several copies, or in a parameter that takes no expression, it stays.
+#[test]
+fn an_expression_copying_a_listed_dependency_input_takes_its_result() {
+    let mut plan = goal_plan(
+        "A car drives 150 km in 2 hours. How far does it go in 5 hours at that speed? And 50 minus 20% of 50?",
+        json!([
+            {"id": "s1", "tool": "calculator", "args": {"expression": "150/2"}},
+            {"id": "s2", "tool": "calculator", "args": {"expression": "150*5"}, "depends_on": ["s1"]},
+            {"id": "s3", "tool": "calculator", "args": {"expression": "50*0.2"}},
+            {"id": "s4", "tool": "calculator", "args": {"expression": "50-10"}, "depends_on": ["s3"]},
+            {"id": "s5", "tool": "calculator", "args": {"expression": "150/2*2"}, "depends_on": ["s1"]},
+            {"id": "s6", "tool": "write_file", "args": {"path": "due.txt", "content": "150-5"}, "depends_on": ["s1"]}
+        ]),
+    );
+    let mends = mend_unused_dependencies(&mut plan, &registry());
+    assert_eq!(
+        mends,
+        [r#"s2: expression "150*5" → "$s1.result$*5" (s2 depends on s1 but did not use its result)"#],
+        "{mends:#?}"
+    );
+    assert_eq!(plan.steps[1].args["expression"], json!("$s1.result$*5"));
+    assert_eq!(plan.steps[3].args["expression"], json!("50-10"), "10 is the planner's own number");
+    assert_eq!(plan.steps[4].args["expression"], json!("150/2*2"), "three copies");
+    assert_eq!(plan.steps[5].args["content"], json!("150-5"), "a text that takes no expression (a date, a code)");
 }

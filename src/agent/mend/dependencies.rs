@@ -10,7 +10,12 @@
 //! the earlier step's tool gives exactly one field, a number or a text, and exactly one argument of that kind is
 //! such a copy or such a guess (a number not among the goal's, a text the goal does not write). A language name is
 //! no guess: it is a setting the planner picks (or the language mend wrote for a code), not a result it worked
-//! out, and taking it for one sent a joke's encryption to a translation as its source language.
+//! out, and taking it for one sent a joke's encryption to a translation as its source language. Where the earlier
+//! tool has several fields (the calculator's `result` and `text`), only an arithmetic expression may take its one
+//! number field, in place of the one number it copied from that step's inputs ([`reference_in_expression`]; the
+//! answers dev suite's "how far in 5 hours at that speed", planned `150*5` after `150/2`).
+
+use std::ops::Range;
 
 use serde_json::Value;
 
@@ -19,7 +24,7 @@ use super::languages::is_language_name;
 use super::only_output_field;
 use super::percentages::percentages_in;
 use crate::agent::numbers::{numbers_in, same_value};
-use crate::agent::plan::Plan;
+use crate::agent::plan::{Plan, Step};
 use crate::agent::refs::references_in;
 use crate::tools::ToolRegistry;
 
@@ -44,7 +49,12 @@ pub fn mend_unused_dependencies(plan: &mut Plan, registry: &ToolRegistry) -> Vec
                 continue;
             }
             let Some(source) = earlier.iter().find(|s| s.id == dependency) else { continue };
-            let Some(field) = only_output_field(registry, &source.tool) else { continue };
+            let Some(field) = only_output_field(registry, &source.tool) else {
+                // A tool of several fields (the calculator's result and text): only an expression may take its
+                // number.
+                mends.extend(reference_in_expression(step, source, registry, &in_goal));
+                continue;
+            };
             let stands_in: Box<dyn Fn(&Value) -> bool> = match field.json_type.as_deref() {
                 Some("number" | "integer") => {
                     let inputs: Vec<f64> = source.args.values().filter_map(Value::as_f64).collect();
@@ -67,7 +77,12 @@ pub fn mend_unused_dependencies(plan: &mut Plan, registry: &ToolRegistry) -> Vec
             };
             let copies_or_guesses: Vec<&String> =
                 step.args.iter().filter(|(_, value)| stands_in(value)).map(|(name, _)| name).collect();
-            let [name] = copies_or_guesses.as_slice() else { continue };
+            let [name] = copies_or_guesses.as_slice() else {
+                if copies_or_guesses.is_empty() {
+                    mends.extend(reference_in_expression(step, source, registry, &in_goal));
+                }
+                continue;
+            };
             let name = (*name).clone();
             let reference = format!("${dependency}.{}$", field.name);
             mends.push(format!(
@@ -79,4 +94,79 @@ pub fn mend_unused_dependencies(plan: &mut Plan, registry: &ToolRegistry) -> Vec
         }
     }
     mends
+}
+
+/// Where a step lists `source` without using it and passes no value standing in for its result, an arithmetic
+/// expression among its arguments (a parameter named or described as an expression or formula: `150*5` after
+/// s1's `150/2`, "how far at that speed") that holds exactly one
+/// number copying one of `source`'s inputs, and otherwise only the goal's numbers, takes `source`'s only number
+/// field in that number's place (`$s1.result$*5`). A number of the planner's own beside it (`50-10`) leaves two
+/// readings, and the expression stays.
+fn reference_in_expression(
+    step: &mut Step,
+    source: &Step,
+    registry: &ToolRegistry,
+    in_goal: &impl Fn(f64) -> bool,
+) -> Option<String> {
+    let fields = registry.spec(&source.tool)?.output_fields()?;
+    let mut numeric = fields.iter().filter(|f| matches!(f.json_type.as_deref(), Some("number" | "integer")));
+    let (Some(field), None) = (numeric.next(), numeric.next()) else { return None };
+    let inputs: Vec<f64> = source
+        .args
+        .values()
+        .flat_map(|v| match v {
+            Value::String(text) => numbers_in(text).into_iter().map(|n| n.value).collect::<Vec<f64>>(),
+            other => other.as_f64().into_iter().collect(),
+        })
+        .collect();
+    let copies = |v: f64| inputs.iter().any(|i| same_value(*i, v));
+    let spec = registry.spec(&step.tool)?;
+    let mut found = step.args.iter().filter_map(|(name, value)| {
+        // Only where the parameter says it takes an expression: "2023-01-31" is digits and signs too.
+        let description = spec.args_schema["properties"][name.as_str()]["description"].as_str().unwrap_or("");
+        let takes_expression =
+            |t: &str| t.to_lowercase().contains("expression") || t.to_lowercase().contains("formula");
+        if !(takes_expression(name) || takes_expression(description)) {
+            return None;
+        }
+        let text = value.as_str()?;
+        let numbers = expression_numbers(text)?;
+        let copied: Vec<&(Range<usize>, f64)> = numbers.iter().filter(|(_, v)| copies(*v)).collect();
+        let [(range, _)] = copied.as_slice() else { return None };
+        let guessed = numbers.iter().any(|(_, v)| !copies(*v) && !in_goal(*v));
+        (!guessed).then(|| {
+            (name.clone(), format!("{}${}.{}${}", &text[..range.start], source.id, field.name, &text[range.end..]))
+        })
+    });
+    let (Some((name, mended)), None) = (found.next(), found.next()) else { return None };
+    let line = format!(
+        "{}: {name} {} → \"{mended}\" ({} depends on {} but did not use its result)",
+        step.id, step.args[&name], step.id, source.id
+    );
+    step.args.insert(name, Value::String(mended));
+    Some(line)
+}
+
+/// The numbers of an arithmetic expression, a text of digits, operators and brackets only (`150*5`, `(96 + 4) /
+/// 3`), with where each is written; `None` for any other text.
+fn expression_numbers(text: &str) -> Option<Vec<(Range<usize>, f64)>> {
+    let arithmetic = |c: char| c.is_ascii_digit() || " .+-*/^%()".contains(c);
+    if !text.chars().all(arithmetic) || !text.chars().any(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    let bytes = text.as_bytes();
+    let mut numbers = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if !bytes[i].is_ascii_digit() {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < bytes.len() && (bytes[i].is_ascii_digit() || bytes[i] == b'.') {
+            i += 1;
+        }
+        numbers.push((start..i, text[start..i].parse().ok()?));
+    }
+    Some(numbers)
 }

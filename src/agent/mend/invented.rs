@@ -1,14 +1,18 @@
-//! Drops a step the goal never asked for: a tool the goal does not name, called only with values the goal does not
-//! write (`calculate_gross_salary(basic_salary: 5000, allowance: 1000)` between "the average sales per day" and
-//! "convert this amount to EUR"). A step that read its result reads the step before it instead, the one whose
-//! result nothing read.
+//! Drops a step the goal never asked for whose result a later step reads: a tool the goal does not name, called
+//! only with values the goal does not write (`calculate_gross_salary(basic_salary: 5000, allowance: 1000)` between
+//! "the average sales per day" and "convert this amount to EUR"). The step that read its result reads the result
+//! before it instead, the one nothing read.
 //!
 //! Why: among distracting tools the 1.5B planner sometimes puts a made-up call between two parts of the goal and
-//! passes its result on, so the part after it reads a number nobody asked for (5 of NESTFUL's 169 plans, none of
-//! them a step the goal needs; the gold plans never hold such a step). The rules say to copy values as the goal
-//! gives them and to use as few steps as the goal needs; a step breaking both has no part in the goal. Either
+//! passes its result on, so the part after it reads a number nobody asked for. The rules say to copy values as the
+//! goal gives them and to use as few steps as the goal needs; a step breaking both has no part in the goal. Every
 //! reading must be clear, or the plan is left as written: the tool's name has words and the goal uses none, no
-//! value has a word or number of the goal's, and a step reading it finds one result to read instead.
+//! value has a word or number of the goal's, a later step reads it, and an earlier result nothing read fits where
+//! it is read. A made-up step that nothing reads stays: without the stranded result beside it, a goal may name the
+//! tool by another word ("the weather" for `get_forecast(city: "current location")`), and such a step costs a call,
+//! not a wrong answer. Of NESTFUL's 169 plans, 5 hold such a step and none is one the goal needs: 2 are dropped, one
+//! stays because its reader wants a number where the result before it is a meeting's ID, two because nothing reads
+//! them.
 
 use serde_json::Value;
 
@@ -49,9 +53,9 @@ const TOOL_VERBS: &[&str] = &[
     "write",
 ];
 
-/// Removes each step whose tool the goal does not name and whose arguments (at least one, no reference among
-/// them) hold nothing the goal writes; the steps reading it are pointed at the latest earlier step whose result
-/// nothing reads. Returns one line per step dropped (`s2: dropped, calculate_gross_salary(…) is no part of the
+/// Removes each step whose tool the goal does not name, whose arguments (at least one, no reference among them)
+/// hold nothing the goal writes, and whose result a later step reads; the steps reading it are pointed at the
+/// latest earlier step whose result nothing reads. Returns one line per step dropped (`s2: dropped, calculate_gross_salary(…) is no part of the
 /// goal; s3 reads $s1.average_sales_per_day$ instead`).
 pub fn drop_invented_steps(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> {
     let goal = GoalWords::new(&plan.goal);
@@ -70,7 +74,7 @@ pub fn drop_invented_steps(plan: &mut Plan, registry: &ToolRegistry) -> Vec<Stri
         let mut readers = Vec::new();
         for step in &mut plan.steps[k..] {
             let mut redirect =
-                |reference: &Reference, _whole: bool| (reference.step == dropped.id).then(|| instead.clone()).flatten();
+                |reference: &Reference, _whole: bool| (reference.step == dropped.id).then(|| instead.clone());
             let before = step.args.clone();
             for value in step.args.values_mut() {
                 rewrite_references(value, &mut redirect);
@@ -78,16 +82,17 @@ pub fn drop_invented_steps(plan: &mut Plan, registry: &ToolRegistry) -> Vec<Stri
             step.depends_on.retain(|d| *d != dropped.id);
             if step.args != before {
                 readers.push(step.id.clone());
-                let source = instead.as_ref().map(|r| &r.step).filter(|s| !step.depends_on.contains(s));
-                step.depends_on.extend(source.cloned());
+                if !step.depends_on.contains(&instead.step) {
+                    step.depends_on.push(instead.step.clone());
+                }
             }
         }
         let call = format!("{}({})", dropped.tool, Value::Object(dropped.args));
-        let mut line = format!("{}: dropped, {call} is no part of the goal", dropped.id);
-        if let (Some(reference), false) = (&instead, readers.is_empty()) {
-            line.push_str(&format!("; {} reads {reference} instead", readers.join(", ")));
-        }
-        lines.push(line);
+        lines.push(format!(
+            "{}: dropped, {call} is no part of the goal; {} reads {instead} instead",
+            dropped.id,
+            readers.join(", ")
+        ));
     }
     lines
 }
@@ -113,16 +118,15 @@ fn has_number_or_text(value: &Value) -> bool {
     }
 }
 
-/// What the steps reading step `k` read once it is dropped: `Some(None)` where none reads it,
-/// `Some(Some(reference))` to the latest earlier step whose result no step reads (its only output field that fits
-/// every argument reading step `k`, or of several such the one whose name the goal uses most), `None` where there
-/// is no such single reading.
-fn result_instead(plan: &Plan, k: usize, registry: &ToolRegistry, goal: &GoalWords) -> Option<Option<Reference>> {
+/// What the steps reading step `k` read once it is dropped: the latest earlier step whose result no step reads
+/// (its only output field that fits every argument reading step `k`, or of several such the one whose name the
+/// goal uses most); `None` where no step reads step `k` or there is no such single reading.
+fn result_instead(plan: &Plan, k: usize, registry: &ToolRegistry, goal: &GoalWords) -> Option<Reference> {
     let id = &plan.steps[k].id;
     let read_steps: Vec<String> =
         plan.steps.iter().flat_map(|s| s.args.values().flat_map(references_in)).map(|r| r.step).collect();
     if !read_steps.contains(id) {
-        return Some(None);
+        return None;
     }
     // The types each argument that is a whole reference to step k admits (inside text, any field fits).
     let reading_types: Vec<Vec<&str>> = plan.steps[k + 1..]
@@ -162,5 +166,5 @@ fn result_instead(plan: &Plan, k: usize, registry: &ToolRegistry, goal: &GoalWor
             }
         }
     };
-    Some(Some(Reference { step: source.id.clone(), field: Some(field) }))
+    Some(Reference { step: source.id.clone(), field: Some(field) })
 }
