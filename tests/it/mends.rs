@@ -502,7 +502,8 @@ fn a_reference_written_as_text_is_a_reference() {
 
 /// An arithmetic expression that copies one of a listed dependency's numbers where its result belongs takes the
 /// result ("how far in 5 hours at that speed": `150*5` after `150/2`); with a number of the planner's own beside
-/// it (`50-10`), or several copies, or in a parameter that takes no expression, it stays.
+/// it (`50-10`), or several copies, or a copy of a number the goal writes twice, or in a parameter that takes no
+/// expression, it stays.
 #[test]
 fn an_expression_copying_a_listed_dependency_input_takes_its_result() {
     let mut plan = goal_plan(
@@ -513,7 +514,8 @@ fn an_expression_copying_a_listed_dependency_input_takes_its_result() {
             {"id": "s3", "tool": "calculator", "args": {"expression": "50*0.2"}},
             {"id": "s4", "tool": "calculator", "args": {"expression": "50-10"}, "depends_on": ["s3"]},
             {"id": "s5", "tool": "calculator", "args": {"expression": "150/2*2"}, "depends_on": ["s1"]},
-            {"id": "s6", "tool": "write_file", "args": {"path": "due.txt", "content": "150-5"}, "depends_on": ["s1"]}
+            {"id": "s6", "tool": "write_file", "args": {"path": "due.txt", "content": "150-5"}, "depends_on": ["s1"]},
+            {"id": "s7", "tool": "calculator", "args": {"expression": "2*50"}, "depends_on": ["s3"]}
         ]),
     );
     let mends = mend_unused_dependencies(&mut plan, &registry());
@@ -526,4 +528,5 @@ fn an_expression_copying_a_listed_dependency_input_takes_its_result() {
     assert_eq!(plan.steps[3].args["expression"], json!("50-10"), "10 is the planner's own number");
     assert_eq!(plan.steps[4].args["expression"], json!("150/2*2"), "three copies");
     assert_eq!(plan.steps[5].args["content"], json!("150-5"), "a text that takes no expression (a date, a code)");
+    assert_eq!(plan.steps[6].args["expression"], json!("2*50"), "the goal writes 50 twice: either may be meant");
 }

@@ -39,6 +39,7 @@ pub fn mend_unused_dependencies(plan: &mut Plan, registry: &ToolRegistry) -> Vec
     let goal_numbers: Vec<f64> = numbers_in(&plan.goal).iter().map(|n| n.value).chain(fractions).collect();
     let in_goal = |v: f64| goal_numbers.iter().any(|g| same_value(*g, v));
     let goal = GoalWords::new(&plan.goal);
+    let goal_text = plan.goal.clone();
     let mut mends = Vec::new();
     for k in 0..plan.steps.len() {
         let (earlier, rest) = plan.steps.split_at_mut(k);
@@ -52,7 +53,7 @@ pub fn mend_unused_dependencies(plan: &mut Plan, registry: &ToolRegistry) -> Vec
             let Some(field) = only_output_field(registry, &source.tool) else {
                 // A tool of several fields (the calculator's result and text): only an expression may take its
                 // number.
-                mends.extend(reference_in_expression(step, source, registry, &in_goal));
+                mends.extend(reference_in_expression(step, source, registry, &goal_text, &in_goal));
                 continue;
             };
             let stands_in: Box<dyn Fn(&Value) -> bool> = match field.json_type.as_deref() {
@@ -79,7 +80,7 @@ pub fn mend_unused_dependencies(plan: &mut Plan, registry: &ToolRegistry) -> Vec
                 step.args.iter().filter(|(_, value)| stands_in(value)).map(|(name, _)| name).collect();
             let [name] = copies_or_guesses.as_slice() else {
                 if copies_or_guesses.is_empty() {
-                    mends.extend(reference_in_expression(step, source, registry, &in_goal));
+                    mends.extend(reference_in_expression(step, source, registry, &goal_text, &in_goal));
                 }
                 continue;
             };
@@ -99,13 +100,15 @@ pub fn mend_unused_dependencies(plan: &mut Plan, registry: &ToolRegistry) -> Vec
 /// Where a step lists `source` without using it and passes no value standing in for its result, an arithmetic
 /// expression among its arguments (a parameter named or described as an expression or formula: `150*5` after
 /// s1's `150/2`, "how far at that speed") that holds exactly one
-/// number copying one of `source`'s inputs, and otherwise only the goal's numbers, takes `source`'s only number
+/// number copying one of `source`'s inputs (and written at most once in the goal), and otherwise only the goal's
+/// numbers, takes `source`'s only number
 /// field in that number's place (`$s1.result$*5`). A number of the planner's own beside it (`50-10`) leaves two
 /// readings, and the expression stays.
 fn reference_in_expression(
     step: &mut Step,
     source: &Step,
     registry: &ToolRegistry,
+    goal: &str,
     in_goal: &impl Fn(f64) -> bool,
 ) -> Option<String> {
     let fields = registry.spec(&source.tool)?.output_fields()?;
@@ -119,7 +122,11 @@ fn reference_in_expression(
             other => other.as_f64().into_iter().collect(),
         })
         .collect();
-    let copies = |v: f64| inputs.iter().any(|i| same_value(*i, v));
+    // A number the goal writes twice ("3 notebooks at 4 dollars and 2 pens at 3 dollars") may be the goal's other
+    // one: copied from the dependency only where the goal writes it at most once.
+    let goal_numbers: Vec<f64> = numbers_in(goal).iter().map(|n| n.value).collect();
+    let written_once = |v: f64| goal_numbers.iter().filter(|g| same_value(**g, v)).count() <= 1;
+    let copies = |v: f64| inputs.iter().any(|i| same_value(*i, v)) && written_once(v);
     let spec = registry.spec(&step.tool)?;
     let mut found = step.args.iter().filter_map(|(name, value)| {
         // Only where the parameter says it takes an expression: "2023-01-31" is digits and signs too.
