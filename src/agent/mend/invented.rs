@@ -55,8 +55,8 @@ const TOOL_VERBS: &[&str] = &[
 
 /// Removes each step whose tool the goal does not name, whose arguments (at least one, no reference among them)
 /// hold nothing the goal writes, and whose result a later step reads; the steps reading it are pointed at the
-/// latest earlier step whose result nothing reads. Returns one line per step dropped (`s2: dropped, calculate_gross_salary(…) is no part of the
-/// goal; s3 reads $s1.average_sales_per_day$ instead`).
+/// latest earlier step whose result nothing reads. Returns one line per step dropped (`s2: dropped,
+/// calculate_gross_salary(…) is no part of the goal; s3 reads $s1.average_sales_per_day$ instead`).
 pub fn drop_invented_steps(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> {
     let goal = GoalWords::new(&plan.goal);
     let mut lines = Vec::new();
@@ -73,18 +73,18 @@ pub fn drop_invented_steps(plan: &mut Plan, registry: &ToolRegistry) -> Vec<Stri
         let dropped = plan.steps.remove(k);
         let mut readers = Vec::new();
         for step in &mut plan.steps[k..] {
+            step.depends_on.retain(|d| *d != dropped.id);
+            if !step.references().iter().any(|r| r.step == dropped.id) {
+                continue;
+            }
             let mut redirect =
                 |reference: &Reference, _whole: bool| (reference.step == dropped.id).then(|| instead.clone());
-            let before = step.args.clone();
             for value in step.args.values_mut() {
                 rewrite_references(value, &mut redirect);
             }
-            step.depends_on.retain(|d| *d != dropped.id);
-            if step.args != before {
-                readers.push(step.id.clone());
-                if !step.depends_on.contains(&instead.step) {
-                    step.depends_on.push(instead.step.clone());
-                }
+            readers.push(step.id.clone());
+            if !step.depends_on.contains(&instead.step) {
+                step.depends_on.push(instead.step.clone());
             }
         }
         let call = format!("{}({})", dropped.tool, Value::Object(dropped.args));

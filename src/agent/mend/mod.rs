@@ -45,7 +45,7 @@ pub use references::mend_references;
 use serde_json::Value;
 
 use super::plan::Plan;
-use crate::tools::{OutputField, ToolRegistry};
+use crate::tools::{OutputField, ToolRegistry, ToolSpec};
 
 /// Every mend in turn: repeated calls, references, percentages, durations, languages, unmentioned optional
 /// arguments (judged on the values as mended), unused dependencies (judged on the arguments left), then invented
@@ -75,14 +75,18 @@ fn rewrite_arguments(
     for step in &mut plan.steps {
         let Some(spec) = registry.spec(&step.tool) else { continue };
         for (name, value) in step.args.iter_mut() {
-            let description = spec.args_schema["properties"][name.as_str()]["description"].as_str().unwrap_or("");
-            if let Some((new, why)) = rewrite(name, value, &description.to_lowercase()) {
+            if let Some((new, why)) = rewrite(name, value, &parameter_description(spec, name).to_lowercase()) {
                 lines.push(format!("{}: {name} {value} → {new} ({why})", step.id));
                 *value = new;
             }
         }
     }
     lines
+}
+
+/// The description a tool gives its parameter `name`, or "" where it gives none.
+fn parameter_description<'a>(spec: &'a ToolSpec, name: &str) -> &'a str {
+    spec.args_schema["properties"][name]["description"].as_str().unwrap_or("")
 }
 
 /// The only output field of `tool`, where the registry knows it and it declares exactly one.
