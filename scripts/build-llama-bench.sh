@@ -12,6 +12,9 @@
 #                                                      binary's path last)
 #
 # LLAMA_CPP_PYTHON_VERSION picks the package version (default 0.3.36, llama.cpp commit 0c1e570).
+# LLAMA_CPU_ISA=avx2 builds for AVX2 + FMA + F16C only (no AVX-512, no AVX-VNNI) in OUT_DIR/build-avx2, for a fair
+# side by side with Tandem's AVX2 kernels (`TANDEM_CPU_ISA=avx2`) on an AVX-512 machine; the default, `native`,
+# builds for the machine's own instruction set in OUT_DIR/build.
 set -euo pipefail
 out="${1:-target/llama.cpp}"
 target="${2:-llama-bench}"
@@ -20,9 +23,18 @@ case "$target" in
     *) echo "unknown target $target: llama-bench, llama-server or llama-completion" >&2; exit 1 ;;
 esac
 version="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
+isa="${LLAMA_CPU_ISA:-native}"
+case "$isa" in
+    native) build_dir=build; isa_flags=(-DGGML_NATIVE=ON) ;;
+    # Haswell's set, as on AVX2 laptops (Intel before Alder Lake, AMD Zen 2/3): what our AVX2 kernels assume.
+    avx2) build_dir=build-avx2; isa_flags=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+        -DGGML_BMI2=ON -DGGML_AVX_VNNI=OFF -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF
+        -DGGML_AVX512_BF16=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF) ;;
+    *) echo "unknown LLAMA_CPU_ISA $isa: native or avx2" >&2; exit 1 ;;
+esac
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
-bin="$out/build/bin/$target"
+bin="$out/$build_dir/bin/$target"
 if [[ -x "$bin" ]]; then
     echo "$bin"
     exit 0
@@ -44,12 +56,12 @@ if [[ ! -d "$out/src" ]]; then
     tar -xzf "$sdist" -C "$out/src.tmp" --strip-components=1
     mv "$out/src.tmp" "$out/src"
 fi
-# The machine's own instruction set (AVX-512/VNNI where present), no network code, no shared libs to find. The
+# The instruction set chosen above (by default the machine's own), no network code, no shared libs to find. The
 # server is configured in (so one tree builds both binaries) without its web UI: no npm build, no prebuilt UI
 # download; the server's API is all the benchmark uses.
-"$out/venv/bin/cmake" -S "$out/src/vendor/llama.cpp" -B "$out/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+"$out/venv/bin/cmake" -S "$out/src/vendor/llama.cpp" -B "$out/$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    "${isa_flags[@]}" -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
     -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
     -DCMAKE_MAKE_PROGRAM="$out/venv/bin/ninja"
-"$out/venv/bin/cmake" --build "$out/build" --target "$target" -j "$(nproc)"
+"$out/venv/bin/cmake" --build "$out/$build_dir" --target "$target" -j "$(nproc)"
 echo "$bin"
