@@ -4,10 +4,15 @@
 //!
 //! Weights are small unsigned integers (0–63), so `maddubs` multiplies them by signed activations without
 //! overflowing its i16 pair sums; `madd` by the group scales (broadcast as i16) widens to i32 and applies the scale
-//! in the same instruction. A super-block's groups add up in i32 and become f32 once, times `d_w × d_a`. The −32
-//! offset is settled once per super-block from the activations' sums of 16.
+//! in the same instruction. A super-block's groups add up in i32; the −32 offset, from the activations' sums of 16,
+//! is taken off in i32 too, and the difference becomes f32 once, times `d_w × d_a`.
+//!
+//! From `BYTES_MIN_ACTS` activation rows on (prefill), a work item first unpacks its weight rows to one byte a
+//! value, so the bits are unpacked once per weight row rather than once per tile of activation rows; the integers
+//! and f32 steps are the same, so a row gets the same bits either way.
 
 use std::arch::x86_64::*;
+use std::cell::RefCell;
 use std::ops::Range;
 
 use super::avx2::horizontal_sum;
@@ -20,6 +25,16 @@ const TILE_ACTS: usize = 4;
 /// Activation rows that meet the same weight rows before moving on: 8 rows of 1536 int8 values and 16 weight
 /// rows of 1536 K-quant values together fit a 32 KiB L1 cache.
 const ACT_BLOCK: usize = 8;
+
+/// Activation rows from which the weight rows are unpacked to bytes once per work item. Below it (decode steps,
+/// drafted tokens) each tile unpacks its weight row as it goes: writing and rereading the bytes would cost more than
+/// the unpacking it saves.
+const BYTES_MIN_ACTS: usize = 16;
+
+thread_local! {
+    /// The current work item's Q6_K weight rows, one byte a value (0–63) in the rows' order, reused across calls.
+    static Q6K_BYTES: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
 
 /// Runs `tile::<N>(r, i)` over weight rows `rows` and every activation row, four at a time, in blocks of
 /// `ACT_BLOCK` activation rows.
@@ -51,17 +66,80 @@ macro_rules! for_tiles {
 /// The CPU must support AVX2 and FMA.
 #[target_feature(enable = "avx2,fma")]
 pub(super) unsafe fn q6k_rows(w: &Q6KMatrix, acts: &KActivations, m: usize, rows: Range<usize>, out: &mut [f32]) {
-    for_tiles!(rows, m, q6k_tile, w, acts, out);
+    if m < BYTES_MIN_ACTS {
+        for_tiles!(rows, m, q6k_tile, w, acts, out);
+        return;
+    }
+    Q6K_BYTES.with(|cell| {
+        let mut bytes = cell.borrow_mut();
+        let k = w.cols();
+        bytes.resize(rows.len() * k, 0);
+        // A loop, not a closure: closures do not inherit `target_feature`, and would call out for each block.
+        for (row_bytes, r) in bytes.chunks_exact_mut(k).zip(rows.clone()) {
+            q6k_row_bytes(w, r, row_bytes);
+        }
+        let bytes = &bytes[..];
+        for_tiles!(rows, m, q6k_bytes_tile, w, bytes, rows.start, acts, out);
+    });
+}
+
+/// Weight row `r`'s values, unpacked to one byte each (0–63), into `out` (`w.cols()` bytes).
+#[target_feature(enable = "avx2,fma")]
+unsafe fn q6k_row_bytes(w: &Q6KMatrix, r: usize, out: &mut [u8]) {
+    assert_eq!(out.len(), w.cols());
+    for (block, out) in w.row(r).iter().zip(out.chunks_exact_mut(SUPER)) {
+        for h in 0..2 {
+            for (p, values) in q6k_half_values(block, h).into_iter().enumerate() {
+                _mm256_storeu_si256(out.as_mut_ptr().add(128 * h + 32 * p) as *mut __m256i, values);
+            }
+        }
+    }
+}
+
+/// `q6k_tile` on weight rows unpacked to bytes (`bytes`: the rows from `first` on, `w.cols()` bytes each): the
+/// same registers in the same order, so the same bits.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn q6k_bytes_tile<const N: usize>(
+    w: &Q6KMatrix,
+    bytes: &[u8],
+    first: usize,
+    acts: &KActivations,
+    out: &mut [f32],
+    r: usize,
+    i0: usize,
+) {
+    let k = w.cols();
+    let row_bytes = &bytes[(r - first) * k..][..k];
+    let mut sums = [_mm256_setzero_ps(); N];
+    let a_rows: [_; N] = std::array::from_fn(|j| acts.row(i0 + j, k));
+    for (b, block) in w.row(r).iter().enumerate() {
+        let mut dots = [_mm256_setzero_si256(); N];
+        for h in 0..2 {
+            let scales16 = half_scales16(block, h);
+            for p in 0..4 {
+                let at = b * SUPER + 128 * h + 32 * p;
+                let q = _mm256_loadu_si256(row_bytes.as_ptr().add(at) as *const __m256i);
+                let scale = _mm256_shuffle_epi8(scales16, pick_i16(2 * p, 2 * p + 1));
+                for j in 0..N {
+                    let a = _mm256_loadu_si256(a_rows[j].0.as_ptr().add(at) as *const __m256i);
+                    dots[j] = _mm256_add_epi32(dots[j], _mm256_madd_epi16(_mm256_maddubs_epi16(q, a), scale));
+                }
+            }
+        }
+        add_block(block, b, &a_rows, &dots, &mut sums);
+    }
+    let n_out = w.rows();
+    for j in 0..N {
+        out[(i0 + j) * n_out + r] = horizontal_sum(sums[j]);
+    }
 }
 
 /// `out[i0 + j][r]` for `j < N`.
 #[target_feature(enable = "avx2,fma")]
 unsafe fn q6k_tile<const N: usize>(w: &Q6KMatrix, acts: &KActivations, out: &mut [f32], r: usize, i0: usize) {
     let k = w.cols();
-    let low4 = _mm256_set1_epi8(0x0F);
-    let low2 = _mm256_set1_epi8(0x03);
     let mut sums = [_mm256_setzero_ps(); N];
-    let mut offsets = [_mm256_setzero_ps(); N];
     let mut a_rows = [(&[][..], &[][..], &[][..]); N];
     for (j, row) in a_rows.iter_mut().enumerate() {
         *row = acts.row(i0 + j, k);
@@ -69,25 +147,8 @@ unsafe fn q6k_tile<const N: usize>(w: &Q6KMatrix, acts: &KActivations, out: &mut
     for (b, block) in w.row(r).iter().enumerate() {
         let mut dots = [_mm256_setzero_si256(); N];
         for h in 0..2 {
-            // This half's eight group scales as i16 in both 128-bit lanes, for `vpshufb` to pick from.
-            let scales16 = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_loadl_epi64(
-                block.scales.as_ptr().add(8 * h) as *const __m128i,
-            )));
-            let ql0 = _mm256_loadu_si256(block.ql.as_ptr().add(64 * h) as *const __m256i);
-            let ql1 = _mm256_loadu_si256(block.ql.as_ptr().add(64 * h + 32) as *const __m256i);
-            let qh = _mm256_loadu_si256(block.qh.as_ptr().add(32 * h) as *const __m256i);
-            // Shifts are per 16-bit lane, so each result is masked back to its byte before moving to bits 4–5.
-            let top0 = _mm256_slli_epi16(_mm256_and_si256(qh, low2), 4);
-            let top1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), low2), 4);
-            let top2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), low2), 4);
-            let top3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), low2), 4);
-            let parts = [
-                _mm256_or_si256(_mm256_and_si256(ql0, low4), top0),
-                _mm256_or_si256(_mm256_and_si256(ql1, low4), top1),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), top2),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4), top3),
-            ];
-            for (p, &q) in parts.iter().enumerate() {
+            let scales16 = half_scales16(block, h);
+            for (p, q) in q6k_half_values(block, h).into_iter().enumerate() {
                 // Values 0–15 of this part belong to group 8h + 2p (the low 128-bit lane of the maddubs
                 // result), values 16–31 to the next group.
                 let scale = _mm256_shuffle_epi8(scales16, pick_i16(2 * p, 2 * p + 1));
@@ -98,17 +159,66 @@ unsafe fn q6k_tile<const N: usize>(w: &Q6KMatrix, acts: &KActivations, out: &mut
                 }
             }
         }
-        let scales = q6k_scales16(block);
-        for j in 0..N {
-            let da = a_rows[j].1[b];
-            sums[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots[j]), _mm256_set1_ps(block.d * da), sums[j]);
-            offsets[j] = q6k_offset_term(block, scales, a_rows[j].2[b * SUPER / 16..].as_ptr(), da, offsets[j]);
-        }
+        add_block(block, b, &a_rows, &dots, &mut sums);
     }
     let n_out = w.rows();
     for j in 0..N {
-        out[(i0 + j) * n_out + r] = horizontal_sum(_mm256_sub_ps(sums[j], offsets[j]));
+        out[(i0 + j) * n_out + r] = horizontal_sum(sums[j]);
     }
+}
+
+/// One activation row as `KActivations::row` gives it: int8 values, per-256 scales, sums of 16.
+type ActRow<'a> = (&'a [i8], &'a [f32], &'a [i16]);
+
+/// Adds super-block `b` to the f32 sums: its integer dot products (`dots`, one per activation row) less the −32
+/// offset, `32 · Σ_g scale_g · (sum of the activations of group g)`, settled in integers (both are exact in i32:
+/// at most 2^25 and 2^24), then times `d_w × d_a`.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn add_block<const N: usize>(
+    block: &Q6KBlock,
+    b: usize,
+    a_rows: &[ActRow; N],
+    dots: &[__m256i; N],
+    sums: &mut [__m256; N],
+) {
+    let scales = q6k_scales16(block);
+    for j in 0..N {
+        let sums16 = _mm256_loadu_si256(a_rows[j].2[b * SUPER / 16..].as_ptr() as *const __m256i);
+        let offset = _mm256_slli_epi32(_mm256_madd_epi16(scales, sums16), 5);
+        let dot = _mm256_cvtepi32_ps(_mm256_sub_epi32(dots[j], offset));
+        sums[j] = _mm256_fmadd_ps(dot, _mm256_set1_ps(block.d * a_rows[j].1[b]), sums[j]);
+    }
+}
+
+/// Half `h` of a Q6_K block's values (128) as bytes 0–63, in four registers: register `p` holds values
+/// `128h + 32p ..` in order.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn q6k_half_values(block: &Q6KBlock, h: usize) -> [__m256i; 4] {
+    let low4 = _mm256_set1_epi8(0x0F);
+    let low2 = _mm256_set1_epi8(0x03);
+    let ql0 = _mm256_loadu_si256(block.ql.as_ptr().add(64 * h) as *const __m256i);
+    let ql1 = _mm256_loadu_si256(block.ql.as_ptr().add(64 * h + 32) as *const __m256i);
+    let qh = _mm256_loadu_si256(block.qh.as_ptr().add(32 * h) as *const __m256i);
+    // Shifts are per 16-bit lane, so each result is masked back to its byte before moving to bits 4–5.
+    let top0 = _mm256_slli_epi16(_mm256_and_si256(qh, low2), 4);
+    let top1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), low2), 4);
+    let top2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), low2), 4);
+    let top3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), low2), 4);
+    [
+        _mm256_or_si256(_mm256_and_si256(ql0, low4), top0),
+        _mm256_or_si256(_mm256_and_si256(ql1, low4), top1),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), top2),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4), top3),
+    ]
+}
+
+/// Half `h`'s eight group scales as i16 in both 128-bit lanes, for `vpshufb` to pick from.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn half_scales16(block: &Q6KBlock, h: usize) -> __m256i {
+    _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_loadl_epi64(block.scales.as_ptr().add(8 * h) as *const __m128i)))
 }
 
 /// A Q6_K block's sixteen scales as i16.
@@ -116,15 +226,6 @@ unsafe fn q6k_tile<const N: usize>(w: &Q6KMatrix, acts: &KActivations, out: &mut
 #[target_feature(enable = "avx2,fma")]
 unsafe fn q6k_scales16(block: &Q6KBlock) -> __m256i {
     _mm256_cvtepi8_epi16(_mm_loadu_si128(block.scales.as_ptr() as *const __m128i))
-}
-
-/// `acc` plus Q6_K's −32 offset term of one super-block and activation row (to be subtracted):
-/// `32 · d · d_a · Σ_g scale_g · (sum of the activations of group g)`, from the sums of 16 at `sums16`.
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn q6k_offset_term(block: &Q6KBlock, scales: __m256i, sums16: *const i16, da: f32, acc: __m256) -> __m256 {
-    let weighted = _mm256_cvtepi32_ps(_mm256_madd_epi16(scales, _mm256_loadu_si256(sums16 as *const __m256i)));
-    _mm256_fmadd_ps(weighted, _mm256_set1_ps(32.0 * block.d * da), acc)
 }
 
 /// A `vpshufb` control that fills the low 128-bit lane with i16 element `low` and the high lane with `high`.

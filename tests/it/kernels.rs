@@ -264,7 +264,8 @@ fn k_quants_unpack_to_candles_values(#[case] dtype: GgmlDType) {
 }
 
 /// Tile edges for the K-quant kernels: activation counts 1–4 and beyond, one to many super-blocks, the models'
-/// widths (0.5B down: 4864, 1.5B: 1536 and 8960).
+/// widths (0.5B down: 4864, 1.5B: 1536 and 8960); from 16 activation rows the AVX2 Q6_K kernel unpacks its weight
+/// rows to bytes first.
 #[rstest]
 #[case(1, 256, 1)]
 #[case(3, 512, 2)]
@@ -276,6 +277,8 @@ fn k_quants_unpack_to_candles_values(#[case] dtype: GgmlDType) {
 #[case(32, 512, 9)]
 #[case(40, 1536, 13)]
 #[case(16, 8960, 8)]
+#[case(17, 1536, 16)]
+#[case(24, 8960, 19)]
 fn k_quant_kernels_match_the_reference(#[case] rows: usize, #[case] cols: usize, #[case] m: usize) {
     let input = random_values(m * cols, 10);
     let (q4, _) = candle_weights(rows, cols, GgmlDType::Q4K, 11);
@@ -344,7 +347,8 @@ type PanelProduct<'a> = (&'static str, usize, &'a [f32], CpuLevel, Box<dyn Fn(Cp
 /// 40-row matrices take, on AVX-512 VNNI CPUs, the Q8_0 panel kernel for two tiles of rows and the row kernel for
 /// the rest, and the stored panels (Q4_K, Q6_K, Q5_0) for all 40, the last panel half full; the Q8_0 and Q5_0
 /// ones of width 1568 end in an odd block. Batches of 3, 11 and 100 rows: the Q8_0 panels run from 4 activation
-/// rows on (the row kernel below), the Q6_K panels unpack to bytes first from 96 rows on.
+/// rows on (the row kernel below), the Q6_K panels unpack to bytes first from 96 rows on, the AVX2 Q6_K row kernel
+/// from 16.
 #[rstest]
 #[case(3)]
 #[case(11)]
@@ -404,9 +408,11 @@ fn k_quant_kernels_hold_the_extremes() {
     let (rows, cols) = (17, 512);
     let q4 = Q4KMatrix::from_gguf_bytes(rows, cols, &q4_block.repeat(rows * cols / 256)).unwrap();
     let q6 = Q6KMatrix::from_gguf_bytes(rows, cols, &q6_block.repeat(rows * cols / 256)).unwrap();
-    let m = 9;
-    let input: Vec<f32> = (0..m * cols).map(|i| if (i / cols) % 2 == 0 { 3.0 } else { -3.0 }).collect();
-    assert_k_quant_kernels_match(&q4, &q6, &input, m);
+    // 9 rows: the kernels as in a decode pass; 18: the AVX2 Q6_K kernel on its weights unpacked to bytes.
+    for m in [9, 18] {
+        let input: Vec<f32> = (0..m * cols).map(|i| if (i / cols) % 2 == 0 { 3.0 } else { -3.0 }).collect();
+        assert_k_quant_kernels_match(&q4, &q6, &input, m);
+    }
 }
 
 #[rstest]
