@@ -21,8 +21,8 @@ use serde_json::Value;
 
 use super::goal_words::GoalWords;
 use super::languages::is_language_name;
-use super::only_output_field;
 use super::percentages::percentages_in;
+use super::{only_output_field, parameter_description};
 use crate::agent::numbers::{numbers_in, same_value};
 use crate::agent::plan::{Plan, Step};
 use crate::agent::refs::references_in;
@@ -35,11 +35,11 @@ use crate::tools::ToolRegistry;
 /// (`s2: amount 7000 → $s1.profit$ (s2 depends on s1 but did not use its result)`).
 pub fn mend_unused_dependencies(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> {
     // The goal's numbers, and its percentages as fractions too (a tax rate "as a decimal" is 0.05 for "5%").
+    let written: Vec<f64> = numbers_in(&plan.goal).iter().map(|n| n.value).collect();
     let fractions = percentages_in(&plan.goal).into_iter().map(|(_, p)| p / 100.0);
-    let goal_numbers: Vec<f64> = numbers_in(&plan.goal).iter().map(|n| n.value).chain(fractions).collect();
+    let goal_numbers: Vec<f64> = written.iter().copied().chain(fractions).collect();
     let in_goal = |v: f64| goal_numbers.iter().any(|g| same_value(*g, v));
     let goal = GoalWords::new(&plan.goal);
-    let goal_text = plan.goal.clone();
     let mut mends = Vec::new();
     for k in 0..plan.steps.len() {
         let (earlier, rest) = plan.steps.split_at_mut(k);
@@ -53,7 +53,7 @@ pub fn mend_unused_dependencies(plan: &mut Plan, registry: &ToolRegistry) -> Vec
             let Some(field) = only_output_field(registry, &source.tool) else {
                 // A tool of several fields (the calculator's result and text): only an expression may take its
                 // number.
-                mends.extend(reference_in_expression(step, source, registry, &goal_text, &in_goal));
+                mends.extend(reference_in_expression(step, source, registry, &written, &in_goal));
                 continue;
             };
             let stands_in: Box<dyn Fn(&Value) -> bool> = match field.json_type.as_deref() {
@@ -80,7 +80,7 @@ pub fn mend_unused_dependencies(plan: &mut Plan, registry: &ToolRegistry) -> Vec
                 step.args.iter().filter(|(_, value)| stands_in(value)).map(|(name, _)| name).collect();
             let [name] = copies_or_guesses.as_slice() else {
                 if copies_or_guesses.is_empty() {
-                    mends.extend(reference_in_expression(step, source, registry, &goal_text, &in_goal));
+                    mends.extend(reference_in_expression(step, source, registry, &written, &in_goal));
                 }
                 continue;
             };
@@ -98,17 +98,16 @@ pub fn mend_unused_dependencies(plan: &mut Plan, registry: &ToolRegistry) -> Vec
 }
 
 /// Where a step lists `source` without using it and passes no value standing in for its result, an arithmetic
-/// expression among its arguments (a parameter named or described as an expression or formula: `150*5` after
-/// s1's `150/2`, "how far at that speed") that holds exactly one
-/// number copying one of `source`'s inputs (and written at most once in the goal), and otherwise only the goal's
-/// numbers, takes `source`'s only number
-/// field in that number's place (`$s1.result$*5`). A number of the planner's own beside it (`50-10`) leaves two
-/// readings, and the expression stays.
+/// expression among its arguments (a parameter named or described as an expression or formula: `150*5` after s1's
+/// `150/2`, "how far at that speed") that holds exactly one number copying one of `source`'s inputs (and written at
+/// most once among the goal's numbers, `written`), and otherwise only the goal's numbers, takes `source`'s only
+/// number field in that number's place (`$s1.result$*5`). A number of the planner's own beside it (`50-10`) leaves
+/// two readings, and the expression stays.
 fn reference_in_expression(
     step: &mut Step,
     source: &Step,
     registry: &ToolRegistry,
-    goal: &str,
+    written: &[f64],
     in_goal: &impl Fn(f64) -> bool,
 ) -> Option<String> {
     let fields = registry.spec(&source.tool)?.output_fields()?;
@@ -124,16 +123,16 @@ fn reference_in_expression(
         .collect();
     // A number the goal writes twice ("3 notebooks at 4 dollars and 2 pens at 3 dollars") may be the goal's other
     // one: copied from the dependency only where the goal writes it at most once.
-    let goal_numbers: Vec<f64> = numbers_in(goal).iter().map(|n| n.value).collect();
-    let written_once = |v: f64| goal_numbers.iter().filter(|g| same_value(**g, v)).count() <= 1;
+    let written_once = |v: f64| written.iter().filter(|g| same_value(**g, v)).count() <= 1;
     let copies = |v: f64| inputs.iter().any(|i| same_value(*i, v)) && written_once(v);
     let spec = registry.spec(&step.tool)?;
     let mut found = step.args.iter().filter_map(|(name, value)| {
         // Only where the parameter says it takes an expression: "2023-01-31" is digits and signs too.
-        let description = spec.args_schema["properties"][name.as_str()]["description"].as_str().unwrap_or("");
-        let takes_expression =
-            |t: &str| t.to_lowercase().contains("expression") || t.to_lowercase().contains("formula");
-        if !(takes_expression(name) || takes_expression(description)) {
+        let takes_expression = |t: &str| {
+            let t = t.to_lowercase();
+            t.contains("expression") || t.contains("formula")
+        };
+        if !(takes_expression(name) || takes_expression(parameter_description(spec, name))) {
             return None;
         }
         let text = value.as_str()?;
