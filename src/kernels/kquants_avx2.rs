@@ -27,8 +27,9 @@ const TILE_ACTS: usize = 4;
 const ACT_BLOCK: usize = 8;
 
 /// Activation rows from which the weight rows are unpacked to bytes once per work item. Below it (decode steps,
-/// drafted tokens) each tile unpacks its weight row as it goes: writing and rereading the bytes would cost more than
-/// the unpacking it saves.
+/// drafted tokens) each tile unpacks its weight row as it goes: with one tile of 1–4 rows a weight row is unpacked
+/// once either way, so the bytes would only add a write and a reread. 16 (four full tiles) is a choice, not a
+/// measured crossover.
 const BYTES_MIN_ACTS: usize = 16;
 
 thread_local! {
@@ -140,10 +141,7 @@ unsafe fn q6k_bytes_tile<const N: usize>(
 unsafe fn q6k_tile<const N: usize>(w: &Q6KMatrix, acts: &KActivations, out: &mut [f32], r: usize, i0: usize) {
     let k = w.cols();
     let mut sums = [_mm256_setzero_ps(); N];
-    let mut a_rows = [(&[][..], &[][..], &[][..]); N];
-    for (j, row) in a_rows.iter_mut().enumerate() {
-        *row = acts.row(i0 + j, k);
-    }
+    let a_rows: [_; N] = std::array::from_fn(|j| acts.row(i0 + j, k));
     for (b, block) in w.row(r).iter().enumerate() {
         let mut dots = [_mm256_setzero_si256(); N];
         for h in 0..2 {
