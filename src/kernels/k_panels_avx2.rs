@@ -85,6 +85,7 @@ unsafe fn q4k_tile<const N: usize>(
     let low4 = _mm256_set1_epi8(0x0F);
     let a_rows: [_; N] = std::array::from_fn(|j| acts.row(i0 + j, k));
     let a_quants: [*const i8; N] = std::array::from_fn(|j| a_rows[j].0.as_ptr());
+    let a_sums32: [&[i16]; N] = std::array::from_fn(|j| acts.sums32_row(i0 + j, k));
     let mut sums = [_mm256_setzero_ps(); N];
     for (b, block) in panel.iter().enumerate() {
         let [scales, mins] = q4k_scales_and_mins(block, half);
@@ -111,16 +112,18 @@ unsafe fn q4k_tile<const N: usize>(
                 dots[j] = _mm256_add_epi32(dots[j], scaled);
             }
         }
-        let mins: [__m256i; 8] = std::array::from_fn(|s| lane_byte_paired(mins[s / 4], s % 4));
+        // Sub-blocks 2p and 2p + 1's minimums, as the two i16 of each lane.
+        let min_pairs: [__m256i; 4] =
+            std::array::from_fn(|p| lane_bytes_as_i16(mins[p / 2], 2 * (p % 2), 2 * (p % 2) + 1));
         let d = _mm256_cvtph_ps(_mm_load_si128(block.d.as_ptr().add(HALF * half) as *const __m128i));
         let dmin = _mm256_cvtph_ps(_mm_load_si128(block.dmin.as_ptr().add(HALF * half) as *const __m128i));
         for j in 0..N {
-            // Σ_s min_s · (sum of sub-block s's activations), the sums of 32 as pairs of the sums of 16.
-            let sums16 = a_rows[j].2.as_ptr().add(b * SUPER / 16);
+            // Σ_s min_s · (sum of sub-block s's activations), two sub-blocks a `madd`.
+            let sums32 = a_sums32[j].as_ptr().add(b * SUPER / 32);
             let mut min_dot = _mm256_setzero_si256();
-            for (s, &min) in mins.iter().enumerate() {
+            for (p, &pair) in min_pairs.iter().enumerate() {
                 min_dot =
-                    _mm256_add_epi32(min_dot, _mm256_madd_epi16(min, broadcast_word(sums16.add(2 * s) as *const i8)));
+                    _mm256_add_epi32(min_dot, _mm256_madd_epi16(pair, broadcast_word(sums32.add(2 * p) as *const i8)));
             }
             let da = _mm256_set1_ps(a_rows[j].1[b]);
             sums[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots[j]), _mm256_mul_ps(d, da), sums[j]);
@@ -261,10 +264,17 @@ unsafe fn q4k_scales_and_mins(block: &Q4KPanelBlock, half: usize) -> [[__m256i; 
 #[inline]
 #[target_feature(enable = "avx2")]
 unsafe fn lane_byte_paired(v: __m256i, k: usize) -> __m256i {
+    lane_bytes_as_i16(v, k, k)
+}
+
+/// Bytes `low` and `high` of every 32-bit lane of `v`, zero-extended into the lane's low and high 16 bits.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn lane_bytes_as_i16(v: __m256i, low: usize, high: usize) -> __m256i {
     // `vpshufb` indexes bytes within each 128-bit lane; an index with the top bit set gives a zero byte.
     let control = |word: i32| {
-        let byte = 4 * word + k as i32;
-        byte | (byte << 16) | 0x8000_8000u32 as i32
+        let (low, high) = (4 * word + low as i32, 4 * word + high as i32);
+        low | (high << 16) | 0x8000_8000u32 as i32
     };
     _mm256_shuffle_epi8(v, _mm256_broadcastsi128_si256(_mm_setr_epi32(control(0), control(1), control(2), control(3))))
 }

@@ -37,6 +37,7 @@ pub mod q8_0;
 mod q8_0_avx2;
 #[cfg(target_arch = "x86_64")]
 mod q8_0_vnni;
+pub mod silu_mul;
 
 use std::sync::Arc;
 
@@ -78,6 +79,25 @@ pub(crate) fn for_row_tiles(
         for item in range {
             let first = item * ROWS_PER_ITEM;
             kernel(first..(first + ROWS_PER_ITEM).min(n_rows), out);
+        }
+    });
+}
+
+/// Runs `work(start, part)` on candle's CPU thread pool for consecutive parts of `out`, `chunk` elements each (the
+/// last one shorter), `start` being the part's first index: elementwise work that would otherwise leave the other
+/// cores waiting.
+pub(crate) fn for_chunks_mut<T: Send>(out: &mut [T], chunk: usize, work: impl Fn(usize, &mut [T]) + Sync) {
+    assert!(chunk > 0, "chunks of no elements");
+    let (len, addr) = (out.len(), out.as_mut_ptr() as usize);
+    candle_core::utils::barrier_pool().execute_chunked(len.div_ceil(chunk), |items| {
+        for item in items {
+            let start = item * chunk;
+            let part_len = chunk.min(len - start);
+            // SAFETY: `out` stays mutably borrowed by this function until `execute_chunked` returns, after every
+            // item is done; items are handed out once each, and item `i`'s part, `i · chunk..` for `part_len`
+            // elements, lies inside `out` and overlaps no other item's part.
+            let part = unsafe { std::slice::from_raw_parts_mut((addr as *mut T).add(start), part_len) };
+            work(start, part);
         }
     });
 }

@@ -28,12 +28,16 @@ pub(super) fn add_and_norm(
     Ok(candle_nn::ops::rms_norm(x, weight, eps)?)
 }
 
-/// `silu(gate) * up`: with `ours`, one launch on the GPU.
+/// `silu(gate) * up`: with `ours`, one launch on the GPU; on the CPU, one op on the CPU pool.
 fn gated_silu(gate: &Tensor, up: &Tensor, ours: bool) -> Result<Tensor> {
     if ours {
         if let Some(product) = gpu::silu_mul(gate, up)? {
             return Ok(product);
         }
+    }
+    if gate.device().is_cpu() && gate.dtype() == candle_core::DType::F32 {
+        // On the CPU pool rather than candle's one thread; the same bits.
+        return crate::kernels::silu_mul::silu_mul(gate, up);
     }
     Ok((candle_nn::ops::silu(gate)? * up)?)
 }
