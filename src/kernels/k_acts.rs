@@ -57,6 +57,17 @@ impl KActivations {
         )
     }
 
+    /// Rows `i0..i0 + N` as `row` gives them, for a kernel's tile. A loop, not `array::from_fn`: its closure
+    /// stayed a call in the kernels (closures do not take on their target features), once per row and tile.
+    #[inline(always)]
+    pub fn rows<const N: usize>(&self, i0: usize, cols: usize) -> [(&[i8], &[f32], &[i16]); N] {
+        let mut rows: [(&[i8], &[f32], &[i16]); N] = [(&[], &[], &[]); N];
+        for (j, row) in rows.iter_mut().enumerate() {
+            *row = self.row(i0 + j, cols);
+        }
+        rows
+    }
+
     /// Row `i`'s sums of 32 for width `cols`.
     #[inline]
     pub fn sums32_row(&self, i: usize, cols: usize) -> &[i16] {

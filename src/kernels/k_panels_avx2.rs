@@ -83,9 +83,12 @@ unsafe fn q4k_tile<const N: usize>(
     i0: usize,
 ) {
     let low4 = _mm256_set1_epi8(0x0F);
-    let a_rows: [_; N] = std::array::from_fn(|j| acts.row(i0 + j, k));
-    let a_quants: [*const i8; N] = std::array::from_fn(|j| a_rows[j].0.as_ptr());
-    let a_sums32: [&[i16]; N] = std::array::from_fn(|j| acts.sums32_row(i0 + j, k));
+    let a_rows: [_; N] = acts.rows(i0, k);
+    let mut a_quants = [std::ptr::null::<i8>(); N];
+    let mut a_sums32: [&[i16]; N] = [&[]; N];
+    for j in 0..N {
+        (a_quants[j], a_sums32[j]) = (a_rows[j].0.as_ptr(), acts.sums32_row(i0 + j, k));
+    }
     let mut sums = [_mm256_setzero_ps(); N];
     for (b, block) in panel.iter().enumerate() {
         let [scales, mins] = q4k_scales_and_mins(block, half);
@@ -112,9 +115,14 @@ unsafe fn q4k_tile<const N: usize>(
                 dots[j] = _mm256_add_epi32(dots[j], scaled);
             }
         }
-        // Sub-blocks 2p and 2p + 1's minimums, as the two i16 of each lane.
-        let min_pairs: [__m256i; 4] =
-            std::array::from_fn(|p| lane_bytes_as_i16(mins[p / 2], 2 * (p % 2), 2 * (p % 2) + 1));
+        // Sub-blocks 2p and 2p + 1's minimums, as the two i16 of each lane. (Written out: a closure would not
+        // inherit this function's target features, and each call would stay a call.)
+        let min_pairs = [
+            lane_bytes_as_i16(mins[0], 0, 1),
+            lane_bytes_as_i16(mins[0], 2, 3),
+            lane_bytes_as_i16(mins[1], 0, 1),
+            lane_bytes_as_i16(mins[1], 2, 3),
+        ];
         let d = _mm256_cvtph_ps(_mm_load_si128(block.d.as_ptr().add(HALF * half) as *const __m128i));
         let dmin = _mm256_cvtph_ps(_mm_load_si128(block.dmin.as_ptr().add(HALF * half) as *const __m128i));
         for j in 0..N {
@@ -168,10 +176,7 @@ unsafe fn q5_0_tile<const N: usize>(
     i0: usize,
 ) {
     let (low4, bit4, ones) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(0x10), _mm256_set1_epi16(1));
-    let kb = k / BLOCK;
-    let a_quants: [*const i8; N] = std::array::from_fn(|j| acts.quants[(i0 + j) * k..].as_ptr());
-    let a_scales: [&[f32]; N] = std::array::from_fn(|j| &acts.scales[(i0 + j) * kb..(i0 + j + 1) * kb]);
-    let a_offsets: [&[i32]; N] = std::array::from_fn(|j| &acts.offsets[(i0 + j) * kb..(i0 + j + 1) * kb]);
+    let (a_quants, a_scales, a_offsets) = acts.tile_rows::<N>(i0, k);
     let mut sums = [[_mm256_setzero_ps(); 4]; N];
     for (b, block) in panel.iter().enumerate() {
         // Blocks are 32-byte aligned and a half is 32 bytes of each row array: aligned loads.

@@ -235,7 +235,7 @@ unsafe fn q4k_tile<const N: usize>(
 ) {
     let k = w.cols();
     let low4 = _mm512_set1_epi8(0x0F);
-    let a_rows: [_; N] = std::array::from_fn(|j| acts.row(i0 + j, k));
+    let a_rows: [_; N] = acts.rows(i0, k);
     let mut sums = [_mm512_setzero_ps(); N];
     for (b, block) in panel.iter().enumerate() {
         let [scales, mins] = q4k_scales_and_mins(block);
@@ -263,7 +263,17 @@ unsafe fn q4k_tile<const N: usize>(
             }
         }
         // Each minimum in both i16 halves of its lane, for `vpdpwssd` against a pair of activation sums of 16.
-        let mins: [__m512i; 8] = std::array::from_fn(|s| lane_byte(mins[s / 4], s % 4, true));
+        // Written out: a closure would not take on this function's target features and would stay a call.
+        let mins = [
+            lane_byte(mins[0], 0, true),
+            lane_byte(mins[0], 1, true),
+            lane_byte(mins[0], 2, true),
+            lane_byte(mins[0], 3, true),
+            lane_byte(mins[1], 0, true),
+            lane_byte(mins[1], 1, true),
+            lane_byte(mins[1], 2, true),
+            lane_byte(mins[1], 3, true),
+        ];
         let d = _mm512_cvtph_ps(_mm256_loadu_si256(block.d.as_ptr() as *const __m256i));
         let dmin = _mm512_cvtph_ps(_mm256_loadu_si256(block.dmin.as_ptr() as *const __m256i));
         for j in 0..N {
@@ -324,7 +334,7 @@ unsafe fn q6k_tile<const N: usize>(
     i0: usize,
 ) {
     let k = w.cols();
-    let a_rows: [_; N] = std::array::from_fn(|j| acts.row(i0 + j, k));
+    let a_rows: [_; N] = acts.rows(i0, k);
     let mut sums = [_mm512_setzero_ps(); N];
     for (b, block) in panel.iter().enumerate() {
         let mut dots = [_mm512_setzero_si512(); N];
@@ -343,11 +353,13 @@ unsafe fn q6k_tile<const N: usize>(
                     }
                 }
                 // Group 8h + 2p + quarter's scale: the low (quarter 0) or high i16 of pair 4h + p, sign-extended.
-                let scales: [__m512i; 4] = std::array::from_fn(|p| {
+                // A loop, not `array::from_fn`: its closure would not take on the target features.
+                let mut scales = [_mm512_setzero_si512(); 4];
+                for (p, scale) in scales.iter_mut().enumerate() {
                     let pair = q6k_scale_pair(block, 4 * h + p);
                     let high = if quarter == 0 { _mm512_slli_epi32(pair, 16) } else { pair };
-                    _mm512_srai_epi32(high, 16)
-                });
+                    *scale = _mm512_srai_epi32(high, 16);
+                }
                 for (dot, parts) in dots.iter_mut().zip(&parts) {
                     for (&part, &scale) in parts.iter().zip(&scales) {
                         *dot = _mm512_add_epi32(*dot, _mm512_mullo_epi32(part, scale));
@@ -431,7 +443,7 @@ unsafe fn q6k_bytes_tile<const N: usize>(
     i0: usize,
 ) {
     let k = w.cols();
-    let a_rows: [_; N] = std::array::from_fn(|j| acts.row(i0 + j, k));
+    let a_rows: [_; N] = acts.rows(i0, k);
     let mut sums = [_mm512_setzero_ps(); N];
     for (b, (block, values)) in panel.iter().zip(bytes).enumerate() {
         let mut dots = [_mm512_setzero_si512(); N];
@@ -477,7 +489,7 @@ unsafe fn q8_0_tile<const N: usize>(
     first: usize,
     i0: usize,
 ) {
-    let (a_quants, a_scales, a_offsets) = block_act_rows::<N>(acts, i0, w.cols());
+    let (a_quants, a_scales, a_offsets) = acts.tile_rows::<N>(i0, w.cols());
     // Four sums per output, one per block position mod 4, added as the row kernel adds them (`block_sum_lanes`).
     let mut sums = [[_mm512_setzero_ps(); 4]; N];
     for (quad, blocks) in panel.chunks(4).enumerate() {
@@ -523,7 +535,7 @@ unsafe fn q5_0_tile<const N: usize>(
 ) {
     let low4 = _mm512_set1_epi8(0x0F);
     let bit4 = _mm512_set1_epi8(0x10);
-    let (a_quants, a_scales, a_offsets) = block_act_rows::<N>(acts, i0, w.cols());
+    let (a_quants, a_scales, a_offsets) = acts.tile_rows::<N>(i0, w.cols());
     let mut sums = [[_mm512_setzero_ps(); 4]; N];
     for (quad, blocks) in panel.chunks(4).enumerate() {
         for (l, block) in blocks.iter().enumerate() {
@@ -613,21 +625,6 @@ unsafe fn store_tile(sums: &[__m512], out: &mut [f32], n_out: usize, first: usiz
         assert!((i0 + j) * n_out + first + (16 - lanes.leading_zeros() as usize) <= out.len());
         _mm512_mask_storeu_ps(out.as_mut_ptr().add((i0 + j) * n_out + first), lanes, *sum);
     }
-}
-
-/// Rows `i0..i0 + N` of per-32 activations of width `k`: each row's values, block scales and block offsets.
-#[allow(clippy::type_complexity)]
-fn block_act_rows<const N: usize>(
-    acts: &QuantizedRows,
-    i0: usize,
-    k: usize,
-) -> ([*const i8; N], [&[f32]; N], [&[i32]; N]) {
-    let kb = k / BLOCK;
-    (
-        std::array::from_fn(|j| acts.quants[(i0 + j) * k..].as_ptr()),
-        std::array::from_fn(|j| &acts.scales[(i0 + j) * kb..(i0 + j + 1) * kb]),
-        std::array::from_fn(|j| &acts.offsets[(i0 + j) * kb..(i0 + j + 1) * kb]),
-    )
 }
 
 /// The four bytes at `at` in every 32-bit lane.

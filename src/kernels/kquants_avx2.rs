@@ -113,7 +113,7 @@ unsafe fn q6k_bytes_tile<const N: usize>(
     let k = w.cols();
     let row_bytes = &bytes[(r - first) * k..][..k];
     let mut sums = [_mm256_setzero_ps(); N];
-    let a_rows: [_; N] = std::array::from_fn(|j| acts.row(i0 + j, k));
+    let a_rows: [_; N] = acts.rows(i0, k);
     for (b, block) in w.row(r).iter().enumerate() {
         let mut dots = [_mm256_setzero_si256(); N];
         for h in 0..2 {
@@ -141,7 +141,7 @@ unsafe fn q6k_bytes_tile<const N: usize>(
 unsafe fn q6k_tile<const N: usize>(w: &Q6KMatrix, acts: &KActivations, out: &mut [f32], r: usize, i0: usize) {
     let k = w.cols();
     let mut sums = [_mm256_setzero_ps(); N];
-    let a_rows: [_; N] = std::array::from_fn(|j| acts.row(i0 + j, k));
+    let a_rows: [_; N] = acts.rows(i0, k);
     for (b, block) in w.row(r).iter().enumerate() {
         let mut dots = [_mm256_setzero_si256(); N];
         for h in 0..2 {

@@ -88,6 +88,11 @@ pub(crate) fn for_row_tiles(
 /// cores waiting.
 pub(crate) fn for_chunks_mut<T: Send>(out: &mut [T], chunk: usize, work: impl Fn(usize, &mut [T]) + Sync) {
     assert!(chunk > 0, "chunks of no elements");
+    if out.len() <= chunk {
+        // One part: waking the pool would cost more than it saves.
+        work(0, out);
+        return;
+    }
     let (len, addr) = (out.len(), out.as_mut_ptr() as usize);
     candle_core::utils::barrier_pool().execute_chunked(len.div_ceil(chunk), |items| {
         for item in items {

@@ -38,6 +38,25 @@ pub struct QuantizedRows {
 }
 
 impl QuantizedRows {
+    /// Rows `i0..i0 + N` of width `k`, for a kernel's tile: each row's values, block scales and block offsets
+    /// (empty unless `fill_offsets` ran). A loop, not `array::from_fn`: its closures stayed calls in the kernels
+    /// (closures do not take on their target features).
+    #[allow(clippy::type_complexity)]
+    #[inline(always)]
+    pub(crate) fn tile_rows<const N: usize>(&self, i0: usize, k: usize) -> ([*const i8; N], [&[f32]; N], [&[i32]; N]) {
+        let kb = k / BLOCK;
+        let mut rows: ([*const i8; N], [&[f32]; N], [&[i32]; N]) = ([std::ptr::null(); N], [&[]; N], [&[]; N]);
+        for j in 0..N {
+            let i = i0 + j;
+            rows.0[j] = self.quants[i * k..(i + 1) * k].as_ptr();
+            rows.1[j] = &self.scales[i * kb..(i + 1) * kb];
+            if !self.offsets.is_empty() {
+                rows.2[j] = &self.offsets[i * kb..(i + 1) * kb];
+            }
+        }
+        rows
+    }
+
     /// Computes `offsets` from `quants`.
     pub fn fill_offsets(&mut self) {
         self.offsets.clear();
