@@ -111,48 +111,44 @@ unsafe fn q6k_bytes_tile<const N: usize>(
     i0: usize,
 ) {
     let k = w.cols();
-    let row_bytes = &bytes[(r - first) * k..][..k];
-    let mut sums = [_mm256_setzero_ps(); N];
-    let a_rows: [_; N] = acts.rows(i0, k);
-    for (b, block) in w.row(r).iter().enumerate() {
-        let mut dots = [_mm256_setzero_si256(); N];
-        for h in 0..2 {
-            let scales16 = half_scales16(block, h);
-            for p in 0..4 {
-                let at = b * SUPER + 128 * h + 32 * p;
-                let q = _mm256_loadu_si256(row_bytes.as_ptr().add(at) as *const __m256i);
-                let scale = _mm256_shuffle_epi8(scales16, pick_i16(2 * p, 2 * p + 1));
-                for j in 0..N {
-                    let a = _mm256_loadu_si256(a_rows[j].0.as_ptr().add(at) as *const __m256i);
-                    dots[j] = _mm256_add_epi32(dots[j], _mm256_madd_epi16(_mm256_maddubs_epi16(q, a), scale));
-                }
-            }
-        }
-        add_block(block, b, &a_rows, &dots, &mut sums);
-    }
-    let n_out = w.rows();
-    for j in 0..N {
-        out[(i0 + j) * n_out + r] = horizontal_sum(sums[j]);
-    }
+    q6k_tile_from::<N, true>(w, &bytes[(r - first) * k..][..k], acts, out, r, i0)
 }
 
 /// `out[i0 + j][r]` for `j < N`.
 #[target_feature(enable = "avx2,fma")]
 unsafe fn q6k_tile<const N: usize>(w: &Q6KMatrix, acts: &KActivations, out: &mut [f32], r: usize, i0: usize) {
+    q6k_tile_from::<N, false>(w, &[], acts, out, r, i0)
+}
+
+/// The Q6_K tile, `out[i0 + j][r]` for `j < N`: weight row `r` unpacked from the block as it goes, or, with
+/// `BYTES`, read from `row_bytes` (the row's `w.cols()` values, one byte each).
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn q6k_tile_from<const N: usize, const BYTES: bool>(
+    w: &Q6KMatrix,
+    row_bytes: &[u8],
+    acts: &KActivations,
+    out: &mut [f32],
+    r: usize,
+    i0: usize,
+) {
     let k = w.cols();
+    assert_eq!(row_bytes.len(), if BYTES { k } else { 0 });
     let mut sums = [_mm256_setzero_ps(); N];
     let a_rows: [_; N] = acts.rows(i0, k);
     for (b, block) in w.row(r).iter().enumerate() {
         let mut dots = [_mm256_setzero_si256(); N];
         for h in 0..2 {
             let scales16 = half_scales16(block, h);
-            for (p, q) in q6k_half_values(block, h).into_iter().enumerate() {
-                // Values 0–15 of this part belong to group 8h + 2p (the low 128-bit lane of the maddubs
-                // result), values 16–31 to the next group.
+            let unpacked = if BYTES { [_mm256_setzero_si256(); 4] } else { q6k_half_values(block, h) };
+            for (p, &unpacked) in unpacked.iter().enumerate() {
+                // Values 128h + 32p.. of the block; 0–15 of them belong to group 8h + 2p (the low 128-bit lane
+                // of the maddubs result), 16–31 to the next group.
+                let at = b * SUPER + 128 * h + 32 * p;
+                let q = if BYTES { _mm256_loadu_si256(row_bytes.as_ptr().add(at) as *const __m256i) } else { unpacked };
                 let scale = _mm256_shuffle_epi8(scales16, pick_i16(2 * p, 2 * p + 1));
                 for j in 0..N {
-                    let a = a_rows[j].0.as_ptr().add(b * SUPER + 128 * h + 32 * p);
-                    let a = _mm256_loadu_si256(a as *const __m256i);
+                    let a = _mm256_loadu_si256(a_rows[j].0.as_ptr().add(at) as *const __m256i);
                     dots[j] = _mm256_add_epi32(dots[j], _mm256_madd_epi16(_mm256_maddubs_epi16(q, a), scale));
                 }
             }
