@@ -13,8 +13,9 @@
 #
 # LLAMA_CPP_PYTHON_VERSION picks the package version (default 0.3.36, llama.cpp commit 0c1e570).
 # LLAMA_CPU_ISA=avx2 builds for AVX2 + FMA + F16C only (no AVX-512, no AVX-VNNI) in OUT_DIR/build-avx2, for a fair
-# side by side with Tandem's AVX2 kernels (`TANDEM_CPU_ISA=avx2`) on an AVX-512 machine; the default, `native`,
-# builds for the machine's own instruction set in OUT_DIR/build.
+# side by side with Tandem's AVX2 kernels (`TANDEM_CPU_ISA=avx2`) on an AVX-512 machine; LLAMA_CPU_ISA=avxvnni
+# adds AVX-VNNI (OUT_DIR/build-avxvnni, beside `TANDEM_CPU_ISA=avxvnni`); the default, `native`, builds for the
+# machine's own instruction set in OUT_DIR/build.
 set -euo pipefail
 out="${1:-target/llama.cpp}"
 target="${2:-llama-bench}"
@@ -30,7 +31,11 @@ case "$isa" in
     avx2) build_dir=build-avx2; isa_flags=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
         -DGGML_BMI2=ON -DGGML_AVX_VNNI=OFF -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF
         -DGGML_AVX512_BF16=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF) ;;
-    *) echo "unknown LLAMA_CPU_ISA $isa: native or avx2" >&2; exit 1 ;;
+    # The same plus AVX-VNNI, as on Intel laptops since Alder Lake: what `TANDEM_CPU_ISA=avxvnni` runs.
+    avxvnni) build_dir=build-avxvnni; isa_flags=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
+        -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX_VNNI=ON -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF
+        -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF) ;;
+    *) echo "unknown LLAMA_CPU_ISA $isa: native, avx2 or avxvnni" >&2; exit 1 ;;
 esac
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"

@@ -183,9 +183,9 @@ fn attend_group(task: GroupTask, mut outs: Vec<&mut [f32]>) {
                     // SAFETY: `cpu_level` returns `Avx512Vnni` only after runtime detection found AVX-512 F (with
                     // BW, VL and VNNI), the one feature `group_avx512` enables.
                     CpuLevel::Avx512Vnni => return unsafe { group_avx512(&task, scores, sums, out) },
-                    // SAFETY: `cpu_level` returns `Avx2` only after runtime detection found AVX2 (and FMA), the
-                    // feature `group_avx2` enables.
-                    CpuLevel::Avx2 => return unsafe { group_avx2(&task, scores, sums, out) },
+                    // SAFETY: `cpu_level` returns `Avx2` or `AvxVnni` only after runtime detection found AVX2 (and
+                    // FMA), the feature `group_avx2` enables.
+                    CpuLevel::Avx2 | CpuLevel::AvxVnni => return unsafe { group_avx2(&task, scores, sums, out) },
                     CpuLevel::Portable => {}
                 }
             }

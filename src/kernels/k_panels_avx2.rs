@@ -1,5 +1,5 @@
 //! AVX2 panel kernels (no AVX-512): Q4_K and Q5_0 weights stored as panels of sixteen rows (`q4k_panels`,
-//! `q5_0_panels`), read eight rows (one 256-bit register of 32-bit lanes) at a time.
+//! `q5_0_panels`), read eight rows (one 256-bit register of 32-bit lanes) at a time; Q4_K also with AVX-VNNI.
 //!
 //! Without VNNI every 32 products cost a `maddubs` (unsigned weight bytes × signed activation bytes into i16 pair
 //! sums) and then, in a row layout, a `madd` by the sub-block's scale: two multiplies for 32 products, and a
@@ -141,6 +141,92 @@ unsafe fn q4k_tile<const N: usize>(
     store_half(&sums, out, n_out, first, lanes, i0);
 }
 
+/// `q4k_panel_rows` on AVX-VNNI.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA, F16C and AVX-VNNI.
+#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+pub(super) unsafe fn q4k_panel_rows_avx_vnni(
+    w: &Q4KPanels,
+    acts: &KActivations,
+    m: usize,
+    rows: Range<usize>,
+    out: &mut [f32],
+) {
+    for_half_tiles!(q4k_tile_avx_vnni, w, acts, m, rows, out);
+}
+
+/// `q4k_tile` with AVX-VNNI: `vpdpbusd` adds 32 products into each sub-block's i32 sums in one instruction (AVX2
+/// takes a `maddubs` and an i16 add), a `mullo` then applies the sub-block's scales, and `vpdpwssd` the minimums.
+/// The same integers, so the same bits as `q4k_tile`.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+unsafe fn q4k_tile_avx_vnni<const N: usize>(
+    panel: &[Q4KPanelBlock],
+    half: usize,
+    k: usize,
+    acts: &KActivations,
+    out: &mut [f32],
+    n_out: usize,
+    first: usize,
+    lanes: usize,
+    i0: usize,
+) {
+    let low4 = _mm256_set1_epi8(0x0F);
+    let a_rows: [_; N] = acts.rows(i0, k);
+    let mut a_quants = [std::ptr::null::<i8>(); N];
+    let mut a_sums32: [&[i16]; N] = [&[]; N];
+    for j in 0..N {
+        (a_quants[j], a_sums32[j]) = (a_rows[j].0.as_ptr(), acts.sums32_row(i0 + j, k));
+    }
+    let mut sums = [_mm256_setzero_ps(); N];
+    for (b, block) in panel.iter().enumerate() {
+        let [scales, mins] = q4k_scales_and_mins(block, half);
+        let mut dots = [_mm256_setzero_si256(); N];
+        for c in 0..4 {
+            // Sub-blocks 2c (low nibbles) and 2c + 1 (high nibbles): two chains hide `vpdpbusd`'s latency.
+            let mut even = [_mm256_setzero_si256(); N];
+            let mut odd = [_mm256_setzero_si256(); N];
+            for t in 0..8 {
+                let q = _mm256_load_si256(block.qs[8 * c + t].as_ptr().add(HALF * half) as *const __m256i);
+                let low = _mm256_and_si256(q, low4);
+                let high = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+                for j in 0..N {
+                    let a = a_quants[j].add(b * SUPER + 64 * c + 4 * t);
+                    even[j] = _mm256_dpbusd_avx_epi32(even[j], low, broadcast_word(a));
+                    odd[j] = _mm256_dpbusd_avx_epi32(odd[j], high, broadcast_word(a.add(32)));
+                }
+            }
+            let even_scale = lane_byte_as_i32(scales[c / 2], 2 * c % 4);
+            let odd_scale = lane_byte_as_i32(scales[c / 2], (2 * c + 1) % 4);
+            for j in 0..N {
+                let scaled =
+                    _mm256_add_epi32(_mm256_mullo_epi32(even[j], even_scale), _mm256_mullo_epi32(odd[j], odd_scale));
+                dots[j] = _mm256_add_epi32(dots[j], scaled);
+            }
+        }
+        let min_pairs = [
+            lane_bytes_as_i16(mins[0], 0, 1),
+            lane_bytes_as_i16(mins[0], 2, 3),
+            lane_bytes_as_i16(mins[1], 0, 1),
+            lane_bytes_as_i16(mins[1], 2, 3),
+        ];
+        let d = _mm256_cvtph_ps(_mm_load_si128(block.d.as_ptr().add(HALF * half) as *const __m128i));
+        let dmin = _mm256_cvtph_ps(_mm_load_si128(block.dmin.as_ptr().add(HALF * half) as *const __m128i));
+        for j in 0..N {
+            let sums32 = a_sums32[j].as_ptr().add(b * SUPER / 32);
+            let mut min_dot = _mm256_setzero_si256();
+            for (p, &pair) in min_pairs.iter().enumerate() {
+                min_dot = _mm256_dpwssd_avx_epi32(min_dot, pair, broadcast_word(sums32.add(2 * p) as *const i8));
+            }
+            let da = _mm256_set1_ps(a_rows[j].1[b]);
+            sums[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots[j]), _mm256_mul_ps(d, da), sums[j]);
+            sums[j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(min_dot), _mm256_mul_ps(dmin, da), sums[j]);
+        }
+    }
+    store_half(&sums, out, n_out, first, lanes, i0);
+}
+
 /// Output columns `rows` (one panel: `rows.start` a multiple of 16, at most 16 rows) for the `m` activation rows;
 /// the activations carry their block offsets (`QuantizedRows::fill_offsets`).
 ///
@@ -270,6 +356,15 @@ unsafe fn q4k_scales_and_mins(block: &Q4KPanelBlock, half: usize) -> [[__m256i; 
 #[target_feature(enable = "avx2")]
 unsafe fn lane_byte_paired(v: __m256i, k: usize) -> __m256i {
     lane_bytes_as_i16(v, k, k)
+}
+
+/// Byte `k` of every 32-bit lane of `v`, zero-extended to the lane.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn lane_byte_as_i32(v: __m256i, k: usize) -> __m256i {
+    // Indices with the top bit set give zero bytes (`vpshufb` works within each 128-bit lane).
+    let control = |word: i32| (4 * word + k as i32) | 0x8080_8000u32 as i32;
+    _mm256_shuffle_epi8(v, _mm256_broadcastsi128_si256(_mm_setr_epi32(control(0), control(1), control(2), control(3))))
 }
 
 /// Bytes `low` and `high` of every 32-bit lane of `v`, zero-extended into the lane's low and high 16 bits.

@@ -218,7 +218,9 @@ impl Q6KMatrix {
         // As for Q4_K: AVX-512 VNNI CPUs load Q6_K weights as panels (`Q6KPanels`).
         let fast: Option<RowsKernel<Q6KBlock>> = match level {
             #[cfg(target_arch = "x86_64")]
-            super::CpuLevel::Avx512Vnni | super::CpuLevel::Avx2 => Some(super::kquants_avx2::q6k_rows),
+            super::CpuLevel::Avx512Vnni | super::CpuLevel::AvxVnni | super::CpuLevel::Avx2 => {
+                Some(super::kquants_avx2::q6k_rows)
+            }
             _ => None,
         };
         self.matmul_by(level, input, m, out, fast, Self::dequantize_row);

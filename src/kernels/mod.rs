@@ -142,22 +142,39 @@ fn check_layout(
     Ok(blocks)
 }
 
-/// The instruction sets our kernels can use on this CPU, detected once; each level includes the ones before it.
+/// The instruction sets our kernels can use on this CPU, detected once; each level includes the ones before it,
+/// except that AVX-512 VNNI does not imply AVX-VNNI.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum CpuLevel {
     /// Anything else: candle's kernels run.
     Portable,
     /// x86-64 with AVX2 and FMA: our tiled kernels run.
     Avx2,
+    /// AVX2 plus AVX-VNNI (the 256-bit `vpdpbusd` of Intel laptop cores since Alder Lake, and AMD Zen 5): the Q4_K
+    /// panels add 32 products an instruction where AVX2 takes two. A CPU with AVX-512 VNNI may lack it (Ice Lake,
+    /// Zen 4); it runs the wider kernels anyway, and tests skip this level there.
+    AvxVnni,
     /// AVX2 plus AVX-512 (F, BW, VL) with VNNI: the Q8_0, Q4_K and Q6_K kernels take 64 bytes per instruction.
     Avx512Vnni,
 }
 
 impl CpuLevel {
-    /// This level and every one below it that has kernels of ours (tests run each fast path the CPU allows).
+    /// This level and every one below it that has kernels of ours and this CPU runs (tests run each fast path the
+    /// CPU allows).
     pub fn with_lower_levels(self) -> Vec<CpuLevel> {
-        [CpuLevel::Avx2, CpuLevel::Avx512Vnni].into_iter().filter(|&level| level <= self).collect()
+        [CpuLevel::Avx2, CpuLevel::AvxVnni, CpuLevel::Avx512Vnni]
+            .into_iter()
+            .filter(|&level| level <= self && (level != CpuLevel::AvxVnni || has_avx_vnni()))
+            .collect()
     }
+}
+
+/// Whether this CPU has AVX-VNNI (with the AVX2, FMA and F16C the `AvxVnni` level also needs).
+pub fn has_avx_vnni() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return is_x86_feature_detected!("avxvnni") && detected_level() >= CpuLevel::Avx2;
+    #[cfg(not(target_arch = "x86_64"))]
+    false
 }
 
 /// Which weight types run on our kernels, from `TANDEM_KERNELS`: `all` (default), `q5_0` (all, with Q5_0 kept at
@@ -170,11 +187,15 @@ pub fn kernel_choice() -> &'static str {
 }
 
 /// The instruction sets `TANDEM_CPU_ISA` can name, each with the level it runs.
-const ISA_NAMES: [(&str, CpuLevel); 3] =
-    [("avx512", CpuLevel::Avx512Vnni), ("avx2", CpuLevel::Avx2), ("scalar", CpuLevel::Portable)];
+const ISA_NAMES: [(&str, CpuLevel); 4] = [
+    ("avx512", CpuLevel::Avx512Vnni),
+    ("avxvnni", CpuLevel::AvxVnni),
+    ("avx2", CpuLevel::Avx2),
+    ("scalar", CpuLevel::Portable),
+];
 
-/// What this CPU supports, detected: AVX2 with FMA and F16C for our kernels, AVX-512 F, BW, VL and VNNI for the
-/// wider ones.
+/// What this CPU supports, detected: AVX2 with FMA and F16C for our kernels, AVX-VNNI beside them, AVX-512 F, BW, VL
+/// and VNNI for the wider ones.
 pub fn detected_level() -> CpuLevel {
     #[cfg(target_arch = "x86_64")]
     if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c") {
@@ -182,12 +203,16 @@ pub fn detected_level() -> CpuLevel {
             && is_x86_feature_detected!("avx512bw")
             && is_x86_feature_detected!("avx512vl")
             && is_x86_feature_detected!("avx512vnni");
-        return if avx512_vnni { CpuLevel::Avx512Vnni } else { CpuLevel::Avx2 };
+        return match (avx512_vnni, is_x86_feature_detected!("avxvnni")) {
+            (true, _) => CpuLevel::Avx512Vnni,
+            (false, true) => CpuLevel::AvxVnni,
+            (false, false) => CpuLevel::Avx2,
+        };
     }
     CpuLevel::Portable
 }
 
-/// The level `TANDEM_CPU_ISA` asks for (`avx512`, `avx2` or `scalar`: candle's portable kernels, none of ours), if
+/// The level `TANDEM_CPU_ISA` asks for (`avx512`, `avxvnni`, `avx2` or `scalar`: candle's portable kernels, none of ours), if
 /// set; an unknown name or an instruction set this CPU lacks is an error that says what it has.
 pub fn requested_level() -> Result<Option<CpuLevel>> {
     let Ok(name) = std::env::var("TANDEM_CPU_ISA") else { return Ok(None) };
@@ -196,7 +221,7 @@ pub fn requested_level() -> Result<Option<CpuLevel>> {
         return Err(crate::Error::Usage(format!("TANDEM_CPU_ISA={name} is not one of {names}")));
     };
     let detected = detected_level();
-    if level > detected {
+    if level > detected || (level == CpuLevel::AvxVnni && !has_avx_vnni()) {
         let has = ISA_NAMES.iter().find(|(_, l)| *l == detected).map_or("scalar", |(name, _)| name);
         return Err(crate::Error::Usage(format!(
             "TANDEM_CPU_ISA={name}: this CPU lacks it (it runs {has} at most); unset TANDEM_CPU_ISA or pick a lower one"
@@ -311,30 +336,50 @@ impl QLinear {
         }
     }
 
+    /// Like `widened`, from a `[rows, cols]` matrix's GGUF bytes of type `dtype` (a mapped file's, copied once
+    /// into our layout instead of first into a `QTensor`).
+    pub fn widened_from_gguf_bytes(dtype: GgmlDType, rows: usize, cols: usize, bytes: &[u8]) -> Result<Option<Self>> {
+        Self::ours_from_bytes(dtype, rows, cols, bytes, true)
+    }
+
     fn ours(weight: &QTensor, widen_q5_0: bool) -> Result<Option<Self>> {
-        if !weight.device().is_cpu() || cpu_level() < CpuLevel::Avx2 || weight.shape().rank() != 2 {
+        if !weight.device().is_cpu() || weight.shape().rank() != 2 {
             return Ok(None);
         }
-        let ours: Arc<dyn CpuMatmul> = match weight.dtype() {
-            GgmlDType::Q8_0 => Arc::new(Q8_0Matrix::from_qtensor(weight)?),
-            GgmlDType::Q5_0
-                if widen_q5_0 && kernel_choice() == "q5_0" && Q5_0Matrix::fits(weight.shape().dims()[1]) =>
-            {
-                Arc::new(Q5_0Matrix::from_qtensor(weight)?)
+        let (rows, cols) = weight.shape().dims2()?;
+        Self::ours_from_bytes(weight.dtype(), rows, cols, &weight.data()?, widen_q5_0)
+    }
+
+    fn ours_from_bytes(
+        dtype: GgmlDType,
+        rows: usize,
+        cols: usize,
+        bytes: &[u8],
+        widen_q5_0: bool,
+    ) -> Result<Option<Self>> {
+        if cpu_level() < CpuLevel::Avx2 {
+            return Ok(None);
+        }
+        let ours: Arc<dyn CpuMatmul> = match dtype {
+            GgmlDType::Q8_0 => Arc::new(Q8_0Matrix::from_gguf_bytes(rows, cols, bytes)?),
+            GgmlDType::Q5_0 if widen_q5_0 && kernel_choice() == "q5_0" && Q5_0Matrix::fits(cols) => {
+                Arc::new(Q5_0Matrix::from_gguf_bytes(rows, cols, bytes)?)
             }
             // Panels on every CPU with kernels of ours; the int8 widening only when asked for (`q8_0`).
-            GgmlDType::Q5_0 if widen_q5_0 && kernel_choice() != "q8_0" => Arc::new(Q5_0Panels::from_qtensor(weight)?),
-            GgmlDType::Q5_0 if widen_q5_0 => Arc::new(Q8_0Matrix::from_q5_0(weight)?),
+            GgmlDType::Q5_0 if widen_q5_0 && kernel_choice() != "q8_0" => {
+                Arc::new(Q5_0Panels::from_gguf_bytes(rows, cols, bytes)?)
+            }
+            GgmlDType::Q5_0 if widen_q5_0 => Arc::new(Q8_0Matrix::from_q5_0_bytes(rows, cols, bytes)?),
             GgmlDType::Q4K | GgmlDType::Q6K if kernel_choice() == "q8_0" => return Ok(None),
             // Panels on every CPU with kernels of ours (checked above).
-            GgmlDType::Q4K if weight.shape().dims()[1].is_multiple_of(k_acts::SUPER) => {
-                Arc::new(Q4KPanels::from_qtensor(weight)?)
+            GgmlDType::Q4K if cols.is_multiple_of(k_acts::SUPER) => {
+                Arc::new(Q4KPanels::from_gguf_bytes(rows, cols, bytes)?)
             }
-            GgmlDType::Q6K if weight.shape().dims()[1].is_multiple_of(k_acts::SUPER) => {
+            GgmlDType::Q6K if cols.is_multiple_of(k_acts::SUPER) => {
                 if Q6KPanels::supported() {
-                    Arc::new(Q6KPanels::from_qtensor(weight)?)
+                    Arc::new(Q6KPanels::from_gguf_bytes(rows, cols, bytes)?)
                 } else {
-                    Arc::new(Q6KMatrix::from_qtensor(weight)?)
+                    Arc::new(Q6KMatrix::from_gguf_bytes(rows, cols, bytes)?)
                 }
             }
             _ => return Ok(None),

@@ -84,11 +84,20 @@ impl<B: PanelBlock> Panels<B> {
         set: impl Fn(&mut B, usize, S),
     ) -> Self {
         let per_row = cols / B::VALUES;
-        let mut blocks = vec![B::EMPTY; rows.div_ceil(PANEL_ROWS) * per_row];
-        for r in 0..rows {
-            let panel = &mut blocks[r / PANEL_ROWS * per_row..][..per_row];
-            for (dst, source) in panel.iter_mut().zip(row_sources(r)) {
-                set(dst, r % PANEL_ROWS, source);
+        // Panel by panel, each block filled on the stack from its sixteen rows and then written once: a load
+        // writes the model's size in blocks, and zeroing them all first (then setting each lane in place) cost a
+        // second pass over that memory.
+        let mut blocks = Vec::with_capacity(rows.div_ceil(PANEL_ROWS) * per_row);
+        for first in (0..rows).step_by(PANEL_ROWS) {
+            let mut sources: Vec<I> = (first..rows.min(first + PANEL_ROWS)).map(&row_sources).collect();
+            for _ in 0..per_row {
+                let mut block = B::EMPTY;
+                for (lane, source) in sources.iter_mut().enumerate() {
+                    if let Some(source) = source.next() {
+                        set(&mut block, lane, source);
+                    }
+                }
+                blocks.push(block);
             }
         }
         Self { rows, cols, blocks }
@@ -133,6 +142,7 @@ impl<B: PanelBlock> Panels<B> {
     pub fn matmul_at(&self, level: super::CpuLevel, input: &[f32], m: usize, out: &mut [f32]) {
         assert!(level >= B::MIN_LEVEL, "{:?} panels have no {level:?} kernel; load the row layout there", B::TYPE);
         assert!(level <= super::cpu_level(), "{level:?} kernels on a {:?} CPU", super::cpu_level());
+        assert!(level != super::CpuLevel::AvxVnni || super::has_avx_vnni(), "AVX-VNNI kernels on a CPU without it");
         assert_eq!(input.len(), m * self.cols, "input is [m][cols]");
         assert_eq!(out.len(), m * self.rows, "out is [m][rows]");
         B::matmul(self, level, input, m, out);

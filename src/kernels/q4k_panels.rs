@@ -88,11 +88,13 @@ impl PanelBlock for Q4KPanelBlock {
     fn matmul(panels: &Panels<Self>, level: super::CpuLevel, input: &[f32], m: usize, out: &mut [f32]) {
         #[cfg(target_arch = "x86_64")]
         super::panels::k_quant_product(panels, input, out, |acts, rows, out| {
-            // SAFETY: `Panels::matmul_at` checked that the CPU has `level` (AVX-512 VNNI, or AVX2 with FMA and F16C);
-            // `for_row_tiles` hands out whole panels.
+            // SAFETY: `Panels::matmul_at` checked that the CPU has `level` (AVX-512 VNNI, AVX-VNNI, or AVX2 with FMA
+            // and F16C); `for_row_tiles` hands out whole panels.
             unsafe {
                 if level >= super::CpuLevel::Avx512Vnni {
                     super::k_panels_vnni::q4k_panel_rows(panels, acts, m, rows, out)
+                } else if level == super::CpuLevel::AvxVnni {
+                    super::k_panels_avx2::q4k_panel_rows_avx_vnni(panels, acts, m, rows, out)
                 } else {
                     super::k_panels_avx2::q4k_panel_rows(panels, acts, m, rows, out)
                 }

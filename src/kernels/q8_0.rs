@@ -195,8 +195,10 @@ impl Q8_0Matrix {
             // SAFETY: `level` is at most `cpu_level()` (asserted in `matmul_at`, the only caller), and `cpu_level` returns
             // `Avx512Vnni` only after runtime detection found AVX-512 F, BW, VL and VNNI plus AVX2 and FMA.
             super::CpuLevel::Avx512Vnni => return unsafe { super::q8_0_vnni::rows_kernel(self, acts, m, rows, out) },
-            // SAFETY: as above: a level of `Avx2` or more means runtime detection found AVX2 and FMA.
-            super::CpuLevel::Avx2 => return unsafe { super::q8_0_avx2::rows_kernel(self, acts, m, rows, out) },
+            super::CpuLevel::Avx2 | super::CpuLevel::AvxVnni => {
+                // SAFETY: as above: a level of `Avx2` or more means runtime detection found AVX2 and FMA.
+                return unsafe { super::q8_0_avx2::rows_kernel(self, acts, m, rows, out) };
+            }
             super::CpuLevel::Portable => {}
         }
         // Other CPUs have no level above `Portable` (`cpu_level`), so the reference runs.

@@ -162,6 +162,22 @@ impl GgufFile {
         Ok(tensor)
     }
 
+    /// `read(type, [rows, cols], bytes)` over a matrix's bytes in the mapped file, which are dropped from memory
+    /// afterwards, as after [`GgufFile::tensor`]: for a reader that builds its own layout straight from the file.
+    pub fn read_matrix<T>(
+        &self,
+        name: &str,
+        read: impl FnOnce(GgmlDType, [usize; 2], &[u8]) -> T,
+    ) -> Result<T, LoadError> {
+        let (dtype, dims, range) = self.tensor_range(name)?;
+        let [rows, cols] = dims[..] else {
+            return Err(self.bad_tensor(name, format!("{} dimensions, expected a matrix", dims.len())));
+        };
+        let value = read(dtype, [rows, cols], &self.mmap[range.clone()]);
+        self.release(range);
+        Ok(value)
+    }
+
     /// A matrix left in the mapped file, read row by row on demand (see [`MappedRows`]).
     pub fn mapped_rows(&self, name: &str) -> Result<MappedRows, LoadError> {
         let (dtype, dims, range) = self.tensor_range(name)?;

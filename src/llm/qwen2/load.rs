@@ -2,6 +2,7 @@
 //! assembled.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
@@ -17,8 +18,9 @@ use crate::llm::kv_cache::CacheSlots;
 use crate::llm::LoadOptions;
 use crate::Result;
 
-/// One loading thread's layers (with their indices) and its conversion counts.
-type LoadedShare = (Vec<(usize, Layer)>, usize, usize);
+/// One loading thread's layers (with their indices), the output projection if it took it, and its conversion
+/// counts.
+type LoadedShare = (Vec<(usize, Layer)>, Option<QLinear>, usize, usize);
 
 /// Loads tensors and converts slow types once; counts conversions for the load report.
 #[derive(Clone, Copy)]
@@ -42,10 +44,26 @@ impl TensorLoader<'_> {
         Ok(self.file.tensor(name, self.device)?.dequantize(self.device)?)
     }
 
-    /// A weight matrix, on our kernels where this CPU has them.
+    /// A weight matrix, on our kernels where this CPU has them: built straight from the mapped file's bytes (one
+    /// copy of the model's size instead of two), else read into a `QTensor` first.
     fn matrix(&mut self, name: &str) -> Result<QLinear> {
+        let (_, dims) = self.file.tensor_layout(name)?;
+        if !self.keep_types && self.device.is_cpu() && dims.len() == 2 {
+            let ours = self.file.read_matrix(name, |dtype, [rows, cols], bytes| {
+                Ok::<_, crate::Error>(QLinear::widened_from_gguf_bytes(dtype, rows, cols, bytes)?.map(|l| (dtype, l)))
+            })??;
+            if let Some((dtype, ours)) = ours {
+                self.count_widened(dtype, &ours);
+                return Ok(ours);
+            }
+        }
         let tensor = self.file.tensor(name, self.device)?;
         self.linear(tensor)
+    }
+
+    /// Counts a Q5_0 matrix that our kernels took as int8.
+    fn count_widened(&mut self, dtype: GgmlDType, ours: &QLinear) {
+        self.widened += usize::from(dtype == GgmlDType::Q5_0 && ours.kernel_name() == "tandem-q8_0");
     }
 
     /// Matrices that read the same input, with their biases: consecutive ones of the same type and width are
@@ -90,7 +108,7 @@ impl TensorLoader<'_> {
     fn linear(&mut self, tensor: QTensor) -> Result<QLinear> {
         if !self.keep_types {
             if let Some(ours) = QLinear::widened(&tensor)? {
-                self.widened += usize::from(tensor.dtype() == GgmlDType::Q5_0 && ours.kernel_name() == "tandem-q8_0");
+                self.count_widened(tensor.dtype(), &ours);
                 return Ok(ours);
             }
         }
@@ -158,49 +176,60 @@ impl Qwen2 {
             .into());
         }
         // Small models tie the output projection to the embedding table. An untied table only serves lookups:
-        // on the CPU it stays in the mapped file.
-        let (embedding, output) = match (file.has_tensor("output.weight"), device.is_cpu()) {
-            (true, true) => {
-                (TokenTable::Mapped(file.mapped_rows("token_embd.weight")?), loader.matrix("output.weight")?)
-            }
+        // on the CPU it stays in the mapped file; the untied projection loads beside the layers, below.
+        let separate_output = file.has_tensor("output.weight");
+        let (embedding, tied) = match (separate_output, device.is_cpu()) {
+            (true, true) => (TokenTable::Mapped(file.mapped_rows("token_embd.weight")?), None),
             (true, false) => {
                 let table = Arc::new(file.tensor("token_embd.weight", device)?);
-                (TokenTable::Loaded(QLinear::Candle(QMatMul::from_arc(table)?)), loader.matrix("output.weight")?)
+                (TokenTable::Loaded(QLinear::Candle(QMatMul::from_arc(table)?)), None)
             }
             (false, _) => {
                 let tied = QLinear::from_arc(Arc::new(file.tensor("token_embd.weight", device)?))?;
-                (TokenTable::Loaded(tied.clone()), tied)
+                (TokenTable::Loaded(tied.clone()), Some(tied))
             }
         };
-        // The layers load on the kernels' threads, layer `i` on thread `i % threads`: on the CPU a load is mostly
-        // repacking weights into our layouts and faulting in the mapped file, and a second core halves it.
+        // The output projection (when untied) and the layers load on the kernels' threads, each thread taking the
+        // next piece as it finishes one, the projection (the largest, 191 MB on the 1.5B) first: on the CPU a load
+        // is mostly repacking weights into our layouts and faulting in the mapped file, and a second core halves it.
         let threads = if device.is_cpu() {
             (candle_core::utils::barrier_pool().n_workers() + 1).min(config.n_layer.max(1))
         } else {
             1
         };
+        let pieces = config.n_layer + usize::from(separate_output);
+        let next_piece = AtomicUsize::new(0);
         let mut loaded: Vec<Result<LoadedShare>> = std::thread::scope(|scope| {
             let workers: Vec<_> = (0..threads)
-                .map(|t| {
+                .map(|_| {
                     let mut loader = TensorLoader { converted: 0, widened: 0, ..loader };
+                    let next_piece = &next_piece;
                     scope.spawn(move || {
-                        let mut mine = Vec::new();
-                        for i in (t..config.n_layer).step_by(threads) {
-                            mine.push((i, loader.layer(i)?));
+                        let (mut mine, mut output) = (Vec::new(), None);
+                        loop {
+                            let piece = next_piece.fetch_add(1, Ordering::Relaxed);
+                            match piece.checked_sub(usize::from(separate_output)) {
+                                _ if piece >= pieces => break,
+                                None => output = Some(loader.matrix("output.weight")?),
+                                Some(i) => mine.push((i, loader.layer(i)?)),
+                            }
                         }
-                        Ok((mine, loader.converted, loader.widened))
+                        Ok((mine, output, loader.converted, loader.widened))
                     })
                 })
                 .collect();
             workers.into_iter().map(|w| w.join().expect("a layer-loading thread panicked")).collect()
         });
         let mut layers: Vec<(usize, Layer)> = Vec::with_capacity(config.n_layer);
+        let mut output = tied;
         for result in loaded.drain(..) {
-            let (mine, converted, widened) = result?;
+            let (mine, own_output, converted, widened) = result?;
             layers.extend(mine);
+            output = output.or(own_output);
             loader.converted += converted;
             loader.widened += widened;
         }
+        let output = output.expect("the output projection is tied or loaded as a piece");
         layers.sort_by_key(|(i, _)| *i);
         let layers: Vec<Layer> = layers.into_iter().map(|(_, layer)| layer).collect();
         if loader.converted > 0 {
