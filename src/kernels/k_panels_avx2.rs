@@ -1,5 +1,5 @@
 //! AVX2 panel kernels (no AVX-512): Q4_K and Q5_0 weights stored as panels of sixteen rows (`q4k_panels`,
-//! `q5_0_panels`), read eight rows (one 256-bit register of 32-bit lanes) at a time; Q4_K also with AVX-VNNI.
+//! `q5_0_panels`), read eight rows (one 256-bit register of 32-bit lanes) at a time, and the same with AVX-VNNI's `vpdpbusd`.
 //!
 //! Without VNNI every 32 products cost a `maddubs` (unsigned weight bytes × signed activation bytes into i16 pair
 //! sums) and then, in a row layout, a `madd` by the sub-block's scale: two multiplies for 32 products, and a
@@ -289,6 +289,69 @@ unsafe fn q5_0_tile<const N: usize>(
             // The offsets are 128 · Σ a; the weights carry + 16.
             let pairs = _mm256_add_epi32(_mm256_madd_epi16(low[j], ones), _mm256_madd_epi16(high[j], ones));
             let dot = _mm256_sub_epi32(pairs, _mm256_set1_epi32(a_offsets[j][b] >> 3));
+            let scale = _mm256_mul_ps(d, _mm256_set1_ps(a_scales[j][b]));
+            sums[j][b % 4] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, sums[j][b % 4]);
+        }
+    }
+    let sums = sums.map(|[s0, s1, s2, s3]| _mm256_add_ps(_mm256_add_ps(s0, s2), _mm256_add_ps(s1, s3)));
+    store_half(&sums, out, n_out, first, lanes, i0);
+}
+
+/// `q5_0_panel_rows` on AVX-VNNI.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA, F16C and AVX-VNNI.
+#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+pub(super) unsafe fn q5_0_panel_rows_avx_vnni(
+    w: &Q5_0Panels,
+    acts: &QuantizedRows,
+    m: usize,
+    rows: Range<usize>,
+    out: &mut [f32],
+) {
+    assert_eq!(acts.offsets.len(), acts.scales.len(), "Q5_0 panels need the activations' block offsets");
+    for_half_tiles!(q5_0_tile_avx_vnni, w, acts, m, rows, out);
+}
+
+/// `q5_0_tile` with AVX-VNNI: `vpdpbusd` adds each word's products straight into i32 (no i16 sums to widen by
+/// ones). The same integers and f32 steps, so the same bits.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+unsafe fn q5_0_tile_avx_vnni<const N: usize>(
+    panel: &[Q5_0PanelBlock],
+    half: usize,
+    k: usize,
+    acts: &QuantizedRows,
+    out: &mut [f32],
+    n_out: usize,
+    first: usize,
+    lanes: usize,
+    i0: usize,
+) {
+    let (low4, bit4) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(0x10));
+    let (a_quants, a_scales, a_offsets) = acts.tile_rows::<N>(i0, k);
+    let mut sums = [[_mm256_setzero_ps(); 4]; N];
+    for (b, block) in panel.iter().enumerate() {
+        let fifth_bits = _mm256_load_si256(block.fifth_bits.as_ptr().add(HALF * half) as *const __m256i);
+        // Two chains per activation row, as in `q5_0_tile`, to hide `vpdpbusd`'s latency.
+        let mut low = [_mm256_setzero_si256(); N];
+        let mut high = [_mm256_setzero_si256(); N];
+        for t in 0..4 {
+            let q = _mm256_load_si256(block.qs[t].as_ptr().add(HALF * half) as *const __m256i);
+            let q0 = _mm256_or_si256(_mm256_and_si256(q, low4), fifth_bits_of(fifth_bits, t, bit4));
+            let q1 = _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi16(q, 4), low4),
+                fifth_bits_of(fifth_bits, 4 + t, bit4),
+            );
+            for j in 0..N {
+                let a = a_quants[j].add(b * BLOCK + 4 * t);
+                low[j] = _mm256_dpbusd_avx_epi32(low[j], q0, broadcast_word(a));
+                high[j] = _mm256_dpbusd_avx_epi32(high[j], q1, broadcast_word(a.add(16)));
+            }
+        }
+        let d = _mm256_cvtph_ps(_mm_load_si128(block.d.as_ptr().add(HALF * half) as *const __m128i));
+        for j in 0..N {
+            let dot = _mm256_sub_epi32(_mm256_add_epi32(low[j], high[j]), _mm256_set1_epi32(a_offsets[j][b] >> 3));
             let scale = _mm256_mul_ps(d, _mm256_set1_ps(a_scales[j][b]));
             sums[j][b % 4] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, sums[j][b % 4]);
         }

@@ -87,11 +87,13 @@ impl PanelBlock for Q5_0PanelBlock {
         #[cfg(target_arch = "x86_64")]
         super::q8_0::with_quantized(input, panels.cols(), true, |acts| {
             super::for_row_tiles(panels.rows(), out, |rows, out| {
-                // SAFETY: `Panels::matmul_at` checked that the CPU has `level` (AVX-512 VNNI, or AVX2 with FMA and
-                // F16C); `for_row_tiles` hands out whole panels.
+                // SAFETY: `Panels::matmul_at` checked that the CPU has `level` (AVX-512 VNNI, AVX-VNNI, or AVX2 with
+                // FMA and F16C); `for_row_tiles` hands out whole panels.
                 unsafe {
                     if level >= super::CpuLevel::Avx512Vnni {
                         super::k_panels_vnni::q5_0_panel_rows(panels, acts, m, rows, out)
+                    } else if level == super::CpuLevel::AvxVnni {
+                        super::k_panels_avx2::q5_0_panel_rows_avx_vnni(panels, acts, m, rows, out)
                     } else {
                         super::k_panels_avx2::q5_0_panel_rows(panels, acts, m, rows, out)
                     }
