@@ -68,79 +68,6 @@ pub(super) unsafe fn q4k_panel_rows(w: &Q4KPanels, acts: &KActivations, m: usize
     for_half_tiles!(q4k_tile, w, acts, m, rows, out);
 }
 
-/// `out[i0 + j][first..first + lanes]` for `j < N`: rows `8 · half..` of the panel (`lanes` of them real).
-#[allow(clippy::too_many_arguments)]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q4k_tile<const N: usize>(
-    panel: &[Q4KPanelBlock],
-    half: usize,
-    k: usize,
-    acts: &KActivations,
-    out: &mut [f32],
-    n_out: usize,
-    first: usize,
-    lanes: usize,
-    i0: usize,
-) {
-    let low4 = _mm256_set1_epi8(0x0F);
-    let a_rows: [_; N] = acts.rows(i0, k);
-    let mut a_quants = [std::ptr::null::<i8>(); N];
-    let mut a_sums32: [&[i16]; N] = [&[]; N];
-    for j in 0..N {
-        (a_quants[j], a_sums32[j]) = (a_rows[j].0.as_ptr(), acts.sums32_row(i0 + j, k));
-    }
-    let mut sums = [_mm256_setzero_ps(); N];
-    for (b, block) in panel.iter().enumerate() {
-        let [scales, mins] = q4k_scales_and_mins(block, half);
-        let mut dots = [_mm256_setzero_si256(); N];
-        for c in 0..4 {
-            // Sub-blocks 2c (low nibbles) and 2c + 1 (high nibbles): pair sums add up in i16 across the eight words.
-            let mut even = [_mm256_setzero_si256(); N];
-            let mut odd = [_mm256_setzero_si256(); N];
-            for t in 0..8 {
-                let q = _mm256_load_si256(block.qs[8 * c + t].as_ptr().add(HALF * half) as *const __m256i);
-                let low = _mm256_and_si256(q, low4);
-                let high = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
-                for j in 0..N {
-                    let a = a_quants[j].add(b * SUPER + 64 * c + 4 * t);
-                    even[j] = _mm256_add_epi16(even[j], _mm256_maddubs_epi16(low, broadcast_word(a)));
-                    odd[j] = _mm256_add_epi16(odd[j], _mm256_maddubs_epi16(high, broadcast_word(a.add(32))));
-                }
-            }
-            let even_scale = lane_byte_paired(scales[c / 2], 2 * c % 4);
-            let odd_scale = lane_byte_paired(scales[c / 2], (2 * c + 1) % 4);
-            for j in 0..N {
-                let scaled =
-                    _mm256_add_epi32(_mm256_madd_epi16(even[j], even_scale), _mm256_madd_epi16(odd[j], odd_scale));
-                dots[j] = _mm256_add_epi32(dots[j], scaled);
-            }
-        }
-        // Sub-blocks 2p and 2p + 1's minimums, as the two i16 of each lane. (Written out: a closure would not
-        // inherit this function's target features, and each call would stay a call.)
-        let min_pairs = [
-            lane_bytes_as_i16(mins[0], 0, 1),
-            lane_bytes_as_i16(mins[0], 2, 3),
-            lane_bytes_as_i16(mins[1], 0, 1),
-            lane_bytes_as_i16(mins[1], 2, 3),
-        ];
-        let d = _mm256_cvtph_ps(_mm_load_si128(block.d.as_ptr().add(HALF * half) as *const __m128i));
-        let dmin = _mm256_cvtph_ps(_mm_load_si128(block.dmin.as_ptr().add(HALF * half) as *const __m128i));
-        for j in 0..N {
-            // Σ_s min_s · (sum of sub-block s's activations), two sub-blocks a `madd`.
-            let sums32 = a_sums32[j].as_ptr().add(b * SUPER / 32);
-            let mut min_dot = _mm256_setzero_si256();
-            for (p, &pair) in min_pairs.iter().enumerate() {
-                min_dot =
-                    _mm256_add_epi32(min_dot, _mm256_madd_epi16(pair, broadcast_word(sums32.add(2 * p) as *const i8)));
-            }
-            let da = _mm256_set1_ps(a_rows[j].1[b]);
-            sums[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots[j]), _mm256_mul_ps(d, da), sums[j]);
-            sums[j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(min_dot), _mm256_mul_ps(dmin, da), sums[j]);
-        }
-    }
-    store_half(&sums, out, n_out, first, lanes, i0);
-}
-
 /// `q4k_panel_rows` on AVX-VNNI.
 ///
 /// # Safety
@@ -156,12 +83,47 @@ pub(super) unsafe fn q4k_panel_rows_avx_vnni(
     for_half_tiles!(q4k_tile_avx_vnni, w, acts, m, rows, out);
 }
 
-/// `q4k_tile` with AVX-VNNI: `vpdpbusd` adds 32 products into each sub-block's i32 sums in one instruction (AVX2
-/// takes a `maddubs` and an i16 add), a `mullo` then applies the sub-block's scales, and `vpdpwssd` the minimums.
-/// The same integers, so the same bits as `q4k_tile`.
+/// `out[i0 + j][first..first + lanes]` for `j < N`: rows `8 · half..` of the panel (`lanes` of them real).
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q4k_tile<const N: usize>(
+    panel: &[Q4KPanelBlock],
+    half: usize,
+    k: usize,
+    acts: &KActivations,
+    out: &mut [f32],
+    n_out: usize,
+    first: usize,
+    lanes: usize,
+    i0: usize,
+) {
+    q4k_tile_with::<N, false>(panel, half, k, acts, out, n_out, first, lanes, i0)
+}
+
+/// `q4k_tile` with AVX-VNNI.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,fma,f16c,avxvnni")]
 unsafe fn q4k_tile_avx_vnni<const N: usize>(
+    panel: &[Q4KPanelBlock],
+    half: usize,
+    k: usize,
+    acts: &KActivations,
+    out: &mut [f32],
+    n_out: usize,
+    first: usize,
+    lanes: usize,
+    i0: usize,
+) {
+    q4k_tile_with::<N, true>(panel, half, k, acts, out, n_out, first, lanes, i0)
+}
+
+/// The Q4_K tile, inlined into `q4k_tile` and `q4k_tile_avx_vnni` and so compiled with each one's features. With
+/// `VNNI`, `vpdpbusd` adds 32 products into each sub-block's i32 sums in one instruction where AVX2 takes a
+/// `maddubs` and an i16 add, a `mullo` (not a `madd` on i16 sums) applies the sub-block's scales, and `vpdpwssd`
+/// the minimums. The integers are the same either way, so the bits are.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn q4k_tile_with<const N: usize, const VNNI: bool>(
     panel: &[Q4KPanelBlock],
     half: usize,
     k: usize,
@@ -184,7 +146,8 @@ unsafe fn q4k_tile_avx_vnni<const N: usize>(
         let [scales, mins] = q4k_scales_and_mins(block, half);
         let mut dots = [_mm256_setzero_si256(); N];
         for c in 0..4 {
-            // Sub-blocks 2c (low nibbles) and 2c + 1 (high nibbles): two chains hide `vpdpbusd`'s latency.
+            // Sub-blocks 2c (low nibbles) and 2c + 1 (high nibbles), a chain each: in i16 across the eight words
+            // without VNNI, in i32 with it (two chains hide `vpdpbusd`'s latency).
             let mut even = [_mm256_setzero_si256(); N];
             let mut odd = [_mm256_setzero_si256(); N];
             for t in 0..8 {
@@ -193,18 +156,31 @@ unsafe fn q4k_tile_avx_vnni<const N: usize>(
                 let high = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
                 for j in 0..N {
                     let a = a_quants[j].add(b * SUPER + 64 * c + 4 * t);
-                    even[j] = _mm256_dpbusd_avx_epi32(even[j], low, broadcast_word(a));
-                    odd[j] = _mm256_dpbusd_avx_epi32(odd[j], high, broadcast_word(a.add(32)));
+                    if VNNI {
+                        even[j] = _mm256_dpbusd_avx_epi32(even[j], low, broadcast_word(a));
+                        odd[j] = _mm256_dpbusd_avx_epi32(odd[j], high, broadcast_word(a.add(32)));
+                    } else {
+                        even[j] = _mm256_add_epi16(even[j], _mm256_maddubs_epi16(low, broadcast_word(a)));
+                        odd[j] = _mm256_add_epi16(odd[j], _mm256_maddubs_epi16(high, broadcast_word(a.add(32))));
+                    }
                 }
             }
-            let even_scale = lane_byte_as_i32(scales[c / 2], 2 * c % 4);
-            let odd_scale = lane_byte_as_i32(scales[c / 2], (2 * c + 1) % 4);
+            let (even_byte, odd_byte) = (2 * c % 4, (2 * c + 1) % 4);
             for j in 0..N {
-                let scaled =
-                    _mm256_add_epi32(_mm256_mullo_epi32(even[j], even_scale), _mm256_mullo_epi32(odd[j], odd_scale));
+                let scaled = if VNNI {
+                    let (even_scale, odd_scale) =
+                        (lane_byte_as_i32(scales[c / 2], even_byte), lane_byte_as_i32(scales[c / 2], odd_byte));
+                    _mm256_add_epi32(_mm256_mullo_epi32(even[j], even_scale), _mm256_mullo_epi32(odd[j], odd_scale))
+                } else {
+                    let (even_scale, odd_scale) =
+                        (lane_byte_paired(scales[c / 2], even_byte), lane_byte_paired(scales[c / 2], odd_byte));
+                    _mm256_add_epi32(_mm256_madd_epi16(even[j], even_scale), _mm256_madd_epi16(odd[j], odd_scale))
+                };
                 dots[j] = _mm256_add_epi32(dots[j], scaled);
             }
         }
+        // Sub-blocks 2p and 2p + 1's minimums, as the two i16 of each lane. (Written out: a closure would not
+        // inherit the caller's target features, and each call would stay a call.)
         let min_pairs = [
             lane_bytes_as_i16(mins[0], 0, 1),
             lane_bytes_as_i16(mins[0], 2, 3),
@@ -214,10 +190,16 @@ unsafe fn q4k_tile_avx_vnni<const N: usize>(
         let d = _mm256_cvtph_ps(_mm_load_si128(block.d.as_ptr().add(HALF * half) as *const __m128i));
         let dmin = _mm256_cvtph_ps(_mm_load_si128(block.dmin.as_ptr().add(HALF * half) as *const __m128i));
         for j in 0..N {
+            // Σ_s min_s · (sum of sub-block s's activations), two sub-blocks a `madd` (or `vpdpwssd`).
             let sums32 = a_sums32[j].as_ptr().add(b * SUPER / 32);
             let mut min_dot = _mm256_setzero_si256();
             for (p, &pair) in min_pairs.iter().enumerate() {
-                min_dot = _mm256_dpwssd_avx_epi32(min_dot, pair, broadcast_word(sums32.add(2 * p) as *const i8));
+                let activations = broadcast_word(sums32.add(2 * p) as *const i8);
+                min_dot = if VNNI {
+                    _mm256_dpwssd_avx_epi32(min_dot, pair, activations)
+                } else {
+                    _mm256_add_epi32(min_dot, _mm256_madd_epi16(pair, activations))
+                };
             }
             let da = _mm256_set1_ps(a_rows[j].1[b]);
             sums[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots[j]), _mm256_mul_ps(d, da), sums[j]);
@@ -244,13 +226,63 @@ pub(super) unsafe fn q5_0_panel_rows(
     for_half_tiles!(q5_0_tile, w, acts, m, rows, out);
 }
 
-/// `out[i0 + j][first..first + lanes]` for `j < N`: rows `8 · half..` of a Q5_0 panel (`lanes` of them real).
+/// `q5_0_panel_rows` on AVX-VNNI.
 ///
-/// Each block's integer dot product `Σ (v − 16) · a` is exact; the f32 steps are the VNNI Q5_0 tile's, in its
-/// order: a fused `sum += dot · (d · d_a)` into one of four sums by block index mod 4, added pairwise at the end.
+/// # Safety
+/// The CPU must support AVX2, FMA, F16C and AVX-VNNI.
+#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+pub(super) unsafe fn q5_0_panel_rows_avx_vnni(
+    w: &Q5_0Panels,
+    acts: &QuantizedRows,
+    m: usize,
+    rows: Range<usize>,
+    out: &mut [f32],
+) {
+    assert_eq!(acts.offsets.len(), acts.scales.len(), "Q5_0 panels need the activations' block offsets");
+    for_half_tiles!(q5_0_tile_avx_vnni, w, acts, m, rows, out);
+}
+
+/// `out[i0 + j][first..first + lanes]` for `j < N`: rows `8 · half..` of a Q5_0 panel (`lanes` of them real).
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q5_0_tile<const N: usize>(
+    panel: &[Q5_0PanelBlock],
+    half: usize,
+    k: usize,
+    acts: &QuantizedRows,
+    out: &mut [f32],
+    n_out: usize,
+    first: usize,
+    lanes: usize,
+    i0: usize,
+) {
+    q5_0_tile_with::<N, false>(panel, half, k, acts, out, n_out, first, lanes, i0)
+}
+
+/// `q5_0_tile` with AVX-VNNI.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+unsafe fn q5_0_tile_avx_vnni<const N: usize>(
+    panel: &[Q5_0PanelBlock],
+    half: usize,
+    k: usize,
+    acts: &QuantizedRows,
+    out: &mut [f32],
+    n_out: usize,
+    first: usize,
+    lanes: usize,
+    i0: usize,
+) {
+    q5_0_tile_with::<N, true>(panel, half, k, acts, out, n_out, first, lanes, i0)
+}
+
+/// The Q5_0 tile, inlined into `q5_0_tile` and `q5_0_tile_avx_vnni`. Each block's integer dot product
+/// `Σ (v − 16) · a` is exact (i16 pair sums widened by a `madd` by ones, or with `VNNI` `vpdpbusd` straight into
+/// i32); the f32 steps are the VNNI Q5_0 tile's, in its order: a fused `sum += dot · (d · d_a)` into one of four
+/// sums by block index mod 4, added pairwise at the end.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn q5_0_tile_with<const N: usize, const VNNI: bool>(
     panel: &[Q5_0PanelBlock],
     half: usize,
     k: usize,
@@ -279,79 +311,25 @@ unsafe fn q5_0_tile<const N: usize>(
             );
             for j in 0..N {
                 let a = a_quants[j].add(b * BLOCK + 4 * t);
-                low[j] = _mm256_add_epi16(low[j], _mm256_maddubs_epi16(q0, broadcast_word(a)));
-                high[j] = _mm256_add_epi16(high[j], _mm256_maddubs_epi16(q1, broadcast_word(a.add(16))));
+                if VNNI {
+                    low[j] = _mm256_dpbusd_avx_epi32(low[j], q0, broadcast_word(a));
+                    high[j] = _mm256_dpbusd_avx_epi32(high[j], q1, broadcast_word(a.add(16)));
+                } else {
+                    low[j] = _mm256_add_epi16(low[j], _mm256_maddubs_epi16(q0, broadcast_word(a)));
+                    high[j] = _mm256_add_epi16(high[j], _mm256_maddubs_epi16(q1, broadcast_word(a.add(16))));
+                }
             }
         }
         // f16 → f32 is exact, so the scales are the values the file's f16 scales always gave.
         let d = _mm256_cvtph_ps(_mm_load_si128(block.d.as_ptr().add(HALF * half) as *const __m128i));
         for j in 0..N {
             // The offsets are 128 · Σ a; the weights carry + 16.
-            let pairs = _mm256_add_epi32(_mm256_madd_epi16(low[j], ones), _mm256_madd_epi16(high[j], ones));
+            let pairs = if VNNI {
+                _mm256_add_epi32(low[j], high[j])
+            } else {
+                _mm256_add_epi32(_mm256_madd_epi16(low[j], ones), _mm256_madd_epi16(high[j], ones))
+            };
             let dot = _mm256_sub_epi32(pairs, _mm256_set1_epi32(a_offsets[j][b] >> 3));
-            let scale = _mm256_mul_ps(d, _mm256_set1_ps(a_scales[j][b]));
-            sums[j][b % 4] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, sums[j][b % 4]);
-        }
-    }
-    let sums = sums.map(|[s0, s1, s2, s3]| _mm256_add_ps(_mm256_add_ps(s0, s2), _mm256_add_ps(s1, s3)));
-    store_half(&sums, out, n_out, first, lanes, i0);
-}
-
-/// `q5_0_panel_rows` on AVX-VNNI.
-///
-/// # Safety
-/// The CPU must support AVX2, FMA, F16C and AVX-VNNI.
-#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
-pub(super) unsafe fn q5_0_panel_rows_avx_vnni(
-    w: &Q5_0Panels,
-    acts: &QuantizedRows,
-    m: usize,
-    rows: Range<usize>,
-    out: &mut [f32],
-) {
-    assert_eq!(acts.offsets.len(), acts.scales.len(), "Q5_0 panels need the activations' block offsets");
-    for_half_tiles!(q5_0_tile_avx_vnni, w, acts, m, rows, out);
-}
-
-/// `q5_0_tile` with AVX-VNNI: `vpdpbusd` adds each word's products straight into i32 (no i16 sums to widen by
-/// ones). The same integers and f32 steps, so the same bits.
-#[allow(clippy::too_many_arguments)]
-#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
-unsafe fn q5_0_tile_avx_vnni<const N: usize>(
-    panel: &[Q5_0PanelBlock],
-    half: usize,
-    k: usize,
-    acts: &QuantizedRows,
-    out: &mut [f32],
-    n_out: usize,
-    first: usize,
-    lanes: usize,
-    i0: usize,
-) {
-    let (low4, bit4) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(0x10));
-    let (a_quants, a_scales, a_offsets) = acts.tile_rows::<N>(i0, k);
-    let mut sums = [[_mm256_setzero_ps(); 4]; N];
-    for (b, block) in panel.iter().enumerate() {
-        let fifth_bits = _mm256_load_si256(block.fifth_bits.as_ptr().add(HALF * half) as *const __m256i);
-        // Two chains per activation row, as in `q5_0_tile`, to hide `vpdpbusd`'s latency.
-        let mut low = [_mm256_setzero_si256(); N];
-        let mut high = [_mm256_setzero_si256(); N];
-        for t in 0..4 {
-            let q = _mm256_load_si256(block.qs[t].as_ptr().add(HALF * half) as *const __m256i);
-            let q0 = _mm256_or_si256(_mm256_and_si256(q, low4), fifth_bits_of(fifth_bits, t, bit4));
-            let q1 = _mm256_or_si256(
-                _mm256_and_si256(_mm256_srli_epi16(q, 4), low4),
-                fifth_bits_of(fifth_bits, 4 + t, bit4),
-            );
-            for j in 0..N {
-                let a = a_quants[j].add(b * BLOCK + 4 * t);
-                low[j] = _mm256_dpbusd_avx_epi32(low[j], q0, broadcast_word(a));
-                high[j] = _mm256_dpbusd_avx_epi32(high[j], q1, broadcast_word(a.add(16)));
-            }
-        }
-        let d = _mm256_cvtph_ps(_mm_load_si128(block.d.as_ptr().add(HALF * half) as *const __m128i));
-        for j in 0..N {
-            let dot = _mm256_sub_epi32(_mm256_add_epi32(low[j], high[j]), _mm256_set1_epi32(a_offsets[j][b] >> 3));
             let scale = _mm256_mul_ps(d, _mm256_set1_ps(a_scales[j][b]));
             sums[j][b % 4] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, sums[j][b % 4]);
         }
