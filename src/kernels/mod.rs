@@ -212,19 +212,20 @@ pub fn detected_level() -> CpuLevel {
     CpuLevel::Portable
 }
 
-/// The level `TANDEM_CPU_ISA` asks for (`avx512`, `avxvnni`, `avx2` or `scalar`: candle's portable kernels, none of ours), if
-/// set; an unknown name or an instruction set this CPU lacks is an error that says what it has.
+/// The level `TANDEM_CPU_ISA` asks for (`avx512`, `avxvnni`, `avx2` or `scalar`: candle's portable kernels, none of
+/// ours), if set; an unknown name or an instruction set this CPU lacks is an error that says which ones it runs.
 pub fn requested_level() -> Result<Option<CpuLevel>> {
     let Ok(name) = std::env::var("TANDEM_CPU_ISA") else { return Ok(None) };
     let names = ISA_NAMES.map(|(name, _)| name).join(", ");
     let Some(&(_, level)) = ISA_NAMES.iter().find(|(known, _)| known.eq_ignore_ascii_case(name.trim())) else {
         return Err(crate::Error::Usage(format!("TANDEM_CPU_ISA={name} is not one of {names}")));
     };
-    let detected = detected_level();
-    if level > detected || (level == CpuLevel::AvxVnni && !has_avx_vnni()) {
-        let has = ISA_NAMES.iter().find(|(_, l)| *l == detected).map_or("scalar", |(name, _)| name);
+    let runs = |level: CpuLevel| level <= detected_level() && (level != CpuLevel::AvxVnni || has_avx_vnni());
+    if !runs(level) {
+        let has: Vec<&str> = ISA_NAMES.iter().filter(|(_, l)| runs(*l)).map(|(name, _)| *name).collect();
         return Err(crate::Error::Usage(format!(
-            "TANDEM_CPU_ISA={name}: this CPU lacks it (it runs {has} at most); unset TANDEM_CPU_ISA or pick a lower one"
+            "TANDEM_CPU_ISA={name}: this CPU lacks it (it runs {}); unset TANDEM_CPU_ISA or pick one of those",
+            has.join(", ")
         )));
     }
     Ok(Some(level))
