@@ -30,11 +30,12 @@ const TILE_ACTS: usize = 4;
 /// Rows per 256-bit register of 32-bit lanes: half a panel.
 const HALF: usize = PANEL_ROWS / 2;
 
-/// Runs `tile::<N>(panel, half, k, acts, out, n_out, first, lanes, i)` over one panel (`rows`: `rows.start` a
+/// Runs `tile::<N, VNNI>(panel, half, k, acts, out, n_out, first, lanes, i)` over one panel (`rows`: `rows.start` a
 /// multiple of 16, at most 16 rows) of `w`, for activation rows `i..i + N`, up to `TILE_ACTS` at a time; both
-/// halves for one tile of activation rows, so the second half finds them in L1.
+/// halves for one tile of activation rows, so the second half finds them in L1. The tiles are `#[inline(always)]`,
+/// so they compile with the target features of the function this runs in.
 macro_rules! for_half_tiles {
-    ($tile:ident, $w:expr, $acts:expr, $m:expr, $rows:expr, $out:expr) => {
+    ($tile:ident, $vnni:literal, $w:expr, $acts:expr, $m:expr, $rows:expr, $out:expr) => {
         let (w, rows) = ($w, $rows);
         assert!(rows.start.is_multiple_of(PANEL_ROWS) && rows.len() <= PANEL_ROWS && rows.end <= w.rows());
         let panel = w.panel(rows.start / PANEL_ROWS);
@@ -48,10 +49,10 @@ macro_rules! for_half_tiles {
                     continue;
                 }
                 match n {
-                    1 => $tile::<1>(panel, half, w.cols(), $acts, $out, w.rows(), first, lanes, i),
-                    2 => $tile::<2>(panel, half, w.cols(), $acts, $out, w.rows(), first, lanes, i),
-                    3 => $tile::<3>(panel, half, w.cols(), $acts, $out, w.rows(), first, lanes, i),
-                    _ => $tile::<TILE_ACTS>(panel, half, w.cols(), $acts, $out, w.rows(), first, lanes, i),
+                    1 => $tile::<1, $vnni>(panel, half, w.cols(), $acts, $out, w.rows(), first, lanes, i),
+                    2 => $tile::<2, $vnni>(panel, half, w.cols(), $acts, $out, w.rows(), first, lanes, i),
+                    3 => $tile::<3, $vnni>(panel, half, w.cols(), $acts, $out, w.rows(), first, lanes, i),
+                    _ => $tile::<TILE_ACTS, $vnni>(panel, half, w.cols(), $acts, $out, w.rows(), first, lanes, i),
                 }
             }
             i += n;
@@ -65,7 +66,7 @@ macro_rules! for_half_tiles {
 /// The CPU must support AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn q4k_panel_rows(w: &Q4KPanels, acts: &KActivations, m: usize, rows: Range<usize>, out: &mut [f32]) {
-    for_half_tiles!(q4k_tile, w, acts, m, rows, out);
+    for_half_tiles!(q4k_tile, false, w, acts, m, rows, out);
 }
 
 /// `q4k_panel_rows` on AVX-VNNI.
@@ -80,50 +81,17 @@ pub(super) unsafe fn q4k_panel_rows_avx_vnni(
     rows: Range<usize>,
     out: &mut [f32],
 ) {
-    for_half_tiles!(q4k_tile_avx_vnni, w, acts, m, rows, out);
+    for_half_tiles!(q4k_tile, true, w, acts, m, rows, out);
 }
 
-/// `out[i0 + j][first..first + lanes]` for `j < N`: rows `8 · half..` of the panel (`lanes` of them real).
-#[allow(clippy::too_many_arguments)]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q4k_tile<const N: usize>(
-    panel: &[Q4KPanelBlock],
-    half: usize,
-    k: usize,
-    acts: &KActivations,
-    out: &mut [f32],
-    n_out: usize,
-    first: usize,
-    lanes: usize,
-    i0: usize,
-) {
-    q4k_tile_with::<N, false>(panel, half, k, acts, out, n_out, first, lanes, i0)
-}
-
-/// `q4k_tile` with AVX-VNNI.
-#[allow(clippy::too_many_arguments)]
-#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
-unsafe fn q4k_tile_avx_vnni<const N: usize>(
-    panel: &[Q4KPanelBlock],
-    half: usize,
-    k: usize,
-    acts: &KActivations,
-    out: &mut [f32],
-    n_out: usize,
-    first: usize,
-    lanes: usize,
-    i0: usize,
-) {
-    q4k_tile_with::<N, true>(panel, half, k, acts, out, n_out, first, lanes, i0)
-}
-
-/// The Q4_K tile, inlined into `q4k_tile` and `q4k_tile_avx_vnni` and so compiled with each one's features. With
+/// The Q4_K tile, `out[i0 + j][first..first + lanes]` for `j < N`: rows `8 · half..` of the panel (`lanes` of them
+/// real), inlined into `q4k_panel_rows` and `q4k_panel_rows_avx_vnni` and so compiled with each one's features. With
 /// `VNNI`, `vpdpbusd` adds 32 products into each sub-block's i32 sums in one instruction where AVX2 takes a
 /// `maddubs` and an i16 add, a `mullo` (not a `madd` on i16 sums) applies the sub-block's scales, and `vpdpwssd`
 /// the minimums. The integers are the same either way, so the bits are.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn q4k_tile_with<const N: usize, const VNNI: bool>(
+unsafe fn q4k_tile<const N: usize, const VNNI: bool>(
     panel: &[Q4KPanelBlock],
     half: usize,
     k: usize,
@@ -223,7 +191,7 @@ pub(super) unsafe fn q5_0_panel_rows(
     out: &mut [f32],
 ) {
     assert_eq!(acts.offsets.len(), acts.scales.len(), "Q5_0 panels need the activations' block offsets");
-    for_half_tiles!(q5_0_tile, w, acts, m, rows, out);
+    for_half_tiles!(q5_0_tile, false, w, acts, m, rows, out);
 }
 
 /// `q5_0_panel_rows` on AVX-VNNI.
@@ -239,50 +207,17 @@ pub(super) unsafe fn q5_0_panel_rows_avx_vnni(
     out: &mut [f32],
 ) {
     assert_eq!(acts.offsets.len(), acts.scales.len(), "Q5_0 panels need the activations' block offsets");
-    for_half_tiles!(q5_0_tile_avx_vnni, w, acts, m, rows, out);
+    for_half_tiles!(q5_0_tile, true, w, acts, m, rows, out);
 }
 
-/// `out[i0 + j][first..first + lanes]` for `j < N`: rows `8 · half..` of a Q5_0 panel (`lanes` of them real).
-#[allow(clippy::too_many_arguments)]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q5_0_tile<const N: usize>(
-    panel: &[Q5_0PanelBlock],
-    half: usize,
-    k: usize,
-    acts: &QuantizedRows,
-    out: &mut [f32],
-    n_out: usize,
-    first: usize,
-    lanes: usize,
-    i0: usize,
-) {
-    q5_0_tile_with::<N, false>(panel, half, k, acts, out, n_out, first, lanes, i0)
-}
-
-/// `q5_0_tile` with AVX-VNNI.
-#[allow(clippy::too_many_arguments)]
-#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
-unsafe fn q5_0_tile_avx_vnni<const N: usize>(
-    panel: &[Q5_0PanelBlock],
-    half: usize,
-    k: usize,
-    acts: &QuantizedRows,
-    out: &mut [f32],
-    n_out: usize,
-    first: usize,
-    lanes: usize,
-    i0: usize,
-) {
-    q5_0_tile_with::<N, true>(panel, half, k, acts, out, n_out, first, lanes, i0)
-}
-
-/// The Q5_0 tile, inlined into `q5_0_tile` and `q5_0_tile_avx_vnni`. Each block's integer dot product
+/// The Q5_0 tile, `out[i0 + j][first..first + lanes]` for `j < N`: rows `8 · half..` of a panel (`lanes` of them
+/// real), inlined into `q5_0_panel_rows` and `q5_0_panel_rows_avx_vnni`. Each block's integer dot product
 /// `Σ (v − 16) · a` is exact (i16 pair sums widened by a `madd` by ones, or with `VNNI` `vpdpbusd` straight into
 /// i32); the f32 steps are the VNNI Q5_0 tile's, in its order: a fused `sum += dot · (d · d_a)` into one of four
 /// sums by block index mod 4, added pairwise at the end.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn q5_0_tile_with<const N: usize, const VNNI: bool>(
+unsafe fn q5_0_tile<const N: usize, const VNNI: bool>(
     panel: &[Q5_0PanelBlock],
     half: usize,
     k: usize,

@@ -164,8 +164,14 @@ impl CpuLevel {
     pub fn with_lower_levels(self) -> Vec<CpuLevel> {
         [CpuLevel::Avx2, CpuLevel::AvxVnni, CpuLevel::Avx512Vnni]
             .into_iter()
-            .filter(|&level| level <= self && (level != CpuLevel::AvxVnni || has_avx_vnni()))
+            .filter(|&level| level <= self && level.runs_here())
             .collect()
+    }
+
+    /// Whether this CPU runs this level: it is at most the detected one, and AVX-VNNI (which AVX-512 VNNI does not
+    /// imply) is there if asked for.
+    pub fn runs_here(self) -> bool {
+        self <= detected_level() && (self != CpuLevel::AvxVnni || has_avx_vnni())
     }
 }
 
@@ -220,9 +226,8 @@ pub fn requested_level() -> Result<Option<CpuLevel>> {
     let Some(&(_, level)) = ISA_NAMES.iter().find(|(known, _)| known.eq_ignore_ascii_case(name.trim())) else {
         return Err(crate::Error::Usage(format!("TANDEM_CPU_ISA={name} is not one of {names}")));
     };
-    let runs = |level: CpuLevel| level <= detected_level() && (level != CpuLevel::AvxVnni || has_avx_vnni());
-    if !runs(level) {
-        let has: Vec<&str> = ISA_NAMES.iter().filter(|(_, l)| runs(*l)).map(|(name, _)| *name).collect();
+    if !level.runs_here() {
+        let has: Vec<&str> = ISA_NAMES.iter().filter(|(_, l)| l.runs_here()).map(|(name, _)| *name).collect();
         return Err(crate::Error::Usage(format!(
             "TANDEM_CPU_ISA={name}: this CPU lacks it (it runs {}); unset TANDEM_CPU_ISA or pick one of those",
             has.join(", ")

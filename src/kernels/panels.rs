@@ -142,7 +142,7 @@ impl<B: PanelBlock> Panels<B> {
     pub fn matmul_at(&self, level: super::CpuLevel, input: &[f32], m: usize, out: &mut [f32]) {
         assert!(level >= B::MIN_LEVEL, "{:?} panels have no {level:?} kernel; load the row layout there", B::TYPE);
         assert!(level <= super::cpu_level(), "{level:?} kernels on a {:?} CPU", super::cpu_level());
-        assert!(level != super::CpuLevel::AvxVnni || super::has_avx_vnni(), "AVX-VNNI kernels on a CPU without it");
+        assert!(level.runs_here(), "{level:?} kernels on a CPU without them");
         assert_eq!(input.len(), m * self.cols, "input is [m][cols]");
         assert_eq!(out.len(), m * self.rows, "out is [m][rows]");
         B::matmul(self, level, input, m, out);
