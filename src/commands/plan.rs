@@ -58,13 +58,15 @@ pub fn run(args: PlanArgs, reporter: &dyn Reporter) -> Result<()> {
     }
     let t = &outcome.timings;
     reporter.message(&format!(
-        "prompt {} tokens ({} reused from the prefix cache), prefill {:.1} s; {} tokens ({} forced by the grammar) \
-         in {:.1} s",
+        "prompt {} tokens ({} reused from the prefix cache), prefill {:.1} s; {} tokens ({} forced by the grammar, \
+         {} of {} passes on only the allowed tokens' logits) in {:.1} s",
         t.prompt_tokens,
         t.reused_tokens,
         t.prefill.as_secs_f64(),
         t.generated_tokens,
         t.forced_tokens,
+        t.narrowed_passes,
+        t.forward_passes,
         outcome.wall.as_secs_f64()
     ));
     if let Some(search) = outcome.search {

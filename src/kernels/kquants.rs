@@ -101,6 +101,35 @@ impl<B> KMatrix<B> {
         });
     }
 
+    /// `matmul_by` for one input row and the weight rows `rows` only (ascending), on the calling thread: `out`
+    /// (`[self.rows]`) gets those rows' values, with the bits the whole product gives them (every kernel computes a
+    /// weight row alone, the same way whatever rows share the call), and keeps its other values.
+    fn some_rows_by(
+        &self,
+        level: super::CpuLevel,
+        input: &[f32],
+        rows: &[u32],
+        out: &mut [f32],
+        fast: Option<RowsKernel<B>>,
+        dequantize_row: fn(&Self, usize) -> Vec<f32>,
+    ) {
+        assert!(level <= super::cpu_level(), "{level:?} kernels on a {:?} CPU", super::cpu_level());
+        assert_eq!(input.len(), self.cols, "one input row");
+        assert_eq!(out.len(), self.rows, "out is [rows]");
+        K_ACTIVATIONS.with(|cell| {
+            let mut acts = cell.borrow_mut();
+            acts.quantize(input, self.cols);
+            let acts = &*acts;
+            for run in super::runs_of_rows(rows, self.rows) {
+                match fast {
+                    // SAFETY: `fast` is the kernel for `level`, which `cpu_level` found on this CPU.
+                    Some(kernel) => unsafe { kernel(self, acts, 1, run, out) },
+                    None => reference_rows(self, acts, 1, run, out, dequantize_row),
+                }
+            }
+        });
+    }
+
     fn from_file_blocks(
         tensor: &QTensor,
         dtype: GgmlDType,
@@ -215,15 +244,31 @@ impl Q6KMatrix {
 
     /// `matmul` on the kernel for `level` (at most `cpu_level()`: tests run every kernel the CPU can).
     pub fn matmul_at(&self, level: super::CpuLevel, input: &[f32], m: usize, out: &mut [f32]) {
-        // As for Q4_K: AVX-512 VNNI CPUs load Q6_K weights as panels (`Q6KPanels`).
-        let fast: Option<RowsKernel<Q6KBlock>> = match level {
+        self.matmul_by(level, input, m, out, Self::kernel_for(level), Self::dequantize_row);
+    }
+
+    /// One input row's product with the weight rows `rows` only (ascending, each below `rows()`), written to
+    /// those rows of `out` (`[rows()]`, the rest untouched), with the bits `matmul` gives them: a decoding step
+    /// whose grammar allows few tokens needs only their logits.
+    pub fn matvec_rows(&self, input: &[f32], rows: &[u32], out: &mut [f32]) {
+        self.matvec_rows_at(super::cpu_level(), input, rows, out);
+    }
+
+    /// `matvec_rows` on the kernel for `level` (at most `cpu_level()`).
+    pub fn matvec_rows_at(&self, level: super::CpuLevel, input: &[f32], rows: &[u32], out: &mut [f32]) {
+        self.some_rows_by(level, input, rows, out, Self::kernel_for(level), Self::dequantize_row);
+    }
+
+    /// The fast kernel for `level`; none (the scalar reference) below AVX2. As for Q4_K, AVX-512 VNNI CPUs load
+    /// Q6_K weights as panels (`Q6KPanels`), so this one serves them only in tests.
+    fn kernel_for(level: super::CpuLevel) -> Option<RowsKernel<Q6KBlock>> {
+        match level {
             #[cfg(target_arch = "x86_64")]
             super::CpuLevel::Avx512Vnni | super::CpuLevel::AvxVnni | super::CpuLevel::Avx2 => {
                 Some(super::kquants_avx2::q6k_rows)
             }
             _ => None,
-        };
-        self.matmul_by(level, input, m, out, fast, Self::dequantize_row);
+        }
     }
 }
 

@@ -83,6 +83,20 @@ pub(crate) fn for_row_tiles(
     });
 }
 
+/// `rows` (ascending weight rows, each below `n_rows`) as runs of consecutive rows, so a kernel takes each run in
+/// one call.
+pub(crate) fn runs_of_rows(rows: &[u32], n_rows: usize) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
+    let mut rest = rows;
+    std::iter::from_fn(move || {
+        let (&first, _) = rest.split_first()?;
+        let len = rest.iter().enumerate().take_while(|&(i, &r)| r as usize == first as usize + i).count();
+        rest = &rest[len..];
+        let run = first as usize..first as usize + len;
+        assert!(run.end <= n_rows, "weight row {} of {n_rows}", run.end - 1);
+        Some(run)
+    })
+}
+
 /// Runs `work(start, part)` on candle's CPU thread pool for consecutive parts of `out`, `chunk` elements each (the
 /// last one shorter), `start` being the part's first index: elementwise work that would otherwise leave the other
 /// cores waiting.
@@ -266,12 +280,28 @@ pub trait CpuMatmul: Send + Sync {
     fn dequantize_row(&self, r: usize) -> Vec<f32>;
     /// The kernel's name, for load reports.
     fn kernel_name(&self) -> &'static str;
+    /// One input row (`[cols]`) times the weight rows `rows` only (ascending, each below `rows()`), into those
+    /// rows of `out` (`[rows()]`; the rest untouched), with the bits `matmul` gives them. The default computes
+    /// every row and copies the wanted ones (correct, not faster); kernels that can skip rows override it.
+    fn matvec_rows(&self, input: &[f32], rows: &[u32], out: &mut [f32]) {
+        let mut all = vec![0f32; self.rows()];
+        self.matmul(input, 1, &mut all);
+        for run in runs_of_rows(rows, self.rows()) {
+            out[run.clone()].copy_from_slice(&all[run]);
+        }
+    }
 }
 
 /// `CpuMatmul` for a matrix type whose inherent methods have the trait's names.
 macro_rules! cpu_matmul_by_inherent_methods {
-    ($matrix:ty, $name:literal) => {
+    ($matrix:ty, $name:literal, matvec_rows) => {
+        cpu_matmul_by_inherent_methods!($matrix, $name, fn matvec_rows(&self, input: &[f32], rows: &[u32], out: &mut [f32]) {
+            self.matvec_rows(input, rows, out)
+        });
+    };
+    ($matrix:ty, $name:literal $(, $($extra:tt)+)?) => {
         impl CpuMatmul for $matrix {
+            $($($extra)+)?
             fn rows(&self) -> usize {
                 self.rows()
             }
@@ -291,13 +321,13 @@ macro_rules! cpu_matmul_by_inherent_methods {
     };
 }
 
-cpu_matmul_by_inherent_methods!(Q8_0Matrix, "tandem-q8_0");
+cpu_matmul_by_inherent_methods!(Q8_0Matrix, "tandem-q8_0", matvec_rows);
 cpu_matmul_by_inherent_methods!(Q5_0Matrix, "tandem-q5_0");
 cpu_matmul_by_inherent_methods!(Q4KMatrix, "tandem-q4_k");
 cpu_matmul_by_inherent_methods!(Q4KPanels, "tandem-q4_k-panels");
 cpu_matmul_by_inherent_methods!(Q5_0Panels, "tandem-q5_0-panels");
 cpu_matmul_by_inherent_methods!(Q6KPanels, "tandem-q6_k-panels");
-cpu_matmul_by_inherent_methods!(Q6KMatrix, "tandem-q6_k");
+cpu_matmul_by_inherent_methods!(Q6KMatrix, "tandem-q6_k", matvec_rows);
 
 /// A linear layer without bias, `y = x Wᵀ`, over a quantized weight `W` of shape `[out, in]`.
 #[derive(Clone)]
@@ -391,6 +421,52 @@ impl QLinear {
             _ => return Ok(None),
         };
         Ok(Some(Self::Ours(ours)))
+    }
+
+    /// One input row `x` (`[..., in]` with one row) times the weight rows `rows` only (ascending, each below the
+    /// output width), into those entries of `out` (`[out]`; the rest untouched), as `forward` computes them: the
+    /// logits of the few tokens a grammar allows, at a sliver of the output projection's cost on our kernels
+    /// (candle's computes them all and keeps these).
+    pub fn forward_rows(&self, x: &Tensor, rows: &[u32], out: &mut [f32]) -> Result<()> {
+        let width = match self {
+            Self::Candle(m) => match m {
+                QMatMul::QTensor(t) => t.shape().dims2()?.0,
+                QMatMul::Tensor(t) | QMatMul::TensorF16(t) => t.dims2()?.0,
+            },
+            Self::Ours(w) => w.rows(),
+        };
+        if out.len() != width || rows.iter().any(|&r| r as usize >= width) {
+            return Err(candle_core::Error::Msg(format!(
+                "logits of {} rows into {} values from an output projection {width} wide",
+                rows.len(),
+                out.len()
+            ))
+            .into());
+        }
+        match self {
+            Self::Ours(w) => {
+                let input = x.flatten_all()?.to_dtype(candle_core::DType::F32)?.to_vec1::<f32>()?;
+                if input.len() != w.cols() {
+                    return Err(candle_core::Error::Msg(format!(
+                        "one input row of {} values, got {:?}",
+                        w.cols(),
+                        x.dims()
+                    ))
+                    .into());
+                }
+                w.matvec_rows(&input, rows, out);
+            }
+            Self::Candle(_) => {
+                let all = self.forward(x)?.flatten_all()?.to_dtype(candle_core::DType::F32)?.to_vec1::<f32>()?;
+                if all.len() != width {
+                    return Err(candle_core::Error::Msg(format!("one row's logits, not {}", all.len())).into());
+                }
+                for run in runs_of_rows(rows, width) {
+                    out[run.clone()].copy_from_slice(&all[run]);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Rows of the weight picked by `ids` as f32, shape `ids.dims() ++ [in]`: the embedding lookup, so a table

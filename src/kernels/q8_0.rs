@@ -181,6 +181,25 @@ impl Q8_0Matrix {
         });
     }
 
+    /// One input row's product with the weight rows `rows` only (ascending, each below `rows()`), into those rows
+    /// of `out` (`[rows()]`, the rest untouched), with the bits `matmul` gives them, on the calling thread: a
+    /// decoding step whose grammar allows few tokens needs only their logits.
+    pub fn matvec_rows(&self, input: &[f32], rows: &[u32], out: &mut [f32]) {
+        self.matvec_rows_at(super::cpu_level(), input, rows, out);
+    }
+
+    /// `matvec_rows` on the kernel for `level` (at most `cpu_level()`).
+    pub fn matvec_rows_at(&self, level: super::CpuLevel, input: &[f32], rows: &[u32], out: &mut [f32]) {
+        assert!(level <= super::cpu_level(), "{level:?} kernels on a {:?} CPU", super::cpu_level());
+        assert_eq!(input.len(), self.cols, "one input row");
+        assert_eq!(out.len(), self.rows, "out is [rows]");
+        with_quantized(input, self.cols, level == super::CpuLevel::Avx512Vnni, |acts| {
+            for run in super::runs_of_rows(rows, self.rows) {
+                self.rows_kernel(level, acts, 1, run, out);
+            }
+        });
+    }
+
     /// Computes the output columns `rows` for every activation row on the kernel for `level`.
     fn rows_kernel(
         &self,
@@ -192,7 +211,7 @@ impl Q8_0Matrix {
     ) {
         #[cfg(target_arch = "x86_64")]
         match level {
-            // SAFETY: `level` is at most `cpu_level()` (asserted in `matmul_at`, the only caller), and `cpu_level` returns
+            // SAFETY: `level` is at most `cpu_level()` (asserted in `matmul_at` and `matvec_rows_at`, the callers), and `cpu_level` returns
             // `Avx512Vnni` only after runtime detection found AVX-512 F, BW, VL and VNNI plus AVX2 and FMA.
             super::CpuLevel::Avx512Vnni => return unsafe { super::q8_0_vnni::rows_kernel(self, acts, m, rows, out) },
             super::CpuLevel::Avx2 | super::CpuLevel::AvxVnni => {

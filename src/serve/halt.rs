@@ -44,6 +44,10 @@ impl LanguageModel for Haltable {
         self.check()?;
         self.inner.forward_from(tokens, pos, first)
     }
+    fn forward_rows(&mut self, tokens: &[u32], pos: usize, rows: &[u32]) -> Result<Vec<f32>> {
+        self.check()?;
+        self.inner.forward_rows(tokens, pos, rows)
+    }
     fn batched_logits(&self) -> bool {
         self.inner.batched_logits()
     }

@@ -1,5 +1,7 @@
 //! Our quantized matmul kernels against the scalar reference and against candle's own Q8_0 path.
 
+use std::sync::Arc;
+
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{Device, Module, Tensor};
 use rand::rngs::StdRng;
@@ -8,7 +10,7 @@ use rstest::rstest;
 use tandem::kernels::kquants::{self, Q4KMatrix, Q6KMatrix};
 use tandem::kernels::q5_0::{self, Q5_0Matrix};
 use tandem::kernels::q8_0::{reference_matmul, Q8_0Matrix};
-use tandem::kernels::{cpu_level, CpuLevel, Q4KPanels, Q5_0Panels, Q6KPanels, QLinear};
+use tandem::kernels::{cpu_level, CpuLevel, CpuMatmul, Q4KPanels, Q5_0Panels, Q6KPanels, QLinear};
 
 fn random_values(n: usize, seed: u64) -> Vec<f32> {
     let mut rng = StdRng::seed_from_u64(seed);
@@ -387,6 +389,65 @@ fn batches_equal_single_rows_bit_for_bit(#[case] m: usize) {
                 assert!(same, "{level:?} {name}: activation row {i} differs between a batch of {m} and alone");
             }
         }
+    }
+}
+
+/// A step that needs only some logits: each kernel's product with a few weight rows (runs of consecutive rows,
+/// single rows, the first and the last) has the bits its whole product gives those rows, at every level, and
+/// leaves the other outputs as they were; the trait's default (a kernel that computes them all, as panels do)
+/// agrees too.
+#[test]
+fn some_rows_equal_the_whole_product_bit_for_bit() {
+    let rows = 70;
+    let picked: Vec<u32> = vec![0, 1, 2, 9, 16, 17, 31, 32, 33, 50, 69];
+    let q6 = Q6KMatrix::from_qtensor(&candle_weights(rows, 1536, GgmlDType::Q6K, 31).0).unwrap();
+    let q8 = Q8_0Matrix::quantize(rows, 1568, &random_values(rows * 1568, 32));
+    let q4_panels: Arc<dyn CpuMatmul> = Arc::new(Q4KPanels::from_rows(
+        &Q4KMatrix::from_qtensor(&candle_weights(rows, 1536, GgmlDType::Q4K, 33).0).unwrap(),
+    ));
+    for level in cpu_level().with_lower_levels() {
+        type Both<'a> = (Box<dyn Fn(&[f32], &mut [f32]) + 'a>, Box<dyn Fn(&[f32], &[u32], &mut [f32]) + 'a>);
+        let products: Vec<(&str, usize, Both)> = vec![
+            (
+                "Q6_K",
+                1536,
+                (
+                    Box::new(|x, out| q6.matmul_at(level, x, 1, out)),
+                    Box::new(|x, r, out| q6.matvec_rows_at(level, x, r, out)),
+                ),
+            ),
+            (
+                "Q8_0",
+                1568,
+                (
+                    Box::new(|x, out| q8.matmul_at(level, x, 1, out)),
+                    Box::new(|x, r, out| q8.matvec_rows_at(level, x, r, out)),
+                ),
+            ),
+        ];
+        for (name, cols, (whole, some)) in products {
+            let input = random_values(cols, 34);
+            let mut all = vec![f32::NAN; rows];
+            whole(&input, &mut all);
+            let mut few = vec![-7.0f32; rows];
+            some(&input, &picked, &mut few);
+            for r in 0..rows {
+                let expected = if picked.contains(&(r as u32)) { all[r] } else { -7.0 };
+                assert_eq!(few[r].to_bits(), expected.to_bits(), "{level:?} {name}: row {r}");
+            }
+        }
+    }
+    if cpu_level() < Q4KPanels::MIN_LEVEL {
+        return; // Panels run on kernels of ours only; where there are none a model loads rows.
+    }
+    let input = random_values(1536, 35);
+    let mut all = vec![f32::NAN; rows];
+    q4_panels.matmul(&input, 1, &mut all);
+    let mut few = vec![-7.0f32; rows];
+    q4_panels.matvec_rows(&input, &picked, &mut few);
+    for r in 0..rows {
+        let expected = if picked.contains(&(r as u32)) { all[r] } else { -7.0 };
+        assert_eq!(few[r].to_bits(), expected.to_bits(), "Q4_K panels (the default): row {r}");
     }
 }
 

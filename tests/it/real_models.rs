@@ -265,3 +265,99 @@ fn a_long_pass_gives_the_logits_of_the_same_prompt_in_shorter_passes() {
         }
     }
 }
+
+/// A grammar with every `TokenConstraint` answer of the one it wraps, except that it never says the allowed
+/// tokens are few: generations under it compute every logit at every step.
+struct FullLogits<'a>(&'a mut dyn TokenConstraint);
+
+impl TokenConstraint for FullLogits<'_> {
+    fn validate(&mut self, token: u32) -> bool {
+        self.0.validate(token)
+    }
+    fn mask_logits(&mut self, logits: &mut [f32]) -> tandem::Result<()> {
+        self.0.mask_logits(logits)
+    }
+    fn commit(&mut self, token: u32) -> tandem::Result<()> {
+        self.0.commit(token)
+    }
+    fn forced_tokens(&mut self) -> tandem::Result<Vec<u32>> {
+        self.0.forced_tokens()
+    }
+    fn is_accepting(&mut self) -> bool {
+        self.0.is_accepting()
+    }
+    fn is_finished(&self) -> bool {
+        self.0.is_finished()
+    }
+    fn valid_prefix(&mut self, tokens: &[u32]) -> usize {
+        self.0.valid_prefix(tokens)
+    }
+}
+
+/// Steps whose grammar allows a few tokens compute only their logits (a sliver of the output projection), and
+/// greedy decoding writes what it writes with every logit computed: the same tokens, on a choice between tools
+/// and keys. Both default models: the 0.5B's output projection is Q8_0, the 1.5B's Q6_K.
+#[test]
+fn steps_with_few_allowed_tokens_compute_only_theirs_and_choose_the_same() {
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "tool": {"enum": ["calculator", "read_file", "write_file", "web_search", "send_email"]},
+            "args": {
+                "type": "object",
+                "properties": {"expression": {"type": "string"}},
+                "required": ["expression"],
+                "additionalProperties": false
+            },
+            "after": {"type": "array", "items": {"enum": ["s1", "s2", "s3"]}}
+        },
+        "required": ["tool", "args", "after"],
+        "additionalProperties": false
+    });
+    let user = "Plan one step that computes (12*4+5)/7 with the calculator, after steps s1 and s3. Answer in JSON.";
+    for id in ["qwen2.5-coder-0.5b-instruct-q4_k_m", "qwen2.5-coder-1.5b-instruct-q4_k_m"] {
+        let mut model = load(id);
+        let prompt = model.chat_template.as_ref().unwrap().render(&[ChatMessage::user(user)], None, true).unwrap();
+        let tokens = model.tokenizer.encode(&prompt, false).unwrap();
+        let engine = model.grammar_engine().unwrap();
+        let mut run = |narrow: bool| {
+            model.weights.clear_kv_cache();
+            let mut matcher = engine.matcher(&ConstraintSpec::JsonSchema(schema.clone())).unwrap();
+            let mut full = FullLogits(&mut matcher);
+            let request = GenerateRequest {
+                constraint: Some(if narrow { &mut full as &mut dyn TokenConstraint } else { full.0 }),
+                speculation: Speculation::Off,
+                ..GenerateRequest::greedy(tokens.clone(), 64)
+            };
+            generate(&mut model, request, &mut |_| {}).unwrap()
+        };
+        let (full, narrowed) = (run(true), run(false));
+        assert_eq!(full.timings.narrowed_passes, 0, "{id}: {:?}", full.timings);
+        assert!(narrowed.timings.narrowed_passes > 0, "{id}: {:?}", narrowed.timings);
+        assert_eq!(narrowed.tokens, full.tokens, "{id}: {:?} vs {:?}", narrowed.text, full.text);
+        let plan: serde_json::Value = serde_json::from_str(&narrowed.text).unwrap();
+        assert_eq!(plan["tool"], "calculator", "{id}: {}", narrowed.text);
+    }
+}
+
+/// A narrowed pass gives the listed tokens exactly the logits a full pass gives them and −inf to the rest.
+#[test]
+fn a_narrowed_pass_gives_the_listed_tokens_their_full_logits() {
+    let mut model = load("qwen2.5-coder-0.5b-instruct-q4_k_m");
+    let tokens = model.tokenizer.encode("fn add(a: i32, b: i32) -> i32 {", false).unwrap();
+    let last = tokens.len() - 1;
+    model.weights.clear_kv_cache();
+    model.weights.forward(&tokens[..last], 0).unwrap();
+    // The same one-token pass both ways (the pass cuts the cache back to its position first).
+    let full = model.weights.forward(&tokens[last..], last).unwrap().to_vec1::<f32>().unwrap();
+    let rows: Vec<u32> = vec![0, 5, 6, 7, 220, 264, 3000, 151643, 151644, 151935];
+    let narrowed = model.weights.forward_rows(&tokens[last..], last, &rows).unwrap();
+    assert_eq!(narrowed.len(), full.len());
+    for (i, (n, f)) in narrowed.iter().zip(&full).enumerate() {
+        if rows.contains(&(i as u32)) {
+            assert_eq!(n.to_bits(), f.to_bits(), "token {i}");
+        } else {
+            assert_eq!(*n, f32::NEG_INFINITY, "token {i}");
+        }
+    }
+}

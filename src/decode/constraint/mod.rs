@@ -242,7 +242,8 @@ pub struct ConstraintStats {
     pub compile_time: Duration,
     /// Whether the grammar came from the engine's cache.
     pub from_cache: bool,
-    /// Full masks computed (each time the unconstrained pick was rejected).
+    /// Full masks computed (each time the unconstrained pick was rejected, and before each greedy step's pass, to
+    /// compute only the allowed tokens' logits when they are few).
     pub masks: usize,
     /// Time spent in [`ConstraintMatcher::mask_logits`]: computing masks and applying them.
     pub mask_time: Duration,
@@ -333,6 +334,22 @@ impl ConstraintMatcher {
         self.stats.mask_apply_time += done - computed;
         self.stats.max_mask_time = self.stats.max_mask_time.max(elapsed);
         Ok(())
+    }
+
+    /// The ids the grammar allows next, ascending, when there are at most `limit` (and at least one) of them;
+    /// `None` otherwise, or when the mask fails (the step then takes the full logits, and the mask's error comes
+    /// from `mask_logits` if it is needed). Counted as a mask in the stats.
+    pub fn allowed_if_few(&mut self, limit: usize) -> Option<Vec<u32>> {
+        let started = Instant::now();
+        let mask = self.matcher.compute_mask().ok()?;
+        let allowed = (1..=limit)
+            .contains(&mask.num_set())
+            .then(|| mask.to_list().into_iter().filter(|&t| !self.env.is_never(t)).collect::<Vec<u32>>());
+        let elapsed = started.elapsed();
+        self.stats.masks += 1;
+        self.stats.mask_time += elapsed;
+        self.stats.max_mask_time = self.stats.max_mask_time.max(elapsed);
+        allowed.filter(|a| !a.is_empty())
     }
 
     /// The ids the grammar allows next, ascending (for tests, benchmarks and debugging; not counted in stats).
@@ -453,5 +470,8 @@ impl TokenConstraint for ConstraintMatcher {
     }
     fn valid_prefix(&mut self, tokens: &[u32]) -> usize {
         ConstraintMatcher::valid_prefix(self, tokens)
+    }
+    fn allowed_if_few(&mut self, limit: usize) -> Option<Vec<u32>> {
+        ConstraintMatcher::allowed_if_few(self, limit)
     }
 }

@@ -204,6 +204,13 @@ impl LanguageModel for Qwen2 {
         self.forward_current(tokens, pos, Some(first))
     }
 
+    fn forward_rows(&mut self, tokens: &[u32], pos: usize, rows: &[u32]) -> Result<Vec<f32>> {
+        let part = SequencePass { sequence: self.current, tokens, pos, logits_from: None };
+        let mut logits = vec![f32::NEG_INFINITY; self.n_logits];
+        self.forward_parts_into(&[part], Some((rows, &mut logits)))?;
+        Ok(logits)
+    }
+
     fn batched_logits(&self) -> bool {
         true
     }

@@ -77,8 +77,10 @@ impl Qwen2 {
     /// matrix is read once for all of them (each sequence's cache is cut back to its `pos` first; attention runs
     /// per sequence). Returns each part's logits: its last position's, `[n_logits]`, or with `logits_from` those of
     /// the positions from there on, `[tokens - first, n_logits]`. Every product and our attention compute a row
-    /// alone, so on our CPU kernels a part gets exactly the logits a pass of its own gives.
-    fn pass(&mut self, parts: &[SequencePass<'_>]) -> Result<Vec<Tensor>> {
+    /// alone, so on our CPU kernels a part gets exactly the logits a pass of its own gives. With `narrow`, the pass
+    /// of one part wanting one row's logits computes only those of the given token ids, into the given buffer
+    /// (`[n_logits]`), and returns no tensor.
+    fn pass(&mut self, parts: &[SequencePass<'_>], narrow: Option<NarrowLogits<'_>>) -> Result<Vec<Tensor>> {
         self.check_parts(parts)?;
         let rows: usize = parts.iter().map(|p| p.tokens.len()).sum();
         self.cover_rope_positions(parts.iter().map(|p| p.pos + p.tokens.len()).max().unwrap_or(0))?;
@@ -147,6 +149,13 @@ impl Qwen2 {
             some => x.index_select(&Tensor::new(some, &self.device)?, 1)?,
         };
         let x = candle_nn::ops::rms_norm(&x, &self.norm, c.rms_eps)?;
+        if let Some((rows, out)) = narrow {
+            if wanted.len() != 1 {
+                return Err(crate::Error::Internal(format!("a narrowed pass wants {} rows' logits", wanted.len())));
+            }
+            self.output.forward_rows(&x, rows, out)?;
+            return Ok(Vec::new());
+        }
         let logits = self.output.forward(&x)?.to_dtype(DType::F32)?.squeeze(0)?; // [wanted rows, n_logits]
         let mut out = Vec::with_capacity(parts.len());
         let mut offset = 0;
@@ -159,7 +168,16 @@ impl Qwen2 {
 
     /// Runs `pass` and keeps each sequence's token ids in step with its cache.
     pub(super) fn forward_parts(&mut self, parts: &[SequencePass<'_>]) -> Result<Vec<Tensor>> {
-        let result = self.pass(parts);
+        self.forward_parts_into(parts, None)
+    }
+
+    /// `forward_parts`, narrowed as `pass` says.
+    pub(super) fn forward_parts_into(
+        &mut self,
+        parts: &[SequencePass<'_>],
+        narrow: Option<NarrowLogits<'_>>,
+    ) -> Result<Vec<Tensor>> {
+        let result = self.pass(parts, narrow);
         for part in parts {
             let Some(slots) = self.sequences.get_mut(&part.sequence) else { continue };
             if result.is_ok() {
@@ -181,6 +199,9 @@ impl Qwen2 {
         Ok(logits.remove(0))
     }
 }
+
+/// The token ids (ascending) whose logits a narrowed pass computes, and the `[n_logits]` buffer they go to.
+pub(super) type NarrowLogits<'a> = (&'a [u32], &'a mut [f32]);
 
 /// What every layer of one pass shares: its parts, their RoPE rows and masks, and where attention runs.
 struct PassShape<'a, 'b> {
