@@ -83,6 +83,32 @@ pub(crate) fn for_row_tiles(
     });
 }
 
+/// Which weight rows a product computes.
+#[derive(Clone, Copy)]
+pub enum RowTiles<'a> {
+    /// Every row, in tiles of `ROWS_PER_ITEM` shared out on the CPU pool.
+    All,
+    /// Only these tiles (each as `for_row_tiles` hands them out: a whole panel), on the calling thread.
+    Only(&'a [std::ops::Range<usize>]),
+}
+
+/// `for_row_tiles` over the tiles `which` names.
+pub(crate) fn for_some_row_tiles(
+    which: RowTiles<'_>,
+    n_rows: usize,
+    out: &mut [f32],
+    kernel: impl Fn(std::ops::Range<usize>, &mut [f32]) + Sync,
+) {
+    match which {
+        RowTiles::All => for_row_tiles(n_rows, out, kernel),
+        RowTiles::Only(tiles) => {
+            for tile in tiles {
+                kernel(tile.clone(), out);
+            }
+        }
+    }
+}
+
 /// `rows` (ascending weight rows, each below `n_rows`) as runs of consecutive rows, so a kernel takes each run in
 /// one call.
 pub(crate) fn runs_of_rows(rows: &[u32], n_rows: usize) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
@@ -324,9 +350,9 @@ macro_rules! cpu_matmul_by_inherent_methods {
 cpu_matmul_by_inherent_methods!(Q8_0Matrix, "tandem-q8_0", matvec_rows);
 cpu_matmul_by_inherent_methods!(Q5_0Matrix, "tandem-q5_0");
 cpu_matmul_by_inherent_methods!(Q4KMatrix, "tandem-q4_k");
-cpu_matmul_by_inherent_methods!(Q4KPanels, "tandem-q4_k-panels");
-cpu_matmul_by_inherent_methods!(Q5_0Panels, "tandem-q5_0-panels");
-cpu_matmul_by_inherent_methods!(Q6KPanels, "tandem-q6_k-panels");
+cpu_matmul_by_inherent_methods!(Q4KPanels, "tandem-q4_k-panels", matvec_rows);
+cpu_matmul_by_inherent_methods!(Q5_0Panels, "tandem-q5_0-panels", matvec_rows);
+cpu_matmul_by_inherent_methods!(Q6KPanels, "tandem-q6_k-panels", matvec_rows);
 cpu_matmul_by_inherent_methods!(Q6KMatrix, "tandem-q6_k", matvec_rows);
 
 /// A linear layer without bias, `y = x Wᵀ`, over a quantized weight `W` of shape `[out, in]`.

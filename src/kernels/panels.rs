@@ -36,7 +36,19 @@ pub trait PanelBlock: Copy + Send + Sync + 'static {
 
     /// `out[i][r] = Σ_c input[i][c] · W[r][c]` on the kernel for `level` (`Panels::matmul_at` checks the shapes,
     /// that `level` is at least `MIN_LEVEL`, and that the CPU has it).
-    fn matmul(panels: &Panels<Self>, level: super::CpuLevel, input: &[f32], m: usize, out: &mut [f32]);
+    fn matmul(panels: &Panels<Self>, level: super::CpuLevel, input: &[f32], m: usize, out: &mut [f32]) {
+        Self::matmul_tiles(panels, level, input, m, out, super::RowTiles::All);
+    }
+
+    /// `matmul` for the weight rows of the panels `tiles` names only (the other outputs untouched).
+    fn matmul_tiles(
+        panels: &Panels<Self>,
+        level: super::CpuLevel,
+        input: &[f32],
+        m: usize,
+        out: &mut [f32],
+        tiles: super::RowTiles<'_>,
+    );
 }
 
 /// A `[rows, cols]` matrix as panels: panel `p` holds rows `16p..16p + 16`, its blocks in order.
@@ -147,6 +159,36 @@ impl<B: PanelBlock> Panels<B> {
         assert_eq!(out.len(), m * self.rows, "out is [m][rows]");
         B::matmul(self, level, input, m, out);
     }
+
+    /// One input row's product with the weight rows `rows` only (ascending, each below `rows()`), into those rows
+    /// of `out` (`[rows()]`, the rest untouched), with the bits `matmul` gives them: the panels holding them are
+    /// computed whole, on the calling thread (a decoding step whose grammar allows few tokens).
+    pub fn matvec_rows(&self, input: &[f32], rows: &[u32], out: &mut [f32]) {
+        self.matvec_rows_at(super::cpu_level(), input, rows, out);
+    }
+
+    /// `matvec_rows` on the kernel for `level` (as `matmul_at` allows it).
+    pub fn matvec_rows_at(&self, level: super::CpuLevel, input: &[f32], rows: &[u32], out: &mut [f32]) {
+        assert!(level >= B::MIN_LEVEL, "{:?} panels have no {level:?} kernel; load the row layout there", B::TYPE);
+        assert!(level <= super::cpu_level(), "{level:?} kernels on a {:?} CPU", super::cpu_level());
+        assert!(level.runs_here(), "{level:?} kernels on a CPU without them");
+        assert_eq!(input.len(), self.cols, "one input row");
+        assert_eq!(out.len(), self.rows, "out is [rows]");
+        let mut panels: Vec<std::ops::Range<usize>> = Vec::new();
+        for run in super::runs_of_rows(rows, self.rows) {
+            for panel in run.start / PANEL_ROWS..run.end.div_ceil(PANEL_ROWS) {
+                if panels.last().is_none_or(|last| last.start != panel * PANEL_ROWS) {
+                    panels.push(panel * PANEL_ROWS..((panel + 1) * PANEL_ROWS).min(self.rows));
+                }
+            }
+        }
+        // The kernels write every row of a panel: into a scratch row, then the wanted ones across.
+        let mut all = vec![0f32; self.rows];
+        B::matmul_tiles(self, level, input, 1, &mut all, super::RowTiles::Only(&panels));
+        for run in super::runs_of_rows(rows, self.rows) {
+            out[run.clone()].copy_from_slice(&all[run]);
+        }
+    }
 }
 
 /// Runs `panel_rows(rows, out)` for every panel on the CPU pool, K-quant activations (per 256) quantized first.
@@ -155,12 +197,13 @@ pub(super) fn k_quant_product<B: PanelBlock>(
     panels: &Panels<B>,
     input: &[f32],
     out: &mut [f32],
+    tiles: super::RowTiles<'_>,
     panel_rows: impl Fn(&super::k_acts::KActivations, std::ops::Range<usize>, &mut [f32]) + Sync,
 ) {
     super::k_acts::K_ACTIVATIONS.with(|cell| {
         let mut acts = cell.borrow_mut();
         acts.quantize(input, panels.cols());
         let acts = &*acts;
-        super::for_row_tiles(panels.rows(), out, |rows, out| panel_rows(acts, rows, out));
+        super::for_some_row_tiles(tiles, panels.rows(), out, |rows, out| panel_rows(acts, rows, out));
     });
 }

@@ -85,9 +85,16 @@ impl PanelBlock for Q4KPanelBlock {
         out.extend(super::kquants::dequantize_q4k_blocks(&[self.row_block(lane)]));
     }
 
-    fn matmul(panels: &Panels<Self>, level: super::CpuLevel, input: &[f32], m: usize, out: &mut [f32]) {
+    fn matmul_tiles(
+        panels: &Panels<Self>,
+        level: super::CpuLevel,
+        input: &[f32],
+        m: usize,
+        out: &mut [f32],
+        tiles: super::RowTiles<'_>,
+    ) {
         #[cfg(target_arch = "x86_64")]
-        super::panels::k_quant_product(panels, input, out, |acts, rows, out| {
+        super::panels::k_quant_product(panels, input, out, tiles, |acts, rows, out| {
             // SAFETY: `Panels::matmul_at` checked that the CPU has `level` (AVX-512 VNNI, AVX-VNNI, or AVX2 with FMA
             // and F16C); `for_row_tiles` hands out whole panels.
             unsafe {
@@ -101,7 +108,7 @@ impl PanelBlock for Q4KPanelBlock {
             }
         });
         #[cfg(not(target_arch = "x86_64"))]
-        let _ = (panels, level, input, m, out);
+        let _ = (panels, level, input, m, out, tiles);
     }
 }
 

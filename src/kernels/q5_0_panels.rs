@@ -83,10 +83,17 @@ impl PanelBlock for Q5_0PanelBlock {
         out.extend(self.row_values(lane).map(|q| f32::from(q) * d));
     }
 
-    fn matmul(panels: &Panels<Self>, level: super::CpuLevel, input: &[f32], m: usize, out: &mut [f32]) {
+    fn matmul_tiles(
+        panels: &Panels<Self>,
+        level: super::CpuLevel,
+        input: &[f32],
+        m: usize,
+        out: &mut [f32],
+        tiles: super::RowTiles<'_>,
+    ) {
         #[cfg(target_arch = "x86_64")]
         super::q8_0::with_quantized(input, panels.cols(), true, |acts| {
-            super::for_row_tiles(panels.rows(), out, |rows, out| {
+            super::for_some_row_tiles(tiles, panels.rows(), out, |rows, out| {
                 // SAFETY: `Panels::matmul_at` checked that the CPU has `level` (AVX-512 VNNI, AVX-VNNI, or AVX2 with
                 // FMA and F16C); `for_row_tiles` hands out whole panels.
                 unsafe {
@@ -101,7 +108,7 @@ impl PanelBlock for Q5_0PanelBlock {
             });
         });
         #[cfg(not(target_arch = "x86_64"))]
-        let _ = (panels, level, input, m, out);
+        let _ = (panels, level, input, m, out, tiles);
     }
 }
 

@@ -77,15 +77,22 @@ impl PanelBlock for Q6KPanelBlock {
         out.extend(super::kquants::dequantize_q6k_blocks(&[self.row_block(lane)]));
     }
 
-    fn matmul(panels: &Panels<Self>, _level: super::CpuLevel, input: &[f32], m: usize, out: &mut [f32]) {
+    fn matmul_tiles(
+        panels: &Panels<Self>,
+        _level: super::CpuLevel,
+        input: &[f32],
+        m: usize,
+        out: &mut [f32],
+        tiles: super::RowTiles<'_>,
+    ) {
         #[cfg(target_arch = "x86_64")]
-        super::panels::k_quant_product(panels, input, out, |acts, rows, out| {
+        super::panels::k_quant_product(panels, input, out, tiles, |acts, rows, out| {
             // SAFETY: `Panels::matmul` checked for AVX-512 VNNI; `for_row_tiles` hands out whole panels.
             unsafe { super::k_panels_vnni::q6k_panel_rows(panels, acts, m, rows, out) }
         });
         // Elsewhere `Panels::matmul_at` refuses before this (no CPU level has a kernel for it).
         #[cfg(not(target_arch = "x86_64"))]
-        let _ = (panels, input, m, out);
+        let _ = (panels, input, m, out, tiles);
     }
 }
 

@@ -1,7 +1,5 @@
 //! Our quantized matmul kernels against the scalar reference and against candle's own Q8_0 path.
 
-use std::sync::Arc;
-
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{Device, Module, Tensor};
 use rand::rngs::StdRng;
@@ -10,7 +8,7 @@ use rstest::rstest;
 use tandem::kernels::kquants::{self, Q4KMatrix, Q6KMatrix};
 use tandem::kernels::q5_0::{self, Q5_0Matrix};
 use tandem::kernels::q8_0::{reference_matmul, Q8_0Matrix};
-use tandem::kernels::{cpu_level, CpuLevel, CpuMatmul, Q4KPanels, Q5_0Panels, Q6KPanels, QLinear};
+use tandem::kernels::{cpu_level, CpuLevel, Q4KPanels, Q5_0Panels, Q6KPanels, QLinear};
 
 fn random_values(n: usize, seed: u64) -> Vec<f32> {
     let mut rng = StdRng::seed_from_u64(seed);
@@ -393,38 +391,61 @@ fn batches_equal_single_rows_bit_for_bit(#[case] m: usize) {
 }
 
 /// A step that needs only some logits: each kernel's product with a few weight rows (runs of consecutive rows,
-/// single rows, the first and the last) has the bits its whole product gives those rows, at every level, and
-/// leaves the other outputs as they were; the trait's default (a kernel that computes them all, as panels do)
-/// agrees too.
+/// single rows, the first and the last; rows in one panel and across panels) has the bits its whole product
+/// gives those rows, at every level, and leaves the other outputs as they were.
 #[test]
 fn some_rows_equal_the_whole_product_bit_for_bit() {
     let rows = 70;
     let picked: Vec<u32> = vec![0, 1, 2, 9, 16, 17, 31, 32, 33, 50, 69];
+    let q4 = Q4KMatrix::from_qtensor(&candle_weights(rows, 1536, GgmlDType::Q4K, 33).0).unwrap();
     let q6 = Q6KMatrix::from_qtensor(&candle_weights(rows, 1536, GgmlDType::Q6K, 31).0).unwrap();
     let q8 = Q8_0Matrix::quantize(rows, 1568, &random_values(rows * 1568, 32));
-    let q4_panels: Arc<dyn CpuMatmul> = Arc::new(Q4KPanels::from_rows(
-        &Q4KMatrix::from_qtensor(&candle_weights(rows, 1536, GgmlDType::Q4K, 33).0).unwrap(),
-    ));
+    let (q4_panels, q6_panels) = (Q4KPanels::from_rows(&q4), Q6KPanels::from_rows(&q6));
+    let q5_panels = Q5_0Panels::from_qtensor(&candle_weights(rows, 1568, GgmlDType::Q5_0, 36).0).unwrap();
     for level in cpu_level().with_lower_levels() {
-        type Both<'a> = (Box<dyn Fn(&[f32], &mut [f32]) + 'a>, Box<dyn Fn(&[f32], &[u32], &mut [f32]) + 'a>);
-        let products: Vec<(&str, usize, Both)> = vec![
+        let mut products: Vec<(&str, usize, Both)> = vec![
             (
                 "Q6_K",
                 1536,
-                (
-                    Box::new(|x, out| q6.matmul_at(level, x, 1, out)),
-                    Box::new(|x, r, out| q6.matvec_rows_at(level, x, r, out)),
-                ),
+                (Box::new(|x, o| q6.matmul_at(level, x, 1, o)), Box::new(|x, r, o| q6.matvec_rows_at(level, x, r, o))),
             ),
             (
                 "Q8_0",
                 1568,
-                (
-                    Box::new(|x, out| q8.matmul_at(level, x, 1, out)),
-                    Box::new(|x, r, out| q8.matvec_rows_at(level, x, r, out)),
-                ),
+                (Box::new(|x, o| q8.matmul_at(level, x, 1, o)), Box::new(|x, r, o| q8.matvec_rows_at(level, x, r, o))),
             ),
         ];
+        // The panels compute the panels holding the wanted rows, whole.
+        if level >= Q4KPanels::MIN_LEVEL {
+            products.push((
+                "Q4_K panels",
+                1536,
+                (
+                    Box::new(|x, o| q4_panels.matmul_at(level, x, 1, o)),
+                    Box::new(|x, r, o| q4_panels.matvec_rows_at(level, x, r, o)),
+                ),
+            ));
+        }
+        if level >= Q5_0Panels::MIN_LEVEL {
+            products.push((
+                "Q5_0 panels",
+                1568,
+                (
+                    Box::new(|x, o| q5_panels.matmul_at(level, x, 1, o)),
+                    Box::new(|x, r, o| q5_panels.matvec_rows_at(level, x, r, o)),
+                ),
+            ));
+        }
+        if level >= Q6KPanels::MIN_LEVEL {
+            products.push((
+                "Q6_K panels",
+                1536,
+                (
+                    Box::new(|x, o| q6_panels.matmul_at(level, x, 1, o)),
+                    Box::new(|x, r, o| q6_panels.matvec_rows_at(level, x, r, o)),
+                ),
+            ));
+        }
         for (name, cols, (whole, some)) in products {
             let input = random_values(cols, 34);
             let mut all = vec![f32::NAN; rows];
@@ -437,19 +458,10 @@ fn some_rows_equal_the_whole_product_bit_for_bit() {
             }
         }
     }
-    if cpu_level() < Q4KPanels::MIN_LEVEL {
-        return; // Panels run on kernels of ours only; where there are none a model loads rows.
-    }
-    let input = random_values(1536, 35);
-    let mut all = vec![f32::NAN; rows];
-    q4_panels.matmul(&input, 1, &mut all);
-    let mut few = vec![-7.0f32; rows];
-    q4_panels.matvec_rows(&input, &picked, &mut few);
-    for r in 0..rows {
-        let expected = if picked.contains(&(r as u32)) { all[r] } else { -7.0 };
-        assert_eq!(few[r].to_bits(), expected.to_bits(), "Q4_K panels (the default): row {r}");
-    }
 }
+
+/// A whole product of one input row and one of some weight rows: `(input, out)` and `(input, rows, out)`.
+type Both<'a> = (Box<dyn Fn(&[f32], &mut [f32]) + 'a>, Box<dyn Fn(&[f32], &[u32], &mut [f32]) + 'a>);
 
 /// A named product of a weight matrix of the given width: `(input, m, out)`.
 type Product<'a> = (&'static str, usize, Box<dyn Fn(&[f32], usize, &mut [f32]) + 'a>);
