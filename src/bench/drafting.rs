@@ -1,7 +1,9 @@
 //! `tandem bench drafts`: speculative decoding by prompt lookup on the planner's real work (plans for a few
-//! goals, written under the plan grammar with the planner's prompt) against plain decoding of the same plans.
-//! Reports tok/s both ways, forward passes, how many drafted tokens the model kept, and whether the two outputs
-//! are identical (they must be where the model's batches are exact; elsewhere a near-tie can go the other way).
+//! goals, written under the plan grammar with the planner's prompt) against plain decoding of the same plans, both
+//! with every logit computed at every step; then drafted decoding as generations run it by default, with the
+//! steps whose grammar allows few tokens computing only theirs (narrowed). Reports tok/s each way, forward passes,
+//! how many drafted tokens the model kept, and whether the outputs are identical (they must be where the model's
+//! batches are exact; elsewhere a near-tie can go the other way).
 
 use std::path::Path;
 
@@ -39,11 +41,15 @@ pub struct GoalDrafts {
     pub tokens: usize,
     pub plain_s: f64,
     pub drafted_s: f64,
+    /// Drafted, with narrowed passes (the default).
+    pub narrowed_s: f64,
     pub plain_passes: usize,
     pub drafted_passes: usize,
     pub drafted_tokens: usize,
     pub accepted_tokens: usize,
-    /// Whether the drafted run wrote exactly the plain run's plan.
+    /// The narrowed run's passes that computed only the allowed tokens' logits.
+    pub narrowed_passes: usize,
+    /// Whether the drafted and narrowed runs wrote exactly the plain run's plan.
     pub identical: bool,
     /// The prompt's length: the depth the plan is decoded at.
     pub prompt_tokens: usize,
@@ -61,8 +67,11 @@ pub struct DraftReport {
     /// Plan tokens over decode time, all goals together.
     pub plain_tok_s: f64,
     pub drafted_tok_s: f64,
+    pub narrowed_tok_s: f64,
     /// drafted ÷ plain throughput.
     pub speedup: f64,
+    /// narrowed ÷ drafted throughput.
+    pub narrowed_speedup: f64,
     /// llama.cpp's plain decode of the same numbers of tokens at the same depths, when measured.
     pub llamacpp_tok_s: Option<f64>,
     pub threads: usize,
@@ -95,41 +104,48 @@ pub fn measure(
     let mut goals = Vec::new();
     for goal in GOALS {
         let messages = [ChatMessage::system(system.clone()), ChatMessage::user(*goal)];
-        let plan = |model: &mut Model, mode: Speculation| -> Result<(String, Timings)> {
+        let plan = |model: &mut Model, mode: Speculation, narrow: bool| -> Result<(String, Timings)> {
             model.speculation = mode;
+            model.narrow_logits = narrow;
             // The prompt is cached from the previous run; both modes start from the same warm prefix.
             chat_call(model, "planner", &messages, Some(&spec), PLAN_TOKENS)
         };
-        plan(&mut model, Speculation::Off)?; // warm-up: first passes rearrange weights, the prompt gets cached
-        let (mut plain, mut drafted, mut peer_s) = (Vec::new(), Vec::new(), Vec::new());
+        plan(&mut model, Speculation::Off, false)?; // warm-up: the first passes rearrange weights, the prompt gets cached
+        let (mut plain, mut drafted, mut narrowed, mut peer_s) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let mut last = None;
         for _ in 0..repeats.max(1) {
-            let (plain_text, plain_timings) = plan(&mut model, Speculation::Off)?;
-            let (drafted_text, drafted_timings) = plan(&mut model, speculation)?;
+            let (plain_text, plain_timings) = plan(&mut model, Speculation::Off, false)?;
+            let (drafted_text, drafted_timings) = plan(&mut model, speculation, false)?;
+            let (narrowed_text, narrowed_timings) = plan(&mut model, speculation, true)?;
             plain.push(decode_seconds(&plain_timings));
             drafted.push(decode_seconds(&drafted_timings));
+            narrowed.push(decode_seconds(&narrowed_timings));
             if let Some(bin) = peer {
                 let (tokens, depth) = (plain_timings.generated_tokens, plain_timings.prompt_tokens);
                 let threads = candle_core::utils::get_num_threads();
                 peer_s.push(tokens as f64 / run_llama_decode(bin, path, threads, tokens, depth)?);
             }
-            last = Some((plain_text, plain_timings, drafted_text, drafted_timings));
+            let identical = drafted_text == plain_text && narrowed_text == plain_text;
+            if !identical {
+                tracing::warn!(goal, plain = %plain_text, drafted = %drafted_text, narrowed = %narrowed_text,
+                    "a drafted or narrowed plan differs");
+            }
+            last = Some((plain_timings, drafted_timings, narrowed_timings, identical));
             progress.inc(1);
         }
-        let Some((plain_text, plain_timings, drafted_text, drafted_timings)) = last else { continue };
-        if plain_text != drafted_text {
-            tracing::warn!(goal, plain = %plain_text, drafted = %drafted_text, "drafted plan differs");
-        }
+        let Some((plain_timings, drafted_timings, narrowed_timings, identical)) = last else { continue };
         goals.push(GoalDrafts {
             goal: goal.to_string(),
             tokens: plain_timings.generated_tokens,
             plain_s: median(&plain),
             drafted_s: median(&drafted),
+            narrowed_s: median(&narrowed),
             plain_passes: plain_timings.forward_passes,
             drafted_passes: drafted_timings.forward_passes,
             drafted_tokens: drafted_timings.drafted_tokens,
             accepted_tokens: drafted_timings.accepted_tokens,
-            identical: plain_text == drafted_text,
+            narrowed_passes: narrowed_timings.narrowed_passes,
+            identical,
             prompt_tokens: plain_timings.prompt_tokens,
             llamacpp_s: (!peer_s.is_empty()).then(|| median(&peer_s)),
         });
@@ -138,6 +154,7 @@ pub fn measure(
     let tokens: usize = goals.iter().map(|g| g.tokens).sum();
     let plain_s: f64 = goals.iter().map(|g| g.plain_s).sum();
     let drafted_s: f64 = goals.iter().map(|g| g.drafted_s).sum();
+    let narrowed_s: f64 = goals.iter().map(|g| g.narrowed_s).sum();
     let rate = |s: f64| if s > 0.0 { tokens as f64 / s } else { 0.0 };
     let llamacpp_s: Option<f64> = goals.iter().map(|g| g.llamacpp_s).sum();
     Ok(DraftReport {
@@ -145,7 +162,9 @@ pub fn measure(
         speculation,
         plain_tok_s: rate(plain_s),
         drafted_tok_s: rate(drafted_s),
+        narrowed_tok_s: rate(narrowed_s),
         speedup: if drafted_s > 0.0 { plain_s / drafted_s } else { 0.0 },
+        narrowed_speedup: if narrowed_s > 0.0 { drafted_s / narrowed_s } else { 0.0 },
         llamacpp_tok_s: llamacpp_s.map(rate),
         goals,
         threads: candle_core::utils::get_num_threads(),

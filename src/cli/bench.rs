@@ -14,7 +14,8 @@ pub enum BenchCommand {
     Speed(SpeedArgs),
     /// Grammar cost and savings: compile time, mask time, constrained vs unconstrained plan generation.
     Grammar(GrammarBenchArgs),
-    /// Speculative decoding by prompt lookup: the planner's plans for a few goals, drafted vs plain decoding.
+    /// Speculative decoding by prompt lookup: the planner's plans for a few goals, drafted vs plain decoding (and
+    /// drafted with narrowed steps: those whose grammar allows few tokens compute only their logits).
     ///
     /// Example: tandem bench drafts -m qwen2.5-coder-1.5b-instruct-q4_k_m
     Drafts(DraftsArgs),

@@ -98,27 +98,35 @@ fn drafts(args: DraftsArgs, reporter: &dyn Reporter) -> Result<()> {
     }
     println!("model     {} ({} threads)", args.model.model, r.threads);
     println!("drafts    {:?}", r.speculation);
-    println!("| goal | plan tokens | plain s | drafted s | passes plain → drafted | accepted / drafted | same plan |");
-    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    println!(
+        "| goal | plan tokens | plain s | drafted s | narrowed s | passes plain → drafted (narrowed) | accepted / \
+         drafted | same plan |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
     for g in &r.goals {
         println!(
-            "| {} | {} | {:.2} | {:.2} | {} → {} | {} / {} | {} |",
+            "| {} | {} | {:.2} | {:.2} | {:.2} | {} → {} ({}) | {} / {} | {} |",
             g.goal,
             g.tokens,
             g.plain_s,
             g.drafted_s,
+            g.narrowed_s,
             g.plain_passes,
             g.drafted_passes,
+            g.narrowed_passes,
             g.accepted_tokens,
             g.drafted_tokens,
             if g.identical { "yes" } else { "NO" }
         );
     }
     println!(
-        "decode    {:.1} tok/s plain, {:.1} tok/s drafted: {:.2}× (medians of {} runs, prefill excluded)",
+        "decode    {:.1} tok/s plain, {:.1} tok/s drafted: {:.2}×; {:.1} tok/s narrowed: {:.2}× drafted (medians of {} \
+         runs, prefill excluded)",
         r.plain_tok_s,
         r.drafted_tok_s,
         r.speedup,
+        r.narrowed_tok_s,
+        r.narrowed_speedup,
         args.repeats.max(1)
     );
     if let Some(peer) = r.llamacpp_tok_s {

@@ -91,6 +91,7 @@ pub struct SharedModel {
     info: ModelInfo,
     device: Device,
     speculation: Speculation,
+    narrow_logits: bool,
     prefix_store: Option<PrefixStore>,
     grammar: Arc<OnceLock<GrammarEngine>>,
     facts: Facts,
@@ -116,7 +117,7 @@ impl SharedModel {
                 model.info.architecture
             )));
         }
-        let Model { loaded, speculation, grammar } = model;
+        let Model { loaded, speculation, narrow_logits, grammar } = model;
         let LoadedModel { weights, tokenizer, chat_template, info, device, prefix_store } = loaded;
         let facts = Facts {
             n_logits: weights.n_logits(),
@@ -140,6 +141,7 @@ impl SharedModel {
             info,
             device,
             speculation,
+            narrow_logits,
             prefix_store,
             grammar,
             facts,
@@ -168,6 +170,7 @@ impl SharedModel {
                 prefix_store: self.prefix_store.clone(),
             },
             speculation: self.speculation,
+            narrow_logits: self.narrow_logits,
             grammar: self.grammar.clone(),
         })
     }

@@ -255,7 +255,9 @@ pub fn generate_keeping(
             // mask would make them). The choice is the one the full logits give: their largest allowed value.
             // Sampling keeps the full logits, whose draws its seed is known to give.
             let few = match (request.sampling, constraint.as_deref_mut()) {
-                (Sampling::Greedy, Some(c)) => c.allowed_if_few(model.weights.n_logits() / FEW_ALLOWED_SHARE),
+                (Sampling::Greedy, Some(c)) if model.narrow_logits => {
+                    c.allowed_if_few(model.weights.n_logits() / FEW_ALLOWED_SHARE)
+                }
                 _ => None,
             };
             logits = match few {

@@ -18,6 +18,9 @@ pub struct Model {
     pub loaded: LoadedModel,
     /// Drafting for speculative decoding in this model's generations (`Speculation::Off` to compare).
     pub speculation: Speculation,
+    /// Whether a greedy step under a grammar that allows few tokens computes only their logits (the same choice,
+    /// less of the output projection read); on by default, off to compare (`tandem bench drafts`).
+    pub narrow_logits: bool,
     /// The grammar engine for this tokenizer, built on first use (its token table takes ~0.4 s) and shared
     /// by every constrained generation on this model.
     pub(crate) grammar: Arc<OnceLock<GrammarEngine>>,
@@ -50,7 +53,7 @@ impl Model {
         } else {
             Speculation::Off
         });
-        Self { loaded, speculation, grammar: Arc::new(OnceLock::new()) }
+        Self { loaded, speculation, narrow_logits: true, grammar: Arc::new(OnceLock::new()) }
     }
 
     /// The same as `load`, with drafting as asked (`None`: where exact), for generations under a grammar: the
