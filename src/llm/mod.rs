@@ -65,6 +65,11 @@ pub trait LanguageModel: Send {
         }
         Ok(out)
     }
+    /// Whether `forward_rows` computes fewer logits than `forward` (our CPU kernels): where it does not, narrowing a
+    /// step would only add the grammar's mask to it (a GPU's pass is fast enough for that to show).
+    fn narrows_logits(&self) -> bool {
+        false
+    }
     /// Whether `forward_all` gets every position's logits from one batched pass (so drafts are worth checking).
     fn batched_logits(&self) -> bool {
         false

@@ -48,6 +48,9 @@ impl LanguageModel for Haltable {
         self.check()?;
         self.inner.forward_rows(tokens, pos, rows)
     }
+    fn narrows_logits(&self) -> bool {
+        self.inner.narrows_logits()
+    }
     fn batched_logits(&self) -> bool {
         self.inner.batched_logits()
     }

@@ -305,7 +305,10 @@ fn steps_with_few_allowed_tokens_compute_only_theirs_and_choose_the_same() {
         };
         let (full, narrowed) = (run(false), run(true));
         assert_eq!(full.timings.narrowed_passes, 0, "{id}: {:?}", full.timings);
-        assert!(narrowed.timings.narrowed_passes > 0, "{id}: {:?}", narrowed.timings);
+        // Our kernels skip rows; candle's (no AVX2) would compute them all, so nothing is narrowed there.
+        let ours = tandem::kernels::cpu_level() != tandem::kernels::CpuLevel::Portable;
+        assert_eq!(model.weights.narrows_logits(), ours, "{id}");
+        assert_eq!(narrowed.timings.narrowed_passes > 0, ours, "{id}: {:?}", narrowed.timings);
         assert_eq!(narrowed.tokens, full.tokens, "{id}: {:?} vs {:?}", narrowed.text, full.text);
         let plan: serde_json::Value = serde_json::from_str(&narrowed.text).unwrap();
         assert_eq!(plan["tool"], "calculator", "{id}: {}", narrowed.text);

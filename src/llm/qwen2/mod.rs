@@ -211,6 +211,10 @@ impl LanguageModel for Qwen2 {
         Ok(logits)
     }
 
+    fn narrows_logits(&self) -> bool {
+        self.device.is_cpu() && matches!(self.output, QLinear::Ours(_))
+    }
+
     fn batched_logits(&self) -> bool {
         true
     }
