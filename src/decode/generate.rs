@@ -252,8 +252,9 @@ pub fn generate_keeping(
         let _step = tracing::trace_span!("decode_step", tokens = fresh.len(), drafted = draft.len()).entered();
         if draft.is_empty() {
             // Greedy choice under a grammar that allows few tokens, on a model whose kernels can skip rows: only
-            // their logits (the others are −inf, as a mask would make them). The choice is the one the full logits give: their largest allowed value.
-            // Sampling keeps the full logits, whose draws its seed is known to give.
+            // their logits (the others are −inf, as a mask would make them). The choice is the one the full
+            // logits give: their largest allowed value. Sampling keeps the full logits, whose draws its seed is
+            // known to give.
             let few = match (request.sampling, constraint.as_deref_mut()) {
                 (Sampling::Greedy, Some(c)) if model.narrow_logits && model.weights.narrows_logits() => {
                     c.allowed_if_few(model.weights.n_logits() / FEW_ALLOWED_SHARE)

@@ -244,10 +244,11 @@ pub struct ConstraintStats {
     pub compile_time: Duration,
     /// Whether the grammar came from the engine's cache.
     pub from_cache: bool,
-    /// Full masks computed (each time the unconstrained pick was rejected, and before each greedy step's pass, to
-    /// compute only the allowed tokens' logits when they are few).
+    /// Full masks computed (each time the unconstrained pick was rejected, and before each pass that may be
+    /// narrowed to the allowed tokens' logits: see [`ConstraintMatcher::allowed_if_few`]).
     pub masks: usize,
-    /// Time spent in [`ConstraintMatcher::mask_logits`]: computing masks and applying them.
+    /// Time spent in [`ConstraintMatcher::mask_logits`] (computing masks and applying them) and
+    /// [`ConstraintMatcher::allowed_if_few`].
     pub mask_time: Duration,
     /// The part of `mask_time` spent writing −inf into logits.
     pub mask_apply_time: Duration,
