@@ -255,9 +255,12 @@ pub fn generate_keeping(
             // their logits (the others are −inf, as a mask would make them). The choice is the one the full
             // logits give: their largest allowed value. Sampling keeps the full logits, whose draws its seed is
             // known to give.
+            let n_logits = model.weights.n_logits();
             let few = match (request.sampling, constraint.as_deref_mut()) {
                 (Sampling::Greedy, Some(c)) if model.narrow_logits && model.weights.narrows_logits() => {
-                    c.allowed_if_few(model.weights.n_logits() / FEW_ALLOWED_SHARE)
+                    // A token table wider than the logits (a malformed file) names rows the model has not.
+                    c.allowed_if_few(n_logits / FEW_ALLOWED_SHARE)
+                        .filter(|rows| rows.last().is_some_and(|&last| (last as usize) < n_logits))
                 }
                 _ => None,
             };
