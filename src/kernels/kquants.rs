@@ -74,7 +74,10 @@ impl<B> KMatrix<B> {
     }
 
     /// Quantizes `input` per 256 and runs `fast`, the kernel for `level` (the scalar reference where there is
-    /// none), over tiles of weight rows on the CPU pool.
+    /// none), over the weight rows `tiles` names: all of them in tiles on the CPU pool, or some runs of them on the
+    /// calling thread (every kernel computes a weight row alone, the same way whatever rows share the call, so a
+    /// row has the same bits either way).
+    #[allow(clippy::too_many_arguments)]
     fn matmul_by(
         &self,
         level: super::CpuLevel,
@@ -83,6 +86,7 @@ impl<B> KMatrix<B> {
         out: &mut [f32],
         fast: Option<RowsKernel<B>>,
         dequantize_row: fn(&Self, usize) -> Vec<f32>,
+        tiles: super::RowTiles<'_>,
     ) where
         B: Sync,
     {
@@ -93,40 +97,11 @@ impl<B> KMatrix<B> {
             let mut acts = cell.borrow_mut();
             acts.quantize(input, self.cols);
             let acts = &*acts;
-            super::for_row_tiles(self.rows, out, |rows, out| match fast {
+            super::for_some_row_tiles(tiles, self.rows, out, |rows, out| match fast {
                 // SAFETY: `fast` is the kernel for `level`, which `cpu_level` found on this CPU.
                 Some(kernel) => unsafe { kernel(self, acts, m, rows, out) },
                 None => reference_rows(self, acts, m, rows, out, dequantize_row),
             });
-        });
-    }
-
-    /// `matmul_by` for one input row and the weight rows `rows` only (ascending), on the calling thread: `out`
-    /// (`[self.rows]`) gets those rows' values, with the bits the whole product gives them (every kernel computes a
-    /// weight row alone, the same way whatever rows share the call), and keeps its other values.
-    fn some_rows_by(
-        &self,
-        level: super::CpuLevel,
-        input: &[f32],
-        rows: &[u32],
-        out: &mut [f32],
-        fast: Option<RowsKernel<B>>,
-        dequantize_row: fn(&Self, usize) -> Vec<f32>,
-    ) {
-        assert!(level <= super::cpu_level(), "{level:?} kernels on a {:?} CPU", super::cpu_level());
-        assert_eq!(input.len(), self.cols, "one input row");
-        assert_eq!(out.len(), self.rows, "out is [rows]");
-        K_ACTIVATIONS.with(|cell| {
-            let mut acts = cell.borrow_mut();
-            acts.quantize(input, self.cols);
-            let acts = &*acts;
-            for run in super::runs_of_rows(rows, self.rows) {
-                match fast {
-                    // SAFETY: `fast` is the kernel for `level`, which `cpu_level` found on this CPU.
-                    Some(kernel) => unsafe { kernel(self, acts, 1, run, out) },
-                    None => reference_rows(self, acts, 1, run, out, dequantize_row),
-                }
-            }
         });
     }
 
@@ -182,7 +157,7 @@ impl Q4KMatrix {
     /// Q4_K weights as panels (`Q4KPanels`, AVX2 and AVX-512 VNNI kernels), so the row layout serves the reference
     /// and the panels' conversions only.
     pub fn matmul_at(&self, level: super::CpuLevel, input: &[f32], m: usize, out: &mut [f32]) {
-        self.matmul_by(level, input, m, out, None, Self::dequantize_row);
+        self.matmul_by(level, input, m, out, None, Self::dequantize_row, super::RowTiles::All);
     }
 }
 
@@ -244,7 +219,7 @@ impl Q6KMatrix {
 
     /// `matmul` on the kernel for `level` (at most `cpu_level()`: tests run every kernel the CPU can).
     pub fn matmul_at(&self, level: super::CpuLevel, input: &[f32], m: usize, out: &mut [f32]) {
-        self.matmul_by(level, input, m, out, Self::kernel_for(level), Self::dequantize_row);
+        self.matmul_by(level, input, m, out, Self::kernel_for(level), Self::dequantize_row, super::RowTiles::All);
     }
 
     /// One input row's product with the weight rows `rows` only (ascending, each below `rows()`), written to
@@ -256,7 +231,9 @@ impl Q6KMatrix {
 
     /// `matvec_rows` on the kernel for `level` (at most `cpu_level()`).
     pub fn matvec_rows_at(&self, level: super::CpuLevel, input: &[f32], rows: &[u32], out: &mut [f32]) {
-        self.some_rows_by(level, input, rows, out, Self::kernel_for(level), Self::dequantize_row);
+        let runs: Vec<_> = super::runs_of_rows(rows, self.rows).collect();
+        let tiles = super::RowTiles::Only(&runs);
+        self.matmul_by(level, input, 1, out, Self::kernel_for(level), Self::dequantize_row, tiles);
     }
 
     /// The fast kernel for `level`; none (the scalar reference) below AVX2. As for Q4_K, AVX-512 VNNI CPUs load

@@ -88,7 +88,8 @@ pub(crate) fn for_row_tiles(
 pub enum RowTiles<'a> {
     /// Every row, in tiles of `ROWS_PER_ITEM` shared out on the CPU pool.
     All,
-    /// Only these tiles (each as `for_row_tiles` hands them out: a whole panel), on the calling thread.
+    /// Only these runs of rows, on the calling thread (for a panel layout, whole panels, as `for_row_tiles` hands
+    /// them out).
     Only(&'a [std::ops::Range<usize>]),
 }
 

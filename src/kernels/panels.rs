@@ -34,14 +34,10 @@ pub trait PanelBlock: Copy + Send + Sync + 'static {
     /// Appends row `lane`'s values as f32.
     fn dequantize_row(&self, lane: usize, out: &mut Vec<f32>);
 
-    /// `out[i][r] = Σ_c input[i][c] · W[r][c]` on the kernel for `level` (`Panels::matmul_at` checks the shapes,
-    /// that `level` is at least `MIN_LEVEL`, and that the CPU has it).
-    fn matmul(panels: &Panels<Self>, level: super::CpuLevel, input: &[f32], m: usize, out: &mut [f32]) {
-        Self::matmul_tiles(panels, level, input, m, out, super::RowTiles::All);
-    }
-
-    /// `matmul` for the weight rows of the panels `tiles` names only (the other outputs untouched).
-    fn matmul_tiles(
+    /// `out[i][r] = Σ_c input[i][c] · W[r][c]` on the kernel for `level`, for the weight rows of the panels `tiles`
+    /// names (the other outputs untouched; `Panels::product` checks the shapes, that `level` is at least
+    /// `MIN_LEVEL`, and that the CPU has it).
+    fn matmul(
         panels: &Panels<Self>,
         level: super::CpuLevel,
         input: &[f32],
@@ -152,12 +148,17 @@ impl<B: PanelBlock> Panels<B> {
     /// `matmul` on the kernel for `level`, between `B::MIN_LEVEL` and `cpu_level()` (tests run every kernel the CPU
     /// can).
     pub fn matmul_at(&self, level: super::CpuLevel, input: &[f32], m: usize, out: &mut [f32]) {
+        self.product(level, input, m, out, super::RowTiles::All);
+    }
+
+    /// `B::matmul` over the panels `tiles` names, after checking the level and the shapes.
+    fn product(&self, level: super::CpuLevel, input: &[f32], m: usize, out: &mut [f32], tiles: super::RowTiles<'_>) {
         assert!(level >= B::MIN_LEVEL, "{:?} panels have no {level:?} kernel; load the row layout there", B::TYPE);
         assert!(level <= super::cpu_level(), "{level:?} kernels on a {:?} CPU", super::cpu_level());
         assert!(level.runs_here(), "{level:?} kernels on a CPU without them");
         assert_eq!(input.len(), m * self.cols, "input is [m][cols]");
         assert_eq!(out.len(), m * self.rows, "out is [m][rows]");
-        B::matmul(self, level, input, m, out);
+        B::matmul(self, level, input, m, out, tiles);
     }
 
     /// One input row's product with the weight rows `rows` only (ascending, each below `rows()`), into those rows
@@ -169,10 +170,6 @@ impl<B: PanelBlock> Panels<B> {
 
     /// `matvec_rows` on the kernel for `level` (as `matmul_at` allows it).
     pub fn matvec_rows_at(&self, level: super::CpuLevel, input: &[f32], rows: &[u32], out: &mut [f32]) {
-        assert!(level >= B::MIN_LEVEL, "{:?} panels have no {level:?} kernel; load the row layout there", B::TYPE);
-        assert!(level <= super::cpu_level(), "{level:?} kernels on a {:?} CPU", super::cpu_level());
-        assert!(level.runs_here(), "{level:?} kernels on a CPU without them");
-        assert_eq!(input.len(), self.cols, "one input row");
         assert_eq!(out.len(), self.rows, "out is [rows]");
         let mut panels: Vec<std::ops::Range<usize>> = Vec::new();
         for run in super::runs_of_rows(rows, self.rows) {
@@ -184,7 +181,7 @@ impl<B: PanelBlock> Panels<B> {
         }
         // The kernels write every row of a panel: into a scratch row, then the wanted ones across.
         let mut all = vec![0f32; self.rows];
-        B::matmul_tiles(self, level, input, 1, &mut all, super::RowTiles::Only(&panels));
+        self.product(level, input, 1, &mut all, super::RowTiles::Only(&panels));
         for run in super::runs_of_rows(rows, self.rows) {
             out[run.clone()].copy_from_slice(&all[run]);
         }

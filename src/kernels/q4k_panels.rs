@@ -85,7 +85,7 @@ impl PanelBlock for Q4KPanelBlock {
         out.extend(super::kquants::dequantize_q4k_blocks(&[self.row_block(lane)]));
     }
 
-    fn matmul_tiles(
+    fn matmul(
         panels: &Panels<Self>,
         level: super::CpuLevel,
         input: &[f32],

@@ -83,7 +83,7 @@ impl PanelBlock for Q5_0PanelBlock {
         out.extend(self.row_values(lane).map(|q| f32::from(q) * d));
     }
 
-    fn matmul_tiles(
+    fn matmul(
         panels: &Panels<Self>,
         level: super::CpuLevel,
         input: &[f32],

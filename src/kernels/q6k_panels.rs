@@ -77,7 +77,7 @@ impl PanelBlock for Q6KPanelBlock {
         out.extend(super::kquants::dequantize_q6k_blocks(&[self.row_block(lane)]));
     }
 
-    fn matmul_tiles(
+    fn matmul(
         panels: &Panels<Self>,
         _level: super::CpuLevel,
         input: &[f32],

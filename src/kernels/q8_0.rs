@@ -173,12 +173,7 @@ impl Q8_0Matrix {
 
     /// `matmul` on the kernel for `level` (at most `cpu_level()`: tests run every kernel the CPU can).
     pub fn matmul_at(&self, level: super::CpuLevel, input: &[f32], m: usize, out: &mut [f32]) {
-        assert!(level <= super::cpu_level(), "{level:?} kernels on a {:?} CPU", super::cpu_level());
-        assert_eq!(input.len(), m * self.cols, "input is [m][cols]");
-        assert_eq!(out.len(), m * self.rows, "out is [m][rows]");
-        with_quantized(input, self.cols, level == super::CpuLevel::Avx512Vnni, |acts| {
-            super::for_row_tiles(self.rows, out, |rows, out| self.rows_kernel(level, acts, m, rows, out));
-        });
+        self.product(level, input, m, out, super::RowTiles::All);
     }
 
     /// One input row's product with the weight rows `rows` only (ascending, each below `rows()`), into those rows
@@ -190,13 +185,18 @@ impl Q8_0Matrix {
 
     /// `matvec_rows` on the kernel for `level` (at most `cpu_level()`).
     pub fn matvec_rows_at(&self, level: super::CpuLevel, input: &[f32], rows: &[u32], out: &mut [f32]) {
+        let runs: Vec<_> = super::runs_of_rows(rows, self.rows).collect();
+        self.product(level, input, 1, out, super::RowTiles::Only(&runs));
+    }
+
+    /// Quantizes `input` and runs the kernel for `level` over the weight rows `tiles` names (each row is computed
+    /// alone, so it has the same bits whatever else is computed).
+    fn product(&self, level: super::CpuLevel, input: &[f32], m: usize, out: &mut [f32], tiles: super::RowTiles<'_>) {
         assert!(level <= super::cpu_level(), "{level:?} kernels on a {:?} CPU", super::cpu_level());
-        assert_eq!(input.len(), self.cols, "one input row");
-        assert_eq!(out.len(), self.rows, "out is [rows]");
+        assert_eq!(input.len(), m * self.cols, "input is [m][cols]");
+        assert_eq!(out.len(), m * self.rows, "out is [m][rows]");
         with_quantized(input, self.cols, level == super::CpuLevel::Avx512Vnni, |acts| {
-            for run in super::runs_of_rows(rows, self.rows) {
-                self.rows_kernel(level, acts, 1, run, out);
-            }
+            super::for_some_row_tiles(tiles, self.rows, out, |rows, out| self.rows_kernel(level, acts, m, rows, out));
         });
     }
 
@@ -211,7 +211,7 @@ impl Q8_0Matrix {
     ) {
         #[cfg(target_arch = "x86_64")]
         match level {
-            // SAFETY: `level` is at most `cpu_level()` (asserted in `matmul_at` and `matvec_rows_at`, the callers), and `cpu_level` returns
+            // SAFETY: `level` is at most `cpu_level()` (asserted in `product`, the only caller), and `cpu_level` returns
             // `Avx512Vnni` only after runtime detection found AVX-512 F, BW, VL and VNNI plus AVX2 and FMA.
             super::CpuLevel::Avx512Vnni => return unsafe { super::q8_0_vnni::rows_kernel(self, acts, m, rows, out) },
             super::CpuLevel::Avx2 | super::CpuLevel::AvxVnni => {

@@ -331,12 +331,16 @@ impl ConstraintMatcher {
             }
         }
         let done = Instant::now();
-        let elapsed = done - started;
+        self.stats.mask_apply_time += done - computed;
+        self.count_mask(done - started);
+        Ok(())
+    }
+
+    /// Counts one mask that took `elapsed` in the stats.
+    fn count_mask(&mut self, elapsed: Duration) {
         self.stats.masks += 1;
         self.stats.mask_time += elapsed;
-        self.stats.mask_apply_time += done - computed;
         self.stats.max_mask_time = self.stats.max_mask_time.max(elapsed);
-        Ok(())
     }
 
     /// The ids the grammar allows next, ascending, when there are at most `limit` (and at least one) of them;
@@ -345,22 +349,22 @@ impl ConstraintMatcher {
     pub fn allowed_if_few(&mut self, limit: usize) -> Option<Vec<u32>> {
         let started = Instant::now();
         let mask = self.matcher.compute_mask().ok()?;
-        let allowed = (1..=limit)
-            .contains(&mask.num_set())
-            .then(|| mask.to_list().into_iter().filter(|&t| !self.env.is_never(t)).collect::<Vec<u32>>());
-        let elapsed = started.elapsed();
-        self.stats.masks += 1;
-        self.stats.mask_time += elapsed;
-        self.stats.max_mask_time = self.stats.max_mask_time.max(elapsed);
+        let allowed = (1..=limit).contains(&mask.num_set()).then(|| self.allowed_in(&mask));
+        self.count_mask(started.elapsed());
         allowed.filter(|a| !a.is_empty())
     }
 
     /// The ids the grammar allows next, ascending (for tests, benchmarks and debugging; not counted in stats).
     pub fn allowed_tokens(&mut self) -> Result<Vec<u32>, ConstraintError> {
         match self.matcher.compute_mask() {
-            Ok(mask) => Ok(mask.to_list().into_iter().filter(|&t| !self.env.is_never(t)).collect()),
+            Ok(mask) => Ok(self.allowed_in(&mask)),
             Err(e) => Err(self.failure(format!("{e:#}"))),
         }
+    }
+
+    /// The ids `mask` allows that may ever be emitted, ascending.
+    fn allowed_in(&self, mask: &llguidance::toktrie::SimpleVob) -> Vec<u32> {
+        mask.to_list().into_iter().filter(|&t| !self.env.is_never(t)).collect()
     }
 
     /// Advances the grammar by `token`. A token the grammar forbids is an error naming it, its position and
