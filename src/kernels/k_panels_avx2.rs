@@ -30,32 +30,43 @@ const TILE_ACTS: usize = 4;
 /// Rows per 256-bit register of 32-bit lanes: half a panel.
 const HALF: usize = PANEL_ROWS / 2;
 
-/// Runs `tile::<N, VNNI>(panel, half, k, acts, out, n_out, first, lanes, i)` over one panel (`rows`: `rows.start` a
-/// multiple of 16, at most 16 rows) of `w`, for activation rows `i..i + N`, up to `TILE_ACTS` at a time; both
-/// halves for one tile of activation rows, so the second half finds them in L1. The tiles are `#[inline(always)]`,
+/// Runs `tile::<N, H, VNNI>(panel, half0, k, acts, out, n_out, first, lanes, i)` over one panel (`rows`:
+/// `rows.start` a multiple of 16, at most 16 rows) of `w`, for activation rows `i..i + N`, up to `TILE_ACTS` at a
+/// time. One activation row (a decode step) takes both halves in one pass (`H` = 2), so the weights stream in
+/// order, every byte of a cache line used as it arrives: half a panel at a time read every other 32 bytes and came
+/// back for the rest from L2, and memory sat idle through the second half (on AMD Zen 4, decode ran at 0.7× the
+/// AVX-512 path's speed). Several rows take one half at a time, both halves for one tile of activation rows, so
+/// the second half finds them in L1 and the registers hold the tile's sums. The tiles are `#[inline(always)]`,
 /// so they compile with the target features of the function this runs in.
 macro_rules! for_half_tiles {
     ($tile:ident, $vnni:literal, $w:expr, $acts:expr, $m:expr, $rows:expr, $out:expr) => {
         let (w, rows) = ($w, $rows);
         assert!(rows.start.is_multiple_of(PANEL_ROWS) && rows.len() <= PANEL_ROWS && rows.end <= w.rows());
         let panel = w.panel(rows.start / PANEL_ROWS);
-        let mut i = 0;
-        while i < $m {
-            let n = ($m - i).min(TILE_ACTS);
-            for half in 0..2 {
-                let first = rows.start + HALF * half;
-                let lanes = rows.end.saturating_sub(first).min(HALF);
-                if lanes == 0 {
-                    continue;
+        let lanes = |half: usize| rows.end.saturating_sub(rows.start + HALF * half).min(HALF);
+        if $m == 1 && lanes(1) > 0 {
+            $tile::<1, 2, $vnni>(panel, 0, w.cols(), $acts, $out, w.rows(), rows.start, [lanes(0), lanes(1)], 0);
+        } else {
+            let mut i = 0;
+            while i < $m {
+                let n = ($m - i).min(TILE_ACTS);
+                for half in 0..2 {
+                    let first = rows.start + HALF * half;
+                    let lanes = [lanes(half)];
+                    if lanes[0] == 0 {
+                        continue;
+                    }
+                    match n {
+                        1 => $tile::<1, 1, $vnni>(panel, half, w.cols(), $acts, $out, w.rows(), first, lanes, i),
+                        2 => $tile::<2, 1, $vnni>(panel, half, w.cols(), $acts, $out, w.rows(), first, lanes, i),
+                        3 => $tile::<3, 1, $vnni>(panel, half, w.cols(), $acts, $out, w.rows(), first, lanes, i),
+                        _ => {
+                            $tile::<TILE_ACTS, 1, $vnni>(panel, half, w.cols(), $acts, $out, w.rows(), first, lanes, i)
+                        }
+                    }
                 }
-                match n {
-                    1 => $tile::<1, $vnni>(panel, half, w.cols(), $acts, $out, w.rows(), first, lanes, i),
-                    2 => $tile::<2, $vnni>(panel, half, w.cols(), $acts, $out, w.rows(), first, lanes, i),
-                    3 => $tile::<3, $vnni>(panel, half, w.cols(), $acts, $out, w.rows(), first, lanes, i),
-                    _ => $tile::<TILE_ACTS, $vnni>(panel, half, w.cols(), $acts, $out, w.rows(), first, lanes, i),
-                }
+                i += n;
             }
-            i += n;
         }
     };
 }
@@ -84,22 +95,23 @@ pub(super) unsafe fn q4k_panel_rows_avx_vnni(
     for_half_tiles!(q4k_tile, true, w, acts, m, rows, out);
 }
 
-/// The Q4_K tile, `out[i0 + j][first..first + lanes]` for `j < N`: rows `8 · half..` of the panel (`lanes` of them
-/// real), inlined into `q4k_panel_rows` and `q4k_panel_rows_avx_vnni` and so compiled with each one's features. With
-/// `VNNI`, `vpdpbusd` adds 32 products into each sub-block's i32 sums in one instruction where AVX2 takes a
-/// `maddubs` and an i16 add, a `mullo` (not a `madd` on i16 sums) applies the sub-block's scales, and `vpdpwssd`
-/// the minimums. The integers are the same either way, so the bits are.
+/// The Q4_K tile, `out[i0 + j][first + 8h..][..lanes[h]]` for `j < N`, `h < H`: rows `8 · half0..8 · (half0 + H)`
+/// of the panel (`lanes[h]` of each half real), inlined into `q4k_panel_rows` and `q4k_panel_rows_avx_vnni` and so
+/// compiled with each one's features. With `VNNI`, `vpdpbusd` adds 32 products into each sub-block's i32 sums in
+/// one instruction where AVX2 takes a `maddubs` and an i16 add, a `mullo` (not a `madd` on i16 sums) applies the
+/// sub-block's scales, and `vpdpwssd` the minimums. The integers are the same either way, so the bits are, and
+/// the same for one half at a time or both (`H`).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn q4k_tile<const N: usize, const VNNI: bool>(
+unsafe fn q4k_tile<const N: usize, const H: usize, const VNNI: bool>(
     panel: &[Q4KPanelBlock],
-    half: usize,
+    half0: usize,
     k: usize,
     acts: &KActivations,
     out: &mut [f32],
     n_out: usize,
     first: usize,
-    lanes: usize,
+    lanes: [usize; H],
     i0: usize,
 ) {
     let low4 = _mm256_set1_epi8(0x0F);
@@ -109,72 +121,89 @@ unsafe fn q4k_tile<const N: usize, const VNNI: bool>(
     for j in 0..N {
         (a_quants[j], a_sums32[j]) = (a_rows[j].0.as_ptr(), acts.sums32_row(i0 + j, k));
     }
-    let mut sums = [_mm256_setzero_ps(); N];
+    let mut sums = [[_mm256_setzero_ps(); H]; N];
     for (b, block) in panel.iter().enumerate() {
-        let [scales, mins] = q4k_scales_and_mins(block, half);
-        let mut dots = [_mm256_setzero_si256(); N];
+        let scales_and_mins: [_; H] = std::array::from_fn(|h| q4k_scales_and_mins(block, half0 + h));
+        let mut dots = [[_mm256_setzero_si256(); H]; N];
         for c in 0..4 {
             // Sub-blocks 2c (low nibbles) and 2c + 1 (high nibbles), a chain each: in i16 across the eight words
             // without VNNI, in i32 with it (two chains hide `vpdpbusd`'s latency).
-            let mut even = [_mm256_setzero_si256(); N];
-            let mut odd = [_mm256_setzero_si256(); N];
+            let mut even = [[_mm256_setzero_si256(); H]; N];
+            let mut odd = [[_mm256_setzero_si256(); H]; N];
             for t in 0..8 {
-                let q = _mm256_load_si256(block.qs[8 * c + t].as_ptr().add(HALF * half) as *const __m256i);
-                let low = _mm256_and_si256(q, low4);
-                let high = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
-                for j in 0..N {
-                    let a = a_quants[j].add(b * SUPER + 64 * c + 4 * t);
-                    if VNNI {
-                        even[j] = _mm256_dpbusd_avx_epi32(even[j], low, broadcast_word(a));
-                        odd[j] = _mm256_dpbusd_avx_epi32(odd[j], high, broadcast_word(a.add(32)));
-                    } else {
-                        even[j] = _mm256_add_epi16(even[j], _mm256_maddubs_epi16(low, broadcast_word(a)));
-                        odd[j] = _mm256_add_epi16(odd[j], _mm256_maddubs_epi16(high, broadcast_word(a.add(32))));
+                for h in 0..H {
+                    let q = _mm256_load_si256(block.qs[8 * c + t].as_ptr().add(HALF * (half0 + h)) as *const __m256i);
+                    let low = _mm256_and_si256(q, low4);
+                    let high = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+                    for j in 0..N {
+                        let a = a_quants[j].add(b * SUPER + 64 * c + 4 * t);
+                        let (even, odd) = (&mut even[j][h], &mut odd[j][h]);
+                        if VNNI {
+                            *even = _mm256_dpbusd_avx_epi32(*even, low, broadcast_word(a));
+                            *odd = _mm256_dpbusd_avx_epi32(*odd, high, broadcast_word(a.add(32)));
+                        } else {
+                            *even = _mm256_add_epi16(*even, _mm256_maddubs_epi16(low, broadcast_word(a)));
+                            *odd = _mm256_add_epi16(*odd, _mm256_maddubs_epi16(high, broadcast_word(a.add(32))));
+                        }
                     }
                 }
             }
             let (even_byte, odd_byte) = (2 * c % 4, (2 * c + 1) % 4);
-            for j in 0..N {
-                let scaled = if VNNI {
-                    let (even_scale, odd_scale) =
-                        (lane_byte_as_i32(scales[c / 2], even_byte), lane_byte_as_i32(scales[c / 2], odd_byte));
-                    _mm256_add_epi32(_mm256_mullo_epi32(even[j], even_scale), _mm256_mullo_epi32(odd[j], odd_scale))
-                } else {
-                    let (even_scale, odd_scale) =
-                        (lane_byte_paired(scales[c / 2], even_byte), lane_byte_paired(scales[c / 2], odd_byte));
-                    _mm256_add_epi32(_mm256_madd_epi16(even[j], even_scale), _mm256_madd_epi16(odd[j], odd_scale))
-                };
-                dots[j] = _mm256_add_epi32(dots[j], scaled);
+            for h in 0..H {
+                let scales = scales_and_mins[h][0][c / 2];
+                for j in 0..N {
+                    let scaled = if VNNI {
+                        let (even_scale, odd_scale) =
+                            (lane_byte_as_i32(scales, even_byte), lane_byte_as_i32(scales, odd_byte));
+                        _mm256_add_epi32(
+                            _mm256_mullo_epi32(even[j][h], even_scale),
+                            _mm256_mullo_epi32(odd[j][h], odd_scale),
+                        )
+                    } else {
+                        let (even_scale, odd_scale) =
+                            (lane_byte_paired(scales, even_byte), lane_byte_paired(scales, odd_byte));
+                        _mm256_add_epi32(
+                            _mm256_madd_epi16(even[j][h], even_scale),
+                            _mm256_madd_epi16(odd[j][h], odd_scale),
+                        )
+                    };
+                    dots[j][h] = _mm256_add_epi32(dots[j][h], scaled);
+                }
             }
         }
-        // Sub-blocks 2p and 2p + 1's minimums, as the two i16 of each lane. (Written out: a closure would not
-        // inherit the caller's target features, and each call would stay a call.)
-        let min_pairs = [
-            lane_bytes_as_i16(mins[0], 0, 1),
-            lane_bytes_as_i16(mins[0], 2, 3),
-            lane_bytes_as_i16(mins[1], 0, 1),
-            lane_bytes_as_i16(mins[1], 2, 3),
-        ];
-        let d = _mm256_cvtph_ps(_mm_load_si128(block.d.as_ptr().add(HALF * half) as *const __m128i));
-        let dmin = _mm256_cvtph_ps(_mm_load_si128(block.dmin.as_ptr().add(HALF * half) as *const __m128i));
-        for j in 0..N {
-            // Σ_s min_s · (sum of sub-block s's activations), two sub-blocks a `madd` (or `vpdpwssd`).
-            let sums32 = a_sums32[j].as_ptr().add(b * SUPER / 32);
-            let mut min_dot = _mm256_setzero_si256();
-            for (p, &pair) in min_pairs.iter().enumerate() {
-                let activations = broadcast_word(sums32.add(2 * p) as *const i8);
-                min_dot = if VNNI {
-                    _mm256_dpwssd_avx_epi32(min_dot, pair, activations)
-                } else {
-                    _mm256_add_epi32(min_dot, _mm256_madd_epi16(pair, activations))
-                };
+        for h in 0..H {
+            // Sub-blocks 2p and 2p + 1's minimums, as the two i16 of each lane. (Written out: a closure would not
+            // inherit the caller's target features, and each call would stay a call.)
+            let mins = scales_and_mins[h][1];
+            let min_pairs = [
+                lane_bytes_as_i16(mins[0], 0, 1),
+                lane_bytes_as_i16(mins[0], 2, 3),
+                lane_bytes_as_i16(mins[1], 0, 1),
+                lane_bytes_as_i16(mins[1], 2, 3),
+            ];
+            let offset = HALF * (half0 + h);
+            let d = _mm256_cvtph_ps(_mm_load_si128(block.d.as_ptr().add(offset) as *const __m128i));
+            let dmin = _mm256_cvtph_ps(_mm_load_si128(block.dmin.as_ptr().add(offset) as *const __m128i));
+            for j in 0..N {
+                // Σ_s min_s · (sum of sub-block s's activations), two sub-blocks a `madd` (or `vpdpwssd`).
+                let sums32 = a_sums32[j].as_ptr().add(b * SUPER / 32);
+                let mut min_dot = _mm256_setzero_si256();
+                for (p, &pair) in min_pairs.iter().enumerate() {
+                    let activations = broadcast_word(sums32.add(2 * p) as *const i8);
+                    min_dot = if VNNI {
+                        _mm256_dpwssd_avx_epi32(min_dot, pair, activations)
+                    } else {
+                        _mm256_add_epi32(min_dot, _mm256_madd_epi16(pair, activations))
+                    };
+                }
+                let da = _mm256_set1_ps(a_rows[j].1[b]);
+                let sum = &mut sums[j][h];
+                *sum = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots[j][h]), _mm256_mul_ps(d, da), *sum);
+                *sum = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(min_dot), _mm256_mul_ps(dmin, da), *sum);
             }
-            let da = _mm256_set1_ps(a_rows[j].1[b]);
-            sums[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots[j]), _mm256_mul_ps(d, da), sums[j]);
-            sums[j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(min_dot), _mm256_mul_ps(dmin, da), sums[j]);
         }
     }
-    store_half(&sums, out, n_out, first, lanes, i0);
+    store_halves(&sums, out, n_out, first, lanes, i0);
 }
 
 /// Output columns `rows` (one panel: `rows.start` a multiple of 16, at most 16 rows) for the `m` activation rows;
@@ -210,67 +239,74 @@ pub(super) unsafe fn q5_0_panel_rows_avx_vnni(
     for_half_tiles!(q5_0_tile, true, w, acts, m, rows, out);
 }
 
-/// The Q5_0 tile, `out[i0 + j][first..first + lanes]` for `j < N`: rows `8 · half..` of a panel (`lanes` of them
-/// real), inlined into `q5_0_panel_rows` and `q5_0_panel_rows_avx_vnni`. Each block's integer dot product
-/// `Σ (v − 16) · a` is exact (i16 pair sums widened by a `madd` by ones, or with `VNNI` `vpdpbusd` straight into
-/// i32); the f32 steps are the VNNI Q5_0 tile's, in its order: a fused `sum += dot · (d · d_a)` into one of four
-/// sums by block index mod 4, added pairwise at the end.
+/// The Q5_0 tile, `out[i0 + j][first + 8h..][..lanes[h]]` for `j < N`, `h < H`: rows `8 · half0..8 · (half0 + H)`
+/// of a panel (`lanes[h]` of each half real), inlined into `q5_0_panel_rows` and `q5_0_panel_rows_avx_vnni`. Each
+/// block's integer dot product `Σ (v − 16) · a` is exact (i16 pair sums widened by a `madd` by ones, or with `VNNI`
+/// `vpdpbusd` straight into i32); the f32 steps are the VNNI Q5_0 tile's, in its order: a fused
+/// `sum += dot · (d · d_a)` into one of four sums by block index mod 4, added pairwise at the end.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn q5_0_tile<const N: usize, const VNNI: bool>(
+unsafe fn q5_0_tile<const N: usize, const H: usize, const VNNI: bool>(
     panel: &[Q5_0PanelBlock],
-    half: usize,
+    half0: usize,
     k: usize,
     acts: &QuantizedRows,
     out: &mut [f32],
     n_out: usize,
     first: usize,
-    lanes: usize,
+    lanes: [usize; H],
     i0: usize,
 ) {
     let (low4, bit4, ones) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(0x10), _mm256_set1_epi16(1));
     let (a_quants, a_scales, a_offsets) = acts.tile_rows::<N>(i0, k);
-    let mut sums = [[_mm256_setzero_ps(); 4]; N];
+    let mut sums = [[[_mm256_setzero_ps(); 4]; H]; N];
     for (b, block) in panel.iter().enumerate() {
         // Blocks are 32-byte aligned and a half is 32 bytes of each row array: aligned loads.
-        let fifth_bits = _mm256_load_si256(block.fifth_bits.as_ptr().add(HALF * half) as *const __m256i);
+        let fifth_bits: [_; H] = std::array::from_fn(|h| {
+            _mm256_load_si256(block.fifth_bits.as_ptr().add(HALF * (half0 + h)) as *const __m256i)
+        });
         // The block's two halves (values 0–15, 16–31) in two chains per activation row.
-        let mut low = [_mm256_setzero_si256(); N];
-        let mut high = [_mm256_setzero_si256(); N];
+        let mut low = [[_mm256_setzero_si256(); H]; N];
+        let mut high = [[_mm256_setzero_si256(); H]; N];
         for t in 0..4 {
-            let q = _mm256_load_si256(block.qs[t].as_ptr().add(HALF * half) as *const __m256i);
-            let q0 = _mm256_or_si256(_mm256_and_si256(q, low4), fifth_bits_of(fifth_bits, t, bit4));
-            let q1 = _mm256_or_si256(
-                _mm256_and_si256(_mm256_srli_epi16(q, 4), low4),
-                fifth_bits_of(fifth_bits, 4 + t, bit4),
-            );
-            for j in 0..N {
-                let a = a_quants[j].add(b * BLOCK + 4 * t);
-                if VNNI {
-                    low[j] = _mm256_dpbusd_avx_epi32(low[j], q0, broadcast_word(a));
-                    high[j] = _mm256_dpbusd_avx_epi32(high[j], q1, broadcast_word(a.add(16)));
-                } else {
-                    low[j] = _mm256_add_epi16(low[j], _mm256_maddubs_epi16(q0, broadcast_word(a)));
-                    high[j] = _mm256_add_epi16(high[j], _mm256_maddubs_epi16(q1, broadcast_word(a.add(16))));
+            for h in 0..H {
+                let q = _mm256_load_si256(block.qs[t].as_ptr().add(HALF * (half0 + h)) as *const __m256i);
+                let q0 = _mm256_or_si256(_mm256_and_si256(q, low4), fifth_bits_of(fifth_bits[h], t, bit4));
+                let q1 = _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16(q, 4), low4),
+                    fifth_bits_of(fifth_bits[h], 4 + t, bit4),
+                );
+                for j in 0..N {
+                    let a = a_quants[j].add(b * BLOCK + 4 * t);
+                    let (low, high) = (&mut low[j][h], &mut high[j][h]);
+                    if VNNI {
+                        *low = _mm256_dpbusd_avx_epi32(*low, q0, broadcast_word(a));
+                        *high = _mm256_dpbusd_avx_epi32(*high, q1, broadcast_word(a.add(16)));
+                    } else {
+                        *low = _mm256_add_epi16(*low, _mm256_maddubs_epi16(q0, broadcast_word(a)));
+                        *high = _mm256_add_epi16(*high, _mm256_maddubs_epi16(q1, broadcast_word(a.add(16))));
+                    }
                 }
             }
         }
-        // f16 → f32 is exact, so the scales are the values the file's f16 scales always gave.
-        let d = _mm256_cvtph_ps(_mm_load_si128(block.d.as_ptr().add(HALF * half) as *const __m128i));
-        for j in 0..N {
-            // The offsets are 128 · Σ a; the weights carry + 16.
-            let pairs = if VNNI {
-                _mm256_add_epi32(low[j], high[j])
-            } else {
-                _mm256_add_epi32(_mm256_madd_epi16(low[j], ones), _mm256_madd_epi16(high[j], ones))
-            };
-            let dot = _mm256_sub_epi32(pairs, _mm256_set1_epi32(a_offsets[j][b] >> 3));
-            let scale = _mm256_mul_ps(d, _mm256_set1_ps(a_scales[j][b]));
-            sums[j][b % 4] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, sums[j][b % 4]);
+        for h in 0..H {
+            // f16 → f32 is exact, so the scales are the values the file's f16 scales always gave.
+            let d = _mm256_cvtph_ps(_mm_load_si128(block.d.as_ptr().add(HALF * (half0 + h)) as *const __m128i));
+            for j in 0..N {
+                // The offsets are 128 · Σ a; the weights carry + 16.
+                let pairs = if VNNI {
+                    _mm256_add_epi32(low[j][h], high[j][h])
+                } else {
+                    _mm256_add_epi32(_mm256_madd_epi16(low[j][h], ones), _mm256_madd_epi16(high[j][h], ones))
+                };
+                let dot = _mm256_sub_epi32(pairs, _mm256_set1_epi32(a_offsets[j][b] >> 3));
+                let scale = _mm256_mul_ps(d, _mm256_set1_ps(a_scales[j][b]));
+                sums[j][h][b % 4] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, sums[j][h][b % 4]);
+            }
         }
     }
-    let sums = sums.map(|[s0, s1, s2, s3]| _mm256_add_ps(_mm256_add_ps(s0, s2), _mm256_add_ps(s1, s3)));
-    store_half(&sums, out, n_out, first, lanes, i0);
+    let sums = sums.map(|row| row.map(|[s0, s1, s2, s3]| _mm256_add_ps(_mm256_add_ps(s0, s2), _mm256_add_ps(s1, s3))));
+    store_halves(&sums, out, n_out, first, lanes, i0);
 }
 
 /// Nibble group `g`'s fifth bits at bit 4 of each byte, every other bit clear. `FIFTH_BIT_SHIFTS` rotates right;
@@ -293,19 +329,28 @@ unsafe fn fifth_bits_of(fifth_bits: __m256i, g: usize, bit4: __m256i) -> __m256i
     _mm256_and_si256(at_bit4, bit4)
 }
 
-/// `out[i0 + j][first..first + lanes] = sums[j]` (rows of `n_out`): a half panel's eight lanes, or fewer in the
-/// last panel of a matrix whose rows are not a multiple of 16.
+/// `out[i0 + j][first + 8h..][..lanes[h]] = sums[j][h]` (rows of `n_out`): each half panel's eight lanes, or fewer
+/// in the last panel of a matrix whose rows are not a multiple of 16.
 #[inline]
 #[target_feature(enable = "avx2")]
-unsafe fn store_half(sums: &[__m256], out: &mut [f32], n_out: usize, first: usize, lanes: usize, i0: usize) {
-    for (j, sum) in sums.iter().enumerate() {
-        let row = &mut out[(i0 + j) * n_out + first..][..lanes];
-        if lanes == HALF {
-            _mm256_storeu_ps(row.as_mut_ptr(), *sum);
-        } else {
-            let mut all = [0f32; HALF];
-            _mm256_storeu_ps(all.as_mut_ptr(), *sum);
-            row.copy_from_slice(&all[..lanes]);
+unsafe fn store_halves<const H: usize>(
+    sums: &[[__m256; H]],
+    out: &mut [f32],
+    n_out: usize,
+    first: usize,
+    lanes: [usize; H],
+    i0: usize,
+) {
+    for (j, sums) in sums.iter().enumerate() {
+        for (h, (sum, &lanes)) in sums.iter().zip(&lanes).enumerate() {
+            let row = &mut out[(i0 + j) * n_out + first + HALF * h..][..lanes];
+            if lanes == HALF {
+                _mm256_storeu_ps(row.as_mut_ptr(), *sum);
+            } else {
+                let mut all = [0f32; HALF];
+                _mm256_storeu_ps(all.as_mut_ptr(), *sum);
+                row.copy_from_slice(&all[..lanes]);
+            }
         }
     }
 }
