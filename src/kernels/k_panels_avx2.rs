@@ -32,11 +32,11 @@ const HALF: usize = PANEL_ROWS / 2;
 
 /// Runs `tile::<N, H, VNNI>(panel, half0, k, acts, out, n_out, first, lanes, i)` over one panel (`rows`:
 /// `rows.start` a multiple of 16, at most 16 rows) of `w`, for activation rows `i..i + N`, up to `TILE_ACTS` at a
-/// time. One activation row (a decode step) takes both halves in one pass (`H` = 2), so the weights stream in
-/// order, every byte of a cache line used as it arrives: half a panel at a time read every other 32 bytes and came
-/// back for the rest from L2, and memory sat idle through the second half (on AMD Zen 4, decode ran at 0.7× the
-/// AVX-512 path's speed). Several rows take one half at a time, both halves for one tile of activation rows, so
-/// the second half finds them in L1 and the registers hold the tile's sums. The tiles are `#[inline(always)]`,
+/// time. One or two activation rows (a decode step, a step with one drafted token) take both halves in one pass
+/// (`H` = 2), so the weights stream in order, every byte of a cache line used as it arrives: half a panel at a time
+/// read every other 32 bytes and came back for the rest from L2, and memory sat idle through the second half (on
+/// AMD Zen 4 decode ran 10–20 % slower that way). More rows take one half at a time, both halves for one tile of
+/// activation rows, so the second half finds them in L1 and the registers hold the tile's sums. The tiles are `#[inline(always)]`,
 /// so they compile with the target features of the function this runs in.
 macro_rules! for_half_tiles {
     ($tile:ident, $vnni:literal, $w:expr, $acts:expr, $m:expr, $rows:expr, $out:expr) => {
@@ -44,8 +44,13 @@ macro_rules! for_half_tiles {
         assert!(rows.start.is_multiple_of(PANEL_ROWS) && rows.len() <= PANEL_ROWS && rows.end <= w.rows());
         let panel = w.panel(rows.start / PANEL_ROWS);
         let lanes = |half: usize| rows.end.saturating_sub(rows.start + HALF * half).min(HALF);
-        if $m == 1 && lanes(1) > 0 {
-            $tile::<1, 2, $vnni>(panel, 0, w.cols(), $acts, $out, w.rows(), rows.start, [lanes(0), lanes(1)], 0);
+        if $m <= 2 && lanes(1) > 0 {
+            let lanes = [lanes(0), lanes(1)];
+            if $m == 1 {
+                $tile::<1, 2, $vnni>(panel, 0, w.cols(), $acts, $out, w.rows(), rows.start, lanes, 0);
+            } else {
+                $tile::<2, 2, $vnni>(panel, 0, w.cols(), $acts, $out, w.rows(), rows.start, lanes, 0);
+            }
         } else {
             let mut i = 0;
             while i < $m {

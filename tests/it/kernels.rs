@@ -163,6 +163,7 @@ fn q5_0_keeps_five_bits_and_unpacks_to_candles_values() {
 #[case(33, 896, 7)]
 #[case(48, 4864, 9)]
 #[case(29, 896, 1)]
+#[case(29, 896, 2)]
 fn q5_0_panels_equal_the_widened_matrix_bit_for_bit(#[case] rows: usize, #[case] cols: usize, #[case] m: usize) {
     let (q5, expected) = candle_weights(rows, cols, GgmlDType::Q5_0, 15);
     let widened = Q8_0Matrix::from_q5_0(&q5).unwrap();
@@ -267,8 +268,8 @@ fn k_quants_unpack_to_candles_values(#[case] dtype: GgmlDType) {
 
 /// Tile edges for the K-quant kernels: activation counts 1–4 and beyond, one to many super-blocks, the models'
 /// widths (0.5B down: 4864, 1.5B: 1536 and 8960); from 16 activation rows the AVX2 Q6_K kernel unpacks its weight
-/// rows to bytes first; one activation row over whole panels and a panel with a partial second half (the AVX2
-/// panel kernels' both-halves decode tile).
+/// rows to bytes first; one and two activation rows over whole panels and a panel with a partial second half (the
+/// AVX2 panel kernels' both-halves tiles).
 #[rstest]
 #[case(1, 256, 1)]
 #[case(3, 512, 2)]
@@ -283,6 +284,7 @@ fn k_quants_unpack_to_candles_values(#[case] dtype: GgmlDType) {
 #[case(17, 1536, 16)]
 #[case(24, 8960, 19)]
 #[case(29, 512, 1)]
+#[case(29, 512, 2)]
 #[case(32, 1536, 1)]
 fn k_quant_kernels_match_the_reference(#[case] rows: usize, #[case] cols: usize, #[case] m: usize) {
     let input = random_values(m * cols, 10);
