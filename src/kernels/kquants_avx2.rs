@@ -191,15 +191,16 @@ unsafe fn add_block<const N: usize>(
 #[target_feature(enable = "avx2,fma")]
 unsafe fn q6k_half_values(block: &Q6KBlock, h: usize) -> [__m256i; 4] {
     let low4 = _mm256_set1_epi8(0x0F);
-    let low2 = _mm256_set1_epi8(0x03);
+    let bits45 = _mm256_set1_epi8(0x30);
     let ql0 = _mm256_loadu_si256(block.ql.as_ptr().add(64 * h) as *const __m256i);
     let ql1 = _mm256_loadu_si256(block.ql.as_ptr().add(64 * h + 32) as *const __m256i);
     let qh = _mm256_loadu_si256(block.qh.as_ptr().add(32 * h) as *const __m256i);
-    // Shifts are per 16-bit lane, so each result is masked back to its byte before moving to bits 4–5.
-    let top0 = _mm256_slli_epi16(_mm256_and_si256(qh, low2), 4);
-    let top1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), low2), 4);
-    let top2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), low2), 4);
-    let top3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), low2), 4);
+    // Each pair of high bits shifted straight to bits 4–5 and masked there: shifts are per 16-bit lane, and the
+    // bits one brings over from the neighbouring byte land outside 4–5, so the mask drops them.
+    let top0 = _mm256_and_si256(_mm256_slli_epi16(qh, 4), bits45);
+    let top1 = _mm256_and_si256(_mm256_slli_epi16(qh, 2), bits45);
+    let top2 = _mm256_and_si256(qh, bits45);
+    let top3 = _mm256_and_si256(_mm256_srli_epi16(qh, 2), bits45);
     [
         _mm256_or_si256(_mm256_and_si256(ql0, low4), top0),
         _mm256_or_si256(_mm256_and_si256(ql1, low4), top1),
