@@ -1,5 +1,6 @@
 //! AVX2 panel kernels (no AVX-512): Q4_K and Q5_0 weights stored as panels of sixteen rows (`q4k_panels`,
-//! `q5_0_panels`), read eight rows (one 256-bit register of 32-bit lanes) at a time, and the same with AVX-VNNI's `vpdpbusd`.
+//! `q5_0_panels`), eight rows to a 256-bit register of 32-bit lanes (a decode step takes a panel's two registers
+//! together), and the same with AVX-VNNI's `vpdpbusd`.
 //!
 //! Without VNNI every 32 products cost a `maddubs` (unsigned weight bytes × signed activation bytes into i16 pair
 //! sums) and then, in a row layout, a `madd` by the sub-block's scale: two multiplies for 32 products, and a
@@ -42,8 +43,8 @@ const PREFETCH_AHEAD: usize = 4096;
 /// read every other 32 bytes and came back for the rest from L2, and memory sat idle through the second half (on
 /// AMD Zen 4 decode ran 10–20 % slower that way). More rows take one half at a time, both halves for one tile of
 /// activation rows, so the second half finds them in L1 and the registers hold the tile's sums. The both-halves
-/// tiles also prefetch the weights `PREFETCH_AHEAD` bytes ahead: a decode step streams them and does little else. The tiles are `#[inline(always)]`,
-/// so they compile with the target features of the function this runs in.
+/// tiles also prefetch the weights `PREFETCH_AHEAD` bytes ahead: a decode step streams them and does little else.
+/// The tiles are `#[inline(always)]`, so they compile with the target features of the function this runs in.
 macro_rules! for_half_tiles {
     ($tile:ident, $vnni:literal, $w:expr, $acts:expr, $m:expr, $rows:expr, $out:expr) => {
         let (w, rows) = ($w, $rows);
