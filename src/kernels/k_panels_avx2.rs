@@ -31,7 +31,7 @@ const TILE_ACTS: usize = 4;
 /// Rows per 256-bit register of 32-bit lanes: half a panel.
 const HALF: usize = PANEL_ROWS / 2;
 
-/// How far ahead of its reads a both-halves tile asks for the weights (`prefetch`): nearly two Q4_K panel blocks.
+/// How far ahead of its reads the Q4_K both-halves tile asks for the weights (`prefetch`): nearly two panel blocks.
 /// The hardware prefetcher alone left a decode step waiting on its loads; on AMD Zen 4 at 2 threads, AVX2 decode
 /// of the 1.5B went 2–10 % faster with 4 KiB (1 KiB was slower, 8 KiB no better).
 const PREFETCH_AHEAD: usize = 4096;
@@ -42,17 +42,18 @@ const PREFETCH_AHEAD: usize = 4096;
 /// (`H` = 2), so the weights stream in order, every byte of a cache line used as it arrives: half a panel at a time
 /// read every other 32 bytes and came back for the rest from L2, and memory sat idle through the second half (on
 /// AMD Zen 4 decode ran 10–20 % slower that way). More rows take one half at a time, both halves for one tile of
-/// activation rows, so the second half finds them in L1 and the registers hold the tile's sums. The both-halves
-/// tiles also prefetch the weights `PREFETCH_AHEAD` bytes ahead: a decode step streams them and does little else.
+/// activation rows, so the second half finds them in L1 and the registers hold the tile's sums. The Q4_K
+/// both-halves tile also prefetches the weights `PREFETCH_AHEAD` bytes ahead: a decode step streams them and does
+/// little else (the Q5_0 tile does not; it was not measured with a prefetch).
 /// The tiles are `#[inline(always)]`, so they compile with the target features of the function this runs in.
 macro_rules! for_half_tiles {
     ($tile:ident, $vnni:literal, $w:expr, $acts:expr, $m:expr, $rows:expr, $out:expr) => {
         let (w, rows) = ($w, $rows);
         assert!(rows.start.is_multiple_of(PANEL_ROWS) && rows.len() <= PANEL_ROWS && rows.end <= w.rows());
         let panel = w.panel(rows.start / PANEL_ROWS);
-        let lanes = |half: usize| rows.end.saturating_sub(rows.start + HALF * half).min(HALF);
-        if $m <= 2 && lanes(1) > 0 {
-            let lanes = [lanes(0), lanes(1)];
+        let lanes_of = |half: usize| rows.end.saturating_sub(rows.start + HALF * half).min(HALF);
+        if $m <= 2 && lanes_of(1) > 0 {
+            let lanes = [lanes_of(0), lanes_of(1)];
             if $m == 1 {
                 $tile::<1, 2, $vnni>(panel, 0, w.cols(), $acts, $out, w.rows(), rows.start, lanes, 0);
             } else {
@@ -64,7 +65,7 @@ macro_rules! for_half_tiles {
                 let n = ($m - i).min(TILE_ACTS);
                 for half in 0..2 {
                     let first = rows.start + HALF * half;
-                    let lanes = [lanes(half)];
+                    let lanes = [lanes_of(half)];
                     if lanes[0] == 0 {
                         continue;
                     }
@@ -143,14 +144,14 @@ unsafe fn q4k_tile<const N: usize, const H: usize, const VNNI: bool>(
             let mut even = [[_mm256_setzero_si256(); H]; N];
             let mut odd = [[_mm256_setzero_si256(); H]; N];
             for t in 0..8 {
+                let word = block.qs[8 * c + t].as_ptr();
                 if H == 2 {
                     // One 64-byte line of both halves per step: ask for the one `PREFETCH_AHEAD` on (an address
                     // past the weights is only a hint, never read).
-                    let line = block.qs[8 * c + t].as_ptr() as *const i8;
-                    _mm_prefetch::<_MM_HINT_T0>(line.wrapping_add(PREFETCH_AHEAD));
+                    _mm_prefetch::<_MM_HINT_T0>((word as *const i8).wrapping_add(PREFETCH_AHEAD));
                 }
                 for h in 0..H {
-                    let q = _mm256_load_si256(block.qs[8 * c + t].as_ptr().add(HALF * (half0 + h)) as *const __m256i);
+                    let q = _mm256_load_si256(word.add(HALF * (half0 + h)) as *const __m256i);
                     let low = _mm256_and_si256(q, low4);
                     let high = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
                     for j in 0..N {
