@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::{json, Value};
-use tandem::agent::refs::{references_in, resolve_value};
+use tandem::agent::plan::refs::{references_in, resolve_value};
 use tandem::agent::parse_reference;
 
 fuzz_target!(|data: &[u8]| {

@@ -1,39 +1,32 @@
-//! The agent: plans and references (`plan`, `refs`, `validate`, `schema`), the planner and executor model
-//! calls, the step evaluation that doubts wrong results, the joiner that writes the answer, the orchestrator that
-//! runs a plan with budgets, approval and replanning, the audit log of runs, and batches of goals (`batch`).
+//! The agent, in rooms that follow the life of a goal:
+//!
+//! - `plan`: the plan itself (steps, references, validation, the plan grammar's schema), the planner model's
+//!   calls, plan search, the tool lines it reads and the mends it applies;
+//! - `run`: the orchestrator that runs a plan with budgets, approval and replanning, the executor, the step
+//!   evaluation that doubts wrong results and the joiner that writes the answer;
+//! - `log`: the append-only audit log of runs (events), the runs directory and run summaries;
+//! - `batch`: many goals in one process (goal and results files, merging shards).
+//!
+//! Beside the rooms: the model calls and usage every room shares (`model_call`, `usage`), the numbers found in
+//! text (`numbers`), the run's models (`models`) and what a run starts from (`setup`).
 
 pub mod batch;
-pub mod batch_merge;
-pub mod batch_run;
-pub mod evaluation;
-pub mod events;
-pub mod executor;
-pub(crate) mod fault;
-pub mod issues;
-pub mod joiner;
-pub mod mend;
+pub mod log;
 pub mod model_call;
 pub mod models;
 pub mod numbers;
-pub mod orchestrator;
 pub mod plan;
-pub mod plan_search;
-pub mod planner;
-pub mod refs;
-pub mod runs;
-pub mod schema;
+pub mod run;
 pub mod setup;
-pub mod summary;
-pub mod tool_lines;
-pub mod validate;
+pub mod usage;
 
-pub use events::{Event, EventLog, PlanOrigin, Record, RunSettings, StopReason};
-pub use issues::{IssueKind, PlanError, PlanIssue};
+pub use log::events::{Event, EventLog, PlanOrigin, Record, RunSettings, StopReason};
+pub use log::runs::{default_runs_dir, RunState, RunsDir};
 pub use models::{LazyModels, ModelSource, SharedModels};
-pub use orchestrator::{
+pub use plan::issues::{IssueKind, PlanError, PlanIssue};
+pub use plan::refs::{coerce_to_schema, parse_reference, Reference};
+pub use plan::schema::{plan_json_schema, plan_json_schema_with, PlanSchemaOptions};
+pub use plan::{refs_in, resolve_args, Plan, Step};
+pub use run::orchestrator::{
     in_doubt_steps, Agent, Approval, Approver, AutoApprove, Mode, NoObserver, Observer, PlanDecision, RunOutcome,
 };
-pub use plan::{refs_in, resolve_args, Plan, Step};
-pub use refs::{coerce_to_schema, parse_reference, Reference};
-pub use runs::{default_runs_dir, RunState, RunsDir};
-pub use schema::{plan_json_schema, plan_json_schema_with, PlanSchemaOptions};

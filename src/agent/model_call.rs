@@ -3,9 +3,9 @@
 
 use std::time::Instant;
 
-use super::events::ModelUsage;
+use crate::agent::usage::ModelUsage;
 use crate::decode::constraint::ConstraintSpec;
-use crate::decode::generate::TokenConstraint;
+use crate::decode::token_constraint::TokenConstraint;
 use crate::decode::Model;
 use crate::decode::{generate_candidates, Candidate, Sampling, Timings};
 use crate::llm::prefix_store::common_prefix;

@@ -3,11 +3,10 @@
 
 use std::path::PathBuf;
 
-use super::events::RunSettings;
-use super::models::LazyModels;
-use super::runs::{default_runs_dir, RunsDir};
-use crate::decode::Speculation;
-use crate::llm::{select_device, LoadOptions};
+use crate::agent::log::events::RunSettings;
+use crate::agent::models::LazyModels;
+use crate::agent::log::runs::{default_runs_dir, RunsDir};
+use crate::engine::Engine;
 use crate::progress::Reporter;
 use crate::settings::{AgentSettings, Approval, RunnerSettings};
 use crate::tools::ToolContext;
@@ -43,14 +42,7 @@ pub fn runner_models<'r>(
     runner: &RunnerSettings,
     reporter: &'r dyn Reporter,
 ) -> Result<LazyModels<'r>> {
-    crate::llm::device::set_threads(runner.compute.threads);
-    let options = LoadOptions {
-        prefix_store: runner.prefix_store.then(crate::store::default_prefix_dir),
-        ..LoadOptions::default()
-    };
-    let device = select_device(runner.compute.device)?;
-    let speculation = Speculation::from_setting(runner.drafting);
-    Ok(LazyModels::new(&settings.planner, &settings.executor, device, options, speculation, reporter))
+    Ok(Engine::for_runner(runner)?.models(&settings.planner, &settings.executor, reporter))
 }
 
 /// The runs directory the settings name (`--runs-dir` or `TANDEM_RUNS_DIR`), else the default.

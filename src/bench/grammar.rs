@@ -10,7 +10,7 @@ use rand::{Rng, SeedableRng};
 
 use super::median;
 use crate::decode::constraint::{ConstraintSpec, GrammarEngine};
-use crate::decode::generate::TokenConstraint;
+use crate::decode::token_constraint::TokenConstraint;
 use crate::decode::Model;
 use crate::decode::{generate, GenerateRequest, Sampling, Speculation};
 use crate::llm::{ChatMessage, LoadOptions};

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use crate::agent::events::{now_ms, parse_jsonl, read_jsonl};
-use crate::agent::runs::utc_stamp;
+use crate::agent::log::events::{now_ms, parse_jsonl, read_jsonl};
+use crate::agent::log::runs::utc_stamp;
 use crate::progress::{ProgressUnit, Reporter};
 use crate::settings::Shard;
 use crate::{Error, Result};
@@ -116,7 +116,7 @@ impl BenchRecorder {
         let path = self.dir.join(Self::SAMPLES);
         let mut line = serde_json::to_vec(record).map_err(Error::encode("a benchmark record"))?;
         line.push(b'\n');
-        crate::agent::fault::before_record(&mut self.file, &line);
+        crate::agent::log::fault::before_record(&mut self.file, &line);
         self.file.write_all(&line).map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
         self.file.sync_data().map_err(|e| Error::io(format!("syncing {}", path.display()), e))?;
         if let Some(sample) = record.get("sample") {

@@ -9,9 +9,9 @@ use serde_json::{json, Value};
 use crate::agent::{LazyModels, ModelSource};
 use crate::bench::records::{run_samples, BenchRecorder};
 use crate::bench::tasks::{builtin_tasks, parse_tasks, run_task, Task, TaskSetup};
-use crate::llm::{select_device, LoadOptions};
+use crate::engine::Engine;
 use crate::progress::Reporter;
-use crate::settings::{Mode, SuiteSettings};
+use crate::settings::{Drafting, Mode, SuiteSettings};
 use crate::store::ModelStore;
 use crate::{Error, Result};
 
@@ -181,7 +181,7 @@ pub fn write_summary(
         "pair": {"planner": pair.planner, "executor": pair.executor, "mode": pair.mode},
         "models": models,
         "command": std::env::args().collect::<Vec<_>>().join(" "),
-        "finished_unix_ms": crate::agent::events::now_ms(),
+        "finished_unix_ms": crate::agent::log::events::now_ms(),
         "summary": summary,
     });
     if let (Some(document), Some(about)) = (document.as_object_mut(), about.as_object()) {
@@ -229,9 +229,7 @@ pub fn pair_of(args: &SuiteSettings) -> Pair {
 }
 
 fn lazy_models<'r>(args: &SuiteSettings, pair: &Pair, reporter: &'r dyn Reporter) -> Result<LazyModels<'r>> {
-    crate::llm::device::set_threads(args.compute.threads);
-    let device = select_device(args.compute.device)?;
-    Ok(LazyModels::new(&pair.planner, &pair.executor, device, LoadOptions::default(), None, reporter))
+    Ok(Engine::new(args.compute, Drafting::WhereExact)?.models(&pair.planner, &pair.executor, reporter))
 }
 
 /// The tasks of `--data`, or the built-in suite.

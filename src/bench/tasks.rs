@@ -8,7 +8,7 @@ use std::time::Instant;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::agent::events::{EventLog, RunSettings, StopReason};
+use crate::agent::log::events::{EventLog, RunSettings, StopReason};
 use crate::agent::{Agent, AutoApprove, ModelSource, NoObserver, RunOutcome};
 use crate::tools::{ToolContext, ToolRegistry, Workspace};
 use crate::{Error, Result};

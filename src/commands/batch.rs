@@ -2,8 +2,8 @@
 //! one JSON object with `--json`).
 
 use crate::agent::batch::BatchSummary;
-use crate::agent::batch_merge::merge_results;
-use crate::agent::batch_run::run_batch;
+use crate::agent::batch::merge::merge_results;
+use crate::agent::batch::run::run_batch;
 use crate::cli::{BatchArgs, BatchCommand, BatchMergeArgs};
 use crate::commands::Outcome;
 use crate::progress::Reporter;

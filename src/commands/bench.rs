@@ -5,7 +5,7 @@ use crate::bench::suites::{self, PairsSettings, Suite};
 use crate::cli::{
     BenchCommand, DraftsArgs, GrammarBenchArgs, PairsArgs, ServeBenchArgs, SpeedArgs, SuiteArgs, SuiteName,
 };
-use crate::commands::generate::{load_options, prepare_model};
+use crate::commands::generate::model_engine;
 use crate::progress::Reporter;
 use crate::{Error, Result};
 
@@ -65,8 +65,9 @@ fn pairs_settings(args: &PairsArgs) -> PairsSettings {
 }
 
 fn grammar(args: GrammarBenchArgs, reporter: &dyn Reporter) -> Result<()> {
-    let (path, device) = prepare_model(&args.model, reporter)?;
-    let r = crate::bench::grammar::measure(&path, &device, &load_options(&args.model), args.repeats)?;
+    let engine = model_engine(&args.model)?;
+    let path = engine.resolve(&args.model.model, reporter)?;
+    let r = crate::bench::grammar::measure(&path, engine.device(), engine.load_options(), args.repeats)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&r).map_err(Error::encode("the report"))?);
         return Ok(());
@@ -89,9 +90,10 @@ fn grammar(args: GrammarBenchArgs, reporter: &dyn Reporter) -> Result<()> {
 }
 
 fn drafts(args: DraftsArgs, reporter: &dyn Reporter) -> Result<()> {
-    let (path, device) = prepare_model(&args.model, reporter)?;
+    let engine = model_engine(&args.model)?;
+    let path = engine.resolve(&args.model.model, reporter)?;
     let peer = args.vs_llamacpp.as_deref();
-    let r = crate::bench::drafting::measure(&path, &device, &load_options(&args.model), args.repeats, peer, reporter)?;
+    let r = crate::bench::drafting::measure(&path, engine.device(), engine.load_options(), args.repeats, peer, reporter)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&r).map_err(Error::encode("the report"))?);
         return Ok(());
@@ -213,14 +215,16 @@ fn speed_vs_llamacpp(
 }
 
 fn speed(args: SpeedArgs, reporter: &dyn Reporter) -> Result<()> {
-    let (path, device) = prepare_model(&args.model, reporter)?;
+    let engine = model_engine(&args.model)?;
+    let path = engine.resolve(&args.model.model, reporter)?;
+    let device = engine.device().clone();
     let settings = SpeedSettings {
         prefill_tokens: args.prefill_tokens,
         decode_tokens: args.decode_tokens,
         decode_depth: args.decode_depth,
         repeats: args.repeats,
         sequences: args.sequences.iter().map(|&n| usize::from(n)).collect(),
-        load: load_options(&args.model),
+        load: engine.load_options().clone(),
         ..SpeedSettings::default()
     };
     if let Some(peer) = &args.vs_llamacpp {

@@ -1,36 +1,19 @@
 //! `tandem generate`: one prompt, one model, streamed to stdout.
 
 use std::io::{Read, Write};
-use std::path::PathBuf;
-
-use candle_core::Device;
 
 use crate::cli::{GenerateArgs, ModelArgs};
 use crate::decode::constraint::ConstraintSpec;
-use crate::decode::generate::TokenConstraint;
-use crate::decode::{generate, GenerateRequest, Model, Sampling, Speculation};
-use crate::llm::{select_device, ChatMessage, LoadOptions};
+use crate::decode::token_constraint::TokenConstraint;
+use crate::decode::{generate, GenerateRequest, Sampling};
+use crate::engine::Engine;
+use crate::llm::ChatMessage;
 use crate::progress::Reporter;
-use crate::store::ModelStore;
 use crate::{Error, Result};
 
-/// Applies the thread count, picks the device and resolves (pulling if needed) the model named by `args`.
-pub fn prepare_model(args: &ModelArgs, reporter: &dyn Reporter) -> Result<(PathBuf, Device)> {
-    crate::llm::device::set_threads(args.compute.threads);
-    let device = select_device(args.compute.device)?;
-    let resolved = ModelStore::open()?.resolve(&args.model, reporter)?;
-    Ok((resolved.path, device))
-}
-
-/// Resolves (pulling if needed) and loads the model named by `args`.
-pub fn load_model(args: &ModelArgs, reporter: &dyn Reporter) -> Result<Model> {
-    let (path, device) = prepare_model(args, reporter)?;
-    Model::load_with(&path, &device, &load_options(args), Speculation::from_setting(args.speculate.drafting()))
-}
-
-/// The load options the model flags ask for.
-pub fn load_options(args: &ModelArgs) -> LoadOptions {
-    LoadOptions { keep_tensor_types: args.keep_tensor_types, prefix_store: None, stack_projections: None }
+/// The engine the model flags ask for: compute, drafting and tensor types (no prefix store).
+pub fn model_engine(args: &ModelArgs) -> Result<Engine> {
+    Ok(Engine::new(args.compute.settings(), args.speculate.drafting())?.keeping_tensor_types(args.keep_tensor_types))
 }
 
 /// Reads a constraint from the mutually exclusive flags.
@@ -59,7 +42,7 @@ pub fn run(args: GenerateArgs, reporter: &dyn Reporter) -> Result<()> {
         args.prompt.clone()
     };
     let spec = constraint_spec(&args)?;
-    let mut model = load_model(&args.model, reporter)?;
+    let (mut model, _) = model_engine(&args.model)?.load(&args.model.model, "model", &[], reporter)?;
     let text = if args.chat {
         let template = model.chat_template.as_ref().ok_or_else(|| {
             Error::Model(format!(

@@ -1,12 +1,9 @@
 //! `tandem plan "goal"`: the planner writes a plan under the grammar; it is validated and printed, not run.
 
-use crate::agent::planner::{plan_grammar, write_plan};
+use crate::agent::plan::planner::{plan_grammar, write_plan};
 use crate::cli::PlanArgs;
-use crate::commands::generate::{load_options, prepare_model};
-use crate::decode::{Model, Speculation};
-use crate::llm::LoadOptions;
+use crate::commands::generate::model_engine;
 use crate::progress::Reporter;
-use crate::store::default_prefix_dir;
 use crate::tools::retrieval::planning_selection;
 use crate::tools::toolbox::build_tools;
 use crate::{Error, Result};
@@ -27,15 +24,12 @@ pub fn run(args: PlanArgs, reporter: &dyn Reporter) -> Result<()> {
     }
     let tools = selection.as_ref().map_or(&registry, |s| &s.registry);
     let model_args = args.model_args();
-    let (path, device) = prepare_model(&model_args, reporter)?;
     // The prefix store keeps the planner prompt's opening (instructions and tools) across processes: with the
     // same tools, a later `tandem plan` computes only its goal.
-    let options =
-        LoadOptions { prefix_store: (!args.no_prefix_store).then(default_prefix_dir), ..load_options(&model_args) };
-    let drafting = Speculation::from_setting(model_args.speculate.drafting());
-    // The plan grammar compiles beside the load (half a second for a catalogue of 30 tools).
+    let engine = model_engine(&model_args)?.with_prefix_store(!args.no_prefix_store);
+    // The plan grammar compiles beside the load.
     let grammar = plan_grammar(tools)?;
-    let mut model = Model::load_warm(&path, &device, &options, drafting, &[grammar])?;
+    let (mut model, _) = engine.load(&args.model, "planner", &[grammar], reporter)?;
     reporter.message(&format!("planning with {} …", args.model));
     let outcome = write_plan(&mut model, &args.goal, tools, args.max_tokens, args.search.plans)?;
     if args.json {

@@ -4,10 +4,10 @@
 use std::io::IsTerminal;
 use std::path::Path;
 
-use crate::agent::events::EventLog;
-use crate::agent::runs::lock_run;
+use crate::agent::log::events::EventLog;
+use crate::agent::log::runs::lock_run;
 use crate::agent::setup::{open_runs_dir, run_settings, runner_models};
-use crate::agent::summary::run_summary;
+use crate::agent::log::summary::run_summary;
 use crate::agent::{Agent, Approval, Approver, AutoApprove, Plan, RunOutcome, StopReason};
 use crate::cli::{ResumeArgs, RunArgs};
 use crate::commands::run_view::{TerminalApprover, TerminalObserver};

@@ -10,7 +10,7 @@ use std::time::Duration;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{Map, Value};
 
-use crate::agent::events::{Event, Record};
+use crate::agent::log::events::{Event, Record};
 use crate::agent::{Approver, Observer, Plan, PlanDecision, Step};
 use crate::progress::clip;
 use crate::{Error, Result};

@@ -8,6 +8,7 @@ pub mod draft;
 pub mod generate;
 pub mod model;
 pub mod sampler;
+pub mod token_constraint;
 
 pub use candidates::{generate_candidates, Candidate};
 pub use draft::Speculation;

@@ -76,7 +76,7 @@ impl GgufFile {
         let content =
             std::panic::catch_unwind(AssertUnwindSafe(|| gguf_file::Content::read(&mut Cursor::new(&mmap[..]))))
                 .map_err(|panic| {
-                    bad_header(format!("the header reader gave up: {}", crate::error::panic_text(&*panic)))
+                    bad_header(format!("the header reader gave up: {}", crate::panics::panic_text(&*panic)))
                 })?
                 .map_err(|e| bad_header(e.to_string()))?;
         Ok(Self { path: path.to_path_buf(), mmap, content })

@@ -17,7 +17,7 @@ use super::request::{ChatRequest, ToolChoice};
 use super::run_jobs::{execute_run, RunJob};
 use crate::agent::{LazyModels, ModelSource};
 use crate::decode::constraint::ConstraintError;
-use crate::decode::generate::TokenConstraint;
+use crate::decode::token_constraint::TokenConstraint;
 use crate::decode::{generate, GenerateError, GenerateRequest, Model, StopReason};
 use crate::llm::chat::TemplateError;
 use crate::Error;

@@ -35,9 +35,8 @@ use axum::{Json, Router};
 use serde_json::json;
 
 use crate::agent::setup::open_runs_dir;
-use crate::agent::{LazyModels, RunsDir};
-use crate::decode::Speculation;
-use crate::llm::{select_device, LoadOptions};
+use crate::agent::RunsDir;
+use crate::engine::Engine;
 use crate::progress::Reporter;
 use crate::settings::{AgentSettings, ServeSettings};
 use crate::{Error, Result};
@@ -131,21 +130,14 @@ pub fn serve(settings: &ServeSettings, reporter: &dyn Reporter, on_ready: &dyn F
         .build()
         .map_err(|e| Error::io("starting the HTTP runtime", e))?;
     let signals = shutdown::Signals::install(&runtime)?;
-    crate::llm::device::set_threads(settings.runner.compute.threads);
-    let options = LoadOptions {
-        prefix_store: settings.runner.prefix_store.then(crate::store::default_prefix_dir),
-        ..LoadOptions::default()
-    };
-    let device = select_device(settings.runner.compute.device)?;
-    let speculation = Speculation::from_setting(settings.runner.drafting);
-    let mut models = LazyModels::new(&settings.planner, &settings.executor, device, options, speculation, reporter);
+    let mut models = Engine::for_runner(&settings.runner)?.models(&settings.planner, &settings.executor, reporter);
     // Loaded before listening: a server that answers has its models.
     let (sources, _shared) = if settings.parallel > 1 {
         let (sources, shared) = models.share(settings.parallel)?;
         (sources, Some(shared))
     } else {
-        crate::agent::ModelSource::planner(&mut models)?;
-        crate::agent::ModelSource::executor(&mut models)?;
+        models.planner()?;
+        models.executor()?;
         (vec![models], None)
     };
     let mut served = vec![(served_id(&settings.planner), Role::Planner)];

@@ -21,7 +21,7 @@ use super::error::ApiError;
 use super::run_jobs::{append_finish, Cancel, RunJob, RunKind};
 use super::runs::{read_run, run_dir, status_of, summary};
 use super::AppState;
-use crate::agent::runs::lock_run;
+use crate::agent::log::runs::lock_run;
 use crate::agent::{in_doubt_steps, Plan, PlanDecision, PlanIssue, RunSettings, RunState, StopReason};
 use crate::tools::toolbox;
 

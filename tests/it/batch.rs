@@ -10,7 +10,7 @@ use crate::common::real_model;
 use crate::common::runs::{shell_tool, Scratch};
 use serde_json::Value;
 use tandem::agent::batch::{is_run_started, parse_goals, BatchGoal, BatchRecord, BatchResults, GoalKey, GoalLine};
-use tandem::agent::events::read_log;
+use tandem::agent::log::events::read_log;
 use tandem::agent::Event;
 
 const PLANNER: &str = "qwen2.5-coder-1.5b-instruct-q4_k_m";

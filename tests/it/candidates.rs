@@ -4,7 +4,7 @@
 use candle_core::Device;
 use tandem::decode::batching::SharedModel;
 use tandem::decode::constraint::ConstraintSpec;
-use tandem::decode::generate::TokenConstraint;
+use tandem::decode::token_constraint::TokenConstraint;
 use tandem::decode::{
     generate, generate_candidates, Candidate, GenerateRequest, Generation, Model, Sampling, Speculation,
 };

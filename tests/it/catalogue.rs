@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use candle_core::quantized::gguf_file::{self, Value};
-use tandem::agent::planner::system_prompt_with;
-use tandem::agent::tool_lines::ToolListing;
+use tandem::agent::plan::planner::system_prompt_with;
+use tandem::agent::plan::tool_lines::ToolListing;
 use tandem::llm::chat::{ChatMessage, ChatTemplate};
 use tandem::llm::tokenizer::GgufTokenizer;
 use tandem::tools::{ToolContext, ToolRegistry, Workspace};

@@ -13,7 +13,7 @@ use std::process::Output;
 
 use crate::common::runs::Scratch;
 use serde_json::{json, Value};
-use tandem::agent::events::read_log;
+use tandem::agent::log::events::read_log;
 use tandem::agent::Event;
 use tandem::bench::records::BenchRecorder;
 

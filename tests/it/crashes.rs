@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use crate::common::runs::{read_or_empty, shell_tool, Scratch};
 use serde_json::Value;
-use tandem::agent::events::read_log;
+use tandem::agent::log::events::read_log;
 
 /// A scratch directory with the side-effecting plan and its tools written.
 struct Setup {
@@ -89,7 +89,7 @@ impl Setup {
         )
     }
 
-    fn log(&self) -> tandem::agent::events::LogContents {
+    fn log(&self) -> tandem::agent::log::events::LogContents {
         let runs = self.scratch.path("runs");
         let run = std::fs::read_dir(&runs).unwrap().next().unwrap().unwrap().path();
         read_log(&run.join("events.jsonl")).unwrap()
@@ -112,7 +112,7 @@ fn killed(output: &std::process::Output) -> bool {
 }
 
 /// Steps that finished successfully, by id, counted over the whole log.
-fn successes(log: &tandem::agent::events::LogContents, step: &str) -> usize {
+fn successes(log: &tandem::agent::log::events::LogContents, step: &str) -> usize {
     log.records
         .iter()
         .filter(

@@ -2,7 +2,7 @@
 //! (validate → mask → commit → fast-forward) with a hand-written constraint.
 
 use candle_core::Device;
-use tandem::decode::generate::TokenConstraint;
+use tandem::decode::token_constraint::TokenConstraint;
 use tandem::decode::Model;
 use tandem::decode::{generate, GenerateError, GenerateRequest, Sampling, Speculation, StopReason};
 use tandem::llm::LoadOptions;

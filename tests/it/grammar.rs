@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use tandem::decode::constraint::{
     apply_allowed_mask, ConstraintError, ConstraintKind, ConstraintMatcher, ConstraintSpec, GrammarEngine,
 };
-use tandem::decode::generate::TokenConstraint;
+use tandem::decode::token_constraint::TokenConstraint;
 use tandem::decode::Model;
 use tandem::decode::{generate, GenerateRequest, Sampling, Speculation, StopReason};
 use tandem::llm::tokenizer::GgufTokenizer;
@@ -900,7 +900,7 @@ fn plan_grammar_over_nestfuls_whole_catalogue_compiles() {
     assert!(catalogue.tools.len() >= 60, "{} tools", catalogue.tools.len());
     let registry = tandem::bench::nestful::runner::registry_of(&catalogue.tools).unwrap();
     let (tok, engine) = qwen();
-    let spec = ConstraintSpec::JsonSchema(tandem::agent::schema::plan_json_schema(&registry));
+    let spec = ConstraintSpec::JsonSchema(tandem::agent::plan::schema::plan_json_schema(&registry));
     let mut matcher = engine.matcher(&spec).unwrap_or_else(|e| panic!("{e}"));
     let plan = r#"{"steps":[{"id":"s1","description":"tip","tool":"calculate_tip","args":{"bill_total":100,"tip_percentage":20},"depends_on":[]},{"id":"s2","description":"joke","tool":"get_random_joke","args":{},"depends_on":[]}]}"#;
     assert!(feed(&mut matcher, tok, plan) && matcher.is_accepting(), "the plan was refused");

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use serde_json::{json, Value};
-use tandem::agent::refs::resolve_value;
+use tandem::agent::plan::refs::resolve_value;
 use tandem::agent::{IssueKind, Plan};
 use tandem::tools::calculator::evaluate;
 use tandem::tools::equation::solve;

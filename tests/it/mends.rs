@@ -4,11 +4,11 @@
 use std::collections::HashMap;
 
 use serde_json::{json, Value};
-use tandem::agent::mend::{
+use tandem::agent::plan::mend::{
     drop_invented_steps, drop_repeated_calls, drop_unmentioned_optional, mend_durations, mend_languages,
     mend_percentages, mend_plan, mend_references, mend_unused_dependencies,
 };
-use tandem::agent::refs::resolve_value;
+use tandem::agent::plan::refs::resolve_value;
 use tandem::agent::{IssueKind, Plan};
 use tandem::tools::{ToolContext, ToolRegistry, Workspace, BUILTIN_TOOLS};
 

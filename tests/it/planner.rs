@@ -2,8 +2,8 @@
 //! parsed and validated. Uses the 0.5B model with a short goal to stay quick.
 
 use candle_core::Device;
-use tandem::agent::planner::{system_prompt_with, write_plan};
-use tandem::agent::tool_lines::ToolListing;
+use tandem::agent::plan::planner::{system_prompt_with, write_plan};
+use tandem::agent::plan::tool_lines::ToolListing;
 use tandem::decode::Model;
 use tandem::llm::LoadOptions;
 use tandem::tools::{ToolContext, ToolRegistry, Workspace};
@@ -87,7 +87,7 @@ fn plan_search_keeps_a_valid_candidate_and_says_what_it_saw() {
 
 #[test]
 fn a_planner_loaded_warm_finds_its_plan_grammar_compiled_and_plans_the_same() {
-    use tandem::agent::planner::plan_grammar;
+    use tandem::agent::plan::planner::plan_grammar;
     let dir = tempfile::tempdir().unwrap();
     let registry = registry(dir.path());
     let path = crate::common::real_model("qwen2.5-coder-0.5b-instruct-q4_k_m");

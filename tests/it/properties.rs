@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 use proptest::collection::vec;
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
-use tandem::agent::refs::{references_in, resolve_value};
+use tandem::agent::plan::refs::{references_in, resolve_value};
 use tandem::agent::{parse_reference, Plan, Reference, Step};
 use tandem::llm::gguf::GgufFile;
 use tandem::tools::equation::solve;

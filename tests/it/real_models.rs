@@ -3,7 +3,7 @@
 
 use candle_core::Device;
 use tandem::decode::constraint::ConstraintSpec;
-use tandem::decode::generate::TokenConstraint;
+use tandem::decode::token_constraint::TokenConstraint;
 use tandem::decode::Model;
 use tandem::decode::{generate, GenerateRequest, Generation, Sampling, Speculation};
 use tandem::llm::{ChatMessage, LoadOptions};

@@ -5,10 +5,10 @@
 use std::sync::Arc;
 
 use serde_json::{json, Value};
-use tandem::agent::planner::system_prompt_with;
-use tandem::agent::schema::plan_json_schema;
-use tandem::agent::tool_lines::ToolListing;
-use tandem::agent::{Agent, AutoApprove, EventLog, LazyModels, NoObserver, Plan, RunSettings, RunsDir, StopReason};
+use tandem::agent::plan::planner::system_prompt_with;
+use tandem::agent::plan::schema::plan_json_schema;
+use tandem::agent::plan::tool_lines::ToolListing;
+use tandem::agent::{Agent, AutoApprove, EventLog, NoObserver, Plan, RunSettings, RunsDir, StopReason};
 use tandem::progress::SilentReporter;
 use tandem::tools::retrieval::{planning_selection, restrict, select, ToolIndex};
 use tandem::tools::{DeclaredTool, Llm, ToolContext, ToolRegistry, ToolSpec, Workspace};
@@ -165,7 +165,7 @@ fn a_run_with_top_k_logs_the_selection_and_still_executes_with_every_tool() {
     settings.budgets.max_replans = 0;
     let (_, dir) = RunsDir::new(scratch.path("runs")).create_run().unwrap();
     let mut models =
-        LazyModels::new("none", "none", candle_core::Device::Cpu, Default::default(), None, &SilentReporter);
+        tandem::engine::Engine::new(Default::default(), Default::default()).unwrap().models("none", "none", &SilentReporter);
     let goal = "Evaluate the arithmetic expression 6*7";
     let mut approver = AutoApprove;
     let agent = Agent::start(

@@ -16,8 +16,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::catalogue::load_tools;
-use crate::agent::refs::references_in;
+use crate::agent::plan::refs::references_in;
 use crate::tools::{closed_object_schema, ToolSpec};
 
 /// The data file of the non-executable GLAIVE split.
@@ -186,19 +185,6 @@ impl NestfulTool {
     }
 }
 
-/// A loaded NESTFUL split.
-#[derive(Debug, Clone, Default)]
-pub struct NestfulData {
-    /// Samples in file order.
-    pub samples: Vec<NestfulSample>,
-    /// The tool catalogue in file order.
-    pub tools: Vec<NestfulTool>,
-    /// Samples and tools that could not be read.
-    pub skipped: Vec<DataIssue>,
-    /// Samples kept although their sequence looks wrong (a duplicate label, a dangling reference).
-    pub warnings: Vec<DataIssue>,
-}
-
 /// What one file gave: the records read, those skipped, and warnings about kept ones.
 #[derive(Debug, Clone)]
 pub struct Loaded<T> {
@@ -212,43 +198,6 @@ pub struct Loaded<T> {
 
 /// Parsed records with their locations, and the issues of those that did not parse.
 pub(crate) type Records<T> = (Vec<(Location, T)>, Vec<DataIssue>);
-
-/// Loads a NESTFUL split from `dir`: [`DATA_FILE`] and [`SPEC_FILE`] where they are there, else the one
-/// `*-data.json` and the one `*-spec.json` the directory holds (every published split is laid out so).
-pub fn load(dir: &Path) -> Result<NestfulData, BenchDataError> {
-    let samples = load_samples(&split_file(dir, DATA_FILE, "-data.json")?)?;
-    let tools = load_tools(&split_file(dir, SPEC_FILE, "-spec.json")?)?;
-    Ok(NestfulData {
-        samples: samples.items,
-        tools: tools.items,
-        skipped: [samples.skipped, tools.skipped].concat(),
-        warnings: [samples.warnings, tools.warnings].concat(),
-    })
-}
-
-/// `dir/preferred` if it exists, else the one file in `dir` whose name ends with `suffix`.
-fn split_file(dir: &Path, preferred: &str, suffix: &'static str) -> Result<PathBuf, BenchDataError> {
-    let path = dir.join(preferred);
-    if path.exists() {
-        return Ok(path);
-    }
-    let io = |source| BenchDataError::Io { path: dir.to_path_buf(), source };
-    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(io)?
-        .filter_map(|entry| entry.ok().map(|e| e.path()))
-        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(suffix)))
-        .collect();
-    found.sort();
-    match found.len() {
-        1 => Ok(found.remove(0)),
-        0 => Err(BenchDataError::Split { dir: dir.to_path_buf(), suffix, found: String::new() }),
-        _ => Err(BenchDataError::Split {
-            dir: dir.to_path_buf(),
-            suffix,
-            found: found.iter().filter_map(|p| p.file_name()?.to_str()).collect::<Vec<_>>().join(", "),
-        }),
-    }
-}
 
 /// Reads the file and splits it into records: the elements of a JSON array (located by index) or the non-blank
 /// lines of a one-object-per-line file (located by line; a line that is not JSON is an issue, not a failure).

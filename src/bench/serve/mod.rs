@@ -170,7 +170,7 @@ pub fn run(settings: &ServeBenchSettings, reporter: &dyn Reporter) -> Result<Ser
         "repeats": repeats,
         "load_average_before": load_before,
         "load_average_after": load_after,
-        "finished_unix_ms": crate::agent::events::now_ms(),
+        "finished_unix_ms": crate::agent::log::events::now_ms(),
         "levels": levels,
         "ratios": ratios,
         "runs": runs,

@@ -11,10 +11,12 @@
 //! and so are JSON numbers the schema leaves unbounded, in magnitude and in fraction digits (see
 //! [`UNBOUNDED_NUMBER_LIMIT`], [`NUMBER_RESOLUTION`]).
 
+mod error;
 mod mask;
 mod spec;
 mod token_env;
 
+pub use error::ConstraintError;
 pub use mask::apply_allowed_mask;
 pub(crate) use spec::prepare_json_schema;
 pub use spec::{ConstraintKind, ConstraintSpec, BOUNDED_JSON_WHITESPACE, NUMBER_RESOLUTION, UNBOUNDED_NUMBER_LIMIT};
@@ -28,86 +30,9 @@ use llguidance::api::StopReason as EngineStop;
 use llguidance::toktrie::{InferenceCapabilities, TokEnv, TokenId};
 use llguidance::{Matcher, ParserFactory};
 
-use super::generate::TokenConstraint;
+use crate::decode::token_constraint::TokenConstraint;
 use crate::llm::tokenizer::GgufTokenizer;
 use token_env::TokenEnvironment;
-
-/// Errors compiling or applying a constraint.
-#[derive(Debug, thiserror::Error)]
-pub enum ConstraintError {
-    /// The schema uses JSON Schema keywords llguidance does not implement; we refuse rather than drop them.
-    #[error("the JSON Schema uses {} the grammar engine does not support: {}; remove {} or express the constraint as a Lark grammar (output is never left unconstrained)",
-        if keywords.len() == 1 { "a keyword" } else { "keywords" }, keywords.join(", "), if keywords.len() == 1 { "it" } else { "them" })]
-    UnsupportedKeyword {
-        /// The keywords, as written in the schema (e.g. `uniqueItems`).
-        keywords: Vec<String>,
-    },
-    /// A `"format"` value llguidance does not know.
-    #[error("the JSON Schema asks for string format \"{format}\", which the grammar engine does not know; remove it or use a \"pattern\"")]
-    UnsupportedFormat {
-        /// The format name.
-        format: String,
-    },
-    /// The schema, grammar or regex does not compile.
-    #[error("the {kind} does not compile: {message}")]
-    Compile {
-        /// What was being compiled.
-        kind: ConstraintKind,
-        /// llguidance's message.
-        message: String,
-    },
-    /// The grammar rejected a committed token (the loop committed something the mask forbids).
-    #[error("the grammar rejected token {token} ({piece:?}) at output position {position}: {message}; output so far: {text:?}")]
-    Rejected {
-        /// The token id.
-        token: u32,
-        /// Its text.
-        piece: String,
-        /// Tokens committed before it.
-        position: usize,
-        /// Output so far.
-        text: String,
-        /// Why.
-        message: String,
-    },
-    /// A token id outside the token table (wider than the logits).
-    #[error("token id {token} is outside the grammar engine's token table of {n_tokens} rows")]
-    TokenOutOfRange {
-        /// The token id.
-        token: u32,
-        /// Rows in the table.
-        n_tokens: usize,
-    },
-    /// No token can continue the output (should not happen with a sound grammar).
-    #[error("the grammar allows no token at output position {position}; output so far: {text:?}")]
-    DeadEnd {
-        /// Tokens committed so far.
-        position: usize,
-        /// Output so far.
-        text: String,
-    },
-    /// Any other failure inside the grammar engine mid-generation.
-    #[error("grammar engine error at output position {position}: {message}; output so far: {text:?}")]
-    Matcher {
-        /// Tokens committed so far.
-        position: usize,
-        /// Output so far.
-        text: String,
-        /// llguidance's message.
-        message: String,
-    },
-    /// The token budget ran out before the output matched the grammar: the partial output is not valid.
-    #[error("reached the limit of {max_tokens} tokens before the output matched the grammar; raise the token limit. Output so far: {text:?}")]
-    MaxTokens {
-        /// The budget.
-        max_tokens: usize,
-        /// Output so far.
-        text: String,
-    },
-    /// Building the token table or the parser factory failed.
-    #[error("building the grammar engine's token table failed: {0}")]
-    TokenTable(String),
-}
 
 /// Compiled grammars kept per engine, keyed by the spec; bounded so a long-lived process cannot grow it forever.
 const GRAMMAR_CACHE_CAPACITY: usize = 64;
@@ -200,10 +125,10 @@ impl GrammarEngine {
         let grammar = spec.to_grammar();
         let parser = std::panic::catch_unwind(AssertUnwindSafe(|| self.factory.create_parser(grammar)))
             .map_err(|p| ConstraintError::Compile { kind, message: panic_message(p) })?
-            .map_err(|e| spec::classify_compile_error(kind, format!("{e:#}")))?;
+            .map_err(|e| error::classify_compile_error(kind, format!("{e:#}")))?;
         let matcher = Matcher::new(Ok(parser));
         match matcher.get_error() {
-            Some(message) => Err(spec::classify_compile_error(kind, message)),
+            Some(message) => Err(error::classify_compile_error(kind, message)),
             None => Ok(matcher),
         }
     }
@@ -234,7 +159,7 @@ fn cache_key(spec: &ConstraintSpec) -> String {
 }
 
 fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
-    format!("the grammar engine panicked: {}", crate::error::panic_text(&*payload))
+    format!("the grammar engine panicked: {}", crate::panics::panic_text(&*payload))
 }
 
 /// Counters for benchmarks and the audit log.

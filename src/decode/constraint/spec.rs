@@ -1,10 +1,8 @@
 //! What a constraint is (JSON Schema, Lark, regex), how it becomes an llguidance grammar (with bounded
-//! whitespace for JSON), and how llguidance's compile errors become precise [`ConstraintError`]s.
+//! whitespace for JSON).
 
 use llguidance::api::TopLevelGrammar;
 use serde_json::{json, Value};
-
-use super::ConstraintError;
 
 /// Free whitespace allowed between JSON tokens when a schema opts into flexible whitespace through
 /// `x-guidance` without giving its own pattern: enough for pretty-printing, never a runaway loop.
@@ -147,35 +145,5 @@ fn bound_numbers(schema: &mut Value) {
             }
             _ => {}
         }
-    }
-}
-
-/// Maps an llguidance compile error (its full `{:#}` chain) to a precise error.
-pub(crate) fn classify_compile_error(kind: ConstraintKind, message: String) -> ConstraintError {
-    if let Some(rest) = message.split_once("Unimplemented keys:").map(|(_, rest)| rest) {
-        return ConstraintError::UnsupportedKeyword { keywords: parse_key_list(rest) };
-    }
-    if message.contains("oneOf constraints are not supported") {
-        return ConstraintError::UnsupportedKeyword { keywords: vec!["oneOf".into()] };
-    }
-    if let Some(rest) = message.split_once("Unknown format:").map(|(_, rest)| rest) {
-        let format = rest.split(['\n', '"']).next().unwrap_or("").trim().to_string();
-        return ConstraintError::UnsupportedFormat { format };
-    }
-    ConstraintError::Compile { kind, message }
-}
-
-/// Parses llguidance's `["uniqueItems", "contains"]` (a Rust `Debug` list) into names.
-fn parse_key_list(rest: &str) -> Vec<String> {
-    let list = match (rest.find('['), rest.find(']')) {
-        (Some(open), Some(close)) if open < close => &rest[open + 1..close],
-        _ => rest.lines().next().unwrap_or(""),
-    };
-    let keys: Vec<String> =
-        list.split(',').map(|k| k.trim().trim_matches('"').to_string()).filter(|k| !k.is_empty()).collect();
-    if keys.is_empty() {
-        vec![rest.trim().to_string()]
-    } else {
-        keys
     }
 }

@@ -1,0 +1,178 @@
+//! Mends a step that declares it depends on an earlier step yet passes a value where that step's result belongs:
+//! `create_invoice(amount: 1200)` listing `depends_on: ["s1"]`, where s1 computes the gross salary of 1000 + 200,
+//! `convert_currency(amount: 7000)` after `calculate_profit(revenue: 7000, …)`, or `translate_text(text: "I'm not
+//! good at english")` after `check_grammar(sentence: "I'm not good at english")`.
+//!
+//! Why: the 1.5B planner often knows that a step needs an earlier result (it lists the dependency) but writes a
+//! value instead of the reference, either one of the earlier step's own inputs or one it worked out itself
+//! (`word: "Hello"` after translating "Hallo"), against the prompt's rule not to work out or guess a result. For
+//! numbers the mend fired in 17 of NESTFUL's 169 goals, 9 of which became full matches. It has one reading only:
+//! the earlier step's tool gives exactly one field, a number or a text, and exactly one argument of that kind is
+//! such a copy or such a guess (a number not among the goal's, a text the goal does not write). A language name is
+//! no guess: it is a setting the planner picks (or the language mend wrote for a code), not a result it worked
+//! out, and taking it for one sent a joke's encryption to a translation as its source language. Where the earlier
+//! tool has several fields (the calculator's `result` and `text`), only an arithmetic expression may take its one
+//! number field, in place of the one number it copied from that step's inputs ([`reference_in_expression`]; the
+//! answers dev suite's "how far in 5 hours at that speed", planned `150*5` after `150/2`).
+
+use std::ops::Range;
+
+use serde_json::Value;
+
+use super::goal_words::GoalWords;
+use super::languages::is_language_name;
+use super::percentages::percentages_in;
+use super::{only_output_field, parameter_description};
+use crate::agent::numbers::{numbers_in, same_value};
+use crate::agent::plan::{Plan, Step};
+use crate::agent::plan::refs::references_in;
+use crate::tools::ToolRegistry;
+
+/// Rewrites, in each step with a dependency it lists but does not reference, the one top-level argument that
+/// copies an argument of that dependency or that the goal does not give, into a reference to the dependency's only
+/// output field: a number argument where that field is a number, a text where it is a text (or a file, or of no
+/// declared type). Returns one line per mend
+/// (`s2: amount 7000 → $s1.profit$ (s2 depends on s1 but did not use its result)`).
+pub fn mend_unused_dependencies(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> {
+    // The goal's numbers, and its percentages as fractions too (a tax rate "as a decimal" is 0.05 for "5%").
+    let written: Vec<f64> = numbers_in(&plan.goal).iter().map(|n| n.value).collect();
+    let fractions = percentages_in(&plan.goal).into_iter().map(|(_, p)| p / 100.0);
+    let goal_numbers: Vec<f64> = written.iter().copied().chain(fractions).collect();
+    let in_goal = |v: f64| goal_numbers.iter().any(|g| same_value(*g, v));
+    let goal = GoalWords::new(&plan.goal);
+    let mut mends = Vec::new();
+    for k in 0..plan.steps.len() {
+        let (earlier, rest) = plan.steps.split_at_mut(k);
+        let step = &mut rest[0];
+        let referenced: Vec<String> = step.args.values().flat_map(references_in).map(|r| r.step).collect();
+        for dependency in step.depends_on.clone() {
+            if referenced.contains(&dependency) {
+                continue;
+            }
+            let Some(source) = earlier.iter().find(|s| s.id == dependency) else { continue };
+            let Some(field) = only_output_field(registry, &source.tool) else {
+                // A tool of several fields (the calculator's result and text): only an expression may take its
+                // number.
+                mends.extend(reference_in_expression(step, source, registry, &written, &in_goal));
+                continue;
+            };
+            let stands_in: Box<dyn Fn(&Value) -> bool> = match field.json_type.as_deref() {
+                Some("number" | "integer") => {
+                    let inputs: Vec<f64> = source.args.values().filter_map(Value::as_f64).collect();
+                    Box::new(move |value: &Value| {
+                        value.as_f64().is_some_and(|v| inputs.iter().any(|s| same_value(*s, v)) || !in_goal(v))
+                    })
+                }
+                Some("boolean" | "array" | "object") => continue,
+                // A text, a file, or a field of no declared type: a text argument may stand in for it.
+                _ => {
+                    let inputs: Vec<&str> = source.args.values().filter_map(Value::as_str).collect();
+                    let goal = &goal;
+                    Box::new(move |value: &Value| {
+                        value.as_str().is_some_and(|text| {
+                            let guessed = !goal.mentions_value(value) && !is_language_name(text);
+                            references_in(value).is_empty() && (inputs.contains(&text) || guessed)
+                        })
+                    })
+                }
+            };
+            let copies_or_guesses: Vec<&String> =
+                step.args.iter().filter(|(_, value)| stands_in(value)).map(|(name, _)| name).collect();
+            let [name] = copies_or_guesses.as_slice() else {
+                if copies_or_guesses.is_empty() {
+                    mends.extend(reference_in_expression(step, source, registry, &written, &in_goal));
+                }
+                continue;
+            };
+            let name = (*name).clone();
+            let reference = format!("${dependency}.{}$", field.name);
+            mends.push(format!(
+                "{}: {name} {} → {reference} ({} depends on {dependency} but did not use its result)",
+                step.id, step.args[&name], step.id
+            ));
+            step.args.insert(name, Value::String(reference));
+            // One argument per dependency; the next dependency looks at the step as mended.
+        }
+    }
+    mends
+}
+
+/// Where a step lists `source` without using it and passes no value standing in for its result, an arithmetic
+/// expression among its arguments (a parameter named or described as an expression or formula: `150*5` after s1's
+/// `150/2`, "how far at that speed") that holds exactly one number copying one of `source`'s inputs (and written at
+/// most once among the goal's numbers, `written`), and otherwise only the goal's numbers, takes `source`'s only
+/// number field in that number's place (`$s1.result$*5`). A number of the planner's own beside it (`50-10`) leaves
+/// two readings, and the expression stays.
+fn reference_in_expression(
+    step: &mut Step,
+    source: &Step,
+    registry: &ToolRegistry,
+    written: &[f64],
+    in_goal: &impl Fn(f64) -> bool,
+) -> Option<String> {
+    let fields = registry.spec(&source.tool)?.output_fields()?;
+    let mut numeric = fields.iter().filter(|f| matches!(f.json_type.as_deref(), Some("number" | "integer")));
+    let (Some(field), None) = (numeric.next(), numeric.next()) else { return None };
+    let inputs: Vec<f64> = source
+        .args
+        .values()
+        .flat_map(|v| match v {
+            Value::String(text) => numbers_in(text).into_iter().map(|n| n.value).collect::<Vec<f64>>(),
+            other => other.as_f64().into_iter().collect(),
+        })
+        .collect();
+    // A number the goal writes twice ("3 notebooks at 4 dollars and 2 pens at 3 dollars") may be the goal's other
+    // one: copied from the dependency only where the goal writes it at most once.
+    let written_once = |v: f64| written.iter().filter(|g| same_value(**g, v)).count() <= 1;
+    let copies = |v: f64| inputs.iter().any(|i| same_value(*i, v)) && written_once(v);
+    let spec = registry.spec(&step.tool)?;
+    let mut found = step.args.iter().filter_map(|(name, value)| {
+        // Only where the parameter says it takes an expression: "2023-01-31" is digits and signs too.
+        let takes_expression = |t: &str| {
+            let t = t.to_lowercase();
+            t.contains("expression") || t.contains("formula")
+        };
+        if !(takes_expression(name) || takes_expression(parameter_description(spec, name))) {
+            return None;
+        }
+        let text = value.as_str()?;
+        let numbers = expression_numbers(text)?;
+        let copied: Vec<&(Range<usize>, f64)> = numbers.iter().filter(|(_, v)| copies(*v)).collect();
+        let [(range, _)] = copied.as_slice() else { return None };
+        let guessed = numbers.iter().any(|(_, v)| !copies(*v) && !in_goal(*v));
+        (!guessed).then(|| {
+            (name.clone(), format!("{}${}.{}${}", &text[..range.start], source.id, field.name, &text[range.end..]))
+        })
+    });
+    let (Some((name, mended)), None) = (found.next(), found.next()) else { return None };
+    let line = format!(
+        "{}: {name} {} → \"{mended}\" ({} depends on {} but did not use its result)",
+        step.id, step.args[&name], step.id, source.id
+    );
+    step.args.insert(name, Value::String(mended));
+    Some(line)
+}
+
+/// The numbers of an arithmetic expression, a text of digits, operators and brackets only (`150*5`, `(96 + 4) /
+/// 3`), with where each is written; `None` for any other text.
+fn expression_numbers(text: &str) -> Option<Vec<(Range<usize>, f64)>> {
+    let arithmetic = |c: char| c.is_ascii_digit() || " .+-*/^%()".contains(c);
+    if !text.chars().all(arithmetic) || !text.chars().any(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    let bytes = text.as_bytes();
+    let mut numbers = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if !bytes[i].is_ascii_digit() {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < bytes.len() && (bytes[i].is_ascii_digit() || bytes[i] == b'.') {
+            i += 1;
+        }
+        numbers.push((start..i, text[start..i].parse().ok()?));
+    }
+    Some(numbers)
+}

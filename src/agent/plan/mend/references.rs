@@ -1,0 +1,132 @@
+//! Mends references with one reading: a generic name for a step's output (`$s1.result$`) where its tool has
+//! exactly one output field, a whole-output reference inside longer text to such a tool, a list of one reference
+//! to a field that is a list already, and a reference to an earlier step written as text (`$$s2.joke$$`,
+//! `$s1.results`).
+
+use serde_json::Value;
+
+use super::only_output_field;
+use crate::agent::plan::Plan;
+use crate::agent::plan::refs::{parse_reference, rewrite_references, Reference};
+use crate::tools::ToolRegistry;
+
+/// Names planners give a step's output when they do not know its field.
+const GENERIC_NAMES: &[&str] = &["result", "results", "output", "outputs", "value", "answer", "response", "return"];
+
+/// Rewrites the plan's references that have one reading; returns one line per mend (`s2: $s1.result$ →
+/// $s1.text$`), empty when nothing changed.
+pub fn mend_references(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> {
+    let mut mends = close_references(plan);
+    mends.extend(unwrap_listed_lists(plan, registry));
+    // Each step's only output field, where its tool declares exactly one.
+    let only_field: Vec<(String, String)> = plan
+        .steps
+        .iter()
+        .filter_map(|step| Some((step.id.clone(), only_output_field(registry, &step.tool)?.name)))
+        .collect();
+    for step in &mut plan.steps {
+        let id = step.id.clone();
+        let mut change = |reference: &Reference, whole: bool| {
+            let (_, field) = only_field.iter().find(|(target, _)| *target == reference.step)?;
+            let mended = match reference.top_field() {
+                // A whole output as an argument's value is meant; inside text it is its JSON.
+                None if whole => return None,
+                None => Reference { step: reference.step.clone(), field: Some(field.clone()) },
+                Some(top) if top == field => return None,
+                // A path below a field that does not exist has no reading.
+                Some(_) if reference.field.as_deref() != reference.top_field() => return None,
+                Some(top) if GENERIC_NAMES.contains(&top.to_ascii_lowercase().as_str()) => {
+                    Reference { step: reference.step.clone(), field: Some(field.clone()) }
+                }
+                Some(_) => return None,
+            };
+            let line = format!("{id}: {reference} → {mended}");
+            // The same reference twice in a step is one mend.
+            if !mends.contains(&line) {
+                mends.push(line);
+            }
+            Some(mended)
+        };
+        for value in step.args.values_mut() {
+            rewrite_references(value, &mut change);
+        }
+    }
+    mends
+}
+
+/// Rewrites each top-level argument that is a list of one whole reference to a field its tool declares as a list
+/// (`keywords: ["$s1.results$"]`) into the reference itself: the field is the list, and wrapped it would be a list
+/// of lists. Why: the 1.5B wrapped a search's results so for a tool that takes keywords (one NESTFUL goal); a
+/// field of another type (`["$s1.age$"]` for a program's arguments) is left as written.
+fn unwrap_listed_lists(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> {
+    let list_fields: Vec<(String, String)> = plan
+        .steps
+        .iter()
+        .flat_map(|step| {
+            let fields = registry.spec(&step.tool).and_then(|spec| spec.output_fields()).unwrap_or_default();
+            fields
+                .into_iter()
+                .filter(|f| f.json_type.as_deref() == Some("array"))
+                .map(|f| (step.id.clone(), f.name))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let mut mends = Vec::new();
+    for step in &mut plan.steps {
+        for (name, value) in step.args.iter_mut() {
+            let Value::Array(items) = value else { continue };
+            let [Value::String(text)] = items.as_slice() else { continue };
+            let Some(reference) = parse_reference(text) else { continue };
+            let Some(field) = reference.field.as_deref() else { continue };
+            if list_fields.iter().any(|(id, f)| *id == reference.step && f == field) {
+                mends.push(format!("{}: {name} {value} → {reference} ({field} is a list already)", step.id));
+                *value = Value::String(reference.to_string());
+            }
+        }
+    }
+    mends
+}
+
+/// Rewrites each text that is a reference to an earlier step written with its dollars escaped (`"$$s2.joke$$"`,
+/// which reads as the literal text `$s2.joke$`) or without its closing dollar (`"$s1.results"`) into the reference.
+/// Why: as written the tool would get the text of a reference, and no text of that form is a value a goal gives.
+/// The 1.5B left one open in NESTFUL's 169 plans (`items: ["$s1.results"]`, where the list's items have no declared
+/// type, so the grammar let it through). It escaped three, each to a later step, which no plan may reference (the
+/// grammar admits references to earlier steps only): those stay text. Plans written without the grammar or edited
+/// by hand may escape an earlier one.
+fn close_references(plan: &mut Plan) -> Vec<String> {
+    let mut mends = Vec::new();
+    let mut earlier: Vec<String> = Vec::new();
+    for step in &mut plan.steps {
+        for (name, value) in step.args.iter_mut() {
+            let before = value.clone();
+            close_in(value, &earlier);
+            if *value != before {
+                mends.push(format!("{}: {name} {before} → {value} (a reference, written as text)", step.id));
+            }
+        }
+        earlier.push(step.id.clone());
+    }
+    mends
+}
+
+fn close_in(value: &mut Value, earlier: &[String]) {
+    match value {
+        Value::String(text) => {
+            let inner = match text.strip_prefix("$$").and_then(|t| t.strip_suffix("$$")) {
+                Some(escaped) => escaped,
+                None => match text.strip_prefix('$') {
+                    Some(open) if !open.contains('$') => open,
+                    _ => return,
+                },
+            };
+            let closed = format!("${inner}$");
+            if parse_reference(&closed).is_some_and(|r| r.field.is_some() && earlier.contains(&r.step)) {
+                *text = closed;
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|item| close_in(item, earlier)),
+        Value::Object(map) => map.values_mut().for_each(|item| close_in(item, earlier)),
+        _ => {}
+    }
+}

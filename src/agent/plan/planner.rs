@@ -1,0 +1,284 @@
+//! The planner: renders the planner prompt (`prompts/planner_system.j2`) and has the planner model write a plan
+//! under the grammar built from the tool registry, then validates it.
+
+use std::time::Instant;
+
+use minijinja::Environment;
+use serde_json::json;
+
+use crate::agent::plan::mend::mend_plan;
+use crate::agent::model_call::{chat_call, chat_candidates};
+use crate::agent::plan::{Plan, Step};
+use crate::agent::plan::search::{self, SearchReport};
+use crate::agent::plan::schema::{next_step_json_schema, plan_json_schema_with, PlanSchemaOptions};
+use crate::agent::plan::tool_lines::{self, ToolListing};
+use crate::agent::plan::validate::PlanIssue;
+use crate::decode::constraint::ConstraintSpec;
+use crate::decode::Model;
+use crate::decode::Timings;
+use crate::llm::ChatMessage;
+use crate::tools::ToolRegistry;
+use crate::{Error, Result};
+
+/// The planner's system prompt template.
+const PLANNER_SYSTEM: &str = include_str!("../../prompts/planner_system.j2");
+
+/// A written plan with what it cost.
+#[derive(Debug, Clone)]
+pub struct PlanOutcome {
+    /// The plan as parsed.
+    pub plan: Plan,
+    /// Problems validation found (empty when the plan can run).
+    pub issues: Vec<PlanIssue>,
+    /// The JSON text the model wrote.
+    pub text: String,
+    /// Generation timings (with plan search: the chosen candidate's, with the tokens of every candidate and the
+    /// decoding time of the slowest).
+    pub timings: Timings,
+    /// Wall time including grammar compilation.
+    pub wall: std::time::Duration,
+    /// What plan search saw, when more than one candidate was written.
+    pub search: Option<SearchReport>,
+    /// With a search, every candidate's plan in order (`None` where it failed or did not parse).
+    pub candidates: Vec<Option<Plan>>,
+    /// What the mends changed after parsing (references, percentages, languages, optional arguments left out),
+    /// one line each (`mend`).
+    pub mended: Vec<String>,
+}
+
+/// The step-mode planner's system prompt template.
+const STEP_SYSTEM: &str = include_str!("../../prompts/step_system.j2");
+
+/// The planner's system message for these tools, listed as `TANDEM_TOOL_LISTING` asks (JSON by default).
+pub fn system_prompt(registry: &ToolRegistry) -> Result<String> {
+    system_prompt_with(registry, ToolListing::from_env()?)
+}
+
+/// The planner's system message for these tools, listed as `listing` says. It opens with the instructions and
+/// the tools, and nothing in it depends on the goal: with the same tools it is the same text, so its positions
+/// are computed once and reused (the prefix cache in memory, the prefix store on disk).
+pub fn system_prompt_with(registry: &ToolRegistry, listing: ToolListing) -> Result<String> {
+    render_prompt("planner_system", PLANNER_SYSTEM, registry, listing)
+}
+
+/// Step mode's system message for these tools.
+pub fn step_system_prompt(registry: &ToolRegistry) -> Result<String> {
+    render_prompt("step_system", STEP_SYSTEM, registry, ToolListing::Json)
+}
+
+/// Renders a prompt template with the registry's tools (name, description, argument schema, output fields, and
+/// the compact listing's signature and description lines) and `compact` saying which listing to write.
+fn render_prompt(name: &str, source: &str, registry: &ToolRegistry, listing: ToolListing) -> Result<String> {
+    let tools: Vec<serde_json::Value> = registry
+        .specs()
+        .map(|spec| {
+            let outputs: Vec<String> = spec.output_fields().unwrap_or_default().into_iter().map(|f| f.name).collect();
+            json!({"name": spec.name, "description": spec.description,
+                   "args": spec.args_schema.get("properties").cloned().unwrap_or(json!({})), "outputs": outputs,
+                   "signature": tool_lines::signature(spec), "summary": tool_lines::description(spec)})
+        })
+        .collect();
+    let mut env = Environment::new();
+    let fail = |e: minijinja::Error| Error::Internal(format!("prompt template {name}: {e}"));
+    env.add_template(name, source).map_err(fail)?;
+    let template = env.get_template(name).map_err(fail)?;
+    let compact = listing == ToolListing::Compact;
+    let thought = PlanSchemaOptions::from_env()?.max_thought > 0;
+    template
+        .render(minijinja::context! { tools => tools, tool_names => registry.names(), compact => compact,
+        thought => thought })
+        .map_err(fail)
+}
+
+/// Writes a plan for `goal` with `model` (greedy, under the plan grammar; with `plans` > 1, the plan most of that
+/// many candidates agree with most, see [`plan_search`]) and validates it.
+pub fn write_plan(
+    model: &mut Model,
+    goal: &str,
+    registry: &ToolRegistry,
+    max_tokens: usize,
+    plans: usize,
+) -> Result<PlanOutcome> {
+    revise_plan(model, goal, registry, &[], max_tokens, plans)
+}
+
+/// One earlier plan and what became of it, replayed to the planner as conversation so it can correct itself.
+#[derive(Debug, Clone)]
+pub struct Revision {
+    /// The plan's JSON as the planner wrote it.
+    pub plan_text: String,
+    /// What happened: validation problems, or the execution record up to the failure.
+    pub feedback: String,
+}
+
+/// Writes a plan after earlier attempts: each earlier plan is the assistant's turn and its feedback the user's
+/// reply, so the planner revises with the whole record in view. With `plans` > 1 the planner writes that many
+/// candidates side by side and the valid plan closest to the others is kept ([`plan_search`]).
+pub fn revise_plan(
+    model: &mut Model,
+    goal: &str,
+    registry: &ToolRegistry,
+    history: &[Revision],
+    max_tokens: usize,
+    plans: usize,
+) -> Result<PlanOutcome> {
+    let started = Instant::now();
+    let options = PlanSchemaOptions::from_env()?;
+    let (planning, spec) = plannable(model, registry, |r| plan_json_schema_with(r, &options))?;
+    let planning = planning.as_ref().unwrap_or(registry);
+    let mut messages = vec![ChatMessage::system(system_prompt(planning)?), ChatMessage::user(goal)];
+    for revision in history {
+        messages.push(ChatMessage::new("assistant", &revision.plan_text));
+        messages.push(ChatMessage::user(&revision.feedback));
+    }
+    if plans <= 1 {
+        let (text, timings) = chat_call(model, "planner", &messages, Some(&spec), max_tokens)?;
+        let Written { plan, issues, text, timings, mended } = read_plan(text, timings, goal, registry)?;
+        let wall = started.elapsed();
+        return Ok(PlanOutcome { plan, issues, text, timings, wall, search: None, candidates: Vec::new(), mended });
+    }
+    let samplings = plan_search::samplings(plans);
+    let written = chat_candidates(model, "planner", &messages, Some(&spec), max_tokens, &samplings)?;
+    let read: Vec<Result<Written>> =
+        written.into_iter().map(|w| w.and_then(|(text, timings)| read_plan(text, timings, goal, registry))).collect();
+    let views: Vec<Option<(&Plan, bool)>> =
+        read.iter().map(|r| r.as_ref().ok().map(|w| (&w.plan, w.issues.is_empty()))).collect();
+    let Some(report) = plan_search::choose(&views) else {
+        // No candidate parsed: the greedy one's error says why.
+        return Err(read.into_iter().find_map(Result::err).expect("no candidate parsed, so one failed"));
+    };
+    let candidates: Vec<Option<Plan>> = read.iter().map(|r| r.as_ref().ok().map(|w| w.plan.clone())).collect();
+    let total_tokens: usize = read.iter().flatten().map(|w| w.timings.generated_tokens).sum();
+    let slowest = read.iter().flatten().map(|w| w.timings.decode).max().unwrap_or_default();
+    let Written { plan, issues, text, mut timings, mended } =
+        read.into_iter().nth(report.chosen).expect("the chosen candidate exists").expect("the chosen one parsed");
+    timings.generated_tokens = total_tokens;
+    timings.decode = slowest;
+    tracing::debug!(?report, "plan search");
+    let wall = started.elapsed();
+    Ok(PlanOutcome { plan, issues, text, timings, wall, search: Some(report), candidates, mended })
+}
+
+/// One plan as the planner wrote it, parsed and validated.
+struct Written {
+    plan: Plan,
+    issues: Vec<PlanIssue>,
+    text: String,
+    timings: Timings,
+    mended: Vec<String>,
+}
+
+/// Parses, mends and validates the planner's text; the goal is the user's, whatever the planner copied into the
+/// plan.
+fn read_plan(text: String, timings: Timings, goal: &str, registry: &ToolRegistry) -> Result<Written> {
+    let (plan, mended, issues) = read_written_plan(&text, goal, registry)?;
+    Ok(Written { plan, issues, text, timings, mended })
+}
+
+/// A plan read from a planner's text for `goal` as every written plan is read: parsed, mended (`agent::mend`)
+/// and validated. Returns the plan, the mends' lines and what validation found; `bench rescore --mend` reads
+/// recorded plans again with it.
+pub fn read_written_plan(
+    text: &str,
+    goal: &str,
+    registry: &ToolRegistry,
+) -> Result<(Plan, Vec<String>, Vec<PlanIssue>)> {
+    let mut plan = Plan::from_json(text)?;
+    plan.goal = goal.to_string();
+    let mended = mend_plan(&mut plan, registry);
+    let issues = plan.validate(registry);
+    Ok((plan, mended, issues))
+}
+
+/// The grammar the planner first tries for plans over `registry` (with the plan options of the environment): a
+/// caller that loads the planner can compile it beside the load (`Model::load_warm`), so planning finds it ready.
+pub fn plan_grammar(registry: &ToolRegistry) -> Result<ConstraintSpec> {
+    Ok(ConstraintSpec::JsonSchema(plan_json_schema_with(registry, &PlanSchemaOptions::from_env()?)))
+}
+
+/// The plan grammar for the registry's tools, as `schema_of` builds it, checked against the model's grammar
+/// engine. Where the engine rejects it (a keyword it does not support, a pattern it cannot compile, a schema that
+/// admits nothing), it is retried with unsupported keywords ignored (llguidance's `lenient`), and where it is still
+/// rejected, without each tool whose own steps the engine rejects: one tool the grammar cannot express must not
+/// stop planning with all the others. Returns the narrower registry when tools were left out (plan and prompt
+/// with it; each left-out tool is named in its warnings and the log).
+fn plannable(
+    model: &Model,
+    registry: &ToolRegistry,
+    schema_of: impl Fn(&ToolRegistry) -> serde_json::Value,
+) -> Result<(Option<ToolRegistry>, ConstraintSpec)> {
+    let engine = model.grammar_engine()?;
+    let spec = ConstraintSpec::JsonSchema(schema_of(registry));
+    let first_error = match engine.matcher(&spec) {
+        Ok(_) => return Ok((None, spec)),
+        Err(e) => e,
+    };
+    let lenient = |schema: serde_json::Value| {
+        let mut schema = schema;
+        schema["x-guidance"] = json!({"whitespace_flexible": false, "lenient": true});
+        ConstraintSpec::JsonSchema(schema)
+    };
+    let spec = lenient(schema_of(registry));
+    if engine.matcher(&spec).is_ok() {
+        tracing::warn!("the plan grammar ignores schema keywords the grammar engine does not support ({first_error})");
+        return Ok((None, spec));
+    }
+    let rejected: Vec<String> = registry
+        .names()
+        .into_iter()
+        .filter(|name| engine.matcher(&lenient(schema_of(&registry.subset(|n| n == *name)))).is_err())
+        .map(str::to_string)
+        .collect();
+    if rejected.len() == registry.len() {
+        return Err(first_error.into());
+    }
+    let narrower = registry.without(
+        &rejected,
+        "left out of planning: the grammar engine cannot express its argument schema (`tandem tools list` shows it)",
+    );
+    let spec = lenient(schema_of(&narrower));
+    engine.matcher(&spec)?;
+    Ok((Some(narrower), spec))
+}
+
+/// What step mode's planner decided.
+#[derive(Debug, Clone)]
+pub enum NextMove {
+    /// Run this step next.
+    Step(Step),
+    /// The goal is reached; this is the answer.
+    Answer(String),
+}
+
+/// Step mode: the planner proposes only the next step (or the answer) after seeing every observation so far.
+/// `record` lists the steps run and their outputs or errors, in order; the step id is assigned by the caller.
+pub fn next_move(
+    model: &mut Model,
+    goal: &str,
+    registry: &ToolRegistry,
+    record: &str,
+    max_tokens: usize,
+) -> Result<(NextMove, String, Timings)> {
+    let (planning, spec) = plannable(model, registry, |r| next_step_json_schema(r, &PlanSchemaOptions::default()))?;
+    let registry = planning.as_ref().unwrap_or(registry);
+    let system = step_system_prompt(registry)?;
+    let user = if record.is_empty() {
+        format!("Goal: {goal}\nNo results yet.")
+    } else {
+        format!("Goal: {goal}\nResults so far:\n{record}\nIf these answer the goal, reply with {{\"answer\": ...}}.")
+    };
+    let messages = [ChatMessage::system(system), ChatMessage::user(user)];
+    let (text, timings) = chat_call(model, "planner", &messages, Some(&spec), max_tokens)?;
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum Reply {
+        Next { next: Step },
+        Answer { answer: String },
+    }
+    let reply: Reply = serde_json::from_str(&text).map_err(crate::agent::PlanError::Parse)?;
+    let next = match reply {
+        Reply::Next { next } => NextMove::Step(next),
+        Reply::Answer { answer } => NextMove::Answer(answer),
+    };
+    Ok((next, text, timings))
+}

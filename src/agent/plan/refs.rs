@@ -1,0 +1,313 @@
+//! References from a step's arguments to earlier steps' outputs, and their resolution.
+//!
+//! # Syntax
+//!
+//! A reference is `$<step id>.<field>$` inside a JSON string argument, e.g. `"$s1.result$"`. This is exactly the
+//! form NESTFUL uses (`"$var1.result$"`, its labels being our step ids), so benchmark data maps onto plans
+//! unchanged. Nested fields and array indices chain with dots (`$s2.entries.0.name$`); `$s1$` is the whole
+//! output. Ids and fields are letters, digits, `_` and `-`.
+//!
+//! - An argument that is exactly one reference takes the referenced value with its JSON type (`53`, not `"53"`).
+//! - References inside a longer string are replaced by the value's text (strings as they are, anything else as
+//!   compact JSON): `"total: $s1.result$ km"` → `"total: 53 km"`.
+//! - `$$` is a literal `$`. A `$` that starts no well-formed reference is kept as it is (`"costs $5"`), but the
+//!   plan grammar only admits `$$`, so planner-written text is unambiguous.
+//!
+//! A reference implies a dependency: a step runs after every step it references, whether or not `depends_on`
+//! lists it (small planners forget to), and validation treats it exactly like a `depends_on` entry.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use crate::agent::plan::issues::PlanError;
+
+/// One reference found in an argument.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Reference {
+    /// The step whose output is referenced.
+    pub step: String,
+    /// The path into that output (`result`, `entries.0.name`), or `None` for the whole output.
+    pub field: Option<String>,
+}
+
+impl Reference {
+    /// The first segment of the field path: the output field the tool declares.
+    pub fn top_field(&self) -> Option<&str> {
+        self.field.as_deref().map(|f| f.split('.').next().unwrap_or(f))
+    }
+}
+
+impl std::fmt::Display for Reference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.field {
+            Some(field) => write!(f, "${}.{}$", self.step, field),
+            None => write!(f, "${}$", self.step),
+        }
+    }
+}
+
+/// A string argument cut into literal text and references.
+#[derive(Debug, Clone, PartialEq)]
+enum Piece {
+    Text(String),
+    Ref(Reference),
+}
+
+fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_' || c == '-'
+}
+
+/// Parses `s1.result` / `s1` (the text between the dollars).
+fn parse_body(body: &str) -> Option<Reference> {
+    let valid = |s: &str| !s.is_empty() && s.chars().all(is_name_char);
+    let (step, field) = match body.split_once('.') {
+        Some((step, field)) => (step, Some(field)),
+        None => (body, None),
+    };
+    if !valid(step) || field.is_some_and(|f| !f.split('.').all(valid)) {
+        return None;
+    }
+    Some(Reference { step: step.to_string(), field: field.map(str::to_string) })
+}
+
+fn pieces(text: &str) -> Vec<Piece> {
+    let mut out = Vec::new();
+    let mut literal = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find('$') {
+        literal.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        if let Some(tail) = after.strip_prefix('$') {
+            literal.push('$');
+            rest = tail;
+            continue;
+        }
+        let reference = after.find('$').and_then(|close| parse_body(&after[..close]).map(|r| (r, close)));
+        match reference {
+            Some((reference, close)) => {
+                if !literal.is_empty() {
+                    out.push(Piece::Text(std::mem::take(&mut literal)));
+                }
+                out.push(Piece::Ref(reference));
+                rest = &after[close + 1..];
+            }
+            None => {
+                literal.push('$');
+                rest = after;
+            }
+        }
+    }
+    literal.push_str(rest);
+    if !literal.is_empty() {
+        out.push(Piece::Text(literal));
+    }
+    out
+}
+
+/// The reference a string stands for when it is exactly one reference.
+pub fn parse_reference(text: &str) -> Option<Reference> {
+    match pieces(text).as_slice() {
+        [Piece::Ref(reference)] => Some(reference.clone()),
+        _ => None,
+    }
+}
+
+/// Rewrites references inside every string of `value`: `change(reference, whole)` (`whole`: the string is exactly
+/// that reference) gives a replacement or `None` to keep it. Strings with no replaced reference stay byte for
+/// byte; the others are written again with their literal `$` as `$$`, so they resolve to the same text.
+pub fn rewrite_references(value: &mut Value, change: &mut impl FnMut(&Reference, bool) -> Option<Reference>) {
+    match value {
+        Value::String(text) => {
+            let mut parts = pieces(text);
+            let whole = matches!(parts.as_slice(), [Piece::Ref(_)]);
+            let mut changed = false;
+            for part in &mut parts {
+                if let Piece::Ref(reference) = part {
+                    if let Some(new) = change(reference, whole) {
+                        *reference = new;
+                        changed = true;
+                    }
+                }
+            }
+            if changed {
+                *text = parts
+                    .iter()
+                    .map(|part| match part {
+                        Piece::Text(literal) => literal.replace('$', "$$"),
+                        Piece::Ref(reference) => reference.to_string(),
+                    })
+                    .collect();
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|item| rewrite_references(item, change)),
+        Value::Object(map) => map.values_mut().for_each(|item| rewrite_references(item, change)),
+        _ => {}
+    }
+}
+
+/// Every reference anywhere inside a JSON value, in document order.
+pub fn references_in(value: &Value) -> Vec<Reference> {
+    let mut found = Vec::new();
+    visit_strings(value, String::new(), &mut |_, text| {
+        found.extend(pieces(text).into_iter().filter_map(|p| match p {
+            Piece::Ref(r) => Some(r),
+            Piece::Text(_) => None,
+        }))
+    });
+    found
+}
+
+/// Calls `f(json_pointer, text)` for every string inside `value`.
+pub(crate) fn visit_strings(value: &Value, pointer: String, f: &mut impl FnMut(&str, &str)) {
+    match value {
+        Value::String(text) => f(&pointer, text),
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                visit_strings(item, format!("{pointer}/{i}"), f);
+            }
+        }
+        Value::Object(map) => {
+            for (key, item) in map {
+                let escaped = key.replace('~', "~0").replace('/', "~1");
+                visit_strings(item, format!("{pointer}/{escaped}"), f);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn lookup(step: &str, reference: &Reference, outputs: &HashMap<String, Value>) -> Result<Value, PlanError> {
+    let output = outputs
+        .get(&reference.step)
+        .ok_or_else(|| PlanError::MissingOutput { step: step.to_string(), reference: reference.to_string() })?;
+    let Some(field) = &reference.field else {
+        return Ok(output.clone());
+    };
+    let mut current = output;
+    for part in field.split('.') {
+        current = match current {
+            Value::Object(map) => map.get(part),
+            Value::Array(items) => part.parse::<usize>().ok().and_then(|i| items.get(i)),
+            _ => None,
+        }
+        .ok_or_else(|| PlanError::MissingField {
+            step: step.to_string(),
+            reference: reference.to_string(),
+            output: truncate(&output.to_string(), 200),
+        })?;
+    }
+    Ok(current.clone())
+}
+
+fn truncate(text: &str, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
+    }
+}
+
+/// The text a value takes inside a longer string.
+pub fn value_text(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Replaces every reference inside `value` (an argument of step `step`) with the referenced output.
+pub fn resolve_value(step: &str, value: &Value, outputs: &HashMap<String, Value>) -> Result<Value, PlanError> {
+    Ok(match value {
+        Value::String(text) => {
+            let parts = pieces(text);
+            if let [Piece::Ref(reference)] = parts.as_slice() {
+                return lookup(step, reference, outputs);
+            }
+            let mut resolved = String::with_capacity(text.len());
+            for part in parts {
+                match part {
+                    Piece::Text(t) => resolved.push_str(&t),
+                    Piece::Ref(r) => resolved.push_str(&value_text(&lookup(step, &r, outputs)?)),
+                }
+            }
+            Value::String(resolved)
+        }
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|v| resolve_value(step, v, outputs)).collect::<Result<_, _>>()?)
+        }
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| Ok((k.clone(), resolve_value(step, v, outputs)?)))
+                .collect::<Result<_, PlanError>>()?,
+        ),
+        other => other.clone(),
+    })
+}
+
+/// The JSON types a schema admits through its `type` keyword (empty when it does not say).
+pub fn schema_types(schema: &Value) -> Vec<&str> {
+    match schema.get("type") {
+        Some(Value::String(t)) => vec![t.as_str()],
+        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Whether a whole reference to a value of `field_type` may fill an argument admitting `arg_types`. Unknown
+/// types fit; integers and numbers fit each other; anything fits a string argument (it is turned into text by
+/// [`coerce_to_schema`]).
+pub fn reference_fits(arg_types: &[&str], field_type: Option<&str>) -> bool {
+    let Some(field_type) = field_type else {
+        return true;
+    };
+    if arg_types.is_empty() || arg_types.contains(&"string") || arg_types.contains(&field_type) {
+        return true;
+    }
+    let numeric = |t: &str| t == "number" || t == "integer";
+    numeric(field_type) && arg_types.iter().any(|t| numeric(t))
+}
+
+/// Adjusts resolved arguments to the types their schema asks for, where a reference brought another type:
+/// non-strings become text where a string is wanted, numeric strings become numbers where a number is wanted.
+/// Everything else is left for the schema check to report.
+pub fn coerce_to_schema(value: Value, schema: &Value) -> Value {
+    let types = schema_types(schema);
+    match value {
+        other if types == ["string"] && !other.is_string() => Value::String(value_text(&other)),
+        Value::Object(map) => {
+            let properties = schema.get("properties");
+            Value::Object(
+                map.into_iter()
+                    .map(|(k, v)| {
+                        let coerced = match properties.and_then(|p| p.get(&k)) {
+                            Some(sub) => coerce_to_schema(v, sub),
+                            None => v,
+                        };
+                        (k, coerced)
+                    })
+                    .collect(),
+            )
+        }
+        Value::Array(items) if types.is_empty() || types.contains(&"array") => match schema.get("items") {
+            Some(item_schema) if item_schema.is_object() => {
+                Value::Array(items.into_iter().map(|v| coerce_to_schema(v, item_schema)).collect())
+            }
+            _ => Value::Array(items),
+        },
+        Value::String(text) if !types.is_empty() && !types.contains(&"string") => {
+            let trimmed = text.trim();
+            if types.contains(&"integer") {
+                if let Ok(i) = trimmed.parse::<i64>() {
+                    return Value::from(i);
+                }
+            }
+            if types.contains(&"number") {
+                if let Some(n) = trimmed.parse::<f64>().ok().and_then(serde_json::Number::from_f64) {
+                    return Value::Number(n);
+                }
+            }
+            Value::String(text)
+        }
+        other => other,
+    }
+}

@@ -1,0 +1,7 @@
+//! Running a plan: the orchestrator (budgets, approval, replanning, step mode), the executor model's steps, the
+//! step evaluation that works calculator steps out again, and the joiner that writes the answer.
+
+pub mod evaluation;
+pub mod executor;
+pub mod joiner;
+pub mod orchestrator;

@@ -1,0 +1,327 @@
+//! Executing steps: ready steps in rounds (tool calls on threads while model steps run here), references
+//! resolved, the executor writing text or filling arguments, and the execution record for replanning.
+
+use std::collections::HashSet;
+use std::time::Instant;
+
+use serde_json::{Map, Value};
+
+use super::judging::{output_text, step_results};
+use super::{Agent, Approval, Execution, Prepared, Stop};
+use crate::agent::run::evaluation::work_out;
+use crate::agent::log::events::Event;
+use crate::agent::usage::ModelUsage;
+use crate::agent::run::executor::{fill_arguments, write_text, ExecutorCall};
+use crate::agent::run::joiner::StepResult;
+use crate::agent::plan::resolve_args;
+use crate::agent::plan::{Plan, Step};
+use crate::agent::plan::refs::{coerce_to_schema, parse_reference, value_text};
+use crate::agent::log::runs::{call_key, RunState};
+use crate::tools::{Calculator, Llm, ToolError};
+use crate::Result;
+
+impl Agent<'_> {
+    /// Runs the plan's remaining steps, ready ones together, until all are done, one fails, or the run stops.
+    pub(super) fn execute(&mut self, plan: &Plan) -> Result<Execution> {
+        loop {
+            let done: HashSet<String> = self.state.outputs.keys().cloned().collect();
+            if plan.steps.iter().all(|s| done.contains(&s.id)) {
+                return Ok(Execution::Complete);
+            }
+            let ready: Vec<Step> = plan.ready_steps(&done).into_iter().cloned().collect();
+            if ready.is_empty() {
+                return Ok(Execution::Failed(
+                    "No step can run: every remaining step waits for one that cannot.".into(),
+                ));
+            }
+            if let Some(stop) = self.spent_budget(ready.len()) {
+                return Ok(Execution::Stopped(stop));
+            }
+            match self.run_round(plan, &ready)? {
+                Some(Ok(failure)) => return Ok(Execution::Failed(self.execution_record(plan, &failure))),
+                Some(Err(stop)) => return Ok(Execution::Stopped(stop)),
+                None => {}
+            }
+        }
+    }
+
+    /// Runs one round of ready steps: tool calls on threads while the model steps run here. Returns the first
+    /// failure (`Ok`) or a stop (`Err`), or `None` when every step succeeded.
+    fn run_round(&mut self, plan: &Plan, ready: &[Step]) -> Result<Option<std::result::Result<String, Stop>>> {
+        let version = plan.version;
+        let mut direct = Vec::new();
+        let mut model_steps = Vec::new();
+        let mut failure = None;
+        for step in ready {
+            self.emit(Event::StepStarted { version, step: step.id.clone(), tool: step.tool.clone() })?;
+            match self.prepare(plan, step) {
+                Ok(Prepared::Cached(args, output)) => {
+                    self.finish_step(version, step, args, Ok(output), 0, "cache")?;
+                }
+                Ok(Prepared::Known(args, output)) => {
+                    tracing::info!(step = %step.id, "dropped: it recomputes a result already known");
+                    self.finish_step(version, step, args, Ok(output), 0, "dropped")?;
+                }
+                Ok(Prepared::Direct(args)) => direct.push((step.clone(), args)),
+                Ok(other) => model_steps.push((step.clone(), other)),
+                Err(e) => {
+                    let error = e.to_string();
+                    self.finish_step(version, step, Map::new(), Err(error.clone()), 0, "tool")?;
+                    failure.get_or_insert(format!("step {} failed: {error}", step.id));
+                }
+            }
+        }
+        if self.settings.approve == Approval::Steps {
+            for (step, args) in &direct {
+                if let Some(stop) = self.approve_step(version, step, args)? {
+                    return Ok(Some(Err(stop)));
+                }
+            }
+        }
+        for (step, args) in &direct {
+            self.emit(Event::ToolCall { version, step: step.id.clone(), tool: step.tool.clone(), args: args.clone() })?;
+        }
+        let registry = self.registry;
+        let context = self.context;
+        let results: Vec<(std::result::Result<Value, ToolError>, u64)> = std::thread::scope(|scope| {
+            let handles: Vec<_> = direct
+                .iter()
+                .map(|(step, args)| {
+                    scope.spawn(move || {
+                        let started = Instant::now();
+                        let result = registry.call(&step.tool, &Value::Object(args.clone()), context);
+                        crate::agent::log::fault::after_tool(&step.id);
+                        (result, started.elapsed().as_millis() as u64)
+                    })
+                })
+                .collect();
+            // Model steps run on this thread meanwhile; their errors are kept until the tools are joined.
+            let model_result = self.run_model_steps(version, &model_steps, &mut failure);
+            let results = handles.into_iter().map(|h| h.join().expect("a tool thread panicked")).collect();
+            model_result.map(|()| results)
+        })?;
+        for ((step, args), (result, ms)) in direct.into_iter().zip(results) {
+            let outcome = match result {
+                Ok(output) => self.judge(&step.tool, output),
+                Err(e) => Err(e),
+            };
+            match outcome {
+                Ok(output) => self.finish_step(version, &step, args, Ok(output), ms, "tool")?,
+                Err(e) if retryable(&e) && !step.references().is_empty() && failure.is_none() => {
+                    // A reference brought text the tool cannot take: the executor pulls the value out of it.
+                    let problem = e.to_string();
+                    self.finish_step(version, &step, args.clone(), Err(problem.clone()), ms, "tool")?;
+                    self.run_model_steps(version, &[(step.clone(), Prepared::Fill(args, problem))], &mut failure)?;
+                }
+                Err(e) => {
+                    let error = e.to_string();
+                    self.finish_step(version, &step, args, Err(error.clone()), ms, "tool")?;
+                    failure.get_or_insert(format!("step {} failed: {error}", step.id));
+                }
+            }
+        }
+        Ok(failure.map(Ok))
+    }
+
+    /// Resolves a step's references and decides who runs it.
+    fn prepare(&self, plan: &Plan, step: &Step) -> Result<Prepared> {
+        let spec = self.registry.spec(&step.tool).ok_or_else(|| ToolError::UnknownTool {
+            name: step.tool.clone(),
+            known: self.registry.names().join(", "),
+        })?;
+        let resolved = resolve_args(step, &self.state.outputs)?;
+        let args = match coerce_to_schema(Value::Object(resolved), &spec.args_schema) {
+            Value::Object(map) => map,
+            _ => unreachable!("coercing an object keeps it an object"),
+        };
+        if spec.needs_model {
+            return Ok(Prepared::Text(args));
+        }
+        let problems = self.registry.arg_errors(&step.tool, &Value::Object(args.clone()))?;
+        if !problems.is_empty() {
+            let text = problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
+            return Ok(Prepared::Fill(args, text));
+        }
+        if let Some(output) = self.state.call_cache.get(&call_key(&step.tool, &args)) {
+            return Ok(Prepared::Cached(args, output.clone()));
+        }
+        if let Some(output) = self.known_result(plan, step) {
+            return Ok(Prepared::Known(args, output));
+        }
+        Ok(Prepared::Direct(args))
+    }
+
+    /// The output of a step that only recomputes a result already known: a `calculator` step whose expression is
+    /// exactly a reference to an earlier `calculator` step's `result` (small planners follow "What is 12*4+5?"'s
+    /// one step with `calculator("$s1.result$")`). The calculator would give that step's output again, so the
+    /// step takes it without running, and the log says it was dropped.
+    fn known_result(&self, plan: &Plan, step: &Step) -> Option<Value> {
+        if step.tool != Calculator::NAME || step.args.len() != 1 {
+            return None;
+        }
+        let reference = parse_reference(step.args.get("expression")?.as_str()?)?;
+        let source = plan.step(&reference.step)?;
+        if source.tool != Calculator::NAME || reference.field.as_deref() != Some("result") {
+            return None;
+        }
+        self.state.outputs.get(&source.id).cloned()
+    }
+
+    /// Runs steps that need the executor model, one after another; the first failure lands in `failure`.
+    fn run_model_steps(
+        &mut self,
+        version: u32,
+        steps: &[(Step, Prepared)],
+        failure: &mut Option<String>,
+    ) -> Result<()> {
+        for (step, prepared) in steps {
+            let started = Instant::now();
+            let result = match prepared {
+                Prepared::Text(args) => self.run_text_step(version, step, args),
+                Prepared::Fill(args, problem) => self.run_fill_step(version, step, args, problem),
+                Prepared::Direct(_) | Prepared::Cached(..) | Prepared::Known(..) => {
+                    unreachable!("tool steps do not reach the executor")
+                }
+            };
+            let ms = started.elapsed().as_millis() as u64;
+            let args = match prepared {
+                Prepared::Text(a)
+                | Prepared::Fill(a, _)
+                | Prepared::Direct(a)
+                | Prepared::Cached(a, _)
+                | Prepared::Known(a, _) => a.clone(),
+            };
+            match result {
+                Ok((args, output)) => self.finish_step(version, step, args, Ok(output), ms, "executor")?,
+                Err(e) => {
+                    let error = e.to_string();
+                    self.finish_step(version, step, args, Err(error.clone()), ms, "executor")?;
+                    failure.get_or_insert(format!("step {} failed: {error}", step.id));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn run_text_step(
+        &mut self,
+        version: u32,
+        step: &Step,
+        args: &Map<String, Value>,
+    ) -> Result<(Map<String, Value>, Value)> {
+        let prompt =
+            with_unreferenced_inputs(step, &args.get("prompt").map(value_text).unwrap_or_default(), &self.state);
+        let tokens = self.settings.budgets.executor_tokens;
+        let model = self.models.executor()?;
+        let written = write_text(model, &prompt, tokens);
+        self.log_model_loads()?;
+        let (text, usage) = written?;
+        self.emit(Event::ExecutorCall { version, step: step.id.clone(), purpose: "text".into(), role: None, usage })?;
+        let output = self.judge(Llm::NAME, serde_json::json!({ "text": text }))?;
+        Ok((args.clone(), output))
+    }
+
+    fn run_fill_step(
+        &mut self,
+        version: u32,
+        step: &Step,
+        args: &Map<String, Value>,
+        problem: &str,
+    ) -> Result<(Map<String, Value>, Value)> {
+        let (call, usage, purpose, role) = if step.tool == Calculator::NAME {
+            let (call, usage) = self.work_out_expression(step)?;
+            (call, usage, "expression", Some("planner".to_string()))
+        } else {
+            let spec = self.registry.spec(&step.tool).cloned().ok_or_else(|| ToolError::UnknownTool {
+                name: step.tool.clone(),
+                known: self.registry.names().join(", "),
+            })?;
+            let tokens = self.settings.budgets.executor_tokens;
+            let model = self.models.executor()?;
+            let filled = fill_arguments(model, step, &spec, args, problem, tokens);
+            self.log_model_loads()?;
+            let (call, usage) = filled?;
+            (call, usage, "arguments", None)
+        };
+        self.emit(Event::ExecutorCall { version, step: step.id.clone(), purpose: purpose.into(), role, usage })?;
+        if self.settings.approve == Approval::Steps {
+            if let Some(stop) = self.approve_step(version, step, &call.args)? {
+                return Err(crate::Error::Agent(stop.detail));
+            }
+        }
+        self.emit(Event::ToolCall {
+            version,
+            step: step.id.clone(),
+            tool: call.tool.clone(),
+            args: call.args.clone(),
+        })?;
+        let output = self.registry.call(&call.tool, &Value::Object(call.args.clone()), self.context);
+        crate::agent::log::fault::after_tool(&step.id);
+        let output = output?;
+        Ok((call.args, self.judge(&call.tool, output)?))
+    }
+
+    /// The expression of a calculator step whose planned one broke on an earlier step's text (an `llm` answer, a
+    /// file): written from the goal, the step's description and the earlier results, under an arithmetic grammar,
+    /// as the step evaluation's check writes it. Shown the broken expression instead, the 0.5B copied the text back
+    /// or garbled its numbers. The planner writes it: on the answers suite the 0.5B's expressions were wrong where
+    /// the 1.5B's checks of the same steps were right (`docs/benchmarks.md`, "Step evaluation").
+    fn work_out_expression(&mut self, step: &Step) -> Result<(ExecutorCall, ModelUsage)> {
+        let goal = self.state.goal.clone();
+        // The finished steps before this one in plan order (a step after it may have finished beside it).
+        let earlier: Vec<StepResult> = match &self.state.plan {
+            Some(plan) => {
+                let before: HashSet<&str> =
+                    plan.steps.iter().take_while(|s| s.id != step.id).map(|s| s.id.as_str()).collect();
+                step_results(plan, &self.state).into_iter().filter(|r| before.contains(r.id.as_str())).collect()
+            }
+            None => Vec::new(),
+        };
+        let model = self.models.planner()?;
+        let worked = work_out(model, &goal, &step.id, &step.description, &earlier);
+        self.log_model_loads()?;
+        let (expression, usage) = worked?;
+        let mut args = Map::new();
+        args.insert("expression".into(), Value::String(expression));
+        Ok((ExecutorCall { tool: step.tool.clone(), args }, usage))
+    }
+
+    /// The execution record the planner sees when it revises: what ran, what came out, what failed.
+    fn execution_record(&self, plan: &Plan, failure: &str) -> String {
+        let mut lines = vec![format!("Running that plan: {failure}.")];
+        for step in &plan.steps {
+            if let Some(output) = self.state.outputs.get(&step.id) {
+                lines.push(format!("- {} ({}) succeeded with output {}", step.id, step.tool, output));
+            }
+        }
+        lines.push(
+            "Write a corrected plan for the whole goal. You may write the outputs above as literal values; a step \
+             with the same tool and arguments as one that succeeded is not run again."
+                .into(),
+        );
+        lines.join("\n")
+    }
+}
+
+/// Tool errors that better arguments might fix.
+fn retryable(error: &ToolError) -> bool {
+    matches!(error, ToolError::InvalidArgs { .. } | ToolError::Calculation { .. })
+}
+
+/// The prompt of an `llm` step, followed by the outputs of steps it depends on but does not reference: small
+/// planners often write "summarise the file" after a `read_file` step without `$s1.content$`, and the
+/// dependency says what they meant.
+fn with_unreferenced_inputs(step: &Step, prompt: &str, state: &RunState) -> String {
+    let referenced: HashSet<String> = step.references().into_iter().map(|r| r.step).collect();
+    let inputs: Vec<String> = step
+        .dependencies()
+        .into_iter()
+        .filter(|dep| !referenced.contains(dep))
+        .filter_map(|dep| state.outputs.get(&dep).map(output_text))
+        .collect();
+    if inputs.is_empty() {
+        prompt.to_string()
+    } else {
+        format!("{prompt}\n\nInput:\n{}", inputs.join("\n\n"))
+    }
+}

@@ -1,0 +1,246 @@
+//! Judging observations (empty or off-schema output fails), step evaluation (a model works the calculator steps
+//! out again), logging finished steps, and turning outputs into text and the run's answer (the joiner's, checked, or the last
+//! steps' output).
+
+use std::collections::HashSet;
+
+use serde_json::{Map, Value};
+
+use super::Agent;
+use crate::agent::run::evaluation::{checkable, doubts, evaluate};
+use crate::agent::log::events::Event;
+use crate::agent::run::joiner::{join, StepResult, Verdict};
+use crate::agent::numbers::{numbers_in, Number};
+use crate::agent::plan::{resolve_args, Plan, Step};
+use crate::agent::plan::refs::value_text;
+use crate::agent::log::runs::RunState;
+use crate::settings::{Evaluator, Joiner};
+use crate::tools::ToolError;
+use crate::Result;
+
+impl Agent<'_> {
+    /// Judges an observation: empty output, or output that breaks the tool's declared schema, is a failure.
+    pub(super) fn judge(&self, tool: &str, output: Value) -> std::result::Result<Value, ToolError> {
+        let empty = match &output {
+            Value::Null => true,
+            Value::String(s) => s.trim().is_empty(),
+            Value::Object(map) => {
+                map.is_empty() || map.values().all(|v| v.as_str().is_some_and(|s| s.trim().is_empty()))
+            }
+            Value::Array(items) => items.is_empty(),
+            _ => false,
+        };
+        if empty {
+            return Err(ToolError::Refused {
+                tool: tool.into(),
+                reason: format!("it returned empty output ({output})"),
+            });
+        }
+        let problems = self.registry.output_errors(tool, &output)?;
+        if !problems.is_empty() {
+            return Err(ToolError::Refused {
+                tool: tool.into(),
+                reason: format!("its output does not match its declared schema: {}", problems.join("; ")),
+            });
+        }
+        Ok(output)
+    }
+
+    /// Writes the answer of a plan whose steps all finished: the joiner's when it passes the number check, else
+    /// the last steps' output. Returns the joiner's reason when it judged the goal not met and a replan is still
+    /// within budget (then no answer is written: the planner gets another go).
+    pub(super) fn conclude(&mut self, plan: &Plan) -> Result<Option<String>> {
+        let fallback = final_answer(plan, &self.state);
+        let role = match self.settings.joiner {
+            Joiner::Off => {
+                self.emit(Event::Answer { text: fallback })?;
+                return Ok(None);
+            }
+            Joiner::Planner => "planner",
+            Joiner::Executor => "executor",
+        };
+        let results = step_results(plan, &self.state);
+        let required = final_numbers(plan, &self.state);
+        let goal = self.state.goal.clone();
+        let joined = self.model_for(role).and_then(|model| join(model, &goal, &results, &required));
+        self.log_model_loads()?;
+        let (verdict, usage) = match joined {
+            Ok(joined) => joined,
+            // The answer never depends on the joiner working: say why it did not, and answer from the steps.
+            Err(e) => {
+                tracing::warn!("the joiner failed: {e}");
+                (Verdict::Unchecked(vec![format!("the joiner failed: {e}")]), Default::default())
+            }
+        };
+        let version = plan.version;
+        let role = role.to_string();
+        match verdict {
+            Verdict::Answer(text) => {
+                self.emit(Event::Joined {
+                    version,
+                    verdict: "answer".into(),
+                    text: text.clone(),
+                    role,
+                    from_steps: fallback.clone(),
+                    usage,
+                })?;
+                self.emit(Event::Answer { text })?;
+                Ok(None)
+            }
+            Verdict::NotMet(reason) => {
+                self.emit(Event::Joined {
+                    version,
+                    verdict: "not_met".into(),
+                    text: reason.clone(),
+                    role,
+                    from_steps: fallback.clone(),
+                    usage,
+                })?;
+                if self.state.replans < self.settings.budgets.max_replans {
+                    return Ok(Some(reason));
+                }
+                self.emit(Event::Answer { text: fallback })?;
+                Ok(None)
+            }
+            Verdict::Unchecked(drafts) => {
+                let text = drafts.join("\n");
+                self.emit(Event::Joined {
+                    version,
+                    verdict: "unchecked".into(),
+                    text,
+                    role,
+                    from_steps: fallback.clone(),
+                    usage,
+                })?;
+                self.emit(Event::Answer { text: fallback })?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Checks the finished calculator steps of `plan` (step evaluation, when the settings ask for it) and logs
+    /// the judgments. Returns the planner's feedback when a step was doubted and the run may still go back to the
+    /// planner: a doubt is weaker evidence than a failed step, so it sends a run back once, within the replan
+    /// budget; after that it is only logged. The run never depends on the evaluation working.
+    pub(super) fn evaluate_steps(&mut self, plan: &Plan) -> Result<Option<String>> {
+        let role = match self.settings.evaluate {
+            Evaluator::Off => return Ok(None),
+            Evaluator::Planner => "planner",
+            Evaluator::Executor => "executor",
+        };
+        let results = step_results(plan, &self.state);
+        // A plan without a step to check loads no model and logs nothing.
+        if !results.iter().any(checkable) {
+            return Ok(None);
+        }
+        let goal = self.state.goal.clone();
+        let evaluated = self.model_for(role).and_then(|model| evaluate(model, &goal, &results));
+        self.log_model_loads()?;
+        let (judgments, usage) = match evaluated {
+            Ok(evaluated) => evaluated,
+            Err(e) => {
+                tracing::warn!("the step evaluation failed: {e}");
+                return Ok(None);
+            }
+        };
+        let feedback = doubts(&judgments, &results);
+        let sent_back = feedback.is_some()
+            && self.state.evaluations_sent_back == 0
+            && self.state.replans < self.settings.budgets.max_replans;
+        self.emit(Event::StepsEvaluated { version: plan.version, role: role.into(), judgments, sent_back, usage })?;
+        Ok(feedback.filter(|_| sent_back))
+    }
+
+    /// The model of a role, `planner` or `executor`, loaded on first use.
+    fn model_for(&mut self, role: &str) -> Result<&mut crate::decode::Model> {
+        if role == "planner" {
+            self.models.planner()
+        } else {
+            self.models.executor()
+        }
+    }
+
+    pub(super) fn finish_step(
+        &mut self,
+        version: u32,
+        step: &Step,
+        args: Map<String, Value>,
+        result: std::result::Result<Value, String>,
+        ms: u64,
+        via: &str,
+    ) -> Result<()> {
+        let (output, error) = match result {
+            Ok(output) => (Some(output), None),
+            Err(error) => (None, Some(error)),
+        };
+        self.emit(Event::StepFinished {
+            version,
+            step: step.id.clone(),
+            tool: step.tool.clone(),
+            args,
+            output,
+            error,
+            ms,
+            via: via.into(),
+        })
+    }
+}
+
+/// The answer from the outputs: the output of the step(s) nothing else depends on, as text.
+pub fn final_answer(plan: &Plan, state: &RunState) -> String {
+    let sinks = last_steps(plan);
+    let text_of = |step: &Step| state.outputs.get(&step.id).map(output_text).unwrap_or_default();
+    match sinks.as_slice() {
+        [one] => text_of(one),
+        many => many.iter().map(|s| format!("{}: {}", s.id, text_of(s))).collect::<Vec<_>>().join("\n"),
+    }
+}
+
+/// The steps nothing else depends on, in plan order: whose outputs make the answer.
+fn last_steps(plan: &Plan) -> Vec<&Step> {
+    let needed: HashSet<String> = plan.steps.iter().flat_map(|s| s.dependencies()).collect();
+    plan.steps.iter().filter(|s| !needed.contains(&s.id)).collect()
+}
+
+/// The numbers the answer must give: each last step's output when it is one number (a calculation's result), as
+/// the tool wrote it; a text output (an `llm` step, a file) requires nothing.
+fn final_numbers(plan: &Plan, state: &RunState) -> Vec<Number> {
+    last_steps(plan)
+        .into_iter()
+        .filter_map(|s| state.outputs.get(&s.id).map(output_text))
+        .filter_map(|text| match numbers_in(&text).as_slice() {
+            [one] if one.text.len() + 1 >= text.trim().trim_start_matches('-').len() => Some(one.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The finished steps of `plan` in plan order, with their arguments as they ran (references resolved).
+pub(super) fn step_results(plan: &Plan, state: &RunState) -> Vec<StepResult> {
+    plan.steps
+        .iter()
+        .filter_map(|step| {
+            let output = state.outputs.get(&step.id)?;
+            let args = resolve_args(step, &state.outputs).unwrap_or_else(|_| step.args.clone());
+            Some(StepResult {
+                id: step.id.clone(),
+                tool: step.tool.clone(),
+                description: step.description.clone(),
+                args: Value::Object(args),
+                output: output.clone(),
+            })
+        })
+        .collect()
+}
+
+/// An output as text: a single field's value, else its `text`, `result` or `content` field, else compact JSON.
+pub(super) fn output_text(output: &Value) -> String {
+    match output {
+        Value::Object(map) if map.len() == 1 => value_text(map.values().next().expect("one value")),
+        Value::Object(map) => match map.get("text").or_else(|| map.get("result")).or_else(|| map.get("content")) {
+            Some(value) => value_text(value),
+            None => value_text(output),
+        },
+        other => value_text(other),
+    }
+}

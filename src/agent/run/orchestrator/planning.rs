@@ -1,0 +1,158 @@
+//! Plan-ahead mode: the whole plan first (validated and approved), run, and a new revision after a failure.
+
+use std::time::Instant;
+
+use super::{Agent, Execution, PlanDecision, Stop};
+use crate::agent::usage::ModelUsage;
+use crate::agent::log::events::{Event, PlanOrigin, StopReason};
+use crate::agent::plan::Plan;
+use crate::agent::plan::search::SearchReport;
+use crate::agent::plan::planner::{plan_grammar, revise_plan, PlanOutcome};
+use crate::Result;
+
+impl Agent<'_> {
+    pub(super) fn plan_ahead(&mut self, given_plan: Option<Plan>) -> Result<Stop> {
+        if self.state.plan.is_none() {
+            match given_plan {
+                Some(plan) => self.record_plan(plan, PlanOrigin::Given, "given with --plan", None, None)?,
+                None => {
+                    if let Some(stop) = self.write_plan(PlanOrigin::Initial, "first plan")? {
+                        return Ok(stop);
+                    }
+                }
+            }
+        }
+        loop {
+            let plan = self.state.plan.clone().expect("a plan was recorded above");
+            let issues = plan.validate(self.registry);
+            if !issues.is_empty() {
+                let list: Vec<String> = issues.iter().map(|i| format!("- {i}")).collect();
+                let feedback = format!("That plan cannot run:\n{}\nWrite a corrected plan.", list.join("\n"));
+                if let Some(stop) = self.replan(feedback)? {
+                    return Ok(stop);
+                }
+                continue;
+            }
+            if !self.state.plan_approved {
+                match self.approver.review_plan(&plan)? {
+                    PlanDecision::Approve => self.record_approval(plan.version, "approved")?,
+                    PlanDecision::Edit(edited) => {
+                        self.record_plan(edited, PlanOrigin::Edited, "edited at approval", None, None)?;
+                        let version = self.state.version();
+                        self.record_approval(version, "edited")?;
+                        continue;
+                    }
+                    PlanDecision::Reject => {
+                        self.record_approval(plan.version, "rejected")?;
+                        return Ok(Stop::new(StopReason::Rejected, "the plan was rejected; nothing ran"));
+                    }
+                }
+            }
+            match self.execute(&plan)? {
+                Execution::Complete => {
+                    if let Some(doubts) = self.evaluate_steps(&plan)? {
+                        if let Some(stop) = self.replan(doubts)? {
+                            return Ok(stop);
+                        }
+                        continue;
+                    }
+                    if let Some(missing) = self.conclude(&plan)? {
+                        let feedback = format!(
+                            "Every step ran, but the results do not answer the goal: {missing}\n\
+                             Write a plan that answers every part of the goal."
+                        );
+                        if let Some(stop) = self.replan(feedback)? {
+                            return Ok(stop);
+                        }
+                        continue;
+                    }
+                    return Ok(Stop::new(
+                        StopReason::Done,
+                        format!("{} step(s) of plan v{} done", plan.steps.len(), plan.version),
+                    ));
+                }
+                Execution::Failed(record) => {
+                    if let Some(stop) = self.replan(record)? {
+                        return Ok(stop);
+                    }
+                }
+                Execution::Stopped(stop) => return Ok(stop),
+            }
+        }
+    }
+
+    /// Logs a plan as the next revision.
+    pub(super) fn record_plan(
+        &mut self,
+        plan: Plan,
+        origin: PlanOrigin,
+        reason: &str,
+        usage: Option<ModelUsage>,
+        search: Option<SearchReport>,
+    ) -> Result<()> {
+        let mut plan = plan.with_explicit_dependencies();
+        plan.version = self.state.version() + 1;
+        plan.goal = self.state.goal.clone();
+        let issues = plan.validate(self.registry).iter().map(ToString::to_string).collect();
+        self.emit(Event::PlanWritten {
+            version: plan.version,
+            origin,
+            reason: reason.into(),
+            plan,
+            issues,
+            usage,
+            search,
+        })
+    }
+
+    /// Has the planner write a plan (with the revision history); a planner failure stops the run.
+    fn write_plan(&mut self, origin: PlanOrigin, reason: &str) -> Result<Option<Stop>> {
+        let goal = self.state.goal.clone();
+        let history = self.state.revisions.clone();
+        let tokens = self.settings.budgets.plan_tokens;
+        // The planner sees the tools retrieval chose, if it chose; validation and execution know every tool.
+        let tools = self.planning.as_ref().unwrap_or(self.registry);
+        // The plan grammar compiles beside the planner's load; a grammar that cannot be built is reported by
+        // planning itself, as a planner failure.
+        let grammars: Vec<_> = plan_grammar(tools).into_iter().collect();
+        let model = self.models.planner_for(&grammars)?;
+        let started = Instant::now();
+        let written = revise_plan(model, &goal, tools, &history, tokens, self.settings.plans);
+        self.log_model_loads()?;
+        match written {
+            Ok(PlanOutcome { plan, timings, search, mended, .. }) => {
+                let usage = ModelUsage {
+                    tokens_in: timings.prompt_tokens,
+                    tokens_out: timings.generated_tokens,
+                    ms: started.elapsed().as_millis() as u64,
+                };
+                // What was mended goes into the revision's reason, so the log shows the plan as run and why.
+                let reason = match mended.as_slice() {
+                    [] => reason.to_string(),
+                    mends => format!("{reason} (mended: {})", mends.join("; ")),
+                };
+                self.record_plan(plan, origin, &reason, Some(usage), search)?;
+                Ok(None)
+            }
+            Err(e) => Ok(Some(Stop::new(StopReason::Error, format!("the planner could not write a plan: {e}")))),
+        }
+    }
+
+    /// Asks for a revision, unless a budget forbids it.
+    fn replan(&mut self, feedback: String) -> Result<Option<Stop>> {
+        if self.state.replans >= self.settings.budgets.max_replans {
+            return Ok(Some(Stop::new(
+                StopReason::Budget,
+                format!(
+                    "replan budget spent ({} replans, --max-replans); last problem: {feedback}",
+                    self.settings.budgets.max_replans
+                ),
+            )));
+        }
+        if let Some(stop) = self.spent_budget(0) {
+            return Ok(Some(stop));
+        }
+        self.emit(Event::Replan { from_version: self.state.version(), reason: feedback.clone() })?;
+        self.write_plan(PlanOrigin::Replan, &feedback)
+    }
+}
