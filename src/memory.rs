@@ -3,7 +3,7 @@
 /// Returns the heap's free pages to the system (glibc's `malloc_trim`). After a model is dropped, glibc keeps most
 /// of its freed weights resident (buffers of a few MiB come from the heap once a few have been freed), and the
 /// next load in the same process adds to them: `tandem bench speed --repeats 3`, which loads the model three
-/// times, read a peak RSS of 716–751 MiB for the 0.5B against 625 MiB for one load. A no-op off glibc.
+/// times, peaked well above one load (docs/performance.md, "Memory"). A no-op off glibc.
 pub fn release_freed() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: `malloc_trim` takes no pointers and only hands back pages that glibc's allocator holds as free; it

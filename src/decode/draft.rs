@@ -34,10 +34,10 @@ impl Speculation {
         }
     }
 
-    /// Prompt lookup with the settings measured on the planner's plans (`tandem bench drafts`, 1.5B on 2 CPU
-    /// cores): one drafted token a pass. A pass of two tokens costs about an eighth more than one, but every
-    /// further token about a quarter of a pass, and fewer of them are kept: drafts of 1, 2, 3 and 8 tokens
-    /// gave 1.10×, 1.02×, 0.94× and 0.86× plain decoding's speed.
+    /// Prompt lookup with the settings that paid on the planner's plans (`tandem bench drafts`): one drafted token
+    /// a pass. A pass of two tokens costs little more than one, but every further token adds a good share of a
+    /// pass, and fewer of them are kept, so longer drafts gained less and the longest lost to plain decoding
+    /// (docs/performance.md, "Speculative decoding", 1.5B on 2 CPU cores).
     pub fn prompt_lookup() -> Self {
         Speculation::PromptLookup { min_ngram: 2, max_ngram: 4, max_draft: 1 }
     }

@@ -21,8 +21,8 @@ pub struct Model {
     /// Whether a greedy step under a grammar that allows few tokens computes only their logits (the same choice,
     /// less of the output projection read); on by default, off to compare (`tandem bench drafts`).
     pub narrow_logits: bool,
-    /// The grammar engine for this tokenizer, built on first use (its token table takes ~0.4 s) and shared
-    /// by every constrained generation on this model.
+    /// The grammar engine for this tokenizer, built on first use (its token table walks the whole vocabulary;
+    /// docs/performance.md, "Grammar cost") and shared by every constrained generation on this model.
     pub(crate) grammar: Arc<OnceLock<GrammarEngine>>,
 }
 
@@ -57,8 +57,8 @@ impl Model {
     }
 
     /// The same as `load`, with drafting as asked (`None`: where exact), for generations under a grammar: the
-    /// grammar engine's token table (about half a second of one core for a 150,000-token vocabulary) is built on
-    /// a thread of its own while the weights load, so the first constrained generation does not wait for it.
+    /// grammar engine's token table (a walk over the whole vocabulary on one core) is built on a thread of its own
+    /// while the weights load, so the first constrained generation does not wait for it.
     pub fn load_with(
         path: &Path,
         device: &Device,

@@ -100,7 +100,7 @@ impl Sampler {
 }
 
 /// Index of the largest logit (the first on ties). Scans in chunks of 8 lanes so the compiler vectorises the
-/// max; a plain `iter().max_by` over 151,936 floats costs ~4× more.
+/// max; a plain `iter().max_by` compares one float at a time, several times slower over a vocabulary's logits.
 pub fn argmax(logits: &[f32]) -> u32 {
     const LANES: usize = 8;
     let chunks = logits.chunks_exact(LANES);

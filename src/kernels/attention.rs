@@ -76,8 +76,9 @@ const ROWS_TOGETHER: usize = 4;
 ///
 /// The query heads that share a key/value head run together, block of positions by block: each key and value row
 /// comes from memory once for the whole group, where head by head it came once per head (on the 1.5B, six heads
-/// a group: at 2,300 cached positions each head's 2.4 MB of keys and values does not fit in L2, and attention took
-/// a quarter of a plan's decoding). Every value is computed as head by head: the same additions in the same order.
+/// a group: at 2,300 cached positions each head's 2.4 MB of keys and values does not fit in L2, and attention was a
+/// large share of a plan's decoding; docs/performance.md, "Attention"). Every value is computed as head by head:
+/// the same additions in the same order.
 pub fn attend(q: &[f32], keys: KvRows, values: KvRows, dims: AttentionDims, scale: f32, out: &mut [f32]) {
     let AttentionDims { n_head, n_kv_head, head_dim, seq, pos } = dims;
     assert!(n_kv_head > 0 && n_head.is_multiple_of(n_kv_head), "{n_head} query heads over {n_kv_head} kv heads");
@@ -227,8 +228,8 @@ fn portable_scores(
 
 /// `portable_scores` with AVX2 registers, four positions at a time: the 16 lanes of `dot` are two 256-bit
 /// registers, multiplied and added (never fused) and then added in `dot`'s tree, so each score has `dot`'s bits.
-/// (The compiler vectorized `dot` on its own two lanes at a time, in 128-bit registers, and a plan's decoding at
-/// 2,300 cached positions spent a quarter of its time there.)
+/// (The compiler vectorized `dot` on its own two lanes at a time, in 128-bit registers, and at long caches that
+/// loop was a large share of a plan's decoding: docs/performance.md, "Attention".)
 ///
 /// # Safety
 /// The CPU must support AVX2.

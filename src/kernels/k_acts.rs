@@ -46,8 +46,9 @@ impl KActivations {
         }
     }
 
-    /// Row `i`'s values for width `cols`. Inlined: the kernels call it for every tile, and a call (it did not
-    /// inline into them by itself) cost 2–3 % of an AVX2 prefill.
+    /// Row `i`'s values for width `cols`. Inlined: the kernels call it for every tile, and as a call (it did not
+    /// inline into them by itself) it showed in an AVX2 prefill's profile (docs/performance.md, "Work beside the
+    /// kernels").
     #[inline]
     pub fn row(&self, i: usize, cols: usize) -> (&[i8], &[f32], &[i16]) {
         (

@@ -32,19 +32,20 @@ const TILE_ACTS: usize = 4;
 const HALF: usize = PANEL_ROWS / 2;
 
 /// How far ahead of its reads the Q4_K both-halves tile asks for the weights (`prefetch`): nearly two panel blocks.
-/// The hardware prefetcher alone left a decode step waiting on its loads; on AMD Zen 4 at 2 threads, AVX2 decode
-/// of the 1.5B went 2–10 % faster with 4 KiB (1 KiB was slower, 8 KiB no better).
+/// The hardware prefetcher alone left a decode step waiting on its loads. 4 KiB is the distance that paid: 1 KiB
+/// ahead was slower and 8 KiB no better (docs/performance.md, "AVX2 on AMD Zen 4: panels read in order, weights
+/// prefetched").
 const PREFETCH_AHEAD: usize = 4096;
 
 /// Runs `tile::<N, H, VNNI>(panel, half0, k, acts, out, n_out, first, lanes, i)` over one panel (`rows`:
 /// `rows.start` a multiple of 16, at most 16 rows) of `w`, for activation rows `i..i + N`, up to `TILE_ACTS` at a
 /// time. One or two activation rows (a decode step, a step with one drafted token) take both halves in one pass
 /// (`H` = 2), so the weights stream in order, every byte of a cache line used as it arrives: half a panel at a time
-/// read every other 32 bytes and came back for the rest from L2, and memory sat idle through the second half (on
-/// AMD Zen 4 decode ran 10–20 % slower that way). More rows take one half at a time, both halves for one tile of
-/// activation rows, so the second half finds them in L1 and the registers hold the tile's sums. The Q4_K
-/// both-halves tile also prefetches the weights `PREFETCH_AHEAD` bytes ahead: a decode step streams them and does
-/// little else (the Q5_0 tile does not; it was not measured with a prefetch).
+/// read every other 32 bytes and came back for the rest from L2, and memory sat idle through the second half
+/// (docs/performance.md, "AVX2 on AMD Zen 4: panels read in order, weights prefetched"). More rows take one half at
+/// a time, both halves for one tile of activation rows, so the second half finds them in L1 and the registers hold
+/// the tile's sums. The Q4_K both-halves tile also prefetches the weights `PREFETCH_AHEAD` bytes ahead: a decode
+/// step streams them and does little else (the Q5_0 tile does not; it was not measured with a prefetch).
 /// The tiles are `#[inline(always)]`, so they compile with the target features of the function this runs in.
 macro_rules! for_half_tiles {
     ($tile:ident, $vnni:literal, $w:expr, $acts:expr, $m:expr, $rows:expr, $out:expr) => {

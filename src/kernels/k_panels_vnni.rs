@@ -28,17 +28,17 @@ use super::q5_0_panels::{Q5_0PanelBlock, Q5_0Panels, FIFTH_BIT_SHIFTS};
 use super::q6k_panels::{Q6KPanelBlock, Q6KPanels};
 use super::q8_0::{Q8_0Matrix, QuantizedRows, BLOCK};
 
-/// Fewest activation rows for which a Q8_0 panel pays for its repack (below it, the row kernel runs). Measured
-/// on a Zen 4 with the two paths alternating in one process, on the 0.5B's output matrix (151936×896, streamed
-/// from memory as in a model): panels took 1.78× the row kernel's time at 2 rows and 1.34× at 3 (sixteen rows
-/// repacked at once are sixteen streams for the prefetcher, the row kernel one), but 0.65× at 4 and 0.62× at 5,
-/// where the row kernel, three activation rows a tile, reads the weights twice. Drafts and sequences decoded
-/// together run at these sizes.
+/// Fewest activation rows for which a Q8_0 panel pays for its repack (below it, the row kernel runs). On a matrix
+/// streamed from memory, panels cost more than the row kernel below four activation rows: sixteen rows repacked at
+/// once are sixteen streams for the prefetcher, the row kernel's one. From four rows on the row kernel, three
+/// activation rows a tile, reads the weights twice, and panels cost less. Drafts and sequences decoded together run
+/// at these sizes. (The two paths alternating in one process: docs/performance.md, "Thresholds between paths", AMD
+/// Zen 4.)
 pub(super) const MIN_ACT_ROWS: usize = 4;
 
-/// Fewest activation rows for which a Q6_K panel pays for unpacking its values to bytes first (1.5B down,
-/// 1536×8960, measured the same way): the unpacking took 1.69× the packed tiles' time at 8 rows, 1.16× at 16 and
-/// 1.05× at 64, but 0.92× at 128 and 0.90× at 512.
+/// Fewest activation rows for which a Q6_K panel pays for unpacking its values to bytes first: the unpacking writes
+/// and rereads every weight of a work item, which only many activation rows sharing the bytes repay (the packed
+/// tiles stayed ahead up to 64 rows and fell behind from 128: docs/performance.md, "Thresholds between paths").
 const MIN_ROWS_FOR_Q6K_BYTES: usize = 96;
 
 /// Activation rows that pass the panel together (their sums stay in registers).

@@ -2,11 +2,12 @@
 //!
 //! candle 0.11's CPU path runs Q8_0 weights through one dot product per (row, column) pair unless the width is a
 //! multiple of 256 and the CPU has AVX-512 VNNI; the 0.5B executor (width 896, Q5_0/Q8_0 tensors) never gets
-//! there, so its prefill ran at a third of llama.cpp's. `QLinear` wraps a weight matrix: our tiled kernels for
-//! Q8_0, Q5_0, Q4_K and Q6_K where they apply (x86-64 with AVX2 + FMA; Q4_K and Q5_0 are stored as panels of 16
-//! rows, and on AVX-512 VNNI CPUs Q6_K too), candle's `QMatMul` everywhere else
-//! (other types, GPUs, other CPUs). Every fast path has a test against a scalar reference. `TANDEM_CPU_ISA` picks a
-//! lower instruction set than the CPU's, to test and measure each path on one machine.
+//! there, so its prefill fell far behind llama.cpp's (docs/performance.md, "Side by side with llama.cpp (CPU)").
+//! `QLinear` wraps a weight matrix: our tiled kernels for Q8_0, Q5_0, Q4_K and Q6_K where they apply (x86-64 with
+//! AVX2 + FMA; Q4_K and Q5_0 are stored as panels of 16 rows, and on AVX-512 VNNI CPUs Q6_K too), candle's
+//! `QMatMul` everywhere else (other types, GPUs, other CPUs). Every fast path has a test against a scalar
+//! reference. `TANDEM_CPU_ISA` picks a lower instruction set than the CPU's, to test and measure each path on one
+//! machine.
 
 pub mod attention;
 #[cfg(target_arch = "x86_64")]
@@ -225,9 +226,10 @@ pub fn has_avx_vnni() -> bool {
 }
 
 /// Which weight types run on our kernels, from `TANDEM_KERNELS`: `all` (default), `q5_0` (all, with Q5_0 kept at
-/// five bits in rows rather than panels or widened to int8: on a Zen 4 the rows decoded at 0.89× and prefilled at
-/// 0.70× of the widened layout, so they are opt-in), `q8_0` (Q8_0, and Q5_0 widened exactly to int8, only: candle
-/// runs Q4_K/Q6_K) or `candle` (none).
+/// five bits in rows rather than panels or widened to int8: opt-in, since the row kernel is bound by instructions
+/// more than by bytes and both decoded and prefilled slower than the widened layout; docs/performance.md, "What was
+/// tried and dropped"), `q8_0` (Q8_0, and Q5_0 widened exactly to int8, only: candle runs Q4_K/Q6_K) or `candle`
+/// (none).
 pub fn kernel_choice() -> &'static str {
     static CHOICE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     CHOICE.get_or_init(|| std::env::var("TANDEM_KERNELS").unwrap_or_else(|_| "all".into()))

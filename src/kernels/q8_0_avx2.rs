@@ -49,7 +49,8 @@ pub(super) unsafe fn rows_kernel_into(
 ) {
     // Few activation rows (a decode step): the weights come from memory, and one row at a time reads them as one
     // sequential stream, which the hardware prefetcher follows; four rows read in step are four short streams it
-    // does not (the 0.5B's output matrix, 153 MB: 5.8 ms a product one row at a time, 12.2 ms four at a time).
+    // does not, and a product over a matrix from memory then waits on its loads (docs/performance.md, "Decode reads
+    // weights one row at a time").
     for_q8_0_tiles!(tile, TILE_ROWS, TILE_ACTS, w, acts, m, rows, out, columns);
 }
 

@@ -10,9 +10,9 @@
 //!
 //! Why a recomputation and not a yes/no verdict: asked whether a call does what its step was meant to do, both
 //! default models passed `84-15` for "add the 15 dollar tip to 84" when asked about all steps at once, and the
-//! 1.5B, asked about one step at a time, said no to right and wrong calls alike (5 of the 7 right goals among the
-//! answers suite's first 9 were doubted). Writing an expression is what the models do well; comparing numbers is
-//! what code does well. Steps of other tools are not judged: there is nothing to recompute them with.
+//! 1.5B, asked about one step at a time, said no to right and wrong calls alike, doubting most right goals
+//! (docs/benchmarks.md, "Step evaluation"). Writing an expression is what the models do well; comparing numbers
+//! is what code does well. Steps of other tools are not judged: there is nothing to recompute them with.
 
 use std::time::Instant;
 

@@ -66,9 +66,9 @@ impl GrammarEngine {
         let tok_env: TokEnv = env.clone();
         let caps = InferenceCapabilities { ff_tokens: true, ..InferenceCapabilities::default() };
         // No token slices. llguidance's JSON slices (four sub-tries for text inside strings) make a mask inside a
-        // string cheaper, but building them is two thirds of the engine's start (0.2 of 0.55 s on 2 CPU cores for
-        // Qwen's 151,936 rows), on the path of every process's first plan; and our masks are few and cheap without
-        // them (a plan's 39 took 30 ms in all instead of 20, beside seconds of forward passes).
+        // string cheaper, but building them is most of the engine's start, on the path of every process's first
+        // plan; and our masks are few and cheap without them, a plan's masks taking little longer in all beside
+        // seconds of forward passes (docs/performance.md, "Time to a plan on a laptop").
         let mut factory = std::panic::catch_unwind(AssertUnwindSafe(|| ParserFactory::new(&tok_env, caps, &[])))
             .map_err(|p| ConstraintError::TokenTable(panic_message(p)))?
             .map_err(|e| ConstraintError::TokenTable(format!("{e:#}")))?;

@@ -32,9 +32,9 @@ struct TensorLoader<'a> {
     converted: usize,
     /// Q5_0 tensors widened exactly to int8 for ours (the rest of them stay at five bits in ours).
     widened: usize,
-    /// Whether `stacked` stacks matrices. By default only off the CPU: on a GPU each matmul costs launches
-    /// (stacking gave decode +5 % on the 0.5B and +15 % on the 1.5B on an H100), while on 2 CPU cores the stacked
-    /// matrices decoded 4–7 % slower than separate ones.
+    /// Whether `stacked` stacks matrices. By default only off the CPU: on a GPU each matmul costs launches, so
+    /// fewer, larger ones decode faster, while on the CPU the stacked matrices decoded slower than separate ones
+    /// (docs/performance.md, "GPU (CUDA)" and "What was tried and dropped").
     stack: bool,
 }
 
@@ -191,7 +191,8 @@ impl Qwen2 {
         };
         // The output projection (when untied) and the layers load on the kernels' threads, each thread taking the
         // next piece as it finishes one, the projection (the largest, 191 MB on the 1.5B) first: on the CPU a load
-        // is mostly repacking weights into our layouts and faulting in the mapped file, and a second core halves it.
+        // is mostly repacking weights into our layouts and faulting in the mapped file, work that shares out over
+        // the cores.
         let threads = if device.is_cpu() {
             (candle_core::utils::barrier_pool().n_workers() + 1).min(config.n_layer.max(1))
         } else {

@@ -29,8 +29,9 @@ fn component<T: serde::de::DeserializeOwned>(what: &str, spec: serde_json::Value
 impl GgufTokenizer {
     /// Builds the tokenizer from GGUF metadata (`tokenizer.ggml.*`).
     ///
-    /// Measured on the 2-core dev machine (release build, under load): about 0.2–0.3 s for Qwen's 152k tokens
-    /// and 151k merges, about 0.8–0.9 s for Gemma's 262k tokens (513k merges derived from scores, ~0.35 s of it).
+    /// A large vocabulary takes a noticeable part of a second, on the path of a process's first generation: every
+    /// token's text and the merge list are built, and a SentencePiece vocabulary (Gemma's) derives its merges from
+    /// the scores first, a good share of its time (docs/performance.md, "Load + first token").
     pub fn from_gguf(md: &HashMap<String, Value>) -> Result<Self, TokenizerError> {
         let model = string_value(md, "tokenizer.ggml.model")?
             .ok_or_else(|| TokenizerError::MissingKey("tokenizer.ggml.model".into()))?;
