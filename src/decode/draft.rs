@@ -36,8 +36,8 @@ impl Speculation {
 
     /// Prompt lookup with the settings that paid on the planner's plans (`tandem bench drafts`): one drafted token
     /// a pass. A pass of two tokens costs little more than one, but every further token adds a good share of a
-    /// pass, and fewer of them are kept, so longer drafts gained less and the longest lost to plain decoding
-    /// (docs/performance.md, "Speculative decoding", 1.5B on 2 CPU cores).
+    /// pass, and fewer of them are kept, so two drafted tokens gained less than one and three or more lost to plain
+    /// decoding (docs/performance.md, "Speculative decoding", 1.5B on 2 CPU cores).
     pub fn prompt_lookup() -> Self {
         Speculation::PromptLookup { min_ngram: 2, max_ngram: 4, max_draft: 1 }
     }

@@ -15,7 +15,7 @@
 //! block sums. A prefill (several activation rows) unpacks a tile of weight rows to int8 once and runs the Q8_0
 //! tile kernel on it, so the unpacking is paid once per tile of tokens.
 //!
-//! Opt-in (`TANDEM_KERNELS=q5_0`): the widened int8 layout still decodes faster, since with row kernels decode is
+//! Opt-in (`TANDEM_KERNELS=q5_0`): the widened int8 layout still decoded faster, since with row kernels decode is
 //! bound by instructions more than by bytes (docs/performance.md, "What was tried and dropped").
 
 use candle_core::quantized::{GgmlDType, QTensor};

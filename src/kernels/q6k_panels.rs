@@ -5,8 +5,8 @@
 //! those of `128h + 64 + 4t..`; word `16h + 8 + t` the same for `128h + 32 + 4t..` and `128h + 96 + 4t..`; word
 //! `8h + t` of `qh` holds the top two bits of all four sets (bits 0–1, 2–3, 4–5, 6–7 of each byte). The kernel
 //! joins them into bytes (0–63) with a shift and one ternary logic op each. Stored as the file orders them, the
-//! three words sat 512 and 2048 bytes apart, three streams the prefetcher did not keep up with, and a decode step
-//! from memory waited on them (docs/performance.md, "Panels from the load on").
+//! three words sat 512 and 2048 bytes apart, and a decode step from memory ran far slower than in reading order
+//! (docs/performance.md, "Panels from the load on").
 
 use candle_core::quantized::GgmlDType;
 use half::f16;
