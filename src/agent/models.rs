@@ -39,7 +39,13 @@ impl ModelSource for LazyModels<'_> {
     fn take_load_events(&mut self) -> Vec<Event> {
         self.take_loads()
             .into_iter()
-            .map(|load| Event::ModelLoaded { role: load.role, id: load.id, path: load.path, sha256: load.sha256, ms: load.ms })
+            .map(|load| Event::ModelLoaded {
+                role: load.role,
+                id: load.id,
+                path: load.path,
+                sha256: load.sha256,
+                ms: load.ms,
+            })
             .collect()
     }
 }

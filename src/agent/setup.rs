@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 
 use crate::agent::log::events::RunSettings;
-use crate::agent::models::LazyModels;
 use crate::agent::log::runs::{default_runs_dir, RunsDir};
+use crate::agent::models::LazyModels;
 use crate::engine::Engine;
 use crate::progress::Reporter;
 use crate::settings::{AgentSettings, Approval, RunnerSettings};

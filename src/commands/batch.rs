@@ -1,9 +1,9 @@
 //! `tandem batch`: runs the batch engine (`agent::batch_run`) on the flags' settings, then prints the summary (and
 //! one JSON object with `--json`).
 
-use crate::agent::batch::BatchSummary;
 use crate::agent::batch::merge::merge_results;
 use crate::agent::batch::run::run_batch;
+use crate::agent::batch::BatchSummary;
 use crate::cli::{BatchArgs, BatchCommand, BatchMergeArgs};
 use crate::commands::Outcome;
 use crate::progress::Reporter;

@@ -93,7 +93,8 @@ fn drafts(args: DraftsArgs, reporter: &dyn Reporter) -> Result<()> {
     let engine = model_engine(&args.model)?;
     let path = engine.resolve(&args.model.model, reporter)?;
     let peer = args.vs_llamacpp.as_deref();
-    let r = crate::bench::drafting::measure(&path, engine.device(), engine.load_options(), args.repeats, peer, reporter)?;
+    let r =
+        crate::bench::drafting::measure(&path, engine.device(), engine.load_options(), args.repeats, peer, reporter)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&r).map_err(Error::encode("the report"))?);
         return Ok(());

@@ -6,8 +6,8 @@ use std::path::Path;
 
 use crate::agent::log::events::EventLog;
 use crate::agent::log::runs::lock_run;
-use crate::agent::setup::{open_runs_dir, run_settings, runner_models};
 use crate::agent::log::summary::run_summary;
+use crate::agent::setup::{open_runs_dir, run_settings, runner_models};
 use crate::agent::{Agent, Approval, Approver, AutoApprove, Plan, RunOutcome, StopReason};
 use crate::cli::{ResumeArgs, RunArgs};
 use crate::commands::run_view::{TerminalApprover, TerminalObserver};

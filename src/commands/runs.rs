@@ -3,8 +3,8 @@
 use std::path::Path;
 
 use crate::agent::log::runs::load_run;
-use crate::agent::setup::open_runs_dir;
 use crate::agent::log::summary::run_summary;
+use crate::agent::setup::open_runs_dir;
 use crate::agent::{RunState, RunsDir};
 use crate::cli::RunsCommand;
 use crate::commands::run_view::describe;

@@ -9,8 +9,8 @@
 use std::time::Instant;
 
 use super::generate::{check_prompt, choose, prefill, Choice};
-use super::token_constraint::TokenConstraint;
 use super::sampler::{Sampler, Sampling};
+use super::token_constraint::TokenConstraint;
 use super::{generate_keeping, GenerateError, GenerateRequest, Generation, Model, StopReason, Timings};
 use crate::llm::prefix_store::common_prefix;
 use crate::llm::tokenizer::TokenStream;

@@ -12,12 +12,12 @@ use candle_core::Tensor;
 
 use super::draft::Speculation;
 use super::sampler::{Sampler, Sampling};
+use super::token_constraint::TokenConstraint;
 use super::GenerateError;
 use crate::decode::Model;
 use crate::llm::prefix_store::{self, common_prefix};
 use crate::llm::tokenizer::TokenStream;
 use crate::Result;
-use super::token_constraint::TokenConstraint;
 
 /// A step's logits are computed for the allowed tokens alone when the grammar allows at most this share of the
 /// vocabulary (1/`FEW_ALLOWED_SHARE`). A plan's steps allow either a handful (a tool's name, a key, a step id:

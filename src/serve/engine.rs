@@ -15,7 +15,7 @@ use super::halt::make_haltable;
 use super::output::{OutputSplitter, Piece};
 use super::request::{ChatRequest, ToolChoice};
 use super::run_jobs::{execute_run, RunJob};
-use crate::agent::{LazyModels, ModelSource};
+use crate::agent::LazyModels;
 use crate::decode::constraint::ConstraintError;
 use crate::decode::token_constraint::TokenConstraint;
 use crate::decode::{generate, GenerateError, GenerateRequest, Model, StopReason};

@@ -36,7 +36,6 @@ use serde_json::json;
 
 use crate::agent::setup::open_runs_dir;
 use crate::agent::RunsDir;
-use crate::engine::Engine;
 use crate::progress::Reporter;
 use crate::settings::{AgentSettings, ServeSettings};
 use crate::{Error, Result};
@@ -130,7 +129,8 @@ pub fn serve(settings: &ServeSettings, reporter: &dyn Reporter, on_ready: &dyn F
         .build()
         .map_err(|e| Error::io("starting the HTTP runtime", e))?;
     let signals = shutdown::Signals::install(&runtime)?;
-    let mut models = Engine::for_runner(&settings.runner)?.models(&settings.planner, &settings.executor, reporter);
+    let mut models =
+        crate::engine::Engine::for_runner(&settings.runner)?.models(&settings.planner, &settings.executor, reporter);
     // Loaded before listening: a server that answers has its models.
     let (sources, _shared) = if settings.parallel > 1 {
         let (sources, shared) = models.share(settings.parallel)?;

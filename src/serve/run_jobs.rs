@@ -13,7 +13,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use serde_json::{Map, Value};
 
 use crate::agent::log::runs::lock_run;
-use crate::agent::{Agent, Approver, Event, EventLog, LazyModels, NoObserver, Plan, PlanDecision, RunSettings, RunState, Step, StopReason};
+use crate::agent::{
+    Agent, Approver, Event, EventLog, LazyModels, NoObserver, Plan, PlanDecision, RunSettings, RunState, Step,
+    StopReason,
+};
 use crate::settings::ToolSettings;
 use crate::tools::toolbox;
 use crate::{Error, Result};

@@ -9,7 +9,9 @@ use crate::common::runs::{event_names, read_or_empty, shell_tool, Scratch};
 use serde_json::{json, Map, Value};
 use tandem::agent::log::events::read_log;
 use tandem::agent::run::executor::{enforce_step_tool, ExecutorCall};
-use tandem::agent::{Agent, Approver, EventLog, NoObserver, Plan, PlanDecision, RunSettings, RunState, RunsDir, Step, StopReason};
+use tandem::agent::{
+    Agent, Approver, EventLog, NoObserver, Plan, PlanDecision, RunSettings, RunState, RunsDir, Step, StopReason,
+};
 use tandem::progress::SilentReporter;
 use tandem::tools::{ToolContext, ToolRegistry, Workspace};
 
@@ -54,9 +56,11 @@ fn run_with(
     settings.budgets.max_replans = 0;
     let (_, dir) = RunsDir::new(scratch.path("runs")).create_run().unwrap();
     let log = EventLog::create(&dir).unwrap();
-    let mut models = tandem::engine::Engine::new(Default::default(), Default::default())
-        .unwrap()
-        .models("no-planner-needed", "no-executor-needed", &SilentReporter);
+    let mut models = tandem::engine::Engine::new(Default::default(), Default::default()).unwrap().models(
+        "no-planner-needed",
+        "no-executor-needed",
+        &SilentReporter,
+    );
     let goal = given.goal.clone();
     let agent = Agent::start(&goal, settings, log, &registry, &context, &mut models, approver, &NoObserver).unwrap();
     let outcome = agent.run(Some(given)).unwrap();

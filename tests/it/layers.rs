@@ -140,7 +140,6 @@ fn the_check_catches_imports_up_and_across_and_passes_down() {
     assert!(violations("llm", "// see crate::decode::generate for the loop").is_empty(), "comments are not imports");
 }
 
-
 /// A source file's module path under `src/` (`agent/plan/mod.rs` → `agent::plan`, `lib.rs` → the root).
 fn module_path(relative: &Path) -> Vec<String> {
     let mut parts: Vec<String> =
@@ -245,8 +244,9 @@ impl FileGraph {
     /// The file an item path lands in: the longest prefix that is a module, then, in a door, the re-export that
     /// names the item.
     fn resolve(&self, path: &[String], depth: usize) -> Option<usize> {
-        let (length, file) =
-            (0..=path.len()).rev().find_map(|n| self.modules.iter().position(|m| m[..] == path[..n]).map(|f| (n, f)))?;
+        let (length, file) = (0..=path.len())
+            .rev()
+            .find_map(|n| self.modules.iter().position(|m| m[..] == path[..n]).map(|f| (n, f)))?;
         if depth < 8 && self.is_door(file) {
             if let Some(item) = path.get(length) {
                 if let Some(target) = self.reexport(file, item, depth) {
@@ -283,7 +283,9 @@ impl FileGraph {
         let module = &self.modules[file];
         let source = &self.sources[file];
         let mut found = BTreeSet::new();
-        for (at, _) in source.match_indices("crate::").chain(source.match_indices("super::")).chain(source.match_indices("self::")) {
+        for (at, _) in
+            source.match_indices("crate::").chain(source.match_indices("super::")).chain(source.match_indices("self::"))
+        {
             let before = source[..at].chars().next_back();
             if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':') {
                 continue;

@@ -11,7 +11,9 @@ use llguidance::{Matcher, ParserFactory};
 use rstest::rstest;
 use serde_json::{json, Value};
 use tandem::agent::plan::refs::{references_in, resolve_value};
-use tandem::agent::{coerce_to_schema, parse_reference, plan_json_schema, resolve_args, IssueKind, Plan, PlanError, PlanIssue, Reference};
+use tandem::agent::{
+    coerce_to_schema, parse_reference, plan_json_schema, resolve_args, IssueKind, Plan, PlanError, PlanIssue, Reference,
+};
 use tandem::tools::{DeclaredTool, ToolContext, ToolRegistry, Workspace};
 
 /// The built-ins with writes allowed: calculator, read_file, list_dir, write_file, llm.

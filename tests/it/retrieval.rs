@@ -164,8 +164,11 @@ fn a_run_with_top_k_logs_the_selection_and_still_executes_with_every_tool() {
     settings.tools_top_k = 1;
     settings.budgets.max_replans = 0;
     let (_, dir) = RunsDir::new(scratch.path("runs")).create_run().unwrap();
-    let mut models =
-        tandem::engine::Engine::new(Default::default(), Default::default()).unwrap().models("none", "none", &SilentReporter);
+    let mut models = tandem::engine::Engine::new(Default::default(), Default::default()).unwrap().models(
+        "none",
+        "none",
+        &SilentReporter,
+    );
     let goal = "Evaluate the arithmetic expression 6*7";
     let mut approver = AutoApprove;
     let agent = Agent::start(

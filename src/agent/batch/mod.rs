@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::agent::log::events::{now_ms, StopReason};
-use crate::agent::run::orchestrator::RunOutcome;
 use crate::agent::log::runs::UsageTotals;
+use crate::agent::run::orchestrator::RunOutcome;
 use crate::{Error, Result};
 
 /// What names a goal across reruns of a batch: its id, or its line number when it has none.

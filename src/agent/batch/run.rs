@@ -9,15 +9,15 @@ use std::time::Instant;
 
 use serde_json::{json, Value};
 
+use crate::agent::batch::merge::header_differences;
 use crate::agent::batch::{
     read_goals, shard_key, shard_results_path, BatchGoal, BatchRecord, BatchResults, BatchSummary, GoalLine,
     StartedRun, SHARD_HEADER,
 };
-use crate::agent::batch::merge::header_differences;
 use crate::agent::log::events::EventLog;
+use crate::agent::log::runs::{lock_run, RunState, RunsDir};
 use crate::agent::models::LazyModels;
 use crate::agent::run::orchestrator::{Agent, AutoApprove, NoObserver, RunOutcome};
-use crate::agent::log::runs::{lock_run, RunState, RunsDir};
 use crate::agent::setup::{open_runs_dir, run_settings, runner_models};
 use crate::progress::{clip, Progress, ProgressUnit, Reporter};
 use crate::settings::{Approval, BatchSettings};

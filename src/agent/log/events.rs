@@ -13,8 +13,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::agent::run::evaluation::Judgment;
 use crate::agent::plan::Plan;
+use crate::agent::run::evaluation::Judgment;
 use crate::settings::{Approval, Budgets, Evaluator, Joiner, Mode, ToolSettings, MCP_TIMEOUT_S, SHELL_TIMEOUT_S};
 use crate::{Error, Result};
 

@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use crate::agent::usage::ModelUsage;
 use crate::agent::log::events::{read_log, Event, EventLog, LogContents, PlanOrigin, Record, RunSettings, StopReason};
-use crate::agent::plan::Plan;
 use crate::agent::plan::planner::Revision;
+use crate::agent::plan::Plan;
+use crate::agent::usage::ModelUsage;
 use crate::settings::Approval;
 use crate::{Error, Result};
 

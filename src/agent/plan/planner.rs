@@ -6,13 +6,13 @@ use std::time::Instant;
 use minijinja::Environment;
 use serde_json::json;
 
-use crate::agent::plan::mend::mend_plan;
 use crate::agent::model_call::{chat_call, chat_candidates};
-use crate::agent::plan::{Plan, Step};
-use crate::agent::plan::search::{self, SearchReport};
+use crate::agent::plan::mend::mend_plan;
 use crate::agent::plan::schema::{next_step_json_schema, plan_json_schema_with, PlanSchemaOptions};
+use crate::agent::plan::search::{self, SearchReport};
 use crate::agent::plan::tool_lines::{self, ToolListing};
 use crate::agent::plan::validate::PlanIssue;
+use crate::agent::plan::{Plan, Step};
 use crate::decode::constraint::ConstraintSpec;
 use crate::decode::Model;
 use crate::decode::Timings;
@@ -21,7 +21,7 @@ use crate::tools::ToolRegistry;
 use crate::{Error, Result};
 
 /// The planner's system prompt template.
-const PLANNER_SYSTEM: &str = include_str!("../../prompts/planner_system.j2");
+const PLANNER_SYSTEM: &str = include_str!("../../../prompts/planner_system.j2");
 
 /// A written plan with what it cost.
 #[derive(Debug, Clone)]
@@ -47,7 +47,7 @@ pub struct PlanOutcome {
 }
 
 /// The step-mode planner's system prompt template.
-const STEP_SYSTEM: &str = include_str!("../../prompts/step_system.j2");
+const STEP_SYSTEM: &str = include_str!("../../../prompts/step_system.j2");
 
 /// The planner's system message for these tools, listed as `TANDEM_TOOL_LISTING` asks (JSON by default).
 pub fn system_prompt(registry: &ToolRegistry) -> Result<String> {
@@ -91,7 +91,7 @@ fn render_prompt(name: &str, source: &str, registry: &ToolRegistry, listing: Too
 }
 
 /// Writes a plan for `goal` with `model` (greedy, under the plan grammar; with `plans` > 1, the plan most of that
-/// many candidates agree with most, see [`plan_search`]) and validates it.
+/// many candidates agree with most, see [`search`]) and validates it.
 pub fn write_plan(
     model: &mut Model,
     goal: &str,
@@ -113,7 +113,7 @@ pub struct Revision {
 
 /// Writes a plan after earlier attempts: each earlier plan is the assistant's turn and its feedback the user's
 /// reply, so the planner revises with the whole record in view. With `plans` > 1 the planner writes that many
-/// candidates side by side and the valid plan closest to the others is kept ([`plan_search`]).
+/// candidates side by side and the valid plan closest to the others is kept ([`search`]).
 pub fn revise_plan(
     model: &mut Model,
     goal: &str,
@@ -137,13 +137,13 @@ pub fn revise_plan(
         let wall = started.elapsed();
         return Ok(PlanOutcome { plan, issues, text, timings, wall, search: None, candidates: Vec::new(), mended });
     }
-    let samplings = plan_search::samplings(plans);
+    let samplings = search::samplings(plans);
     let written = chat_candidates(model, "planner", &messages, Some(&spec), max_tokens, &samplings)?;
     let read: Vec<Result<Written>> =
         written.into_iter().map(|w| w.and_then(|(text, timings)| read_plan(text, timings, goal, registry))).collect();
     let views: Vec<Option<(&Plan, bool)>> =
         read.iter().map(|r| r.as_ref().ok().map(|w| (&w.plan, w.issues.is_empty()))).collect();
-    let Some(report) = plan_search::choose(&views) else {
+    let Some(report) = search::choose(&views) else {
         // No candidate parsed: the greedy one's error says why.
         return Err(read.into_iter().find_map(Result::err).expect("no candidate parsed, so one failed"));
     };

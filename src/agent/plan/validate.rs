@@ -11,8 +11,8 @@ use std::collections::{HashMap, HashSet};
 use serde_json::Value;
 
 pub use crate::agent::plan::issues::{IssueKind, PlanIssue};
-use crate::agent::plan::Plan;
 use crate::agent::plan::refs::{parse_reference, reference_fits, references_in, schema_types, visit_strings};
+use crate::agent::plan::Plan;
 use crate::tools::ToolRegistry;
 
 /// Cycles in a graph given as `edges[i]` = the nodes `i` depends on. Finds at least one cycle in every tangle

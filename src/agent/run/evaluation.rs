@@ -19,9 +19,9 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::agent::usage::ModelUsage;
-use crate::agent::run::joiner::{shown_output, StepResult};
 use crate::agent::model_call::timed_chat_call;
+use crate::agent::run::joiner::{shown_output, StepResult};
+use crate::agent::usage::ModelUsage;
 use crate::decode::constraint::ConstraintSpec;
 use crate::decode::Model;
 use crate::llm::ChatMessage;

@@ -8,9 +8,9 @@
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use crate::agent::usage::ModelUsage;
 use crate::agent::model_call::timed_chat_call;
 use crate::agent::plan::Step;
+use crate::agent::usage::ModelUsage;
 use crate::decode::constraint::ConstraintSpec;
 use crate::decode::Model;
 use crate::llm::ChatMessage;

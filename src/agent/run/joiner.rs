@@ -13,9 +13,9 @@ use std::time::Instant;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::agent::usage::ModelUsage;
 use crate::agent::model_call::chat_call;
 use crate::agent::numbers::{numbers_in, same_value, Number};
+use crate::agent::usage::ModelUsage;
 use crate::decode::constraint::ConstraintSpec;
 use crate::decode::Model;
 use crate::llm::ChatMessage;

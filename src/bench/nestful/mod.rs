@@ -16,8 +16,8 @@ pub mod split;
 pub use catalogue::{distractor_catalogue, load_tools, Distractors};
 pub(crate) use data::{issue, json_lines, read_text, Records};
 pub use data::{
-    load_samples, BenchDataError, Call, DataIssue, Loaded, Location, NestfulSample, NestfulTool,
-    DATA_FILE, SPEC_FILE, VAR_RESULT,
+    load_samples, BenchDataError, Call, DataIssue, Loaded, Location, NestfulSample, NestfulTool, DATA_FILE, SPEC_FILE,
+    VAR_RESULT,
 };
 pub use retrieval::{retrieval_recall, RecallAtK};
 pub use scoring::{macro_scores, score_sample, summarize, MacroScores, NestfulSummary, SampleScore};

@@ -12,8 +12,8 @@ use super::{
     NestfulSample, NestfulTool, RecallAtK, SampleScore,
 };
 use crate::agent::model_call::chat_call;
-use crate::agent::plan::search::step_keys;
 use crate::agent::plan::planner::{read_written_plan, system_prompt, write_plan};
+use crate::agent::plan::search::step_keys;
 use crate::agent::{ModelSource, Plan};
 use crate::bench::records::{run_samples, BenchRecorder};
 use crate::llm::ChatMessage;

@@ -24,8 +24,8 @@ use super::languages::is_language_name;
 use super::percentages::percentages_in;
 use super::{only_output_field, parameter_description};
 use crate::agent::numbers::{numbers_in, same_value};
-use crate::agent::plan::{Plan, Step};
 use crate::agent::plan::refs::references_in;
+use crate::agent::plan::{Plan, Step};
 use crate::tools::ToolRegistry;
 
 /// Rewrites, in each step with a dependency it lists but does not reference, the one top-level argument that

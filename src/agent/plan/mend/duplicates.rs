@@ -6,8 +6,8 @@
 //! orchestrator already answers a call that succeeded earlier in the run from that result, so the plan says
 //! what will happen, and the steps after it read as the goal does.
 
-use crate::agent::plan::{Plan, Step};
 use crate::agent::plan::refs::{rewrite_references, Reference};
+use crate::agent::plan::{Plan, Step};
 
 /// Removes each step whose tool and arguments equal an earlier kept step's, rewriting references to it and
 /// dependencies on it to that step. Returns one line per step dropped (`s2: dropped, the same call as s1`).

@@ -17,8 +17,10 @@
 use serde_json::Value;
 
 use super::goal_words::GoalWords;
+use crate::agent::plan::refs::{
+    parse_reference, reference_fits, references_in, rewrite_references, schema_types, Reference,
+};
 use crate::agent::plan::{Plan, Step};
-use crate::agent::plan::refs::{parse_reference, reference_fits, references_in, rewrite_references, schema_types, Reference};
 use crate::tools::{OutputField, ToolRegistry, BUILTIN_TOOLS};
 
 /// Verbs that tool names start with (`calculate_`, `get_`): they say what a tool does, not which part of a goal

@@ -8,8 +8,8 @@
 //! keeps `optimize_route`), and so is one that takes an earlier step's result.
 
 use super::goal_words::GoalWords;
-use crate::agent::plan::Plan;
 use crate::agent::plan::refs::references_in;
+use crate::agent::plan::Plan;
 use crate::tools::ToolRegistry;
 
 /// Removes the optional arguments (declared by the tool, not in its `required` list) that the goal mentions

@@ -6,8 +6,8 @@
 use serde_json::Value;
 
 use super::only_output_field;
-use crate::agent::plan::Plan;
 use crate::agent::plan::refs::{parse_reference, rewrite_references, Reference};
+use crate::agent::plan::Plan;
 use crate::tools::ToolRegistry;
 
 /// Names planners give a step's output when they do not know its field.

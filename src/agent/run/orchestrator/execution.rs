@@ -8,15 +8,15 @@ use serde_json::{Map, Value};
 
 use super::judging::{output_text, step_results};
 use super::{Agent, Approval, Execution, Prepared, Stop};
-use crate::agent::run::evaluation::work_out;
 use crate::agent::log::events::Event;
-use crate::agent::usage::ModelUsage;
-use crate::agent::run::executor::{fill_arguments, write_text, ExecutorCall};
-use crate::agent::run::joiner::StepResult;
+use crate::agent::log::runs::{call_key, RunState};
+use crate::agent::plan::refs::{coerce_to_schema, parse_reference, value_text};
 use crate::agent::plan::resolve_args;
 use crate::agent::plan::{Plan, Step};
-use crate::agent::plan::refs::{coerce_to_schema, parse_reference, value_text};
-use crate::agent::log::runs::{call_key, RunState};
+use crate::agent::run::evaluation::work_out;
+use crate::agent::run::executor::{fill_arguments, write_text, ExecutorCall};
+use crate::agent::run::joiner::StepResult;
+use crate::agent::usage::ModelUsage;
 use crate::tools::{Calculator, Llm, ToolError};
 use crate::Result;
 

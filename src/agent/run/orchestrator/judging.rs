@@ -7,13 +7,13 @@ use std::collections::HashSet;
 use serde_json::{Map, Value};
 
 use super::Agent;
-use crate::agent::run::evaluation::{checkable, doubts, evaluate};
 use crate::agent::log::events::Event;
-use crate::agent::run::joiner::{join, StepResult, Verdict};
-use crate::agent::numbers::{numbers_in, Number};
-use crate::agent::plan::{resolve_args, Plan, Step};
-use crate::agent::plan::refs::value_text;
 use crate::agent::log::runs::RunState;
+use crate::agent::numbers::{numbers_in, Number};
+use crate::agent::plan::refs::value_text;
+use crate::agent::plan::{resolve_args, Plan, Step};
+use crate::agent::run::evaluation::{checkable, doubts, evaluate};
+use crate::agent::run::joiner::{join, StepResult, Verdict};
 use crate::settings::{Evaluator, Joiner};
 use crate::tools::ToolError;
 use crate::Result;

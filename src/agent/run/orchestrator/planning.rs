@@ -3,11 +3,11 @@
 use std::time::Instant;
 
 use super::{Agent, Execution, PlanDecision, Stop};
-use crate::agent::usage::ModelUsage;
 use crate::agent::log::events::{Event, PlanOrigin, StopReason};
-use crate::agent::plan::Plan;
-use crate::agent::plan::search::SearchReport;
 use crate::agent::plan::planner::{plan_grammar, revise_plan, PlanOutcome};
+use crate::agent::plan::search::SearchReport;
+use crate::agent::plan::Plan;
+use crate::agent::usage::ModelUsage;
 use crate::Result;
 
 impl Agent<'_> {

@@ -6,12 +6,12 @@ use serde_json::Value;
 
 use super::judging::{final_answer, output_text};
 use super::{Agent, Execution, Stop};
-use crate::agent::usage::ModelUsage;
 use crate::agent::log::events::{Event, PlanOrigin, StopReason};
+use crate::agent::log::runs::call_key;
+use crate::agent::plan::planner::{next_move, NextMove};
 use crate::agent::plan::resolve_args;
 use crate::agent::plan::{Plan, Step};
-use crate::agent::plan::planner::{next_move, NextMove};
-use crate::agent::log::runs::call_key;
+use crate::agent::usage::ModelUsage;
 use crate::Result;
 
 impl Agent<'_> {
