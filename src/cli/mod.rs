@@ -4,6 +4,7 @@
 
 mod bench;
 mod common;
+mod config;
 mod inspect;
 mod plan;
 mod run;
@@ -12,9 +13,11 @@ mod serve;
 use clap::{Parser, Subcommand};
 
 pub use bench::{
-    BenchCommand, DraftsArgs, GrammarBenchArgs, PairsArgs, ServeBenchArgs, SpeedArgs, SuiteArgs, SuiteName,
+    BenchCommand, BfclArgs, DraftsArgs, GrammarBenchArgs, NestfulArgs, PairsArgs, ServeBenchArgs, SpeedArgs, SuiteName,
+    TasksArgs,
 };
 pub use common::{ComputeArgs, ModelArgs, PlanSearchArg, RunsDirArg, SpeculateArg, ToolArgs};
+pub use config::{config_path, parse, parse_from, ConfigCommand, ConfigShowArgs, Resolved, Source};
 pub use inspect::{ModelsCommand, RunsCommand, ToolsCommand, ToolsListArgs};
 pub use plan::{GenerateArgs, PlanArgs};
 pub use run::{parse_shard, AgentArgs, BatchArgs, BatchCommand, BatchMergeArgs, ResumeArgs, RunArgs, RunnerArgs};
@@ -35,6 +38,10 @@ pub struct Cli {
     /// More log output (-v: debug, -vv: trace). `RUST_LOG` overrides.
     #[arg(long, short, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
+    /// Read settings from this TOML file instead of $XDG_CONFIG_HOME/tandem/config.toml (or
+    /// ~/.config/tandem/config.toml); flags and environment variables beat the file (`tandem config show`).
+    #[arg(long, global = true, value_name = "FILE", env = "TANDEM_CONFIG")]
+    pub config: Option<std::path::PathBuf>,
 }
 
 impl Cli {
@@ -47,19 +54,25 @@ impl Cli {
             Command::Batch(args) => args.runner.compute.threads,
             Command::Plan(args) => args.compute.threads,
             Command::Serve(args) => args.compute.threads,
-            Command::Bench(bench) => match bench {
-                BenchCommand::Speed(args) => args.model.compute.threads,
-                BenchCommand::Grammar(args) => args.model.compute.threads,
-                BenchCommand::Drafts(args) => args.model.compute.threads,
-                BenchCommand::Tasks(args) | BenchCommand::Nestful(args) | BenchCommand::Bfcl(args) => {
-                    args.compute.threads
-                }
-                BenchCommand::Pairs(args) => args.suite_args.compute.threads,
-                // The servers it starts get --threads; the clients compute nothing.
-                BenchCommand::Serve(_) | BenchCommand::Rescore { .. } | BenchCommand::Merge { .. } => None,
-            },
-            Command::Runs(_) | Command::Models(_) | Command::Tools(_) => None,
+            Command::Bench(bench) => bench.threads(),
+            Command::Runs(_) | Command::Models(_) | Command::Tools(_) | Command::Config(_) => None,
         }
+    }
+
+    /// Folds the deprecated flag spellings that were given into the new flags, and returns one warning line for
+    /// each.
+    pub fn take_deprecated(&mut self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        match &mut self.command {
+            Command::Generate(args) => args.take_deprecated(&mut warnings),
+            Command::Plan(args) => args.take_deprecated(&mut warnings),
+            Command::Run(args) => args.agent.take_deprecated("run", &mut warnings),
+            Command::Batch(args) => args.agent.take_deprecated("batch", &mut warnings),
+            Command::Serve(args) => args.take_deprecated(&mut warnings),
+            Command::Bench(bench) => bench.take_deprecated(&mut warnings),
+            _ => {}
+        }
+        warnings
     }
 }
 
@@ -133,4 +146,8 @@ pub enum Command {
     /// Benchmarks (`tandem bench speed --model ID`).
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// The settings: where each comes from (flag, environment, configuration file, default), and which
+    /// configuration file is read. docs/cli.md (Configuration file) lists the keys.
+    #[command(subcommand)]
+    Config(ConfigCommand),
 }

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
+use super::common::deprecated;
 use super::{ComputeArgs, PlanSearchArg, RunsDirArg, SpeculateArg, ToolArgs};
 use crate::settings::{
     self, AgentSettings, Approval, BatchSettings, Budgets, Evaluator, Joiner, Mode, RunnerSettings, Shard,
@@ -45,8 +46,11 @@ pub struct AgentArgs {
     #[arg(long, default_value_t = Budgets::MAX_STEPS)]
     pub max_steps: usize,
     /// Most generated tokens in the run, planner and executor together.
-    #[arg(long, default_value_t = Budgets::MAX_TOKENS)]
-    pub max_tokens: usize,
+    #[arg(long, value_name = "N", default_value_t = Budgets::MAX_TOKENS)]
+    pub max_run_tokens: usize,
+    /// Deprecated spelling of --max-run-tokens.
+    #[arg(long = "max-tokens", value_name = "N", hide = true, conflicts_with = "max_run_tokens")]
+    pub deprecated_max_tokens: Option<usize>,
     /// Wall-time limit, in seconds (checked between steps).
     #[arg(long, value_name = "SECONDS", default_value_t = Budgets::MAX_SECONDS)]
     pub max_time: u64,
@@ -59,6 +63,15 @@ pub struct AgentArgs {
 }
 
 impl AgentArgs {
+    /// Folds the deprecated spellings into the new flags, with a warning for each one given (`command`: `run` or
+    /// `batch`).
+    pub fn take_deprecated(&mut self, command: &str, warnings: &mut Vec<String>) {
+        if let Some(n) = self.deprecated_max_tokens.take() {
+            warnings.push(deprecated(command, "--max-tokens", "--max-run-tokens"));
+            self.max_run_tokens = n;
+        }
+    }
+
     /// The settings these flags give.
     pub fn settings(&self) -> AgentSettings {
         AgentSettings {
@@ -78,7 +91,7 @@ impl AgentArgs {
         Budgets {
             max_replans: self.max_replans,
             max_steps: self.max_steps,
-            max_tokens: self.max_tokens,
+            max_tokens: self.max_run_tokens,
             max_seconds: self.max_time,
             plan_tokens: self.plan_tokens,
             executor_tokens: self.executor_tokens,

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use super::common::deprecated;
 use super::{ComputeArgs, RunsDirArg, SpeculateArg, ToolArgs};
 use crate::settings::{self, RunnerSettings, ServeSettings};
 
@@ -44,8 +45,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "BYTES", default_value_t = ServeSettings::MAX_BODY_BYTES)]
     pub max_body: usize,
     /// Most new tokens of one completion; also the default when a request gives no max_tokens.
-    #[arg(long, default_value_t = ServeSettings::MAX_TOKENS)]
-    pub max_tokens: usize,
+    #[arg(long, value_name = "N", default_value_t = ServeSettings::MAX_TOKENS)]
+    pub max_completion_tokens: usize,
+    /// Deprecated spelling of --max-completion-tokens.
+    #[arg(long = "max-tokens", value_name = "N", hide = true, conflicts_with = "max_completion_tokens")]
+    pub deprecated_max_tokens: Option<usize>,
     /// Tools of agent runs (`POST /v1/runs`), with the same policy as `tandem run`.
     #[command(flatten)]
     pub tools: ToolArgs,
@@ -78,6 +82,14 @@ fn named_file(text: &str) -> std::result::Result<(String, PathBuf), String> {
 }
 
 impl ServeArgs {
+    /// Folds the deprecated spellings into the new flags, with a warning for each one given.
+    pub fn take_deprecated(&mut self, warnings: &mut Vec<String>) {
+        if let Some(n) = self.deprecated_max_tokens.take() {
+            warnings.push(deprecated("serve", "--max-tokens", "--max-completion-tokens"));
+            self.max_completion_tokens = n;
+        }
+    }
+
     /// The settings these flags give.
     pub fn settings(&self) -> ServeSettings {
         ServeSettings {
@@ -96,7 +108,7 @@ impl ServeArgs {
             max_body_bytes: self.max_body,
             queue: self.queue,
             parallel: usize::from(self.parallel),
-            max_tokens: self.max_tokens,
+            max_tokens: self.max_completion_tokens,
             tool_sets: self.tool_set.clone(),
             mcp_sets: self.mcp_set.clone(),
             shutdown_grace_s: self.shutdown_grace,

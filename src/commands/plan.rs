@@ -36,8 +36,8 @@ pub fn run(args: PlanArgs, reporter: &dyn Reporter) -> Result<()> {
     // The plan grammar compiles beside the load (half a second for a catalogue of 30 tools).
     let grammar = plan_grammar(tools)?;
     let mut model = Model::load_warm(&path, &device, &options, drafting, &[grammar])?;
-    reporter.message(&format!("planning with {} …", args.model));
-    let outcome = write_plan(&mut model, &args.goal, tools, args.max_tokens, args.search.plans)?;
+    reporter.message(&format!("planning with {} …", args.planner));
+    let outcome = write_plan(&mut model, &args.goal, tools, args.plan_tokens, args.search.plans)?;
     if args.json {
         let json = serde_json::to_string_pretty(&outcome.plan).map_err(Error::encode("the plan"))?;
         println!("{json}");

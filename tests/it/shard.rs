@@ -420,7 +420,7 @@ fn a_read_only_models_directory_is_read_and_never_written() {
     for _ in 0..2 {
         assert_eq!(run(&["models", "path", EXECUTOR]).trim(), file.to_str().unwrap());
     }
-    run(&["generate", "-m", EXECUTOR, "--max-tokens", "2", "--threads", "2", "Hi"]);
+    run(&["generate", "-m", EXECUTOR, "--max-new-tokens", "2", "--threads", "2", "Hi"]);
     assert!(cache.join("external").join(format!("{EXECUTOR}.verified")).is_file(), "the stamp is the node's");
     assert!(!cache.join(format!("{EXECUTOR}.gguf")).exists(), "nothing was pulled");
     assert_eq!(snapshot(&shared), before, "the shared directory is untouched");
