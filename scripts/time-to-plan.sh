@@ -30,7 +30,7 @@ run() { # one `tandem plan` process: prints "wall_s cpu_s prompt_tokens reused_t
     local log times figures
     log="$(mktemp)"; times="$(mktemp)"
     /usr/bin/time -o "$times" -f "%e %U %S" \
-        "$tandem" plan -m "$model" --threads "$threads" --plans "${PLANS:-1}" --tools "$tools" "$1" >/dev/null 2>"$log" || true
+        "$tandem" plan --planner "$model" --threads "$threads" --plans "${PLANS:-1}" --tools "$tools" "$1" >/dev/null 2>"$log" || true
     figures="$(grep -o 'prompt [0-9]* tokens ([0-9]* reused' "$log" | tr -dc '0-9 ' | xargs)"
     [[ -n "$figures" ]] || { echo "tandem plan failed:" >&2; cat "$log" >&2; exit 1; }
     read -r wall user sys <"$times"

@@ -1,12 +1,20 @@
-//! The `tandem` binary: parse the command line, set up logging, run, map errors to an exit code.
+//! The `tandem` binary: parse the command line (with the configuration file), set up logging, run, map errors to
+//! an exit code.
 
 use std::process::ExitCode;
 
-use clap::Parser;
-use tandem::cli::Cli;
-
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // Exit codes (docs/cli.md): 0 done, 1 error, 2 usage error, 3 a run stopped before finishing.
+    let mut cli = match tandem::cli::parse() {
+        Ok(cli) => cli,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::from(error.exit_code());
+        }
+    };
+    for warning in cli.take_deprecated() {
+        eprintln!("{warning}");
+    }
     if let Some(threads) = cli.threads().filter(|n| *n > 0) {
         // candle's gemm splits its work by RAYON_NUM_THREADS, read from the environment. It is set here, before
         // any thread exists, because changing the environment while other threads run is a data race.
@@ -20,7 +28,6 @@ fn main() -> ExitCode {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
-    // Exit codes (docs/cli.md): 0 done, 1 error, 2 usage error, 3 a run stopped before finishing.
     // A TANDEM_CPU_ISA this CPU cannot run is refused before anything loads (the kernels would ignore it).
     match tandem::kernels::requested_level().and_then(|_| tandem::commands::run(cli)) {
         Ok(outcome) => {

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand, ValueEnum};
 
+use super::common::deprecated;
 use super::{ComputeArgs, ModelArgs};
 use crate::settings::{self, Evaluator, Joiner, Mode, Shard, SuiteSettings};
 
@@ -22,16 +23,16 @@ pub enum BenchCommand {
     /// End-to-end tasks (benches/tasks.toml): success rate, steps, replans, tokens, wall time.
     ///
     /// Example: tandem bench tasks --limit 10
-    Tasks(SuiteArgs),
+    Tasks(TasksArgs),
     /// NESTFUL: planning quality (F1 of functions and parameters, partial and full sequence accuracy).
     ///
-    /// Example: tandem bench nestful --tools gold+5 --limit 40
-    Nestful(SuiteArgs),
+    /// Example: tandem bench nestful --catalogue gold+5 --limit 40
+    Nestful(NestfulArgs),
     /// BFCL's single-turn categories (simple_python, multiple, parallel, parallel_multiple, irrelevance, live_*):
     /// function calls by the executor, checked with BFCL's AST rules.
     ///
     /// Example: tandem bench bfcl --limit 100; tandem bench bfcl --data DIR --categories all
-    Bfcl(SuiteArgs),
+    Bfcl(BfclArgs),
     /// The planner × executor matrix on one suite, with the one-model and executor-only (step mode) baselines.
     ///
     /// Example: tandem bench pairs --planners qwen2.5-coder-1.5b-instruct-q4_k_m --executors
@@ -76,57 +77,27 @@ pub enum BenchCommand {
     },
 }
 
-/// Options of one benchmark suite.
+/// The models a suite runs.
 #[derive(Debug, Clone, Args)]
-pub struct SuiteArgs {
+pub struct SuiteModels {
     /// The planner: a model id or a .gguf path.
     #[arg(long, default_value = settings::DEFAULT_PLANNER)]
     pub planner: String,
     /// The executor: a model id or a .gguf path.
     #[arg(long, default_value = settings::DEFAULT_EXECUTOR)]
     pub executor: String,
-    /// Planner mode for `tasks` (plan-ahead, or step for the executor-alone baseline).
-    #[arg(long, value_enum, default_value_t = Mode::PlanAhead)]
-    pub mode: Mode,
-    /// Who writes the final answer of `tasks` runs (as `tandem run --joiner`).
-    #[arg(long, value_enum, default_value_t = Joiner::Planner)]
-    pub joiner: Joiner,
-    /// Who checks the calculator steps of `tasks` runs (as `tandem run --evaluate`).
-    #[arg(long, value_enum, env = "TANDEM_EVALUATE", default_value_t = Evaluator::Off)]
-    pub evaluate: Evaluator,
-    #[command(flatten)]
-    pub search: super::PlanSearchArg,
+}
+
+/// What every suite takes: its data, how it samples, where it writes and computes.
+#[derive(Debug, Clone, Args)]
+pub struct SuiteRun {
     /// Data: a directory for nestful (default ../shared/data/nestful) and bfcl (../shared/data/bfcl), a tasks
     /// TOML file for tasks (default: the built-in suite).
     #[arg(long, value_name = "PATH")]
     pub data: Option<PathBuf>,
-    /// Tool catalogue per NESTFUL sample: `all` (the whole spec file, hardest) or `gold+K` (gold tools and K
-    /// distractors drawn with --seed).
-    #[arg(long, default_value = "gold+5")]
-    pub tools: String,
-    /// NESTFUL and tasks: show the planner only the K tools of the catalogue that best match the goal (BM25 tool
-    /// retrieval); 0 shows all.
-    #[arg(long, value_name = "K", default_value_t = 0)]
-    pub tools_top_k: usize,
-    /// NESTFUL only: print the gold-tool recall of tool retrieval at each K (e.g. `3,5,8,10,15`) over the --tools
-    /// catalogues and exit; no model is loaded.
-    #[arg(long, value_name = "K,...", value_delimiter = ',')]
-    pub retrieval_recall: Vec<usize>,
-    /// NESTFUL without the plan grammar (free JSON), to measure what the grammar buys.
-    #[arg(long)]
-    pub no_grammar: bool,
-    /// Categories to run (comma-separated). bfcl: simple_python, multiple, parallel, parallel_multiple,
-    /// irrelevance, live_simple, live_multiple, live_parallel, live_parallel_multiple, live_irrelevance,
-    /// live_relevance, or `all` (every category with a question file in --data); default simple_python,multiple.
-    /// tasks: the suite's own categories (its tasks' `category`), default all.
-    #[arg(long, value_delimiter = ',')]
-    pub categories: Vec<String>,
     /// Only the first N samples (per category for bfcl).
     #[arg(long)]
     pub limit: Option<usize>,
-    /// Seed for distractor tools.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
     /// Where benchmark runs are written (one directory per run).
     #[arg(long, default_value = "bench-results")]
     pub out: PathBuf,
@@ -142,28 +113,168 @@ pub struct SuiteArgs {
     pub compute: ComputeArgs,
 }
 
-impl SuiteArgs {
+/// How `tasks` runs the agent.
+#[derive(Debug, Clone, Args)]
+pub struct TaskOptions {
+    /// Planner mode for `tasks` (plan-ahead, or step for the executor-alone baseline).
+    #[arg(long, value_enum, default_value_t = Mode::PlanAhead)]
+    pub mode: Mode,
+    /// Who writes the final answer of `tasks` runs (as `tandem run --joiner`).
+    #[arg(long, value_enum, default_value_t = Joiner::Planner)]
+    pub joiner: Joiner,
+    /// Who checks the calculator steps of `tasks` runs (as `tandem run --evaluate`).
+    #[arg(long, value_enum, env = "TANDEM_EVALUATE", default_value_t = Evaluator::Off)]
+    pub evaluate: Evaluator,
+}
+
+/// NESTFUL's tool catalogue and grammar.
+#[derive(Debug, Clone, Args)]
+pub struct CatalogueOptions {
+    /// Tool catalogue per NESTFUL sample: `all` (the whole spec file, hardest) or `gold+K` (gold tools and K
+    /// distractors drawn with --seed).
+    #[arg(long, value_name = "all|gold+K", default_value = "gold+5")]
+    pub catalogue: String,
+    /// Deprecated spelling of --catalogue.
+    #[arg(long = "tools", hide = true, conflicts_with = "catalogue")]
+    pub deprecated_tools: Option<String>,
+    /// Seed for the distractor tools of `gold+K`.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// NESTFUL without the plan grammar (free JSON), to measure what the grammar buys.
+    #[arg(long)]
+    pub no_grammar: bool,
+}
+
+impl CatalogueOptions {
+    /// Folds `--tools` into `--catalogue`, with a warning when it was given.
+    pub fn take_deprecated(&mut self, command: &str, warnings: &mut Vec<String>) {
+        if let Some(catalogue) = self.deprecated_tools.take() {
+            warnings.push(deprecated(command, "--tools", "--catalogue"));
+            self.catalogue = catalogue;
+        }
+    }
+}
+
+/// Tool retrieval for the planner (nestful and tasks).
+#[derive(Debug, Clone, Copy, Args)]
+pub struct TopKArg {
+    /// Show the planner only the K tools of the catalogue that best match the goal (BM25 tool retrieval); 0 shows
+    /// all.
+    #[arg(long, value_name = "K", default_value_t = 0)]
+    pub tools_top_k: usize,
+}
+
+/// The categories a suite runs (bfcl and tasks).
+#[derive(Debug, Clone, Args)]
+pub struct CategoriesArg {
+    /// Categories to run (comma-separated). bfcl: simple_python, multiple, parallel, parallel_multiple,
+    /// irrelevance, live_simple, live_multiple, live_parallel, live_parallel_multiple, live_irrelevance,
+    /// live_relevance, or `all` (every category with a question file in --data); default simple_python,multiple.
+    /// tasks: the suite's own categories (its tasks' `category`), default all.
+    #[arg(long, value_delimiter = ',')]
+    pub categories: Vec<String>,
+}
+
+/// `tandem bench tasks`.
+#[derive(Debug, Clone, Args)]
+pub struct TasksArgs {
+    #[command(flatten)]
+    pub models: SuiteModels,
+    #[command(flatten)]
+    pub search: super::PlanSearchArg,
+    #[command(flatten)]
+    pub task: TaskOptions,
+    #[command(flatten)]
+    pub top_k: TopKArg,
+    #[command(flatten)]
+    pub categories: CategoriesArg,
+    #[command(flatten)]
+    pub run: SuiteRun,
+}
+
+/// `tandem bench nestful`.
+#[derive(Debug, Clone, Args)]
+pub struct NestfulArgs {
+    #[command(flatten)]
+    pub models: SuiteModels,
+    #[command(flatten)]
+    pub search: super::PlanSearchArg,
+    #[command(flatten)]
+    pub catalogue: CatalogueOptions,
+    #[command(flatten)]
+    pub top_k: TopKArg,
+    /// Print the gold-tool recall of tool retrieval at each K (e.g. `3,5,8,10,15`) over the --catalogue
+    /// catalogues and exit; no model is loaded.
+    #[arg(long, value_name = "K,...", value_delimiter = ',')]
+    pub retrieval_recall: Vec<usize>,
+    #[command(flatten)]
+    pub run: SuiteRun,
+}
+
+/// `tandem bench bfcl`.
+#[derive(Debug, Clone, Args)]
+pub struct BfclArgs {
+    #[command(flatten)]
+    pub models: SuiteModels,
+    #[command(flatten)]
+    pub categories: CategoriesArg,
+    #[command(flatten)]
+    pub run: SuiteRun,
+}
+
+/// The settings of a suite: what was given, the defaults for the rest.
+fn suite_settings(
+    models: &SuiteModels,
+    run: &SuiteRun,
+    search: Option<super::PlanSearchArg>,
+    task: Option<&TaskOptions>,
+    catalogue: Option<&CatalogueOptions>,
+    top_k: Option<TopKArg>,
+    categories: Option<&CategoriesArg>,
+) -> SuiteSettings {
+    let catalogue_default =
+        || CatalogueOptions { catalogue: "gold+5".into(), deprecated_tools: None, seed: 0, no_grammar: false };
+    let catalogue = catalogue.cloned().unwrap_or_else(catalogue_default);
+    SuiteSettings {
+        planner: models.planner.clone(),
+        executor: models.executor.clone(),
+        mode: task.map_or_else(Mode::default, |t| t.mode),
+        joiner: task.map_or_else(Joiner::default, |t| t.joiner),
+        evaluate: task.map_or_else(Evaluator::default, |t| t.evaluate),
+        plans: search.map_or(settings::PLANS, |s| s.plans),
+        data: run.data.clone(),
+        tools: catalogue.catalogue,
+        tools_top_k: top_k.map_or(settings::TOOLS_TOP_K, |k| k.tools_top_k),
+        no_grammar: catalogue.no_grammar,
+        categories: categories.map(|c| c.categories.clone()).unwrap_or_default(),
+        limit: run.limit,
+        seed: catalogue.seed,
+        out: run.out.clone(),
+        resume: run.resume.clone(),
+        compute: run.compute.settings(),
+        shard: run.shard,
+    }
+}
+
+impl TasksArgs {
     /// The settings these flags give.
     pub fn settings(&self) -> SuiteSettings {
-        SuiteSettings {
-            planner: self.planner.clone(),
-            executor: self.executor.clone(),
-            mode: self.mode,
-            joiner: self.joiner,
-            evaluate: self.evaluate,
-            plans: self.search.plans,
-            data: self.data.clone(),
-            tools: self.tools.clone(),
-            tools_top_k: self.tools_top_k,
-            no_grammar: self.no_grammar,
-            categories: self.categories.clone(),
-            limit: self.limit,
-            seed: self.seed,
-            out: self.out.clone(),
-            resume: self.resume.clone(),
-            compute: self.compute.settings(),
-            shard: self.shard,
-        }
+        let (task, categories) = (Some(&self.task), Some(&self.categories));
+        suite_settings(&self.models, &self.run, Some(self.search), task, None, Some(self.top_k), categories)
+    }
+}
+
+impl NestfulArgs {
+    /// The settings these flags give.
+    pub fn settings(&self) -> SuiteSettings {
+        suite_settings(&self.models, &self.run, Some(self.search), None, Some(&self.catalogue), Some(self.top_k), None)
+    }
+}
+
+impl BfclArgs {
+    /// The settings these flags give.
+    pub fn settings(&self) -> SuiteSettings {
+        suite_settings(&self.models, &self.run, None, None, None, None, Some(&self.categories))
     }
 }
 
@@ -193,9 +304,35 @@ pub struct PairsArgs {
     /// Skip the baselines (each model alone; each executor alone in step mode).
     #[arg(long)]
     pub no_baselines: bool,
-    /// Suite options (the --planner/--executor given here are ignored).
     #[command(flatten)]
-    pub suite_args: SuiteArgs,
+    pub search: super::PlanSearchArg,
+    #[command(flatten)]
+    pub task: TaskOptions,
+    #[command(flatten)]
+    pub catalogue: CatalogueOptions,
+    #[command(flatten)]
+    pub top_k: TopKArg,
+    #[command(flatten)]
+    pub categories: CategoriesArg,
+    #[command(flatten)]
+    pub run: SuiteRun,
+}
+
+impl PairsArgs {
+    /// The suite settings of every pair (the pair's models replace the defaults named here).
+    pub fn suite_settings(&self) -> SuiteSettings {
+        let models =
+            SuiteModels { planner: settings::DEFAULT_PLANNER.into(), executor: settings::DEFAULT_EXECUTOR.into() };
+        suite_settings(
+            &models,
+            &self.run,
+            Some(self.search),
+            Some(&self.task),
+            Some(&self.catalogue),
+            Some(self.top_k),
+            Some(&self.categories),
+        )
+    }
 }
 
 /// `tandem bench grammar`.
@@ -273,9 +410,12 @@ pub struct ServeBenchArgs {
     /// Requests each client sends per level, one after another.
     #[arg(long, value_name = "N", default_value_t = 3)]
     pub requests: usize,
-    /// `max_tokens` of every request.
-    #[arg(long, default_value_t = 64)]
-    pub max_tokens: usize,
+    /// `max_tokens` of every request: the most new tokens of one completion.
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub max_completion_tokens: usize,
+    /// Deprecated spelling of --max-completion-tokens.
+    #[arg(long = "max-tokens", value_name = "N", hide = true, conflicts_with = "max_completion_tokens")]
+    pub deprecated_max_tokens: Option<usize>,
     /// Compute threads of each server started (default: all cores).
     #[arg(long, short)]
     pub threads: Option<usize>,
@@ -294,4 +434,36 @@ pub struct ServeBenchArgs {
     /// Where the run directory (samples.jsonl, summary.json, summary.md) is written.
     #[arg(long, default_value = "bench-results")]
     pub out: PathBuf,
+}
+
+impl BenchCommand {
+    /// Folds the deprecated spellings into the new flags, with a warning for each one given.
+    pub fn take_deprecated(&mut self, warnings: &mut Vec<String>) {
+        match self {
+            BenchCommand::Nestful(args) => args.catalogue.take_deprecated("bench nestful", warnings),
+            BenchCommand::Pairs(args) => args.catalogue.take_deprecated("bench pairs", warnings),
+            BenchCommand::Serve(args) => {
+                if let Some(n) = args.deprecated_max_tokens.take() {
+                    warnings.push(deprecated("bench serve", "--max-tokens", "--max-completion-tokens"));
+                    args.max_completion_tokens = n;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The `--threads` the command was given, where it takes one.
+    pub fn threads(&self) -> Option<usize> {
+        match self {
+            BenchCommand::Speed(args) => args.model.compute.threads,
+            BenchCommand::Grammar(args) => args.model.compute.threads,
+            BenchCommand::Drafts(args) => args.model.compute.threads,
+            BenchCommand::Tasks(args) => args.run.compute.threads,
+            BenchCommand::Nestful(args) => args.run.compute.threads,
+            BenchCommand::Bfcl(args) => args.run.compute.threads,
+            BenchCommand::Pairs(args) => args.run.compute.threads,
+            // The servers it starts get --threads; the clients compute nothing.
+            BenchCommand::Serve(_) | BenchCommand::Rescore { .. } | BenchCommand::Merge { .. } => None,
+        }
+    }
 }

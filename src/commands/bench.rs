@@ -2,9 +2,7 @@
 
 use crate::bench::speed::{measure, SpeedSettings};
 use crate::bench::suites::{self, PairsSettings, Suite};
-use crate::cli::{
-    BenchCommand, DraftsArgs, GrammarBenchArgs, PairsArgs, ServeBenchArgs, SpeedArgs, SuiteArgs, SuiteName,
-};
+use crate::cli::{BenchCommand, DraftsArgs, GrammarBenchArgs, PairsArgs, ServeBenchArgs, SpeedArgs, SuiteName};
 use crate::commands::generate::model_engine;
 use crate::progress::Reporter;
 use crate::{Error, Result};
@@ -15,9 +13,15 @@ pub fn run(cmd: BenchCommand, reporter: &dyn Reporter) -> Result<()> {
         BenchCommand::Speed(args) => speed(args, reporter),
         BenchCommand::Grammar(args) => grammar(args, reporter),
         BenchCommand::Drafts(args) => drafts(args, reporter),
-        BenchCommand::Tasks(args) => suite(Suite::Tasks, &args, reporter),
-        BenchCommand::Nestful(args) => suite(Suite::Nestful, &args, reporter),
-        BenchCommand::Bfcl(args) => suite(Suite::Bfcl, &args, reporter),
+        BenchCommand::Tasks(args) => suite(Suite::Tasks, &args.settings(), reporter),
+        BenchCommand::Nestful(args) => {
+            let settings = args.settings();
+            if !args.retrieval_recall.is_empty() {
+                return retrieval_recall(&settings, &args.retrieval_recall, reporter);
+            }
+            suite(Suite::Nestful, &settings, reporter)
+        }
+        BenchCommand::Bfcl(args) => suite(Suite::Bfcl, &args.settings(), reporter),
         BenchCommand::Pairs(args) => suites::pairs(&pairs_settings(&args), reporter),
         BenchCommand::Serve(args) => serve(args, reporter),
         BenchCommand::Rescore { dir, mend, data } => suites::rescore(&dir, mend, data.as_deref()),
@@ -25,23 +29,16 @@ pub fn run(cmd: BenchCommand, reporter: &dyn Reporter) -> Result<()> {
     }
 }
 
-fn suite(suite: Suite, args: &SuiteArgs, reporter: &dyn Reporter) -> Result<()> {
-    let settings = args.settings();
-    if !args.retrieval_recall.is_empty() {
-        if suite != Suite::Nestful {
-            return Err(Error::Usage("--retrieval-recall is for `tandem bench nestful`".into()));
-        }
-        return retrieval_recall(&settings, &args.retrieval_recall, reporter);
-    }
-    let pair = suites::pair_of(&settings);
-    suites::run_suite(suite, &settings, &pair, reporter).map(|_| ())
+fn suite(suite: Suite, settings: &crate::settings::SuiteSettings, reporter: &dyn Reporter) -> Result<()> {
+    let pair = suites::pair_of(settings);
+    suites::run_suite(suite, settings, &pair, reporter).map(|_| ())
 }
 
 /// Prints retrieval's gold-tool recall at each K as a Markdown table.
 fn retrieval_recall(settings: &crate::settings::SuiteSettings, ks: &[usize], reporter: &dyn Reporter) -> Result<()> {
     let rows = crate::bench::nestful::runner::recall(settings, ks, reporter)?;
     let size = rows.first().map_or(0.0, |r| r.catalogue);
-    println!("tool retrieval (BM25) on NESTFUL, --tools {} (mean catalogue {size:.1} tools)", settings.tools);
+    println!("tool retrieval (BM25) on NESTFUL, --catalogue {} (mean catalogue {size:.1} tools)", settings.tools);
     println!("| K | gold-tool recall@K | samples with every gold tool in the K |");
     println!("| --- | --- | --- |");
     for row in rows {
@@ -60,7 +57,7 @@ fn pairs_settings(args: &PairsArgs) -> PairsSettings {
         planners: args.planners.clone(),
         executors: args.executors.clone(),
         baselines: !args.no_baselines,
-        suite_settings: args.suite_args.settings(),
+        suite_settings: args.suite_settings(),
     }
 }
 
@@ -290,7 +287,7 @@ fn serve(args: ServeBenchArgs, reporter: &dyn Reporter) -> Result<()> {
         model_name,
         clients: args.clients.clone(),
         requests_per_client: args.requests,
-        max_tokens: args.max_tokens,
+        max_tokens: args.max_completion_tokens,
         threads,
         repeats: args.repeats,
         tandem,

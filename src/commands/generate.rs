@@ -67,7 +67,7 @@ pub fn run(args: GenerateArgs, reporter: &dyn Reporter) -> Result<()> {
     };
     let request = GenerateRequest {
         prompt: tokens,
-        max_tokens: args.max_tokens,
+        max_tokens: args.max_new_tokens,
         sampling: Sampling::from_temperature(args.temperature, args.top_k, args.top_p),
         seed: args.seed,
         stop_tokens: Vec::new(),

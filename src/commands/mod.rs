@@ -2,6 +2,7 @@
 
 pub mod batch;
 pub mod bench;
+pub mod config;
 pub mod generate;
 pub mod models;
 pub mod plan;
@@ -50,5 +51,6 @@ pub fn run(cli: Cli) -> Result<Outcome> {
         Command::Tools(cmd) => done(tools::run(cmd)),
         Command::Serve(args) => done(serve::run(args, &reporter)),
         Command::Bench(cmd) => done(bench::run(cmd, &reporter)),
+        Command::Config(cmd) => done(config::run(cmd)),
     }
 }

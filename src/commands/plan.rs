@@ -29,9 +29,9 @@ pub fn run(args: PlanArgs, reporter: &dyn Reporter) -> Result<()> {
     let engine = model_engine(&model_args)?.with_prefix_store(!args.no_prefix_store);
     // The plan grammar compiles beside the load.
     let grammar = plan_grammar(tools)?;
-    let (mut model, _) = engine.load(&args.model, "planner", &[grammar], reporter)?;
-    reporter.message(&format!("planning with {} …", args.model));
-    let outcome = write_plan(&mut model, &args.goal, tools, args.max_tokens, args.search.plans)?;
+    let (mut model, _) = engine.load(&args.planner, "planner", &[grammar], reporter)?;
+    reporter.message(&format!("planning with {} …", args.planner));
+    let outcome = write_plan(&mut model, &args.goal, tools, args.plan_tokens, args.search.plans)?;
     if args.json {
         let json = serde_json::to_string_pretty(&outcome.plan).map_err(Error::encode("the plan"))?;
         println!("{json}");

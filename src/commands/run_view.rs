@@ -211,7 +211,7 @@ impl TerminalApprover {
         let text = serde_json::to_string_pretty(plan).map_err(Error::encode("the plan"))?;
         std::fs::write(&self.edit_file, text)
             .map_err(|e| Error::io(format!("writing {}", self.edit_file.display()), e))?;
-        let editor = std::env::var("VISUAL").or_else(|_| std::env::var("EDITOR")).unwrap_or_else(|_| "vi".into());
+        let editor = crate::settings::env::editor();
         loop {
             let status = std::process::Command::new("sh")
                 .arg("-c")

@@ -23,7 +23,7 @@ pub enum GenerateError {
     EmptyPrompt,
     #[error("the prompt has {prompt} tokens but the model's context holds {context}")]
     PromptTooLong { prompt: usize, context: usize },
-    #[error("reached the limit of {max_tokens} tokens before the output matched the grammar; raise --max-tokens. Output so far: {text:?}")]
+    #[error("reached the limit of {max_tokens} tokens before the output matched the grammar; raise the token limit (generate --max-new-tokens, plan --plan-tokens). Output so far: {text:?}")]
     GrammarIncomplete { max_tokens: usize, text: String },
     #[error("the grammar allows no token at output position {position}; output so far: {text:?}")]
     NoAllowedToken { position: usize, text: String },

@@ -72,9 +72,9 @@ impl Ours {
             return Ours::NONE;
         }
         *CHOICE.get_or_init(|| {
-            let choice = match std::env::var("TANDEM_GPU_KERNELS").as_deref() {
-                Ok("candle") => return Ours::NONE,
-                Ok("attention") => Ours { attention: true, fused: false },
+            let choice = match crate::settings::env::gpu_kernels().as_deref() {
+                Some("candle") => return Ours::NONE,
+                Some("attention") => Ours { attention: true, fused: false },
                 _ => Ours { attention: true, fused: true },
             };
             match PASS_ATTENTION.ptx().and(FUSED.ptx()) {

@@ -232,7 +232,7 @@ pub fn has_avx_vnni() -> bool {
 /// (none).
 pub fn kernel_choice() -> &'static str {
     static CHOICE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    CHOICE.get_or_init(|| std::env::var("TANDEM_KERNELS").unwrap_or_else(|_| "all".into()))
+    CHOICE.get_or_init(|| crate::settings::env::kernels().unwrap_or_else(|| "all".into()))
 }
 
 /// The instruction sets `TANDEM_CPU_ISA` can name, each with the level it runs.
@@ -264,7 +264,7 @@ pub fn detected_level() -> CpuLevel {
 /// The level `TANDEM_CPU_ISA` asks for (`avx512`, `avxvnni`, `avx2` or `scalar`: candle's portable kernels, none of
 /// ours), if set; an unknown name or an instruction set this CPU lacks is an error that says which ones it runs.
 pub fn requested_level() -> Result<Option<CpuLevel>> {
-    let Ok(name) = std::env::var("TANDEM_CPU_ISA") else { return Ok(None) };
+    let Some(name) = crate::settings::env::cpu_isa() else { return Ok(None) };
     let names = ISA_NAMES.map(|(name, _)| name).join(", ");
     let Some(&(_, level)) = ISA_NAMES.iter().find(|(known, _)| known.eq_ignore_ascii_case(name.trim())) else {
         return Err(crate::Error::Usage(format!("TANDEM_CPU_ISA={name} is not one of {names}")));

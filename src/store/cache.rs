@@ -15,15 +15,10 @@ use std::path::{Path, PathBuf};
 
 /// `$TANDEM_CACHE_DIR`, else `$XDG_CACHE_HOME/tandem/models`, else `~/.cache/tandem/models`.
 pub fn default_cache_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("TANDEM_CACHE_DIR").filter(|d| !d.is_empty()) {
-        return PathBuf::from(dir);
+    if let Some(dir) = crate::settings::env::cache_dir() {
+        return dir;
     }
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").filter(|h| !h.is_empty()).map(|h| PathBuf::from(h).join(".cache")))
-        .or_else(|| std::env::var_os("USERPROFILE").map(|h| PathBuf::from(h).join(".cache")))
-        .unwrap_or_else(|| PathBuf::from(".cache"));
+    let base = crate::settings::env::cache_home().unwrap_or_else(|| PathBuf::from(".cache"));
     base.join("tandem").join("models")
 }
 

@@ -16,8 +16,7 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 /// Why the hub was not tried, or `None` when it is worth trying: not switched off (`TANDEM_OFFLINE=1` or
 /// `HF_HUB_OFFLINE=1`) and the endpoint (or the HTTPS proxy) accepts a TCP connection within two seconds.
 pub fn unavailable() -> Option<&'static str> {
-    let set = |key: &str| std::env::var(key).is_ok_and(|v| !v.is_empty() && v != "0");
-    if set("HF_HUB_OFFLINE") || set("TANDEM_OFFLINE") {
+    if crate::settings::env::offline() {
         return Some("switched off (HF_HUB_OFFLINE / TANDEM_OFFLINE)");
     }
     static REACHABLE: OnceLock<bool> = OnceLock::new();
@@ -30,9 +29,7 @@ pub fn unavailable() -> Option<&'static str> {
 
 /// `host:port` to probe: the HTTPS proxy if one is configured, else the endpoint.
 fn probe_target() -> String {
-    let proxy = ["HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"]
-        .iter()
-        .find_map(|k| std::env::var(k).ok().filter(|v| !v.is_empty()));
+    let proxy = crate::settings::env::https_proxy();
     host_port(&proxy.unwrap_or_else(endpoint))
 }
 
@@ -50,7 +47,7 @@ fn host_port(url: &str) -> String {
 }
 
 fn endpoint() -> String {
-    std::env::var("HF_ENDPOINT").ok().filter(|v| !v.is_empty()).unwrap_or_else(|| DEFAULT_ENDPOINT.to_string())
+    crate::settings::env::hf_endpoint().unwrap_or_else(|| DEFAULT_ENDPOINT.to_string())
 }
 
 fn probe() -> bool {

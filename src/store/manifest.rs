@@ -95,8 +95,8 @@ impl Manifest {
 
     /// The file named by `TANDEM_MANIFEST`, else the embedded default manifest.
     pub fn load_default() -> Result<Self, StoreError> {
-        match std::env::var_os("TANDEM_MANIFEST").filter(|p| !p.is_empty()) {
-            Some(path) => Self::load_file(Path::new(&path)),
+        match crate::settings::env::manifest() {
+            Some(path) => Self::load_file(&path),
             None => Self::parse(DEFAULT_MANIFEST, "built-in models/models.toml"),
         }
     }

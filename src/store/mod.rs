@@ -26,6 +26,7 @@ pub use error::StoreError;
 pub use manifest::{Manifest, ModelEntry, Source, WheelPart};
 
 use crate::progress::{ProgressUnit, Reporter};
+use crate::settings::env;
 
 /// A model file ready to load: its path and, for manifest models, its id and checksum.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,14 +104,12 @@ impl ModelStore {
     /// `--no-index --find-links /wheelhouse`), `TANDEM_KEEP_WHEELS=1` (keep downloaded wheels after assembly).
     pub fn open() -> Result<Self, StoreError> {
         let mut store = Self::with(Manifest::load_default()?, default_cache_dir());
-        if let Some(dirs) = std::env::var_os("TANDEM_MODELS").filter(|d| !d.is_empty()) {
-            store.models_dirs = std::env::split_paths(&dirs).filter(|d| !d.as_os_str().is_empty()).collect();
+        if let Some(dirs) = env::models_dirs() {
+            store.models_dirs = dirs;
         }
-        let words =
-            |key: &str| std::env::var(key).ok().map(|v| v.split_whitespace().map(str::to_string).collect::<Vec<_>>());
-        store.pip_command = words("TANDEM_PIP").filter(|c| !c.is_empty());
-        store.pip_args = words("TANDEM_PIP_ARGS").unwrap_or_default();
-        store.keep_wheels = std::env::var("TANDEM_KEEP_WHEELS").is_ok_and(|v| !v.is_empty() && v != "0");
+        store.pip_command = env::pip_command();
+        store.pip_args = env::pip_args();
+        store.keep_wheels = env::keep_wheels();
         Ok(store)
     }
 

@@ -41,7 +41,7 @@ pub fn confinement() -> &'static Confinement {
 
 #[cfg(target_os = "linux")]
 fn detect() -> Confinement {
-    if std::env::var_os("TANDEM_NO_LANDLOCK").is_some_and(|v| !v.is_empty()) {
+    if crate::settings::env::no_landlock() {
         return Confinement::Unconfined("switched off with TANDEM_NO_LANDLOCK".into());
     }
     const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;

@@ -126,8 +126,8 @@ fn step_mode_answers_after_observing() {
 #[test]
 fn token_budget_stops_the_run_with_its_reason() {
     let scratch = Scratch::new();
-    let json = run_json(&scratch, &["--max-tokens", "10", "What is 12*4+5?"]);
+    let json = run_json(&scratch, &["--max-run-tokens", "10", "What is 12*4+5?"]);
     assert_eq!(json["stop"], "budget", "{json}");
-    assert!(json["detail"].as_str().unwrap().contains("--max-tokens"), "{json}");
+    assert!(json["detail"].as_str().unwrap().contains("--max-run-tokens"), "{json}");
     assert!(json["steps"].as_array().unwrap().is_empty(), "no step ran after the budget was spent");
 }

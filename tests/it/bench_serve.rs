@@ -23,7 +23,7 @@ fn bench_serve_loads_tandem_serve_and_reports_every_level() {
         "1,2",
         "--requests",
         "2",
-        "--max-tokens",
+        "--max-completion-tokens",
         "48",
         "--threads",
         "2",
@@ -113,7 +113,7 @@ fn a_benchmark_killed_outright_takes_its_server_with_it() {
     let out = scratch.path("results");
     let mut bench = scratch
         .command(&["bench", "serve", "--quiet", "--model", MODEL, "--clients", "1", "--requests", "1"])
-        .args(["--max-tokens", "4", "--threads", "1", "--out", out.to_str().unwrap()])
+        .args(["--max-completion-tokens", "4", "--threads", "1", "--out", out.to_str().unwrap()])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()

@@ -153,7 +153,7 @@ args_schema = '{"type": "object", "properties": {"timezone": {"type": "string"}}
     );
     let plan = |tools: &Path, goal: &str| {
         let (tools, model, workspace) = (tools.to_str().unwrap(), model.to_str().unwrap(), scratch.workspace());
-        let args = ["plan", "-m", model, "--threads", "2", "--tools", tools, "--workspace"];
+        let args = ["plan", "--planner", model, "--threads", "2", "--tools", tools, "--workspace"];
         let mut command = scratch.command(&args);
         command.arg(&workspace).arg(goal).env("TANDEM_CACHE_DIR", &cache).env_remove(ToolListing::ENV);
         reported(&command.output().expect("run tandem plan"))

@@ -107,3 +107,17 @@ fn the_check_sees_a_missing_flag_and_a_missing_section() {
     assert!(body.contains("--plan") && !body.contains("--json"), "sections end at the next heading");
     assert!(section(doc, "tandem resume").is_none());
 }
+
+#[test]
+fn docs_cli_md_names_every_environment_variable_and_config_key() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/cli.md")).unwrap();
+    let environment = section(&doc, "Environment").expect("an Environment section");
+    let unnamed: Vec<&str> =
+        tandem::settings::env::VARIABLES.iter().copied().filter(|v| !environment.contains(&format!("`{v}"))).collect();
+    assert!(unnamed.is_empty(), "docs/cli.md, Environment, lacks {unnamed:?}");
+    let file = section(&doc, "Configuration file").expect("a Configuration file section");
+    let keys = tandem::settings::file::keys();
+    let unlisted: Vec<&String> =
+        keys.iter().filter(|k| !file.contains(&format!("`{}`", k.rsplit('.').next().unwrap()))).collect();
+    assert!(unlisted.is_empty(), "docs/cli.md, Configuration file, lacks {unlisted:?}");
+}

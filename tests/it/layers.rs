@@ -422,3 +422,48 @@ fn no_source_file_is_over_700_lines() {
         .collect();
     assert!(long.is_empty(), "split these into modules with one job each: {long:?}");
 }
+
+/// Modules that may read the process environment: the settings layer (`settings::env` names every variable), the
+/// command line (flags' stand-in variables) and `main` (`RUST_LOG`).
+const READS_ENVIRONMENT: &[&str] = &["settings", "cli", "main"];
+
+/// The lines of a source text that read the environment (`env::var`, `env::vars`, `var_os`), comments left out.
+fn environment_reads(source: &str) -> Vec<String> {
+    source
+        .lines()
+        .map(|line| line.split("//").next().unwrap_or(""))
+        .filter(|code| code.contains("env::var") || code.contains("var_os("))
+        .map(|code| code.trim().to_string())
+        .collect()
+}
+
+#[test]
+fn only_settings_cli_and_main_read_the_environment() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut found = Vec::new();
+    for file in &files {
+        let relative = file.strip_prefix(&src).unwrap();
+        let first = relative.components().next().unwrap().as_os_str().to_str().unwrap();
+        if READS_ENVIRONMENT.contains(&first.trim_end_matches(".rs")) {
+            continue;
+        }
+        for read in environment_reads(&std::fs::read_to_string(file).unwrap()) {
+            found.push(format!("{}: {read}", relative.display()));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "environment reads outside settings, cli and main (add a function to src/settings/env.rs):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_environment_check_catches_reads_and_skips_comments() {
+    assert_eq!(environment_reads("let x = std::env::var(\"TANDEM_X\").ok();").len(), 1);
+    assert_eq!(environment_reads("if std::env::var_os(\"HOME\").is_some() {}").len(), 1);
+    assert_eq!(environment_reads("for (k, v) in std::env::vars() {}").len(), 1);
+    assert!(environment_reads("// std::env::var(\"X\") in a comment\nlet d = std::env::temp_dir();").is_empty());
+}

@@ -18,6 +18,7 @@ mod catalogue;
 mod chat_template;
 mod cli_docs;
 mod concurrency;
+mod config;
 mod confinement;
 mod crashes;
 mod evaluation;

@@ -32,7 +32,7 @@ fn run_with_server(scratch: &Scratch, name: &str, server: Value, goal: &str) -> 
         config.to_str().unwrap(),
         "--mcp-timeout",
         "60",
-        "--max-tokens",
+        "--max-run-tokens",
         "3000",
         goal,
     ];

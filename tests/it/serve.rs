@@ -154,7 +154,7 @@ fn checked_calls(answer: &Value, tools: &[Value]) -> Vec<String> {
 
 #[test]
 fn serve_answers_chat_tools_and_schemas_and_refuses_bad_requests() {
-    let server = Server::start(&["--api-key", KEY, "--max-body", "65536", "--max-tokens", "256"]);
+    let server = Server::start(&["--api-key", KEY, "--max-body", "65536", "--max-completion-tokens", "256"]);
     let (status, health) = call("GET", &server.url("/health"), None, None);
     assert_eq!((status, &health["status"]), (200, &json!("ok")), "health needs no key");
     let (status, models) = call("GET", &server.url("/v1/models"), Some(KEY), None);
@@ -325,7 +325,7 @@ fn wait_for_health(server: &Server, what: &str, done: impl Fn(&Value) -> bool) -
 
 #[test]
 fn serve_cancels_a_stream_whose_client_left_and_refuses_when_the_queue_is_full() {
-    let server = Server::start(&["--parallel", "1", "--queue", "1", "--max-tokens", "2000"]);
+    let server = Server::start(&["--parallel", "1", "--queue", "1", "--max-completion-tokens", "2000"]);
     let long = json!({"model": MODEL, "max_tokens": 2000, "stream": true, "temperature": 0,
         "messages": [{"role": "user", "content": "Count from 1 to 1000, one number per line."}]});
     // A client that reads a few chunks and hangs up: its generation stops long before 2000 tokens.

@@ -23,7 +23,7 @@ fn kill_point() -> Option<&'static KillPoint> {
     static POINT: OnceLock<Option<KillPoint>> = OnceLock::new();
     POINT
         .get_or_init(|| {
-            let value = std::env::var("TANDEM_FAULT_KILL").ok()?;
+            let value = crate::settings::env::fault_kill()?;
             match value.split_once(':')? {
                 ("event", n) => n.parse().ok().map(KillPoint::AfterEvent),
                 ("tool", step) => Some(KillPoint::AfterTool(step.to_string())),

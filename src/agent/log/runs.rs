@@ -10,19 +10,15 @@ use crate::agent::log::events::{read_log, Event, EventLog, LogContents, PlanOrig
 use crate::agent::plan::planner::Revision;
 use crate::agent::plan::Plan;
 use crate::agent::usage::ModelUsage;
-use crate::settings::Approval;
+use crate::settings::{env, Approval};
 use crate::{Error, Result};
 
 /// `$TANDEM_RUNS_DIR`, else `$XDG_DATA_HOME/tandem/runs`, else `~/.local/share/tandem/runs`.
 pub fn default_runs_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("TANDEM_RUNS_DIR").filter(|d| !d.is_empty()) {
-        return PathBuf::from(dir);
+    if let Some(dir) = env::runs_dir() {
+        return dir;
     }
-    let base = std::env::var_os("XDG_DATA_HOME")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").filter(|h| !h.is_empty()).map(|h| Path::new(&h).join(".local/share")))
-        .unwrap_or_else(|| PathBuf::from(".tandem"));
+    let base = env::data_home().unwrap_or_else(|| PathBuf::from(".tandem"));
     base.join("tandem").join("runs")
 }
 

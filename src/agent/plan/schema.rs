@@ -51,7 +51,7 @@ impl PlanSchemaOptions {
 
     /// The defaults, with the thought `TANDEM_PLAN_THOUGHT` asks for.
     pub fn from_env() -> crate::Result<Self> {
-        let max_thought = match std::env::var(Self::THOUGHT_ENV).ok().as_deref().map(str::trim) {
+        let max_thought = match crate::settings::env::plan_thought().as_deref().map(str::trim) {
             None | Some("") => 0,
             Some(text) => text.parse().map_err(|_| {
                 crate::Error::Usage(format!("{}={text} is not a number of characters", Self::THOUGHT_ENV))

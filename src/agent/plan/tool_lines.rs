@@ -30,7 +30,7 @@ impl ToolListing {
 
     /// The listing `TANDEM_TOOL_LISTING` asks for; an unknown value is an error naming the known ones.
     pub fn from_env() -> Result<Self> {
-        match std::env::var(Self::ENV).ok().as_deref().map(str::trim) {
+        match crate::settings::env::tool_listing().as_deref().map(str::trim) {
             Some("compact") => Ok(Self::Compact),
             None | Some("") | Some("json") => Ok(Self::Json),
             Some(other) => {

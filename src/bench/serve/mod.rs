@@ -75,7 +75,7 @@ pub fn run(settings: &ServeBenchSettings, reporter: &dyn Reporter) -> Result<Ser
         return Err(Error::Usage("--clients needs one or more numbers of clients, each at least 1".into()));
     }
     if settings.requests_per_client == 0 || settings.max_tokens == 0 {
-        return Err(Error::Usage("--requests and --max-tokens must be at least 1".into()));
+        return Err(Error::Usage("--requests and --max-completion-tokens must be at least 1".into()));
     }
     if settings.url.is_some() && settings.llama_server.is_some() {
         return Err(Error::Usage(

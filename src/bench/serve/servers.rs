@@ -77,7 +77,7 @@ impl RunningServer {
             .args(["--planner", &model, "--executor", &model])
             .args(["--threads", &launch.threads.to_string(), "--parallel", &launch.slots.to_string()])
             .args(["--queue", &(launch.slots * 4).max(64).to_string()])
-            .args(["--max-tokens", &launch.max_tokens.max(1).to_string()])
+            .args(["--max-completion-tokens", &launch.max_tokens.max(1).to_string()])
             .env_remove("TANDEM_API_KEY");
         let (mut child, log) = spawn(command, tandem)?;
         // `--port 0`: the server prints the address it bound.

@@ -121,9 +121,6 @@ pub fn load_config(path: &Path) -> ToolResult<McpConfig> {
 /// else `~/.config/tandem/mcp.json`, where the file exists; `None` otherwise, so a machine without one starts no
 /// servers.
 pub fn default_config_path() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").filter(|h| !h.is_empty()).map(|h| Path::new(&h).join(".config")))?;
+    let base = crate::settings::env::config_home()?;
     Some(base.join("tandem").join("mcp.json")).filter(|path| path.is_file())
 }

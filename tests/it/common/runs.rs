@@ -51,6 +51,8 @@ impl Scratch {
             // No MCP servers from the user's default config file (~/.config/tandem/mcp.json).
             .env("XDG_CONFIG_HOME", self.path("config"))
             .env_remove("TANDEM_MCP")
+            // No settings from a configuration file named in the test's own environment.
+            .env_remove("TANDEM_CONFIG")
             // Tests of given plans check the steps, and loading the planner to write an answer would slow each one
             // down; the joiner's own tests turn it back on (`--joiner planner`).
             .env("TANDEM_JOINER", "off")

@@ -290,7 +290,11 @@ impl<'a> Agent<'a> {
         if self.state.tokens_out() >= s.max_tokens {
             return Some(Stop::new(
                 StopReason::Budget,
-                format!("token budget spent ({} of {} tokens, --max-tokens)", self.state.tokens_out(), s.max_tokens),
+                format!(
+                    "token budget spent ({} of {} tokens, --max-run-tokens)",
+                    self.state.tokens_out(),
+                    s.max_tokens
+                ),
             ));
         }
         if self.started.elapsed() >= Duration::from_secs(s.max_seconds) {

@@ -4,6 +4,9 @@
 //! This module sits at the bottom of the layers with `kernels`, `store` and `tools`: it imports nothing of the
 //! crate, so every layer may use it.
 
+pub mod env;
+pub mod file;
+
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -16,7 +19,8 @@ pub const DEFAULT_EXECUTOR: &str = "qwen2.5-coder-0.5b-instruct-q4_k_m";
 pub const DEFAULT_MODEL: &str = DEFAULT_EXECUTOR;
 
 /// Where tensors live.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum DeviceKind {
     /// The CPU (always available).
     #[default]
@@ -166,7 +170,7 @@ impl Budgets {
     pub const MAX_TOKENS: usize = 6000;
     /// Default of [`Budgets::max_seconds`].
     pub const MAX_SECONDS: u64 = 900;
-    /// Default of [`Budgets::plan_tokens`] (also `tandem plan --max-tokens`).
+    /// Default of [`Budgets::plan_tokens`] (also `tandem plan --plan-tokens`).
     pub const PLAN_TOKENS: usize = 768;
     /// Default of [`Budgets::executor_tokens`].
     pub const EXECUTOR_TOKENS: usize = 256;
@@ -388,7 +392,7 @@ impl Shard {
 
     /// Parses `K/N`, `auto` or `auto/N`, reading the scheduler's variables from the process environment.
     pub fn parse(text: &str) -> Result<Self, String> {
-        Self::parse_with(text, |name| std::env::var(name).ok())
+        Self::parse_with(text, env::scheduler)
     }
 
     /// Parses `K/N`, `auto` or `auto/N` with `env` for the environment. `auto` takes the index from Slurm

@@ -1,0 +1,122 @@
+//! `tandem generate`'s and `tandem plan`'s arguments: one model, no run.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::common::deprecated;
+use super::{ComputeArgs, ModelArgs, PlanSearchArg, SpeculateArg, ToolArgs};
+use crate::settings::{self, Budgets};
+
+/// `tandem generate`.
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// The prompt. Use `-` to read it from stdin.
+    pub prompt: String,
+    /// Wrap the prompt in the model's chat template (as a user message).
+    #[arg(long)]
+    pub chat: bool,
+    /// A system message for `--chat`.
+    #[arg(long, requires = "chat")]
+    pub system: Option<String>,
+    /// Most new tokens to generate.
+    #[arg(long, short = 'n', value_name = "N", default_value_t = 256)]
+    pub max_new_tokens: usize,
+    /// Deprecated spelling of --max-new-tokens.
+    #[arg(long = "max-tokens", value_name = "N", hide = true, conflicts_with = "max_new_tokens")]
+    pub deprecated_max_tokens: Option<usize>,
+    /// Sampling temperature; 0 means greedy (argmax).
+    #[arg(long, default_value_t = 0.0)]
+    pub temperature: f64,
+    /// Keep only the k most likely tokens (with temperature > 0).
+    #[arg(long)]
+    pub top_k: Option<usize>,
+    /// Keep the smallest set of tokens whose probability reaches p (with temperature > 0).
+    #[arg(long)]
+    pub top_p: Option<f64>,
+    /// Seed for sampling.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Constrain the output to JSON matching this JSON Schema file.
+    #[arg(long, value_name = "FILE", group = "constraint")]
+    pub json_schema: Option<PathBuf>,
+    /// Constrain the output to this Lark grammar file.
+    #[arg(long, value_name = "FILE.lark", group = "constraint")]
+    pub grammar: Option<PathBuf>,
+    /// Constrain the output to this regular expression.
+    #[arg(long, value_name = "RE", group = "constraint")]
+    pub regex: Option<String>,
+    /// Print timings (load, prefill, decode) to stderr at the end.
+    #[arg(long)]
+    pub timings: bool,
+}
+
+/// `tandem plan`.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// The goal, in plain words.
+    pub goal: String,
+    /// The planner: a model id or a .gguf path.
+    #[arg(long, default_value = settings::DEFAULT_PLANNER)]
+    pub planner: String,
+    /// Deprecated spelling of --planner.
+    #[arg(long = "model", short = 'm', hide = true, conflicts_with = "planner")]
+    pub deprecated_model: Option<String>,
+    #[command(flatten)]
+    pub compute: ComputeArgs,
+    #[command(flatten)]
+    pub tools: ToolArgs,
+    /// Token budget of the plan (as `tandem run --plan-tokens`).
+    #[arg(long, value_name = "N", default_value_t = Budgets::PLAN_TOKENS)]
+    pub plan_tokens: usize,
+    /// Deprecated spelling of --plan-tokens.
+    #[arg(long = "max-tokens", value_name = "N", hide = true, conflicts_with = "plan_tokens")]
+    pub deprecated_max_tokens: Option<usize>,
+    #[command(flatten)]
+    pub search: PlanSearchArg,
+    /// Print the plan as JSON instead of a numbered list.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub speculate: SpeculateArg,
+    /// Don't keep prompt-prefix KV snapshots on disk (<model cache>/prefixes). With them, a second goal against
+    /// the same tools starts with the instructions and tool list already computed.
+    #[arg(long)]
+    pub no_prefix_store: bool,
+}
+
+impl GenerateArgs {
+    /// Folds the deprecated spellings into the new flags, with a warning for each one given.
+    pub fn take_deprecated(&mut self, warnings: &mut Vec<String>) {
+        if let Some(n) = self.deprecated_max_tokens.take() {
+            warnings.push(deprecated("generate", "--max-tokens", "--max-new-tokens"));
+            self.max_new_tokens = n;
+        }
+    }
+}
+
+impl PlanArgs {
+    /// Folds the deprecated spellings into the new flags, with a warning for each one given.
+    pub fn take_deprecated(&mut self, warnings: &mut Vec<String>) {
+        if let Some(model) = self.deprecated_model.take() {
+            warnings.push(deprecated("plan", "-m/--model", "--planner"));
+            self.planner = model;
+        }
+        if let Some(n) = self.deprecated_max_tokens.take() {
+            warnings.push(deprecated("plan", "--max-tokens", "--plan-tokens"));
+            self.plan_tokens = n;
+        }
+    }
+
+    /// The model options these flags describe.
+    pub fn model_args(&self) -> ModelArgs {
+        ModelArgs {
+            model: self.planner.clone(),
+            compute: self.compute,
+            keep_tensor_types: false,
+            speculate: self.speculate,
+        }
+    }
+}

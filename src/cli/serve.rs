@@ -1,0 +1,117 @@
+//! `tandem serve`'s arguments.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::common::deprecated;
+use super::{ComputeArgs, RunsDirArg, SpeculateArg, ToolArgs};
+use crate::settings::{self, RunnerSettings, ServeSettings};
+
+/// `tandem serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on. The default answers this machine only; another address exposes the models to the
+    /// network (set --api-key).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Port to listen on (0 takes a free one; the address is printed).
+    #[arg(long, default_value_t = ServeSettings::PORT)]
+    pub port: u16,
+    /// Require `Authorization: Bearer KEY` on every /v1 request.
+    #[arg(long, env = "TANDEM_API_KEY", value_name = "KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+    /// The planner model, served under its id: a model id or a .gguf path.
+    #[arg(long, default_value = settings::DEFAULT_PLANNER)]
+    pub planner: String,
+    /// The executor model, served under its id: a model id or a .gguf path. The same as --planner serves one model.
+    #[arg(long, default_value = settings::DEFAULT_EXECUTOR)]
+    pub executor: String,
+    #[command(flatten)]
+    pub compute: ComputeArgs,
+    #[command(flatten)]
+    pub speculate: SpeculateArg,
+    /// Don't keep prompt-prefix KV snapshots on disk (<model cache>/prefixes).
+    #[arg(long)]
+    pub no_prefix_store: bool,
+    /// Generations in flight at once; they share each model's forward passes (Qwen2 models; 1 for others).
+    #[arg(long, value_name = "N", default_value_t = ServeSettings::PARALLEL as u16,
+          value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub parallel: u16,
+    /// Requests that may wait for a free generation; more are refused with 503.
+    #[arg(long, value_name = "N", default_value_t = ServeSettings::QUEUE)]
+    pub queue: usize,
+    /// Largest request body, in bytes (larger: 413).
+    #[arg(long, value_name = "BYTES", default_value_t = ServeSettings::MAX_BODY_BYTES)]
+    pub max_body: usize,
+    /// Most new tokens of one completion; also the default when a request gives no max_tokens.
+    #[arg(long, value_name = "N", default_value_t = ServeSettings::MAX_TOKENS)]
+    pub max_completion_tokens: usize,
+    /// Deprecated spelling of --max-completion-tokens.
+    #[arg(long = "max-tokens", value_name = "N", hide = true, conflicts_with = "max_completion_tokens")]
+    pub deprecated_max_tokens: Option<usize>,
+    /// Tools of agent runs (`POST /v1/runs`), with the same policy as `tandem run`.
+    #[command(flatten)]
+    pub tools: ToolArgs,
+    /// A user tool file (TOML, as --tools) that an agent run may ask for by NAME (`"tools": "NAME"`); repeat the
+    /// flag for more. Requests name a set, never a path.
+    #[arg(long, value_name = "NAME=FILE", value_parser = named_file)]
+    pub tool_set: Vec<(String, PathBuf)>,
+    /// An MCP servers file (as --mcp) that an agent run may ask for by NAME (`"mcp": "NAME"`); repeat for more.
+    #[arg(long, value_name = "NAME=FILE", value_parser = named_file)]
+    pub mcp_set: Vec<(String, PathBuf)>,
+    /// After Ctrl-C or SIGTERM, how long chat generations in flight may go on before they are cut off (agent runs
+    /// stop at their next event at once and can be resumed).
+    #[arg(long, value_name = "SECONDS", default_value_t = ServeSettings::SHUTDOWN_GRACE_S)]
+    pub shutdown_grace: u64,
+    #[command(flatten)]
+    pub runs: RunsDirArg,
+}
+
+/// `NAME=FILE`, NAME of letters, digits, `_` and `-`.
+fn named_file(text: &str) -> std::result::Result<(String, PathBuf), String> {
+    let (name, file) = text.split_once('=').ok_or_else(|| format!("expected NAME=FILE, got {text:?}"))?;
+    let plain = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if !plain {
+        return Err(format!("the name {name:?} must be letters, digits, '_' or '-'"));
+    }
+    if file.is_empty() {
+        return Err(format!("no file after {name}="));
+    }
+    Ok((name.to_string(), PathBuf::from(file)))
+}
+
+impl ServeArgs {
+    /// Folds the deprecated spellings into the new flags, with a warning for each one given.
+    pub fn take_deprecated(&mut self, warnings: &mut Vec<String>) {
+        if let Some(n) = self.deprecated_max_tokens.take() {
+            warnings.push(deprecated("serve", "--max-tokens", "--max-completion-tokens"));
+            self.max_completion_tokens = n;
+        }
+    }
+
+    /// The settings these flags give.
+    pub fn settings(&self) -> ServeSettings {
+        ServeSettings {
+            host: self.host.clone(),
+            port: self.port,
+            api_key: self.api_key.clone(),
+            planner: self.planner.clone(),
+            executor: self.executor.clone(),
+            runner: RunnerSettings {
+                compute: self.compute.settings(),
+                runs_dir: self.runs.runs_dir.clone(),
+                drafting: self.speculate.drafting(),
+                prefix_store: !self.no_prefix_store,
+            },
+            tools: self.tools.settings(),
+            max_body_bytes: self.max_body,
+            queue: self.queue,
+            parallel: usize::from(self.parallel),
+            max_tokens: self.max_completion_tokens,
+            tool_sets: self.tool_set.clone(),
+            mcp_sets: self.mcp_set.clone(),
+            shutdown_grace_s: self.shutdown_grace,
+        }
+    }
+}
