@@ -28,7 +28,7 @@ pub fn run_settings(agent: &AgentSettings, context: &ToolContext, approve: Appro
         tools_file: agent.tools.tools_file.as_ref().map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone())),
         mcp_config: agent.tools.mcp_config.as_ref().map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone())),
         mcp_timeout_s: agent.tools.mcp_timeout_s,
-        tools_top_k: agent.tools.top_k,
+        tools_top_k: agent.tools.tools_top_k,
         plans: agent.plans,
         budgets: agent.budgets,
         seed: 0,

@@ -137,7 +137,7 @@ impl ToolArgs {
             tools_file: self.tools.clone(),
             mcp_config: self.mcp.clone().or_else(crate::tools::mcp::default_config_path),
             mcp_timeout_s: self.mcp_timeout,
-            top_k: self.tools_top_k,
+            tools_top_k: self.tools_top_k,
         }
     }
 }

@@ -12,13 +12,13 @@ use crate::{Error, Result};
 pub fn run(args: PlanArgs, reporter: &dyn Reporter) -> Result<()> {
     let settings = args.tools.settings();
     let (_context, registry) = build_tools(&settings)?;
-    let selection = planning_selection(&args.goal, &registry, settings.top_k)?;
+    let selection = planning_selection(&args.goal, &registry, settings.tools_top_k)?;
     if let Some(selection) = &selection {
         reporter.message(&format!(
             "the planner sees {} of {} tools (--tools-top-k {}): {}",
             selection.tools.len(),
             registry.len(),
-            settings.top_k,
+            settings.tools_top_k,
             selection.tools.join(", ")
         ));
     }

@@ -273,7 +273,7 @@ pub struct ToolSettings {
     /// Time limit of an MCP server's start and of one MCP tool call, in seconds.
     pub mcp_timeout_s: u64,
     /// The planner sees only this many tools, those that best match the goal (tool retrieval); 0 shows all.
-    pub top_k: usize,
+    pub tools_top_k: usize,
 }
 
 impl Default for ToolSettings {
@@ -286,7 +286,7 @@ impl Default for ToolSettings {
             tools_file: None,
             mcp_config: None,
             mcp_timeout_s: MCP_TIMEOUT_S,
-            top_k: TOOLS_TOP_K,
+            tools_top_k: TOOLS_TOP_K,
         }
     }
 }

@@ -100,7 +100,7 @@ impl RunSettings {
             tools_file: self.tools_file.clone(),
             mcp_config: self.mcp_config.clone(),
             mcp_timeout_s: self.mcp_timeout_s,
-            top_k: self.tools_top_k,
+            tools_top_k: self.tools_top_k,
         }
     }
 }
