@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 
 use http::{HeaderName, HeaderValue};
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::streamable_http_client::{StreamableHttpClientTransportConfig, StreamableHttpError};
 use rmcp::transport::{StreamableHttpClientTransport, Transport};
 use rmcp::RoleClient;
 
@@ -34,4 +34,15 @@ pub(crate) fn transport(endpoint: &HttpServer) -> Result<impl Transport<RoleClie
         .max_sse_event_size(MAX_MESSAGE_BYTES)
         .reinit_on_expired_session(true);
     Ok(StreamableHttpClientTransport::from_config(config))
+}
+
+/// The HTTP client's error inside rmcp's transport error, which does not give it as its source: where a request
+/// failed, its cause (a refused connection, a bad certificate, …) is there.
+pub(crate) fn client_cause<'a>(
+    error: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a (dyn std::error::Error + 'static)> {
+    match error.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
+        Some(StreamableHttpError::Client(cause)) => Some(cause),
+        _ => None,
+    }
 }

@@ -21,7 +21,10 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
     Tool as McpToolInfo,
 };
-use rmcp::service::{ClientLifecycleMode, ClientServiceExt, NotificationContext, Peer, RunningService, ServiceError};
+use rmcp::service::{
+    ClientInitializeError, ClientLifecycleMode, ClientServiceExt, NotificationContext, Peer, RunningService,
+    ServiceError,
+};
 use rmcp::transport::Transport;
 use rmcp::{ClientHandler, RoleClient};
 use tokio::runtime::Runtime;
@@ -151,7 +154,7 @@ where
         .map_err(|_| {
             format!("did not answer {handshake} within {seconds:.1} s (raise --mcp-timeout if it starts slowly)")
         })?
-        .map_err(|e| format!("the {handshake} handshake failed: {}", error_chain(&e)))?;
+        .map_err(|e| format!("the {handshake} handshake failed: {}", describe_start(&e)))?;
     let listed = tokio::time::timeout(timeout, session.peer().list_all_tools_with_cache_hint())
         .await
         .map_err(|_| format!("did not answer `tools/list` within {seconds:.1} s"))?
@@ -289,12 +292,28 @@ impl Server {
             ServiceError::TransportClosed => format!("the connection to the server closed{}", self.backend.note()),
             ServiceError::TransportSend(_) => match &self.backend {
                 Backend::Stdio(_) => format!("the connection to the server closed{}", self.backend.note()),
-                Backend::Http { url } => format!("the request to {url} failed: {}", error_chain(error)),
+                Backend::Http { url } => {
+                    let cause = match error {
+                        ServiceError::TransportSend(sent) => error_chain(sent.error.as_ref()),
+                        other => error_chain(other),
+                    };
+                    format!("the request to {url} failed: {cause}")
+                }
             },
             ServiceError::McpError(data) => format!("the server answered with an error: {}", data.message),
             ServiceError::UnexpectedResponse => "the server answered something that is not a tool result".into(),
             other => error_chain(other),
         }
+    }
+}
+
+/// Why a handshake failed: a transport's failure by its cause, without the transport's type name.
+fn describe_start(error: &ClientInitializeError) -> String {
+    match error {
+        ClientInitializeError::TransportError { error, context } => {
+            format!("the connection failed ({context}): {}", error_chain(error.error.as_ref()))
+        }
+        other => error_chain(other),
     }
 }
 
@@ -307,7 +326,7 @@ fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
         if !parts.iter().any(|part| part.contains(&text)) {
             parts.push(text);
         }
-        current = error.source();
+        current = http::client_cause(error).or_else(|| error.source());
     }
     parts.join(": ")
 }
