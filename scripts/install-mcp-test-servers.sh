@@ -2,7 +2,8 @@
 # Installs the real MCP servers the tests use, at pinned versions, under target/mcp-servers/ (the tests run it on
 # first use, as they pull models, and fail saying why when a server cannot be installed; `.ci/run` runs it first
 # so the install shows in the log):
-#   venv/  a Python virtual environment with mcp-server-time and mcp-server-git (PyPI, through pip)
+#   venv/  a Python virtual environment with mcp-server-time and mcp-server-git (PyPI, through pip), and the MCP
+#          Python SDK (`mcp`) that tests/fixtures/mcp/http_server.py, the Streamable HTTP test server, runs on
 #   npm/   @modelcontextprotocol/server-filesystem (npm registry, through npm; skipped with a note when npm is
 #          missing)
 # Idempotent: a stamp file records what was installed, and a second run with the same pins does nothing.
@@ -10,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir="${1:-target/mcp-servers}"
-python_pins=("mcp-server-time==2026.10.19" "mcp-server-git==2026.10.19")
+python_pins=("mcp-server-time==2026.10.19" "mcp-server-git==2026.10.19" "mcp==2.3.0")
 npm_pins=("@modelcontextprotocol/server-filesystem@2026.8.31")
 mkdir -p "$dir"
 

@@ -34,6 +34,7 @@ mod llamacpp_baseline;
 mod loader;
 mod mcp;
 mod mcp_agent;
+mod mcp_http;
 mod mends;
 mod plan;
 mod planner;

@@ -1,6 +1,7 @@
 //! MCP servers as tool sources: the protocol against a small server the tests ship (tests/fixtures/mcp/server.py:
 //! list, call, isError, a crash mid-call, a hang, a flood, a server that never answers, clashing names), the
-//! `tools list` command, and the real `mcp-server-time` (installed by scripts/install-mcp-test-servers.sh).
+//! `tools list` command, and the real `mcp-server-time` (installed by scripts/install-mcp-test-servers.sh). HTTP
+//! servers are tested in tests/it/mcp_http.rs.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -9,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use tandem::agent::RunSettings;
-use tandem::tools::mcp::{parse_config, register_servers, McpLimits};
+use tandem::tools::mcp::{parse_config, register_servers, McpLimits, Transport};
 use tandem::tools::{ToolContext, ToolError, ToolRegistry, Workspace};
 use tempfile::TempDir;
 
@@ -237,21 +238,26 @@ fn the_config_file_is_read_as_other_mcp_clients_write_it() {
     )
     .unwrap();
     let names: Vec<&str> = config.servers.iter().map(|s| s.name.as_str()).collect();
-    assert_eq!(names.len(), 2, "{names:?}");
-    let time = config.servers.iter().find(|s| s.name == "time").unwrap();
+    assert_eq!(names.len(), 3, "{names:?}");
+    let stdio = |name: &str| match &config.servers.iter().find(|s| s.name == name).unwrap().transport {
+        Transport::Stdio(stdio) => stdio.clone(),
+        other => panic!("{name}: {other:?}"),
+    };
+    let time = stdio("time");
     assert_eq!((time.command.as_str(), time.args.clone()), ("uvx", vec!["mcp-server-time".to_string()]));
     assert_eq!(time.env.get("DEBUG").map(String::as_str), Some("1"));
-    let local = config.servers.iter().find(|s| s.name == "local").unwrap();
+    let local = stdio("local");
     assert!(local.command.ends_with("/bin/server") && Path::new(&local.command).is_absolute(), "{}", local.command);
     assert!(local.cwd.as_ref().unwrap().ends_with("work"));
-    assert_eq!(config.notes.len(), 2, "{:?}", config.notes);
-    assert!(config.notes.iter().any(|n| n.contains("'remote' is an HTTP server")), "{:?}", config.notes);
+    let remote = config.servers.iter().find(|s| s.name == "remote").unwrap();
+    assert!(matches!(&remote.transport, Transport::Http(http) if http.url == "https://example.invalid/mcp"));
+    assert_eq!(config.notes.len(), 1, "{:?}", config.notes);
     assert!(config.notes.iter().any(|n| n.contains("'off' is disabled")), "{:?}", config.notes);
 
     let error = parse_config(r#"{"servers_typo": {}}"#, file).unwrap_err().to_string();
     assert!(error.contains("/configs/mcp.json") && error.contains("mcpServers"), "{error}");
     let error = parse_config(r#"{"mcpServers": {"x": {"args": []}}}"#, file).unwrap_err().to_string();
-    assert!(error.contains("server 'x' has no \"command\""), "{error}");
+    assert!(error.contains("server 'x' has no \"command\"") && error.contains("no \"url\""), "{error}");
     let error = parse_config("{not json", file).unwrap_err().to_string();
     assert!(error.contains("/configs/mcp.json:1"), "{error}");
 }

@@ -1,9 +1,10 @@
-//! The `mcpServers` JSON file that other MCP clients keep: `{"mcpServers": {"name": {"command": "...", "args":
-//! [...], "env": {...}}}}`, read into one [`ServerConfig`] per stdio server.
+//! The `mcpServers` JSON file that other MCP clients keep, read into one [`ServerConfig`] per server: a stdio server
+//! started by `{"command": "...", "args": [...], "env": {...}}`, or a Streamable HTTP server reached at
+//! `{"url": "http://...", "headers": {...}}`.
 //!
-//! Keys other clients add (`type`, `disabled`, `autoApprove`, …) are accepted; a server marked `"disabled": true`
-//! is left out, and one given by `url` (HTTP) rather than `command` is left out with a note, as only stdio servers
-//! are started.
+//! Keys other clients add (`disabled`, `autoApprove`, …) are accepted; a server marked `"disabled": true` is left out
+//! with a note. `type` may say `stdio`, `http` or `streamable-http` (it must match `command` or `url`); the legacy
+//! `sse` transport is refused with an error, as is an entry with both `command` and `url`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -13,11 +14,27 @@ use serde_json::Value;
 
 use crate::tools::error::{ToolError, ToolResult};
 
-/// One stdio MCP server: the command that starts it.
+/// One MCP server of the file: its name and how it is reached.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerConfig {
     /// The server's name (its key under `mcpServers`).
     pub name: String,
+    /// How it is started or reached.
+    pub transport: Transport,
+}
+
+/// How a server is reached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transport {
+    /// A child process spoken to over its stdin and stdout.
+    Stdio(StdioServer),
+    /// A server at a Streamable HTTP endpoint.
+    Http(HttpServer),
+}
+
+/// A stdio MCP server: the command that starts it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StdioServer {
     /// The program. A relative path with a `/` (`./server.py`) is taken from the config file's directory.
     pub command: String,
     /// Its arguments.
@@ -28,10 +45,26 @@ pub struct ServerConfig {
     pub cwd: Option<PathBuf>,
 }
 
+/// A Streamable HTTP MCP server: its endpoint and the headers sent with every request.
+#[derive(Clone, PartialEq, Eq)]
+pub struct HttpServer {
+    /// The endpoint (`http://` or `https://`), as the file gives it.
+    pub url: String,
+    /// Headers sent with every request (`Authorization`, …): checked names and values.
+    pub headers: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for HttpServer {
+    // Header values are often secrets: only their names are shown.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpServer").field("url", &self.url).field("headers", &self.headers.keys()).finish()
+    }
+}
+
 /// The servers of a config file (in the order serde_json keeps its keys), and what was left out.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct McpConfig {
-    /// Servers to start.
+    /// Servers to start or reach.
     pub servers: Vec<ServerConfig>,
     /// Servers left out and why, one sentence each.
     pub notes: Vec<String>,
@@ -53,8 +86,15 @@ struct Entry {
     cwd: Option<PathBuf>,
     url: Option<String>,
     #[serde(default)]
+    headers: BTreeMap<String, Value>,
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    #[serde(default)]
     disabled: bool,
 }
+
+/// Headers the HTTP transport sets itself: a file may not give them.
+const RESERVED_HEADERS: [&str; 4] = ["accept", "mcp-session-id", "mcp-protocol-version", "last-event-id"];
 
 fn fail(file: &Path, message: String) -> ToolError {
     ToolError::ToolFile { file: file.to_path_buf(), line: None, message }
@@ -77,37 +117,118 @@ pub fn parse_config(text: &str, file: &Path) -> ToolResult<McpConfig> {
     let mut config = McpConfig::default();
     for (name, value) in servers {
         let entry: Entry = serde_json::from_value(value)
-            .map_err(|e| fail(file, format!("server '{name}': {e} (expected command, args, env)")))?;
+            .map_err(|e| fail(file, format!("server '{name}': {e} (expected command, args, env; or url, headers)")))?;
         if entry.disabled {
             config.notes.push(format!("MCP server '{name}' is disabled in {}; left out", file.display()));
             continue;
         }
-        let Some(mut command) = entry.command.filter(|c| !c.trim().is_empty()) else {
-            if let Some(url) = entry.url {
-                config.notes.push(format!(
-                    "MCP server '{name}' is an HTTP server ({url}); only stdio servers (\"command\") are started, so it \
-                     is left out"
-                ));
-                continue;
-            }
-            return Err(fail(file, format!("server '{name}' has no \"command\" (the program that starts it)")));
-        };
-        if command.contains('/') && Path::new(&command).is_relative() {
-            command = base.join(&command).to_string_lossy().into_owned();
-        }
-        let mut env = BTreeMap::new();
-        for (key, value) in entry.env {
-            let value = match value {
-                Value::String(s) => s,
-                Value::Number(_) | Value::Bool(_) => value.to_string(),
-                _ => return Err(fail(file, format!("server '{name}': env.{key} must be a string"))),
-            };
-            env.insert(key, value);
-        }
-        let cwd = entry.cwd.map(|dir| if dir.is_relative() { base.join(dir) } else { dir });
-        config.servers.push(ServerConfig { name, command, args: entry.args, env, cwd });
+        let transport = transport_of(&name, entry, &base).map_err(|message| fail(file, message))?;
+        config.servers.push(ServerConfig { name, transport });
     }
     Ok(config)
+}
+
+/// A string-valued map of the file (`env`, `headers`): numbers and booleans are taken as their text.
+fn strings(server: &str, field: &str, map: BTreeMap<String, Value>) -> Result<BTreeMap<String, String>, String> {
+    let mut strings = BTreeMap::new();
+    for (key, value) in map {
+        let value = match value {
+            Value::String(s) => s,
+            Value::Number(_) | Value::Bool(_) => value.to_string(),
+            _ => return Err(format!("server '{server}': {field}.{key} must be a string")),
+        };
+        strings.insert(key, value);
+    }
+    Ok(strings)
+}
+
+/// How the entry of server `name` is reached, or what is wrong with it.
+fn transport_of(name: &str, entry: Entry, base: &Path) -> Result<Transport, String> {
+    let command = entry.command.filter(|c| !c.trim().is_empty());
+    let url = entry.url.filter(|u| !u.trim().is_empty());
+    let kind = entry.kind.as_deref().map(str::to_ascii_lowercase);
+    match kind.as_deref() {
+        None | Some("stdio" | "http" | "streamable-http" | "streamable_http" | "streamablehttp") => {}
+        Some("sse") => {
+            return Err(format!(
+                "server '{name}' uses the legacy SSE transport (\"type\": \"sse\"), which is not supported; give the \
+                 server's Streamable HTTP endpoint as \"url\" with \"type\": \"http\" (or no \"type\")"
+            ))
+        }
+        Some(other) => {
+            return Err(format!(
+                "server '{name}' has \"type\": \"{other}\"; expected \"stdio\" (with \"command\") or \"http\" / \
+                 \"streamable-http\" (with \"url\")"
+            ))
+        }
+    }
+    match (command, url) {
+        (Some(_), Some(_)) => Err(format!(
+            "server '{name}' has both \"command\" and \"url\"; give one: \"command\" starts a stdio server, \"url\" \
+             names a Streamable HTTP server"
+        )),
+        (None, None) => Err(format!(
+            "server '{name}' has no \"command\" (the program that starts it) and no \"url\" (the endpoint of an HTTP \
+             server)"
+        )),
+        (Some(mut command), None) => {
+            if let Some(kind) = kind.as_deref().filter(|k| *k != "stdio") {
+                return Err(format!(
+                    "server '{name}' is of \"type\": \"{kind}\" but gives a \"command\", not a \"url\""
+                ));
+            }
+            if !entry.headers.is_empty() {
+                return Err(format!("server '{name}': \"headers\" are for HTTP servers (\"url\"), not \"command\""));
+            }
+            if command.contains('/') && Path::new(&command).is_relative() {
+                command = base.join(&command).to_string_lossy().into_owned();
+            }
+            let env = strings(name, "env", entry.env)?;
+            let cwd = entry.cwd.map(|dir| if dir.is_relative() { base.join(dir) } else { dir });
+            Ok(Transport::Stdio(StdioServer { command, args: entry.args, env, cwd }))
+        }
+        (None, Some(url)) => {
+            if kind.as_deref() == Some("stdio") {
+                return Err(format!(
+                    "server '{name}' is of \"type\": \"stdio\" but gives a \"url\", not a \"command\""
+                ));
+            }
+            let url = url.trim().to_string();
+            let lower = url.to_ascii_lowercase();
+            let rest = lower.strip_prefix("http://").or_else(|| lower.strip_prefix("https://"));
+            if rest.is_none_or(|r| r.is_empty() || r.starts_with('/')) || url.chars().any(char::is_whitespace) {
+                return Err(format!(
+                    "server '{name}': \"url\" must be an http:// or https:// address with a host, like \
+                     http://127.0.0.1:8000/mcp (got '{url}')"
+                ));
+            }
+            if !entry.args.is_empty() || !entry.env.is_empty() || entry.cwd.is_some() {
+                return Err(format!(
+                    "server '{name}': \"args\", \"env\" and \"cwd\" are for stdio servers (\"command\"), not \"url\""
+                ));
+            }
+            let headers = strings(name, "headers", entry.headers)?;
+            for (key, value) in &headers {
+                if http::HeaderName::from_bytes(key.as_bytes()).is_err() {
+                    return Err(format!("server '{name}': \"{key}\" is not a valid HTTP header name"));
+                }
+                if RESERVED_HEADERS.contains(&key.to_ascii_lowercase().as_str()) {
+                    return Err(format!(
+                        "server '{name}': the header \"{key}\" is set by the MCP client itself; leave it out of \
+                         \"headers\""
+                    ));
+                }
+                if http::HeaderValue::from_str(value).is_err() {
+                    // The value is not shown: it may be a secret.
+                    return Err(format!(
+                        "server '{name}': the value of header \"{key}\" is not a valid HTTP header value (visible \
+                         ASCII only, no line breaks)"
+                    ));
+                }
+            }
+            Ok(Transport::Http(HttpServer { url, headers }))
+        }
+    }
 }
 
 /// Reads and parses a config file.

@@ -1,15 +1,19 @@
-//! Tools from MCP servers: the servers of an `mcpServers` JSON file are started as child processes over stdio (the
-//! official Rust SDK, `rmcp`, on a tokio runtime of their own), their tools are listed, and each is registered as a
-//! [`Tool`](crate::tools::Tool) with the server's `inputSchema` and `outputSchema`.
+//! Tools from MCP servers: the servers of an `mcpServers` JSON file are started as child processes over stdio, or
+//! reached over Streamable HTTP (the official Rust SDK, `rmcp`, on a tokio runtime of their own), their tools are
+//! listed, and each is registered as a [`Tool`](crate::tools::Tool) with the server's `inputSchema` and
+//! `outputSchema`.
 //!
 //! A tool keeps the server's name for it, unless another server or an earlier tool (a built-in, a `--tools` tool)
 //! has that name: then each MCP tool of that name is registered as `server.tool`, with a note saying so. Calls are
-//! bounded by the timeout and the output cap; `isError` results, a server that exits, hangs or answers nonsense
-//! become [`ToolError`]s that name the tool or server and say what happened. The servers stop (their process groups
-//! killed) when the last of their tools is dropped, with the registry.
+//! bounded by the timeout and the output cap; `isError` results, a server that exits, hangs, cannot be reached or
+//! answers nonsense become [`ToolError`]s that name the tool or server and say what happened. The servers stop
+//! (stdio servers' process groups killed, HTTP sessions ended) when the last of their tools is dropped, with the
+//! registry.
 
 mod config;
+mod http;
 mod server;
+mod stdio;
 mod tool;
 
 use std::collections::HashMap;
@@ -17,7 +21,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use config::{default_config_path, load_config, parse_config, McpConfig, ServerConfig};
+pub use config::{
+    default_config_path, load_config, parse_config, HttpServer, McpConfig, ServerConfig, StdioServer, Transport,
+};
 pub use tool::{output_of, McpTool};
 
 use self::server::{Server, Servers};
@@ -31,7 +37,7 @@ pub const MAX_OUTPUT_BYTES: usize = 256 * 1024;
 /// How MCP servers are started and called.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct McpLimits {
-    /// Limit of a server's start (the `initialize` handshake, then `tools/list`) and of one tool call.
+    /// Limit of a server's start (the handshake, then `tools/list`; each) and of one tool call, over stdio or HTTP.
     pub timeout: Duration,
     /// Cap on one call's output object, as JSON, in bytes.
     pub max_output_bytes: usize,
@@ -46,7 +52,8 @@ impl McpLimits {
 
 /// Starts the servers of a config file and registers their tools after those `registry` already holds. Returns
 /// notes: servers left out, names namespaced, tools that could not be registered (each also logged as a warning).
-/// A server that cannot be started, or does not answer its handshake or `tools/list`, is an error naming it.
+/// A server that cannot be started or reached, or does not answer its handshake or `tools/list`, is an error naming
+/// it.
 pub fn register_servers(registry: &mut ToolRegistry, file: &Path, limits: McpLimits) -> ToolResult<Vec<String>> {
     let config = load_config(file)?;
     register_config(registry, &config, limits)
