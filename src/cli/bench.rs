@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand, ValueEnum};
 
 use super::{ComputeArgs, ModelArgs};
-use crate::settings::{self, Evaluator, Joiner, Mode, Shard, SuiteSettings};
+use crate::settings::{self, Evaluator, Joiner, Mend, Mode, Shard, SuiteSettings};
 
 /// `tandem bench …`.
 #[derive(Debug, Subcommand)]
@@ -53,9 +53,11 @@ pub enum BenchCommand {
     Rescore {
         /// The benchmark run directory (as printed at its start).
         dir: PathBuf,
-        /// Read each NESTFUL plan again from the planner's text through today's plan mends before scoring.
-        #[arg(long)]
-        mend: bool,
+        /// Read each NESTFUL plan again from the planner's text through today's plan mends before scoring: those of
+        /// the profile given (off, general, nestful), or of `nestful` (what every run before the profiles used) for
+        /// a bare --mend.
+        #[arg(long, value_enum, value_name = "PROFILE", num_args = 0..=1, default_missing_value = "nestful")]
+        mend: Option<Mend>,
         /// The NESTFUL data directory, for --mend (default: ../shared/data/nestful).
         #[arg(long, value_name = "DIR", requires = "mend")]
         data: Option<PathBuf>,
@@ -96,6 +98,12 @@ pub struct SuiteArgs {
     pub evaluate: Evaluator,
     #[command(flatten)]
     pub search: super::PlanSearchArg,
+    /// Plan mends (tasks and NESTFUL): `off`, `general` (the rules that follow from the tools' schemas and the
+    /// goal, as `run`), or `nestful` (also the rules that match NESTFUL's gold conventions). Default: `nestful` for
+    /// `bench nestful`, so its figures stay comparable with those published before the profiles; `general`
+    /// otherwise.
+    #[arg(long, value_enum, value_name = "PROFILE")]
+    pub mend: Option<Mend>,
     /// Data: a directory for nestful (default ../shared/data/nestful) and bfcl (../shared/data/bfcl), a tasks
     /// TOML file for tasks (default: the built-in suite).
     #[arg(long, value_name = "PATH")]
@@ -156,6 +164,7 @@ impl SuiteArgs {
             tools: self.tools.clone(),
             tools_top_k: self.tools_top_k,
             no_grammar: self.no_grammar,
+            mend: self.mend,
             categories: self.categories.clone(),
             limit: self.limit,
             seed: self.seed,

@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::settings::{
-    self, AgentSettings, Approval, BatchSettings, Budgets, Compute, DeviceKind, Drafting, Evaluator, Joiner, Mode,
-    RunnerSettings, ServeSettings, Shard, ToolSettings,
+    self, AgentSettings, Approval, BatchSettings, Budgets, Compute, DeviceKind, Drafting, Evaluator, Joiner, Mend,
+    Mode, RunnerSettings, ServeSettings, Shard, ToolSettings,
 };
 
 pub use bench::{
@@ -173,6 +173,8 @@ pub struct ServeArgs {
     /// Tools of agent runs (`POST /v1/runs`), with the same policy as `tandem run`.
     #[command(flatten)]
     pub tools: ToolArgs,
+    #[command(flatten)]
+    pub mend: MendArg,
     /// A user tool file (TOML, as --tools) that an agent run may ask for by NAME (`"tools": "NAME"`); repeat the
     /// flag for more. Requests name a set, never a path.
     #[arg(long, value_name = "NAME=FILE", value_parser = named_file)]
@@ -217,6 +219,7 @@ impl ServeArgs {
                 prefix_store: !self.no_prefix_store,
             },
             tools: self.tools.settings(),
+            mend: self.mend.mend,
             max_body_bytes: self.max_body,
             queue: self.queue,
             parallel: usize::from(self.parallel),
@@ -383,6 +386,8 @@ pub struct PlanArgs {
     pub max_tokens: usize,
     #[command(flatten)]
     pub search: PlanSearchArg,
+    #[command(flatten)]
+    pub mend: MendArg,
     /// Print the plan as JSON instead of a numbered list.
     #[arg(long)]
     pub json: bool,
@@ -415,6 +420,31 @@ pub struct PlanSearchArg {
     #[arg(long, value_name = "N", env = "TANDEM_PLANS", default_value_t = settings::PLANS,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=16))]
     pub plans: usize,
+}
+
+/// Which plan mends run, for the commands that write plans to run or print (`run`, `plan`, `batch`, `serve`);
+/// `bench` has its own `--mend`, which also offers NESTFUL's profile.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct MendArg {
+    /// Plan mends [possible values: off, general]: `general` mends a written plan where the tools' schemas and
+    /// the goal give its mistake one reading (a reference to a field the tool lacks, a duration in the unit the
+    /// parameter names, …) and shows each change; `off` runs the plan as the planner wrote it. The `nestful`
+    /// profile matches one benchmark's conventions and only `tandem bench` offers it. docs/reliability.md lists
+    /// the rules.
+    #[arg(long, value_name = "PROFILE", default_value = "general", value_parser = run_mend)]
+    pub mend: Mend,
+}
+
+/// `off` or `general`; `nestful` is refused with what to do instead.
+fn run_mend(text: &str) -> std::result::Result<Mend, String> {
+    match text {
+        "off" => Ok(Mend::Off),
+        "general" => Ok(Mend::General),
+        "nestful" => Err("the nestful profile matches one benchmark's gold conventions, not a rule about tools, so \
+                          only `tandem bench` offers it; use off or general"
+            .into()),
+        other => Err(format!("unknown mend profile {other:?}; use off or general")),
+    }
 }
 
 /// Where runs are logged.
@@ -452,6 +482,8 @@ pub struct AgentArgs {
     pub evaluate: Evaluator,
     #[command(flatten)]
     pub search: PlanSearchArg,
+    #[command(flatten)]
+    pub mend: MendArg,
     #[command(flatten)]
     pub tools: ToolArgs,
     /// Most plan revisions after failures.
@@ -500,6 +532,7 @@ impl AgentArgs {
             joiner: self.joiner,
             evaluate: self.evaluate,
             plans: self.search.plans,
+            mend: self.mend.mend,
             tools: self.tools.settings(),
             budgets: self.budgets(),
         }

@@ -3,6 +3,9 @@
 //! `convert_currency(amount: 7000)` after `calculate_profit(revenue: 7000, …)`, or `translate_text(text: "I'm not
 //! good at english")` after `check_grammar(sentence: "I'm not good at english")`.
 //!
+//! Rule `dependencies`, profile `general`: the plan's own `depends_on` and the earlier tool's declared result
+//! say where the value belongs.
+//!
 //! Why: the 1.5B planner often knows that a step needs an earlier result (it lists the dependency) but writes a
 //! value instead of the reference, either one of the earlier step's own inputs or one it worked out itself
 //! (`word: "Hello"` after translating "Hallo"), against the prompt's rule not to work out or guess a result. For

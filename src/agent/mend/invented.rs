@@ -3,6 +3,9 @@
 //! "the average sales per day" and "convert this amount to EUR"). The step that read its result reads the result
 //! before it instead, the one nothing read.
 //!
+//! Rule `invented`, profile `nestful` only: it judges which tool a step serves by the goal's words, which holds for
+//! NESTFUL's catalogues of distractor tools, not for a tool a real goal needs without naming it.
+//!
 //! Why: among distracting tools the 1.5B planner sometimes puts a made-up call between two parts of the goal and
 //! passes its result on, so the part after it reads a number nobody asked for. The rules say to copy values as the
 //! goal gives them and to use as few steps as the goal needs; a step breaking both has no part in the goal. Every

@@ -2,6 +2,8 @@
 //! exactly one output field, a whole-output reference inside longer text to such a tool, a list of one reference
 //! to a field that is a list already, and a reference to an earlier step written as text (`$$s2.joke$$`,
 //! `$s1.results`).
+//!
+//! Rule `references`, profile `general`: it follows from the output fields the tool's schema declares.
 
 use serde_json::Value;
 

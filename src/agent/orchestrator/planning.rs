@@ -4,6 +4,7 @@ use std::time::Instant;
 
 use super::{Agent, Execution, PlanDecision, Stop};
 use crate::agent::events::{Event, ModelUsage, PlanOrigin, StopReason};
+use crate::agent::mend::MendChange;
 use crate::agent::plan::Plan;
 use crate::agent::plan_search::SearchReport;
 use crate::agent::planner::{plan_grammar, revise_plan, PlanOutcome};
@@ -13,7 +14,7 @@ impl Agent<'_> {
     pub(super) fn plan_ahead(&mut self, given_plan: Option<Plan>) -> Result<Stop> {
         if self.state.plan.is_none() {
             match given_plan {
-                Some(plan) => self.record_plan(plan, PlanOrigin::Given, "given with --plan", None, None)?,
+                Some(plan) => self.record_plan(plan, PlanOrigin::Given, "given with --plan", None, None, Vec::new())?,
                 None => {
                     if let Some(stop) = self.write_plan(PlanOrigin::Initial, "first plan")? {
                         return Ok(stop);
@@ -36,7 +37,7 @@ impl Agent<'_> {
                 match self.approver.review_plan(&plan)? {
                     PlanDecision::Approve => self.record_approval(plan.version, "approved")?,
                     PlanDecision::Edit(edited) => {
-                        self.record_plan(edited, PlanOrigin::Edited, "edited at approval", None, None)?;
+                        self.record_plan(edited, PlanOrigin::Edited, "edited at approval", None, None, Vec::new())?;
                         let version = self.state.version();
                         self.record_approval(version, "edited")?;
                         continue;
@@ -88,6 +89,7 @@ impl Agent<'_> {
         reason: &str,
         usage: Option<ModelUsage>,
         search: Option<SearchReport>,
+        mends: Vec<MendChange>,
     ) -> Result<()> {
         let mut plan = plan.with_explicit_dependencies();
         plan.version = self.state.version() + 1;
@@ -101,6 +103,7 @@ impl Agent<'_> {
             issues,
             usage,
             search,
+            mends,
         })
     }
 
@@ -116,10 +119,10 @@ impl Agent<'_> {
         let grammars: Vec<_> = plan_grammar(tools).into_iter().collect();
         let model = self.models.planner_for(&grammars)?;
         let started = Instant::now();
-        let written = revise_plan(model, &goal, tools, &history, tokens, self.settings.plans);
+        let written = revise_plan(model, &goal, tools, &history, tokens, self.settings.plans, self.settings.mend);
         self.log_model_loads()?;
         match written {
-            Ok(PlanOutcome { plan, timings, search, mended, .. }) => {
+            Ok(PlanOutcome { plan, timings, search, mended, mends, .. }) => {
                 let usage = ModelUsage {
                     tokens_in: timings.prompt_tokens,
                     tokens_out: timings.generated_tokens,
@@ -130,7 +133,7 @@ impl Agent<'_> {
                     [] => reason.to_string(),
                     mends => format!("{reason} (mended: {})", mends.join("; ")),
                 };
-                self.record_plan(plan, origin, &reason, Some(usage), search)?;
+                self.record_plan(plan, origin, &reason, Some(usage), search, mends)?;
                 Ok(None)
             }
             Err(e) => Ok(Some(Stop::new(StopReason::Error, format!("the planner could not write a plan: {e}")))),

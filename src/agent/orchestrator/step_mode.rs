@@ -29,9 +29,10 @@ impl Agent<'_> {
                     issues: Vec::new(),
                     usage: None,
                     search: None,
+                    mends: Vec::new(),
                 })?;
             } else {
-                self.record_plan(start, PlanOrigin::Given, "step mode", None, None)?;
+                self.record_plan(start, PlanOrigin::Given, "step mode", None, None, Vec::new())?;
             }
         }
         let mut rejected_proposals = 0u32;
@@ -62,6 +63,7 @@ impl Agent<'_> {
                             issues: Vec::new(),
                             usage: None,
                             search: None,
+                            mends: Vec::new(),
                         })?;
                         continue;
                     }
@@ -113,6 +115,7 @@ impl Agent<'_> {
                 issues: issues.clone(),
                 usage: Some(usage),
                 search: None,
+                mends: Vec::new(),
             })?;
             if let Some(answer) = answer {
                 // An answer with no letter or digit in it says nothing: the results speak instead.
