@@ -232,7 +232,7 @@ mod tests {
         assert!(error("1/x + y = 1; x + y = 2").contains("not linear"));
         assert!(error("x + y = 1; x - = 2").starts_with("equation 2 (x - = 2)"));
         assert!(error("3 = 3; 4 = 4").contains("no unknown"));
-        assert!(error(&vec!["x = 1"; 7].join(";")).contains("at most 6"));
+        assert!(error(&["x = 1"; 7].join(";")).contains("at most 6"));
     }
 
     #[test]
