@@ -30,6 +30,7 @@ pub fn run_settings(agent: &AgentSettings, context: &ToolContext, approve: Appro
         mcp_timeout_s: agent.tools.mcp_timeout_s,
         tools_top_k: agent.tools.tools_top_k,
         plans: agent.plans,
+        mend: agent.mend,
         budgets: agent.budgets,
         seed: 0,
         approve,

@@ -11,7 +11,7 @@ use crate::bench::records::{run_samples, BenchRecorder};
 use crate::bench::tasks::{builtin_tasks, parse_tasks, run_task, Task, TaskSetup};
 use crate::engine::Engine;
 use crate::progress::Reporter;
-use crate::settings::{Drafting, Mode, SuiteSettings};
+use crate::settings::{Drafting, Mend, Mode, SuiteSettings};
 use crate::store::ModelStore;
 use crate::{Error, Result};
 
@@ -286,6 +286,7 @@ pub fn run_suite(suite: Suite, args: &SuiteSettings, pair: &Pair, reporter: &dyn
                 evaluate: args.evaluate,
                 tools_top_k: args.tools_top_k,
                 plans: args.plans,
+                mend: args.mend_for(false),
             };
             run_samples(&samples, &mut recorder, reporter, "tasks", |task| {
                 run_task(task, &setup, &mut models as &mut dyn ModelSource)
@@ -327,10 +328,11 @@ fn slug(pair: &Pair) -> String {
 /// Where `bench rescore --mend` writes a run's records as today's mends make them, beside `samples.jsonl`.
 pub const MENDED_RECORDS: &str = "samples.mended.jsonl";
 
-/// `tandem bench rescore DIR [--mend [--data DIR]]`: recomputes the summary from the records; with `mend`, a
-/// NESTFUL run's plans are first read again from the planner's text through today's plan mends (`data`: the
+/// `tandem bench rescore DIR [--mend [PROFILE] [--data DIR]]`: recomputes the summary from the records; with
+/// `mend`, a NESTFUL run's plans are first read again from the planner's text through today's plan mends of that
+/// profile (`data`: the
 /// NESTFUL data directory, as `bench nestful --data`), and those records are written to [`MENDED_RECORDS`].
-pub fn rescore(dir: &Path, mend: bool, data: Option<&Path>) -> Result<()> {
+pub fn rescore(dir: &Path, mend: Option<Mend>, data: Option<&Path>) -> Result<()> {
     let summary_path = dir.join("summary.json");
     let suite_name = std::fs::read_to_string(&summary_path)
         .ok()
@@ -345,7 +347,7 @@ pub fn rescore(dir: &Path, mend: bool, data: Option<&Path>) -> Result<()> {
     for line in &bad {
         eprintln!("unreadable record skipped: {line}");
     }
-    let records: Vec<Value> = if mend {
+    let records: Vec<Value> = if let Some(profile) = mend {
         if suite != Suite::Nestful {
             return Err(Error::Usage(format!(
                 "--mend reads NESTFUL plans again, and {} holds a {suite_name} run; leave --mend out",
@@ -355,7 +357,7 @@ pub fn rescore(dir: &Path, mend: bool, data: Option<&Path>) -> Result<()> {
         let data_dir = crate::bench::nestful::runner::data_dir(data, "nestful")?;
         let tools = crate::bench::nestful::load(&data_dir).map_err(|e| Error::Bench(e.to_string()))?.tools;
         let records: Vec<Value> =
-            records.into_iter().map(|r| crate::bench::nestful::runner::remend(r, &tools)).collect();
+            records.into_iter().map(|r| crate::bench::nestful::runner::remend(r, &tools, profile)).collect();
         // The run's own records stay as they were; the plans as mended today go beside them.
         let path = dir.join(MENDED_RECORDS);
         let lines: String = records.iter().map(|r| format!("{r}\n")).collect();

@@ -146,6 +146,8 @@ pub struct TaskSetup<'a> {
     pub tools_top_k: usize,
     /// Candidate plans per planning call (plan search).
     pub plans: usize,
+    /// Which plan mends run.
+    pub mend: crate::settings::Mend,
 }
 
 /// Runs one task with the agent and returns its record.
@@ -185,6 +187,7 @@ pub fn run_task(task: &Task, setup: &TaskSetup, models: &mut dyn ModelSource) ->
     settings.joiner = setup.joiner;
     settings.evaluate = setup.evaluate;
     settings.plans = setup.plans;
+    settings.mend = setup.mend;
     settings.budgets.max_seconds = 300;
     let started = Instant::now();
     let mut approver = AutoApprove;

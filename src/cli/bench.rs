@@ -6,7 +6,7 @@ use clap::{Args, Subcommand, ValueEnum};
 
 use super::common::deprecated;
 use super::{ComputeArgs, ModelArgs};
-use crate::settings::{self, Evaluator, Joiner, Mode, Shard, SuiteSettings};
+use crate::settings::{self, Evaluator, Joiner, Mend, Mode, Shard, SuiteSettings};
 
 /// `tandem bench …`.
 #[derive(Debug, Subcommand)]
@@ -54,9 +54,11 @@ pub enum BenchCommand {
     Rescore {
         /// The benchmark run directory (as printed at its start).
         dir: PathBuf,
-        /// Read each NESTFUL plan again from the planner's text through today's plan mends before scoring.
-        #[arg(long)]
-        mend: bool,
+        /// Read each NESTFUL plan again from the planner's text through today's plan mends before scoring: those of
+        /// the profile given (off, general, nestful), or of `nestful` (what every run before the profiles used) for
+        /// a bare --mend.
+        #[arg(long, value_enum, value_name = "PROFILE", num_args = 0..=1, default_missing_value = "nestful")]
+        mend: Option<Mend>,
         /// The NESTFUL data directory, for --mend (default: ../shared/data/nestful).
         #[arg(long, value_name = "DIR", requires = "mend")]
         data: Option<PathBuf>,
@@ -175,6 +177,17 @@ pub struct CategoriesArg {
     pub categories: Vec<String>,
 }
 
+/// Which plan mends a suite that writes plans runs.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct MendProfileArg {
+    /// Plan mends (tasks and NESTFUL): `off`, `general` (the rules that follow from the tools' schemas and the
+    /// goal, as `run`), or `nestful` (also the rules that match NESTFUL's gold conventions). Default: `nestful` for
+    /// `bench nestful`, so its figures stay comparable with those published before the profiles; `general`
+    /// otherwise.
+    #[arg(long, value_enum, value_name = "PROFILE")]
+    pub mend: Option<Mend>,
+}
+
 /// `tandem bench tasks`.
 #[derive(Debug, Clone, Args)]
 pub struct TasksArgs {
@@ -188,6 +201,8 @@ pub struct TasksArgs {
     pub top_k: TopKArg,
     #[command(flatten)]
     pub categories: CategoriesArg,
+    #[command(flatten)]
+    pub mend: MendProfileArg,
     #[command(flatten)]
     pub run: SuiteRun,
 }
@@ -207,6 +222,8 @@ pub struct NestfulArgs {
     /// catalogues and exit; no model is loaded.
     #[arg(long, value_name = "K,...", value_delimiter = ',')]
     pub retrieval_recall: Vec<usize>,
+    #[command(flatten)]
+    pub mend: MendProfileArg,
     #[command(flatten)]
     pub run: SuiteRun,
 }
@@ -253,6 +270,7 @@ fn suite_settings(
         resume: run.resume.clone(),
         compute: run.compute.settings(),
         shard: run.shard,
+        mend: None,
     }
 }
 
@@ -260,14 +278,19 @@ impl TasksArgs {
     /// The settings these flags give.
     pub fn settings(&self) -> SuiteSettings {
         let (task, categories) = (Some(&self.task), Some(&self.categories));
-        suite_settings(&self.models, &self.run, Some(self.search), task, None, Some(self.top_k), categories)
+        let settings =
+            suite_settings(&self.models, &self.run, Some(self.search), task, None, Some(self.top_k), categories);
+        SuiteSettings { mend: self.mend.mend, ..settings }
     }
 }
 
 impl NestfulArgs {
     /// The settings these flags give.
     pub fn settings(&self) -> SuiteSettings {
-        suite_settings(&self.models, &self.run, Some(self.search), None, Some(&self.catalogue), Some(self.top_k), None)
+        let catalogue = Some(&self.catalogue);
+        let settings =
+            suite_settings(&self.models, &self.run, Some(self.search), None, catalogue, Some(self.top_k), None);
+        SuiteSettings { mend: self.mend.mend, ..settings }
     }
 }
 
@@ -315,6 +338,8 @@ pub struct PairsArgs {
     #[command(flatten)]
     pub categories: CategoriesArg,
     #[command(flatten)]
+    pub mend: MendProfileArg,
+    #[command(flatten)]
     pub run: SuiteRun,
 }
 
@@ -323,7 +348,7 @@ impl PairsArgs {
     pub fn suite_settings(&self) -> SuiteSettings {
         let models =
             SuiteModels { planner: settings::DEFAULT_PLANNER.into(), executor: settings::DEFAULT_EXECUTOR.into() };
-        suite_settings(
+        let settings = suite_settings(
             &models,
             &self.run,
             Some(self.search),
@@ -331,7 +356,8 @@ impl PairsArgs {
             Some(&self.catalogue),
             Some(self.top_k),
             Some(&self.categories),
-        )
+        );
+        SuiteSettings { mend: self.mend.mend, ..settings }
     }
 }
 

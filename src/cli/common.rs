@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::settings::{self, Compute, DeviceKind, Drafting, ToolSettings};
+use crate::settings::{self, Compute, DeviceKind, Drafting, Mend, ToolSettings};
 
 /// The warning for a deprecated flag that was given: one line naming the command and the flag to use instead.
 pub(crate) fn deprecated(command: &str, old: &str, new: &str) -> String {
@@ -52,8 +52,8 @@ pub struct SpeculateArg {
     /// Speculative decoding everywhere. By default it runs where it is exact: prompt lookup guesses the next
     /// token from an n-gram of the prompt and output, and one pass checks it with the token before it; on the
     /// CPU with our kernels a batched pass gives each token the logits a one-token pass gives, so the output is
-    /// plain decoding's bit for bit, and plans come about a tenth faster. This flag drafts elsewhere too (GPU,
-    /// candle's kernels), where batched rounding can tip a near-tie.
+    /// plain decoding's bit for bit, and plans come faster (docs/performance.md). This flag drafts elsewhere too
+    /// (GPU, candle's kernels), where batched rounding can tip a near-tie.
     #[arg(long, conflicts_with = "no_speculate")]
     pub speculate: bool,
     /// No speculative decoding, not even where it is exact.
@@ -139,5 +139,30 @@ impl ToolArgs {
             mcp_timeout_s: self.mcp_timeout,
             tools_top_k: self.tools_top_k,
         }
+    }
+}
+
+/// Which plan mends run, for the commands that write plans to run or print (`run`, `plan`, `batch`, `serve`);
+/// `bench` has its own `--mend`, which also offers NESTFUL's profile.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct MendArg {
+    /// Plan mends [possible values: off, general]: `general` mends a written plan where the tools' schemas and
+    /// the goal give its mistake one reading (a reference to a field the tool lacks, a duration in the unit the
+    /// parameter names, …) and shows each change; `off` runs the plan as the planner wrote it. The `nestful`
+    /// profile matches one benchmark's conventions and only `tandem bench` offers it. docs/reliability.md lists
+    /// the rules.
+    #[arg(long, value_name = "PROFILE", default_value = "general", value_parser = run_mend)]
+    pub mend: Mend,
+}
+
+/// `off` or `general`; `nestful` is refused with what to do instead.
+fn run_mend(text: &str) -> std::result::Result<Mend, String> {
+    match text {
+        "off" => Ok(Mend::Off),
+        "general" => Ok(Mend::General),
+        "nestful" => Err("the nestful profile matches one benchmark's gold conventions, not a rule about tools, so \
+                          only `tandem bench` offers it; use off or general"
+            .into()),
+        other => Err(format!("unknown mend profile {other:?}; use off or general")),
     }
 }

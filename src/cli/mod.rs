@@ -16,7 +16,7 @@ pub use bench::{
     BenchCommand, BfclArgs, DraftsArgs, GrammarBenchArgs, NestfulArgs, PairsArgs, ServeBenchArgs, SpeedArgs, SuiteName,
     TasksArgs,
 };
-pub use common::{ComputeArgs, ModelArgs, PlanSearchArg, RunsDirArg, SpeculateArg, ToolArgs};
+pub use common::{ComputeArgs, MendArg, ModelArgs, PlanSearchArg, RunsDirArg, SpeculateArg, ToolArgs};
 pub use config::{config_path, parse, parse_from, ConfigCommand, ConfigShowArgs, Resolved, Source};
 pub use inspect::{ModelsCommand, RunsCommand, ToolsCommand, ToolsListArgs};
 pub use plan::{GenerateArgs, PlanArgs};

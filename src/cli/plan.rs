@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::common::deprecated;
-use super::{ComputeArgs, ModelArgs, PlanSearchArg, SpeculateArg, ToolArgs};
+use super::{ComputeArgs, MendArg, ModelArgs, PlanSearchArg, SpeculateArg, ToolArgs};
 use crate::settings::{self, Budgets};
 
 /// `tandem generate`.
@@ -76,6 +76,8 @@ pub struct PlanArgs {
     pub deprecated_max_tokens: Option<usize>,
     #[command(flatten)]
     pub search: PlanSearchArg,
+    #[command(flatten)]
+    pub mend: MendArg,
     /// Print the plan as JSON instead of a numbered list.
     #[arg(long)]
     pub json: bool,

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 
 use super::common::deprecated;
-use super::{ComputeArgs, PlanSearchArg, RunsDirArg, SpeculateArg, ToolArgs};
+use super::{ComputeArgs, MendArg, PlanSearchArg, RunsDirArg, SpeculateArg, ToolArgs};
 use crate::settings::{
     self, AgentSettings, Approval, BatchSettings, Budgets, Evaluator, Joiner, Mode, RunnerSettings, Shard,
 };
@@ -37,6 +37,8 @@ pub struct AgentArgs {
     pub evaluate: Evaluator,
     #[command(flatten)]
     pub search: PlanSearchArg,
+    #[command(flatten)]
+    pub mend: MendArg,
     #[command(flatten)]
     pub tools: ToolArgs,
     /// Most plan revisions after failures.
@@ -81,6 +83,7 @@ impl AgentArgs {
             joiner: self.joiner,
             evaluate: self.evaluate,
             plans: self.search.plans,
+            mend: self.mend.mend,
             tools: self.tools.settings(),
             budgets: self.budgets(),
         }
@@ -153,8 +156,9 @@ pub struct BatchArgs {
     pub retry_failed: bool,
     /// Goals in flight at once. Their generations share each model's forward passes (a pass reads the weights
     /// once for every goal decoding at that moment), and a goal's prompt copies the opening another goal has
-    /// computed. On 2 CPU cores 4 at a time gave 1.27× the goals per minute; the more a pass is bound by reading
-    /// weights rather than by compute (more cores, a GPU), the more it gives. Each goal holds its own KV cache.
+    /// computed, so more goals finish per minute (docs/performance.md, batching); the more a pass is bound by
+    /// reading weights rather than by compute (more cores, a GPU), the more it gives. Each goal holds its own KV
+    /// cache.
     /// Records are appended as goals finish, not in file order; on the CPU with our kernels each goal writes
     /// what it would write alone. Qwen2 models only.
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]

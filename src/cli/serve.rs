@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::common::deprecated;
-use super::{ComputeArgs, RunsDirArg, SpeculateArg, ToolArgs};
+use super::{ComputeArgs, MendArg, RunsDirArg, SpeculateArg, ToolArgs};
 use crate::settings::{self, RunnerSettings, ServeSettings};
 
 /// `tandem serve`.
@@ -65,6 +65,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = ServeSettings::SHUTDOWN_GRACE_S)]
     pub shutdown_grace: u64,
     #[command(flatten)]
+    pub mend: MendArg,
+    #[command(flatten)]
     pub runs: RunsDirArg,
 }
 
@@ -105,6 +107,7 @@ impl ServeArgs {
                 prefix_store: !self.no_prefix_store,
             },
             tools: self.tools.settings(),
+            mend: self.mend.mend,
             max_body_bytes: self.max_body,
             queue: self.queue,
             parallel: usize::from(self.parallel),

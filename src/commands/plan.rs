@@ -31,9 +31,12 @@ pub fn run(args: PlanArgs, reporter: &dyn Reporter) -> Result<()> {
     let grammar = plan_grammar(tools)?;
     let (mut model, _) = engine.load(&args.planner, "planner", &[grammar], reporter)?;
     reporter.message(&format!("planning with {} …", args.planner));
-    let outcome = write_plan(&mut model, &args.goal, tools, args.plan_tokens, args.search.plans)?;
+    let outcome = write_plan(&mut model, &args.goal, tools, args.plan_tokens, args.search.plans, args.mend.mend)?;
     if args.json {
-        let json = serde_json::to_string_pretty(&outcome.plan).map_err(Error::encode("the plan"))?;
+        // The plan's own keys, and what the mends changed beside them (`run --plan` reads the plan and ignores it).
+        let mut json = serde_json::to_value(&outcome.plan).map_err(Error::encode("the plan"))?;
+        json["mends"] = serde_json::to_value(&outcome.mends).map_err(Error::encode("the mends"))?;
+        let json = serde_json::to_string_pretty(&json).map_err(Error::encode("the plan"))?;
         println!("{json}");
     } else {
         println!("Plan for: {}", outcome.plan.goal);
@@ -47,6 +50,12 @@ pub fn run(args: PlanArgs, reporter: &dyn Reporter) -> Result<()> {
             println!("{:>3}. [{}] {} {}{}", i + 1, step.id, step.tool, args, after);
             if !step.description.is_empty() {
                 println!("       {}", step.description);
+            }
+        }
+        if !outcome.mends.is_empty() {
+            println!("Mended (--mend {}):", args.mend.mend.name());
+            for mend in &outcome.mends {
+                println!("     {mend}");
             }
         }
     }

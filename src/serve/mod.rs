@@ -161,6 +161,7 @@ pub fn serve(settings: &ServeSettings, reporter: &dyn Reporter, on_ready: &dyn F
                 planner: settings.planner.clone(),
                 executor: settings.executor.clone(),
                 tools: settings.tools.clone(),
+                mend: settings.mend,
                 ..AgentSettings::default()
             },
             tool_sets,

@@ -79,6 +79,34 @@ pub enum Evaluator {
     Planner,
 }
 
+/// Which plan mends (`agent::mend`) run on a plan the planner wrote, before validation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mend {
+    /// None: the plan is validated and run as the planner wrote it.
+    Off,
+    /// The rules that follow from the tools' schemas and the goal (a reference to a field the tool lacks where it
+    /// has one, a duration in the unit the parameter names, a percentage as the fraction a parameter that asks for
+    /// a decimal takes, …).
+    #[default]
+    General,
+    /// The general rules and those that match NESTFUL's gold conventions rather than a rule about tools
+    /// (percentages as written where no decimal is asked for, language codes as names, unmentioned optional
+    /// arguments and invented steps dropped). Only `tandem bench` offers it: run, plan, batch and serve refuse it.
+    Nestful,
+}
+
+impl Mend {
+    /// The name used in settings, logs and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mend::Off => "off",
+            Mend::General => "general",
+            Mend::Nestful => "nestful",
+        }
+    }
+}
+
 /// How the planner works.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -224,6 +252,8 @@ pub struct SuiteSettings {
     pub tools_top_k: usize,
     /// NESTFUL without the plan grammar.
     pub no_grammar: bool,
+    /// Which plan mends run (`None`: the suite's default, [`SuiteSettings::mend_for`]).
+    pub mend: Option<Mend>,
     /// The categories to run: BFCL's (empty: [`DEFAULT_BFCL_CATEGORIES`]) or the tasks suite's (empty: all).
     pub categories: Vec<String>,
     /// Only the first N samples (per category for bfcl).
@@ -244,6 +274,12 @@ pub struct SuiteSettings {
 pub const DEFAULT_BFCL_CATEGORIES: [&str; 2] = ["simple_python", "multiple"];
 
 impl SuiteSettings {
+    /// The plan mends a suite runs: those asked for, else `nestful` for NESTFUL (so its figures stay comparable
+    /// with those published before the profiles) and `general` for the others.
+    pub fn mend_for(&self, nestful: bool) -> Mend {
+        self.mend.unwrap_or(if nestful { Mend::Nestful } else { Mend::General })
+    }
+
     /// The BFCL categories to run: those asked for, else [`DEFAULT_BFCL_CATEGORIES`]. Also what the records
     /// keep, as they did when that was the flag's default, so earlier runs still resume.
     pub fn bfcl_categories(&self) -> Vec<String> {
@@ -307,6 +343,8 @@ pub struct AgentSettings {
     pub evaluate: Evaluator,
     /// Candidate plans per planning call (plan search; 1: one greedy plan).
     pub plans: usize,
+    /// Which plan mends run.
+    pub mend: Mend,
     /// The tools and their policy.
     pub tools: ToolSettings,
     /// The run's limits.
@@ -322,6 +360,7 @@ impl Default for AgentSettings {
             joiner: Joiner::default(),
             evaluate: Evaluator::default(),
             plans: PLANS,
+            mend: Mend::default(),
             tools: ToolSettings::default(),
             budgets: Budgets::default(),
         }
@@ -512,6 +551,8 @@ pub struct ServeSettings {
     pub runner: RunnerSettings,
     /// The tools agent runs over HTTP may use, and their policy (as `tandem run`'s tool flags).
     pub tools: ToolSettings,
+    /// Which plan mends agent runs over HTTP run (never `nestful`).
+    pub mend: Mend,
     /// Largest request body, in bytes (larger: 413).
     pub max_body_bytes: usize,
     /// Requests waiting for a free generation slot; more are refused with 503.
@@ -553,6 +594,7 @@ impl Default for ServeSettings {
             executor: DEFAULT_EXECUTOR.into(),
             runner: RunnerSettings::default(),
             tools: ToolSettings::default(),
+            mend: Mend::default(),
             max_body_bytes: Self::MAX_BODY_BYTES,
             queue: Self::QUEUE,
             parallel: Self::PARALLEL,

@@ -9,7 +9,7 @@
 //! numerically (Newton's method from a few starting points, checked by putting the root back in), and a result
 //! within rounding of an integer is that integer.
 
-use super::calculator::{binary, evaluate_tokens, tokenize, Number, Token, MAX_LEN};
+use super::arithmetic::{binary, evaluate_tokens, tokenize, Number, Token, MAX_LEN};
 
 /// Starting points for Newton's method on an equation that is not linear.
 const STARTS: [f64; 7] = [1.0, 0.0, -1.0, 10.0, -10.0, 100.0, 1000.0];
@@ -27,19 +27,10 @@ pub fn solve(equation: &str) -> Result<(String, Number), String> {
     if equation.chars().count() > MAX_LEN {
         return Err(format!("the equation is longer than {MAX_LEN} characters"));
     }
-    // `==` is read as `=`: models write both.
-    let normalized = equation.replace("==", "=");
-    let sides: Vec<&str> = normalized.split('=').collect();
-    let [left, right] = sides.as_slice() else {
-        return Err(format!("an equation has one '=' between two sides; this one has {}", sides.len() - 1));
-    };
-    let (left, right) = (tokenize(left)?, tokenize(right)?);
-    if left.is_empty() || right.is_empty() {
-        return Err("an equation needs an expression on each side of '='".into());
-    }
+    let (left, right) = sides(equation)?;
     let name = unknown_name([&left, &right])?;
     let difference = |value: Number| -> Result<Number, String> {
-        let at = |tokens: &[Token]| evaluate_tokens(tokens, Some((name.as_str(), value)));
+        let at = |tokens: &[Token]| evaluate_tokens(tokens, Some(&[(name.as_str(), value)][..]));
         binary("-", at(&left)?, at(&right)?)
     };
     let value = match linear(&difference)? {
@@ -51,6 +42,21 @@ pub fn solve(equation: &str) -> Result<(String, Number), String> {
 
 /// The one name on either side that is neither a function (followed by `(`) nor a constant.
 fn unknown_name(sides: [&[Token]; 2]) -> Result<String, String> {
+    let names = unknown_names(&sides);
+    match names.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => Err("the equation has no unknown to solve for (write it as a name, e.g. 3*x + 7 = 34)".into()),
+        many => Err(format!(
+            "the equation has several unknowns ({}): underdetermined: 1 equation, {} unknowns; give one equation \
+             per unknown, separated by ';' (x + y = 100; x - y = 20)",
+            many.join(", "),
+            many.len()
+        )),
+    }
+}
+
+/// The names in `sides` that are neither functions (followed by `(`) nor constants, in order of first use.
+pub(super) fn unknown_names(sides: &[&[Token]]) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
     for side in sides {
         for (i, token) in side.iter().enumerate() {
@@ -62,11 +68,21 @@ fn unknown_name(sides: [&[Token]; 2]) -> Result<String, String> {
             names.push(name.clone());
         }
     }
-    match names.as_slice() {
-        [one] => Ok(one.clone()),
-        [] => Err("the equation has no unknown to solve for (write it as a name, e.g. 3*x + 7 = 34)".into()),
-        many => Err(format!("the equation has several unknowns ({}); one can be solved for", many.join(", "))),
+    names
+}
+
+/// An equation's two sides, tokenized: `==` is read as `=` (models write both).
+pub(super) fn sides(equation: &str) -> Result<(Vec<Token>, Vec<Token>), String> {
+    let normalized = equation.replace("==", "=");
+    let sides: Vec<&str> = normalized.split('=').collect();
+    let [left, right] = sides.as_slice() else {
+        return Err(format!("an equation has one '=' between two sides; this one has {}", sides.len() - 1));
+    };
+    let (left, right) = (tokenize(left)?, tokenize(right)?);
+    if left.is_empty() || right.is_empty() {
+        return Err("an equation needs an expression on each side of '='".into());
     }
+    Ok((left, right))
 }
 
 /// The solution when the sides' difference is linear in the unknown (checked at four points), exact where the
@@ -140,7 +156,7 @@ fn newton(difference: &impl Fn(Number) -> Result<Number, String>) -> Result<Numb
 }
 
 /// `value` as an integer when it is one up to rounding (a float root such as 49.99999999999 is 50).
-fn integral(value: Number) -> Number {
+pub(super) fn integral(value: Number) -> Number {
     match value {
         Number::Float(x) => {
             let rounded = x.round();
@@ -155,7 +171,7 @@ fn integral(value: Number) -> Number {
 }
 
 /// Equal up to float rounding (exactly, for integers).
-fn close(a: Number, b: Number) -> bool {
+pub(super) fn close(a: Number, b: Number) -> bool {
     match (a, b) {
         (Number::Int(a), Number::Int(b)) => a == b,
         _ => {

@@ -5,12 +5,14 @@
 //! Calls are synchronous: the orchestrator runs them on blocking threads. Commands are confined by a timeout
 //! (the process group is killed), an output cap and, on Linux, Landlock (`confine`).
 
+pub mod arithmetic;
 pub mod calculator;
 pub mod command;
 pub mod confine;
 pub mod declared;
 pub mod equation;
 pub mod error;
+pub mod linear_system;
 pub mod list_dir;
 pub mod llm;
 pub mod mcp;

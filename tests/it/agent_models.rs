@@ -131,3 +131,15 @@ fn token_budget_stops_the_run_with_its_reason() {
     assert!(json["detail"].as_str().unwrap().contains("--max-run-tokens"), "{json}");
     assert!(json["steps"].as_array().unwrap().is_empty(), "no step ran after the budget was spent");
 }
+
+/// A split with a given difference has two unknowns: the calculator solves the system (`x + y = 100; x - y =
+/// 20`), or the planner works it out in steps; either way both shares are in the answer.
+#[test]
+fn a_split_with_a_difference_gets_both_shares() {
+    let scratch = Scratch::new();
+    let json =
+        run_json(&scratch, &["Ann and Ben share 100 dollars; Ann gets 20 more than Ben. How much does each get?"]);
+    assert_eq!(json["stop"], "done", "{json}");
+    let answer = json["answer"].as_str().unwrap_or_default();
+    assert!(answer.contains("60") && answer.contains("40"), "{json}");
+}

@@ -4,12 +4,14 @@
 use std::collections::HashMap;
 
 use serde_json::{json, Value};
+use tandem::agent::log::events::{Event, EventLog, PlanOrigin, RunSettings};
 use tandem::agent::plan::mend::{
     drop_invented_steps, drop_repeated_calls, drop_unmentioned_optional, mend_durations, mend_languages,
-    mend_percentages, mend_plan, mend_references, mend_unused_dependencies,
+    mend_percentages, mend_plan, mend_references, mend_unused_dependencies, rule_names, MendChange,
 };
 use tandem::agent::plan::refs::resolve_value;
 use tandem::agent::{IssueKind, Plan};
+use tandem::settings::Mend;
 use tandem::tools::{ToolContext, ToolRegistry, Workspace, BUILTIN_TOOLS};
 
 use super::plan::{plan, registry};
@@ -229,7 +231,7 @@ fn the_plan_mends_run_in_turn() {
         "Borrow 1000 at 5%.",
         json!([{"id": "s1", "tool": "loan", "args": {"amount": 1000, "rate": 0.05, "currency": "EUR"}}]),
     );
-    let mends = mend_plan(&mut plan, &registry);
+    let mends = mend_plan(&mut plan, &registry, Mend::Nestful).lines;
     assert_eq!(
         mends,
         [
@@ -529,4 +531,160 @@ fn an_expression_copying_a_listed_dependency_input_takes_its_result() {
     assert_eq!(plan.steps[4].args["expression"], json!("150/2*2"), "three copies");
     assert_eq!(plan.steps[5].args["content"], json!("150-5"), "a text that takes no expression (a date, a code)");
     assert_eq!(plan.steps[6].args["expression"], json!("2*50"), "the goal writes 50 twice: either may be meant");
+}
+
+/// A hand-written plan over a tool whose schema names a unit and a decimal, for a goal with a duration and two
+/// percentages: a duration in the parameter's unit and a percentage as the decimal the description asks for are
+/// general rules; a percentage written as the goal writes it (where no decimal is asked for) and an unmentioned
+/// optional argument left out match NESTFUL's gold only.
+fn profile_case() -> (ToolRegistry, Plan) {
+    let registry = with_tools(&[(
+        "record",
+        r#"{"duration": {"type": "number", "description": "length in seconds"},
+            "tax": {"type": "number", "description": "tax rate as a decimal"},
+            "rate": {"type": "number", "description": "the rate"}, "format": {"type": "string"}}"#,
+        &["duration", "tax", "rate"],
+        "",
+    )]);
+    let plan = goal_plan(
+        "Record for 5 minutes with 8% tax at a 5% rate.",
+        json!([{"id": "s1", "tool": "record", "args": {"duration": 5, "tax": 8, "rate": 0.05, "format": "mp3"}}]),
+    );
+    (registry, plan)
+}
+
+/// Each profile runs only its rules, and every change is reported with its rule, before and after; `off` leaves
+/// the plan as written.
+#[test]
+fn each_mend_profile_runs_only_its_rules() {
+    let (registry, written) = profile_case();
+    let change = |rule: &str, argument: &str, before: Value, after: Value| MendChange {
+        rule: rule.into(),
+        step: "s1".into(),
+        argument: Some(argument.into()),
+        before,
+        after,
+    };
+
+    let mut off = written.clone();
+    let mended = mend_plan(&mut off, &registry, Mend::Off);
+    assert_eq!(off, written, "--mend off leaves the plan untouched");
+    assert!(mended.changes.is_empty() && mended.lines.is_empty(), "{mended:?}");
+
+    let mut general = written.clone();
+    let mended = mend_plan(&mut general, &registry, Mend::General);
+    assert_eq!(
+        mended.changes,
+        [
+            change("percentages-as-fractions", "tax", json!(8), json!(0.08)),
+            change("durations", "duration", json!(5), json!(300))
+        ],
+        "{mended:#?}"
+    );
+    assert_eq!(mended.lines.len(), 2, "{:?}", mended.lines);
+    let args = json!({"duration": 300, "tax": 0.08, "rate": 0.05, "format": "mp3"});
+    assert_eq!(Value::Object(general.steps[0].args.clone()), args);
+    assert_eq!(mended.changes[1].to_string(), "s1 duration: 5 → 300 [durations]");
+
+    let mut nestful = written.clone();
+    let mended = mend_plan(&mut nestful, &registry, Mend::Nestful);
+    assert_eq!(
+        mended.changes,
+        [
+            change("percentages-as-fractions", "tax", json!(8), json!(0.08)),
+            change("percentages-as-written", "rate", json!(0.05), json!(5)),
+            change("durations", "duration", json!(5), json!(300)),
+            change("optional", "format", json!("mp3"), Value::Null),
+        ],
+        "{mended:#?}"
+    );
+    assert_eq!(Value::Object(nestful.steps[0].args.clone()), json!({"duration": 300, "tax": 0.08, "rate": 5}));
+    assert!(mended.changes[3].to_string().ends_with("\"mp3\" → left out [optional]"), "{}", mended.changes[3]);
+
+    let (general, nestful) = (rule_names(Mend::General), rule_names(Mend::Nestful));
+    assert!(rule_names(Mend::Off).is_empty());
+    for rule in ["percentages-as-written", "language-names", "optional", "invented"] {
+        assert!(nestful.contains(&rule) && !general.contains(&rule), "{rule}: {general:?}");
+    }
+    assert!(general.iter().all(|rule| nestful.contains(rule)), "nestful runs every general rule as well");
+}
+
+/// A dropped step is a change with no argument: its call before, nothing after.
+#[test]
+fn a_dropped_step_is_reported_with_its_call() {
+    let registry = registry();
+    let mut plan = goal_plan(
+        "What is 2+2?",
+        json!([{"id": "s1", "tool": "calculator", "args": {"expression": "2+2"}},
+               {"id": "s2", "tool": "calculator", "args": {"expression": "2+2"}}]),
+    );
+    let mended = mend_plan(&mut plan, &registry, Mend::General);
+    assert_eq!(plan.steps.len(), 1);
+    let dropped = &mended.changes[0];
+    assert_eq!((dropped.rule.as_str(), dropped.step.as_str(), &dropped.argument), ("duplicates", "s2", &None));
+    assert_eq!(dropped.before, json!({"tool": "calculator", "args": {"expression": "2+2"}}));
+    assert!(dropped.after.is_null());
+}
+
+/// The mends go into the run log's `plan_written` event and come back in the run's summary (`run --json`,
+/// `runs show --json`); a `plan_written` line of an older log, without them, still reads.
+#[test]
+fn mends_are_logged_and_summarised_and_old_logs_still_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let (registry, mut plan) = profile_case();
+    let mends = mend_plan(&mut plan, &registry, Mend::General).changes;
+    let mut log = EventLog::create(dir.path()).unwrap();
+    let settings = RunSettings::new("p", "e", dir.path());
+    log.append(Event::RunStarted { goal: plan.goal.clone(), settings, plan: None }).unwrap();
+    let written = Event::PlanWritten {
+        version: 1,
+        origin: PlanOrigin::Initial,
+        reason: "first plan".into(),
+        plan: plan.clone(),
+        issues: Vec::new(),
+        usage: None,
+        search: None,
+        mends: mends.clone(),
+    };
+    log.append(written).unwrap();
+    drop(log);
+    let summary = tandem::agent::log::summary::run_summary("r1", dir.path()).unwrap();
+    assert_eq!(summary["mends"].as_array().unwrap().len(), 2, "{summary}");
+    assert_eq!(summary["mends"][1]["rule"], "durations");
+    assert_eq!(summary["mends"][1]["before"], 5);
+    assert_eq!(summary["mends"][1]["after"], 300);
+    assert_eq!(summary["mends"][1]["plan_version"], 1);
+
+    let text = std::fs::read_to_string(dir.path().join("events.jsonl")).unwrap();
+    let old: String = text
+        .lines()
+        .map(|line| {
+            let mut value: Value = serde_json::from_str(line).unwrap();
+            value.as_object_mut().unwrap().remove("mends");
+            format!("{value}\n")
+        })
+        .collect();
+    assert_ne!(old, text, "the new log holds the mends");
+    std::fs::write(dir.path().join("events.jsonl"), old).unwrap();
+    let summary = tandem::agent::log::summary::run_summary("r1", dir.path()).unwrap();
+    assert_eq!(summary["mends"], json!([]), "{summary}");
+    assert_eq!(summary["plan"]["steps"][0]["args"]["duration"], 300);
+}
+
+/// `run`, `plan`, `batch` and `serve` offer `--mend off|general` only: NESTFUL's profile is refused as a usage
+/// error that says where it is offered.
+#[test]
+fn only_bench_offers_the_nestful_profile() {
+    let scratch = crate::common::runs::Scratch::new();
+    for command in [&["run", "goal"][..], &["plan", "goal"], &["serve"], &["batch", "goals.jsonl", "--out", "o.jsonl"]]
+    {
+        let mut args = command.to_vec();
+        args.extend(["--mend", "nestful"]);
+        let output = scratch.tandem(&args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("only `tandem bench` offers it"), "{args:?}: {stderr}");
+    }
+    let bench = scratch.tandem(&["bench", "nestful", "--mend", "nestful", "--help"]);
+    assert!(bench.status.success(), "{}", String::from_utf8_lossy(&bench.stderr));
 }

@@ -6,6 +6,7 @@ use tandem::agent::plan::planner::{system_prompt_with, write_plan};
 use tandem::agent::plan::tool_lines::ToolListing;
 use tandem::decode::Model;
 use tandem::llm::LoadOptions;
+use tandem::settings::Mend;
 use tandem::tools::{ToolContext, ToolRegistry, Workspace};
 
 fn registry(dir: &std::path::Path) -> ToolRegistry {
@@ -29,7 +30,7 @@ fn a_real_planner_writes_a_valid_calculator_plan() {
     let registry = registry(dir.path());
     let path = crate::common::real_model("qwen2.5-coder-0.5b-instruct-q4_k_m");
     let mut model = Model::load(&path, &Device::Cpu, &LoadOptions::default()).unwrap();
-    let outcome = write_plan(&mut model, "What is 12*4+5?", &registry, 200, 1).unwrap();
+    let outcome = write_plan(&mut model, "What is 12*4+5?", &registry, 200, 1, Mend::General).unwrap();
     assert!(outcome.issues.is_empty(), "{:?}\n{}", outcome.issues, outcome.text);
     assert!(outcome.plan.steps.iter().any(|s| s.tool == "calculator"), "{}", outcome.text);
     assert!(outcome.timings.forced_tokens > 0, "the grammar should force the JSON keys");
@@ -58,7 +59,7 @@ fn a_tool_the_grammar_cannot_express_is_left_out_and_planning_goes_on() {
     let engine = model.grammar_engine().unwrap();
     let whole = tandem::decode::constraint::ConstraintSpec::JsonSchema(tandem::agent::plan_json_schema(&registry));
     assert!(engine.matcher(&whole).is_err(), "the check needs a schema the engine rejects");
-    let outcome = write_plan(&mut model, "What is 12*4+5?", &registry, 200, 1).unwrap();
+    let outcome = write_plan(&mut model, "What is 12*4+5?", &registry, 200, 1, Mend::General).unwrap();
     assert!(outcome.issues.is_empty(), "{:?}\n{}", outcome.issues, outcome.text);
     assert!(outcome.plan.steps.iter().all(|s| s.tool != "Codes.Check"), "{}", outcome.text);
 }
@@ -70,9 +71,9 @@ fn plan_search_keeps_a_valid_candidate_and_says_what_it_saw() {
     let path = crate::common::real_model("qwen2.5-coder-0.5b-instruct-q4_k_m");
     let mut model = Model::load(&path, &Device::Cpu, &LoadOptions::default()).unwrap();
     let goal = "What is 12*4+5?";
-    let greedy = write_plan(&mut model, goal, &registry, 200, 1).unwrap();
+    let greedy = write_plan(&mut model, goal, &registry, 200, 1, Mend::General).unwrap();
     assert!(greedy.search.is_none());
-    let searched = write_plan(&mut model, goal, &registry, 200, 3).unwrap();
+    let searched = write_plan(&mut model, goal, &registry, 200, 3, Mend::General).unwrap();
     let report = searched.search.expect("three candidates make a search");
     assert_eq!(report.candidates, 3);
     assert!(report.valid >= 1 && report.agreeing >= 1 && report.agreeing <= report.valid, "{report:?}");
@@ -103,8 +104,8 @@ fn a_planner_loaded_warm_finds_its_plan_grammar_compiled_and_plans_the_same() {
     cold.grammar_engine().unwrap().clear_cache();
     let goal = "What is 12*4+5?";
     let (a, b) = (
-        write_plan(&mut warm, goal, &registry, 200, 1).unwrap(),
-        write_plan(&mut cold, goal, &registry, 200, 1).unwrap(),
+        write_plan(&mut warm, goal, &registry, 200, 1, Mend::General).unwrap(),
+        write_plan(&mut cold, goal, &registry, 200, 1, Mend::General).unwrap(),
     );
     assert_eq!(a.text, b.text);
 }

@@ -139,7 +139,7 @@ fn calculator_solves_an_equation_in_one_unknown(#[case] equation: &str, #[case] 
 #[rstest]
 #[case("x + 1 = x + 2", "no value")]
 #[case("2x = x + x", "every value")]
-#[case("x + y = 3", "several unknowns")]
+#[case("x + y = 3", "underdetermined: 1 equation, 2 unknowns")]
 #[case("3 + 4 = 7", "no unknown")]
 #[case("x = 1 = 2", "one '='")]
 #[case("= 5", "each side")]
@@ -148,6 +148,34 @@ fn calculator_says_why_an_equation_has_no_answer(#[case] equation: &str, #[case]
     let ctx = ctx(&sandbox());
     let err = call(&ctx, "calculator", json!({"expression": equation})).unwrap_err();
     assert!(err.to_string().contains(why), "{equation}: {err}");
+}
+
+/// Equations separated by `;` (or a line break, or commas between equations) are a linear system, solved
+/// together: every unknown is named in `values` and `text`, and `result` is the first one's value.
+#[rstest]
+#[case("x + y = 100; x - y = 20", json!({"x": 60, "y": 40}), "x = 60, y = 40")]
+#[case("ann + ben = 100\nann = ben + 20", json!({"ann": 60, "ben": 40}), "ann = 60, ben = 40")]
+#[case("a + b + c = 10, a - b = 1, 2c = b + 3", json!({"a": 4, "b": 3, "c": 3}), "a = 4, b = 3, c = 3")]
+#[case("2x + 3y = 12; x = y + 1", json!({"x": 3, "y": 2}), "x = 3, y = 2")]
+fn calculator_solves_a_linear_system(#[case] system: &str, #[case] values: Value, #[case] text: &str) {
+    let ctx = ctx(&sandbox());
+    let out = call(&ctx, "calculator", json!({"expression": system})).unwrap_or_else(|e| panic!("{system}: {e}"));
+    assert_eq!(out["values"], values, "{system}: {out}");
+    assert_eq!(out["text"], json!(text), "{system}: {out}");
+    let first = out["unknowns"][0].as_str().unwrap();
+    assert_eq!(out["result"], values[first], "{system}: {out}");
+}
+
+/// A system with no solution, infinitely many, or a term that is not linear says which.
+#[rstest]
+#[case("x + y = 10; x + y = 12", "inconsistent")]
+#[case("x + y = 10; 3x + 3y = 30", "underdetermined: the equations are dependent")]
+#[case("x + y + z = 10; x - y = 2", "underdetermined: 2 equations, 3 unknowns")]
+#[case("x * y = 24; x - y = 2", "not linear")]
+fn calculator_says_why_a_system_has_no_single_answer(#[case] system: &str, #[case] why: &str) {
+    let ctx = ctx(&sandbox());
+    let err = call(&ctx, "calculator", json!({"expression": system})).unwrap_err();
+    assert!(matches!(err, ToolError::Calculation { .. }) && err.to_string().contains(why), "{system}: {err}");
 }
 
 /// Outside an equation a name, or a product without its `*`, is still an error.

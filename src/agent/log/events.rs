@@ -13,9 +13,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::agent::plan::mend::MendChange;
 use crate::agent::plan::Plan;
 use crate::agent::run::evaluation::Judgment;
-use crate::settings::{Approval, Budgets, Evaluator, Joiner, Mode, ToolSettings, MCP_TIMEOUT_S, SHELL_TIMEOUT_S};
+use crate::settings::{Approval, Budgets, Evaluator, Joiner, Mend, Mode, ToolSettings, MCP_TIMEOUT_S, SHELL_TIMEOUT_S};
 use crate::{Error, Result};
 
 /// The settings a run was started with: enough to resume it the same way.
@@ -56,6 +57,10 @@ pub struct RunSettings {
     /// Candidate plans per planning call (plan search; 1, and logs before it: one greedy plan).
     #[serde(default = "one_plan", skip_serializing_if = "is_one_plan")]
     pub plans: usize,
+    /// Which plan mends ran on the planner's plans (`off` or `nestful`; `general`, and logs before the profiles:
+    /// absent).
+    #[serde(default, skip_serializing_if = "is_general_mend")]
+    pub mend: Mend,
     /// The run's limits (written into the log as their own keys: `max_replans`, `max_steps`, …).
     #[serde(flatten)]
     pub budgets: Budgets,
@@ -84,6 +89,7 @@ impl RunSettings {
             mcp_timeout_s: MCP_TIMEOUT_S,
             tools_top_k: 0,
             plans: crate::settings::PLANS,
+            mend: Mend::General,
             budgets: Budgets::default(),
             seed: 0,
             approve: Approval::None,
@@ -112,6 +118,10 @@ fn joiner_of_old_logs() -> Joiner {
 
 fn is_joiner_off(joiner: &Joiner) -> bool {
     *joiner == Joiner::Off
+}
+
+fn is_general_mend(mend: &Mend) -> bool {
+    *mend == Mend::General
 }
 
 fn is_evaluator_off(evaluate: &Evaluator) -> bool {
@@ -240,6 +250,10 @@ pub enum Event {
         /// What plan search saw, when the planner wrote several candidates (`--plans`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         search: Option<SearchReport>,
+        /// What the plan mends changed in the planner's plan, each with its rule and before and after (absent
+        /// when nothing was mended, and in logs before the profiles).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        mends: Vec<MendChange>,
     },
     /// The user's decision on a plan.
     PlanApproval {

@@ -14,6 +14,7 @@ pub fn run_summary(id: &str, dir: &Path) -> Result<Value> {
     let contents = load_run(dir)?;
     let state = RunState::replay(&contents.records);
     let steps: Vec<Value> = contents.records.iter().filter_map(step_json).collect();
+    let mends: Vec<Value> = contents.records.iter().flat_map(mends_json).collect();
     let (stop, detail) = match &state.finished {
         Some((stop, detail)) => (json!(stop), json!(detail)),
         None => (json!("interrupted"), Value::Null),
@@ -28,12 +29,28 @@ pub fn run_summary(id: &str, dir: &Path) -> Result<Value> {
         "outputs": state.outputs,
         "plan": state.plan,
         "steps": steps,
+        "mends": mends,
         "replans": state.replans,
         "planner": state.planner,
         "executor": state.executor,
         "wall_ms": state.last_ms.saturating_sub(state.started_ms),
         "settings": state.settings,
     }))
+}
+
+/// What the plan mends changed in each plan the planner wrote, with the plan's version.
+fn mends_json(record: &Record) -> Vec<Value> {
+    match &record.event {
+        Event::PlanWritten { version, mends, .. } => mends
+            .iter()
+            .map(|mend| {
+                let mut value = json!(mend);
+                value["plan_version"] = json!(version);
+                value
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
 }
 
 fn step_json(record: &Record) -> Option<Value> {

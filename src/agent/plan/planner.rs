@@ -7,7 +7,7 @@ use minijinja::Environment;
 use serde_json::json;
 
 use crate::agent::model_call::{chat_call, chat_candidates};
-use crate::agent::plan::mend::mend_plan;
+use crate::agent::plan::mend::{mend_plan, MendChange, Mended};
 use crate::agent::plan::schema::{next_step_json_schema, plan_json_schema_with, PlanSchemaOptions};
 use crate::agent::plan::search::{self, SearchReport};
 use crate::agent::plan::tool_lines::{self, ToolListing};
@@ -17,6 +17,7 @@ use crate::decode::constraint::ConstraintSpec;
 use crate::decode::Model;
 use crate::decode::Timings;
 use crate::llm::ChatMessage;
+use crate::settings::Mend;
 use crate::tools::ToolRegistry;
 use crate::{Error, Result};
 
@@ -44,6 +45,8 @@ pub struct PlanOutcome {
     /// What the mends changed after parsing (references, percentages, languages, optional arguments left out),
     /// one line each (`mend`).
     pub mended: Vec<String>,
+    /// The same changes, each with its rule and the value before and after.
+    pub mends: Vec<MendChange>,
 }
 
 /// The step-mode planner's system prompt template.
@@ -91,15 +94,16 @@ fn render_prompt(name: &str, source: &str, registry: &ToolRegistry, listing: Too
 }
 
 /// Writes a plan for `goal` with `model` (greedy, under the plan grammar; with `plans` > 1, the plan most of that
-/// many candidates agree with most, see [`search`]) and validates it.
+/// many candidates agree with most, see [`plan_search`]), mends it as `mend` says and validates it.
 pub fn write_plan(
     model: &mut Model,
     goal: &str,
     registry: &ToolRegistry,
     max_tokens: usize,
     plans: usize,
+    mend: Mend,
 ) -> Result<PlanOutcome> {
-    revise_plan(model, goal, registry, &[], max_tokens, plans)
+    revise_plan(model, goal, registry, &[], max_tokens, plans, mend)
 }
 
 /// One earlier plan and what became of it, replayed to the planner as conversation so it can correct itself.
@@ -121,6 +125,7 @@ pub fn revise_plan(
     history: &[Revision],
     max_tokens: usize,
     plans: usize,
+    mend: Mend,
 ) -> Result<PlanOutcome> {
     let started = Instant::now();
     let options = PlanSchemaOptions::from_env()?;
@@ -133,14 +138,27 @@ pub fn revise_plan(
     }
     if plans <= 1 {
         let (text, timings) = chat_call(model, "planner", &messages, Some(&spec), max_tokens)?;
-        let Written { plan, issues, text, timings, mended } = read_plan(text, timings, goal, registry)?;
+        let Written { plan, issues, text, timings, mended } = read_plan(text, timings, goal, registry, mend)?;
         let wall = started.elapsed();
-        return Ok(PlanOutcome { plan, issues, text, timings, wall, search: None, candidates: Vec::new(), mended });
+        let Mended { lines: mended, changes: mends } = mended;
+        return Ok(PlanOutcome {
+            plan,
+            issues,
+            text,
+            timings,
+            wall,
+            search: None,
+            candidates: Vec::new(),
+            mended,
+            mends,
+        });
     }
     let samplings = search::samplings(plans);
     let written = chat_candidates(model, "planner", &messages, Some(&spec), max_tokens, &samplings)?;
-    let read: Vec<Result<Written>> =
-        written.into_iter().map(|w| w.and_then(|(text, timings)| read_plan(text, timings, goal, registry))).collect();
+    let read: Vec<Result<Written>> = written
+        .into_iter()
+        .map(|w| w.and_then(|(text, timings)| read_plan(text, timings, goal, registry, mend)))
+        .collect();
     let views: Vec<Option<(&Plan, bool)>> =
         read.iter().map(|r| r.as_ref().ok().map(|w| (&w.plan, w.issues.is_empty()))).collect();
     let Some(report) = search::choose(&views) else {
@@ -156,7 +174,8 @@ pub fn revise_plan(
     timings.decode = slowest;
     tracing::debug!(?report, "plan search");
     let wall = started.elapsed();
-    Ok(PlanOutcome { plan, issues, text, timings, wall, search: Some(report), candidates, mended })
+    let Mended { lines: mended, changes: mends } = mended;
+    Ok(PlanOutcome { plan, issues, text, timings, wall, search: Some(report), candidates, mended, mends })
 }
 
 /// One plan as the planner wrote it, parsed and validated.
@@ -165,27 +184,28 @@ struct Written {
     issues: Vec<PlanIssue>,
     text: String,
     timings: Timings,
-    mended: Vec<String>,
+    mended: Mended,
 }
 
 /// Parses, mends and validates the planner's text; the goal is the user's, whatever the planner copied into the
 /// plan.
-fn read_plan(text: String, timings: Timings, goal: &str, registry: &ToolRegistry) -> Result<Written> {
-    let (plan, mended, issues) = read_written_plan(&text, goal, registry)?;
+fn read_plan(text: String, timings: Timings, goal: &str, registry: &ToolRegistry, mend: Mend) -> Result<Written> {
+    let (plan, mended, issues) = read_written_plan(&text, goal, registry, mend)?;
     Ok(Written { plan, issues, text, timings, mended })
 }
 
 /// A plan read from a planner's text for `goal` as every written plan is read: parsed, mended (`agent::mend`)
-/// and validated. Returns the plan, the mends' lines and what validation found; `bench rescore --mend` reads
-/// recorded plans again with it.
+/// (with the rules of `mend`) and validated. Returns the plan, what the mends did and what validation found;
+/// `bench rescore --mend` reads recorded plans again with it.
 pub fn read_written_plan(
     text: &str,
     goal: &str,
     registry: &ToolRegistry,
-) -> Result<(Plan, Vec<String>, Vec<PlanIssue>)> {
+    mend: Mend,
+) -> Result<(Plan, Mended, Vec<PlanIssue>)> {
     let mut plan = Plan::from_json(text)?;
     plan.goal = goal.to_string();
-    let mended = mend_plan(&mut plan, registry);
+    let mended = mend_plan(&mut plan, registry, mend);
     let issues = plan.validate(registry);
     Ok((plan, mended, issues))
 }

@@ -18,7 +18,7 @@ use crate::agent::{ModelSource, Plan};
 use crate::bench::records::{run_samples, BenchRecorder};
 use crate::llm::ChatMessage;
 use crate::progress::Reporter;
-use crate::settings::SuiteSettings;
+use crate::settings::{Mend, SuiteSettings};
 use crate::tools::retrieval::planning_selection;
 use crate::tools::{DeclaredTool, ToolRegistry};
 use crate::{Error, Result};
@@ -148,7 +148,7 @@ fn plan_sample(
         let plan = first_json(&text).and_then(|v| serde_json::from_value::<Plan>(v).ok());
         (plan, text, timings)
     } else {
-        let outcome = write_plan(model, &sample.input, planning, PLAN_TOKENS, args.plans)?;
+        let outcome = write_plan(model, &sample.input, planning, PLAN_TOKENS, args.plans, args.mend_for(true))?;
         search = outcome.search;
         mended = outcome.mended;
         // Each candidate scored as if kept, so that selection rules can be compared on the same candidates.
@@ -178,15 +178,17 @@ fn plan_sample(
         "search": search,
         "candidates": candidates,
         "mended": mended,
+        "mend": args.mend_for(true),
     }))
 }
 
-/// A record's plan read again from the planner's own text (`raw`) through today's plan mends, then scored: what
+/// A record's plan read again from the planner's own text (`raw`) through today's plan mends of `profile` (`bench
+/// rescore --mend` defaults to `nestful`, which every NESTFUL run before the profiles used), then scored: what
 /// the mends make of the same plans, without the model (`bench rescore --mend`; the planner is greedy, so a new
 /// run would write the same text). `tools` is the NESTFUL catalogue; the record's `catalogue` names the tools the
 /// plan was written for. A record with no plan text to read (an error, a run without the grammar) is only
 /// rescored.
-pub fn remend(mut record: Value, tools: &[NestfulTool]) -> Value {
+pub fn remend(mut record: Value, tools: &[NestfulTool], profile: Mend) -> Value {
     if record["grammar"] == json!(false) {
         return rescore(record);
     }
@@ -194,13 +196,14 @@ pub fn remend(mut record: Value, tools: &[NestfulTool]) -> Value {
     let catalogue: Vec<NestfulTool> = tools.iter().filter(|t| names.contains(&t.name.as_str())).cloned().collect();
     let goal = record["input"].as_str().unwrap_or_default();
     let read = match (record["raw"].as_str(), registry_of(&catalogue)) {
-        (Some(raw), Ok(registry)) => read_written_plan(raw, goal, &registry).ok(),
+        (Some(raw), Ok(registry)) => read_written_plan(raw, goal, &registry, profile).ok(),
         _ => None,
     };
     let Some((plan, mended, issues)) = read else { return rescore(record) };
     record["valid_plan"] = json!(issues.is_empty());
     record["prediction"] = json!(plan_to_calls(&plan));
-    record["mended"] = json!(mended);
+    record["mended"] = json!(mended.lines);
+    record["mend"] = json!(profile);
     rescore(record)
 }
 

@@ -13,7 +13,7 @@ use rmcp::transport::{StreamableHttpClientTransport, Transport};
 use rmcp::RoleClient;
 
 use super::config::HttpServer;
-use super::server::MAX_MESSAGE_BYTES;
+use super::MAX_MESSAGE_BYTES;
 
 /// The transport to `endpoint`. It must be made inside the runtime (it spawns its worker there).
 pub(crate) fn transport(endpoint: &HttpServer) -> Result<impl Transport<RoleClient> + 'static, String> {

@@ -31,6 +31,9 @@ use self::tool::one_line;
 use super::error::ToolResult;
 use super::ToolRegistry;
 
+/// The longest incoming message read: a longer line (stdio) or HTTP body or event is refused by the transport.
+pub(crate) const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
 /// Cap on the output of one MCP tool call (the output object as JSON), in bytes.
 pub const MAX_OUTPUT_BYTES: usize = 256 * 1024;
 

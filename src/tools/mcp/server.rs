@@ -34,9 +34,6 @@ use super::http;
 use super::stdio::{kill_group, Process, EXIT_GRACE};
 use crate::tools::error::{ToolError, ToolResult};
 
-/// The longest incoming message read: a longer line (stdio) or HTTP body or event is refused by the transport.
-pub(crate) const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
-
 /// The tokio runtime the servers of one config share.
 pub(crate) struct Servers {
     runtime: Runtime,

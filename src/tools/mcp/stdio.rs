@@ -13,7 +13,7 @@ use tokio::process::{ChildStdin, ChildStdout};
 use tokio::runtime::Runtime;
 
 use super::config::StdioServer;
-use super::server::MAX_MESSAGE_BYTES;
+use super::MAX_MESSAGE_BYTES;
 use crate::tools::process::describe_status;
 
 /// Lines of a server's standard error kept for error messages.

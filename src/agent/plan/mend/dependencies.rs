@@ -3,10 +3,13 @@
 //! `convert_currency(amount: 7000)` after `calculate_profit(revenue: 7000, …)`, or `translate_text(text: "I'm not
 //! good at english")` after `check_grammar(sentence: "I'm not good at english")`.
 //!
+//! Rule `dependencies`, profile `general`: the plan's own `depends_on` and the earlier tool's declared result
+//! say where the value belongs.
+//!
 //! Why: the 1.5B planner often knows that a step needs an earlier result (it lists the dependency) but writes a
 //! value instead of the reference, either one of the earlier step's own inputs or one it worked out itself
-//! (`word: "Hello"` after translating "Hallo"), against the prompt's rule not to work out or guess a result. For
-//! numbers the mend fired in 17 of NESTFUL's 169 goals, 9 of which became full matches. It has one reading only:
+//! (`word: "Hello"` after translating "Hallo"), against the prompt's rule not to work out or guess a result (its
+//! effect on NESTFUL: docs/benchmarks.md, "Plans mended where they break the prompt's rules"). It has one reading only:
 //! the earlier step's tool gives exactly one field, a number or a text, and exactly one argument of that kind is
 //! such a copy or such a guess (a number not among the goal's, a text the goal does not write). A language name is
 //! no guess: it is a setting the planner picks (or the language mend wrote for a code), not a result it worked

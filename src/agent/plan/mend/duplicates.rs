@@ -1,6 +1,9 @@
 //! Drops a step that repeats an earlier step's call (the same tool with the same arguments): its result is the
 //! earlier step's, so references to it are pointed there.
 //!
+//! Rule `duplicates`, profile `general`: it follows from the plan alone (the same tool and arguments give the same
+//! result).
+//!
 //! Why: the 1.5B planner sometimes writes a call twice, once for a goal's part and again "for the total" (a
 //! sales tax computed twice, then a tip; a barcode of the second copy). Running a repeated call adds nothing: the
 //! orchestrator already answers a call that succeeded earlier in the run from that result, so the plan says

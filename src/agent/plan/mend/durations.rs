@@ -2,6 +2,9 @@
 //! names another: "record audio for 5 minutes" planned as `duration: 5` where the description says "in seconds"
 //! (300), "a loan term of 36 months" as `time_period: 36` "in years" (3).
 //!
+//! Rule `durations`, profile `general`: the parameter's description names the unit, the goal the number and its
+//! unit.
+//!
 //! Why: the rule to copy numbers as written meets a tool that states its own unit, and the 1.5B planner copies
 //! the number and leaves the unit behind (a recording of 5 seconds for 5 minutes). The conversion has one reading
 //! only where the description names exactly one unit, the goal gives that number with one other unit of the same

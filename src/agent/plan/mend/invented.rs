@@ -3,6 +3,9 @@
 //! "the average sales per day" and "convert this amount to EUR"). The step that read its result reads the result
 //! before it instead, the one nothing read.
 //!
+//! Rule `invented`, profile `nestful` only: it judges which tool a step serves by the goal's words, which holds for
+//! NESTFUL's catalogues of distractor tools, not for a tool a real goal needs without naming it.
+//!
 //! Why: among distracting tools the 1.5B planner sometimes puts a made-up call between two parts of the goal and
 //! passes its result on, so the part after it reads a number nobody asked for. The rules say to copy values as the
 //! goal gives them and to use as few steps as the goal needs; a step breaking both has no part in the goal. Every
@@ -10,9 +13,9 @@
 //! value has a word or number of the goal's, a later step reads it, and an earlier result nothing read fits where
 //! it is read. A made-up step that nothing reads stays: without the stranded result beside it, a goal may name the
 //! tool by another word ("the weather" for `get_forecast(city: "current location")`), and such a step costs a call,
-//! not a wrong answer. Of NESTFUL's 169 plans, 5 hold such a step and none is one the goal needs: 2 are dropped, one
-//! stays because its reader wants a number where the result before it is a meeting's ID, two because nothing reads
-//! them.
+//! not a wrong answer. A step whose reader wants another kind of value than the result before it gives (a number
+//! where the earlier result is an ID) stays too (docs/benchmarks.md, "Steps nobody asked for, durations, texts for
+//! a result").
 
 use serde_json::Value;
 

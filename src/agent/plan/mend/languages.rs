@@ -3,9 +3,13 @@
 //! goal's words; a code for a language the goal does not name becomes its English name), or `"French"` where the
 //! parameter's description asks for a code (`fr`).
 //!
+//! Two directions, in two profiles: a name where the description asks for a code becomes the code, as the schema
+//! says (`general`); a code where the description does not ask for one becomes the name, which is NESTFUL's gold
+//! convention and not the schema's word: many APIs take codes without saying so (`nestful` only).
+//!
 //! Why: the 1.5B planner turned the languages of NESTFUL goals into ISO codes that no tool description asked for,
-//! against the prompt's rule: replayed on the 169 goals' plans (`bench rescore --mend`), the mend gives 28 languages
-//! their names in 14 goals, 6 of which become full matches.
+//! against the prompt's rule; what replaying NESTFUL's plans through it gives is in docs/benchmarks.md ("Plans
+//! mended where they break the prompt's rules").
 
 use serde_json::Value;
 
@@ -72,6 +76,23 @@ const LANGUAGES: &[(&str, &str)] = &[
 /// language, else the language's English name, unless the goal itself writes the code. Returns one line per mend
 /// (`s1: target_language "fr" → "French" (the goal's French)`).
 pub fn mend_languages(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> {
+    rewrite_languages(plan, registry, None)
+}
+
+/// The `general` direction: a language the goal names, passed by name where the parameter's description asks for
+/// a code (or ISO code), becomes its code (`s1: target_language "French" → "fr" (the goal's French)`).
+pub fn mend_languages_to_codes(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> {
+    rewrite_languages(plan, registry, Some(true))
+}
+
+/// The `nestful` direction: a code (`fr`, `fr-FR`) where the parameter's description does not ask for a code
+/// becomes the language's name.
+pub fn mend_languages_to_names(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> {
+    rewrite_languages(plan, registry, Some(false))
+}
+
+/// Both directions, or only one (`to_code`: `Some(true)` only into codes).
+fn rewrite_languages(plan: &mut Plan, registry: &ToolRegistry, to_code: Option<bool>) -> Vec<String> {
     let named = languages_in(&plan.goal);
     let goal_words: Vec<String> =
         plan.goal.split(|c: char| !c.is_alphanumeric()).map(str::to_ascii_lowercase).collect();
@@ -80,7 +101,11 @@ pub fn mend_languages(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> {
         if !(name.to_lowercase().contains("lang") || description.contains("lang")) {
             return None;
         }
-        if description.contains("code") || description.contains("iso") {
+        let wants_code = description.contains("code") || description.contains("iso");
+        if to_code.is_some_and(|direction| direction != wants_code) {
+            return None;
+        }
+        if wants_code {
             let (code, as_written) = named.iter().find(|(_, w)| written.eq_ignore_ascii_case(w))?;
             return Some((Value::String(code.to_string()), format!("the goal's {as_written}")));
         }

@@ -1,27 +1,41 @@
-//! Mends a model-written plan where its mistake has one reading, before validation: each mend is a rule the
-//! planner prompt already states and the small planner breaks often enough to cost runs and scores. Every mend is
-//! named in one line (`s2: $s1.result$ → $s1.text$`), so the log and the plan's reason show what was changed.
+//! Mends a model-written plan where its mistake has one reading, before validation. Each rule is stated in terms
+//! of the tool's schema and the goal, and belongs to a profile (`--mend`, [`Mend`]):
 //!
-//! - [`drop_repeated_calls`]: a step with the same tool and arguments as an earlier one is dropped and references
-//!   to it point to the earlier step (the orchestrator would answer it from the earlier result anyway).
-//! - [`mend_references`]: a generic name for a step's output (`$s1.result$` on `llm`, whose only field is `text`),
-//!   a whole-output reference inside longer text to such a tool, and a list of one reference to a field that is a
-//!   list already (`["$s1.results$"]`). A specific name the tool lacks says the plan meant another step or tool,
-//!   so it is left for validation to report. Why: a replan costs a whole planner call, after which the small
-//!   planner often wrote the same reference again (three goals of the answers dev suite ran out of budget so).
-//! - [`mend_percentages`]: "a 5% interest rate" planned as `interest_rate: 0.05`, against the rule that numbers are
-//!   copied as written (20% is 20), or `8` where the parameter asks for a decimal (`tax_rate`: 0.08).
-//! - [`mend_durations`]: "record 5 minutes" planned as `duration: 5` where the parameter takes seconds.
-//! - [`mend_languages`]: "from English to French" planned as `en` and `fr`, where the parameter does not ask for a
-//!   code; a language name where it does.
-//! - [`drop_unmentioned_optional`]: an optional argument the goal names neither by its value nor by the
-//!   parameter's name (`max_results: 10` for "search for books about adventure"), against the rule "leave out
-//!   optional ones it does not mention": the tool's default is what the user asked for.
-//! - [`mend_unused_dependencies`]: a step that lists an earlier step as a dependency but passes a number where its
-//!   result belongs (one of that step's own inputs, or a number the planner worked out), against the rule to
-//!   reference a result rather than work it out.
-//! - [`drop_invented_steps`]: a call of a tool the goal does not name with values the goal does not write, put
-//!   between two parts of the goal; whoever read it reads the result it stood in front of.
+//! - `general` (the default of run, plan, batch, serve; every rule follows from the tools' schemas, the plan's own
+//!   references and the goal):
+//!   - [`drop_repeated_calls`] (`duplicates`): a step with the same tool and arguments as an earlier one is
+//!     dropped and references to it point to the earlier step (the orchestrator would answer it from the earlier
+//!     result anyway).
+//!   - [`mend_references`] (`references`): a reference to an output field the tool does not declare, where the
+//!     tool declares exactly one (`$s1.result$` on `llm`, whose only field is `text`), a whole-output reference
+//!     inside longer text to such a tool, and a list of one reference to a field declared as a list.
+//!   - [`mend_percentages_to_fractions`] (`percentages-as-fractions`): a number the goal writes as a percentage
+//!     ("8%"), passed as `8` to a parameter whose description asks for a decimal or fraction, becomes `0.08`.
+//!   - [`mend_durations`] (`durations`): a duration the goal gives in one unit, passed unconverted to a parameter
+//!     whose description names exactly one other unit ("5 minutes" into a parameter "in seconds": 300).
+//!   - [`mend_languages_to_codes`] (`language-codes`): a language the goal names, passed by name to a language
+//!     parameter whose description asks for a code or ISO code, becomes its code (`French` → `fr`).
+//!   - [`mend_unused_dependencies`] (`dependencies`): a step that lists an earlier step in `depends_on` but passes
+//!     a value where that step's one declared result belongs takes a reference to the result.
+//! - `nestful` (bench only; the general rules and these, which match NESTFUL's gold conventions rather than a
+//!   rule about tools, so a real API could be given a wrong value by them):
+//!   - [`mend_percentages_as_written`] (`percentages-as-written`): a percentage passed as its fraction (`0.05` for
+//!     "5%") to a parameter whose description does not say "decimal" or "fraction" becomes the number as written
+//!     (`5`). An API that takes 0.05 would get 5, a 100× error; NESTFUL's gold writes 5.
+//!   - [`mend_languages_to_names`] (`language-names`): a language code (`fr`) passed to a language parameter
+//!     whose description does not ask for a code becomes the language's name. Many APIs take codes without
+//!     saying so; NESTFUL's gold writes names.
+//!   - [`drop_unmentioned_optional`] (`optional`): an optional argument the goal names neither by value nor by
+//!     the parameter's name is dropped, so the tool's default applies. A sensible value the planner chose (a
+//!     unit, a format) is lost; NESTFUL's gold leaves such arguments out.
+//!   - [`drop_invented_steps`] (`invented`): a call of a tool the goal does not name, with values the goal does
+//!     not write, whose result a later step reads, is dropped and its reader pointed at an earlier result. The
+//!     goal's words decide which tool a step serves, which holds for NESTFUL's distractor catalogues, not for a
+//!     tool a real goal needs without naming it.
+//!
+//! Every rule names its change in one line (`s2: $s1.result$ → $s1.text$`), and [`mend_plan`] records each change
+//! as a [`MendChange`] (rule, step, argument, before, after), which `tandem plan`, the run log's `plan_written`
+//! event (`mends`), `tandem runs show` and `tandem run --json` show.
 
 mod dependencies;
 mod duplicates;
@@ -37,30 +51,146 @@ pub use dependencies::mend_unused_dependencies;
 pub use duplicates::drop_repeated_calls;
 pub use durations::mend_durations;
 pub use invented::drop_invented_steps;
-pub use languages::mend_languages;
+pub use languages::{mend_languages, mend_languages_to_codes, mend_languages_to_names};
 pub use optional::drop_unmentioned_optional;
-pub use percentages::mend_percentages;
+pub use percentages::{mend_percentages, mend_percentages_as_written, mend_percentages_to_fractions};
 pub use references::mend_references;
 
-use serde_json::Value;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
 
 use crate::agent::plan::Plan;
+use crate::settings::Mend;
 use crate::tools::{OutputField, ToolRegistry, ToolSpec};
 
-/// Every mend in turn: repeated calls, references, percentages, durations, languages, unmentioned optional
-/// arguments (judged on the values as mended), unused dependencies (judged on the arguments left), then invented
-/// steps (last, so a step that listed one as a dependency and now references it is pointed on); returns their
-/// lines in that order.
-pub fn mend_plan(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> {
-    let mut mended = drop_repeated_calls(plan);
-    mended.extend(mend_references(plan, registry));
-    mended.extend(mend_percentages(plan, registry));
-    mended.extend(mend_durations(plan, registry));
-    mended.extend(mend_languages(plan, registry));
-    mended.extend(drop_unmentioned_optional(plan, registry));
-    mended.extend(mend_unused_dependencies(plan, registry));
-    mended.extend(drop_invented_steps(plan, registry));
+/// One change a mend made to a plan: which rule, at which step and argument, and the value before and after.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MendChange {
+    /// The rule's name (`references`, `durations`, …; the list in this module's documentation).
+    pub rule: String,
+    /// The step's id.
+    pub step: String,
+    /// The argument changed; absent where the step itself was dropped (`before` is its call, `after` null) or its
+    /// dependencies changed (`before` and `after` are `{"depends_on": [...]}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub argument: Option<String>,
+    /// The value before (null: the argument was absent).
+    pub before: Value,
+    /// The value after (null: the argument, or the step, was left out).
+    pub after: Value,
+}
+
+impl std::fmt::Display for MendChange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let after = if self.after.is_null() { "left out".to_string() } else { self.after.to_string() };
+        match &self.argument {
+            Some(argument) => write!(f, "{} {argument}: {} → {after} [{}]", self.step, self.before, self.rule),
+            None => write!(f, "{}: {} → {after} [{}]", self.step, self.before, self.rule),
+        }
+    }
+}
+
+/// What the mends did to a plan: each rule's lines (with its reason) and each change with its before and after.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Mended {
+    /// One line per mend, as the rule wrote it (`s1: rate 0.05 → 5 (the goal's 5%)`).
+    pub lines: Vec<String>,
+    /// Every change, in the order the rules ran.
+    pub changes: Vec<MendChange>,
+}
+
+/// Whether a rule runs in every profile that mends or only in NESTFUL's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    General,
+    Nestful,
+}
+
+/// One rule: its name, its profile and what it does (returning its lines).
+type Rule = (&'static str, Scope, fn(&mut Plan, &ToolRegistry) -> Vec<String>);
+
+/// The rules in the order they run: repeated calls, references, percentages, durations, languages, unmentioned
+/// optional arguments (judged on the values as mended), unused dependencies (judged on the arguments left), then
+/// invented steps (last, so a step that listed one as a dependency and now references it is pointed on). The two
+/// directions of percentages and of languages exclude each other (the description asks for a decimal or a code,
+/// or it does not), so running them apart changes nothing.
+const RULES: &[Rule] = &[
+    ("duplicates", Scope::General, |plan, _| drop_repeated_calls(plan)),
+    ("references", Scope::General, mend_references),
+    ("percentages-as-fractions", Scope::General, mend_percentages_to_fractions),
+    ("percentages-as-written", Scope::Nestful, mend_percentages_as_written),
+    ("durations", Scope::General, mend_durations),
+    ("language-codes", Scope::General, mend_languages_to_codes),
+    ("language-names", Scope::Nestful, mend_languages_to_names),
+    ("optional", Scope::Nestful, drop_unmentioned_optional),
+    ("dependencies", Scope::General, mend_unused_dependencies),
+    ("invented", Scope::Nestful, drop_invented_steps),
+];
+
+/// The names of the rules `profile` runs, in order.
+pub fn rule_names(profile: Mend) -> Vec<&'static str> {
+    RULES.iter().filter(|(_, scope, _)| runs_in(*scope, profile)).map(|(name, _, _)| *name).collect()
+}
+
+fn runs_in(scope: Scope, profile: Mend) -> bool {
+    match profile {
+        Mend::Off => false,
+        Mend::General => scope == Scope::General,
+        Mend::Nestful => true,
+    }
+}
+
+/// Runs the rules of `profile` in turn ([`RULES`]); returns their lines and every change they made. `Mend::Off`
+/// leaves the plan as written.
+pub fn mend_plan(plan: &mut Plan, registry: &ToolRegistry, profile: Mend) -> Mended {
+    let mut mended = Mended::default();
+    for (name, scope, rule) in RULES {
+        if !runs_in(*scope, profile) {
+            continue;
+        }
+        let before = plan.clone();
+        let lines = rule(plan, registry);
+        if lines.is_empty() && before == *plan {
+            continue;
+        }
+        mended.changes.extend(changes(name, &before, plan));
+        mended.lines.extend(lines);
+    }
     mended
+}
+
+/// The changes from `before` to `after`, step by step (matched by id): a step dropped, an argument changed, added
+/// or left out, the dependencies changed.
+fn changes(rule: &str, before: &Plan, after: &Plan) -> Vec<MendChange> {
+    let change = |step: &str, argument: Option<&str>, before: Value, after: Value| MendChange {
+        rule: rule.to_string(),
+        step: step.to_string(),
+        argument: argument.map(str::to_string),
+        before,
+        after,
+    };
+    let mut found = Vec::new();
+    for old in &before.steps {
+        let Some(new) = after.steps.iter().find(|s| s.id == old.id) else {
+            let call = json!({"tool": old.tool, "args": old.args});
+            found.push(change(&old.id, None, call, Value::Null));
+            continue;
+        };
+        for (name, value) in &old.args {
+            let now = new.args.get(name);
+            if now != Some(value) {
+                found.push(change(&old.id, Some(name), value.clone(), now.cloned().unwrap_or(Value::Null)));
+            }
+        }
+        for (name, value) in new.args.iter().filter(|(name, _)| !old.args.contains_key(*name)) {
+            found.push(change(&old.id, Some(name), Value::Null, value.clone()));
+        }
+        if old.depends_on != new.depends_on {
+            let (was, is) = (json!({"depends_on": old.depends_on}), json!({"depends_on": new.depends_on}));
+            found.push(change(&old.id, None, was, is));
+        }
+    }
+    found
 }
 
 /// Offers each top-level argument of each step whose tool the registry knows to `rewrite(name, value,

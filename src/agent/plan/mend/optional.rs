@@ -1,10 +1,13 @@
 //! Drops an optional argument the goal mentions neither by its value nor by the parameter's name: the planner
 //! prompt says to leave those out, and the tool's default is then what the user asked for.
 //!
+//! Rule `optional`, profile `nestful` only: the schema says the argument may be left out, not that it should be;
+//! dropping it matches NESTFUL's gold, which leaves such arguments out, while on a real tool a sensible value the
+//! planner chose (a unit, a format) would be lost.
+//!
 //! Why: the 1.5B planner filled optional parameters with values of its own (`max_results: 10`, `format: "QR"`,
-//! `mode: "driving"`, `include_lowercase: true`): the mend left out 32 such arguments in 27 of NESTFUL's 169 goals,
-//! and 10 of them became full matches. On a real tool such a value changes what the tool does without the user
-//! having asked. An argument the goal names either way is kept, whatever its value ("optimize the route for time"
+//! `mode: "driving"`, `include_lowercase: true`; docs/benchmarks.md, "Plans mended where they break the prompt's
+//! rules"). On a real tool such a value changes what the tool does without the user having asked. An argument the goal names either way is kept, whatever its value ("optimize the route for time"
 //! keeps `optimize_route`), and so is one that takes an earlier step's result.
 
 use super::goal_words::GoalWords;

@@ -1,4 +1,9 @@
 //! Mends a number the goal writes as a percentage and the plan passes in the form the parameter does not take.
+//!
+//! Two directions, in two profiles: where the parameter's description asks for a decimal or a fraction, the
+//! number as written (`8` for "8%") becomes the fraction (`0.08`): the schema says so (`general`). Where the
+//! description says neither, the fraction (`0.05` for "5%") becomes the number as written (`5`): that is NESTFUL's
+//! gold convention, not the schema's word, and an API that takes 0.05 would get 5 (`nestful` only).
 
 use serde_json::Value;
 
@@ -7,12 +12,28 @@ use crate::agent::numbers::{numbers_in, same_value};
 use crate::agent::plan::Plan;
 use crate::tools::ToolRegistry;
 
-/// Rewrites top-level number arguments that stand for one of the goal's percentages in the form the parameter
-/// does not take: the fraction (`0.05` for "5%") becomes the number as written (`5`), unless the parameter's
-/// description asks for a decimal or a fraction, where the number as written becomes the fraction. A fraction the
-/// goal itself writes is left alone (a goal with "5%" and "0.05" may mean either). Returns one line per mend
-/// (`s1: interest_rate 0.05 → 5 (the goal's 5%)`).
+/// Both directions ([`mend_percentages_to_fractions`] and [`mend_percentages_as_written`]). Returns one line per
+/// mend (`s1: interest_rate 0.05 → 5 (the goal's 5%)`).
 pub fn mend_percentages(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> {
+    rewrite_percentages(plan, registry, None)
+}
+
+/// The `general` direction: a percentage of the goal passed as written (`8` for "8%") to a parameter whose
+/// description asks for a decimal or a fraction becomes the fraction (`0.08`).
+pub fn mend_percentages_to_fractions(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> {
+    rewrite_percentages(plan, registry, Some(true))
+}
+
+/// The `nestful` direction: a percentage of the goal passed as its fraction (`0.05` for "5%") to a parameter whose
+/// description says neither "decimal" nor "fraction" becomes the number as written (`5`). A fraction the goal
+/// itself writes is left alone (a goal with "5%" and "0.05" may mean either).
+pub fn mend_percentages_as_written(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> {
+    rewrite_percentages(plan, registry, Some(false))
+}
+
+/// Rewrites top-level number arguments that stand for one of the goal's percentages in the form the parameter
+/// does not take; `to_fraction` limits it to one direction (`Some(true)`: only into fractions).
+fn rewrite_percentages(plan: &mut Plan, registry: &ToolRegistry, to_fraction: Option<bool>) -> Vec<String> {
     let percentages = percentages_in(&plan.goal);
     if percentages.is_empty() {
         return Vec::new();
@@ -21,6 +42,9 @@ pub fn mend_percentages(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String>
     rewrite_arguments(plan, registry, |_, value, description| {
         let v = value.as_f64()?;
         let wants_fraction = description.contains("decimal") || description.contains("fraction");
+        if to_fraction.is_some_and(|direction| direction != wants_fraction) {
+            return None;
+        }
         percentages.iter().find_map(|(text, p)| {
             let fraction = p / 100.0;
             let number = if wants_fraction && same_value(v, *p) && !same_value(v, fraction) {

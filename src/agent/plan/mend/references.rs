@@ -2,6 +2,8 @@
 //! exactly one output field, a whole-output reference inside longer text to such a tool, a list of one reference
 //! to a field that is a list already, and a reference to an earlier step written as text (`$$s2.joke$$`,
 //! `$s1.results`).
+//!
+//! Rule `references`, profile `general`: it follows from the output fields the tool's schema declares.
 
 use serde_json::Value;
 
@@ -90,9 +92,9 @@ fn unwrap_listed_lists(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> 
 /// Rewrites each text that is a reference to an earlier step written with its dollars escaped (`"$$s2.joke$$"`,
 /// which reads as the literal text `$s2.joke$`) or without its closing dollar (`"$s1.results"`) into the reference.
 /// Why: as written the tool would get the text of a reference, and no text of that form is a value a goal gives.
-/// The 1.5B left one open in NESTFUL's 169 plans (`items: ["$s1.results"]`, where the list's items have no declared
-/// type, so the grammar let it through). It escaped three, each to a later step, which no plan may reference (the
-/// grammar admits references to earlier steps only): those stay text. Plans written without the grammar or edited
+/// The 1.5B leaves such a reference open where the grammar lets it through (`items: ["$s1.results"]`, where the
+/// list's items have no declared type). An escaped reference to a later step, which no plan may reference (the
+/// grammar admits references to earlier steps only), stays text. Plans written without the grammar or edited
 /// by hand may escape an earlier one.
 fn close_references(plan: &mut Plan) -> Vec<String> {
     let mut mends = Vec::new();

@@ -4,6 +4,7 @@ use std::time::Instant;
 
 use super::{Agent, Execution, PlanDecision, Stop};
 use crate::agent::log::events::{Event, PlanOrigin, StopReason};
+use crate::agent::plan::mend::MendChange;
 use crate::agent::plan::planner::{plan_grammar, revise_plan, PlanOutcome};
 use crate::agent::plan::search::SearchReport;
 use crate::agent::plan::Plan;
@@ -14,7 +15,7 @@ impl Agent<'_> {
     pub(super) fn plan_ahead(&mut self, given_plan: Option<Plan>) -> Result<Stop> {
         if self.state.plan.is_none() {
             match given_plan {
-                Some(plan) => self.record_plan(plan, PlanOrigin::Given, "given with --plan", None, None)?,
+                Some(plan) => self.record_plan(plan, PlanOrigin::Given, "given with --plan", None, None, Vec::new())?,
                 None => {
                     if let Some(stop) = self.write_plan(PlanOrigin::Initial, "first plan")? {
                         return Ok(stop);
@@ -37,7 +38,7 @@ impl Agent<'_> {
                 match self.approver.review_plan(&plan)? {
                     PlanDecision::Approve => self.record_approval(plan.version, "approved")?,
                     PlanDecision::Edit(edited) => {
-                        self.record_plan(edited, PlanOrigin::Edited, "edited at approval", None, None)?;
+                        self.record_plan(edited, PlanOrigin::Edited, "edited at approval", None, None, Vec::new())?;
                         let version = self.state.version();
                         self.record_approval(version, "edited")?;
                         continue;
@@ -89,6 +90,7 @@ impl Agent<'_> {
         reason: &str,
         usage: Option<ModelUsage>,
         search: Option<SearchReport>,
+        mends: Vec<MendChange>,
     ) -> Result<()> {
         let mut plan = plan.with_explicit_dependencies();
         plan.version = self.state.version() + 1;
@@ -102,6 +104,7 @@ impl Agent<'_> {
             issues,
             usage,
             search,
+            mends,
         })
     }
 
@@ -117,10 +120,10 @@ impl Agent<'_> {
         let grammars: Vec<_> = plan_grammar(tools).into_iter().collect();
         let model = self.models.planner_for(&grammars)?;
         let started = Instant::now();
-        let written = revise_plan(model, &goal, tools, &history, tokens, self.settings.plans);
+        let written = revise_plan(model, &goal, tools, &history, tokens, self.settings.plans, self.settings.mend);
         self.log_model_loads()?;
         match written {
-            Ok(PlanOutcome { plan, timings, search, mended, .. }) => {
+            Ok(PlanOutcome { plan, timings, search, mended, mends, .. }) => {
                 let usage = ModelUsage {
                     tokens_in: timings.prompt_tokens,
                     tokens_out: timings.generated_tokens,
@@ -131,7 +134,7 @@ impl Agent<'_> {
                     [] => reason.to_string(),
                     mends => format!("{reason} (mended: {})", mends.join("; ")),
                 };
-                self.record_plan(plan, origin, &reason, Some(usage), search)?;
+                self.record_plan(plan, origin, &reason, Some(usage), search, mends)?;
                 Ok(None)
             }
             Err(e) => Ok(Some(Stop::new(StopReason::Error, format!("the planner could not write a plan: {e}")))),

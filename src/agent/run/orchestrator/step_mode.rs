@@ -30,9 +30,10 @@ impl Agent<'_> {
                     issues: Vec::new(),
                     usage: None,
                     search: None,
+                    mends: Vec::new(),
                 })?;
             } else {
-                self.record_plan(start, PlanOrigin::Given, "step mode", None, None)?;
+                self.record_plan(start, PlanOrigin::Given, "step mode", None, None, Vec::new())?;
             }
         }
         let mut rejected_proposals = 0u32;
@@ -63,6 +64,7 @@ impl Agent<'_> {
                             issues: Vec::new(),
                             usage: None,
                             search: None,
+                            mends: Vec::new(),
                         })?;
                         continue;
                     }
@@ -114,6 +116,7 @@ impl Agent<'_> {
                 issues: issues.clone(),
                 usage: Some(usage),
                 search: None,
+                mends: Vec::new(),
             })?;
             if let Some(answer) = answer {
                 // An answer with no letter or digit in it says nothing: the results speak instead.
