@@ -30,7 +30,7 @@ pub fn load_model(args: &ModelArgs, reporter: &dyn Reporter) -> Result<Model> {
 
 /// The load options the model flags ask for.
 pub fn load_options(args: &ModelArgs) -> LoadOptions {
-    LoadOptions { keep_tensor_types: args.keep_tensor_types, prefix_store: None, stack_projections: None }
+    LoadOptions { keep_tensor_types: args.keep_tensor_types, stack_projections: None, ..LoadOptions::default() }
 }
 
 /// Reads a constraint from the mutually exclusive flags.
