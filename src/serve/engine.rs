@@ -420,7 +420,8 @@ fn compile_within(
     }
     let started = Instant::now();
     loop {
-        match compiled.recv_timeout(COMPILE_POLL) {
+        // Never past the limit: a limit shorter than the poll is waited exactly.
+        match compiled.recv_timeout(COMPILE_POLL.min(limit.saturating_sub(started.elapsed()))) {
             Ok(result) => return Ok(result),
             Err(mpsc::RecvTimeoutError::Disconnected) => {
                 return Err(ApiError::internal("the grammar compile ended without a result"))
