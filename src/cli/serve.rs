@@ -5,20 +5,20 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::common::deprecated;
-use super::{ComputeArgs, MendArg, RunsDirArg, SpeculateArg, ToolArgs};
+use super::{ComputeArgs, MendArg, SpeculateArg, ToolArgs};
 use crate::settings::{self, RunnerSettings, ServeSettings};
 
 /// `tandem serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Address to listen on. The default answers this machine only; another address exposes the models to the
-    /// network (set --api-key).
+    /// network and needs --api-key (or an explicit --no-auth).
     #[arg(long, default_value = "127.0.0.1")]
     pub host: String,
     /// Port to listen on (0 takes a free one; the address is printed).
     #[arg(long, default_value_t = ServeSettings::PORT)]
     pub port: u16,
-    /// Require `Authorization: Bearer KEY` on every /v1 request.
+    /// Require `Authorization: Bearer KEY` on every /v1 request (an empty KEY is an error, not "no key").
     #[arg(long, env = "TANDEM_API_KEY", value_name = "KEY", hide_env_values = true)]
     pub api_key: Option<String>,
     /// The planner model, served under its id: a model id or a .gguf path.
@@ -66,8 +66,41 @@ pub struct ServeArgs {
     pub shutdown_grace: u64,
     #[command(flatten)]
     pub mend: MendArg,
-    #[command(flatten)]
-    pub runs: RunsDirArg,
+    /// Directory of the server's agent run logs (default: $XDG_DATA_HOME/tandem/serve-runs or
+    /// ~/.local/share/tandem/serve-runs; not the CLI's runs unless named here).
+    #[arg(long, value_name = "DIR")]
+    pub runs_dir: Option<PathBuf>,
+    /// Offer agent runs (POST /v1/runs and the run routes): they run the server's tools for any client with the
+    /// key. Off by default.
+    #[arg(long)]
+    pub allow_runs: bool,
+    /// Serve a non-loopback --host without --api-key (anyone who can reach it can use it). Refused otherwise.
+    #[arg(long)]
+    pub no_auth: bool,
+    /// A browser origin allowed to call the server besides loopback ones (e.g. http://localhost:3000 is already
+    /// allowed; https://app.example.com is not); repeat for more. Other origins get 403.
+    #[arg(long, value_name = "ORIGIN")]
+    pub allow_origin: Vec<String>,
+    /// A Host name allowed besides localhost, 127.0.0.1, [::1] and the bound address (`*`: any); repeat for more.
+    /// Other Host headers get 403 (DNS rebinding).
+    #[arg(long, value_name = "HOST")]
+    pub allow_host: Vec<String>,
+    /// Largest JSON size of a request's tools and response_format together (larger: 400).
+    #[arg(long, value_name = "BYTES", default_value_t = ServeSettings::MAX_SCHEMA_BYTES)]
+    pub max_schema_bytes: usize,
+    /// Longest a request's grammar (tools, response_format) may take to compile (longer: 400).
+    #[arg(long, value_name = "MS", default_value_t = ServeSettings::MAX_COMPILE_MS)]
+    pub max_compile_ms: u64,
+    /// Most prompt tokens of one completion (more: 400).
+    #[arg(long, value_name = "N", default_value_t = ServeSettings::MAX_PROMPT_TOKENS)]
+    pub max_prompt_tokens: usize,
+    /// Most run-event streams (GET /v1/runs/{id}/events) open at once (more: 429).
+    #[arg(long, value_name = "N", default_value_t = ServeSettings::MAX_EVENT_STREAMS)]
+    pub max_event_streams: usize,
+    /// Keep prompt-prefix snapshots on disk, as `tandem run` does. Off: they are kept in memory only, and clients'
+    /// prompts never reach the disk.
+    #[arg(long)]
+    pub persist_prefixes: bool,
 }
 
 /// `NAME=FILE`, NAME of letters, digits, `_` and `-`.
@@ -102,7 +135,7 @@ impl ServeArgs {
             executor: self.executor.clone(),
             runner: RunnerSettings {
                 compute: self.compute.settings(),
-                runs_dir: self.runs.runs_dir.clone(),
+                runs_dir: self.runs_dir.clone(),
                 drafting: self.speculate.drafting(),
                 prefix_store: !self.no_prefix_store,
             },
@@ -115,6 +148,15 @@ impl ServeArgs {
             tool_sets: self.tool_set.clone(),
             mcp_sets: self.mcp_set.clone(),
             shutdown_grace_s: self.shutdown_grace,
+            allow_origins: self.allow_origin.clone(),
+            allow_hosts: self.allow_host.clone(),
+            no_auth: self.no_auth,
+            allow_runs: self.allow_runs,
+            max_schema_bytes: self.max_schema_bytes,
+            max_compile_ms: self.max_compile_ms,
+            max_prompt_tokens: self.max_prompt_tokens,
+            max_event_streams: self.max_event_streams,
+            persist_prefixes: self.persist_prefixes,
         }
     }
 }

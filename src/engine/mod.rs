@@ -55,6 +55,13 @@ impl Engine {
         self
     }
 
+    /// Keeps prompt-prefix snapshots in this process's memory only, never on disk, when `on` (a server's clients'
+    /// prompts), shared by every sequence of the models loaded here.
+    pub fn with_prefixes_in_memory(mut self, on: bool) -> Self {
+        self.options.prefix_store_in_memory = on;
+        self
+    }
+
     /// Keeps tensor types as stored instead of widening them for our kernels (to compare against candle's).
     pub fn keeping_tensor_types(mut self, keep: bool) -> Self {
         self.options.keep_tensor_types = keep;

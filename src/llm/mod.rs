@@ -151,6 +151,9 @@ pub struct LoadOptions {
     pub stack_projections: Option<bool>,
     /// Keep prompt-prefix KV snapshots under this directory, so a new process starts warm (see `prefix_store`).
     pub prefix_store: Option<PathBuf>,
+    /// Keep the prefix store's snapshots in memory only: nothing is read from or written to its directory (see
+    /// `prefix_store::PrefixStore::in_memory`).
+    pub prefix_store_in_memory: bool,
 }
 
 /// What is known about a loaded model, for logs, the audit trail and benchmarks.
@@ -246,6 +249,9 @@ impl LoadedModel {
             info,
             device: device.clone(),
             prefix_store: match &options.prefix_store {
+                Some(root) if options.prefix_store_in_memory => {
+                    Some(prefix_store::PrefixStore::new(root, path, device)?.in_memory())
+                }
                 Some(root) => Some(prefix_store::PrefixStore::new(root, path, device)?),
                 None => None,
             },

@@ -10,6 +10,9 @@
 //! device, the kernel choice and this program's version. A snapshot is written under a temporary name and renamed,
 //! so a crash leaves none half-written; one that cannot be read is removed and the prompt is computed as if no
 //! snapshot existed. The least recently used snapshots beyond [`MAX_SNAPSHOTS`] per model are removed.
+//!
+//! A store may instead keep its snapshots in this process's memory only ([`PrefixStore::in_memory`]): a server
+//! shares its clients' prompt openings between its generation slots without writing them to disk.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -37,6 +40,9 @@ pub struct KvSnapshot {
     pub layers: Vec<(Tensor, Tensor)>,
 }
 
+/// Snapshots held in memory, most recently used first, each under the name its file would have.
+type Held = Vec<(PathBuf, KvSnapshot)>;
+
 /// The snapshots of one model on one device.
 #[derive(Debug, Clone)]
 pub struct PrefixStore {
@@ -44,6 +50,9 @@ pub struct PrefixStore {
     /// Token lists already read, by file. A file's name is the hash of its tokens, so a name never comes to hold
     /// other tokens: the list is read from disk once per process, not on every generation.
     known_tokens: Arc<Mutex<HashMap<PathBuf, Arc<[u32]>>>>,
+    /// When set, the snapshots live here (most recently used first, named as their files would be) and the disk
+    /// is never read or written.
+    memory: Option<Arc<Mutex<Held>>>,
 }
 
 impl PrefixStore {
@@ -62,7 +71,7 @@ impl PrefixStore {
         );
         let key = hex::encode(&Sha256::digest(identity.as_bytes())[..12]);
         let stem = model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-        Ok(Self { dir: root.join(format!("{stem}-{key}")), known_tokens: Arc::default() })
+        Ok(Self { dir: root.join(format!("{stem}-{key}")), known_tokens: Arc::default(), memory: None })
     }
 
     /// The directory holding this model's snapshots.
@@ -70,9 +79,31 @@ impl PrefixStore {
         &self.dir
     }
 
+    /// This store, keeping its snapshots in this process's memory instead of on disk (clones share them).
+    pub fn in_memory(self) -> Self {
+        Self { memory: Some(Arc::default()), ..self }
+    }
+
+    fn held(memory: &Mutex<Held>) -> std::sync::MutexGuard<'_, Held> {
+        // Every change is a single call on the list: a panic elsewhere leaves it whole.
+        memory.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     /// The snapshot sharing the longest leading run of tokens with `prompt`, if that run is at least `min`
     /// tokens: `(file, shared length)`. Unreadable files are removed.
     pub fn best_match(&self, prompt: &[u32], min: usize) -> Option<(PathBuf, usize)> {
+        if let Some(memory) = &self.memory {
+            let held = Self::held(memory);
+            let shared = held.iter().map(|(name, snapshot)| (name, common_prefix(&snapshot.tokens, prompt)));
+            // The first (most recently used) of the longest.
+            return shared.filter(|(_, n)| *n >= min).fold(None, |best: Option<(PathBuf, usize)>, (name, n)| {
+                if best.as_ref().is_none_or(|(_, b)| n > *b) {
+                    Some((name.clone(), n))
+                } else {
+                    best
+                }
+            });
+        }
         let mut best: Option<(PathBuf, usize)> = None;
         for file in self.snapshot_files() {
             let shared = match self.tokens_of(&file) {
@@ -91,6 +122,31 @@ impl PrefixStore {
 
     /// The first `len` positions of the snapshot in `file`, on `device`. A file that fails to read is removed.
     pub fn load(&self, file: &Path, len: usize, device: &Device) -> Result<KvSnapshot> {
+        if let Some(memory) = &self.memory {
+            let snapshot = {
+                let mut held = Self::held(memory);
+                let at = held
+                    .iter()
+                    .position(|(name, _)| name == file)
+                    .ok_or_else(|| candle_core::Error::Msg(format!("snapshot {} is no longer held", file.display())))?;
+                let entry = held.remove(at);
+                held.insert(0, entry);
+                held[0].1.clone()
+            };
+            if len == 0 || len > snapshot.tokens.len() {
+                let held = snapshot.tokens.len();
+                return Err(candle_core::Error::Msg(format!("snapshot holds {held} tokens, {len} asked for")).into());
+            }
+            // Copies: the model's cache must never share storage with a held snapshot (caches write in place).
+            let mut layers = Vec::with_capacity(snapshot.layers.len());
+            for (k, v) in &snapshot.layers {
+                layers.push((
+                    k.narrow(2, 0, len)?.to_device(device)?.copy()?,
+                    v.narrow(2, 0, len)?.to_device(device)?.copy()?,
+                ));
+            }
+            return Ok(KvSnapshot { tokens: snapshot.tokens[..len].to_vec(), layers });
+        }
         let loaded = read_snapshot(file, len, device);
         match &loaded {
             Ok(_) => touch(file),
@@ -102,6 +158,19 @@ impl PrefixStore {
     /// Writes `snapshot` (atomically: a temporary file, then a rename), then removes the least recently used
     /// snapshots beyond [`MAX_SNAPSHOTS`].
     pub fn save(&self, snapshot: &KvSnapshot) -> Result<PathBuf> {
+        if let Some(memory) = &self.memory {
+            let name = self.dir.join(format!("{}.safetensors", snapshot_name(&snapshot.tokens)));
+            // Copies: the exported layers may share storage with the model's cache, which is written in place.
+            let mut layers = Vec::with_capacity(snapshot.layers.len());
+            for (k, v) in &snapshot.layers {
+                layers.push((k.copy()?, v.copy()?));
+            }
+            let mut held = Self::held(memory);
+            held.retain(|(held_name, _)| held_name != &name);
+            held.insert(0, (name.clone(), KvSnapshot { tokens: snapshot.tokens.clone(), layers }));
+            held.truncate(MAX_SNAPSHOTS);
+            return Ok(name);
+        }
         let io = |what: &str, e| Error::io(format!("{what} {}", self.dir.display()), e);
         std::fs::create_dir_all(&self.dir).map_err(|e| io("creating", e))?;
         let mut tensors = HashMap::new();
@@ -111,8 +180,7 @@ impl PrefixStore {
             tensors.insert(format!("k.{i}"), k.to_device(&Device::Cpu)?.to_dtype(DType::F32)?);
             tensors.insert(format!("v.{i}"), v.to_device(&Device::Cpu)?.to_dtype(DType::F32)?);
         }
-        let hash: Vec<u8> = snapshot.tokens.iter().flat_map(|t| t.to_le_bytes()).collect();
-        let name = hex::encode(&Sha256::digest(&hash)[..12]);
+        let name = snapshot_name(&snapshot.tokens);
         let file = self.dir.join(format!("{name}.safetensors"));
         // Unique per process and per write: generations batched in one process may save the same prefix at once.
         static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -183,6 +251,12 @@ impl PrefixStore {
         self.known().remove(file);
         let _ = std::fs::remove_file(file);
     }
+}
+
+/// A snapshot's name: the hash of its tokens.
+fn snapshot_name(tokens: &[u32]) -> String {
+    let bytes: Vec<u8> = tokens.iter().flat_map(|t| t.to_le_bytes()).collect();
+    hex::encode(&Sha256::digest(&bytes)[..12])
 }
 
 fn read_tokens(file: &Path) -> Result<Vec<u32>> {

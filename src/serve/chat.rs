@@ -73,6 +73,7 @@ pub async fn completions(State(state): State<Arc<AppState>>, body: Result<Bytes,
 
 async fn start(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
     let value = json_body(state, body)?;
+    check_schema_bytes(state, &value)?;
     let request = request::parse(&value)?;
     let role = state.role_of(&request.model).ok_or_else(|| {
         ApiError::not_found(
@@ -96,7 +97,8 @@ async fn start(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<
     let (stream, include_usage) = (request.stream, request.include_usage);
     let (events, mut answers) = mpsc::unbounded_channel();
     let cancel = Arc::new(AtomicBool::new(false));
-    state.engine.submit(Work::Chat(Job { role, request, max_tokens, events, cancel: cancel.clone() }))?;
+    let job = Job { role, request, max_tokens, events, cancel: cancel.clone(), limits: state.limits };
+    state.engine.submit(Work::Chat(job))?;
     let guard = CancelOnDrop(cancel);
     // The first event tells whether the request could start: its errors get their own status code.
     match answers.recv().await {
@@ -109,6 +111,26 @@ async fn start(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<
     } else {
         whole_answer(header, answers, guard).await.map(|answer| Json(answer).into_response())
     }
+}
+
+/// Refuses `tools` and `response_format` larger together than the server's cap (`--max-schema-bytes`): their
+/// grammar's compile time and the prompt grow with them.
+fn check_schema_bytes(state: &AppState, value: &Value) -> Result<(), ApiError> {
+    let size = |field: &str| value.get(field).map_or(0, |v| v.to_string().len());
+    let (tools, format) = (size("tools"), size("response_format"));
+    if tools + format > state.max_schema_bytes {
+        return Err(ApiError::over_cap(
+            if tools >= format { "tools" } else { "response_format" },
+            format!(
+                "tools and response_format are {} bytes of JSON together; this server takes at most {} \
+                 (--max-schema-bytes)",
+                tools + format,
+                state.max_schema_bytes
+            ),
+            "schema_too_large",
+        ));
+    }
+    Ok(())
 }
 
 fn now() -> u64 {

@@ -1,11 +1,14 @@
 //! The engine: generation slots that own the models' sequences, fed from one bounded queue. Each slot is a worker
 //! thread holding its own sequence of each model (`agent::LazyModels::share`: the networks live on one batching
 //! thread per model, `decode::batching`), so the requests in flight share forward passes and a new request joins
-//! between passes. HTTP handlers submit jobs without blocking; a full queue is refused at once (503).
+//! between passes. HTTP handlers submit jobs without blocking; a full queue is refused at once (503). A job's
+//! prompt and grammar are bounded (`Limits`): a grammar compiles on a thread of its own that the slot waits on
+//! for a limited time, and no longer than its client stays.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -16,7 +19,7 @@ use super::output::{OutputSplitter, Piece};
 use super::request::{ChatRequest, ToolChoice};
 use super::run_jobs::{execute_run, RunJob};
 use crate::agent::LazyModels;
-use crate::decode::constraint::ConstraintError;
+use crate::decode::constraint::{ConstraintError, ConstraintMatcher, ConstraintSpec, GrammarEngine};
 use crate::decode::token_constraint::TokenConstraint;
 use crate::decode::{generate, GenerateError, GenerateRequest, Model, StopReason};
 use crate::llm::chat::TemplateError;
@@ -43,6 +46,17 @@ pub struct Job {
     pub events: UnboundedSender<JobEvent>,
     /// Set when the client is gone: the job is skipped, or its generation halted.
     pub cancel: Arc<AtomicBool>,
+    /// The server's caps on its prompt and grammar.
+    pub limits: Limits,
+}
+
+/// What one chat job may cost before it generates.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Most prompt tokens (`--max-prompt-tokens`).
+    pub max_prompt_tokens: usize,
+    /// Longest its grammar may take to compile (`--max-compile-ms`).
+    pub compile: Duration,
 }
 
 /// What the slots take from the queue: a chat completion or an agent run.
@@ -249,9 +263,10 @@ fn same_model(models: &mut LazyModels<'_>) -> bool {
 /// Runs one job; `None` when its client went away before the end.
 fn run_job(model: &mut Model, job: &Job, halt: &AtomicBool) -> Option<Result<Finished, ApiError>> {
     let request = &job.request;
-    let prepared = prepare(model, request);
+    let prepared = prepare(model, request, job.limits, &job.cancel);
     let (prompt, mut matcher) = match prepared {
         Ok(ready) => ready,
+        Err(_) if job.cancel.load(Ordering::Relaxed) => return None,
         Err(e) => return Some(Err(e)),
     };
     let prompt_tokens = prompt.len();
@@ -314,6 +329,8 @@ fn run_job(model: &mut Model, job: &Job, halt: &AtomicBool) -> Option<Result<Fin
 fn prepare(
     model: &Model,
     request: &ChatRequest,
+    limits: Limits,
+    cancel: &AtomicBool,
 ) -> Result<(Vec<u32>, Option<crate::decode::constraint::ConstraintMatcher>), ApiError> {
     let template = model.chat_template.as_ref().ok_or_else(|| {
         ApiError::bad_request(format!("{} has no chat template: it cannot serve chat", model.info.path.display()), None)
@@ -328,6 +345,17 @@ fn prepare(
         .tokenizer
         .encode(&text, model.tokenizer.add_bos_by_default())
         .map_err(|e| ApiError::invalid("messages", format!("the conversation cannot be tokenized: {e}")))?;
+    if prompt.len() > limits.max_prompt_tokens {
+        return Err(ApiError::over_cap(
+            "messages",
+            format!(
+                "the conversation is {} tokens; this server takes at most {} prompt tokens (--max-prompt-tokens)",
+                prompt.len(),
+                limits.max_prompt_tokens
+            ),
+            "prompt_too_long",
+        ));
+    }
     let context = model.weights.context_length();
     if prompt.len() >= context {
         return Err(ApiError::bad_request(
@@ -340,18 +368,78 @@ fn prepare(
         Some(spec) => {
             let engine =
                 model.grammar_engine().map_err(|e| ApiError::internal(format!("building the grammar engine: {e}")))?;
-            Some(engine.matcher(&spec).map_err(|e| {
-                let param = if request.json_schema.is_some() && request.functions.is_empty() {
-                    "response_format"
-                } else {
-                    "tools"
-                };
-                match e {
-                    ConstraintError::TokenTable(_) => ApiError::internal(e.to_string()),
-                    other => ApiError::invalid(param, other.to_string()),
-                }
+            let param =
+                if request.json_schema.is_some() && request.functions.is_empty() { "response_format" } else { "tools" };
+            Some(compile_within(engine, spec, limits.compile, cancel, param)?.map_err(|e| match e {
+                ConstraintError::TokenTable(_) => ApiError::internal(e.to_string()),
+                other => ApiError::invalid(param, other.to_string()),
             })?)
         }
     };
     Ok((prompt, matcher))
+}
+
+/// Grammar compiles running now, abandoned ones (past their time limit) included.
+static COMPILING: AtomicUsize = AtomicUsize::new(0);
+
+/// Most grammar compiles running at once: past it a request's grammar is refused (503) rather than queued, so
+/// abandoned compiles cannot pile up.
+const MAX_COMPILING: usize = 8;
+
+/// How often a slot waiting on a compile looks whether its client is still there.
+const COMPILE_POLL: Duration = Duration::from_millis(20);
+
+/// Compiles `spec` on a thread of its own and waits at most `limit`, and only while the client stays: a grammar
+/// llguidance is slow on is refused (400 naming the limit) and the slot goes back to work. llguidance cannot be
+/// interrupted, so the compile itself runs on to its end (its own fuel and size limits bound it), counted in
+/// [`COMPILING`].
+fn compile_within(
+    engine: GrammarEngine,
+    spec: ConstraintSpec,
+    limit: Duration,
+    cancel: &AtomicBool,
+    param: &str,
+) -> Result<Result<ConstraintMatcher, ConstraintError>, ApiError> {
+    if COMPILING.fetch_add(1, Ordering::SeqCst) >= MAX_COMPILING {
+        COMPILING.fetch_sub(1, Ordering::SeqCst);
+        return Err(ApiError {
+            status: axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            message: format!("{MAX_COMPILING} grammar compiles are running already; retry later"),
+            param: None,
+            code: Some("grammar_compiles_busy"),
+        });
+    }
+    let (sender, compiled) = mpsc::channel();
+    let spawned = std::thread::Builder::new().name("tandem-grammar".into()).spawn(move || {
+        let _ = sender.send(engine.matcher(&spec));
+        COMPILING.fetch_sub(1, Ordering::SeqCst);
+    });
+    if let Err(e) = spawned {
+        COMPILING.fetch_sub(1, Ordering::SeqCst);
+        return Err(ApiError::internal(format!("starting a grammar compile: {e}")));
+    }
+    let started = Instant::now();
+    loop {
+        // Never past the limit: a limit shorter than the poll is waited exactly.
+        match compiled.recv_timeout(COMPILE_POLL.min(limit.saturating_sub(started.elapsed()))) {
+            Ok(result) => return Ok(result),
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(ApiError::internal("the grammar compile ended without a result"))
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+        }
+        if cancel.load(Ordering::Relaxed) {
+            return Err(ApiError::internal("the client went away"));
+        }
+        if started.elapsed() >= limit {
+            return Err(ApiError::over_cap(
+                param,
+                format!(
+                    "the grammar of {param} did not compile within {} ms (--max-compile-ms): simplify the schema",
+                    limit.as_millis()
+                ),
+                "grammar_too_slow",
+            ));
+        }
+    }
 }

@@ -40,6 +40,32 @@ impl ApiError {
         }
     }
 
+    /// 403: the request may not be made here (a foreign origin or host, a feature the server has off); the message
+    /// says what would allow it.
+    pub fn forbidden(message: impl Into<String>, code: &'static str) -> Self {
+        Self { status: StatusCode::FORBIDDEN, message: message.into(), param: None, code: Some(code) }
+    }
+
+    /// 415: a body that is not declared JSON.
+    pub fn unsupported_media_type(message: impl Into<String>) -> Self {
+        Self {
+            status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            message: message.into(),
+            param: None,
+            code: Some("unsupported_media_type"),
+        }
+    }
+
+    /// 429: a per-server cap on open work (event streams) is reached; the message names the cap.
+    pub fn too_many(message: impl Into<String>, code: &'static str) -> Self {
+        Self { status: StatusCode::TOO_MANY_REQUESTS, message: message.into(), param: None, code: Some(code) }
+    }
+
+    /// 400 past one of the server's per-request caps; `param` names the field, the message the cap and its flag.
+    pub fn over_cap(param: impl Into<String>, message: impl Into<String>, code: &'static str) -> Self {
+        Self { status: StatusCode::BAD_REQUEST, message: message.into(), param: Some(param.into()), code: Some(code) }
+    }
+
     /// 404 for a path or a model that does not exist.
     pub fn not_found(message: impl Into<String>, code: &'static str) -> Self {
         Self { status: StatusCode::NOT_FOUND, message: message.into(), param: None, code: Some(code) }
@@ -80,6 +106,7 @@ impl ApiError {
     fn kind(&self) -> &'static str {
         match self.status {
             StatusCode::UNAUTHORIZED => "authentication_error",
+            StatusCode::FORBIDDEN => "permission_error",
             StatusCode::NOT_FOUND => "not_found_error",
             StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS => "rate_limit_error",
             s if s.is_server_error() => "server_error",

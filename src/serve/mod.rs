@@ -5,12 +5,15 @@
 //! each model's forward passes; answers go back whole or streamed (`chat`, `output`). Agent runs are created,
 //! listed and streamed in `runs`, decided on, resumed and cancelled in `run_control`, executed in `run_jobs` with
 //! the tools `tool_sets` allows. Errors are OpenAI's error objects (`error`). Ctrl-C and SIGTERM stop it gracefully
-//! (`shutdown`). Binds 127.0.0.1 unless told otherwise; `--api-key` guards every `/v1` route.
+//! (`shutdown`). Binds 127.0.0.1 unless told otherwise; `--api-key` guards every `/v1` route, and a non-loopback
+//! address needs one (or `--no-auth`). Every request passes `guard` (its `Host`, `Origin` and content type); agent
+//! runs are off unless `--allow-runs`, and log to a runs directory of the server's own.
 
 mod chat;
 mod engine;
 mod error;
 mod grammar;
+mod guard;
 mod halt;
 mod output;
 mod partial_call;
@@ -22,7 +25,7 @@ mod shutdown;
 mod tool_sets;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -34,12 +37,12 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::json;
 
-use crate::agent::setup::open_runs_dir;
+use crate::agent::log::runs::default_runs_dir;
 use crate::agent::RunsDir;
 use crate::progress::Reporter;
 use crate::settings::{AgentSettings, ServeSettings};
 use crate::{Error, Result};
-use engine::{Engine, Role};
+use engine::{Engine, Limits, Role};
 pub use error::ApiError;
 
 /// What every handler reads.
@@ -61,6 +64,17 @@ struct AppState {
     active: run_jobs::ActiveRuns,
     /// Set once a signal stops the server: no new runs, and runs stop at their next event.
     stopping: Arc<AtomicBool>,
+    /// The hosts and origins requests may come with.
+    allowed: guard::Allowed,
+    /// Agent runs are offered (`--allow-runs`).
+    allow_runs: bool,
+    /// Largest JSON size of a request's `tools` and `response_format` together.
+    max_schema_bytes: usize,
+    /// A chat job's caps at its slot: prompt tokens and grammar compile time.
+    limits: Limits,
+    /// Run-event streams open now, and the most at once.
+    event_streams: Arc<AtomicUsize>,
+    max_event_streams: usize,
 }
 
 impl AppState {
@@ -94,14 +108,57 @@ impl AppState {
             std::thread::sleep(grace);
             cut.cut_off();
             std::thread::sleep(FORCED_EXIT_AFTER_CUT);
-            eprintln!("tandem serve: work still running {FORCED_EXIT_AFTER_CUT:?} after the grace period: exiting now");
-            std::process::exit(0);
+            eprintln!(
+                "tandem serve: work still running {FORCED_EXIT_AFTER_CUT:?} after the grace period: exiting now \
+                 (status {FORCED_EXIT_CODE})"
+            );
+            std::process::exit(FORCED_EXIT_CODE);
         });
     }
 }
 
 /// How long after generations are cut off the process waits before it exits regardless.
 const FORCED_EXIT_AFTER_CUT: Duration = Duration::from_secs(20);
+
+/// The exit status of a stop that had to leave work unfinished (a clean stop exits 0).
+const FORCED_EXIT_CODE: i32 = 1;
+
+/// Whether an address to bind answers this machine only.
+fn is_loopback(host: &str) -> bool {
+    let host = host.trim();
+    host.eq_ignore_ascii_case("localhost")
+        || host.trim_matches(['[', ']']).parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The server's API key, checked: an empty key is an error (never "no key"), and a non-loopback address needs a
+/// key unless `--no-auth` says to serve it open.
+fn api_key(settings: &ServeSettings) -> Result<Option<String>> {
+    let key = match &settings.api_key {
+        Some(key) if key.trim().is_empty() => {
+            return Err(Error::Usage(
+                "the API key is empty (--api-key or TANDEM_API_KEY): give a non-empty key, or unset it to serve \
+                 this machine without one"
+                    .into(),
+            ))
+        }
+        key => key.clone(),
+    };
+    if key.is_none() && !settings.no_auth && !is_loopback(&settings.host) {
+        return Err(Error::Usage(format!(
+            "refusing to serve {} without an API key: anyone who can reach it could use the models. Give --api-key \
+             KEY (or set TANDEM_API_KEY), bind 127.0.0.1, or pass --no-auth to serve it open on purpose",
+            settings.host
+        )));
+    }
+    Ok(key)
+}
+
+/// Where the server logs agent runs unless told: `serve-runs` beside the CLI's runs directory, so HTTP clients
+/// never see `tandem run`'s runs (nor the CLI theirs).
+fn default_serve_runs_dir() -> std::path::PathBuf {
+    let cli = default_runs_dir();
+    cli.parent().map(|data| data.join("serve-runs")).unwrap_or_else(|| std::path::PathBuf::from("serve-runs"))
+}
 
 /// The id a model is served under: its manifest id, or a file's name without `.gguf`.
 fn served_id(model: &str) -> String {
@@ -119,6 +176,7 @@ pub fn serve(settings: &ServeSettings, reporter: &dyn Reporter, on_ready: &dyn F
     if settings.parallel == 0 {
         return Err(Error::Usage("--parallel must be at least 1".into()));
     }
+    let api_key = api_key(settings)?;
     // The tool policy is checked before anything loads (a bad --tools file or MCP config fails here, not per run).
     let tool_sets = tool_sets::ToolSets::new(settings.tools.clone(), &settings.tool_sets, &settings.mcp_sets)?;
     // The runtime, and with it the signal handlers, come first: a signal while the models load stops cleanly.
@@ -129,8 +187,10 @@ pub fn serve(settings: &ServeSettings, reporter: &dyn Reporter, on_ready: &dyn F
         .build()
         .map_err(|e| Error::io("starting the HTTP runtime", e))?;
     let signals = shutdown::Signals::install(&runtime)?;
-    let mut models =
-        crate::engine::Engine::for_runner(&settings.runner)?.models(&settings.planner, &settings.executor, reporter);
+    // Clients' prompts stay in this process's memory unless --persist-prefixes.
+    let engine =
+        crate::engine::Engine::for_runner(&settings.runner)?.with_prefixes_in_memory(!settings.persist_prefixes);
+    let mut models = engine.models(&settings.planner, &settings.executor, reporter);
     // Loaded before listening: a server that answers has its models.
     let (sources, _shared) = if settings.parallel > 1 {
         let (sources, shared) = models.share(settings.parallel)?;
@@ -153,7 +213,7 @@ pub fn serve(settings: &ServeSettings, reporter: &dyn Reporter, on_ready: &dyn F
         let state = Arc::new(AppState {
             engine: Engine::start(scope, sources, settings.queue),
             models: served,
-            api_key: settings.api_key.clone().filter(|k| !k.is_empty()),
+            api_key,
             max_tokens: settings.max_tokens,
             max_body_bytes: settings.max_body_bytes,
             created: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
@@ -165,9 +225,18 @@ pub fn serve(settings: &ServeSettings, reporter: &dyn Reporter, on_ready: &dyn F
                 ..AgentSettings::default()
             },
             tool_sets,
-            runs: open_runs_dir(settings.runner.runs_dir.as_ref()),
+            runs: RunsDir::new(settings.runner.runs_dir.clone().unwrap_or_else(default_serve_runs_dir)),
             active: run_jobs::ActiveRuns::default(),
             stopping: Arc::new(AtomicBool::new(false)),
+            allowed: guard::Allowed::new(&settings.host, &settings.allow_hosts, &settings.allow_origins),
+            allow_runs: settings.allow_runs,
+            max_schema_bytes: settings.max_schema_bytes,
+            limits: Limits {
+                max_prompt_tokens: settings.max_prompt_tokens,
+                compile: Duration::from_millis(settings.max_compile_ms),
+            },
+            event_streams: Arc::new(AtomicUsize::new(0)),
+            max_event_streams: settings.max_event_streams,
         });
         let app = router(state.clone(), settings.max_body_bytes);
         let grace = Duration::from_secs(settings.shutdown_grace_s);
@@ -188,9 +257,7 @@ pub fn serve(settings: &ServeSettings, reporter: &dyn Reporter, on_ready: &dyn F
 }
 
 fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
-    let v1 = Router::new()
-        .route("/v1/models", get(list_models))
-        .route("/v1/chat/completions", post(chat::completions))
+    let runs = Router::new()
         .route("/v1/runs", post(runs::create).get(runs::list))
         .route("/v1/runs/{id}", get(runs::show))
         .route("/v1/runs/{id}/events", get(runs::events))
@@ -198,12 +265,19 @@ fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
         .route("/v1/runs/{id}/reject", post(run_control::reject))
         .route("/v1/runs/{id}/resume", post(run_control::resume))
         .route("/v1/runs/{id}/cancel", post(run_control::cancel))
+        .route_layer(middleware::from_fn_with_state(state.clone(), runs_allowed));
+    let v1 = Router::new()
+        .route("/v1/models", get(list_models))
+        .route("/v1/chat/completions", post(chat::completions))
+        .merge(runs)
         .route_layer(middleware::from_fn_with_state(state.clone(), authorize));
+    // The guard is the outermost layer: it sees every request, unknown paths and preflights included.
     Router::new()
         .route("/health", get(health))
         .merge(v1)
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(max_body_bytes))
+        .layer(middleware::from_fn_with_state(state.clone(), guard::check))
         .with_state(state)
 }
 
@@ -219,6 +293,19 @@ async fn authorize(State(state): State<Arc<AppState>>, request: Request, next: N
         if !given.is_some_and(|given| same_secret(given.as_bytes(), key.as_bytes())) {
             return ApiError::unauthorized().into_response();
         }
+    }
+    next.run(request).await
+}
+
+/// Refuses the run routes unless the server offers agent runs (`--allow-runs`): they run its tools.
+async fn runs_allowed(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    if !state.allow_runs {
+        return ApiError::forbidden(
+            "agent runs are off on this server: start it with --allow-runs to offer them (a run uses the server's \
+             tools)",
+            "runs_disabled",
+        )
+        .into_response();
     }
     next.run(request).await
 }

@@ -2,10 +2,12 @@
 //! `GET /v1/runs/{id}` shows one, `GET /v1/runs/{id}/events` streams its log. Each run is logged in the runs
 //! directory exactly as `tandem run` logs it, so it outlives the server: its summary and events are read back from
 //! the log, and a run the server left unfinished is resumed (`run_control`) or continued with `tandem resume`.
+//! A request may lower the server's budgets, never raise them; the log files are read off the async threads, and
+//! event streams open at once are capped.
 
 use std::convert::Infallible;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -50,10 +52,12 @@ fn parse(
     for (key, field) in object {
         match key.as_str() {
             "goal" => {}
-            "max_replans" => agent.budgets.max_replans = count(field, key)?.min(u64::from(u32::MAX)) as u32,
-            "max_steps" => agent.budgets.max_steps = count(field, key)? as usize,
-            "max_seconds" => agent.budgets.max_seconds = count(field, key)?,
-            "max_tokens" => agent.budgets.max_tokens = count(field, key)? as usize,
+            "max_replans" => {
+                agent.budgets.max_replans = at_most(field, key, u64::from(agent.budgets.max_replans))? as u32
+            }
+            "max_steps" => agent.budgets.max_steps = at_most(field, key, agent.budgets.max_steps as u64)? as usize,
+            "max_seconds" => agent.budgets.max_seconds = at_most(field, key, agent.budgets.max_seconds)?,
+            "max_tokens" => agent.budgets.max_tokens = at_most(field, key, agent.budgets.max_tokens as u64)? as usize,
             "plans" => {
                 agent.plans = match count(field, key)? {
                     n @ 1..=16 => n as usize,
@@ -100,6 +104,28 @@ fn count(field: &Value, key: &str) -> Result<u64, ApiError> {
     field.as_u64().ok_or_else(|| ApiError::invalid(key, format!("{key} must be a whole number ≥ 0")))
 }
 
+/// A budget the request asks for: at most the server's own (`cap`).
+fn at_most(field: &Value, key: &str, cap: u64) -> Result<u64, ApiError> {
+    let asked = count(field, key)?;
+    if asked > cap {
+        return Err(ApiError::over_cap(
+            key,
+            format!("{key} is at most {cap} on this server: a run may lower the server's budgets, never raise them"),
+            "budget_too_large",
+        ));
+    }
+    Ok(asked)
+}
+
+/// Runs blocking file work (the runs directory, a run's log) on tokio's blocking threads, off the async ones.
+pub async fn off_runtime<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .unwrap_or_else(|e| Err(ApiError::internal(format!("reading the runs directory failed: {e}"))))
+}
+
 /// A set's name: the request names what the server offers, never a path.
 fn name(field: &Value, key: &str) -> Result<String, ApiError> {
     field.as_str().map(str::to_string).ok_or_else(|| {
@@ -109,7 +135,7 @@ fn name(field: &Value, key: &str) -> Result<String, ApiError> {
 
 /// `POST /v1/runs`: 201 with the run's id once it is logged and queued.
 pub async fn create(State(state): State<Arc<AppState>>, body: Result<Bytes, BytesRejection>) -> Response {
-    match start(&state, body) {
+    match off_runtime(move || start(&state, body)).await {
         Ok(id) => (StatusCode::CREATED, Json(json!({"id": id, "object": "run", "status": "queued"}))).into_response(),
         Err(e) => e.into_response(),
     }
@@ -197,7 +223,7 @@ pub fn summary(state: &AppState, id: &str) -> Result<Value, ApiError> {
 
 /// `GET /v1/runs/{id}`: the run's summary with its `status` (see [`status_of`]).
 pub async fn show(State(state): State<Arc<AppState>>, UrlPath(id): UrlPath<String>) -> Response {
-    match summary(&state, &id) {
+    match off_runtime(move || summary(&state, &id)).await {
         Ok(summary) => Json(summary).into_response(),
         Err(e) => e.into_response(),
     }
@@ -208,7 +234,7 @@ pub async fn list(
     State(state): State<Arc<AppState>>,
     Query(query): Query<std::collections::HashMap<String, String>>,
 ) -> Response {
-    let listed = (|| {
+    let listed = off_runtime(move || {
         let limit = match query.get("limit") {
             None => 20,
             Some(text) => text.parse::<usize>().ok().filter(|n| (1..=MAX_LIST).contains(n)).ok_or_else(|| {
@@ -232,7 +258,8 @@ pub async fn list(
             }));
         }
         Ok::<_, ApiError>(json!({"object": "list", "data": data, "has_more": ids.len() > limit}))
-    })();
+    })
+    .await;
     match listed {
         Ok(list) => Json(list).into_response(),
         Err(e) => e.into_response(),
@@ -243,12 +270,29 @@ pub async fn list(
 /// line), from the first; the stream ends after `run_finished`, or at the log's end when the run is not queued or
 /// running on this server: a last event named by its status (`interrupted`, `awaiting_approval`) then says so.
 pub async fn events(State(state): State<Arc<AppState>>, UrlPath(id): UrlPath<String>) -> Response {
-    let dir = match run_dir(&state, &id) {
+    let dir = match off_runtime({
+        let (state, id) = (state.clone(), id.clone());
+        move || run_dir(&state, &id)
+    })
+    .await
+    {
         Ok(dir) => dir,
         Err(e) => return e.into_response(),
     };
+    let Some(open) = StreamSlot::take(&state) else {
+        return ApiError::too_many(
+            format!(
+                "{} run-event streams are open already, the most this server keeps (--max-event-streams): close one \
+                 or retry later",
+                state.max_event_streams
+            ),
+            "too_many_streams",
+        )
+        .into_response();
+    };
     let (sender, stream) = tokio::sync::mpsc::channel::<Result<SseEvent, Infallible>>(16);
     tokio::spawn(async move {
+        let _open = open;
         let path: PathBuf = dir.join(EventLog::FILE);
         let mut offset = 0u64;
         // Bytes, not text: a read may end inside a line, even inside a character.
@@ -286,7 +330,13 @@ pub async fn events(State(state): State<Arc<AppState>>, UrlPath(id): UrlPath<Str
                 }
             }
             if !running {
-                let status = read_run(&id, &dir).map(|run| status_of(&run, None)).unwrap_or("interrupted");
+                let status = off_runtime({
+                    let (id, dir) = (id.clone(), dir.clone());
+                    move || read_run(&id, &dir)
+                })
+                .await
+                .map(|run| status_of(&run, None))
+                .unwrap_or("interrupted");
                 let note = json!({"run_id": id, "status": status}).to_string();
                 let _ = sender.send(Ok(SseEvent::default().event(status).data(note))).await;
                 return;
@@ -298,6 +348,27 @@ pub async fn events(State(state): State<Arc<AppState>>, UrlPath(id): UrlPath<Str
         }
     });
     Sse::new(ReceiverStream::new(stream)).into_response()
+}
+
+/// One open run-event stream, counted against the server's cap until dropped.
+struct StreamSlot(Arc<AtomicUsize>);
+
+impl StreamSlot {
+    /// A slot, or `None` when the cap is reached.
+    fn take(state: &AppState) -> Option<Self> {
+        let open = state.event_streams.clone();
+        if open.fetch_add(1, Ordering::SeqCst) >= state.max_event_streams {
+            open.fetch_sub(1, Ordering::SeqCst);
+            return None;
+        }
+        Some(Self(open))
+    }
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// The log's bytes from `offset` on (read off the async threads).

@@ -567,6 +567,25 @@ pub struct ServeSettings {
     pub mcp_sets: Vec<(String, PathBuf)>,
     /// After Ctrl-C or SIGTERM, how long generations in flight may run on before they are halted, in seconds.
     pub shutdown_grace_s: u64,
+    /// Browser origins allowed besides loopback ones (`http://localhost:3000`); other `Origin`s get 403.
+    pub allow_origins: Vec<String>,
+    /// `Host` names allowed besides loopback ones (and the bound address); `*` allows any. Others get 403.
+    pub allow_hosts: Vec<String>,
+    /// Serve a non-loopback address without an API key (refused unless set).
+    pub no_auth: bool,
+    /// Offer agent runs (`/v1/runs`): they run the server's tools. Off unless set.
+    pub allow_runs: bool,
+    /// Largest JSON size of a request's `tools` and `response_format` together, in bytes.
+    pub max_schema_bytes: usize,
+    /// Longest a request's grammar may take to compile, in milliseconds.
+    pub max_compile_ms: u64,
+    /// Most prompt tokens of one completion.
+    pub max_prompt_tokens: usize,
+    /// Most run-event streams (`GET /v1/runs/{id}/events`) open at once.
+    pub max_event_streams: usize,
+    /// Keep prompt-prefix snapshots on disk (off: in this process's memory only; clients' prompts never reach the
+    /// disk).
+    pub persist_prefixes: bool,
 }
 
 impl ServeSettings {
@@ -582,6 +601,14 @@ impl ServeSettings {
     pub const MAX_TOKENS: usize = 1024;
     /// Default of [`ServeSettings::shutdown_grace_s`].
     pub const SHUTDOWN_GRACE_S: u64 = 10;
+    /// Default of [`ServeSettings::max_schema_bytes`]: 64 KiB.
+    pub const MAX_SCHEMA_BYTES: usize = 64 << 10;
+    /// Default of [`ServeSettings::max_compile_ms`].
+    pub const MAX_COMPILE_MS: u64 = 5000;
+    /// Default of [`ServeSettings::max_prompt_tokens`].
+    pub const MAX_PROMPT_TOKENS: usize = 8192;
+    /// Default of [`ServeSettings::max_event_streams`].
+    pub const MAX_EVENT_STREAMS: usize = 16;
 }
 
 impl Default for ServeSettings {
@@ -602,6 +629,15 @@ impl Default for ServeSettings {
             tool_sets: Vec::new(),
             mcp_sets: Vec::new(),
             shutdown_grace_s: Self::SHUTDOWN_GRACE_S,
+            allow_origins: Vec::new(),
+            allow_hosts: Vec::new(),
+            no_auth: false,
+            allow_runs: false,
+            max_schema_bytes: Self::MAX_SCHEMA_BYTES,
+            max_compile_ms: Self::MAX_COMPILE_MS,
+            max_prompt_tokens: Self::MAX_PROMPT_TOKENS,
+            max_event_streams: Self::MAX_EVENT_STREAMS,
+            persist_prefixes: false,
         }
     }
 }

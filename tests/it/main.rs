@@ -44,6 +44,7 @@ mod real_models;
 mod retrieval;
 mod serve;
 mod serve_runs;
+mod serve_safety;
 mod shard;
 mod store;
 mod tokenizer;

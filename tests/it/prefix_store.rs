@@ -1,5 +1,6 @@
-//! The on-disk prompt-prefix store: snapshots are found by shared leading tokens, evicted least-recently-used,
-//! discarded when unreadable, and (on the real 0.5B) restoring one in a new model changes no output.
+//! The prompt-prefix store: snapshots are found by shared leading tokens, evicted least-recently-used, discarded
+//! when unreadable, and (on the real 0.5B) restoring one in a new model changes no output; the in-memory store
+//! (the server's) does the same without the disk.
 
 use candle_core::{Device, Tensor};
 use tandem::decode::Model;
@@ -83,6 +84,34 @@ fn unreadable_snapshots_are_removed_not_fatal() {
     assert!(!garbage.exists(), "garbage removed");
     assert!(good.exists(), "the good snapshot stays");
     assert_eq!(store.best_match(&(0..70).collect::<Vec<u32>>(), 1).map(|(_, n)| n), Some(70));
+}
+
+/// The server's store: snapshots held in memory, shared by clones (the slots), matched, narrowed and evicted as on
+/// disk, and nothing written.
+#[test]
+fn an_in_memory_store_matches_loads_and_evicts_without_the_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_in(dir.path()).in_memory();
+    let slot = store.clone();
+    let first = store.save(&snapshot((0..100).collect())).unwrap();
+    store.save(&snapshot((0..50).chain(500..600).collect())).unwrap();
+    let prompt: Vec<u32> = (0..80).chain(900..910).collect();
+    let (file, shared) = slot.best_match(&prompt, 10).expect("a clone sees the snapshots");
+    assert_eq!((&file, shared), (&first, 80));
+    let loaded = slot.load(&file, 60, &Device::Cpu).unwrap();
+    assert_eq!(loaded.tokens, (0..60).collect::<Vec<u32>>());
+    let v1: Vec<f32> = loaded.layers[1].1.flatten_all().unwrap().to_vec1().unwrap();
+    assert_eq!((v1[59 * 4], v1[60 * 4]), (1159.0, 1100.0));
+    assert!(slot.load(&file, 101, &Device::Cpu).is_err(), "more tokens than saved");
+    for i in 1..=MAX_SNAPSHOTS as u32 + 2 {
+        if i == 3 {
+            store.load(&first, 10, &Device::Cpu).unwrap();
+        }
+        store.save(&snapshot((i * 1000..i * 1000 + 70).collect())).unwrap();
+    }
+    assert!(store.best_match(&(0..100).collect::<Vec<u32>>(), 1).is_some(), "the recently used one is kept");
+    assert!(store.best_match(&(1000..1070).collect::<Vec<u32>>(), 1).is_none(), "the least recently used went");
+    assert!(!store.dir().exists(), "an in-memory store writes nothing");
 }
 
 /// A snapshot from another model (other key) is never offered: keys hash the model file's identity.

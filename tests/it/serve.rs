@@ -112,6 +112,7 @@ pub(crate) fn stream_at(url: &str, body: &Value) -> Vec<String> {
     let response = agent()
         .post(url)
         .set("Authorization", &format!("Bearer {KEY}"))
+        .set("Content-Type", "application/json")
         .send_string(&body.to_string())
         .unwrap_or_else(|e| panic!("stream request: {e}"));
     assert_eq!(response.header("content-type"), Some("text/event-stream"));
@@ -329,7 +330,10 @@ fn serve_cancels_a_stream_whose_client_left_and_refuses_when_the_queue_is_full()
     let long = json!({"model": MODEL, "max_tokens": 2000, "stream": true, "temperature": 0,
         "messages": [{"role": "user", "content": "Count from 1 to 1000, one number per line."}]});
     // A client that reads a few chunks and hangs up: its generation stops long before 2000 tokens.
-    let open = || agent().post(&server.url("/v1/chat/completions")).send_string(&long.to_string()).unwrap();
+    let open = || {
+        let request = agent().post(&server.url("/v1/chat/completions")).set("Content-Type", "application/json");
+        request.send_string(&long.to_string()).unwrap()
+    };
     let mut reader = BufReader::new(open().into_reader());
     let mut seen = 0;
     let mut line = String::new();
@@ -352,7 +356,7 @@ fn serve_cancels_a_stream_whose_client_left_and_refuses_when_the_queue_is_full()
         let body = long.to_string();
         let url = url.clone();
         move || {
-            let response = agent().post(&url).send_string(&body);
+            let response = agent().post(&url).set("Content-Type", "application/json").send_string(&body);
             // Read one chunk, then hang up.
             response.map(|r| BufReader::new(r.into_reader()).lines().next().map(|l| l.is_ok())).ok().flatten()
         }
@@ -434,7 +438,7 @@ pub(crate) fn run_events(server: &Server, id: &str) -> Vec<(String, String)> {
 fn serve_runs_the_agent_streams_its_events_and_keeps_the_run_across_a_restart() {
     let runs = tempfile::tempdir().unwrap();
     let runs_dir = runs.path().to_str().unwrap();
-    let server = Server::start(&["--runs-dir", runs_dir, "--api-key", KEY]);
+    let server = Server::start(&["--runs-dir", runs_dir, "--api-key", KEY, "--allow-runs"]);
     let url = server.url("/v1/runs");
 
     // Bad requests name their field and leave no run behind.
@@ -502,7 +506,7 @@ fn serve_runs_the_agent_streams_its_events_and_keeps_the_run_across_a_restart() 
 
     // A restarted server on the same runs directory still has the run: the same summary, the same events.
     drop(server);
-    let server = Server::start(&["--runs-dir", runs_dir, "--api-key", KEY]);
+    let server = Server::start(&["--runs-dir", runs_dir, "--api-key", KEY, "--allow-runs"]);
     let (status, again) = call("GET", &server.url(&format!("/v1/runs/{id}")), Some(KEY), None);
     assert_eq!(status, 200, "{again}");
     assert_eq!(again, summary);

@@ -79,6 +79,7 @@ fn sigterm_stops_the_server_gracefully_and_the_interrupted_run_resumes_after_a_r
     let (runs, workspace) = (scratch.path().join("runs"), scratch.path().join("ws"));
     std::fs::create_dir(&workspace).unwrap();
     let flags = [
+        "--allow-runs",
         "--runs-dir",
         runs.to_str().unwrap(),
         "--workspace",
@@ -104,6 +105,7 @@ fn sigterm_stops_the_server_gracefully_and_the_interrupted_run_resumes_after_a_r
             let response = agent()
                 .post(&url)
                 .set("Authorization", &format!("Bearer {KEY}"))
+                .set("Content-Type", "application/json")
                 .send_string(&body.to_string())
                 .expect("the chat request");
             let mut lines = std::io::BufReader::new(response.into_reader()).lines().map_while(Result::ok);
@@ -191,7 +193,15 @@ args_schema = '{"type": "object", "properties": {"text": {"type": "string"}}, "r
 "#,
     )
     .unwrap();
-    let base = ["--runs-dir", runs.to_str().unwrap(), "--workspace", workspace.to_str().unwrap(), "--api-key", KEY];
+    let base = [
+        "--allow-runs",
+        "--runs-dir",
+        runs.to_str().unwrap(),
+        "--workspace",
+        workspace.to_str().unwrap(),
+        "--api-key",
+        KEY,
+    ];
     let tool_set = format!("loud={}", tools.display());
     let mut flags = base.to_vec();
     flags.extend(["--parallel", "2", "--tool-set", &tool_set]);
