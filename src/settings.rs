@@ -522,6 +522,8 @@ pub struct ServeSettings {
     pub mcp_sets: Vec<(String, PathBuf)>,
     /// After Ctrl-C or SIGTERM, how long generations in flight may run on before they are halted, in seconds.
     pub shutdown_grace_s: u64,
+    /// A `tandem bench` output directory whose runs the web page shows (read-only), if any.
+    pub bench_results: Option<PathBuf>,
 }
 
 impl ServeSettings {
@@ -556,6 +558,7 @@ impl Default for ServeSettings {
             tool_sets: Vec::new(),
             mcp_sets: Vec::new(),
             shutdown_grace_s: Self::SHUTDOWN_GRACE_S,
+            bench_results: None,
         }
     }
 }

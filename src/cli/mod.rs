@@ -186,6 +186,9 @@ pub struct ServeArgs {
     pub shutdown_grace: u64,
     #[command(flatten)]
     pub runs: RunsDirArg,
+    /// A `tandem bench` output directory (e.g. bench-results) whose runs the web page shows, read-only.
+    #[arg(long, value_name = "DIR")]
+    pub bench_results: Option<PathBuf>,
 }
 
 /// `NAME=FILE`, NAME of letters, digits, `_` and `-`.
@@ -224,6 +227,7 @@ impl ServeArgs {
             tool_sets: self.tool_set.clone(),
             mcp_sets: self.mcp_set.clone(),
             shutdown_grace_s: self.shutdown_grace,
+            bench_results: self.bench_results.clone(),
         }
     }
 }

@@ -46,3 +46,4 @@ mod shard;
 mod store;
 mod tokenizer;
 mod tools;
+mod web;
