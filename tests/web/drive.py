@@ -4,7 +4,8 @@ Usage: drive.py BASE_URL API_KEY [SCREENSHOT_DIR]
 
 A wrong key gets an error on the page; a run started with plan approval shows its plan, a bad edit is refused by
 the check, an edited calculator expression is approved and the answer streams in with the edit's result; the
-run's link reloads to the same timeline; a rejected plan ends its run; the runs list filters. Controls are found
+run's link reloads to the same timeline; a rejected plan ends its run; the runs list filters; a benchmark run
+shows its summary, chart and records. Controls are found
 by their labels and roles, as a screen reader would; the new run is started from the keyboard. Prints "all
 checks passed" at the end; any failed expectation raises.
 """
