@@ -100,10 +100,8 @@ pub async fn list(State(state): State<Arc<AppState>>) -> Response {
 pub async fn show(State(state): State<Arc<AppState>>, UrlPath(name): UrlPath<String>) -> Response {
     answer((|| {
         let dir = run_dir(&state, &name)?;
-        let summary = match read(&dir, "summary.json")? {
-            Some(text) => Some(serde_json::from_str::<Value>(&text).unwrap_or(Value::String(text))),
-            None => None,
-        };
+        let summary =
+            read(&dir, "summary.json")?.map(|text| serde_json::from_str::<Value>(&text).unwrap_or(Value::String(text)));
         Ok(json!({
             "name": name,
             "summary": summary,
