@@ -101,6 +101,9 @@ pub struct ServeArgs {
     /// prompts never reach the disk.
     #[arg(long)]
     pub persist_prefixes: bool,
+    /// A `tandem bench` output directory (e.g. bench-results) whose runs the web page shows, read-only.
+    #[arg(long, value_name = "DIR")]
+    pub bench_results: Option<PathBuf>,
 }
 
 /// `NAME=FILE`, NAME of letters, digits, `_` and `-`.
@@ -157,6 +160,7 @@ impl ServeArgs {
             max_prompt_tokens: self.max_prompt_tokens,
             max_event_streams: self.max_event_streams,
             persist_prefixes: self.persist_prefixes,
+            bench_results: self.bench_results.clone(),
         }
     }
 }

@@ -4,11 +4,13 @@
 //! answers can only come out valid) and queue jobs for the generation slots (`engine`), whose generations share
 //! each model's forward passes; answers go back whole or streamed (`chat`, `output`). Agent runs are created,
 //! listed and streamed in `runs`, decided on, resumed and cancelled in `run_control`, executed in `run_jobs` with
-//! the tools `tool_sets` allows. Errors are OpenAI's error objects (`error`). Ctrl-C and SIGTERM stop it gracefully
-//! (`shutdown`). Binds 127.0.0.1 unless told otherwise; `--api-key` guards every `/v1` route, and a non-loopback
-//! address needs one (or `--no-auth`). Every request passes `guard` (its `Host`, `Origin` and content type); agent
-//! runs are off unless `--allow-runs`, and log to a runs directory of the server's own.
+//! the tools `tool_sets` allows; the web page at `/` (`web`) drives them in a browser. Errors are OpenAI's error
+//! objects (`error`). Ctrl-C and SIGTERM stop it gracefully (`shutdown`). Binds 127.0.0.1 unless told otherwise;
+//! `--api-key` guards every `/v1` route, and a non-loopback address needs one (or `--no-auth`). Every request
+//! passes `guard` (its `Host`, `Origin` and content type); agent runs are off unless `--allow-runs`, and log to a
+//! runs directory of the server's own.
 
+mod bench_results;
 mod chat;
 mod engine;
 mod error;
@@ -23,6 +25,7 @@ mod run_jobs;
 mod runs;
 mod shutdown;
 mod tool_sets;
+mod web;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -62,6 +65,8 @@ struct AppState {
     runs: RunsDir,
     /// Agent runs queued or running here.
     active: run_jobs::ActiveRuns,
+    /// The benchmark results directory the web page shows (`--bench-results`), if any.
+    bench_results: Option<std::path::PathBuf>,
     /// Set once a signal stops the server: no new runs, and runs stop at their next event.
     stopping: Arc<AtomicBool>,
     /// The hosts and origins requests may come with.
@@ -237,6 +242,7 @@ pub fn serve(settings: &ServeSettings, reporter: &dyn Reporter, on_ready: &dyn F
             },
             event_streams: Arc::new(AtomicUsize::new(0)),
             max_event_streams: settings.max_event_streams,
+            bench_results: settings.bench_results.clone(),
         });
         let app = router(state.clone(), settings.max_body_bytes);
         let grace = Duration::from_secs(settings.shutdown_grace_s);
@@ -259,21 +265,27 @@ pub fn serve(settings: &ServeSettings, reporter: &dyn Reporter, on_ready: &dyn F
 fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
     let runs = Router::new()
         .route("/v1/runs", post(runs::create).get(runs::list))
+        .route("/v1/runs/options", get(web::options))
         .route("/v1/runs/{id}", get(runs::show))
         .route("/v1/runs/{id}/events", get(runs::events))
         .route("/v1/runs/{id}/approve", post(run_control::approve))
         .route("/v1/runs/{id}/reject", post(run_control::reject))
         .route("/v1/runs/{id}/resume", post(run_control::resume))
         .route("/v1/runs/{id}/cancel", post(run_control::cancel))
+        .route("/v1/runs/{id}/check", post(web::check))
         .route_layer(middleware::from_fn_with_state(state.clone(), runs_allowed));
     let v1 = Router::new()
         .route("/v1/models", get(list_models))
         .route("/v1/chat/completions", post(chat::completions))
+        .route("/v1/bench", get(bench_results::list))
+        .route("/v1/bench/{name}", get(bench_results::show))
+        .route("/v1/bench/{name}/samples", get(bench_results::samples))
         .merge(runs)
         .route_layer(middleware::from_fn_with_state(state.clone(), authorize));
     // The guard is the outermost layer: it sees every request, unknown paths and preflights included.
     Router::new()
         .route("/health", get(health))
+        .merge(web::pages())
         .merge(v1)
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(max_body_bytes))

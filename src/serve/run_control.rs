@@ -164,7 +164,7 @@ async fn decide(
 
 /// An edited plan, read and validated against the run's tools as the agent validates plans; 400 naming the field
 /// of the first problem (`plan.steps[1].tool`).
-async fn checked_edit(value: &Value, settings: &RunSettings) -> Result<Plan, ApiError> {
+pub(super) async fn checked_edit(value: &Value, settings: &RunSettings) -> Result<Plan, ApiError> {
     let plan: Plan = serde_json::from_value(value.clone())
         .map_err(|e| ApiError::invalid("plan", format!("the edited plan is not a valid plan document: {e}")))?;
     let tools = settings.tool_settings();

@@ -59,6 +59,14 @@ impl ToolSets {
         Ok(settings)
     }
 
+    /// The names of the user tool sets and MCP sets a request may pick.
+    pub fn names(&self) -> (Vec<&str>, Vec<&str>) {
+        fn names(sets: &[(String, PathBuf)]) -> Vec<&str> {
+            sets.iter().map(|(n, _)| n.as_str()).collect()
+        }
+        (names(&self.tools), names(&self.mcp))
+    }
+
     /// Whether this server allows every tool a logged run was started with (resuming it here runs them); the
     /// first one it does not allow, in words, otherwise.
     pub fn permits(&self, run: &RunSettings) -> std::result::Result<(), String> {

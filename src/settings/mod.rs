@@ -586,6 +586,8 @@ pub struct ServeSettings {
     /// Keep prompt-prefix snapshots on disk (off: in this process's memory only; clients' prompts never reach the
     /// disk).
     pub persist_prefixes: bool,
+    /// A `tandem bench` output directory whose runs the web page shows (read-only), if any.
+    pub bench_results: Option<PathBuf>,
 }
 
 impl ServeSettings {
@@ -638,6 +640,7 @@ impl Default for ServeSettings {
             max_prompt_tokens: Self::MAX_PROMPT_TOKENS,
             max_event_streams: Self::MAX_EVENT_STREAMS,
             persist_prefixes: false,
+            bench_results: None,
         }
     }
 }

@@ -49,3 +49,4 @@ mod shard;
 mod store;
 mod tokenizer;
 mod tools;
+mod web;
