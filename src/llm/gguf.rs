@@ -11,37 +11,11 @@ use candle_core::quantized::{ggml_file, gguf_file, GgmlDType, QTensor};
 use candle_core::Device;
 use memmap2::Mmap;
 
+pub use super::load_error::LoadError;
 use super::mapped_rows::MappedRows;
 
 /// The four bytes every GGUF file starts with.
 const GGUF_MAGIC: &[u8; 4] = b"GGUF";
-
-/// Why a model file could not be loaded.
-#[derive(Debug, thiserror::Error)]
-pub enum LoadError {
-    #[error("cannot open model file {path}: {source}")]
-    Open {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{path} is not a GGUF file (it starts with {found:?}, expected \"GGUF\"); is it a safetensors or partial download?")]
-    BadMagic { path: PathBuf, found: String },
-    #[error("{path}: cannot read the GGUF header: {message} (the file may be truncated or corrupt; `tandem models verify` checks cached models)")]
-    BadHeader { path: PathBuf, message: String },
-    #[error("{path}: metadata key '{key}' is missing")]
-    MissingKey { path: PathBuf, key: String },
-    #[error("{path}: metadata key '{key}' should be {expected}")]
-    WrongKeyType { path: PathBuf, key: String, expected: &'static str },
-    #[error("{path}: architecture '{architecture}' is not supported (supported: {supported})")]
-    UnsupportedArchitecture { path: PathBuf, architecture: String, supported: String },
-    #[error("{path}: tensor '{name}' is missing")]
-    MissingTensor { path: PathBuf, name: String },
-    #[error("{path}: tensor '{name}' ends at byte {end} but the file has only {file_size} bytes (truncated download? run `tandem models verify`)")]
-    Truncated { path: PathBuf, name: String, end: u64, file_size: u64 },
-    #[error("{path}: tensor '{name}': {message}")]
-    BadTensor { path: PathBuf, name: String, message: String },
-}
 
 /// A memory-mapped GGUF file with its parsed header.
 pub struct GgufFile {

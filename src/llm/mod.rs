@@ -7,6 +7,7 @@ pub mod gguf;
 pub mod kv_cache;
 #[cfg(all(test, feature = "cuda"))]
 mod kv_cache_gpu_tests;
+pub mod load_error;
 pub mod mapped_rows;
 pub mod packed_strings;
 pub mod prefix_store;
@@ -22,7 +23,8 @@ use candle_core::{Device, Tensor};
 use crate::Result;
 pub use chat::{ChatMessage, ChatTemplate};
 pub use device::select_device;
-pub use gguf::{GgufFile, LoadError};
+pub use gguf::GgufFile;
+pub use load_error::LoadError;
 pub use tokenizer::GgufTokenizer;
 
 /// Architectures this build can run, by their `general.architecture` value.

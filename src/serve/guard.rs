@@ -133,7 +133,9 @@ pub async fn check(State(state): State<Arc<AppState>>, request: Request, next: N
                 )
                 .into_response();
             }
-            Some(origin.clone())
+            // A page of this server's own origin (the web page) needs no CORS headers: none are sent to it.
+            let own = headers.get(HOST).and_then(|h| h.to_str().ok()).map(|host| format!("http://{host}"));
+            (own.as_deref() != Some(text)).then(|| origin.clone())
         }
     };
     if let Some(origin) = &origin {

@@ -163,7 +163,7 @@ args_schema = '{"type": "object", "properties": {"timezone": {"type": "string"}}
     // and a token or two merged across the goal's edges.
     let around_goal = 10;
     let first = "What is the weather in Lyon?";
-    let second = "Convert 250 euros to dollars and email the amount to Ann.";
+    let second = "How much is 250 euros in dollars? Email the amount to Ann.";
 
     let (prompt, reused) = plan(&seven, first);
     assert_eq!(reused, 0, "an empty store");
