@@ -197,11 +197,7 @@ fn defaults_report(entries: &[Entry], loaded: Option<&Loaded>) -> Vec<Resolved> 
     let command = Cli::command();
     let mut report = Vec::new();
     for key in file::keys() {
-        let (scope, arg_id) = match key.split_once('.') {
-            Some((table, inner)) => (Some(table), inner.to_string()),
-            None if key == "tools_file" => (None, "tools".to_string()),
-            None => (None, key.clone()),
-        };
+        let (scope, arg_id) = key_arg(&key);
         let Some(arg) = find_arg(&command, scope, &arg_id) else { continue };
         let from_env = arg.get_env().and_then(|var| {
             let var = var.to_string_lossy().into_owned();
@@ -253,11 +249,7 @@ fn command_report(
     let top = path.first().map(String::as_str);
     let mut report = Vec::new();
     for key in file::keys() {
-        let (scope, arg_id) = match key.split_once('.') {
-            Some((table, inner)) => (Some(table), inner.to_string()),
-            None if key == "tools_file" => (None, "tools".to_string()),
-            None => (None, key.clone()),
-        };
+        let (scope, arg_id) = key_arg(&key);
         if scope.is_some() && (scope != top || path.len() != 1) {
             continue;
         }
@@ -284,4 +276,13 @@ fn command_report(
 fn joined(values: impl Iterator<Item = String>) -> Option<String> {
     let values: Vec<String> = values.collect();
     (!values.is_empty()).then(|| values.join(","))
+}
+
+/// A file key's table (`serve` in `serve.port`) and the id of the flag it stands for (`tools_file` is `--tools`).
+fn key_arg(key: &str) -> (Option<&str>, String) {
+    match key.split_once('.') {
+        Some((table, inner)) => (Some(table), inner.to_string()),
+        None if key == "tools_file" => (None, "tools".to_string()),
+        None => (None, key.to_string()),
+    }
 }
