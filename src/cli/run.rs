@@ -160,7 +160,7 @@ pub struct BatchArgs {
     /// reading weights rather than by compute (more cores, a GPU), the more it gives. Each goal holds its own KV
     /// cache.
     /// Records are appended as goals finish, not in file order; on the CPU with our kernels each goal writes
-    /// what it would write alone. Qwen2 models only.
+    /// what it would write alone.
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub parallel: u16,
     #[command(flatten)]

@@ -34,7 +34,7 @@ pub struct ServeArgs {
     /// Don't keep prompt-prefix KV snapshots on disk (<model cache>/prefixes).
     #[arg(long)]
     pub no_prefix_store: bool,
-    /// Generations in flight at once; they share each model's forward passes (Qwen2 models; 1 for others).
+    /// Generations in flight at once; they share each model's forward passes.
     #[arg(long, value_name = "N", default_value_t = ServeSettings::PARALLEL as u16,
           value_parser = clap::value_parser!(u16).range(1..=256))]
     pub parallel: u16,

@@ -1,8 +1,8 @@
 //! Language models: GGUF loading, architecture dispatch, tokenizer and chat template, behind one `LanguageModel` trait.
 
 pub mod chat;
+pub mod decoder;
 pub mod device;
-pub mod gemma3;
 pub mod gguf;
 pub mod kv_cache;
 #[cfg(all(test, feature = "cuda"))]
@@ -11,7 +11,6 @@ pub mod load_error;
 pub mod mapped_rows;
 pub mod packed_strings;
 pub mod prefix_store;
-pub mod qwen2;
 pub mod tokenizer;
 
 use std::path::{Path, PathBuf};
@@ -28,7 +27,9 @@ pub use load_error::LoadError;
 pub use tokenizer::GgufTokenizer;
 
 /// Architectures this build can run, by their `general.architecture` value.
-pub const SUPPORTED_ARCHITECTURES: &[&str] = &["qwen2", "gemma3"];
+pub fn supported_architectures() -> impl Iterator<Item = &'static str> {
+    decoder::FAMILIES.iter().map(|f| f.architecture)
+}
 
 /// A decoder-only transformer with its own KV cache.
 ///
@@ -271,16 +272,13 @@ fn load_weights(
     options: &LoadOptions,
     conversions: &mut Vec<String>,
 ) -> Result<Box<dyn LanguageModel>> {
-    Ok(match architecture {
-        "qwen2" => Box::new(qwen2::Qwen2::load(file, device, options, conversions)?),
-        "gemma3" => Box::new(gemma3::Gemma3::load(file, device)?),
-        other => {
-            return Err(LoadError::UnsupportedArchitecture {
-                path: path.to_path_buf(),
-                architecture: other.to_string(),
-                supported: SUPPORTED_ARCHITECTURES.join(", "),
-            }
-            .into())
+    match decoder::family(architecture) {
+        Some(family) => Ok(Box::new(decoder::Decoder::load(file, family, device, options, conversions)?)),
+        None => Err(LoadError::UnsupportedArchitecture {
+            path: path.to_path_buf(),
+            architecture: architecture.to_string(),
+            supported: supported_architectures().collect::<Vec<_>>().join(", "),
         }
-    })
+        .into()),
+    }
 }

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use candle_core::quantized::{gguf_file, GgmlDType};
 use candle_core::{Device, Tensor};
 use tandem::decode::Model;
+use tandem::llm::decoder::Decoder;
 use tandem::llm::gguf::{GgufFile, LoadError};
-use tandem::llm::qwen2::Qwen2;
 use tandem::llm::{LanguageModel, LoadOptions};
 use tandem::Error;
 
@@ -19,11 +19,12 @@ fn tiny_file(dir: &tempfile::TempDir, name: &str, spec: &TinyQwen2) -> PathBuf {
     path
 }
 
-fn load_qwen2(path: &Path, keep_types: bool) -> Qwen2 {
+fn load_qwen2(path: &Path, keep_types: bool) -> Decoder {
     let file = GgufFile::open(path).unwrap();
     let mut conversions = Vec::new();
-    Qwen2::load(
+    Decoder::load(
         &file,
+        tandem::llm::decoder::family("qwen2").unwrap(),
         &Device::Cpu,
         &LoadOptions { keep_tensor_types: keep_types, ..LoadOptions::default() },
         &mut conversions,
@@ -48,7 +49,7 @@ fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
 }
 
 /// Our Qwen2 and candle-transformers' own, both loaded from `path`.
-fn ours_and_reference(path: &std::path::Path) -> (Qwen2, candle_transformers::models::quantized_qwen2::ModelWeights) {
+fn ours_and_reference(path: &std::path::Path) -> (Decoder, candle_transformers::models::quantized_qwen2::ModelWeights) {
     let mut reader = std::fs::File::open(path).unwrap();
     let content = gguf_file::Content::read(&mut reader).unwrap();
     let reference =
@@ -149,7 +150,14 @@ fn q5_0_weights_are_converted_and_stay_close() {
     let path = tiny_file(&dir, "q5.gguf", &spec);
     let file = GgufFile::open(&path).unwrap();
     let mut conversions = Vec::new();
-    let mut converted = Qwen2::load(&file, &Device::Cpu, &LoadOptions::default(), &mut conversions).unwrap();
+    let mut converted = Decoder::load(
+        &file,
+        tandem::llm::decoder::family("qwen2").unwrap(),
+        &Device::Cpu,
+        &LoadOptions::default(),
+        &mut conversions,
+    )
+    .unwrap();
     if tandem::kernels::Q5_0Panels::supported() {
         assert!(conversions.is_empty(), "kept at five bits, as panels: {conversions:?}");
     } else if tandem::kernels::cpu_level() >= tandem::kernels::CpuLevel::Avx2 {
@@ -370,7 +378,14 @@ fn stacked_projections_give_the_same_logits() {
         let file = stackable_tiny(&dir, matrix_type);
         let run = |stack: bool| {
             let options = LoadOptions { stack_projections: Some(stack), ..LoadOptions::default() };
-            let mut model = Qwen2::load(&file, &Device::Cpu, &options, &mut Vec::new()).unwrap();
+            let mut model = Decoder::load(
+                &file,
+                tandem::llm::decoder::family("qwen2").unwrap(),
+                &Device::Cpu,
+                &options,
+                &mut Vec::new(),
+            )
+            .unwrap();
             let prompt = model.forward(&TOKENS[..4], 0).unwrap();
             let step = model.forward(&TOKENS[4..5], 4).unwrap();
             (prompt, step)

@@ -1,8 +1,9 @@
 //! The model's building blocks: a layer's weights, stacked projections, the token table, and the residual-stream
-//! steps (add and norm, gated SiLU) that run on our fused GPU kernels where they can.
+//! steps (add and norm, the gated activation) that run on our fused GPU kernels where they can.
 
 use candle_core::{Module, Tensor, D};
 
+use super::family::Activation;
 use super::gpu;
 use crate::kernels::QLinear;
 use crate::llm::mapped_rows::MappedRows;
@@ -42,28 +43,47 @@ fn gated_silu(gate: &Tensor, up: &Tensor, ours: bool) -> Result<Tensor> {
     Ok((candle_nn::ops::silu(gate)? * up)?)
 }
 
+/// One layer's weights. Which of the optional ones a layer has is the file's to say (a tensor present or not).
 pub(super) struct Layer {
     pub(super) attn_norm: Tensor,
-    /// The query, key and value projections (with their biases), stacked where their types allow.
+    /// The query, key and value projections (with their biases where the file has them), stacked where their types
+    /// allow, or one fused matrix split by width (Phi-3).
     pub(super) qkv: StackedLinear,
+    /// RMS norms over each query and key head before RoPE (Qwen3, Gemma 3).
+    pub(super) q_norm: Option<Tensor>,
+    pub(super) k_norm: Option<Tensor>,
     pub(super) wo: QLinear,
+    /// An RMS norm on the attention block's output before it joins the residual stream (Gemma 3).
+    pub(super) attn_post_norm: Option<Tensor>,
     pub(super) ffn_norm: Tensor,
-    /// The gate and up projections, stacked where their types allow.
+    /// The gate and up projections, stacked where their types allow, or one fused matrix (Phi-3).
     pub(super) gate_up: StackedLinear,
     pub(super) down: QLinear,
+    /// An RMS norm on the feed-forward block's output (Gemma 3).
+    pub(super) ffn_post_norm: Option<Tensor>,
 }
 
 impl Layer {
-    /// The feed-forward block's output for its normed input `h`: gated SiLU, then the down projection.
-    pub(super) fn feed_forward(&self, h: &Tensor, ours: bool) -> Result<Tensor> {
+    /// The feed-forward block's output for its normed input `h`: the gated activation, then the down projection
+    /// (and its post-norm, where the layer has one).
+    pub(super) fn feed_forward(&self, h: &Tensor, activation: Activation, eps: f32, ours: bool) -> Result<Tensor> {
         let [gate, up]: [Tensor; 2] = self.gate_up.forward(h)?.try_into().map_err(|_| parts_error("gate/up"))?;
-        Ok(self.down.forward(&gated_silu(&gate, &up, ours)?)?)
+        let gated = match activation {
+            Activation::Silu => gated_silu(&gate, &up, ours)?,
+            Activation::GeluTanh => (gate.gelu()? * up)?,
+        };
+        let out = self.down.forward(&gated)?;
+        Ok(match &self.ffn_post_norm {
+            Some(norm) => candle_nn::ops::rms_norm(&out, norm, eps)?,
+            None => out,
+        })
     }
 }
 
 /// Linear layers that read the same input; on a GPU, consecutive ones of the same type and width are stacked into
 /// one matrix, so one matmul's launches replace several. Each output row is computed exactly as the separate
-/// layer would, so results do not change.
+/// layer would, so results do not change. A file's fused matrix (Phi-3's `attn_qkv`, `ffn_up`) is one group of
+/// several parts from the start.
 pub(super) struct StackedLinear {
     /// Each group: the (stacked) layer, its bias (stacked likewise), and the output width of each part.
     pub(super) groups: Vec<(QLinear, Option<Tensor>, Vec<usize>)>,

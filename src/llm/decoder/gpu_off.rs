@@ -2,7 +2,7 @@
 
 use candle_core::{Device, Tensor};
 
-use super::Qwen2;
+use super::Decoder;
 use crate::llm::SequencePass;
 use crate::Result;
 
@@ -30,7 +30,7 @@ pub(super) fn silu_mul(_: &Tensor, _: &Tensor) -> Result<Option<Tensor>> {
     Ok(None)
 }
 
-impl Qwen2 {
+impl Decoder {
     /// Without CUDA, passes never take the GPU's pass attention (`gpu_attention` is always false).
     pub(super) fn gpu_pass_table(&mut self, _: &[SequencePass<'_>]) -> Result<Option<PassTable>> {
         let _ = self.gpu_attention;

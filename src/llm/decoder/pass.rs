@@ -5,24 +5,22 @@ use std::collections::{HashMap, HashSet};
 
 use candle_core::{DType, Module, Tensor};
 
+use super::family::{DecoderConfig, LayerKind};
 use super::gpu::PassTable;
-use super::layers::{add_and_norm, parts_error};
-use super::rope::{rope_tables, ROPE_GROWTH};
-use super::{Qwen2, Qwen2Config, FFN_ROWS_AT_ONCE};
+use super::layers::{add_and_norm, parts_error, Layer};
+use super::rope::{rotate, Rope};
+use super::{Decoder, FFN_ROWS_AT_ONCE};
 use crate::kernels::attention::{candle_attention, causal_attention};
 use crate::llm::kv_cache::CacheSlots;
 use crate::llm::{SequenceId, SequencePass};
 use crate::Result;
 
-impl Qwen2 {
-    /// Grows the RoPE tables to cover `positions` (each position's row is computed alone, so a grown table holds
-    /// the same values as a table built whole).
+impl Decoder {
+    /// Grows the RoPE tables to cover `positions`.
     fn cover_rope_positions(&mut self, positions: usize) -> Result<()> {
-        let have = self.cos.dim(0)?;
-        if positions > have {
-            let c = &self.config;
-            let rows = positions.div_ceil(ROPE_GROWTH).saturating_mul(ROPE_GROWTH).min(c.context_length.max(positions));
-            (self.cos, self.sin) = rope_tables(c.head_dim, c.rope_base, rows, &self.device)?;
+        self.rope.cover(positions, &self.device)?;
+        if let Some(local) = &mut self.local_rope {
+            local.cover(positions, &self.device)?;
         }
         Ok(())
     }
@@ -34,9 +32,7 @@ impl Qwen2 {
         if let Some(mask) = self.masks.get(&(seq, total)) {
             return Ok(mask.clone());
         }
-        let values: Vec<f32> =
-            (0..seq).flat_map(|i| (0..total).map(move |j| if j > pos + i { f32::NEG_INFINITY } else { 0.0 })).collect();
-        let mask = Tensor::from_vec(values, (seq, total), &self.device)?;
+        let mask = windowed_mask(seq, pos, None, &self.device)?;
         if self.masks.len() > 64 {
             self.masks.clear();
         }
@@ -93,27 +89,41 @@ impl Qwen2 {
             .iter()
             .map(|p| if needs_mask(p) { self.mask(p.tokens.len(), p.pos).map(Some) } else { Ok(None) })
             .collect::<Result<Vec<_>>>()?;
-        let (cos, sin) = match parts {
-            [part] => (self.cos.narrow(0, part.pos, rows)?, self.sin.narrow(0, part.pos, rows)?),
+        let positions = match parts {
+            [_] => None,
             _ => {
                 let positions: Vec<u32> =
                     parts.iter().flat_map(|p| (p.pos..p.pos + p.tokens.len()).map(|i| i as u32)).collect();
-                let positions = Tensor::new(positions.as_slice(), &self.device)?;
-                (self.cos.index_select(&positions, 0)?, self.sin.index_select(&positions, 0)?)
+                Some(Tensor::new(positions.as_slice(), &self.device)?)
             }
         };
-        let shape = PassShape { parts, rows, cos, sin, masks, table, on_cpu };
+        let rope_rows = |rope: &Rope| -> Result<RopeRows> {
+            let (cos, sin) = rope.rows(parts[0].pos, rows, positions.as_ref())?;
+            Ok(RopeRows { cos, sin })
+        };
+        let global = rope_rows(&self.rope)?;
+        let local = self.local_rope.as_ref().map(rope_rows).transpose()?;
+        let shape = PassShape { parts, rows, global, local, masks, table, on_cpu };
         let tokens: Vec<u32> = parts.iter().flat_map(|p| p.tokens.iter().copied()).collect();
         let ids = Tensor::new(tokens.as_slice(), &self.device)?.unsqueeze(0)?;
         let mut x = self.embedding.lookup(&ids)?; // [1, rows, hidden]
+        if let Some(scale) = self.embedding_scale {
+            x = (x * scale)?;
+        }
         let (c, ours) = (&self.config, self.gpu_fused);
+        let (activation, eps) = (c.family.activation, c.rms_eps);
         // Each block's output waits here to be added to the residual stream together with the next norm.
         let mut pending: Option<Tensor> = None;
         for (index, layer) in self.layers.iter().enumerate() {
-            let h = add_and_norm(&mut x, pending.take(), &layer.attn_norm, c.rms_eps, ours)?;
+            let h = add_and_norm(&mut x, pending.take(), &layer.attn_norm, eps, ours)?;
             let qkv: [Tensor; 3] = layer.qkv.forward(&h)?.try_into().map_err(|_| parts_error("qkv"))?;
-            let attn = shape.attention(index, qkv, c, &mut self.sequences)?;
-            let h = add_and_norm(&mut x, Some(layer.wo.forward(&attn)?), &layer.ffn_norm, c.rms_eps, ours)?;
+            let attn = shape.attention(index, layer, qkv, c, &mut self.sequences)?;
+            let mut attn = layer.wo.forward(&attn)?;
+            if let Some(norm) = &layer.attn_post_norm {
+                attn = candle_nn::ops::rms_norm(&attn, norm, eps)?;
+            }
+            let h = add_and_norm(&mut x, Some(attn), &layer.ffn_norm, eps, ours)?;
+            let feed_forward = |h: &Tensor| layer.feed_forward(h, activation, eps, ours);
             pending = Some(match rows {
                 // A long pass on the CPU runs the feed-forward block a slice of rows at a time: its intermediates
                 // (four `[rows, ffn]` f32 tensors) set the prompt's peak memory, and each row is computed alone,
@@ -121,11 +131,11 @@ impl Qwen2 {
                 rows if on_cpu && rows > FFN_ROWS_AT_ONCE => {
                     let slices = (0..rows)
                         .step_by(FFN_ROWS_AT_ONCE)
-                        .map(|start| layer.feed_forward(&h.narrow(1, start, FFN_ROWS_AT_ONCE.min(rows - start))?, ours))
+                        .map(|start| feed_forward(&h.narrow(1, start, FFN_ROWS_AT_ONCE.min(rows - start))?))
                         .collect::<Result<Vec<_>>>()?;
                     Tensor::cat(&slices, 1)?
                 }
-                _ => layer.feed_forward(&h, ours)?,
+                _ => feed_forward(&h)?,
             });
         }
         if let Some(delta) = pending {
@@ -203,14 +213,30 @@ impl Qwen2 {
 /// The token ids (ascending) whose logits a narrowed pass computes, and the `[n_logits]` buffer they go to.
 pub(super) type NarrowLogits<'a> = (&'a [u32], &'a mut [f32]);
 
+/// A RoPE's rows for each new token's position, `[rows, rotary / 2]`.
+struct RopeRows {
+    cos: Tensor,
+    sin: Tensor,
+}
+
+/// Additive mask `[seq, pos + seq]`: new token i (at absolute position pos + i) sees positions ≤ pos + i, and with a
+/// window only the last `window` of them (its own included).
+fn windowed_mask(seq: usize, pos: usize, window: Option<usize>, device: &candle_core::Device) -> Result<Tensor> {
+    let total = pos + seq;
+    let sees = |i: usize, j: usize| j <= pos + i && window.is_none_or(|w| pos + i - j < w);
+    let values: Vec<f32> =
+        (0..seq).flat_map(|i| (0..total).map(move |j| if sees(i, j) { 0.0 } else { f32::NEG_INFINITY })).collect();
+    Ok(Tensor::from_vec(values, (seq, total), device)?)
+}
+
 /// What every layer of one pass shares: its parts, their RoPE rows and masks, and where attention runs.
 struct PassShape<'a, 'b> {
     parts: &'a [SequencePass<'b>],
     /// All parts' new tokens.
     rows: usize,
-    /// RoPE rows for each new token's position, `[rows, head_dim / 2]`.
-    cos: Tensor,
-    sin: Tensor,
+    /// RoPE rows of the global (or only) RoPE and of the sliding-window layers' one.
+    global: RopeRows,
+    local: Option<RopeRows>,
     /// Each part's causal mask, where candle's attention route needs one.
     masks: Vec<Option<Tensor>>,
     /// The caches as the GPU's pass attention reads them, when it takes this pass.
@@ -223,30 +249,47 @@ impl PassShape<'_, '_> {
     /// and values first. `[1, rows, n_head * head_dim]`, the parts' rows in order.
     fn attention(
         &self,
-        layer: usize,
+        index: usize,
+        layer: &Layer,
         [q, k, v]: [Tensor; 3],
-        c: &Qwen2Config,
+        c: &DecoderConfig,
         sequences: &mut HashMap<SequenceId, CacheSlots>,
     ) -> Result<Tensor> {
-        let (rows, scale) = (self.rows, 1.0 / (c.head_dim as f64).sqrt());
+        let (rows, scale) = (self.rows, c.attention_scale);
+        let kind = c.layer_kind(index);
         if let Some(table) = &self.table {
-            // Rows stay `[1, rows, heads, head_dim]`: the kernels read them so and write attention in the layout
-            // the output projection takes.
+            // Only for plain layers (see `load`): halves layout over whole heads, no norms, no window. Rows stay
+            // `[1, rows, heads, head_dim]`: the kernels read them so and write attention in the layout the output
+            // projection takes.
+            let RopeRows { cos, sin } = &self.global;
             let rows_of = |t: Tensor, n: usize| t.reshape((1, rows, n, c.head_dim))?.contiguous();
-            let q = candle_nn::rotary_emb::rope_thd(&rows_of(q, c.n_head)?, &self.cos, &self.sin)?;
-            let k = candle_nn::rotary_emb::rope_thd(&rows_of(k, c.n_kv_head)?, &self.cos, &self.sin)?;
-            let attn = table.attend(layer, &q, &k, &rows_of(v, c.n_kv_head)?, scale as f32)?;
+            let q = candle_nn::rotary_emb::rope_thd(&rows_of(q, c.n_head)?, cos, sin)?;
+            let k = candle_nn::rotary_emb::rope_thd(&rows_of(k, c.n_kv_head)?, cos, sin)?;
+            let attn = table.attend(index, &q, &k, &rows_of(v, c.n_kv_head)?, scale)?;
             for part in self.parts {
                 let slots = sequences.get_mut(&part.sequence).expect("checked by check_parts");
-                slots.active_mut().layers[layer].advance(part.tokens.len());
+                slots.active_mut().layers[index].advance(part.tokens.len());
             }
             return Ok(attn);
         }
         let heads = |t: Tensor, n: usize| -> candle_core::Result<Tensor> {
             t.reshape((1, rows, n, c.head_dim))?.transpose(1, 2)?.contiguous()
         };
-        let q = candle_nn::rotary_emb::rope(&heads(q, c.n_head)?, &self.cos, &self.sin)?;
-        let k = candle_nn::rotary_emb::rope(&heads(k, c.n_kv_head)?, &self.cos, &self.sin)?;
+        let (mut q, mut k) = (heads(q, c.n_head)?, heads(k, c.n_kv_head)?);
+        if let Some(norm) = &layer.q_norm {
+            q = candle_nn::ops::rms_norm(&q, norm, c.rms_eps)?;
+        }
+        if let Some(norm) = &layer.k_norm {
+            k = candle_nn::ops::rms_norm(&k, norm, c.rms_eps)?;
+        }
+        if kind.rotates {
+            let (rope, spec) = match (kind.window, &self.local, &c.local) {
+                (Some(_), Some(local), Some((spec, _))) => (local, spec),
+                _ => (&self.global, &c.rope),
+            };
+            q = rotate(&q, &rope.cos, &rope.sin, spec)?;
+            k = rotate(&k, &rope.cos, &rope.sin, spec)?;
+        }
         let v = heads(v, c.n_kv_head)?;
         let mut outputs = Vec::with_capacity(self.parts.len());
         let mut row = 0;
@@ -256,17 +299,47 @@ impl PassShape<'_, '_> {
             let own_rows =
                 |t: &Tensor| if self.parts.len() == 1 { Ok(t.clone()) } else { t.narrow(2, row, n)?.contiguous() };
             let slots = sequences.get_mut(&part.sequence).expect("checked by check_parts");
-            let cache = &mut slots.active_mut().layers[layer];
+            let cache = &mut slots.active_mut().layers[index];
             cache.truncate(part.pos);
             let (keys, values) = cache.append(&own_rows(&k)?, &own_rows(&v)?, c.context_length)?;
             let q = own_rows(&q)?;
-            outputs.push(if self.on_cpu {
-                causal_attention(&q, &keys, &values, part.pos, scale as f32)?
-            } else {
-                candle_attention(&q, &keys, &values, mask.as_ref(), scale)?
-            });
+            outputs.push(attend_part(&q, keys, values, part.pos, kind, mask.as_ref(), scale, self.on_cpu)?);
             row += n;
         }
         Ok(if outputs.len() == 1 { outputs.remove(0) } else { Tensor::cat(&outputs, 1)? })
+    }
+}
+
+/// One part's attention over its cache's `keys` and `values` (`[1, kv_heads, pos + rows, head_dim]`): our CPU
+/// kernel where it applies, else candle's ops with the part's mask. A sliding-window layer whose window the part
+/// outgrows reads only the window: one row, by cutting the cache view to it; several, through a windowed mask.
+#[allow(clippy::too_many_arguments)]
+fn attend_part(
+    q: &Tensor,
+    keys: Tensor,
+    values: Tensor,
+    pos: usize,
+    kind: LayerKind,
+    mask: Option<&Tensor>,
+    scale: f32,
+    on_cpu: bool,
+) -> Result<Tensor> {
+    let n = q.dim(2)?;
+    let (keys, values, pos, mask) = match kind.window {
+        Some(window) if pos + n > window => {
+            if n == 1 {
+                let (start, len) = (pos + 1 - window, window);
+                (keys.narrow(2, start, len)?, values.narrow(2, start, len)?, window - 1, None)
+            } else {
+                let mask = windowed_mask(n, pos, Some(window), q.device())?;
+                return Ok(candle_attention(q, &keys, &values, Some(&mask), scale as f64)?);
+            }
+        }
+        _ => (keys, values, pos, mask.cloned()),
+    };
+    if on_cpu {
+        causal_attention(q, &keys, &values, pos, scale)
+    } else {
+        Ok(candle_attention(q, &keys, &values, mask.as_ref(), scale as f64)?)
     }
 }

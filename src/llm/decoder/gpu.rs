@@ -3,7 +3,7 @@
 
 use candle_core::{DType, Device, Tensor};
 
-use super::Qwen2;
+use super::Decoder;
 use crate::kernels::gpu::{self, device_address};
 pub(super) use crate::kernels::gpu_attention::PassTable;
 use crate::kernels::gpu_attention::{self, PartCache};
@@ -28,7 +28,7 @@ pub(super) fn silu_mul(gate: &Tensor, up: &Tensor) -> Result<Option<Tensor>> {
     gpu_fused::silu_mul(gate, up).map(Some)
 }
 
-impl Qwen2 {
+impl Decoder {
     /// For a pass the GPU's pass attention takes (`gpu_attention::takes`), on a device where it runs: cuts each part's
     /// caches back to its position, makes room for its new tokens in every layer and uploads where they live.
     pub(super) fn gpu_pass_table(&mut self, parts: &[SequencePass<'_>]) -> Result<Option<PassTable>> {

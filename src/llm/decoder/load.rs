@@ -1,5 +1,5 @@
-//! Loading a Qwen2 model from GGUF: tensors read (and slow types converted once), projections stacked, the model
-//! assembled.
+//! Loading a decoder from GGUF: tensors read (and slow types converted once), projections stacked or split as
+//! the file has them, RoPE tables built, the model assembled.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -8,10 +8,11 @@ use std::sync::Arc;
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{Device, Tensor};
 
+use super::family::{DecoderConfig, Family};
 use super::gpu::ours_on_gpu;
 use super::layers::{Layer, StackedLinear, TokenTable};
-use super::rope::{rope_tables, ROPE_GROWTH};
-use super::{Qwen2, Qwen2Config, KV_SLOTS, OWN_SEQUENCE};
+use super::rope::{Rope, RopeSpec, ROPE_GROWTH};
+use super::{Decoder, KV_SLOTS, OWN_SEQUENCE};
 use crate::kernels::QLinear;
 use crate::llm::gguf::{GgufFile, LoadError};
 use crate::llm::kv_cache::CacheSlots;
@@ -66,9 +67,9 @@ impl TensorLoader<'_> {
         self.widened += usize::from(dtype == GgmlDType::Q5_0 && ours.kernel_name() == "tandem-q8_0");
     }
 
-    /// Matrices that read the same input, with their biases: consecutive ones of the same type and width are
-    /// stacked into one (see [`StackedLinear`]).
-    fn stacked(&mut self, names: &[&str], biases: Option<&[&str]>) -> Result<StackedLinear> {
+    /// Matrices that read the same input, with their biases where the file has them: consecutive ones of the same
+    /// type and width are stacked into one (see [`StackedLinear`]).
+    fn stacked(&mut self, names: &[String]) -> Result<StackedLinear> {
         let mut layouts = Vec::with_capacity(names.len());
         for name in names {
             let (dtype, dims) = self.file.tensor_layout(name)?;
@@ -80,27 +81,71 @@ impl TensorLoader<'_> {
             let fits = |i: usize| self.stack && layouts[i].0 == layouts[start].0 && layouts[i].1 == layouts[start].1;
             let mut end = (start + 1..names.len()).find(|&i| !fits(i)).unwrap_or(names.len());
             let linear = if end - start == 1 {
-                self.matrix(names[start])?
+                self.matrix(&names[start])?
             } else {
-                match self.file.stacked_rows(&names[start..end], self.device)? {
+                let refs: Vec<&str> = names[start..end].iter().map(String::as_str).collect();
+                match self.file.stacked_rows(&refs, self.device)? {
                     Some(tensor) => self.linear(tensor)?,
                     None => {
                         end = start + 1;
-                        self.matrix(names[start])?
+                        self.matrix(&names[start])?
                     }
                 }
             };
-            let bias = match biases {
-                Some(biases) => {
-                    let parts = biases[start..end].iter().map(|b| self.vector(b)).collect::<Result<Vec<_>>>()?;
-                    Some(if parts.len() == 1 { parts[0].clone() } else { Tensor::cat(&parts, 0)? })
-                }
-                None => None,
-            };
-            groups.push((linear, bias, layouts[start..end].iter().map(|l| l.2).collect()));
+            let widths: Vec<usize> = layouts[start..end].iter().map(|l| l.2).collect();
+            let bias = self.biases(&names[start..end], &widths)?;
+            groups.push((linear, bias, widths));
             start = end;
         }
         Ok(StackedLinear { groups })
+    }
+
+    /// One fused matrix whose output rows are `widths` parts in order (Phi-3's `attn_qkv`, `ffn_up`), with its
+    /// bias where the file has one.
+    fn fused(&mut self, name: &str, widths: Vec<usize>) -> Result<StackedLinear> {
+        let (_, dims) = self.file.tensor_layout(name)?;
+        if dims.first().copied() != Some(widths.iter().sum()) {
+            return Err(LoadError::BadTensor {
+                path: self.file.path().to_path_buf(),
+                name: name.into(),
+                message: format!("shape {dims:?}: expected {} output rows ({widths:?})", widths.iter().sum::<usize>()),
+            }
+            .into());
+        }
+        let linear = self.matrix(name)?;
+        let bias_name = name.replace(".weight", ".bias");
+        let bias = if self.file.has_tensor(&bias_name) { Some(self.vector(&bias_name)?) } else { None };
+        Ok(StackedLinear { groups: vec![(linear, bias, widths)] })
+    }
+
+    /// The biases of matrices stacked together: None when none of them has one, else each one's (zeros for a
+    /// matrix without), joined.
+    fn biases(&self, names: &[String], widths: &[usize]) -> Result<Option<Tensor>> {
+        let bias_names: Vec<String> = names.iter().map(|n| n.replace(".weight", ".bias")).collect();
+        if !bias_names.iter().any(|b| self.file.has_tensor(b)) {
+            return Ok(None);
+        }
+        let parts = bias_names
+            .iter()
+            .zip(widths)
+            .map(|(b, &w)| {
+                if self.file.has_tensor(b) {
+                    self.vector(b)
+                } else {
+                    Ok(Tensor::zeros(w, candle_core::DType::F32, self.device)?)
+                }
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Some(if parts.len() == 1 { parts[0].clone() } else { Tensor::cat(&parts, 0)? }))
+    }
+
+    /// A norm weight where the file has it.
+    fn optional_vector(&self, name: &str) -> Result<Option<Tensor>> {
+        if self.file.has_tensor(name) {
+            Ok(Some(self.vector(name)?))
+        } else {
+            Ok(None)
+        }
     }
 
     /// A loaded weight matrix as a layer: our kernels where this CPU has them (Q5_0 included), else candle's (Q5_0
@@ -115,19 +160,34 @@ impl TensorLoader<'_> {
         QLinear::new(self.convert(tensor)?)
     }
 
-    /// Layer `i`'s norms, projections and biases.
-    fn layer(&mut self, i: usize) -> Result<Layer> {
+    /// Layer `i`'s norms, projections and biases: split or fused as the file has them.
+    fn layer(&mut self, i: usize, config: &DecoderConfig) -> Result<Layer> {
         let name = |part: &str| format!("blk.{i}.{part}");
+        let (q_width, kv_width) = (config.n_head * config.head_dim, config.n_kv_head * config.head_dim);
+        let qkv = if self.file.has_tensor(&name("attn_qkv.weight")) {
+            self.fused(&name("attn_qkv.weight"), vec![q_width, kv_width, kv_width])?
+        } else {
+            self.stacked(&[name("attn_q.weight"), name("attn_k.weight"), name("attn_v.weight")])?
+        };
+        let gate_up = if self.file.has_tensor(&name("ffn_gate.weight")) {
+            self.stacked(&[name("ffn_gate.weight"), name("ffn_up.weight")])?
+        } else {
+            // Phi-3 keeps gate and up in one matrix, gate first.
+            let (_, dims) = self.file.tensor_layout(&name("ffn_up.weight"))?;
+            let rows = dims.first().copied().unwrap_or(0);
+            self.fused(&name("ffn_up.weight"), vec![rows / 2, rows / 2])?
+        };
         Ok(Layer {
             attn_norm: self.vector(&name("attn_norm.weight"))?,
-            qkv: self.stacked(
-                &[&name("attn_q.weight"), &name("attn_k.weight"), &name("attn_v.weight")],
-                Some(&[&name("attn_q.bias"), &name("attn_k.bias"), &name("attn_v.bias")]),
-            )?,
+            qkv,
+            q_norm: self.optional_vector(&name("attn_q_norm.weight"))?,
+            k_norm: self.optional_vector(&name("attn_k_norm.weight"))?,
             wo: self.matrix(&name("attn_output.weight"))?,
+            attn_post_norm: self.optional_vector(&name("post_attention_norm.weight"))?,
             ffn_norm: self.vector(&name("ffn_norm.weight"))?,
-            gate_up: self.stacked(&[&name("ffn_gate.weight"), &name("ffn_up.weight")], None)?,
+            gate_up,
             down: self.matrix(&name("ffn_down.weight"))?,
+            ffn_post_norm: self.optional_vector(&name("post_ffw_norm.weight"))?,
         })
     }
 
@@ -145,15 +205,16 @@ impl TensorLoader<'_> {
     }
 }
 
-impl Qwen2 {
-    /// Builds the model from a GGUF file whose architecture is `qwen2`.
+impl Decoder {
+    /// Builds the model from a GGUF file whose architecture is `family`'s.
     pub fn load(
         file: &GgufFile,
+        family: &'static Family,
         device: &Device,
         options: &LoadOptions,
         conversions: &mut Vec<String>,
     ) -> Result<Self> {
-        let config = Qwen2Config::from_gguf(file)?;
+        let config = DecoderConfig::from_gguf(file, family)?;
         let mut loader = TensorLoader {
             file,
             device,
@@ -171,7 +232,10 @@ impl Qwen2 {
             return Err(LoadError::BadTensor {
                 path: file.path().to_path_buf(),
                 name: "token_embd.weight".into(),
-                message: format!("shape {dims:?}: width differs from qwen2.embedding_length {}", config.hidden),
+                message: format!(
+                    "shape {dims:?}: width differs from {}.embedding_length {}",
+                    family.architecture, config.hidden
+                ),
             }
             .into());
         }
@@ -200,6 +264,7 @@ impl Qwen2 {
         };
         let pieces = config.n_layer + usize::from(separate_output);
         let next_piece = AtomicUsize::new(0);
+        let layer_config = &config;
         let mut loaded: Vec<Result<LoadedShare>> = std::thread::scope(|scope| {
             let workers: Vec<_> = (0..threads)
                 .map(|_| {
@@ -212,7 +277,7 @@ impl Qwen2 {
                             match piece.checked_sub(usize::from(separate_output)) {
                                 _ if piece >= pieces => break,
                                 None => output = Some(loader.matrix("output.weight")?),
-                                Some(i) => mine.push((i, loader.layer(i)?)),
+                                Some(i) => mine.push((i, loader.layer(i, layer_config)?)),
                             }
                         }
                         Ok((mine, output, loader.converted, loader.widened))
@@ -240,33 +305,58 @@ impl Qwen2 {
             conversions.push(format!("Q5_0→int8 (exact, tandem kernel): {} tensors", loader.widened));
         }
         let norm = loader.vector("output_norm.weight")?;
-        let (cos, sin) =
-            rope_tables(config.head_dim, config.rope_base, ROPE_GROWTH.min(config.context_length), device)?;
+        let rope_for = |spec: &RopeSpec| -> Result<Rope> {
+            let factors = match spec.factors {
+                Some(name) => Some(loader.vector(name)?.to_vec1::<f32>()?),
+                None => None,
+            };
+            if factors.as_ref().is_some_and(|f| f.len() != spec.rotary / 2) {
+                return Err(LoadError::BadTensor {
+                    path: file.path().to_path_buf(),
+                    name: spec.factors.unwrap_or_default().into(),
+                    message: format!("expected {} frequency factors", spec.rotary / 2),
+                }
+                .into());
+            }
+            Rope::new(spec.clone(), factors, ROPE_GROWTH.min(config.context_length), device)
+        };
+        let rope = rope_for(&config.rope)?;
+        let local_rope = config.local.as_ref().map(|(spec, _)| rope_for(spec)).transpose()?;
         let n_layer = config.n_layer;
         // Norms, RoPE, biases and activations work on each row alone; the products and attention decide.
         let ours = |linear: &QLinear| linear.kernel_name() != "candle";
         let (gpu_attention, gpu_fused) = ours_on_gpu(device);
+        // Sliding-window layers attend through candle's ops once a pass outgrows the window (see `pass`).
         let exact_batches = device.is_cpu()
+            && config.local.is_none()
             && ours(&output)
             && layers
                 .iter()
                 .all(|l| ours(&l.wo) && ours(&l.down) && l.qkv.linears().all(ours) && l.gate_up.linears().all(ours));
+        // The GPU's pass attention rotates in the halves layout over whole heads, and knows no windows or q/k norms.
+        let plain = config.rope.layout == super::rope::RopeLayout::Halves
+            && config.rope.rotary == config.head_dim
+            && config.local.is_none()
+            && (0..n_layer).all(|i| config.layer_kind(i).rotates)
+            && layers.iter().all(|l| l.q_norm.is_none());
+        let embedding_scale = family.scale_embeddings.then(|| (config.hidden as f64).sqrt());
         Ok(Self {
             config,
             embedding,
+            embedding_scale,
             layers,
             norm,
             output,
             n_logits,
-            cos,
-            sin,
+            rope,
+            local_rope,
             masks: HashMap::new(),
             sequences: HashMap::from([(OWN_SEQUENCE, CacheSlots::new(KV_SLOTS, n_layer))]),
             current: OWN_SEQUENCE,
             next_sequence: OWN_SEQUENCE + 1,
             device: device.clone(),
             exact_batches,
-            gpu_attention,
+            gpu_attention: gpu_attention && plain,
             gpu_fused,
         })
     }

@@ -1,12 +1,20 @@
-//! Qwen2 / Qwen2.5 (and -Coder) from GGUF: our own forward pass on candle ops.
+//! Decoder-only transformers from GGUF on our kernels: Qwen2/2.5, Qwen3, Llama (2, 3.x, Mistral, TinyLlama,
+//! SmolLM2), SmolLM3, Phi-3/Phi-4-mini and Gemma 3, through one layer path.
+//!
+//! One path with the architectures' differences as data, not a copy per architecture: `family` holds what a
+//! file cannot say (RoPE layout, activation, which layers rotate or slide, embedding scale); everything else (biases,
+//! q/k norms, fused projections, post-norms, RoPE frequency factors) follows from the tensors the file has.
+//! docs/architecture.md ("Model families") compares this choice with llama.cpp's and candle-transformers'.
 //!
 //! Ours rather than candle-transformers' so that we control the hot path: a rewindable preallocated KV cache
 //! (prompt-prefix reuse), grouped-query attention without copying K/V per head, a quantized embedding table
 //! (no 0.5–0.9 GB f32 copy), and a one-time conversion of tensor types that candle's CPU kernels run slowly.
 //!
-//! [`load`](Qwen2::load) reads the weights (`load`, built of `layers`), `pass` runs a forward pass over one or more
-//! sequences, `rope` builds the RoPE tables; `gpu` holds everything that needs CUDA (with CPU-build stand-ins).
+//! [`load`](Decoder::load) reads the weights (`load`, built of `layers`), `pass` runs a forward pass over one or
+//! more sequences, `rope` builds and applies the RoPE tables; `gpu` holds everything that needs CUDA (with CPU-build
+//! stand-ins).
 
+pub mod family;
 mod layers;
 mod load;
 mod pass;
@@ -23,8 +31,9 @@ use std::collections::HashMap;
 
 use candle_core::{Device, Tensor};
 
+pub use self::family::{family, Activation, DecoderConfig, Family, FAMILIES};
 use self::layers::{Layer, TokenTable};
-use super::gguf::{GgufFile, LoadError};
+use self::rope::Rope;
 use super::kv_cache::CacheSlots;
 use super::prefix_store::{common_prefix, KvSnapshot};
 use super::{LanguageModel, MultiSequence, SequenceId, SequencePass};
@@ -35,66 +44,32 @@ use crate::Result;
 /// plays both roles, and one spare (buffers grow on use, about 25–57 KB a position).
 const KV_SLOTS: usize = 3;
 
-/// Positions another sequence must cache beyond the current slot's for [`Qwen2::borrow_prefix`] to copy them:
+/// Positions another sequence must cache beyond the current slot's for [`Decoder::borrow_prefix`] to copy them:
 /// fewer are computed about as fast as copied.
 const MIN_BORROWED: usize = 16;
 
-/// Rows of a CPU pass the feed-forward block takes at a time (see `Qwen2::pass`): a 512-token prompt's
+/// Rows of a CPU pass the feed-forward block takes at a time (see `Decoder::pass`): a 512-token prompt's
 /// intermediates for the 0.5B take 40 MB at once, 10 MB in slices of 128.
 const FFN_ROWS_AT_ONCE: usize = 128;
 
 /// The sequence a model uses until told otherwise (see [`MultiSequence::use_sequence`]).
 const OWN_SEQUENCE: SequenceId = 0;
 
-/// Hyper-parameters read from `qwen2.*` metadata.
-#[derive(Debug, Clone)]
-pub struct Qwen2Config {
-    pub n_layer: usize,
-    pub n_head: usize,
-    pub n_kv_head: usize,
-    pub hidden: usize,
-    pub head_dim: usize,
-    pub context_length: usize,
-    pub rms_eps: f32,
-    pub rope_base: f32,
-}
-
-impl Qwen2Config {
-    fn from_gguf(file: &GgufFile) -> Result<Self, LoadError> {
-        let hidden = file.usize("qwen2.embedding_length")?;
-        let n_head = file.usize("qwen2.attention.head_count")?;
-        let n_kv_head = file.usize("qwen2.attention.head_count_kv").unwrap_or(n_head);
-        if n_head == 0 || n_kv_head == 0 || hidden % n_head != 0 || n_head % n_kv_head != 0 {
-            return Err(LoadError::BadHeader {
-                path: file.path().to_path_buf(),
-                message: format!("inconsistent head counts: hidden {hidden}, heads {n_head}, kv heads {n_kv_head}"),
-            });
-        }
-        Ok(Self {
-            n_layer: file.usize("qwen2.block_count")?,
-            n_head,
-            n_kv_head,
-            hidden,
-            head_dim: hidden / n_head,
-            context_length: file.usize("qwen2.context_length").unwrap_or(32768),
-            rms_eps: file.f32("qwen2.attention.layer_norm_rms_epsilon").unwrap_or(1e-6),
-            rope_base: file.f32("qwen2.rope.freq_base").unwrap_or(1_000_000.0),
-        })
-    }
-}
-
-/// A loaded Qwen2 model with its KV cache.
-pub struct Qwen2 {
-    config: Qwen2Config,
+/// A loaded decoder with its KV cache.
+pub struct Decoder {
+    config: DecoderConfig,
     /// The token embedding table (the same matrix as `output` when the model ties them).
     embedding: TokenTable,
+    /// Multiplies looked-up embeddings (Gemma's `sqrt(hidden)`).
+    embedding_scale: Option<f64>,
     layers: Vec<Layer>,
     norm: Tensor,
     output: QLinear,
     n_logits: usize,
-    /// RoPE tables, `[positions, head_dim / 2]`, for the positions used so far (grown by `ROPE_GROWTH`).
-    cos: Tensor,
-    sin: Tensor,
+    /// The RoPE of global layers, tables for the positions used so far (grown by `ROPE_GROWTH`).
+    rope: Rope,
+    /// The RoPE of sliding-window layers, where the family has them.
+    local_rope: Option<Rope>,
     /// Additive causal masks by (new tokens, total positions).
     masks: HashMap<(usize, usize), Tensor>,
     device: Device,
@@ -115,14 +90,14 @@ pub struct Qwen2 {
     gpu_fused: bool,
 }
 
-impl Qwen2 {
+impl Decoder {
     /// The model's hyper-parameters.
-    pub fn config(&self) -> &Qwen2Config {
+    pub fn config(&self) -> &DecoderConfig {
         &self.config
     }
 }
 
-impl Qwen2 {
+impl Decoder {
     /// The current sequence's caches.
     fn caches(&self) -> &CacheSlots {
         self.sequences.get(&self.current).expect("the current sequence is always open")
@@ -161,7 +136,7 @@ impl Qwen2 {
     }
 }
 
-impl MultiSequence for Qwen2 {
+impl MultiSequence for Decoder {
     fn open_sequence(&mut self) -> SequenceId {
         let id = self.next_sequence;
         self.next_sequence += 1;
@@ -195,7 +170,7 @@ impl MultiSequence for Qwen2 {
     }
 }
 
-impl LanguageModel for Qwen2 {
+impl LanguageModel for Decoder {
     fn forward(&mut self, tokens: &[u32], pos: usize) -> Result<Tensor> {
         self.forward_current(tokens, pos, None)
     }
