@@ -138,9 +138,7 @@ type CandleStep = Box<dyn FnMut(&[u32], usize) -> Vec<f32>>;
 
 /// candle-transformers' model of `family`, where it has one that reads everything the twin holds.
 fn candle_model(family: Family, path: &Path) -> Option<CandleStep> {
-    use candle_transformers::models::{
-        quantized_llama, quantized_phi3, quantized_qwen2, quantized_qwen3,
-    };
+    use candle_transformers::models::{quantized_llama, quantized_phi3, quantized_qwen2, quantized_qwen3};
     let mut reader = std::fs::File::open(path).unwrap();
     let content = gguf_file::Content::read(&mut reader).unwrap();
     let device = Device::Cpu;
@@ -215,7 +213,8 @@ fn assert_agree(what: &str, reference: &Run, other: &Run) {
     eprintln!("{what}: worst row {:.4} relative RMS", worst_row(reference, other));
     for (i, (r, o)) in reference.rows.iter().zip(&other.rows).enumerate() {
         let err = relative_rms(r, o);
-        let at = if i < PROMPT_LEN { format!("prompt position {i}") } else { format!("greedy step {}", i - PROMPT_LEN) };
+        let at =
+            if i < PROMPT_LEN { format!("prompt position {i}") } else { format!("greedy step {}", i - PROMPT_LEN) };
         assert!(err < TOLERANCE, "{what}: logits at {at} differ by {err} relative RMS (bound {TOLERANCE})");
     }
     assert_eq!(reference.greedy, other.greedy, "{what}: greedy continuations differ");
@@ -295,7 +294,7 @@ fn ours_matches_llama_cpp_and_candle(
 /// forward pass that ignored one could not pass `ours_matches_llama_cpp_and_candle`: llama3's `rope_freqs`,
 /// Phi-4-mini's long factors (against the short ones a context within original_context_length picks), SmolLM3's
 /// RoPE-less layers (against the same file read as llama), Gemma 3's sliding window (against one wider than the
-/// test).
+/// test). The bound is three tolerances: a pass that ignored the feature would miss by at least twice the noise.
 #[rstest::rstest]
 #[case(Family::Llama3, Tweak { without_rope_freqs: true, ..Tweak::default() }, 0)]
 #[case(Family::Phi4Mini, Tweak::default(), PHI_ORIGINAL_CONTEXT)]
@@ -311,5 +310,6 @@ fn each_twin_feature_moves_llama_cpp_logits(#[case] family: Family, #[case] twea
     let without = llama_cpp_with_context(&changed, &prompt, n_ctx);
     let moved = worst_row(&with, &without);
     eprintln!("{family:?} {tweak:?} n_ctx {n_ctx}: logits move by up to {moved:.3} relative RMS");
-    assert!(moved > 5.0 * TOLERANCE, "{family:?}: taking out {tweak:?} moves llama.cpp's logits by only {moved}");
+    // Measured: 24 % (llama3), 26 % (phi4-mini), 13 % (smollm3: one RoPE-less layer of four), 28 % (gemma3).
+    assert!(moved > 3.0 * TOLERANCE, "{family:?}: taking out {tweak:?} moves llama.cpp's logits by only {moved}");
 }

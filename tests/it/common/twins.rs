@@ -201,8 +201,11 @@ fn sentencepiece_vocab(family: Family) -> Vocab {
         types.push(1);
         scores.push(-(i as f32));
     }
-    let markers: &[&str] =
-        if gemma { &["<start_of_turn>", "<end_of_turn>"] } else { &["<|endoftext|>", "<|user|>", "<|assistant|>", "<|end|>"] };
+    let markers: &[&str] = if gemma {
+        &["<start_of_turn>", "<end_of_turn>"]
+    } else {
+        &["<|endoftext|>", "<|user|>", "<|assistant|>", "<|end|>"]
+    };
     for special in markers {
         tokens.push(special.to_string());
         types.push(3);
@@ -310,9 +313,14 @@ pub fn write_twin_with(path: &Path, family: Family, quant: Quant, tweak: &Tweak)
             let n = rope_dims / 2;
             let long: Vec<f32> = (0..n).map(|i| 1.0 + 15.0 * (i as f32 / (n - 1) as f32).powi(2)).collect();
             let short: Vec<f32> = (0..n).map(|i| 1.0 + 0.5 * i as f32 / (n - 1) as f32).collect();
-            tensors.push(("rope_factors_long.weight".into(), q(&Tensor::new(long, &Device::Cpu).unwrap(), GgmlDType::F32)));
-            tensors
-                .push(("rope_factors_short.weight".into(), q(&Tensor::new(short, &Device::Cpu).unwrap(), GgmlDType::F32)));
+            tensors.push((
+                "rope_factors_long.weight".into(),
+                q(&Tensor::new(long, &Device::Cpu).unwrap(), GgmlDType::F32),
+            ));
+            tensors.push((
+                "rope_factors_short.weight".into(),
+                q(&Tensor::new(short, &Device::Cpu).unwrap(), GgmlDType::F32),
+            ));
         }
         _ => {}
     }
@@ -400,8 +408,10 @@ pub fn write_twin_with(path: &Path, family: Family, quant: Quant, tweak: &Tweak)
     if family.sentencepiece() {
         metadata.push(("tokenizer.ggml.model".into(), Value::String("llama".into())));
         metadata.push(("tokenizer.ggml.pre".into(), Value::String("default".into())));
-        metadata
-            .push(("tokenizer.ggml.scores".into(), Value::Array(vocab.scores.iter().map(|&s| Value::F32(s)).collect())));
+        metadata.push((
+            "tokenizer.ggml.scores".into(),
+            Value::Array(vocab.scores.iter().map(|&s| Value::F32(s)).collect()),
+        ));
         metadata.push(("tokenizer.ggml.unknown_token_id".into(), Value::U32(vocab.unk.unwrap_or(0))));
         if family == Family::Gemma3 {
             metadata.push(("tokenizer.ggml.padding_token_id".into(), Value::U32(0)));
