@@ -6,6 +6,9 @@
 #   scripts/build-llama-reference.sh [OUT_DIR]   (default: target/llama.cpp; prints the driver's path last,
 #                                                 OUT_DIR/reference/llama-reference, where the tests look)
 #
+# From scratch it downloads the source package and builds 74 ninja steps (llama-bench's build has 134): measured
+# with `time scripts/build-llama-reference.sh DIR` on a fresh DIR, 23 min wall on 2 cores shared with four other
+# builds (5 min 53 s of CPU); the second run, 0.04 s.
 # Idempotent: a driver newer than its source is reused at once. LLAMA_CPP_PYTHON_VERSION picks the llama.cpp
 # version as for build-llama-bench.sh; the driver is built for the machine's own instruction set.
 set -euo pipefail
@@ -19,7 +22,8 @@ if [[ -x "$bin" && "$bin" -nt "$source" ]]; then
     echo "$bin"
     exit 0
 fi
-LLAMA_CPU_ISA=native "$root/scripts/build-llama-bench.sh" "$out" llama >/dev/null
+# Its progress goes to stderr, so that the last line here is the driver's path alone.
+LLAMA_CPU_ISA=native "$root/scripts/build-llama-bench.sh" "$out" llama >&2
 vendor="$out/src/vendor/llama.cpp"
 build="$out/build"
 mkdir -p "$out/reference"
