@@ -6,7 +6,8 @@
 # `tandem bench serve --vs-llama-server PATH` (scripts/build-llama-server.sh does that); its web UI is left out
 # (nothing is downloaded at build time). With the target `llama-completion` it builds the one-shot completion tool
 # (JSON-schema constrained with `-jf`) for the plain NESTFUL baseline (scripts/build-llama-completion.sh,
-# scripts/nestful-llamacpp-baseline.py).
+# scripts/nestful-llamacpp-baseline.py). With the target `llama` it builds only the static libraries (libllama.a and
+# ggml's), for scripts/build-llama-reference.sh's driver, and prints the path of libllama.a.
 #
 #   scripts/build-llama-bench.sh [OUT_DIR] [TARGET]   (default: target/llama.cpp and llama-bench; prints the
 #                                                      binary's path last)
@@ -20,8 +21,8 @@ set -euo pipefail
 out="${1:-target/llama.cpp}"
 target="${2:-llama-bench}"
 case "$target" in
-    llama-bench | llama-server | llama-completion) ;;
-    *) echo "unknown target $target: llama-bench, llama-server or llama-completion" >&2; exit 1 ;;
+    llama-bench | llama-server | llama-completion | llama) ;;
+    *) echo "unknown target $target: llama-bench, llama-server, llama-completion or llama" >&2; exit 1 ;;
 esac
 version="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
 isa="${LLAMA_CPU_ISA:-native}"
@@ -40,7 +41,10 @@ esac
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 bin="$out/$build_dir/bin/$target"
-if [[ -x "$bin" ]]; then
+if [[ "$target" == llama ]]; then
+    bin="$out/$build_dir/src/libllama.a"
+fi
+if [[ -f "$bin" ]]; then
     echo "$bin"
     exit 0
 fi

@@ -22,6 +22,7 @@ mod config;
 mod confinement;
 mod crashes;
 mod evaluation;
+mod families;
 mod generate;
 mod grammar;
 mod hostile;

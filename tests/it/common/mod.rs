@@ -4,6 +4,7 @@
 
 pub mod runs;
 pub mod tiny;
+pub mod twins;
 
 use std::path::PathBuf;
 

@@ -64,7 +64,7 @@ pub fn tiny_vocab() -> (Vec<String>, Vec<i32>, Vec<String>) {
     (tokens, types, merges)
 }
 
-fn random(shape: &[usize], seed: u64, scale: f64) -> Tensor {
+pub fn random(shape: &[usize], seed: u64, scale: f64) -> Tensor {
     // A cheap deterministic pseudo-random fill (xorshift), so files are identical run to run.
     let n: usize = shape.iter().product();
     let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
