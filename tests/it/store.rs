@@ -470,8 +470,65 @@ fn unknown_ids_list_the_known_ones_and_paths_skip_the_manifest() {
     let file = f.dir.path().join("local.gguf");
     std::fs::write(&file, b"GGUF").unwrap();
     let resolved = store.resolve(file.to_str().unwrap(), &SilentReporter).unwrap();
-    assert_eq!((resolved.path, resolved.id, resolved.sha256), (file, None, None));
+    assert_eq!((resolved.path, resolved.id, resolved.sha256), (file.clone(), None, Some(sha_hex(b"GGUF"))));
     assert_eq!(store.verify(&f.id(), &SilentReporter).unwrap(), VerifyReport::Missing);
+
+    // The hash is remembered beside the cache while the file is unchanged, and taken again once it changes.
+    assert_eq!(std::fs::read_dir(f.cache.join("external")).unwrap().count(), 1, "one sidecar for the path");
+    std::fs::write(&file, b"GGUF plus more").unwrap();
+    let resolved = store.resolve(file.to_str().unwrap(), &SilentReporter).unwrap();
+    assert_eq!(resolved.sha256, Some(sha_hex(b"GGUF plus more")));
+}
+
+#[test]
+fn an_added_file_is_kept_under_its_id_and_resolves_with_its_hash() {
+    let f = Fixture::new("added");
+    let store = f.store();
+    let source = f.dir.path().join("My Model-Q4_1.gguf");
+    let bytes = b"GGUF\x03\x00\x00\x00 a tiny stand-in".to_vec();
+    std::fs::write(&source, &bytes).unwrap();
+
+    let (id, path, sha) = store.add(&source, None, &SilentReporter).unwrap();
+    assert_eq!(id, "my-model-q4_1", "the id comes from the file name");
+    assert_eq!((path.clone(), sha.clone()), (f.cache.join("my-model-q4_1.gguf"), sha_hex(&bytes)));
+    assert_eq!(std::fs::read(&path).unwrap(), bytes, "a copy");
+    assert!(source.is_file(), "the original stays");
+    assert_eq!(store.added_ids(), ["my-model-q4_1"]);
+    let resolved = store.resolve("my-model-q4_1", &SilentReporter).unwrap();
+    assert_eq!((resolved.path, resolved.id, resolved.sha256), (path, Some(id), Some(sha)));
+
+    // Taken ids, manifest ids, bad ids and files that are not GGUF are refused with what to do.
+    let err = store.add(&source, None, &SilentReporter).unwrap_err();
+    assert!(matches!(err, StoreError::IdTaken { .. }) && err.to_string().contains("--id"), "{err}");
+    let err = store.add(&source, Some(&f.id()), &SilentReporter).unwrap_err();
+    assert!(err.to_string().contains("the manifest"), "{err}");
+    let err = store.add(&source, Some("../up"), &SilentReporter).unwrap_err();
+    assert!(matches!(err, StoreError::BadId(_)), "{err}");
+    let text = f.dir.path().join("notes.gguf");
+    std::fs::write(&text, b"hello").unwrap();
+    let err = store.add(&text, Some("notes"), &SilentReporter).unwrap_err();
+    assert!(matches!(err, StoreError::NotGguf(_)), "{err}");
+    assert!(!f.cache.join("notes.gguf").exists() && !f.cache.join("notes.gguf.partial").exists());
+}
+
+#[test]
+fn hub_names_come_from_the_cache_and_offline_say_what_to_do() {
+    let f = Fixture::new("hubname");
+    let store = f.store(); // hub off
+    let name = "hf:Example/Tiny-GGUF/Tiny-Q8_0.gguf";
+    let err = store.resolve(name, &SilentReporter).unwrap_err();
+    assert!(matches!(err, StoreError::HubOffline { .. }), "{err}");
+    assert!(err.to_string().contains("tandem models add"), "{err}");
+    let err = store.resolve("hf:Tiny-Q8_0.gguf", &SilentReporter).unwrap_err();
+    assert!(matches!(err, StoreError::BadHubName(_)), "{err}");
+
+    // Once in the cache (as a pull would leave it), the name resolves offline.
+    let source = f.dir.path().join("tiny.gguf");
+    std::fs::write(&source, b"GGUF tiny").unwrap();
+    store.add(&source, Some("example--tiny-gguf--tiny-q8_0"), &SilentReporter).unwrap();
+    let resolved = store.resolve(name, &SilentReporter).unwrap();
+    assert_eq!(resolved.id.as_deref(), Some("example--tiny-gguf--tiny-q8_0"));
+    assert_eq!(resolved.sha256, Some(sha_hex(b"GGUF tiny")));
 }
 
 #[test]
