@@ -218,11 +218,13 @@ mod tests {
 
     #[test]
     fn llama3_json_python_tag_and_builtin_calls() {
-        let (content, calls) = CallFormat::Llama3.parse("{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}");
+        let (content, calls) =
+            CallFormat::Llama3.parse("{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}");
         assert_eq!((content.as_str(), calls), ("", vec![call("get_weather", r#"{"city":"Paris"}"#)]));
         let (_, calls) = CallFormat::Llama3.parse("<|python_tag|>{\"name\": \"f\", \"parameters\": {}}<|eom_id|>");
         assert_eq!(calls, [call("f", "{}")]);
-        let (_, calls) = CallFormat::Llama3.parse("<|python_tag|>brave_search.call(query=\"it's \\\"new\\\"\", n=3, safe=True)");
+        let (_, calls) =
+            CallFormat::Llama3.parse("<|python_tag|>brave_search.call(query=\"it's \\\"new\\\"\", n=3, safe=True)");
         assert_eq!(calls, [call("brave_search", r#"{"query":"it's \"new\"","n":3,"safe":true}"#)]);
         let (content, calls) = CallFormat::Llama3.parse("The answer is {x}.");
         assert_eq!((content.as_str(), calls.len()), ("The answer is {x}.", 0));
@@ -233,8 +235,8 @@ mod tests {
         let (content, calls) = CallFormat::Mistral
             .parse("[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"a\": [1]}, \"id\": \"abc123def\"}, {\"name\": \"g\", \"arguments\": {}}]");
         assert_eq!((content.as_str(), calls), ("", vec![call("f", r#"{"a":[1]}"#), call("g", "{}")]));
-        let (content, calls) =
-            CallFormat::Phi4.parse("Sure.<|tool_call|>[{\"name\": \"f\", \"arguments\": {\"q\": \"x\"}}]<|/tool_call|>");
+        let (content, calls) = CallFormat::Phi4
+            .parse("Sure.<|tool_call|>[{\"name\": \"f\", \"arguments\": {\"q\": \"x\"}}]<|/tool_call|>");
         assert_eq!((content.as_str(), calls), ("Sure.", vec![call("f", r#"{"q":"x"}"#)]));
         let (_, calls) = CallFormat::Phi4.parse("functools[{\"name\": \"f\", \"arguments\": {}}]");
         assert_eq!(calls, [call("f", "{}")]);

@@ -24,7 +24,9 @@ pub enum StoreError {
     BadHubName(String),
     /// A hub model that is not cached was asked for while the hub cannot be reached.
     #[error(
-        "{spec} is not in the model cache and the Hugging Face hub is {reason}: run the command again when online          (it is then kept in the cache), or download the file elsewhere and give its path, or keep it with          `tandem models add PATH`"
+        "{spec} is not in the model cache and the Hugging Face hub is {reason}: run the command again when online \
+         (it is then kept in the cache), or download the file elsewhere and give its path, or keep it with \
+         `tandem models add PATH`"
     )]
     HubOffline {
         /// The `hf:` name.
@@ -36,7 +38,9 @@ pub enum StoreError {
     #[error("{0} is not a GGUF file (it does not start with 'GGUF'); only .gguf model files can be added")]
     NotGguf(PathBuf),
     /// An id that cannot be a file name in the cache.
-    #[error("model id '{0}' must be letters, digits, '.', '-' or '_' (and not start with '.'); give another with --id")]
+    #[error(
+        "model id '{0}' must be letters, digits, '.', '-' or '_' (and not start with '.'); give another with --id"
+    )]
     BadId(String),
     /// `models add` would overwrite a model.
     #[error("model id '{id}' is already taken ({place}); give another with --id")]

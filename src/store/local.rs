@@ -16,7 +16,9 @@ pub const HUB_PREFIX: &str = "hf:";
 
 /// Whether `id` is usable as a file name in the cache (the manifest's rule).
 pub fn valid_id(id: &str) -> bool {
-    !id.is_empty() && !id.starts_with('.') && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+    !id.is_empty()
+        && !id.starts_with('.')
+        && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
 }
 
 /// The id a file gets when `models add` is not given one: its name without `.gguf`, lower-cased, with anything but
@@ -47,7 +49,8 @@ pub fn parse_hub_name(spec: &str) -> Result<(String, String, String), StoreError
 
 fn is_gguf(path: &Path) -> bool {
     let mut magic = [0u8; 4];
-    std::fs::File::open(path).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic)).is_ok() && &magic == b"GGUF"
+    std::fs::File::open(path).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic)).is_ok()
+        && &magic == b"GGUF"
 }
 
 impl ModelStore {
@@ -135,21 +138,35 @@ impl ModelStore {
         if target.exists() {
             return Err(StoreError::IdTaken { id, place: target.display().to_string() });
         }
-        std::fs::create_dir_all(self.layout.root()).map_err(io(format!("creating {}", self.layout.root().display())))?;
+        std::fs::create_dir_all(self.layout.root())
+            .map_err(io(format!("creating {}", self.layout.root().display())))?;
         let partial = self.layout.partial(&id);
-        std::fs::copy(source, &partial).map_err(io(format!("copying {} to {}", source.display(), partial.display())))?;
+        std::fs::copy(source, &partial).map_err(io(format!(
+            "copying {} to {}",
+            source.display(),
+            partial.display()
+        )))?;
         self.install_local(&id, &partial, reporter).map(|(path, sha)| (id, path, sha))
     }
 
     /// Hashes `<id>.gguf.partial`, renames it to `<id>.gguf` and writes its stamp.
-    fn install_local(&self, id: &str, partial: &Path, reporter: &dyn Reporter) -> Result<(PathBuf, String), StoreError> {
+    fn install_local(
+        &self,
+        id: &str,
+        partial: &Path,
+        reporter: &dyn Reporter,
+    ) -> Result<(PathBuf, String), StoreError> {
         let size = std::fs::metadata(partial).map_err(io(format!("reading {}", partial.display())))?.len();
         let hashed = self.hash_with_progress(partial, size, &format!("hashing {id}"), reporter);
         let (_, sha) = hashed.inspect_err(|_| {
             let _ = std::fs::remove_file(partial);
         })?;
         let target = self.layout.model(id);
-        std::fs::rename(partial, &target).map_err(io(format!("renaming {} to {}", partial.display(), target.display())))?;
+        std::fs::rename(partial, &target).map_err(io(format!(
+            "renaming {} to {}",
+            partial.display(),
+            target.display()
+        )))?;
         if let Err(e) = stamp::write(&self.layout.stamp(id, &target), &target, &sha, false) {
             tracing::debug!(id, error = %e, "could not write the hash stamp");
         }
@@ -167,7 +184,8 @@ impl ModelStore {
         if let Some(reason) = offline {
             return Err(StoreError::HubOffline { spec: spec.to_string(), reason: reason.to_string() });
         }
-        std::fs::create_dir_all(self.layout.root()).map_err(io(format!("creating {}", self.layout.root().display())))?;
+        std::fs::create_dir_all(self.layout.root())
+            .map_err(io(format!("creating {}", self.layout.root().display())))?;
         let _lock = super::lock::PullLock::acquire(&self.layout.lock(&id), || {
             reporter.message(&format!("another process is pulling {id}; waiting for it"))
         })?;
@@ -207,7 +225,10 @@ mod tests {
 
     #[test]
     fn ids_from_file_names_are_cache_safe() {
-        assert_eq!(id_from_file_name(Path::new("/m/Llama-3.2-1B-Instruct-Q4_K_M.gguf")), "llama-3.2-1b-instruct-q4_k_m");
+        assert_eq!(
+            id_from_file_name(Path::new("/m/Llama-3.2-1B-Instruct-Q4_K_M.gguf")),
+            "llama-3.2-1b-instruct-q4_k_m"
+        );
         assert_eq!(id_from_file_name(Path::new("my model (v2).GGUF")), "my-model--v2-");
         assert_eq!(id_from_file_name(Path::new(".hidden.gguf")), "hidden");
     }

@@ -113,3 +113,34 @@ fn ids_match_llama_cpp(#[case] id: &str, #[case] pre: &str) {
     }
     assert!(mismatches.is_empty(), "{id}: {} texts differ:\n{}", mismatches.len(), mismatches.join("\n"));
 }
+
+/// SentencePiece with the space prefix on (Llama 2, Mistral 7B, TinyLlama, Phi-3: files without
+/// `tokenizer.ggml.add_space_prefix`): Gemma's real vocabulary written into a vocabulary-only file without that key,
+/// so llama.cpp and we both fall back to prefixing, at the start and again after every special token.
+#[test]
+fn sentencepiece_space_prefix_matches_llama_cpp() {
+    let binary = llama_tokenize();
+    let mut md = metadata(&crate::common::real_model("gemma-3-270m-q4_k_m"));
+    assert!(md.remove("tokenizer.ggml.add_space_prefix").is_some(), "Gemma's file sets the key; this drops it");
+    md.remove("tokenizer.chat_template");
+    let scratch = tempfile::tempdir().unwrap();
+    let model = scratch.path().join("spm-prefix.gguf");
+    let entries: Vec<(&str, &Value)> = md.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&model).unwrap());
+    gguf_file::write(&mut out, &entries, &[]).unwrap();
+    drop(out);
+    let tok = GgufTokenizer::from_gguf(&md).unwrap();
+    let texts = [
+        "Hello world",
+        " leading space",
+        "<start_of_turn>user\nhi there<end_of_turn>\n<start_of_turn>model\n",
+        "a<end_of_turn>b  c",
+        "12345 café 你好\n\n\tend",
+    ];
+    for text in texts {
+        let ours = tok.encode(text, tok.add_bos_by_default()).unwrap();
+        let theirs = llama_ids(&binary, &model, text, scratch.path());
+        assert_eq!(ours, theirs, "{text:?}");
+    }
+    assert_eq!(tok.encode("Hello", false).unwrap(), [tok.token_to_id("▁Hello").unwrap()], "prefixed");
+}

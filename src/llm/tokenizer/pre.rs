@@ -42,7 +42,12 @@ const TABLE: &[(&[&str], &[&str], bool, bool)] = &[
     (&["dbrx", "smaug-bpe"], &[LLAMA3], false, false),
     (&["qwen2", "deepseek-r1-qwen", "stablelm2", "megrez"], &[QWEN2], false, false),
     (&["qwen35"], &[QWEN35], false, false),
-    (&["smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b"], &[r"\p{N}", GPT2], false, false),
+    (
+        &["smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b"],
+        &[r"\p{N}", GPT2],
+        false,
+        false,
+    ),
     (&["gpt-4o", "llama4"], &[GPT4O], false, false),
     (&["tekken"], &[TEKKEN], true, true),
     (&["gpt-2", "phi-2", "mpt", "olmo"], &[GPT2], false, false),
