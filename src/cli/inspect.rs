@@ -27,7 +27,8 @@ pub enum RunsCommand {
 /// `tandem models …`.
 #[derive(Debug, Subcommand)]
 pub enum ModelsCommand {
-    /// List the models in the manifest and whether each is in the cache.
+    /// List the models in the manifest and those added to the cache, whether each is there, and for files on disk
+    /// their architecture, quantization and context length (read from the GGUF header).
     List,
     /// Download models into the cache (default: all defaults) and verify them.
     Pull {
@@ -44,8 +45,20 @@ pub enum ModelsCommand {
     },
     /// Print the path of a model's file, pulling it first if needed.
     Path {
-        /// Model id.
+        /// Model id (or hf:OWNER/REPO/FILE.gguf).
         id: String,
+    },
+    /// Keep a .gguf file in the model cache under an id, usable as `--planner ID` / `--executor ID` afterwards
+    /// (the file is copied and hashed; the original is not touched).
+    ///
+    /// Example: tandem models add ./Llama-3.2-1B-Instruct-Q4_K_M.gguf --id llama-3.2-1b
+    #[command(verbatim_doc_comment)]
+    Add {
+        /// The .gguf file.
+        path: std::path::PathBuf,
+        /// The id to keep it under (default: the file name without .gguf, lower-cased).
+        #[arg(long)]
+        id: Option<String>,
     },
 }
 

@@ -4,6 +4,7 @@ pub mod batch;
 pub mod bench;
 pub mod config;
 pub mod generate;
+pub mod model_info;
 pub mod models;
 pub mod plan;
 pub mod reporter;

@@ -1,6 +1,7 @@
-//! `tandem models list | pull | verify | path`: the store's command-line face. Results go to stdout, progress and
+//! `tandem models list | pull | verify | path | add`: the store's command-line face. Results go to stdout, progress and
 //! status lines to stderr through the reporter.
 
+use super::model_info::{self, ModelInfo};
 use crate::cli::ModelsCommand;
 use crate::progress::Reporter;
 use crate::store::{CacheStatus, ModelStore, StoreError, VerifyReport};
@@ -22,6 +23,10 @@ pub fn run(cmd: ModelsCommand, reporter: &dyn Reporter) -> Result<()> {
             let resolved = store.resolve(&id, reporter)?;
             println!("{}", resolved.path.display());
         }
+        ModelsCommand::Add { path, id } => {
+            let (id, target, sha) = store.add(&path, id.as_deref(), reporter)?;
+            println!("{id}: kept at {} (sha256 {sha}); use it as --planner {id} or --executor {id}", target.display());
+        }
     }
     Ok(())
 }
@@ -38,10 +43,20 @@ fn ids_or_all(store: &ModelStore, ids: Vec<String>) -> Result<Vec<String>> {
 }
 
 fn list(store: &ModelStore) -> Result<()> {
-    let width = store.entries().iter().map(|e| e.id.len()).max().unwrap_or(2).max(2);
-    println!("{:<width$}  {:<9} {:>8}  {:<19} STATUS", "ID", "ROLE", "SIZE", "LICENSE");
+    let added = store.added_ids();
+    let width = store.entries().iter().map(|e| e.id.len()).chain(added.iter().map(String::len)).max().unwrap_or(2);
+    let width = width.max(2);
+    println!(
+        "{:<width$}  {:<9} {:<9} {:<7} {:>7} {:>8}  {:<19} STATUS",
+        "ID", "ROLE", "ARCH", "QUANT", "CONTEXT", "SIZE", "LICENSE"
+    );
     for e in store.entries() {
-        let status = match store.status(&e.id)? {
+        let status = store.status(&e.id)?;
+        let on_disk = match &status {
+            CacheStatus::Verified { path } | CacheStatus::Unverified { path } => Some(path.clone()),
+            CacheStatus::WrongSize { .. } | CacheStatus::NotCached => None,
+        };
+        let status = match status {
             CacheStatus::Verified { path } => located("verified", store, &path),
             CacheStatus::Unverified { path } => located("cached, not verified yet", store, &path),
             CacheStatus::WrongSize { path, size } => {
@@ -49,11 +64,33 @@ fn list(store: &ModelStore) -> Result<()> {
             }
             CacheStatus::NotCached => "not cached (pulled on first use)".to_string(),
         };
-        let size = format!("{:.0} MB", e.size as f64 / 1e6);
-        println!("{:<width$}  {:<9} {:>8}  {:<19} {status}", e.id, e.role, size, e.license);
+        // The header of the file on disk when there is one, else what the manifest says.
+        let info = on_disk.and_then(|p| model_info::read(&p).ok()).unwrap_or_else(|| ModelInfo {
+            architecture: e.architecture.clone(),
+            quantization: e.quantization.clone(),
+            context_length: None,
+            size: e.size,
+        });
+        row(&e.id, &e.role, &info, &e.license, &status, width);
+    }
+    for id in &added {
+        let path = store.cache_file(id);
+        match model_info::read(&path) {
+            Ok(info) => row(id, "added", &info, "-", "added (tandem models add, or a hub name)", width),
+            Err(e) => println!("{id:<width$}  added     {} is unreadable: {e}", path.display()),
+        }
     }
     println!("\ncache: {}", store.cache_dir().display());
     Ok(())
+}
+
+fn row(id: &str, role: &str, info: &ModelInfo, license: &str, status: &str, width: usize) {
+    let context = info.context_length.map(|c| c.to_string()).unwrap_or_else(|| "-".into());
+    let size = format!("{:.0} MB", info.size as f64 / 1e6);
+    println!(
+        "{id:<width$}  {role:<9} {:<9} {:<7} {context:>7} {size:>8}  {license:<19} {status}",
+        info.architecture, info.quantization
+    );
 }
 
 /// `status`, plus where the file is when it is not in the cache (a `TANDEM_MODELS` directory).

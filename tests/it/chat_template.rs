@@ -187,3 +187,40 @@ fn tools_that_are_not_an_array_are_rejected() {
         qwen_template().render(&[ChatMessage::user("Hi")], Some(&serde_json::json!({"name": "f"})), true).unwrap_err();
     assert!(matches!(err, TemplateError::ToolsNotAnArray(_)), "{err}");
 }
+
+/// The chat templates of the families we run (Llama 3.1/3.2, Qwen3, SmolLM2/3, Phi-3.5/4-mini, Mistral Nemo), each
+/// rendered for a plain turn, a system prompt with tools, a tool call and its result, and Phi-4's tools-in-the-
+/// system-message form, must give exactly what Python's jinja2 gives in Hugging Face's setup. The expected texts
+/// come from `tests/fixtures/chat_templates/render.py`, which renders with a fixed date; today's date is put back
+/// to that one here.
+#[test]
+fn family_templates_render_as_hugging_face_renders_them() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/chat_templates");
+    let reference: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap();
+    let date = reference["date"].as_str().unwrap();
+    let today = ChatTemplate::new("{{ strftime_now('%d %b %Y') }}", "", "").unwrap().render(&[], None, false).unwrap();
+    let expected = reference["expected"].as_object().unwrap();
+    assert!(expected.len() >= 8, "every family's template has a reference: {:?}", expected.keys());
+    let mut checked = 0;
+    for (name, results) in expected {
+        let source = std::fs::read_to_string(dir.join(format!("{name}.jinja"))).unwrap();
+        let (bos, eos) = if name.starts_with("llama") { ("<|begin_of_text|>", "<|eot_id|>") } else { ("<s>", "</s>") };
+        let template = ChatTemplate::new(&source, bos, eos).unwrap_or_else(|e| panic!("{name}: {e}"));
+        for (case, want) in results.as_object().unwrap() {
+            let spec = &reference["cases"][case];
+            let messages = spec["messages"].as_array().unwrap();
+            let tools = spec["tools"].as_array().map(|_| &spec["tools"]);
+            let got = template.render_json(messages, tools, true);
+            match want {
+                serde_json::Value::String(want) => {
+                    let got = got.unwrap_or_else(|e| panic!("{name}/{case}: {e}")).replace(&today, date);
+                    assert_eq!(&got, want, "{name}/{case}");
+                }
+                other => assert!(got.is_err(), "{name}/{case}: jinja2 refused it ({other}), we rendered {got:?}"),
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 32, "{checked}");
+}

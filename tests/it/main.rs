@@ -32,6 +32,7 @@ mod kernels;
 mod kv_slots;
 mod layers;
 mod llamacpp_baseline;
+mod llamacpp_tokenize;
 mod loader;
 mod mcp;
 mod mcp_agent;

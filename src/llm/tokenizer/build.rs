@@ -11,16 +11,9 @@ use tokenizers::{AddedToken, DecoderWrapper, NormalizerWrapper, PreTokenizerWrap
 use super::bytes::token_bytes_table;
 use super::merges::merges_from_scores;
 use super::metadata::{as_f32, as_i32, number_array, optional_bool, optional_id, string_array, string_value};
+use super::pre::PreTokenizer;
 use super::{token_type, GgufTokenizer, TokenizerError, TokenizerKind};
 use crate::llm::packed_strings::PackedStrings;
-
-/// The pre-tokenizer split used by Qwen2 (`tokenizer.ggml.pre = qwen2`): GPT-4's, with single digits.
-const QWEN2_SPLIT: &str =
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
-/// Llama 3's split (`llama3`, `llama-bpe`): GPT-4's, digits in groups of up to three.
-const LLAMA3_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
-/// GPT-2's split (`gpt-2`, `default`, or no `pre` key).
-const GPT2_SPLIT: &str = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
 
 fn component<T: serde::de::DeserializeOwned>(what: &str, spec: serde_json::Value) -> Result<T, TokenizerError> {
     serde_json::from_value(spec).map_err(|e| TokenizerError::Build(format!("{what}: {e}")))
@@ -56,9 +49,18 @@ impl GgufTokenizer {
         let bos = optional_id(md, "tokenizer.ggml.bos_token_id", n)?;
         let eos = optional_id(md, "tokenizer.ggml.eos_token_id", n)?;
         let unk = optional_id(md, "tokenizer.ggml.unknown_token_id", n)?;
-        // llama.cpp's defaults when the keys are absent: SentencePiece vocabularies add BOS and a space prefix.
+        // Byte-level BPE needs a pre-tokenizer we know, by name (never guessed: a wrong split gives wrong ids).
+        let pre = match kind {
+            TokenizerKind::Bpe => {
+                let name = string_value(md, "tokenizer.ggml.pre")?.unwrap_or("default");
+                Some(PreTokenizer::by_name(name).ok_or_else(|| TokenizerError::UnsupportedPreTokenizer(name.into()))?)
+            }
+            TokenizerKind::SentencePiece => None,
+        };
+        // llama.cpp's defaults when the keys are absent: SentencePiece vocabularies add BOS and a space prefix;
+        // byte-level BPE adds BOS for the pre-tokenizers that say so (Llama 3's).
         let spm = kind == TokenizerKind::SentencePiece;
-        let add_bos = optional_bool(md, "tokenizer.ggml.add_bos_token")?.unwrap_or(spm);
+        let add_bos = optional_bool(md, "tokenizer.ggml.add_bos_token")?.unwrap_or(pre.map_or(spm, |p| p.add_bos));
         let add_space_prefix = optional_bool(md, "tokenizer.ggml.add_space_prefix")?.unwrap_or(spm);
 
         // Unused rows (Qwen's `[PAD…]`) stay out of the vocabulary, so encoding can never produce them.
@@ -83,26 +85,17 @@ impl GgufTokenizer {
                         _ => Err(TokenizerError::BadMerge { index, merge }),
                     })
                     .collect::<Result<Vec<_>, _>>()?;
-                let pre = string_value(md, "tokenizer.ggml.pre")?.unwrap_or("default");
-                let split = match pre {
-                    "qwen2" => QWEN2_SPLIT,
-                    "llama3" | "llama-bpe" | "llama-v3" => LLAMA3_SPLIT,
-                    "gpt-2" | "gpt2" | "default" => GPT2_SPLIT,
-                    other => return Err(TokenizerError::UnsupportedPreTokenizer(other.to_string())),
-                };
+                let pre = pre.ok_or_else(|| TokenizerError::Build("byte-level BPE without a pre-tokenizer".into()))?;
                 let bpe = BPE::builder()
                     .vocab_and_merges(vocab, merges)
+                    .ignore_merges(pre.ignore_merges)
                     .build()
                     .map_err(|e| TokenizerError::Build(format!("byte-level BPE model: {e}")))?;
                 let mut inner = tokenizers::Tokenizer::new(bpe);
-                // The split isolates words, numbers, punctuation runs and whitespace; ByteLevel then only maps
+                // The splits isolate words, numbers, punctuation runs and whitespace; ByteLevel then only maps
                 // bytes to GPT-2 characters (its own regex off), as in Qwen2's tokenizer.json.
-                let pre_tokenizer: PreTokenizerWrapper = component(
-                    "pre-tokenizer",
-                    json!({"type": "Sequence", "pretokenizers": [
-                        {"type": "Split", "pattern": {"Regex": split}, "behavior": "Isolated", "invert": false},
-                        {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false}]}),
-                )?;
+                let pre_tokenizer: PreTokenizerWrapper =
+                    component(&format!("pre-tokenizer '{}'", pre.name), pre.spec())?;
                 let decoder: DecoderWrapper = component(
                     "decoder",
                     json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false}),
@@ -252,10 +245,10 @@ mod tests {
         assert!(err.to_string().contains("'tokenizer.ggml.tokens' (element 1)"), "{err}");
 
         let mut md = tiny_bpe();
-        md.insert("tokenizer.ggml.pre".into(), Value::String("starcoder".into()));
-        assert!(
-            matches!(GgufTokenizer::from_gguf(&md), Err(TokenizerError::UnsupportedPreTokenizer(p)) if p == "starcoder")
-        );
+        md.insert("tokenizer.ggml.pre".into(), Value::String("deepseek-llm".into()));
+        let err = GgufTokenizer::from_gguf(&md).unwrap_err();
+        assert!(matches!(&err, TokenizerError::UnsupportedPreTokenizer(p) if p == "deepseek-llm"), "{err}");
+        assert!(err.to_string().contains("smollm"), "the message lists what is supported: {err}");
 
         let mut md = tiny_bpe();
         md.insert("tokenizer.ggml.model".into(), Value::String("t5".into()));

@@ -20,7 +20,10 @@ pub enum TokenizerError {
     #[error("tokenizer type '{0}' is not supported (supported: gpt2, llama)")]
     UnsupportedModel(String),
     /// `tokenizer.ggml.pre` names a pre-tokenizer (split regex) this build does not know.
-    #[error("byte-level BPE pre-tokenizer '{0}' is not supported (supported: qwen2, llama3/llama-bpe, gpt-2/default)")]
+    #[error(
+        "byte-level BPE pre-tokenizer '{0}' (tokenizer.ggml.pre) is not supported; supported: {supported}",
+        supported = super::pre::PreTokenizer::supported()
+    )]
     UnsupportedPreTokenizer(String),
     /// A per-token array does not have one entry per token.
     #[error("tokenizer metadata key '{key}' has {found} entries, but there are {expected} tokens")]

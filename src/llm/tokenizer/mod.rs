@@ -14,9 +14,9 @@
 //! regex, Gemma against Google's `sentencepiece` fed a model proto rebuilt from the GGUF pieces, scores and
 //! types. Every id sequence matched.
 //!
-//! [`error`] holds the errors, `metadata` reads `tokenizer.ggml.*` keys, [`build`] builds the tokenizer (with
-//! `merges` deriving SentencePiece merges from scores and `bytes` each token's bytes), and [`decode`] turns ids
-//! back into text, streaming included.
+//! [`error`] holds the errors, `metadata` reads `tokenizer.ggml.*` keys, [`pre`] maps `tokenizer.ggml.pre` names to
+//! llama.cpp's split regexes, [`build`] builds the tokenizer (with `merges` deriving SentencePiece merges from
+//! scores and `bytes` each token's bytes), and [`decode`] turns ids back into text, streaming included.
 
 pub mod build;
 mod bytes;
@@ -24,6 +24,7 @@ pub mod decode;
 pub mod error;
 mod merges;
 mod metadata;
+pub mod pre;
 
 pub use self::bytes::gpt2_byte_to_char;
 pub use self::decode::TokenStream;
@@ -49,8 +50,10 @@ mod token_type {
     pub const BYTE: i32 = 6;
 }
 
-/// Texts that end a reply in the chat formats we know, besides the model's EOS.
-const END_OF_TURN_TEXTS: [&str; 4] = ["<|im_end|>", "<|endoftext|>", "<end_of_turn>", "<eos>"];
+/// Texts that end a reply in the chat formats we know, besides the model's EOS: ChatML's (Qwen, SmolLM), Gemma's,
+/// Llama 3's end of turn, end of message (after a `<|python_tag|>` call) and end of text, Phi's end of turn.
+const END_OF_TURN_TEXTS: [&str; 8] =
+    ["<|im_end|>", "<|endoftext|>", "<end_of_turn>", "<eos>", "<|eot_id|>", "<|eom_id|>", "<|end_of_text|>", "<|end|>"];
 
 /// A tokenizer with the metadata the rest of the engine needs (stop tokens, token bytes for grammars).
 pub struct GgufTokenizer {
@@ -149,11 +152,11 @@ impl GgufTokenizer {
         self.eos
     }
 
-    /// Tokens that end a reply: EOS, then whichever of `<|im_end|>`, `<|endoftext|>`, `<end_of_turn>` and `<eos>`
-    /// the vocabulary has, without duplicates.
+    /// Tokens that end a reply: EOS, then whichever end-of-turn tokens of the chat formats we know the vocabulary
+    /// has as special tokens (`<|im_end|>`, `<|eot_id|>`, `<end_of_turn>`, `<|end|>`, …), without duplicates.
     pub fn stop_tokens(&self) -> Vec<u32> {
         let mut stops: Vec<u32> = self.eos.into_iter().collect();
-        for id in END_OF_TURN_TEXTS.iter().filter_map(|text| self.token_to_id(text)) {
+        for id in END_OF_TURN_TEXTS.iter().filter_map(|text| self.token_to_id(text)).filter(|&id| self.is_special(id)) {
             if !stops.contains(&id) {
                 stops.push(id);
             }
