@@ -371,7 +371,7 @@ fn serve_cancels_a_stream_whose_client_left_and_refuses_when_the_queue_is_full()
 }
 
 /// The real `openai` package, installed on first use (pinned, under target/openai-client).
-fn openai_python() -> std::path::PathBuf {
+pub(crate) fn openai_python() -> std::path::PathBuf {
     static INSTALL: OnceLock<Result<(), String>> = OnceLock::new();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let installed = INSTALL.get_or_init(|| {
