@@ -79,6 +79,9 @@ async fn start(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<
     let max_param = if value.get("max_completion_tokens").is_some() { "max_completion_tokens" } else { "max_tokens" };
     let (stream, include_usage) = (request.options.stream, request.options.include_usage);
     let logprobs = request.options.logprobs.is_some();
+    if request.n > 1 {
+        return choices(state, request, max_param, logprobs).await.map(|answer| Json(answer).into_response());
+    }
     let submitted = submit(state, request, max_param).await?;
     let header = Header {
         id: format!("chatcmpl-{:016x}", rand::random::<u64>()),
@@ -90,6 +93,41 @@ async fn start(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<
     } else {
         whole_answer(header, submitted.answers, submitted.guard, logprobs).await.map(|answer| Json(answer).into_response())
     }
+}
+
+/// `n` choices: one job each, with seeds one apart (so a seeded request repeats all of them), queued together so
+/// the slots generate them in the same passes; their answers become one answer's `choices`.
+async fn choices(state: &AppState, request: ChatRequest, max_param: &str, logprobs: bool) -> Result<Value, ApiError> {
+    let mut started = Vec::with_capacity(request.n);
+    for i in 0..request.n {
+        let mut one = request.clone();
+        one.options.seed = request.options.seed.wrapping_add(i as u64);
+        started.push(submit(state, one, max_param).await?);
+    }
+    let mut answer = Value::Null;
+    let mut choices = Vec::with_capacity(request.n);
+    let mut completion_tokens = 0;
+    for (i, submitted) in started.into_iter().enumerate() {
+        let header = Header {
+            id: format!("chatcmpl-{:016x}", rand::random::<u64>()),
+            created: now(),
+            model: state.id_of(submitted.role),
+        };
+        let mut one = whole_answer(header, submitted.answers, submitted.guard, logprobs).await?;
+        completion_tokens += one["usage"]["completion_tokens"].as_u64().unwrap_or(0);
+        let mut choice = one["choices"][0].take();
+        choice["index"] = json!(i);
+        choices.push(choice);
+        if answer.is_null() {
+            answer = one;
+        }
+    }
+    // The prompt is counted once, as OpenAI counts it; the choices' tokens add up.
+    let prompt_tokens = answer["usage"]["prompt_tokens"].as_u64().unwrap_or(0);
+    answer["usage"]["completion_tokens"] = json!(completion_tokens);
+    answer["usage"]["total_tokens"] = json!(prompt_tokens + completion_tokens);
+    answer["choices"] = Value::Array(choices);
+    Ok(answer)
 }
 
 /// A job queued and started: its events, the guard that cancels it when dropped, and the model's role.

@@ -87,6 +87,7 @@ fn parse(body: &Value) -> Result<ChatRequest, ApiError> {
         json_schema: None,
         options,
         raw_prompt: Some(raw_prompt),
+        n: 1,
     })
 }
 

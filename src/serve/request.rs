@@ -56,7 +56,12 @@ pub struct ChatRequest {
     pub options: Options,
     /// A prompt given as it is (`/v1/completions`) instead of `messages` rendered with the chat template.
     pub raw_prompt: Option<RawPrompt>,
+    /// Choices to generate (chat's `n`): one job each, on the slots together.
+    pub n: usize,
 }
+
+/// Most choices one chat request may ask for.
+pub const MAX_N: u64 = 8;
 
 /// A completion's prompt, used as it is.
 #[derive(Debug, Clone, PartialEq)]
@@ -172,10 +177,15 @@ pub fn parse(body: &Value) -> Result<ChatRequest, ApiError> {
     let json_schema = parse_response_format(fields.get("response_format"))?;
     let mut options = parse_options(fields, &["max_completion_tokens", "max_tokens"])?;
     options.logprobs = parse_chat_logprobs(fields)?;
-    match fields.get("n") {
-        None | Some(Value::Null) => {}
-        Some(n) if n.as_u64() == Some(1) => {}
-        Some(_) => return Err(ApiError::invalid("n", "only n = 1 is supported: send one request per choice")),
+    let n = match fields.get("n") {
+        None | Some(Value::Null) => 1,
+        Some(n) => match n.as_u64() {
+            Some(n @ 1..=MAX_N) => n as usize,
+            _ => return Err(ApiError::invalid("n", format!("n must be an integer from 1 to {MAX_N}"))),
+        },
+    };
+    if n > 1 && options.stream {
+        return Err(ApiError::invalid("n", "a streamed answer has one choice: send n > 1 without stream"));
     }
     Ok(ChatRequest {
         model,
@@ -187,6 +197,7 @@ pub fn parse(body: &Value) -> Result<ChatRequest, ApiError> {
         json_schema,
         options,
         raw_prompt: None,
+        n,
     })
 }
 

@@ -287,7 +287,7 @@ fn serve_answers_chat_tools_and_schemas_and_refuses_bad_requests() {
         (json!({"model": MODEL, "messages": message, "tool_choice": "required"}).to_string(), 400, Some("tool_choice")),
         (json!({"model": MODEL, "messages": message, "tools": [{"type": "function", "function": {"name": "bad name!"}}]}).to_string(), 400, Some("tools[0].function.name")),
         (json!({"model": MODEL, "messages": message, "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "array", "uniqueItems": true}}}}).to_string(), 400, Some("response_format")),
-        (json!({"model": MODEL, "messages": message, "n": 3}).to_string(), 400, Some("n")),
+        (json!({"model": MODEL, "messages": message, "n": 9}).to_string(), 400, Some("n")),
         (json!({"model": "no-such-model", "messages": message}).to_string(), 404, None),
         (json!({"model": MODEL, "messages": [{"role": "user", "content": "x".repeat(70_000)}]}).to_string(), 413, None),
     ];

@@ -96,6 +96,23 @@ fn completions_sample_randomly_unless_seeded_and_metrics_count_them() {
     assert_eq!(m["tandem_http_requests_total{route=\"/v1/completions\",status=\"200\"}"], 7.0, "{m:?}");
     assert_eq!(m["tandem_http_requests_total{route=\"/v1/completions\",status=\"400\"}"], 4.0, "{m:?}");
     assert_eq!(m["tandem_http_requests_total{route=\"/metrics\",status=\"401\"}"], 1.0, "{m:?}");
+
+    // n choices, one job each.
+    let chat = |body: Value| call("POST", &server.url("/v1/chat/completions"), Some(KEY), Some(&body.to_string()));
+    let ask = json!([{"role": "user", "content": "Name an animal."}]);
+    let (status, answer) = chat(json!({"model": MODEL, "messages": ask, "n": 2, "max_tokens": 3, "seed": 1}));
+    assert_eq!(status, 200, "{answer}");
+    let choices = answer["choices"].as_array().unwrap();
+    assert_eq!(choices.iter().map(|c| c["index"].as_u64().unwrap()).collect::<Vec<_>>(), [0, 1], "{answer}");
+    assert!(choices.iter().all(|c| c["message"]["content"].is_string()), "{answer}");
+    assert!(answer["usage"]["completion_tokens"].as_u64().unwrap() >= 2, "{answer}");
+    for body in [
+        json!({"model": MODEL, "messages": ask, "n": 9}),
+        json!({"model": MODEL, "messages": ask, "n": 2, "stream": true}),
+    ] {
+        let (status, error) = chat(body);
+        assert_eq!((status, error["error"]["param"].as_str()), (400, Some("n")), "{error}");
+    }
 }
 
 #[test]
