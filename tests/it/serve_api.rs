@@ -11,6 +11,10 @@ use serde_json::{json, Value};
 
 use crate::serve::{agent, call, openai_python, Server, KEY, MODEL};
 
+/// A prompt of 20 tokens, which the slot's KV cache serves again from the second request on (a 5-token prompt
+/// was seen not to be reused by a fresh server's cache: a matter of the engine's cache slots, not of this API).
+const ANIMALS: &str = "Here is a long list of the animals that I like the most in the whole wide world: the";
+
 fn completion(server: &Server, body: &Value) -> (u16, Value) {
     call("POST", &server.url("/v1/completions"), Some(KEY), Some(&body.to_string()))
 }
@@ -38,7 +42,7 @@ fn scrape(server: &Server) -> HashMap<String, f64> {
 fn completions_sample_randomly_unless_seeded_and_metrics_count_them() {
     let server = Server::start(&["--api-key", KEY]);
     let sample = |seed: Option<u64>| {
-        let mut body = json!({"model": MODEL, "prompt": "My favourite animal is the", "max_tokens": 6,
+        let mut body = json!({"model": MODEL, "prompt": ANIMALS, "max_tokens": 6,
                               "temperature": 1.5});
         if let Some(seed) = seed {
             body["seed"] = json!(seed);
