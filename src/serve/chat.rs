@@ -21,8 +21,8 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use super::engine::{Finished, Job, JobEvent, Role, Work};
 use super::error::ApiError;
-use super::output::Piece;
 use super::logprobs::{self, Logprob};
+use super::output::Piece;
 use super::request::{self, ChatRequest};
 use super::AppState;
 
@@ -91,7 +91,9 @@ async fn start(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<
     if stream {
         Ok(stream_answer(header, submitted.answers, include_usage, submitted.guard).into_response())
     } else {
-        whole_answer(header, submitted.answers, submitted.guard, logprobs).await.map(|answer| Json(answer).into_response())
+        whole_answer(header, submitted.answers, submitted.guard, logprobs)
+            .await
+            .map(|answer| Json(answer).into_response())
     }
 }
 
@@ -162,8 +164,15 @@ pub async fn submit(state: &AppState, request: ChatRequest, max_param: &str) -> 
     }
     let (events, mut answers) = mpsc::unbounded_channel();
     let cancel = Arc::new(AtomicBool::new(false));
-    let job =
-        Job { role, request, max_tokens, events, cancel: cancel.clone(), limits: state.limits, submitted: Instant::now() };
+    let job = Job {
+        role,
+        request,
+        max_tokens,
+        events,
+        cancel: cancel.clone(),
+        limits: state.limits,
+        submitted: Instant::now(),
+    };
     state.engine.submit(Work::Chat(job))?;
     let guard = CancelOnDrop(cancel);
     match answers.recv().await {

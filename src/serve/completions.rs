@@ -263,7 +263,10 @@ mod tests {
         let ok = parse(&json!({"model": "m", "prompt": [[1, 2, 3]], "logprobs": 2, "echo": false})).unwrap();
         assert_eq!(ok.raw_prompt, Some(RawPrompt::Tokens(vec![1, 2, 3])));
         assert_eq!(ok.options.logprobs, Some(2));
-        assert_eq!(parse(&json!({"model": "m", "prompt": ["hi"]})).unwrap().raw_prompt, Some(RawPrompt::Text("hi".into())));
+        assert_eq!(
+            parse(&json!({"model": "m", "prompt": ["hi"]})).unwrap().raw_prompt,
+            Some(RawPrompt::Text("hi".into()))
+        );
         for (body, param) in [
             (json!({"model": "m", "prompt": "x", "echo": true}), "echo"),
             (json!({"model": "m", "prompt": "x", "suffix": "y"}), "suffix"),

@@ -78,16 +78,11 @@ fn render(state: &AppState) -> String {
         tokens(&c.completion_tokens),
     );
     let name = "tandem_generation_duration_seconds";
-    let _ = writeln!(
-        out,
-        "# HELP {name} Time from queueing a generation to its last token.\n# TYPE {name} histogram"
-    );
+    let _ = writeln!(out, "# HELP {name} Time from queueing a generation to its last token.\n# TYPE {name} histogram");
     c.latency.write(&mut out, name, "");
     let name = "tandem_http_request_duration_seconds";
-    let _ = writeln!(
-        out,
-        "# HELP {name} Time from a request's arrival to its response headers.\n# TYPE {name} histogram"
-    );
+    let _ =
+        writeln!(out, "# HELP {name} Time from a request's arrival to its response headers.\n# TYPE {name} histogram");
     state.http.latency.write(&mut out, name, "");
     let name = "tandem_http_requests_total";
     let _ = writeln!(out, "# HELP {name} HTTP requests answered, by route and status.\n# TYPE {name} counter");

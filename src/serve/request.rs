@@ -209,7 +209,12 @@ pub(super) fn optional_bool(fields: &Map<String, Value>, name: &str) -> Result<O
     }
 }
 
-pub(super) fn optional_number(fields: &Map<String, Value>, name: &str, low: f64, high: f64) -> Result<Option<f64>, ApiError> {
+pub(super) fn optional_number(
+    fields: &Map<String, Value>,
+    name: &str,
+    low: f64,
+    high: f64,
+) -> Result<Option<f64>, ApiError> {
     match fields.get(name) {
         None | Some(Value::Null) => Ok(None),
         Some(value) => match value.as_f64() {

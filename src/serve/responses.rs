@@ -439,6 +439,9 @@ mod tests {
             fail(json!({"model": "m", "input": input, "tools": [{"type": "function", "name": "bad name"}]})),
             "tools[0].name"
         );
-        assert_eq!(fail(json!({"model": "m", "input": input, "text": {"format": {"type": "xml"}}})), "text.format.type");
+        assert_eq!(
+            fail(json!({"model": "m", "input": input, "text": {"format": {"type": "xml"}}})),
+            "text.format.type"
+        );
     }
 }

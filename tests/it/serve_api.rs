@@ -63,8 +63,7 @@ fn completions_sample_randomly_unless_seeded_and_metrics_count_them() {
     assert!(cached > 0 && cached < prompt_tokens, "the repeated prompt is reused from the cache: {again}");
     // Without a seed each request draws its own: at temperature 1.5, four 6-token samples all alike would be a
     // seed fixed again.
-    let texts: Vec<String> =
-        (0..4).map(|_| sample(None)["choices"][0]["text"].as_str().unwrap().to_string()).collect();
+    let texts: Vec<String> = (0..4).map(|_| sample(None)["choices"][0]["text"].as_str().unwrap().to_string()).collect();
     assert!(texts.iter().any(|t| t != &texts[0]), "unseeded samples all equal: {texts:?}");
 
     for (body, param) in [
@@ -89,7 +88,8 @@ fn completions_sample_randomly_unless_seeded_and_metrics_count_them() {
     let foreign = agent().get(&server.url("/metrics")).set("Host", "evil.example").call();
     assert!(matches!(foreign, Err(ureq::Error::Status(403, _))), "a foreign Host is refused");
     let m = scrape(&server);
-    let completion_tokens: u64 = [&first, &again, &third].iter().map(|a| a["usage"]["completion_tokens"].as_u64().unwrap()).sum();
+    let completion_tokens: u64 =
+        [&first, &again, &third].iter().map(|a| a["usage"]["completion_tokens"].as_u64().unwrap()).sum();
     assert_eq!(m["tandem_generation_duration_seconds_count"], 7.0, "{m:?}");
     assert_eq!(m["tandem_generation_duration_seconds_bucket{le=\"+Inf\"}"], 7.0);
     assert!(m["tandem_completion_tokens_total"] >= completion_tokens as f64, "{m:?}");
