@@ -182,7 +182,12 @@ fn serve_answers_chat_tools_and_schemas_and_refuses_bad_requests() {
     assert_eq!(joined, text, "streamed and whole answers differ");
     let usage = chunks.last().unwrap();
     assert_eq!(usage["choices"], json!([]), "{usage}");
-    assert_eq!(usage["usage"], answer["usage"], "{usage}");
+    for count in ["prompt_tokens", "completion_tokens", "total_tokens"] {
+        assert_eq!(usage["usage"][count], answer["usage"][count], "{usage}");
+    }
+    // The same prompt again: the slot's cache holds it (all but its last token, whose logits are computed).
+    let prompt_tokens = answer["usage"]["prompt_tokens"].as_u64().unwrap();
+    assert_eq!(usage["usage"]["prompt_tokens_details"]["cached_tokens"], prompt_tokens - 1, "{usage}");
     assert!(chunks.iter().all(|c| c["object"] == "chat.completion.chunk"));
 
     // A stop sequence ends the answer before it.
