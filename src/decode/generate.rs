@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use candle_core::Tensor;
 
 use super::draft::Speculation;
+use super::logprobs::{forced, token_logprob, GenerationObserver};
 use super::sampler::{Sampler, Sampling};
 use super::token_constraint::TokenConstraint;
 use super::GenerateError;
@@ -139,8 +140,27 @@ pub fn generate(model: &mut Model, request: GenerateRequest<'_>, on_text: &mut d
 /// most of them had to be computed.
 pub fn generate_keeping(
     model: &mut Model,
+    request: GenerateRequest<'_>,
+    stable: Option<usize>,
+    on_text: &mut dyn FnMut(&str),
+) -> Result<Generation> {
+    generate_observing(model, request, stable, &mut NoObserver, on_text)
+}
+
+/// Watches nothing.
+struct NoObserver;
+
+impl GenerationObserver for NoObserver {}
+
+/// [`generate_keeping`], telling `observer` the prompt tokens reused and, when it asks, each new token's
+/// log-probabilities before its text. Under a grammar they are those of the masked logits, so the logits are
+/// masked before every choice (sampling from them is the same distribution as the unconstrained-pick-first
+/// protocol); forced tokens have probability 1.
+pub fn generate_observing(
+    model: &mut Model,
     mut request: GenerateRequest<'_>,
     stable: Option<usize>,
+    observer: &mut dyn GenerationObserver,
     on_text: &mut dyn FnMut(&str),
 ) -> Result<Generation> {
     let context = check_prompt(model, &request.prompt)?;
@@ -156,6 +176,8 @@ pub fn generate_keeping(
     let mut timings = Timings { prompt_tokens: request.prompt.len(), ..Timings::default() };
     let mut constraint = request.constraint.take();
     let mut logits = prefill(model, &request.prompt, stable, &mut timings)?;
+    observer.on_prefill(timings.reused_tokens);
+    let top_logprobs = observer.logprobs();
     let decode_started = Instant::now();
     let mut pos = request.prompt.len();
     let mut tokens: Vec<u32> = Vec::with_capacity(max_tokens);
@@ -179,12 +201,20 @@ pub fn generate_keeping(
         if tokens.len() >= max_tokens {
             break StopReason::MaxTokens;
         }
+        if let (Some(_), Some(c)) = (top_logprobs, constraint.as_deref_mut()) {
+            c.mask_logits(&mut logits)?;
+        }
         let so_far = (tokens.len(), text.as_str());
         let (mut batch, finished) =
             match choose(&mut sampler, constraint.as_deref_mut(), &mut logits, &stop_tokens, &mut timings, so_far)? {
                 Choice::Stop(token) => break StopReason::StopToken(token),
                 Choice::Feed { tokens, finished } => (tokens, finished),
             };
+        if let Some(top) = top_logprobs {
+            for (i, &token) in batch.iter().enumerate() {
+                observer.on_token(if i == 0 { token_logprob(&logits, token, top) } else { forced(token, top) });
+            }
+        }
         let room = max_tokens - tokens.len();
         if batch.len() > room {
             // Only forced tokens can overflow the budget. The grammar has already committed them, so its

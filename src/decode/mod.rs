@@ -6,13 +6,15 @@ pub mod candidates;
 pub mod constraint;
 pub mod draft;
 pub mod generate;
+pub mod logprobs;
 pub mod model;
 pub mod sampler;
 pub mod token_constraint;
 
 pub use candidates::{generate_candidates, Candidate};
 pub use draft::Speculation;
-pub use generate::{generate, generate_keeping, GenerateRequest, Generation, StopReason, Timings};
+pub use generate::{generate, generate_keeping, generate_observing, GenerateRequest, Generation, StopReason, Timings};
+pub use logprobs::{GenerationObserver, TokenLogprob};
 pub use model::Model;
 pub use sampler::{Sampler, Sampling};
 

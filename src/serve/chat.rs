@@ -6,7 +6,7 @@
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -19,14 +19,15 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc::{self, UnboundedReceiver};
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::engine::{Finished, Job, JobEvent, Work};
+use super::engine::{Finished, Job, JobEvent, Role, Work};
 use super::error::ApiError;
+use super::logprobs::{self, Logprob};
 use super::output::Piece;
-use super::request;
+use super::request::{self, ChatRequest};
 use super::AppState;
 
 /// Sets the job's cancel flag when the request's handler or stream is dropped (the client went away).
-struct CancelOnDrop(Arc<AtomicBool>);
+pub struct CancelOnDrop(Arc<AtomicBool>);
 
 impl Drop for CancelOnDrop {
     fn drop(&mut self) {
@@ -75,6 +76,75 @@ async fn start(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<
     let value = json_body(state, body)?;
     check_schema_bytes(state, &value)?;
     let request = request::parse(&value)?;
+    let max_param = if value.get("max_completion_tokens").is_some() { "max_completion_tokens" } else { "max_tokens" };
+    let (stream, include_usage) = (request.options.stream, request.options.include_usage);
+    let logprobs = request.options.logprobs.is_some();
+    if request.n > 1 {
+        return choices(state, request, max_param, logprobs).await.map(|answer| Json(answer).into_response());
+    }
+    let submitted = submit(state, request, max_param).await?;
+    let header = Header {
+        id: format!("chatcmpl-{:016x}", rand::random::<u64>()),
+        created: now(),
+        model: state.id_of(submitted.role),
+    };
+    if stream {
+        Ok(stream_answer(header, submitted.answers, include_usage, submitted.guard).into_response())
+    } else {
+        whole_answer(header, submitted.answers, submitted.guard, logprobs)
+            .await
+            .map(|answer| Json(answer).into_response())
+    }
+}
+
+/// `n` choices: one job each, with seeds one apart (so a seeded request repeats all of them), queued together so
+/// the slots generate them in the same passes; their answers become one answer's `choices`.
+async fn choices(state: &AppState, request: ChatRequest, max_param: &str, logprobs: bool) -> Result<Value, ApiError> {
+    let mut started = Vec::with_capacity(request.n);
+    for i in 0..request.n {
+        let mut one = request.clone();
+        one.options.seed = request.options.seed.wrapping_add(i as u64);
+        started.push(submit(state, one, max_param).await?);
+    }
+    let mut answer = Value::Null;
+    let mut choices = Vec::with_capacity(request.n);
+    let mut completion_tokens = 0;
+    for (i, submitted) in started.into_iter().enumerate() {
+        let header = Header {
+            id: format!("chatcmpl-{:016x}", rand::random::<u64>()),
+            created: now(),
+            model: state.id_of(submitted.role),
+        };
+        let mut one = whole_answer(header, submitted.answers, submitted.guard, logprobs).await?;
+        completion_tokens += one["usage"]["completion_tokens"].as_u64().unwrap_or(0);
+        let mut choice = one["choices"][0].take();
+        choice["index"] = json!(i);
+        choices.push(choice);
+        if answer.is_null() {
+            answer = one;
+        }
+    }
+    // The prompt is counted once, as OpenAI counts it; the choices' tokens add up.
+    let prompt_tokens = answer["usage"]["prompt_tokens"].as_u64().unwrap_or(0);
+    answer["usage"]["completion_tokens"] = json!(completion_tokens);
+    answer["usage"]["total_tokens"] = json!(prompt_tokens + completion_tokens);
+    answer["choices"] = Value::Array(choices);
+    Ok(answer)
+}
+
+/// A job queued and started: its events, the guard that cancels it when dropped, and the model's role.
+pub struct Submitted {
+    /// The job's events after `Accepted`.
+    pub answers: UnboundedReceiver<JobEvent>,
+    /// Cancels the job when the answer is dropped (the client went away).
+    pub guard: CancelOnDrop,
+    /// The model it runs on.
+    pub role: Role,
+}
+
+/// Finds the model, checks the token budget (`max_param` names the request's field), queues the job and waits
+/// until it starts: errors before the start get their own status code.
+pub async fn submit(state: &AppState, request: ChatRequest, max_param: &str) -> Result<Submitted, ApiError> {
     let role = state.role_of(&request.model).ok_or_else(|| {
         ApiError::not_found(
             format!(
@@ -85,37 +155,36 @@ async fn start(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<
             "model_not_found",
         )
     })?;
-    let max_tokens = request.max_tokens.unwrap_or(state.max_tokens);
+    let max_tokens = request.options.max_tokens.unwrap_or(state.max_tokens);
     if max_tokens > state.max_tokens {
         return Err(ApiError::invalid(
-            if value.get("max_completion_tokens").is_some() { "max_completion_tokens" } else { "max_tokens" },
+            max_param,
             format!("at most {} new tokens per completion on this server", state.max_tokens),
         ));
     }
-    let header =
-        Header { id: format!("chatcmpl-{:016x}", rand::random::<u64>()), created: now(), model: state.id_of(role) };
-    let (stream, include_usage) = (request.stream, request.include_usage);
     let (events, mut answers) = mpsc::unbounded_channel();
     let cancel = Arc::new(AtomicBool::new(false));
-    let job = Job { role, request, max_tokens, events, cancel: cancel.clone(), limits: state.limits };
+    let job = Job {
+        role,
+        request,
+        max_tokens,
+        events,
+        cancel: cancel.clone(),
+        limits: state.limits,
+        submitted: Instant::now(),
+    };
     state.engine.submit(Work::Chat(job))?;
     let guard = CancelOnDrop(cancel);
-    // The first event tells whether the request could start: its errors get their own status code.
     match answers.recv().await {
-        Some(JobEvent::Accepted) => {}
-        Some(JobEvent::Done(Err(e))) => return Err(e),
-        _ => return Err(ApiError::internal("the generation slot ended the request without an answer")),
-    }
-    if stream {
-        Ok(stream_answer(header, answers, include_usage, guard).into_response())
-    } else {
-        whole_answer(header, answers, guard).await.map(|answer| Json(answer).into_response())
+        Some(JobEvent::Accepted) => Ok(Submitted { answers, guard, role }),
+        Some(JobEvent::Done(Err(e))) => Err(e),
+        _ => Err(ApiError::internal("the generation slot ended the request without an answer")),
     }
 }
 
 /// Refuses `tools` and `response_format` larger together than the server's cap (`--max-schema-bytes`): their
 /// grammar's compile time and the prompt grow with them.
-fn check_schema_bytes(state: &AppState, value: &Value) -> Result<(), ApiError> {
+pub fn check_schema_bytes(state: &AppState, value: &Value) -> Result<(), ApiError> {
     let size = |field: &str| value.get(field).map_or(0, |v| v.to_string().len());
     let (tools, format) = (size("tools"), size("response_format"));
     if tools + format > state.max_schema_bytes {
@@ -133,19 +202,20 @@ fn check_schema_bytes(state: &AppState, value: &Value) -> Result<(), ApiError> {
     Ok(())
 }
 
-fn now() -> u64 {
+pub fn now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
-fn call_id() -> String {
+pub fn call_id() -> String {
     format!("call_{:016x}", rand::random::<u64>())
 }
 
-fn usage(finished: &Finished) -> Value {
+pub fn usage(finished: &Finished) -> Value {
     json!({
         "prompt_tokens": finished.prompt_tokens,
         "completion_tokens": finished.completion_tokens,
-        "total_tokens": finished.prompt_tokens + finished.completion_tokens
+        "total_tokens": finished.prompt_tokens + finished.completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": finished.cached_tokens}
     })
 }
 
@@ -158,11 +228,14 @@ async fn whole_answer(
     header: Header,
     mut answers: UnboundedReceiver<JobEvent>,
     _guard: CancelOnDrop,
+    want_logprobs: bool,
 ) -> Result<Value, ApiError> {
     let mut text = String::new();
     let mut calls = Vec::new();
+    let mut lps: Vec<Logprob> = Vec::new();
     loop {
         match answers.recv().await {
+            Some(JobEvent::Logprob(lp)) => lps.push(lp),
             Some(JobEvent::Piece(Piece::Text(piece))) => text.push_str(&piece),
             Some(JobEvent::Piece(Piece::CallEnd(call))) => calls.push(call_json(&call.name, &call.arguments)),
             Some(JobEvent::Piece(Piece::CallBegin(_) | Piece::CallArguments(_)) | JobEvent::Accepted) => {}
@@ -177,7 +250,8 @@ async fn whole_answer(
                     "object": "chat.completion",
                     "created": header.created,
                     "model": header.model,
-                    "choices": [{"index": 0, "message": message, "finish_reason": finished.reason, "logprobs": null}],
+                    "choices": [{"index": 0, "message": message, "finish_reason": finished.reason,
+                        "logprobs": if want_logprobs { logprobs::chat(&lps) } else { Value::Null }}],
                     "usage": usage(&finished)
                 }));
             }
@@ -189,16 +263,21 @@ async fn whole_answer(
 
 /// One chunk of a streamed answer.
 fn chunk(header: &Header, delta: Value, finish_reason: Option<&str>) -> Event {
+    chunk_with(header, delta, finish_reason, Value::Null)
+}
+
+/// A chunk with the log-probabilities of the tokens its delta adds.
+fn chunk_with(header: &Header, delta: Value, finish_reason: Option<&str>, logprobs: Value) -> Event {
     data(json!({
         "id": header.id,
         "object": "chat.completion.chunk",
         "created": header.created,
         "model": header.model,
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": null}]
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": logprobs}]
     }))
 }
 
-fn data(value: Value) -> Event {
+pub fn data(value: Value) -> Event {
     Event::default().data(value.to_string())
 }
 
@@ -221,24 +300,39 @@ fn stream_answer(
             return;
         }
         let mut calls = 0usize;
+        // Log-probabilities of tokens whose text has not gone out yet: they go with the next delta.
+        let mut lps: Vec<Logprob> = Vec::new();
+        let take_lps = |lps: &mut Vec<Logprob>| {
+            if lps.is_empty() {
+                Value::Null
+            } else {
+                logprobs::chat(&std::mem::take(lps))
+            }
+        };
         loop {
             let event = match answers.recv().await {
-                Some(JobEvent::Piece(Piece::Text(piece))) => chunk(&header, json!({"content": piece}), None),
+                Some(JobEvent::Logprob(lp)) => {
+                    lps.push(lp);
+                    continue;
+                }
+                Some(JobEvent::Piece(Piece::Text(piece))) => {
+                    chunk_with(&header, json!({"content": piece}), None, take_lps(&mut lps))
+                }
                 // OpenAI's shape: the first delta of a call has its index, id, type and name, the next ones its
                 // index and a part of its arguments.
                 Some(JobEvent::Piece(Piece::CallBegin(name))) => {
                     let mut delta = call_json(&name, "");
                     delta["index"] = json!(calls);
                     calls += 1;
-                    chunk(&header, json!({"tool_calls": [delta]}), None)
+                    chunk_with(&header, json!({"tool_calls": [delta]}), None, take_lps(&mut lps))
                 }
                 Some(JobEvent::Piece(Piece::CallArguments(part))) => {
                     let delta = json!({"index": calls.saturating_sub(1), "function": {"arguments": part}});
-                    chunk(&header, json!({"tool_calls": [delta]}), None)
+                    chunk_with(&header, json!({"tool_calls": [delta]}), None, take_lps(&mut lps))
                 }
                 Some(JobEvent::Piece(Piece::CallEnd(_)) | JobEvent::Accepted) => continue,
                 Some(JobEvent::Done(Ok(finished))) => {
-                    if !send(chunk(&header, json!({}), Some(finished.reason))).await {
+                    if !send(chunk_with(&header, json!({}), Some(finished.reason), take_lps(&mut lps))).await {
                         return;
                     }
                     if include_usage {

@@ -5,7 +5,7 @@
 //! prompt and grammar are bounded (`Limits`): a grammar compiles on a thread of its own that the slot waits on
 //! for a limited time, and no longer than its client stays.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -15,13 +15,17 @@ use tokio::sync::mpsc::UnboundedSender;
 use super::error::ApiError;
 use super::grammar;
 use super::halt::make_haltable;
+use super::histogram::Histogram;
+use super::logprobs::Logprob;
 use super::output::{OutputSplitter, Piece};
-use super::request::{ChatRequest, ToolChoice};
+use super::request::{ChatRequest, RawPrompt, ToolChoice};
 use super::run_jobs::{execute_run, RunJob};
 use crate::agent::LazyModels;
 use crate::decode::constraint::{ConstraintError, ConstraintMatcher, ConstraintSpec, GrammarEngine};
 use crate::decode::token_constraint::TokenConstraint;
-use crate::decode::{generate, GenerateError, GenerateRequest, Model, StopReason};
+use crate::decode::{
+    generate_observing, GenerateError, GenerateRequest, GenerationObserver, Model, StopReason, TokenLogprob,
+};
 use crate::llm::chat::TemplateError;
 use crate::Error;
 
@@ -48,6 +52,8 @@ pub struct Job {
     pub cancel: Arc<AtomicBool>,
     /// The server's caps on its prompt and grammar.
     pub limits: Limits,
+    /// When it was queued (its latency is measured from here).
+    pub submitted: Instant,
 }
 
 /// What one chat job may cost before it generates.
@@ -74,6 +80,8 @@ pub enum JobEvent {
     Accepted,
     /// A piece of the answer: text, or a tool call's beginning, argument parts and end.
     Piece(Piece),
+    /// The next generated token's log-probability (when the request asked), sent before the text it adds.
+    Logprob(Logprob),
     /// The end, with the usage or why it failed.
     Done(Result<Finished, ApiError>),
 }
@@ -87,6 +95,8 @@ pub struct Finished {
     pub prompt_tokens: usize,
     /// Generated tokens.
     pub completion_tokens: usize,
+    /// Prompt tokens reused from the KV cache or the prefix store (not computed).
+    pub cached_tokens: usize,
 }
 
 /// Counts the health endpoint reports.
@@ -100,6 +110,14 @@ pub struct Counters {
     pub completed: AtomicUsize,
     /// Jobs stopped because their client went away.
     pub cancelled: AtomicUsize,
+    /// Prompt tokens of the chat and completion jobs that ran, in all.
+    pub prompt_tokens: AtomicU64,
+    /// Of those, the ones reused from a cache.
+    pub cached_tokens: AtomicU64,
+    /// Tokens they generated, in all.
+    pub completion_tokens: AtomicU64,
+    /// Time from queueing to the last token, of each job that ran to its end.
+    pub latency: Histogram,
 }
 
 /// The queue in front of the slots.
@@ -237,6 +255,12 @@ fn slot(mut models: LazyModels<'_>, inbox: &Mutex<Receiver<Work>>, counters: &Co
         match outcome {
             Some(done) => {
                 counters.completed.fetch_add(1, Ordering::Relaxed);
+                if let Ok(finished) = &done {
+                    counters.prompt_tokens.fetch_add(finished.prompt_tokens as u64, Ordering::Relaxed);
+                    counters.cached_tokens.fetch_add(finished.cached_tokens as u64, Ordering::Relaxed);
+                    counters.completion_tokens.fetch_add(finished.completion_tokens as u64, Ordering::Relaxed);
+                    counters.latency.observe(job.submitted.elapsed());
+                }
                 let _ = job.events.send(JobEvent::Done(done));
             }
             None => {
@@ -274,18 +298,20 @@ fn run_job(model: &mut Model, job: &Job, halt: &AtomicBool) -> Option<Result<Fin
         return None;
     }
     let calls_allowed = request.tool_choice != ToolChoice::None && !request.functions.is_empty();
-    let mut splitter = OutputSplitter::new(request.stop.clone(), calls_allowed, grammar::bare_calls(request));
+    let mut splitter = OutputSplitter::new(request.options.stop.clone(), calls_allowed, grammar::bare_calls(request));
     let mut gone = false;
     let generate_request = GenerateRequest {
         prompt,
         max_tokens: job.max_tokens,
-        sampling: request.sampling,
-        seed: request.seed,
+        sampling: request.options.sampling,
+        seed: request.options.seed,
         stop_tokens: Vec::new(),
         constraint: matcher.as_mut().map(|m| m as &mut dyn TokenConstraint),
         speculation: model.speculation,
     };
-    let result = generate(model, generate_request, &mut |text| {
+    let tokenizer = model.tokenizer.clone();
+    let mut observer = Observer { job, tokenizer: &tokenizer, cached: 0 };
+    let result = generate_observing(model, generate_request, None, &mut observer, &mut |text| {
         if gone || splitter.stopped() {
             return;
         }
@@ -297,6 +323,7 @@ fn run_job(model: &mut Model, job: &Job, halt: &AtomicBool) -> Option<Result<Fin
             halt.store(true, Ordering::Relaxed);
         }
     });
+    let cached_tokens = observer.cached;
     if gone || job.cancel.load(Ordering::Relaxed) {
         return None;
     }
@@ -322,7 +349,28 @@ fn run_job(model: &mut Model, job: &Job, halt: &AtomicBool) -> Option<Result<Fin
         Err(Error::Generate(GenerateError::GrammarIncomplete { .. })) => ("length", job.max_tokens),
         Err(e) => return Some(Err(ApiError::internal(format!("generation failed: {e}")))),
     };
-    Some(Ok(Finished { reason, prompt_tokens, completion_tokens }))
+    Some(Ok(Finished { reason, prompt_tokens, completion_tokens, cached_tokens }))
+}
+
+/// Passes a job's token log-probabilities on (named by the tokenizer) and keeps its prompt's cached length.
+struct Observer<'a> {
+    job: &'a Job,
+    tokenizer: &'a crate::llm::tokenizer::GgufTokenizer,
+    cached: usize,
+}
+
+impl GenerationObserver for Observer<'_> {
+    fn logprobs(&self) -> Option<usize> {
+        self.job.request.options.logprobs
+    }
+
+    fn on_prefill(&mut self, reused: usize) {
+        self.cached = reused;
+    }
+
+    fn on_token(&mut self, logprob: TokenLogprob) {
+        let _ = self.job.events.send(JobEvent::Logprob(Logprob::new(self.tokenizer, &logprob)));
+    }
 }
 
 /// The prompt's tokens and the answer's grammar; errors here are the request's (400) or the model's.
@@ -332,24 +380,16 @@ fn prepare(
     limits: Limits,
     cancel: &AtomicBool,
 ) -> Result<(Vec<u32>, Option<crate::decode::constraint::ConstraintMatcher>), ApiError> {
-    let template = model.chat_template.as_ref().ok_or_else(|| {
-        ApiError::bad_request(format!("{} has no chat template: it cannot serve chat", model.info.path.display()), None)
-    })?;
-    let text = template.render_json(&request.messages, request.tools.as_ref(), true).map_err(|e| match e {
-        TemplateError::Raised(message) => {
-            ApiError::invalid("messages", format!("the model's chat template refused the conversation: {message}"))
-        }
-        other => ApiError::invalid("messages", other.to_string()),
-    })?;
-    let prompt = model
-        .tokenizer
-        .encode(&text, model.tokenizer.add_bos_by_default())
-        .map_err(|e| ApiError::invalid("messages", format!("the conversation cannot be tokenized: {e}")))?;
+    let prompt = prompt_tokens(model, request)?;
+    let param = if request.raw_prompt.is_some() { "prompt" } else { "messages" };
+    if prompt.is_empty() {
+        return Err(ApiError::invalid(param, "the prompt is empty: give at least one token of text"));
+    }
     if prompt.len() > limits.max_prompt_tokens {
         return Err(ApiError::over_cap(
-            "messages",
+            param,
             format!(
-                "the conversation is {} tokens; this server takes at most {} prompt tokens (--max-prompt-tokens)",
+                "the prompt is {} tokens; this server takes at most {} prompt tokens (--max-prompt-tokens)",
                 prompt.len(),
                 limits.max_prompt_tokens
             ),
@@ -359,7 +399,7 @@ fn prepare(
     let context = model.weights.context_length();
     if prompt.len() >= context {
         return Err(ApiError::bad_request(
-            format!("the conversation is {} tokens; the model's context holds {context}", prompt.len()),
+            format!("the prompt is {} tokens; the model's context holds {context}", prompt.len()),
             Some("context_length_exceeded"),
         ));
     }
@@ -377,6 +417,43 @@ fn prepare(
         }
     };
     Ok((prompt, matcher))
+}
+
+/// The prompt's tokens: a completion's prompt as it is, or the conversation rendered with the model's template.
+fn prompt_tokens(model: &Model, request: &ChatRequest) -> Result<Vec<u32>, ApiError> {
+    let text = match &request.raw_prompt {
+        Some(RawPrompt::Tokens(ids)) => {
+            let vocab = model.weights.n_logits();
+            if let Some(bad) = ids.iter().find(|&&id| id as usize >= vocab) {
+                return Err(ApiError::invalid("prompt", format!("token id {bad} is past the vocabulary ({vocab})")));
+            }
+            return Ok(ids.clone());
+        }
+        Some(RawPrompt::Text(text)) => text.clone(),
+        None => {
+            let template = model.chat_template.as_ref().ok_or_else(|| {
+                ApiError::bad_request(
+                    format!(
+                        "{} has no chat template: it cannot serve chat (/v1/completions takes a plain prompt)",
+                        model.info.path.display()
+                    ),
+                    None,
+                )
+            })?;
+            template.render_json(&request.messages, request.tools.as_ref(), true).map_err(|e| match e {
+                TemplateError::Raised(message) => ApiError::invalid(
+                    "messages",
+                    format!("the model's chat template refused the conversation: {message}"),
+                ),
+                other => ApiError::invalid("messages", other.to_string()),
+            })?
+        }
+    };
+    let param = if request.raw_prompt.is_some() { "prompt" } else { "messages" };
+    model
+        .tokenizer
+        .encode(&text, model.tokenizer.add_bos_by_default())
+        .map_err(|e| ApiError::invalid(param, format!("the prompt cannot be tokenized: {e}")))
 }
 
 /// Grammar compiles running now, abandoned ones (past their time limit) included.

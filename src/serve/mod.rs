@@ -2,7 +2,10 @@
 //!
 //! Handlers check requests (`request`), build the answer's grammar (`grammar`: tool calls and `json_schema`
 //! answers can only come out valid) and queue jobs for the generation slots (`engine`), whose generations share
-//! each model's forward passes; answers go back whole or streamed (`chat`, `output`). Agent runs are created,
+//! each model's forward passes; answers go back whole or streamed (`chat`, `output`). Text completions
+//! (`completions`) and the Responses API (`responses`, `responses_output`) run on the same machinery, with token
+//! log-probabilities in OpenAI's shapes (`logprobs`); `GET /metrics` reports the server in Prometheus's format
+//! (`metrics`, `histogram`). Agent runs are created,
 //! listed and streamed in `runs`, decided on, resumed and cancelled in `run_control`, executed in `run_jobs` with
 //! the tools `tool_sets` allows; the web page at `/` (`web`) drives them in a browser. Errors are OpenAI's error
 //! objects (`error`). Ctrl-C and SIGTERM stop it gracefully (`shutdown`). Binds 127.0.0.1 unless told otherwise;
@@ -13,14 +16,20 @@
 mod bench_results;
 pub mod call_format;
 mod chat;
+mod completions;
 mod engine;
 mod error;
 mod grammar;
 mod guard;
 mod halt;
+mod histogram;
+mod logprobs;
+mod metrics;
 mod output;
 mod partial_call;
 mod request;
+mod responses;
+mod responses_output;
 mod run_control;
 mod run_jobs;
 mod runs;
@@ -81,6 +90,10 @@ struct AppState {
     /// Run-event streams open now, and the most at once.
     event_streams: Arc<AtomicUsize>,
     max_event_streams: usize,
+    /// HTTP requests by route and status, and their latency (`GET /metrics`).
+    http: metrics::HttpMetrics,
+    /// Generation slots (`--parallel`).
+    slots: usize,
 }
 
 impl AppState {
@@ -244,6 +257,8 @@ pub fn serve(settings: &ServeSettings, reporter: &dyn Reporter, on_ready: &dyn F
             event_streams: Arc::new(AtomicUsize::new(0)),
             max_event_streams: settings.max_event_streams,
             bench_results: settings.bench_results.clone(),
+            http: metrics::HttpMetrics::default(),
+            slots: settings.parallel,
         });
         let app = router(state.clone(), settings.max_body_bytes);
         let grace = Duration::from_secs(settings.shutdown_grace_s);
@@ -278,11 +293,16 @@ fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
     let v1 = Router::new()
         .route("/v1/models", get(list_models))
         .route("/v1/chat/completions", post(chat::completions))
+        .route("/v1/completions", post(completions::completions))
+        .route("/v1/responses", post(responses::responses))
+        .route("/metrics", get(metrics::metrics))
         .route("/v1/bench", get(bench_results::list))
         .route("/v1/bench/{name}", get(bench_results::show))
         .route("/v1/bench/{name}/samples", get(bench_results::samples))
         .merge(runs)
-        .route_layer(middleware::from_fn_with_state(state.clone(), authorize));
+        .route_layer(middleware::from_fn_with_state(state.clone(), authorize))
+        // Outside the key check, so refused requests are counted too.
+        .route_layer(middleware::from_fn_with_state(state.clone(), metrics::record));
     // The guard is the outermost layer: it sees every request, unknown paths and preflights included.
     Router::new()
         .route("/health", get(health))

@@ -52,9 +52,32 @@ pub struct ChatRequest {
     pub parallel_tool_calls: bool,
     /// The JSON Schema text answers must match (`response_format`), if any.
     pub json_schema: Option<Value>,
+    /// Sampling, limits, stops and streaming.
+    pub options: Options,
+    /// A prompt given as it is (`/v1/completions`) instead of `messages` rendered with the chat template.
+    pub raw_prompt: Option<RawPrompt>,
+    /// Choices to generate (chat's `n`): one job each, on the slots together.
+    pub n: usize,
+}
+
+/// Most choices one chat request may ask for.
+pub const MAX_N: u64 = 8;
+
+/// A completion's prompt, used as it is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RawPrompt {
+    /// Text, tokenized as it is (the model's BOS added when it wants one).
+    Text(String),
+    /// Token ids.
+    Tokens(Vec<u32>),
+}
+
+/// What every generating endpoint takes beside its prompt.
+#[derive(Debug, Clone)]
+pub struct Options {
     /// Temperature and nucleus.
     pub sampling: Sampling,
-    /// Seed for sampling.
+    /// Seed for sampling: the request's, else a random one (so unseeded requests differ).
     pub seed: u64,
     /// Most new tokens, if given.
     pub max_tokens: Option<usize>,
@@ -64,6 +87,77 @@ pub struct ChatRequest {
     pub stream: bool,
     /// Send a last chunk with the token usage (streaming only).
     pub include_usage: bool,
+    /// Report each token's log-probability with this many alternatives (0 to 20), if asked.
+    pub logprobs: Option<usize>,
+}
+
+/// Most alternatives a request may ask per token (OpenAI's limit).
+pub const MAX_TOP_LOGPROBS: usize = 20;
+
+/// Sampling, seed, stops and streaming, as chat and text completions spell them (`max_tokens_fields` in order of
+/// precedence). Log-probabilities are each endpoint's own.
+pub fn parse_options(fields: &Map<String, Value>, max_tokens_fields: &[&str]) -> Result<Options, ApiError> {
+    let temperature = optional_number(fields, "temperature", 0.0, 2.0)?.unwrap_or(1.0);
+    let top_p = optional_number(fields, "top_p", 0.0, 1.0)?;
+    if top_p == Some(0.0) {
+        return Err(ApiError::invalid("top_p", "top_p must be above 0"));
+    }
+    let seed = match fields.get("seed") {
+        None | Some(Value::Null) => rand::random::<u64>(),
+        Some(value) => match value.as_i64() {
+            Some(seed) => seed as u64,
+            None => return Err(ApiError::invalid("seed", "seed must be an integer")),
+        },
+    };
+    let mut max_tokens = None;
+    for name in max_tokens_fields {
+        if let Some(n) = optional_count(fields, name)? {
+            max_tokens = Some(n);
+            break;
+        }
+    }
+    let stop = parse_stop(fields.get("stop"))?;
+    let stream = optional_bool(fields, "stream")?.unwrap_or(false);
+    let include_usage = match fields.get("stream_options") {
+        None | Some(Value::Null) => false,
+        Some(Value::Object(options)) => match options.get("include_usage") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => return Err(ApiError::invalid("stream_options.include_usage", "must be a boolean")),
+        },
+        Some(_) => return Err(ApiError::invalid("stream_options", "stream_options must be an object")),
+    };
+    Ok(Options {
+        sampling: Sampling::from_temperature(temperature, None, top_p.filter(|p| *p < 1.0)),
+        seed,
+        max_tokens,
+        stop,
+        stream,
+        include_usage,
+        logprobs: None,
+    })
+}
+
+/// Chat's `logprobs` (a boolean) and `top_logprobs` (0 to 20, only with `logprobs`).
+fn parse_chat_logprobs(fields: &Map<String, Value>) -> Result<Option<usize>, ApiError> {
+    let wanted = optional_bool(fields, "logprobs")?.unwrap_or(false);
+    let top = match fields.get("top_logprobs") {
+        None | Some(Value::Null) => None,
+        Some(value) => match value.as_u64() {
+            Some(n) if n as usize <= MAX_TOP_LOGPROBS => Some(n as usize),
+            _ => {
+                return Err(ApiError::invalid(
+                    "top_logprobs",
+                    format!("top_logprobs must be an integer from 0 to {MAX_TOP_LOGPROBS}"),
+                ))
+            }
+        },
+    };
+    match (wanted, top) {
+        (false, Some(_)) => Err(ApiError::invalid("top_logprobs", "top_logprobs needs logprobs: true")),
+        (false, None) => Ok(None),
+        (true, top) => Ok(Some(top.unwrap_or(0))),
+    }
 }
 
 /// Checks a parsed body.
@@ -81,40 +175,17 @@ pub fn parse(body: &Value) -> Result<ChatRequest, ApiError> {
     let tool_choice = parse_tool_choice(fields.get("tool_choice"), &functions)?;
     let parallel_tool_calls = optional_bool(fields, "parallel_tool_calls")?.unwrap_or(true);
     let json_schema = parse_response_format(fields.get("response_format"))?;
-    let temperature = optional_number(fields, "temperature", 0.0, 2.0)?.unwrap_or(1.0);
-    let top_p = optional_number(fields, "top_p", 0.0, 1.0)?;
-    if top_p == Some(0.0) {
-        return Err(ApiError::invalid("top_p", "top_p must be above 0"));
-    }
-    let seed = match fields.get("seed") {
-        None | Some(Value::Null) => 0,
-        Some(value) => match value.as_i64() {
-            Some(seed) => seed as u64,
-            None => return Err(ApiError::invalid("seed", "seed must be an integer")),
+    let mut options = parse_options(fields, &["max_completion_tokens", "max_tokens"])?;
+    options.logprobs = parse_chat_logprobs(fields)?;
+    let n = match fields.get("n") {
+        None | Some(Value::Null) => 1,
+        Some(n) => match n.as_u64() {
+            Some(n @ 1..=MAX_N) => n as usize,
+            _ => return Err(ApiError::invalid("n", format!("n must be an integer from 1 to {MAX_N}"))),
         },
     };
-    let max_tokens = match optional_count(fields, "max_completion_tokens")? {
-        Some(n) => Some(n),
-        None => optional_count(fields, "max_tokens")?,
-    };
-    let stop = parse_stop(fields.get("stop"))?;
-    let stream = optional_bool(fields, "stream")?.unwrap_or(false);
-    let include_usage = match fields.get("stream_options") {
-        None | Some(Value::Null) => false,
-        Some(Value::Object(options)) => match options.get("include_usage") {
-            None | Some(Value::Null) => false,
-            Some(Value::Bool(b)) => *b,
-            Some(_) => return Err(ApiError::invalid("stream_options.include_usage", "must be a boolean")),
-        },
-        Some(_) => return Err(ApiError::invalid("stream_options", "stream_options must be an object")),
-    };
-    match fields.get("n") {
-        None | Some(Value::Null) => {}
-        Some(n) if n.as_u64() == Some(1) => {}
-        Some(_) => return Err(ApiError::invalid("n", "only n = 1 is supported: send one request per choice")),
-    }
-    if fields.get("logprobs").and_then(Value::as_bool) == Some(true) {
-        return Err(ApiError::invalid("logprobs", "logprobs are not supported"));
+    if n > 1 && options.stream {
+        return Err(ApiError::invalid("n", "a streamed answer has one choice: send n > 1 without stream"));
     }
     Ok(ChatRequest {
         model,
@@ -124,16 +195,13 @@ pub fn parse(body: &Value) -> Result<ChatRequest, ApiError> {
         tool_choice,
         parallel_tool_calls,
         json_schema,
-        sampling: Sampling::from_temperature(temperature, None, top_p.filter(|p| *p < 1.0)),
-        seed,
-        max_tokens,
-        stop,
-        stream,
-        include_usage,
+        options,
+        raw_prompt: None,
+        n,
     })
 }
 
-fn optional_bool(fields: &Map<String, Value>, name: &str) -> Result<Option<bool>, ApiError> {
+pub(super) fn optional_bool(fields: &Map<String, Value>, name: &str) -> Result<Option<bool>, ApiError> {
     match fields.get(name) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Bool(b)) => Ok(Some(*b)),
@@ -141,7 +209,12 @@ fn optional_bool(fields: &Map<String, Value>, name: &str) -> Result<Option<bool>
     }
 }
 
-fn optional_number(fields: &Map<String, Value>, name: &str, low: f64, high: f64) -> Result<Option<f64>, ApiError> {
+pub(super) fn optional_number(
+    fields: &Map<String, Value>,
+    name: &str,
+    low: f64,
+    high: f64,
+) -> Result<Option<f64>, ApiError> {
     match fields.get(name) {
         None | Some(Value::Null) => Ok(None),
         Some(value) => match value.as_f64() {
@@ -151,7 +224,7 @@ fn optional_number(fields: &Map<String, Value>, name: &str, low: f64, high: f64)
     }
 }
 
-fn optional_count(fields: &Map<String, Value>, name: &str) -> Result<Option<usize>, ApiError> {
+pub(super) fn optional_count(fields: &Map<String, Value>, name: &str) -> Result<Option<usize>, ApiError> {
     match fields.get(name) {
         None | Some(Value::Null) => Ok(None),
         Some(value) => match value.as_u64() {

@@ -45,6 +45,7 @@ mod properties;
 mod real_models;
 mod retrieval;
 mod serve;
+mod serve_api;
 mod serve_runs;
 mod serve_safety;
 mod shard;

@@ -182,7 +182,12 @@ fn serve_answers_chat_tools_and_schemas_and_refuses_bad_requests() {
     assert_eq!(joined, text, "streamed and whole answers differ");
     let usage = chunks.last().unwrap();
     assert_eq!(usage["choices"], json!([]), "{usage}");
-    assert_eq!(usage["usage"], answer["usage"], "{usage}");
+    for count in ["prompt_tokens", "completion_tokens", "total_tokens"] {
+        assert_eq!(usage["usage"][count], answer["usage"][count], "{usage}");
+    }
+    // The same prompt again: the slot's cache holds it (all but its last token, whose logits are computed).
+    let prompt_tokens = answer["usage"]["prompt_tokens"].as_u64().unwrap();
+    assert_eq!(usage["usage"]["prompt_tokens_details"]["cached_tokens"], prompt_tokens - 1, "{usage}");
     assert!(chunks.iter().all(|c| c["object"] == "chat.completion.chunk"));
 
     // A stop sequence ends the answer before it.
@@ -287,7 +292,7 @@ fn serve_answers_chat_tools_and_schemas_and_refuses_bad_requests() {
         (json!({"model": MODEL, "messages": message, "tool_choice": "required"}).to_string(), 400, Some("tool_choice")),
         (json!({"model": MODEL, "messages": message, "tools": [{"type": "function", "function": {"name": "bad name!"}}]}).to_string(), 400, Some("tools[0].function.name")),
         (json!({"model": MODEL, "messages": message, "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "array", "uniqueItems": true}}}}).to_string(), 400, Some("response_format")),
-        (json!({"model": MODEL, "messages": message, "n": 3}).to_string(), 400, Some("n")),
+        (json!({"model": MODEL, "messages": message, "n": 9}).to_string(), 400, Some("n")),
         (json!({"model": "no-such-model", "messages": message}).to_string(), 404, None),
         (json!({"model": MODEL, "messages": [{"role": "user", "content": "x".repeat(70_000)}]}).to_string(), 413, None),
     ];
@@ -371,7 +376,7 @@ fn serve_cancels_a_stream_whose_client_left_and_refuses_when_the_queue_is_full()
 }
 
 /// The real `openai` package, installed on first use (pinned, under target/openai-client).
-fn openai_python() -> std::path::PathBuf {
+pub(crate) fn openai_python() -> std::path::PathBuf {
     static INSTALL: OnceLock<Result<(), String>> = OnceLock::new();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let installed = INSTALL.get_or_init(|| {

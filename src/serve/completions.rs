@@ -1,0 +1,284 @@
+//! `POST /v1/completions`: OpenAI's text completions. The prompt (a string, or token ids) is used as it is, with no
+//! chat template; sampling, stops, streaming and log-probabilities are chat's, and the job runs on the same slots.
+//! Fields this server cannot honour (`echo`, `suffix`, `best_of`, `n` above 1, penalties, `logit_bias`) are
+//! refused with a 400 naming them, never ignored.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::response::sse::{Event, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Map, Value};
+use tokio::sync::mpsc::{self, UnboundedReceiver};
+use tokio_stream::wrappers::ReceiverStream;
+
+use super::chat::{data, json_body, now, submit, usage, CancelOnDrop};
+use super::engine::JobEvent;
+use super::error::ApiError;
+use super::logprobs::{self, Logprob};
+use super::output::Piece;
+use super::request::{parse_options, ChatRequest, RawPrompt, ToolChoice, MAX_TOP_LOGPROBS};
+use super::AppState;
+
+/// The handler.
+pub async fn completions(State(state): State<Arc<AppState>>, body: Result<Bytes, BytesRejection>) -> Response {
+    match start(&state, body).await {
+        Ok(response) => response,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn start(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+    let value = json_body(state, body)?;
+    let request = parse(&value)?;
+    let (stream, include_usage) = (request.options.stream, request.options.include_usage);
+    let want_logprobs = request.options.logprobs.is_some();
+    let submitted = submit(state, request, "max_tokens").await?;
+    let header = Header {
+        id: format!("cmpl-{:016x}", rand::random::<u64>()),
+        created: now(),
+        model: state.id_of(submitted.role),
+    };
+    if stream {
+        Ok(stream_answer(header, submitted.answers, include_usage, want_logprobs, submitted.guard).into_response())
+    } else {
+        whole_answer(header, submitted.answers, submitted.guard, want_logprobs)
+            .await
+            .map(|answer| Json(answer).into_response())
+    }
+}
+
+/// Checks a completions body.
+fn parse(body: &Value) -> Result<ChatRequest, ApiError> {
+    let Value::Object(fields) = body else {
+        return Err(ApiError::bad_request("the request body must be a JSON object", None));
+    };
+    let model = match fields.get("model") {
+        Some(Value::String(model)) if !model.is_empty() => model.clone(),
+        Some(_) => return Err(ApiError::invalid("model", "model must be a non-empty string")),
+        None => return Err(ApiError::invalid("model", "model is required: one of the ids GET /v1/models lists")),
+    };
+    refuse_unsupported(fields)?;
+    let raw_prompt = parse_prompt(fields.get("prompt"))?;
+    let mut options = parse_options(fields, &["max_tokens"])?;
+    options.logprobs = match fields.get("logprobs") {
+        None | Some(Value::Null) => None,
+        Some(value) => match value.as_u64() {
+            Some(n) if n as usize <= MAX_TOP_LOGPROBS => Some(n as usize),
+            _ => {
+                return Err(ApiError::invalid(
+                    "logprobs",
+                    format!("logprobs is the number of alternatives per token, 0 to {MAX_TOP_LOGPROBS}"),
+                ))
+            }
+        },
+    };
+    Ok(ChatRequest {
+        model,
+        messages: Vec::new(),
+        functions: Vec::new(),
+        tools: None,
+        tool_choice: ToolChoice::None,
+        parallel_tool_calls: false,
+        json_schema: None,
+        options,
+        raw_prompt: Some(raw_prompt),
+        n: 1,
+    })
+}
+
+/// Refuses the fields of OpenAI's completions that this server does not do, unless they ask for the default.
+fn refuse_unsupported(fields: &Map<String, Value>) -> Result<(), ApiError> {
+    let is_default = |name: &str, value: &Value| match name {
+        "echo" => value == &json!(false),
+        "n" | "best_of" => value.as_u64() == Some(1),
+        "presence_penalty" | "frequency_penalty" => value.as_f64() == Some(0.0),
+        "logit_bias" => value.as_object().is_some_and(Map::is_empty),
+        _ => false,
+    };
+    for (name, why) in [
+        ("echo", "the prompt is not repeated in the answer; prepend it yourself"),
+        ("suffix", "insertion (a suffix after the completion) is not supported"),
+        ("best_of", "only best_of = 1: send several requests and compare them"),
+        ("n", "only n = 1 is supported: send one request per choice"),
+        ("presence_penalty", "penalties are not supported"),
+        ("frequency_penalty", "penalties are not supported"),
+        ("logit_bias", "logit_bias is not supported"),
+    ] {
+        match fields.get(name) {
+            None | Some(Value::Null) => {}
+            Some(value) if is_default(name, value) => {}
+            Some(_) => return Err(ApiError::invalid(name, format!("{name}: {why}"))),
+        }
+    }
+    Ok(())
+}
+
+/// A prompt: a string, or token ids, or a list holding one of them (one prompt per request).
+fn parse_prompt(value: Option<&Value>) -> Result<RawPrompt, ApiError> {
+    let ids = |items: &[Value]| -> Option<Vec<u32>> {
+        items.iter().map(|v| v.as_u64().and_then(|id| u32::try_from(id).ok())).collect()
+    };
+    match value {
+        Some(Value::String(text)) => Ok(RawPrompt::Text(text.clone())),
+        Some(Value::Array(items)) => match items.as_slice() {
+            [Value::String(text)] => Ok(RawPrompt::Text(text.clone())),
+            [Value::Array(inner)] => ids(inner)
+                .map(RawPrompt::Tokens)
+                .ok_or_else(|| ApiError::invalid("prompt[0]", "token ids must be non-negative integers")),
+            [] => Err(ApiError::invalid("prompt", "prompt must not be empty")),
+            items if items.iter().all(Value::is_number) => ids(items)
+                .map(RawPrompt::Tokens)
+                .ok_or_else(|| ApiError::invalid("prompt", "token ids must be non-negative integers")),
+            _ => Err(ApiError::invalid(
+                "prompt",
+                "one prompt per request: a string, a list of token ids, or a list holding one of them",
+            )),
+        },
+        None | Some(Value::Null) => Err(ApiError::invalid("prompt", "prompt is required")),
+        Some(_) => Err(ApiError::invalid("prompt", "prompt must be a string or a list of token ids")),
+    }
+}
+
+/// What every answer and chunk repeats.
+struct Header {
+    id: String,
+    created: u64,
+    model: String,
+}
+
+fn completion(header: &Header, choices: Value) -> Value {
+    json!({"id": header.id, "object": "text_completion", "created": header.created, "model": header.model,
+           "system_fingerprint": null, "choices": choices})
+}
+
+/// Collects the whole answer.
+async fn whole_answer(
+    header: Header,
+    mut answers: UnboundedReceiver<JobEvent>,
+    _guard: CancelOnDrop,
+    want_logprobs: bool,
+) -> Result<Value, ApiError> {
+    let mut text = String::new();
+    let mut lps: Vec<Logprob> = Vec::new();
+    loop {
+        match answers.recv().await {
+            Some(JobEvent::Logprob(lp)) => lps.push(lp),
+            Some(JobEvent::Piece(Piece::Text(piece))) => text.push_str(&piece),
+            Some(JobEvent::Piece(_) | JobEvent::Accepted) => {}
+            Some(JobEvent::Done(Ok(finished))) => {
+                let lps = if want_logprobs { logprobs::completion(&lps, 0) } else { Value::Null };
+                let choice = json!({"text": text, "index": 0, "logprobs": lps, "finish_reason": finished.reason});
+                let mut answer = completion(&header, json!([choice]));
+                answer["usage"] = usage(&finished);
+                return Ok(answer);
+            }
+            Some(JobEvent::Done(Err(e))) => return Err(e),
+            None => return Err(ApiError::internal("the generation slot stopped mid-answer")),
+        }
+    }
+}
+
+/// Streams the answer as completion chunks, then `[DONE]`; the client's leaving cancels the job (as chat's).
+fn stream_answer(
+    header: Header,
+    mut answers: UnboundedReceiver<JobEvent>,
+    include_usage: bool,
+    want_logprobs: bool,
+    guard: CancelOnDrop,
+) -> Sse<ReceiverStream<Result<Event, Infallible>>> {
+    let (chunks, stream) = mpsc::channel::<Result<Event, Infallible>>(16);
+    tokio::spawn(async move {
+        let _guard = guard;
+        let send = |event: Event| {
+            let chunks = chunks.clone();
+            async move { chunks.send(Ok(event)).await.is_ok() }
+        };
+        let mut lps: Vec<Logprob> = Vec::new();
+        // Characters sent so far: where the next tokens' text offsets start.
+        let mut offset = 0usize;
+        let take_lps = |lps: &mut Vec<Logprob>, offset: usize| {
+            if want_logprobs {
+                logprobs::completion(&std::mem::take(lps), offset)
+            } else {
+                Value::Null
+            }
+        };
+        loop {
+            let event = match answers.recv().await {
+                Some(JobEvent::Logprob(lp)) => {
+                    lps.push(lp);
+                    continue;
+                }
+                Some(JobEvent::Piece(Piece::Text(piece))) => {
+                    let lp = take_lps(&mut lps, offset);
+                    offset += piece.chars().count();
+                    let choice = json!({"text": piece, "index": 0, "logprobs": lp, "finish_reason": null});
+                    data(completion(&header, json!([choice])))
+                }
+                Some(JobEvent::Piece(_) | JobEvent::Accepted) => continue,
+                Some(JobEvent::Done(Ok(finished))) => {
+                    let lp = if lps.is_empty() { Value::Null } else { take_lps(&mut lps, offset) };
+                    let choice = json!({"text": "", "index": 0, "logprobs": lp, "finish_reason": finished.reason});
+                    if !send(data(completion(&header, json!([choice])))).await {
+                        return;
+                    }
+                    if include_usage {
+                        let mut last = completion(&header, json!([]));
+                        last["usage"] = usage(&finished);
+                        if !send(data(last)).await {
+                            return;
+                        }
+                    }
+                    break;
+                }
+                Some(JobEvent::Done(Err(e))) => {
+                    let _ = send(data(e.body())).await;
+                    return;
+                }
+                None => {
+                    let _ = send(data(ApiError::internal("the generation slot stopped mid-answer").body())).await;
+                    return;
+                }
+            };
+            if !send(event).await {
+                return;
+            }
+        }
+        let _ = send(Event::default().data("[DONE]")).await;
+    });
+    Sse::new(ReceiverStream::new(stream))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prompts_and_refusals_name_the_field() {
+        let ok = parse(&json!({"model": "m", "prompt": [[1, 2, 3]], "logprobs": 2, "echo": false})).unwrap();
+        assert_eq!(ok.raw_prompt, Some(RawPrompt::Tokens(vec![1, 2, 3])));
+        assert_eq!(ok.options.logprobs, Some(2));
+        assert_eq!(
+            parse(&json!({"model": "m", "prompt": ["hi"]})).unwrap().raw_prompt,
+            Some(RawPrompt::Text("hi".into()))
+        );
+        for (body, param) in [
+            (json!({"model": "m", "prompt": "x", "echo": true}), "echo"),
+            (json!({"model": "m", "prompt": "x", "suffix": "y"}), "suffix"),
+            (json!({"model": "m", "prompt": "x", "best_of": 2}), "best_of"),
+            (json!({"model": "m", "prompt": "x", "logit_bias": {"1": 5}}), "logit_bias"),
+            (json!({"model": "m", "prompt": ["a", "b"]}), "prompt"),
+            (json!({"model": "m", "prompt": [1, -2]}), "prompt"),
+            (json!({"model": "m"}), "prompt"),
+            (json!({"model": "m", "prompt": "x", "logprobs": 21}), "logprobs"),
+        ] {
+            let e = parse(&body).unwrap_err();
+            assert_eq!(e.param.as_deref(), Some(param), "{body}: {e:?}");
+        }
+    }
+}

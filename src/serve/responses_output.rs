@@ -1,0 +1,219 @@
+//! The Responses API's answer, built from a job's events: output items (one assistant message of `output_text`,
+//! or function calls) and the typed stream events that add up to them (`response.created`,
+//! `response.output_item.added`, `response.output_text.delta`, `response.function_call_arguments.delta`,
+//! `response.output_item.done`, `response.completed`, ...). A whole answer is the same builder with its events
+//! dropped, so the two cannot disagree.
+
+use serde_json::{json, Value};
+
+use super::chat::call_id;
+use super::engine::{Finished, JobEvent};
+use super::logprobs::{self, Logprob};
+use super::output::Piece;
+
+/// The item being written.
+enum Open {
+    Message { index: usize, id: String, text: String, logprobs: Vec<Value> },
+    Call { index: usize, id: String, call_id: String, name: String, arguments: String },
+}
+
+/// Builds a response's items and events.
+pub struct Builder {
+    /// The response object without `output`, `status` and `usage` (id, model, the request's echoed settings).
+    base: Value,
+    output: Vec<Value>,
+    open: Option<Open>,
+    sequence: u64,
+    /// Log-probabilities of tokens whose text has not been added yet.
+    pending: Vec<Logprob>,
+}
+
+fn item_id(prefix: &str) -> String {
+    format!("{prefix}_{:016x}", rand::random::<u64>())
+}
+
+impl Builder {
+    /// A builder for the response `base` describes (`id`, `model`, `created_at`, the echoed request fields).
+    pub fn new(base: Value) -> Self {
+        Builder { base, output: Vec::new(), open: None, sequence: 0, pending: Vec::new() }
+    }
+
+    fn event(&mut self, kind: &str, mut body: Value) -> Value {
+        body["type"] = json!(kind);
+        body["sequence_number"] = json!(self.sequence);
+        self.sequence += 1;
+        body
+    }
+
+    /// The response object as it stands, with `status`.
+    fn snapshot(&self, status: &str) -> Value {
+        let mut response = self.base.clone();
+        response["status"] = json!(status);
+        response["output"] = Value::Array(self.output.clone());
+        response
+    }
+
+    /// The first events: `response.created` and `response.in_progress`.
+    pub fn start(&mut self) -> Vec<Value> {
+        let created = self.snapshot("in_progress");
+        let first = self.event("response.created", json!({"response": created}));
+        let progress = self.event("response.in_progress", json!({"response": created}));
+        vec![first, progress]
+    }
+
+    /// The events one job event makes.
+    pub fn push(&mut self, event: JobEvent) -> Vec<Value> {
+        let mut out = Vec::new();
+        match event {
+            JobEvent::Logprob(lp) => self.pending.push(lp),
+            JobEvent::Piece(Piece::Text(text)) => {
+                if !matches!(self.open, Some(Open::Message { .. })) {
+                    self.close(&mut out);
+                    let (index, id) = (self.output.len(), item_id("msg"));
+                    let item = json!({"type": "message", "id": id, "status": "in_progress", "role": "assistant",
+                                      "content": []});
+                    self.output.push(item.clone());
+                    out.push(self.event("response.output_item.added", json!({"output_index": index, "item": item})));
+                    let part = json!({"type": "output_text", "text": "", "annotations": [], "logprobs": []});
+                    let body = json!({"item_id": id, "output_index": index, "content_index": 0, "part": part});
+                    out.push(self.event("response.content_part.added", body));
+                    self.open = Some(Open::Message { index, id, text: String::new(), logprobs: Vec::new() });
+                }
+                let lps: Vec<Value> = self.pending.drain(..).map(|lp| logprobs::entry(&lp)).collect();
+                if let Some(Open::Message { index, id, text: so_far, logprobs }) = &mut self.open {
+                    so_far.push_str(&text);
+                    logprobs.extend(lps.iter().cloned());
+                    let body = json!({"item_id": id, "output_index": index, "content_index": 0, "delta": text,
+                                      "logprobs": lps});
+                    out.push(self.event("response.output_text.delta", body));
+                }
+            }
+            JobEvent::Piece(Piece::CallBegin(name)) => {
+                self.close(&mut out);
+                self.pending.clear();
+                let (index, id, call_id) = (self.output.len(), item_id("fc"), call_id());
+                let item = json!({"type": "function_call", "id": id, "call_id": call_id, "name": name,
+                                  "arguments": "", "status": "in_progress"});
+                self.output.push(item.clone());
+                out.push(self.event("response.output_item.added", json!({"output_index": index, "item": item})));
+                self.open = Some(Open::Call { index, id, call_id, name, arguments: String::new() });
+            }
+            JobEvent::Piece(Piece::CallArguments(part)) => {
+                self.pending.clear();
+                if let Some(Open::Call { index, id, arguments, .. }) = &mut self.open {
+                    arguments.push_str(&part);
+                    let body = json!({"item_id": id, "output_index": index, "delta": part});
+                    out.push(self.event("response.function_call_arguments.delta", body));
+                }
+            }
+            JobEvent::Piece(Piece::CallEnd(_)) => self.close(&mut out),
+            JobEvent::Accepted | JobEvent::Done(_) => {}
+        }
+        out
+    }
+
+    /// Ends the item being written: its `.done` events, and the item completed in the output.
+    fn close(&mut self, out: &mut Vec<Value>) {
+        match self.open.take() {
+            None => {}
+            Some(Open::Message { index, id, text, logprobs }) => {
+                let body = json!({"item_id": id, "output_index": index, "content_index": 0, "text": text,
+                                  "logprobs": logprobs});
+                out.push(self.event("response.output_text.done", body));
+                let part = json!({"type": "output_text", "text": text, "annotations": [], "logprobs": logprobs});
+                let body = json!({"item_id": id, "output_index": index, "content_index": 0, "part": part});
+                out.push(self.event("response.content_part.done", body));
+                let item = json!({"type": "message", "id": id, "status": "completed", "role": "assistant",
+                                  "content": [part]});
+                self.output[index] = item.clone();
+                out.push(self.event("response.output_item.done", json!({"output_index": index, "item": item})));
+            }
+            Some(Open::Call { index, id, call_id, name, arguments }) => {
+                let body = json!({"item_id": id, "output_index": index, "name": name, "arguments": arguments});
+                out.push(self.event("response.function_call_arguments.done", body));
+                let item = json!({"type": "function_call", "id": id, "call_id": call_id, "name": name,
+                                  "arguments": arguments, "status": "completed"});
+                self.output[index] = item.clone();
+                out.push(self.event("response.output_item.done", json!({"output_index": index, "item": item})));
+            }
+        }
+    }
+
+    /// The last events and the whole response: `response.completed`, or `response.incomplete` when the token
+    /// limit cut the answer.
+    pub fn finish(&mut self, finished: &Finished) -> (Vec<Value>, Value) {
+        let mut out = Vec::new();
+        if self.output.is_empty() {
+            // An empty answer is still a message, so `output_text` is "" rather than missing.
+            out = self.push(JobEvent::Piece(Piece::Text(String::new())));
+        }
+        self.close(&mut out);
+        let cut = finished.reason == "length";
+        let mut response = self.snapshot(if cut { "incomplete" } else { "completed" });
+        if cut {
+            response["incomplete_details"] = json!({"reason": "max_output_tokens"});
+        }
+        response["usage"] = json!({
+            "input_tokens": finished.prompt_tokens,
+            "input_tokens_details": {"cached_tokens": finished.cached_tokens},
+            "output_tokens": finished.completion_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": finished.prompt_tokens + finished.completion_tokens,
+        });
+        let kind = if cut { "response.incomplete" } else { "response.completed" };
+        let last = self.event(kind, json!({"response": response}));
+        out.push(last);
+        (out, response)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::serve::grammar::ToolCall;
+
+    fn finished(reason: &'static str) -> Finished {
+        Finished { reason, prompt_tokens: 10, completion_tokens: 3, cached_tokens: 4 }
+    }
+
+    #[test]
+    fn events_add_up_to_the_items() {
+        let mut b = Builder::new(json!({"id": "resp_1", "object": "response"}));
+        let mut events = b.start();
+        for piece in [Piece::Text("Hel".into()), Piece::Text("lo".into())] {
+            events.extend(b.push(JobEvent::Piece(piece)));
+        }
+        let (last, response) = b.finish(&finished("stop"));
+        events.extend(last);
+        let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+        assert_eq!(kinds.first(), Some(&"response.created"));
+        assert_eq!(kinds.last(), Some(&"response.completed"));
+        let deltas: String = events
+            .iter()
+            .filter(|e| e["type"] == "response.output_text.delta")
+            .map(|e| e["delta"].as_str().unwrap())
+            .collect();
+        assert_eq!(deltas, "Hello");
+        assert_eq!(response["output"][0]["content"][0]["text"], "Hello");
+        assert_eq!(response["usage"]["input_tokens_details"]["cached_tokens"], 4);
+        let seqs: Vec<u64> = events.iter().map(|e| e["sequence_number"].as_u64().unwrap()).collect();
+        assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1));
+
+        let mut b = Builder::new(json!({}));
+        for piece in [
+            Piece::CallBegin("f".into()),
+            Piece::CallArguments("{\"x\"".into()),
+            Piece::CallArguments(": 1}".into()),
+            Piece::CallEnd(ToolCall { name: "f".into(), arguments: "{\"x\": 1}".into() }),
+        ] {
+            b.push(JobEvent::Piece(piece));
+        }
+        let (_, response) = b.finish(&finished("tool_calls"));
+        let call = &response["output"][0];
+        assert_eq!((call["type"].as_str(), call["arguments"].as_str()), (Some("function_call"), Some("{\"x\": 1}")));
+        assert!(call["call_id"].as_str().unwrap().starts_with("call_"));
+        assert_eq!(response["output"].as_array().unwrap().len(), 1);
+        let (_, cut) = Builder::new(json!({})).finish(&finished("length"));
+        assert_eq!(cut["status"], "incomplete");
+    }
+}
