@@ -281,7 +281,11 @@ pub fn run_suite(suite: Suite, args: &SuiteSettings, pair: &Pair, reporter: &dyn
             let samples: Vec<(Value, _)> =
                 tasks.into_iter().take(args.limit.unwrap_or(usize::MAX)).map(|t| (json!(t.id), t)).collect();
             let dir = recorder.dir().to_path_buf();
-            let task_suite = task_suite.unwrap_or_else(|| TaskSuite { task: vec![], servers: Default::default(), pages: Default::default() });
+            let task_suite = task_suite.unwrap_or_else(|| TaskSuite {
+                task: vec![],
+                servers: Default::default(),
+                pages: Default::default(),
+            });
             let web = if task_suite.pages.is_empty() { None } else { Some(WebServer::start(&task_suite.pages)?) };
             if let Some(web) = &web {
                 reporter.message(&format!("the suite's pages are served at {}", web.address()));

@@ -106,8 +106,9 @@ impl WebServer {
             .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
             .map_err(|e| Error::io("binding the suite's web server".to_string(), e))?;
         let port = listener.local_addr().map_err(|e| Error::io("the web server's address".to_string(), e))?.port();
-        let pages: std::sync::Arc<BTreeMap<String, String>> =
-            std::sync::Arc::new(pages.iter().map(|(k, v)| (k.trim_start_matches('/').to_string(), v.clone())).collect());
+        let pages: std::sync::Arc<BTreeMap<String, String>> = std::sync::Arc::new(
+            pages.iter().map(|(k, v)| (k.trim_start_matches('/').to_string(), v.clone())).collect(),
+        );
         let app = axum::Router::new().fallback(move |uri: axum::http::Uri| {
             let pages = pages.clone();
             async move { page(&pages, uri.path()) }

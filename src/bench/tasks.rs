@@ -8,9 +8,9 @@ use std::time::Instant;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::bench::task_servers;
 use crate::agent::log::events::{EventLog, RunSettings, StopReason};
 use crate::agent::{Agent, AutoApprove, ModelSource, NoObserver, RunOutcome};
+use crate::bench::task_servers;
 use crate::tools::{ToolContext, ToolRegistry, Workspace};
 use crate::{Error, Result};
 

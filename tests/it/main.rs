@@ -37,6 +37,7 @@ mod mcp_agent;
 mod mcp_http;
 mod mends;
 mod plan;
+mod plans_hold;
 mod planner;
 mod prefix_store;
 mod properties;
