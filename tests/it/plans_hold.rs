@@ -68,7 +68,12 @@ fn the_users_date_and_time_reach_the_tool_as_written_or_as_the_schema_asks() {
     let properties = r#"{"day": {"type": "string", "description": "Day of the booking as YYYY-MM-DD"}, "time": {"type": "string", "description": "Time of the booking"}, "guests": {"type": "integer", "description": "Number of guests"}}"#;
     let tools = scratch.write(
         "tools.toml",
-        &crate::common::runs::shell_tool("book_table", "Books a restaurant table.", properties, "echo '{\"ok\": true}'"),
+        &crate::common::runs::shell_tool(
+            "book_table",
+            "Books a restaurant table.",
+            properties,
+            "echo '{\"ok\": true}'",
+        ),
     );
     let goal = "Book a table for 4 people on 01/15/2024 at 7:00 PM.";
     let ws = scratch.workspace();

@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use super::Agent;
 use crate::agent::log::events::{Event, PlanOrigin};
+use crate::agent::plan::mend::mend_plan;
 use crate::agent::plan::Plan;
 use crate::agent::run::repair::{failed_step_text, repair_arguments, RepairRequest};
 use crate::tools::Calculator;
@@ -81,14 +82,21 @@ impl Agent<'_> {
         }
         let mut repaired_plan = plan.clone();
         repaired_plan.steps[index].args = call.args.clone();
+        // The repaired arguments go through the run's mends too (a time in the form its parameter asks for).
+        let mended = mend_plan(&mut repaired_plan, self.registry, self.settings.mend);
+        let call_args = repaired_plan.steps.iter().find(|s| s.id == step.id).map(|s| s.args.clone());
+        if let Some(error) = call_args.as_ref().and_then(|args| self.state.failed_call(&step.tool, args)) {
+            tracing::info!(step = %step.id, "the mended repair repeats a call that failed ({error}); replanning");
+            return Ok(false);
+        }
         let reason = format!(
             "repaired step {}'s arguments ({} → {}) after the tool's error: {}",
             step.id,
             Value::Object(failed.args.clone()),
-            Value::Object(call.args),
+            Value::Object(call_args.unwrap_or(call.args)),
             failed.error
         );
-        self.record_plan(repaired_plan, PlanOrigin::Repair, &reason, None, None, Vec::new())?;
+        self.record_plan(repaired_plan, PlanOrigin::Repair, &reason, None, None, mended.changes)?;
         Ok(true)
     }
 
