@@ -89,12 +89,13 @@ impl Agent<'_> {
             tracing::info!(step = %step.id, "the mended repair repeats a call that failed ({error}); replanning");
             return Ok(false);
         }
+        // The error first: `runs show` clips the reason, and the arguments are in the plan printed under it.
         let reason = format!(
-            "repaired step {}'s arguments ({} → {}) after the tool's error: {}",
+            "repaired step {}'s arguments after the tool's error: {} (was {}, now {})",
             step.id,
+            failed.error,
             Value::Object(failed.args.clone()),
-            Value::Object(call_args.unwrap_or(call.args)),
-            failed.error
+            Value::Object(call_args.unwrap_or(call.args))
         );
         self.record_plan(repaired_plan, PlanOrigin::Repair, &reason, None, None, mended.changes)?;
         Ok(true)
