@@ -140,6 +140,8 @@ pub struct RunState {
     /// Every tool call that failed in the run: tool, arguments, error (a call is not made again with the same
     /// arguments).
     pub failed_calls: Vec<(String, Map<String, Value>, String)>,
+    /// Calls whose tool process failed once (they may be made once more unchanged).
+    pub tried_calls: Vec<(String, Map<String, Value>)>,
     /// The newest failed tool call: what a repair rewrites.
     pub last_failure: Option<FailedStep>,
     /// How the newest plan came about.
@@ -172,6 +174,9 @@ pub struct FailedStep {
     pub args: Map<String, Value>,
     /// What the tool answered.
     pub error: String,
+    /// The tool's process or server failed rather than answering (`tools::error::may_pass_unchanged`): other
+    /// arguments would not help, the same call may pass.
+    pub unchanged_may_pass: bool,
 }
 
 /// Calls and tokens of one model role.
@@ -282,9 +287,18 @@ impl RunState {
                 let called = self.in_flight.remove(step).is_some();
                 if let (true, None) = (called, output) {
                     let error = error.clone().unwrap_or_else(|| "unknown error".into());
-                    self.failed_calls.push((tool.clone(), args.clone(), error.clone()));
+                    // A process that failed may pass when called again unchanged: once. A second failure of the
+                    // same call, and every answer of a tool that the call is wrong, forbid it.
+                    let unchanged_may_pass = crate::tools::error::may_pass_unchanged(&error)
+                        && !self.tried_calls.iter().any(|(t, a)| t == tool && a == args);
+                    if unchanged_may_pass {
+                        self.tried_calls.push((tool.clone(), args.clone()));
+                    } else {
+                        self.failed_calls.push((tool.clone(), args.clone(), error.clone()));
+                    }
                     let (step, tool, args) = (step.clone(), tool.clone(), args.clone());
-                    self.last_failure = Some(FailedStep { version: *version, step, tool, args, error });
+                    let version = *version;
+                    self.last_failure = Some(FailedStep { version, step, tool, args, error, unchanged_may_pass });
                 }
                 match output {
                     Some(output) => {

@@ -22,7 +22,9 @@ impl Agent<'_> {
     /// a call that already failed): then the whole goal is replanned.
     pub(super) fn repair(&mut self, plan: &Plan) -> Result<bool> {
         let Some(failed) = self.state.last_failure.clone() else { return Ok(false) };
+        // A process that failed is no question of arguments: the replan may call it again as it was.
         if failed.version != plan.version
+            || failed.unchanged_may_pass
             || self.state.plan_origin == Some(PlanOrigin::Repair)
             || self.state.repairs >= MAX_REPAIRS
             || self.spent_budget(1).is_some()
