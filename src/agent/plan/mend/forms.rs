@@ -153,7 +153,7 @@ pub fn write_time(t: Time, form: TimeForm) -> String {
         TimeForm::HourMinute => format!("{:02}:{:02}", t.hour, t.minute),
         TimeForm::HourMinuteSecond => format!("{:02}:{:02}:{:02}", t.hour, t.minute, t.second.unwrap_or(0)),
         TimeForm::Meridiem => {
-            let hour = if t.hour % 12 == 0 { 12 } else { t.hour % 12 };
+            let hour = if t.hour.is_multiple_of(12) { 12 } else { t.hour % 12 };
             format!("{hour}:{:02} {}", t.minute, if t.hour < 12 { "AM" } else { "PM" })
         }
     }
