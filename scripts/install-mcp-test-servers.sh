@@ -2,17 +2,20 @@
 # Installs the real MCP servers the tests use, at pinned versions, under target/mcp-servers/ (the tests run it on
 # first use, as they pull models, and fail saying why when a server cannot be installed; `.ci/run` runs it first
 # so the install shows in the log):
-#   venv/  a Python virtual environment with mcp-server-time and mcp-server-git (PyPI, through pip), and the MCP
-#          Python SDK (`mcp`) that tests/fixtures/mcp/http_server.py, the Streamable HTTP test server, runs on
-#   npm/   @modelcontextprotocol/server-filesystem (npm registry, through npm; skipped with a note when npm is
-#          missing)
+#   venv/  a Python virtual environment with mcp-server-time, mcp-server-git and mcp-server-fetch (PyPI, through
+#          pip), and the MCP Python SDK (`mcp`) that tests/fixtures/mcp/http_server.py, the Streamable HTTP test
+#          server, runs on
+#   npm/   @modelcontextprotocol/server-filesystem and server-memory (npm registry, through npm; skipped with a note
+#          when npm is missing)
+# The tasks-mcp suite (benches/tasks-mcp.toml) runs these servers by name: put venv/bin and npm/node_modules/.bin
+# on PATH for it.
 # Idempotent: a stamp file records what was installed, and a second run with the same pins does nothing.
 # Usage: scripts/install-mcp-test-servers.sh [DIR]   (default: target/mcp-servers in the repository)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir="${1:-target/mcp-servers}"
-python_pins=("mcp-server-time==2026.10.19" "mcp-server-git==2026.10.19" "mcp==2.3.0")
-npm_pins=("@modelcontextprotocol/server-filesystem@2026.8.31")
+python_pins=("mcp-server-time==2026.10.19" "mcp-server-git==2026.10.19" "mcp==2.3.0" "mcp-server-fetch==2026.10.24")
+npm_pins=("@modelcontextprotocol/server-filesystem@2026.8.31" "@modelcontextprotocol/server-memory@2026.8.31")
 mkdir -p "$dir"
 
 stamp="$dir/venv/.installed"

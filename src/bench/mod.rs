@@ -13,6 +13,7 @@ pub mod records;
 pub mod serve;
 pub mod speed;
 pub mod suites;
+pub mod task_servers;
 pub mod tasks;
 
 /// Peak resident set size of this process in bytes (Linux `VmHWM`), if the platform reports it.

@@ -8,7 +8,8 @@ use serde_json::{json, Value};
 
 use crate::agent::{LazyModels, ModelSource};
 use crate::bench::records::{run_samples, BenchRecorder};
-use crate::bench::tasks::{builtin_tasks, parse_tasks, run_task, Task, TaskSetup};
+use crate::bench::task_servers::WebServer;
+use crate::bench::tasks::{parse_suite, run_task, Task, TaskSetup, TaskSuite, BUILTIN_TASKS};
 use crate::engine::Engine;
 use crate::progress::Reporter;
 use crate::settings::{Drafting, Mend, Mode, SuiteSettings};
@@ -232,15 +233,15 @@ fn lazy_models<'r>(args: &SuiteSettings, pair: &Pair, reporter: &'r dyn Reporter
     Ok(Engine::new(args.compute, Drafting::WhereExact)?.models(&pair.planner, &pair.executor, reporter))
 }
 
-/// The tasks of `--data`, or the built-in suite.
-fn load_tasks(args: &SuiteSettings) -> Result<Vec<Task>> {
+/// The tasks suite of `--data`, or the built-in suite.
+fn load_tasks(args: &SuiteSettings) -> Result<TaskSuite> {
     match &args.data {
         Some(path) => {
             let text =
                 std::fs::read_to_string(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
-            parse_tasks(&text, path)
+            parse_suite(&text, path)
         }
-        None => Ok(builtin_tasks()),
+        None => parse_suite(BUILTIN_TASKS, Path::new("benches/tasks.toml")),
     }
 }
 
@@ -267,8 +268,11 @@ pub fn run_suite(suite: Suite, args: &SuiteSettings, pair: &Pair, reporter: &dyn
         return Err(Error::Usage("--categories picks BFCL's or the tasks suite's categories; NESTFUL has none".into()));
     }
     // Read before the run directory is made, so a bad file or category leaves nothing behind.
-    let tasks =
-        if matches!(suite, Suite::Tasks) { in_categories(load_tasks(args)?, &args.categories)? } else { vec![] };
+    let mut task_suite = if matches!(suite, Suite::Tasks) { Some(load_tasks(args)?) } else { None };
+    let tasks = match task_suite.as_mut() {
+        Some(s) => in_categories(std::mem::take(&mut s.task), &args.categories)?,
+        None => vec![],
+    };
     let mut recorder = recorder(args, &run_name(suite, pair))?;
     reporter.message(&format!("{} for {}: records in {}", suite.name(), pair.label(), recorder.dir().display()));
     let mut models = lazy_models(args, pair, reporter)?;
@@ -277,6 +281,15 @@ pub fn run_suite(suite: Suite, args: &SuiteSettings, pair: &Pair, reporter: &dyn
             let samples: Vec<(Value, _)> =
                 tasks.into_iter().take(args.limit.unwrap_or(usize::MAX)).map(|t| (json!(t.id), t)).collect();
             let dir = recorder.dir().to_path_buf();
+            let task_suite = task_suite.unwrap_or_else(|| TaskSuite {
+                task: vec![],
+                servers: Default::default(),
+                pages: Default::default(),
+            });
+            let web = if task_suite.pages.is_empty() { None } else { Some(WebServer::start(&task_suite.pages)?) };
+            if let Some(web) = &web {
+                reporter.message(&format!("the suite's pages are served at {}", web.address()));
+            }
             let setup = TaskSetup {
                 bench_dir: &dir,
                 planner: &pair.planner,
@@ -287,6 +300,8 @@ pub fn run_suite(suite: Suite, args: &SuiteSettings, pair: &Pair, reporter: &dyn
                 tools_top_k: args.tools_top_k,
                 plans: args.plans,
                 mend: args.mend_for(false),
+                servers: &task_suite.servers,
+                web: web.as_ref().map(WebServer::address),
             };
             run_samples(&samples, &mut recorder, reporter, "tasks", |task| {
                 run_task(task, &setup, &mut models as &mut dyn ModelSource)

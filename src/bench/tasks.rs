@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 
 use crate::agent::log::events::{EventLog, RunSettings, StopReason};
 use crate::agent::{Agent, AutoApprove, ModelSource, NoObserver, RunOutcome};
+use crate::bench::task_servers;
 use crate::tools::{ToolContext, ToolRegistry, Workspace};
 use crate::{Error, Result};
 
@@ -50,17 +51,38 @@ pub struct Task {
     /// That file must contain one of these (normalised).
     #[serde(default)]
     pub file_any: Vec<String>,
+    /// MCP servers of the suite's `[servers]` whose tools this task is offered, started in its workspace.
+    #[serde(default)]
+    pub mcp: Vec<String>,
+    /// Commands run (`sh -c`) in the workspace after its files are written, before the run (e.g. `git init`).
+    #[serde(default)]
+    pub setup: Vec<String>,
 }
 
-#[derive(Deserialize)]
+/// A tasks file: its tasks and what the suite starts for them.
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct TaskFile {
-    task: Vec<Task>,
+pub struct TaskSuite {
+    /// The goals.
+    pub task: Vec<Task>,
+    /// MCP servers by name, as entries of an `mcpServers` file (`command`, `args`, `env`); `{ws}` in their strings is
+    /// the task's workspace, `{web}` the address of the suite's web server.
+    #[serde(default)]
+    pub servers: BTreeMap<String, Value>,
+    /// Pages (path = content) a local web server serves while the suite runs; `{web}` in goals and tools is its
+    /// address (`http://127.0.0.1:PORT`).
+    #[serde(default)]
+    pub pages: BTreeMap<String, String>,
 }
 
 /// Parses a tasks file; `origin` names it in errors (which carry the line).
 pub fn parse_tasks(text: &str, origin: &Path) -> Result<Vec<Task>> {
-    let file: TaskFile =
+    Ok(parse_suite(text, origin)?.task)
+}
+
+/// Parses a tasks file with its servers and pages; `origin` names it in errors (which carry the line).
+pub fn parse_suite(text: &str, origin: &Path) -> Result<TaskSuite> {
+    let file: TaskSuite =
         toml::from_str(text).map_err(|e| Error::InvalidInput { path: origin.to_path_buf(), message: e.to_string() })?;
     let mut seen = std::collections::HashSet::new();
     for task in &file.task {
@@ -70,6 +92,22 @@ pub fn parse_tasks(text: &str, origin: &Path) -> Result<Vec<Task>> {
                 message: format!("task id '{}' appears twice", task.id),
             });
         }
+        if let Some(unknown) = task.mcp.iter().find(|name| !file.servers.contains_key(*name)) {
+            return Err(Error::InvalidInput {
+                path: origin.to_path_buf(),
+                message: format!(
+                    "task '{}' names the MCP server '{unknown}', which [servers] does not define (it defines {:?})",
+                    task.id,
+                    file.servers.keys().collect::<Vec<_>>()
+                ),
+            });
+        }
+        if file.pages.is_empty() && task.goal.contains("{web}") {
+            return Err(Error::InvalidInput {
+                path: origin.to_path_buf(),
+                message: format!("task '{}' uses {{web}}, but the suite has no [pages] to serve", task.id),
+            });
+        }
         if task.answer_any.is_empty() && task.answer_all.is_empty() && task.file.is_none() {
             return Err(Error::InvalidInput {
                 path: origin.to_path_buf(),
@@ -77,7 +115,7 @@ pub fn parse_tasks(text: &str, origin: &Path) -> Result<Vec<Task>> {
             });
         }
     }
-    Ok(file.task)
+    Ok(file)
 }
 
 /// The built-in tasks.
@@ -148,6 +186,10 @@ pub struct TaskSetup<'a> {
     pub plans: usize,
     /// Which plan mends run.
     pub mend: crate::settings::Mend,
+    /// The suite's MCP servers, by name.
+    pub servers: &'a BTreeMap<String, Value>,
+    /// The address of the suite's web server, when it has pages.
+    pub web: Option<&'a str>,
 }
 
 /// Runs one task with the agent and returns its record.
@@ -165,15 +207,21 @@ pub fn run_task(task: &Task, setup: &TaskSetup, models: &mut dyn ModelSource) ->
         std::fs::write(&target, content).map_err(|e| Error::io(format!("writing {}", target.display()), e))?;
     }
     std::fs::create_dir_all(&workspace).map_err(|e| Error::io(format!("creating {}", workspace.display()), e))?;
+    task_servers::run_setup(&task.setup, &workspace, &task.id)?;
     let context =
         ToolContext::new(Workspace::new(&workspace)?).with_write(task.allow_write).with_shell(task.allow_shell.clone());
     let mut registry = ToolRegistry::builtins(&context);
     if let Some(tools) = &task.tools {
         let path = setup.bench_dir.join("workspaces").join(format!("{}.tools.toml", task.id));
-        let text = tools.replace("{ws}", &workspace.display().to_string());
+        let text = task_servers::fill_text(tools, &workspace, setup.web);
         std::fs::write(&path, text).map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
         registry.load_file(&path)?;
     }
+    let mcp_file = setup.bench_dir.join("workspaces").join(format!("{}.mcp.json", task.id));
+    if !task.mcp.is_empty() {
+        task_servers::start_mcp(&mut registry, &task.mcp, setup.servers, &workspace, setup.web, &mcp_file)?;
+    }
+    let goal = task_servers::fill_text(&task.goal, &workspace, setup.web);
     let run_dir = setup.bench_dir.join("runs").join(&task.id);
     if run_dir.exists() {
         std::fs::remove_dir_all(&run_dir).map_err(|e| Error::io(format!("clearing {}", run_dir.display()), e))?;
@@ -189,10 +237,13 @@ pub fn run_task(task: &Task, setup: &TaskSetup, models: &mut dyn ModelSource) ->
     settings.plans = setup.plans;
     settings.mend = setup.mend;
     settings.budgets.max_seconds = 300;
+    if !task.mcp.is_empty() {
+        settings.mcp_config = Some(mcp_file);
+    }
     let started = Instant::now();
     let mut approver = AutoApprove;
     let agent = Agent::start(
-        &task.goal,
+        &goal,
         settings,
         EventLog::create(&run_dir)?,
         &registry,
@@ -207,7 +258,7 @@ pub fn run_task(task: &Task, setup: &TaskSetup, models: &mut dyn ModelSource) ->
     Ok(json!({
         "sample": task.id,
         "category": task.category,
-        "input": task.goal,
+        "input": goal,
         "prediction": outcome.answer,
         "gold": {"answer_any": task.answer_any, "answer_all": task.answer_all, "file": task.file, "file_any": task.file_any},
         "score": {"success": passed && outcome.stop == StopReason::Done, "why": why},

@@ -154,7 +154,8 @@ pub enum ToolError {
         /// What failed, and what to do.
         message: String,
     },
-    /// The tool ran and reported a failure itself (an MCP result with `isError`).
+    /// The tool ran and reported a failure itself (an MCP result with `isError`); an answer about the call, which
+    /// the same call would get again (see [`may_pass_unchanged`]).
     #[error("tool '{tool}' reported an error: {message}")]
     Reported {
         /// The tool called.
@@ -175,3 +176,12 @@ pub enum ToolError {
 
 /// Result of tool operations.
 pub type ToolResult<T> = std::result::Result<T, ToolError>;
+
+/// Whether a tool error, in the words [`ToolError`] writes it, is a failure of the tool's process or server rather
+/// than the tool's answer about the call: a command that exited unsuccessfully or ran past its time limit, an MCP
+/// server that broke off. Such a call may pass when it is made again unchanged (a service that was down); a call
+/// the tool answered with an error (an MCP `isError`, arguments that do not fit) would get the same answer.
+pub fn may_pass_unchanged(error: &str) -> bool {
+    let process = error.starts_with("tool '") && (error.contains("' failed (") || error.contains("' timed out after "));
+    process || error.starts_with("MCP server '")
+}

@@ -13,7 +13,7 @@ use tandem::bench::nestful::runner::{parse_catalogue_option, registry_of};
 use tandem::bench::nestful::{load, Distractors};
 use tandem::bench::records::BenchRecorder;
 use tandem::bench::suites::{pair_matrix, Suite};
-use tandem::bench::tasks::{builtin_tasks, check, mentions, normalise as normalise_answer, parse_tasks};
+use tandem::bench::tasks::{builtin_tasks, check, mentions, normalise as normalise_answer, parse_suite, parse_tasks};
 
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data").join(name)
@@ -74,6 +74,35 @@ fn the_answers_dev_suite_parses_with_every_kind_of_goal() {
         assert!(categories.contains(wanted), "no {wanted} goals in {categories:?}");
     }
     assert!(tasks.iter().filter(|t| t.category == "multipart").all(|t| t.answer_all.len() >= 2));
+}
+
+#[test]
+fn the_mcp_suite_parses_with_its_servers_pages_and_forty_goals() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/tasks-mcp.toml");
+    let suite = parse_suite(&std::fs::read_to_string(&path).unwrap(), &path).unwrap();
+    assert!(suite.task.len() >= 40, "{}", suite.task.len());
+    for server in ["time", "git", "files", "memory", "fetch"] {
+        assert!(suite.servers.contains_key(server), "no {server} server in {:?}", suite.servers.keys());
+        assert!(suite.task.iter().any(|t| t.mcp.iter().any(|m| m == server)), "no goal uses {server}");
+    }
+    assert!(suite.task.iter().all(|t| !t.mcp.is_empty()), "every goal of the suite uses an MCP server");
+    // Every page a goal points at is served.
+    for task in &suite.task {
+        if let Some(at) = task.goal.find("{web}/") {
+            // The address ends at a space or at the sentence's end (`…/meetup.html?`).
+            let page: String = task.goal[at + 6..].chars().take_while(|c| !c.is_whitespace()).collect();
+            let page = page.trim_end_matches(['?', '.', ',', '!']);
+            assert!(suite.pages.contains_key(page), "task {} points at {page}, which [pages] lacks", task.id);
+        }
+    }
+    // A task naming a server the suite does not define is refused with the names it does define.
+    let bad = parse_suite(
+        "[servers.a]\ncommand = \"x\"\n[[task]]\nid = \"t\"\ncategory = \"c\"\ngoal = \"g\"\nmcp = [\"b\"]\nanswer_any = [\"1\"]\n",
+        Path::new("t.toml"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(bad.contains("'b'") && bad.contains("\"a\""), "{bad}");
 }
 
 #[test]

@@ -40,6 +40,7 @@ mod mcp_http;
 mod mends;
 mod plan;
 mod planner;
+mod plans_hold;
 mod prefix_store;
 mod properties;
 mod real_models;

@@ -166,6 +166,8 @@ pub enum PlanOrigin {
     Given,
     /// One step proposed in step mode.
     NextStep,
+    /// One failed step's arguments rewritten by the planner, the rest of the plan kept.
+    Repair,
 }
 
 /// Why a run stopped.

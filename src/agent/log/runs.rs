@@ -137,6 +137,17 @@ pub struct RunState {
     pub revisions: Vec<Revision>,
     /// Failed step executions, in words (step mode shows them to the planner).
     pub failures: Vec<String>,
+    /// Every tool call that failed in the run: tool, arguments, error (a call is not made again with the same
+    /// arguments).
+    pub failed_calls: Vec<(String, Map<String, Value>, String)>,
+    /// Calls whose tool process failed once (they may be made once more unchanged).
+    pub tried_calls: Vec<(String, Map<String, Value>)>,
+    /// The newest failed tool call: what a repair rewrites.
+    pub last_failure: Option<FailedStep>,
+    /// How the newest plan came about.
+    pub plan_origin: Option<PlanOrigin>,
+    /// Repaired plans so far.
+    pub repairs: u32,
     /// The answer, once given.
     pub answer: Option<String>,
     /// The last plan whose steps all ran but whose results the joiner judged not to meet the goal: its version
@@ -148,6 +159,24 @@ pub struct RunState {
     pub started_ms: u64,
     /// Time of the last event (Unix ms).
     pub last_ms: u64,
+}
+
+/// A step whose tool call failed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FailedStep {
+    /// The plan version it ran in.
+    pub version: u32,
+    /// Its id.
+    pub step: String,
+    /// The tool called.
+    pub tool: String,
+    /// The arguments it was called with.
+    pub args: Map<String, Value>,
+    /// What the tool answered.
+    pub error: String,
+    /// The tool's process or server failed rather than answering (`tools::error::may_pass_unchanged`): other
+    /// arguments would not help, the same call may pass.
+    pub unchanged_may_pass: bool,
 }
 
 /// Calls and tokens of one model role.
@@ -228,6 +257,8 @@ impl RunState {
                     self.plan_approved = self.settings.as_ref().is_none_or(|s| s.approve != Approval::Plan);
                 }
                 self.plan = Some(plan.clone());
+                self.plan_origin = Some(*origin);
+                self.repairs += u32::from(*origin == PlanOrigin::Repair);
                 self.plan_valid = issues.is_empty();
                 if let Some(usage) = usage {
                     self.planner.add(usage);
@@ -253,7 +284,22 @@ impl RunState {
             }
             Event::StepFinished { version, step, tool, args, output, error, .. } => {
                 self.steps_run += 1;
-                self.in_flight.remove(step);
+                let called = self.in_flight.remove(step).is_some();
+                if let (true, None) = (called, output) {
+                    let error = error.clone().unwrap_or_else(|| "unknown error".into());
+                    // A process that failed may pass when called again unchanged: once. A second failure of the
+                    // same call, and every answer of a tool that the call is wrong, forbid it.
+                    let unchanged_may_pass = crate::tools::error::may_pass_unchanged(&error)
+                        && !self.tried_calls.iter().any(|(t, a)| t == tool && a == args);
+                    if unchanged_may_pass {
+                        self.tried_calls.push((tool.clone(), args.clone()));
+                    } else {
+                        self.failed_calls.push((tool.clone(), args.clone(), error.clone()));
+                    }
+                    let (step, tool, args) = (step.clone(), tool.clone(), args.clone());
+                    let version = *version;
+                    self.last_failure = Some(FailedStep { version, step, tool, args, error, unchanged_may_pass });
+                }
                 match output {
                     Some(output) => {
                         self.call_cache.insert(call_key(tool, args), output.clone());
@@ -288,6 +334,11 @@ impl RunState {
             .is_some_and(|s| s.approve == Approval::Plan && s.mode == crate::settings::Mode::PlanAhead);
         (asks && self.finished.is_none() && self.plan.is_some() && self.plan_valid && !self.plan_approved)
             .then(|| self.version())
+    }
+
+    /// The error of an earlier call of `tool` with exactly these arguments that failed, if one did.
+    pub fn failed_call(&self, tool: &str, args: &Map<String, Value>) -> Option<&str> {
+        self.failed_calls.iter().find(|(t, a, _)| t == tool && a == args).map(|(_, _, e)| e.as_str())
     }
 
     /// Generated tokens so far, planner and executor together.

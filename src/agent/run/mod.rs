@@ -5,3 +5,4 @@ pub mod evaluation;
 pub mod executor;
 pub mod joiner;
 pub mod orchestrator;
+pub mod repair;

@@ -13,6 +13,10 @@
 //!     ("8%"), passed as `8` to a parameter whose description asks for a decimal or fraction, becomes `0.08`.
 //!   - [`mend_durations`] (`durations`): a duration the goal gives in one unit, passed unconverted to a parameter
 //!     whose description names exactly one other unit ("5 minutes" into a parameter "in seconds": 300).
+//!   - [`mend_dates_and_times`] (`dates-and-times`): a date or time passed in another form than the one its
+//!     parameter's schema asks for (`format`, `pattern`, a description showing the form like `HH:MM` or
+//!     `MM/DD/YYYY`) is written in that form by code (`9:30 AM` → `09:30`); where the schema asks for none, a date
+//!     or time the goal writes is passed as the goal writes it (`2024-01-15` → `01/15/2024`).
 //!   - [`mend_languages_to_codes`] (`language-codes`): a language the goal names, passed by name to a language
 //!     parameter whose description asks for a code or ISO code, becomes its code (`French` → `fr`).
 //!   - [`mend_unused_dependencies`] (`dependencies`): a step that lists an earlier step in `depends_on` but passes
@@ -40,12 +44,14 @@
 mod dependencies;
 mod duplicates;
 mod durations;
+pub mod forms;
 mod goal_words;
 mod invented;
 mod languages;
 mod optional;
 mod percentages;
 mod references;
+mod written;
 
 pub use dependencies::mend_unused_dependencies;
 pub use duplicates::drop_repeated_calls;
@@ -55,6 +61,7 @@ pub use languages::{mend_languages, mend_languages_to_codes, mend_languages_to_n
 pub use optional::drop_unmentioned_optional;
 pub use percentages::{mend_percentages, mend_percentages_as_written, mend_percentages_to_fractions};
 pub use references::mend_references;
+pub use written::mend_dates_and_times;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -120,6 +127,7 @@ const RULES: &[Rule] = &[
     ("percentages-as-fractions", Scope::General, mend_percentages_to_fractions),
     ("percentages-as-written", Scope::Nestful, mend_percentages_as_written),
     ("durations", Scope::General, mend_durations),
+    ("dates-and-times", Scope::General, mend_dates_and_times),
     ("language-codes", Scope::General, mend_languages_to_codes),
     ("language-names", Scope::Nestful, mend_languages_to_names),
     ("optional", Scope::Nestful, drop_unmentioned_optional),

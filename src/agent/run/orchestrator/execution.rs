@@ -16,6 +16,7 @@ use crate::agent::plan::{Plan, Step};
 use crate::agent::run::evaluation::work_out;
 use crate::agent::run::executor::{fill_arguments, write_text, ExecutorCall};
 use crate::agent::run::joiner::StepResult;
+use crate::agent::run::repair::failed_step_text;
 use crate::agent::usage::ModelUsage;
 use crate::tools::{Calculator, Llm, ToolError};
 use crate::Result;
@@ -141,6 +142,12 @@ impl Agent<'_> {
         if !problems.is_empty() {
             let text = problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
             return Ok(Prepared::Fill(args, text));
+        }
+        if let Some(error) = self.state.failed_call(&step.tool, &args) {
+            return Err(crate::Error::Agent(format!(
+                "{} was already called with these arguments and failed ({error}); the call is not made again",
+                step.tool
+            )));
         }
         if let Some(output) = self.state.call_cache.get(&call_key(&step.tool, &args)) {
             return Ok(Prepared::Cached(args, output.clone()));
@@ -293,10 +300,16 @@ impl Agent<'_> {
             if let Some(output) = self.state.outputs.get(&step.id) {
                 lines.push(format!("- {} ({}) succeeded with output {}", step.id, step.tool, output));
             }
+            // The failed step's call, error, parameters and schema, next to it.
+            let failed = self.state.last_failure.as_ref().filter(|f| f.version == plan.version && f.step == step.id);
+            if let (Some(failed), Some(spec)) = (failed, self.registry.spec(&step.tool)) {
+                lines.push(format!("- {}", failed_step_text(&step.id, spec, &failed.args, &failed.error)));
+            }
         }
         lines.push(
             "Write a corrected plan for the whole goal. You may write the outputs above as literal values; a step \
-             with the same tool and arguments as one that succeeded is not run again."
+             with the same tool and arguments as one that succeeded is not run again, and a call that failed is \
+             not made again with the same arguments."
                 .into(),
         );
         lines.join("\n")

@@ -4,12 +4,14 @@
 //!
 //! This module holds the run's types and its main loop; [`approval`] asks for approval, `planning` runs
 //! plan-ahead mode (planning and replanning), `step_mode` proposes one step at a time, `execution` runs ready
-//! steps, and `judging` judges observations and writes the answer.
+//! steps, `repair` rewrites a failed step's arguments and refuses calls that already failed, and `judging` judges
+//! observations and writes the answer.
 
 mod approval;
 mod execution;
 mod judging;
 mod planning;
+mod repair;
 mod step_mode;
 
 use std::time::{Duration, Instant};

@@ -34,6 +34,12 @@ impl Agent<'_> {
                 }
                 continue;
             }
+            if let Some(feedback) = self.repeated_failures(&plan) {
+                if let Some(stop) = self.replan(feedback)? {
+                    return Ok(stop);
+                }
+                continue;
+            }
             if !self.state.plan_approved {
                 match self.approver.review_plan(&plan)? {
                     PlanDecision::Approve => self.record_approval(plan.version, "approved")?,
@@ -73,6 +79,10 @@ impl Agent<'_> {
                     ));
                 }
                 Execution::Failed(record) => {
+                    // The failed step alone first; the whole goal only when that cannot be done.
+                    if self.repair(&plan)? {
+                        continue;
+                    }
                     if let Some(stop) = self.replan(record)? {
                         return Ok(stop);
                     }
