@@ -77,7 +77,7 @@ fn metadata(path: &Path) -> HashMap<String, Value> {
 #[rstest]
 #[case::smollm2_smollm_pre("smollm2-135m-instruct-q4_1", "smollm")]
 #[case::qwen_qwen2_pre("qwen2.5-coder-0.5b-instruct-q4_k_m", "qwen2")]
-#[case::gemma_sentencepiece("gemma-3-270m-q4_k_m", "")]
+#[case::gemma_sentencepiece("gemma-3-270m-q4_k_m", "default")]
 fn ids_match_llama_cpp(#[case] id: &str, #[case] pre: &str) {
     let binary = llama_tokenize();
     let model = crate::common::real_model(id);
