@@ -14,11 +14,14 @@ use crate::progress::Reporter;
 /// The prefix that marks a hub name: `hf:OWNER/REPO/FILE.gguf`.
 pub const HUB_PREFIX: &str = "hf:";
 
+/// A character an id may hold: letters, digits, `.`, `-`, `_`.
+fn id_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_')
+}
+
 /// Whether `id` is usable as a file name in the cache (the manifest's rule).
 pub fn valid_id(id: &str) -> bool {
-    !id.is_empty()
-        && !id.starts_with('.')
-        && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+    !id.is_empty() && !id.starts_with('.') && id.chars().all(id_char)
 }
 
 /// The id a file gets when `models add` is not given one: its name without `.gguf`, lower-cased, with anything but
@@ -26,10 +29,7 @@ pub fn valid_id(id: &str) -> bool {
 pub fn id_from_file_name(path: &Path) -> String {
     let stem = path.file_name().and_then(|n| n.to_str()).unwrap_or("model");
     let stem = stem.strip_suffix(".gguf").or_else(|| stem.strip_suffix(".GGUF")).unwrap_or(stem);
-    let id: String = stem
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') { c.to_ascii_lowercase() } else { '-' })
-        .collect();
+    let id: String = stem.chars().map(|c| if id_char(c) { c.to_ascii_lowercase() } else { '-' }).collect();
     id.trim_start_matches('.').to_string()
 }
 
@@ -43,7 +43,7 @@ pub fn parse_hub_name(spec: &str) -> Result<(String, String, String), StoreError
         return Err(bad());
     }
     let id = format!("{}--{}--{}", parts[0], parts[1], id_from_file_name(Path::new(file))).to_ascii_lowercase();
-    let id: String = id.chars().map(|c| if valid_id(&c.to_string()) { c } else { '-' }).collect();
+    let id: String = id.chars().map(|c| if id_char(c) { c } else { '-' }).collect();
     Ok((repo.to_string(), file.to_string(), id))
 }
 
