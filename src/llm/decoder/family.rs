@@ -155,7 +155,7 @@ impl DecoderConfig {
             Err(_) => return Err(bad(format!("hidden {hidden} is not a multiple of {n_head} heads"))),
         };
         let rotary = file.usize(&key("rope.dimension_count")).unwrap_or(head_dim);
-        if rotary > head_dim || rotary % 2 != 0 || head_dim % 2 != 0 {
+        if rotary > head_dim || !rotary.is_multiple_of(2) || !head_dim.is_multiple_of(2) {
             return Err(bad(format!("RoPE over {rotary} of {head_dim} values per head")));
         }
         let mut context_length = file.usize(&key("context_length")).unwrap_or(4096);
@@ -223,10 +223,10 @@ impl DecoderConfig {
     pub fn layer_kind(&self, index: usize) -> LayerKind {
         match self.family.layers {
             LayerPattern::Uniform => LayerKind { rotates: true, window: None },
-            LayerPattern::NoRopeEvery(n) => LayerKind { rotates: (index + 1) % n != 0, window: None },
+            LayerPattern::NoRopeEvery(n) => LayerKind { rotates: !(index + 1).is_multiple_of(n), window: None },
             LayerPattern::GlobalEvery(n) => LayerKind {
                 rotates: true,
-                window: if (index + 1) % n == 0 { None } else { self.local.as_ref().map(|(_, w)| *w) },
+                window: if (index + 1).is_multiple_of(n) { None } else { self.local.as_ref().map(|(_, w)| *w) },
             },
         }
     }
