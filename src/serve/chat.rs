@@ -281,13 +281,25 @@ pub fn data(value: Value) -> Event {
     Event::default().data(value.to_string())
 }
 
-/// Streams the answer. A task turns job events into chunks; when the client goes away the response body (and with
+/// What a streamed answer makes of one job event (see [`stream_chunks`]).
+pub enum Chunk {
+    /// An event to send now.
+    Send(Event),
+    /// Nothing to send for this one.
+    Skip,
+    /// The answer is finished: these go out, then `[DONE]`.
+    Last(Vec<Event>),
+}
+
+/// Streams an answer as OpenAI's chunked endpoints do (chat and completions): `opening` first, then each job event
+/// as `translate` makes it, then `[DONE]`. Headers are out by then, so a failure mid-answer is an error object in
+/// the stream, and the stream ends. A task does the sending; when the client goes away the response body (and with
 /// it the chunk channel) is dropped, the task ends, and its guard cancels the generation.
-fn stream_answer(
-    header: Header,
+pub fn stream_chunks(
+    opening: Option<Event>,
     mut answers: UnboundedReceiver<JobEvent>,
-    include_usage: bool,
     guard: CancelOnDrop,
+    mut translate: impl FnMut(JobEvent) -> Chunk + Send + 'static,
 ) -> Sse<ReceiverStream<Result<Event, Infallible>>> {
     let (chunks, stream) = mpsc::channel::<Result<Event, Infallible>>(16);
     tokio::spawn(async move {
@@ -296,57 +308,13 @@ fn stream_answer(
             let chunks = chunks.clone();
             async move { chunks.send(Ok(event)).await.is_ok() }
         };
-        if !send(chunk(&header, json!({"role": "assistant", "content": ""}), None)).await {
-            return;
-        }
-        let mut calls = 0usize;
-        // Log-probabilities of tokens whose text has not gone out yet: they go with the next delta.
-        let mut lps: Vec<Logprob> = Vec::new();
-        let take_lps = |lps: &mut Vec<Logprob>| {
-            if lps.is_empty() {
-                Value::Null
-            } else {
-                logprobs::chat(&std::mem::take(lps))
+        if let Some(opening) = opening {
+            if !send(opening).await {
+                return;
             }
-        };
+        }
         loop {
-            let event = match answers.recv().await {
-                Some(JobEvent::Logprob(lp)) => {
-                    lps.push(lp);
-                    continue;
-                }
-                Some(JobEvent::Piece(Piece::Text(piece))) => {
-                    chunk_with(&header, json!({"content": piece}), None, take_lps(&mut lps))
-                }
-                // OpenAI's shape: the first delta of a call has its index, id, type and name, the next ones its
-                // index and a part of its arguments.
-                Some(JobEvent::Piece(Piece::CallBegin(name))) => {
-                    let mut delta = call_json(&name, "");
-                    delta["index"] = json!(calls);
-                    calls += 1;
-                    chunk_with(&header, json!({"tool_calls": [delta]}), None, take_lps(&mut lps))
-                }
-                Some(JobEvent::Piece(Piece::CallArguments(part))) => {
-                    let delta = json!({"index": calls.saturating_sub(1), "function": {"arguments": part}});
-                    chunk_with(&header, json!({"tool_calls": [delta]}), None, take_lps(&mut lps))
-                }
-                Some(JobEvent::Piece(Piece::CallEnd(_)) | JobEvent::Accepted) => continue,
-                Some(JobEvent::Done(Ok(finished))) => {
-                    if !send(chunk_with(&header, json!({}), Some(finished.reason), take_lps(&mut lps))).await {
-                        return;
-                    }
-                    if include_usage {
-                        let last = json!({
-                            "id": header.id, "object": "chat.completion.chunk", "created": header.created,
-                            "model": header.model, "choices": [], "usage": usage(&finished)
-                        });
-                        if !send(data(last)).await {
-                            return;
-                        }
-                    }
-                    break;
-                }
-                // Headers are out: a failure mid-answer is an error object in the stream, and the stream ends.
+            match answers.recv().await {
                 Some(JobEvent::Done(Err(e))) => {
                     let _ = send(data(e.body())).await;
                     return;
@@ -355,12 +323,79 @@ fn stream_answer(
                     let _ = send(data(ApiError::internal("the generation slot stopped mid-answer").body())).await;
                     return;
                 }
-            };
-            if !send(event).await {
-                return;
+                Some(event) => match translate(event) {
+                    Chunk::Send(event) => {
+                        if !send(event).await {
+                            return;
+                        }
+                    }
+                    Chunk::Skip => {}
+                    Chunk::Last(events) => {
+                        for event in events {
+                            if !send(event).await {
+                                return;
+                            }
+                        }
+                        break;
+                    }
+                },
             }
         }
         let _ = send(Event::default().data("[DONE]")).await;
     });
     Sse::new(ReceiverStream::new(stream))
+}
+
+/// Streams the answer as chat completion chunks: the assistant's role first, then text and tool-call deltas.
+fn stream_answer(
+    header: Header,
+    answers: UnboundedReceiver<JobEvent>,
+    include_usage: bool,
+    guard: CancelOnDrop,
+) -> Sse<ReceiverStream<Result<Event, Infallible>>> {
+    let opening = chunk(&header, json!({"role": "assistant", "content": ""}), None);
+    let mut calls = 0usize;
+    // Log-probabilities of tokens whose text has not gone out yet: they go with the next delta.
+    let mut lps: Vec<Logprob> = Vec::new();
+    let take_lps = |lps: &mut Vec<Logprob>| {
+        if lps.is_empty() {
+            Value::Null
+        } else {
+            logprobs::chat(&std::mem::take(lps))
+        }
+    };
+    stream_chunks(Some(opening), answers, guard, move |event| match event {
+        JobEvent::Logprob(lp) => {
+            lps.push(lp);
+            Chunk::Skip
+        }
+        JobEvent::Piece(Piece::Text(piece)) => {
+            Chunk::Send(chunk_with(&header, json!({"content": piece}), None, take_lps(&mut lps)))
+        }
+        // OpenAI's shape: the first delta of a call has its index, id, type and name, the next ones its index and
+        // a part of its arguments.
+        JobEvent::Piece(Piece::CallBegin(name)) => {
+            let mut delta = call_json(&name, "");
+            delta["index"] = json!(calls);
+            calls += 1;
+            Chunk::Send(chunk_with(&header, json!({"tool_calls": [delta]}), None, take_lps(&mut lps)))
+        }
+        JobEvent::Piece(Piece::CallArguments(part)) => {
+            let delta = json!({"index": calls.saturating_sub(1), "function": {"arguments": part}});
+            Chunk::Send(chunk_with(&header, json!({"tool_calls": [delta]}), None, take_lps(&mut lps)))
+        }
+        JobEvent::Piece(Piece::CallEnd(_)) | JobEvent::Accepted => Chunk::Skip,
+        JobEvent::Done(Ok(finished)) => {
+            let mut last = vec![chunk_with(&header, json!({}), Some(finished.reason), take_lps(&mut lps))];
+            if include_usage {
+                last.push(data(json!({
+                    "id": header.id, "object": "chat.completion.chunk", "created": header.created,
+                    "model": header.model, "choices": [], "usage": usage(&finished)
+                })));
+            }
+            Chunk::Last(last)
+        }
+        // Taken by `stream_chunks` before it asks.
+        JobEvent::Done(Err(_)) => Chunk::Skip,
+    })
 }

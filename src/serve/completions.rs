@@ -13,10 +13,10 @@ use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Map, Value};
-use tokio::sync::mpsc::{self, UnboundedReceiver};
+use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::chat::{data, json_body, now, submit, usage, CancelOnDrop};
+use super::chat::{data, json_body, now, stream_chunks, submit, usage, CancelOnDrop, Chunk};
 use super::engine::JobEvent;
 use super::error::ApiError;
 use super::logprobs::{self, Logprob};
@@ -183,75 +183,50 @@ async fn whole_answer(
     }
 }
 
-/// Streams the answer as completion chunks, then `[DONE]`; the client's leaving cancels the job (as chat's).
+/// Streams the answer as completion chunks, then `[DONE]` (through chat's [`stream_chunks`]).
 fn stream_answer(
     header: Header,
-    mut answers: UnboundedReceiver<JobEvent>,
+    answers: UnboundedReceiver<JobEvent>,
     include_usage: bool,
     want_logprobs: bool,
     guard: CancelOnDrop,
 ) -> Sse<ReceiverStream<Result<Event, Infallible>>> {
-    let (chunks, stream) = mpsc::channel::<Result<Event, Infallible>>(16);
-    tokio::spawn(async move {
-        let _guard = guard;
-        let send = |event: Event| {
-            let chunks = chunks.clone();
-            async move { chunks.send(Ok(event)).await.is_ok() }
-        };
-        let mut lps: Vec<Logprob> = Vec::new();
-        // Characters sent so far: where the next tokens' text offsets start.
-        let mut offset = 0usize;
-        let take_lps = |lps: &mut Vec<Logprob>, offset: usize| {
-            if want_logprobs {
-                logprobs::completion(&std::mem::take(lps), offset)
-            } else {
-                Value::Null
-            }
-        };
-        loop {
-            let event = match answers.recv().await {
-                Some(JobEvent::Logprob(lp)) => {
-                    lps.push(lp);
-                    continue;
-                }
-                Some(JobEvent::Piece(Piece::Text(piece))) => {
-                    let lp = take_lps(&mut lps, offset);
-                    offset += piece.chars().count();
-                    let choice = json!({"text": piece, "index": 0, "logprobs": lp, "finish_reason": null});
-                    data(completion(&header, json!([choice])))
-                }
-                Some(JobEvent::Piece(_) | JobEvent::Accepted) => continue,
-                Some(JobEvent::Done(Ok(finished))) => {
-                    let lp = if lps.is_empty() { Value::Null } else { take_lps(&mut lps, offset) };
-                    let choice = json!({"text": "", "index": 0, "logprobs": lp, "finish_reason": finished.reason});
-                    if !send(data(completion(&header, json!([choice])))).await {
-                        return;
-                    }
-                    if include_usage {
-                        let mut last = completion(&header, json!([]));
-                        last["usage"] = usage(&finished);
-                        if !send(data(last)).await {
-                            return;
-                        }
-                    }
-                    break;
-                }
-                Some(JobEvent::Done(Err(e))) => {
-                    let _ = send(data(e.body())).await;
-                    return;
-                }
-                None => {
-                    let _ = send(data(ApiError::internal("the generation slot stopped mid-answer").body())).await;
-                    return;
-                }
-            };
-            if !send(event).await {
-                return;
-            }
+    let mut lps: Vec<Logprob> = Vec::new();
+    // Characters sent so far: where the next tokens' text offsets start.
+    let mut offset = 0usize;
+    let take_lps = move |lps: &mut Vec<Logprob>, offset: usize| {
+        if want_logprobs {
+            logprobs::completion(&std::mem::take(lps), offset)
+        } else {
+            Value::Null
         }
-        let _ = send(Event::default().data("[DONE]")).await;
-    });
-    Sse::new(ReceiverStream::new(stream))
+    };
+    stream_chunks(None, answers, guard, move |event| match event {
+        JobEvent::Logprob(lp) => {
+            lps.push(lp);
+            Chunk::Skip
+        }
+        JobEvent::Piece(Piece::Text(piece)) => {
+            let lp = take_lps(&mut lps, offset);
+            offset += piece.chars().count();
+            let choice = json!({"text": piece, "index": 0, "logprobs": lp, "finish_reason": null});
+            Chunk::Send(data(completion(&header, json!([choice]))))
+        }
+        JobEvent::Piece(_) | JobEvent::Accepted => Chunk::Skip,
+        JobEvent::Done(Ok(finished)) => {
+            let lp = if lps.is_empty() { Value::Null } else { take_lps(&mut lps, offset) };
+            let choice = json!({"text": "", "index": 0, "logprobs": lp, "finish_reason": finished.reason});
+            let mut last = vec![data(completion(&header, json!([choice])))];
+            if include_usage {
+                let mut usage_chunk = completion(&header, json!([]));
+                usage_chunk["usage"] = usage(&finished);
+                last.push(data(usage_chunk));
+            }
+            Chunk::Last(last)
+        }
+        // Taken by `stream_chunks` before it asks.
+        JobEvent::Done(Err(_)) => Chunk::Skip,
+    })
 }
 
 #[cfg(test)]
