@@ -10,6 +10,7 @@
 //! Beside the rooms: the model calls and usage every room shares (`model_call`, `usage`), the numbers found in
 //! text (`numbers`), the run's models (`models`) and what a run starts from (`setup`).
 
+pub mod asks;
 pub mod batch;
 pub mod log;
 pub mod model_call;

@@ -6,7 +6,7 @@ use clap::{Args, Subcommand, ValueEnum};
 
 use super::common::deprecated;
 use super::{ComputeArgs, ModelArgs};
-use crate::settings::{self, Evaluator, Joiner, Mend, Mode, Shard, SuiteSettings};
+use crate::settings::{self, Asks, Evaluator, Joiner, Mend, Mode, Shard, SuiteSettings};
 
 /// `tandem bench …`.
 #[derive(Debug, Subcommand)]
@@ -235,6 +235,12 @@ pub struct BfclArgs {
     pub models: SuiteModels,
     #[command(flatten)]
     pub categories: CategoriesArg,
+    /// In the categories that take a list of calls (parallel, parallel_multiple and their live forms): `executor`
+    /// or `planner` has that model list the actions the request asks for, one short line each, then the executor
+    /// writes exactly one call for each (the list is recorded as `asks`); `off` writes the list of calls in one
+    /// pass.
+    #[arg(long, value_enum, value_name = "WHO", default_value = "executor")]
+    pub asks: Asks,
     #[command(flatten)]
     pub run: SuiteRun,
 }
@@ -271,6 +277,7 @@ fn suite_settings(
         compute: run.compute.settings(),
         shard: run.shard,
         mend: None,
+        asks: Asks::default(),
     }
 }
 
@@ -297,7 +304,8 @@ impl NestfulArgs {
 impl BfclArgs {
     /// The settings these flags give.
     pub fn settings(&self) -> SuiteSettings {
-        suite_settings(&self.models, &self.run, None, None, None, None, Some(&self.categories))
+        let settings = suite_settings(&self.models, &self.run, None, None, None, None, Some(&self.categories));
+        SuiteSettings { asks: self.asks, ..settings }
     }
 }
 

@@ -79,6 +79,20 @@ pub enum Evaluator {
     Planner,
 }
 
+/// Whether a tool-calling turn that may write several calls first lists the actions the request asks for and
+/// then writes exactly one call for each (`agent::asks`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Asks {
+    /// One pass: the model writes its list of calls directly.
+    Off,
+    /// The executor lists the actions (one short line each), then writes exactly one call for each.
+    #[default]
+    Executor,
+    /// The planner lists the actions, then the executor writes exactly one call for each.
+    Planner,
+}
+
 /// Which plan mends (`agent::mend`) run on a plan the planner wrote, before validation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -268,6 +282,8 @@ pub struct SuiteSettings {
     pub compute: Compute,
     /// Run only this shard's samples, in a run directory of its own.
     pub shard: Option<Shard>,
+    /// BFCL's several-call categories: list the request's actions first (`agent::asks`).
+    pub asks: Asks,
 }
 
 /// The BFCL categories run when `--categories` names none: the two the project develops on.

@@ -54,13 +54,18 @@ pub fn call_schema(question: &BfclQuestion, shape: CallShape) -> Value {
     schema
 }
 
-/// The system prompt: what to write, then the functions' docs as JSON Schema.
-pub fn system_prompt(question: &BfclQuestion, shape: CallShape) -> String {
+/// The question's functions documented as JSON Schema, one JSON list.
+pub fn functions_doc(question: &BfclQuestion) -> String {
     let docs: Vec<Value> = question
         .functions
         .iter()
         .map(|f| json!({"name": f.name, "description": f.description, "parameters": f.json_schema()}))
         .collect();
+    serde_json::to_string(&docs).unwrap_or_default()
+}
+
+/// The system prompt: what to write, then the functions' docs as JSON Schema.
+pub fn system_prompt(question: &BfclQuestion, shape: CallShape) -> String {
     let task = match shape {
         CallShape::One => {
             "Answer the user's request with one function call as JSON: {\"name\": <function>, \"arguments\": {...}}."
@@ -75,10 +80,7 @@ pub fn system_prompt(question: &BfclQuestion, shape: CallShape) -> String {
              does not give what a call needs, answer with the empty list []."
         }
     };
-    format!(
-        "You call functions. {task} Use the values the request gives.\nFunctions:\n{}",
-        serde_json::to_string(&docs).unwrap_or_default()
-    )
+    format!("You call functions. {task} Use the values the request gives.\nFunctions:\n{}", functions_doc(question))
 }
 
 /// The chat: the system prompt, then the question's turns in order; a system message of the question (live

@@ -9,14 +9,18 @@ use std::time::Instant;
 use serde_json::{json, Map, Value};
 
 use super::call::{call_schema, messages, predicted_calls, token_budget};
+use super::category::CallShape;
 use super::{check, load, BfclCase, BfclCategory};
+use crate::agent::asks::{asks_note, exactly, list_asks};
 use crate::agent::model_call::chat_call;
 use crate::agent::ModelSource;
 use crate::bench::nestful::runner::data_dir;
 use crate::bench::records::{run_samples, BenchRecorder};
 use crate::decode::constraint::ConstraintSpec;
+use crate::decode::{Model, Timings};
+use crate::llm::ChatMessage;
 use crate::progress::Reporter;
-use crate::settings::SuiteSettings;
+use crate::settings::{Asks, SuiteSettings};
 use crate::{Error, Result};
 
 /// The categories `names` asks for: BFCL names, or `all` for every category whose question file is in `dir`.
@@ -59,21 +63,43 @@ pub fn run(
     run_samples(&chosen, recorder, reporter, "bfcl", |case| {
         let started = Instant::now();
         let question = &case.question;
-        let model = models.executor()?;
         let prompt = question.user_prompt().unwrap_or_default();
         let shape = case.category.call_shape();
-        let spec = ConstraintSpec::JsonSchema(call_schema(question, shape));
-        let messages = messages(question, shape);
-        let (text, timings) = chat_call(model, "executor", &messages, Some(&spec), token_budget(shape))?;
+        let mut messages = messages(question, shape);
+        // Several calls asked: the actions listed first fix how many calls the grammar takes (`agent::asks`).
+        let functions: Vec<(String, String)> =
+            question.functions.iter().map(|f| (f.name.clone(), f.description.clone())).collect();
+        let (asks, listing) = match (shape, args.asks) {
+            (CallShape::Several, Asks::Executor) => list_asks(models.executor()?, "executor", &messages, &functions)?,
+            (CallShape::Several, Asks::Planner) => list_asks(models.planner()?, "planner", &messages, &functions)?,
+            _ => (Vec::new(), Timings::default()),
+        };
+        let model = models.executor()?;
+        let mut schema = call_schema(question, shape);
+        if !asks.is_empty() {
+            messages[0].content.push_str(&format!("\n\n{}", asks_note(&asks)));
+            schema = exactly(schema, asks.len());
+        }
+        let (text, timings) = answer(model, &messages, &schema, shape)?;
         let prediction: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
         let mut record = json!({
             "sample": question.id, "category": case.category.name(), "input": prompt, "prediction": prediction,
-            "raw": text, "case": case, "tokens_in": timings.prompt_tokens, "tokens_out": timings.generated_tokens,
+            "raw": text, "case": case, "tokens_in": timings.prompt_tokens + listing.prompt_tokens,
+            "tokens_out": timings.generated_tokens + listing.generated_tokens,
             "ms": started.elapsed().as_millis() as u64,
         });
+        if !asks.is_empty() {
+            record["asks"] = json!(asks);
+        }
         record["score"] = score(&record);
         Ok(record)
     })
+}
+
+/// The executor's calls for `messages` under the call grammar `schema`.
+fn answer(model: &mut Model, messages: &[ChatMessage], schema: &Value, shape: CallShape) -> Result<(String, Timings)> {
+    let spec = ConstraintSpec::JsonSchema(schema.clone());
+    chat_call(model, "executor", messages, Some(&spec), token_budget(shape))
 }
 
 /// The AST check of a record's prediction against its case.
