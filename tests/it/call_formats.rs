@@ -23,8 +23,12 @@ fn with_template(dir: &Path, template: &str) -> PathBuf {
     let template = std::fs::read_to_string(&fixture).unwrap();
     let mut reader = std::fs::File::open(&source).unwrap();
     let content = gguf_file::Content::read(&mut reader).unwrap();
-    let mut metadata: Vec<(String, GgufValue)> =
-        content.metadata.iter().filter(|(k, _)| k.as_str() != "tokenizer.chat_template").map(|(k, v)| (k.clone(), v.clone())).collect();
+    let mut metadata: Vec<(String, GgufValue)> = content
+        .metadata
+        .iter()
+        .filter(|(k, _)| k.as_str() != "tokenizer.chat_template")
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     metadata.push(("tokenizer.chat_template".into(), GgufValue::String(template)));
     let tensors: Vec<(String, QTensor)> = content
         .tensor_infos
@@ -51,7 +55,7 @@ fn a_family_template_gets_calls_in_its_own_format_back_as_openai_tool_calls(
     let model = with_template(dir.path(), template);
     let server = Server::start_model(model.to_str().unwrap(), &[]);
     let body = json!({
-        "model": "any",
+        "model": model.file_stem().unwrap().to_str().unwrap(),
         "messages": [{"role": "user", "content": "What is the weather in Paris? Call the tool."}],
         "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
             "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}},
