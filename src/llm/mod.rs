@@ -194,6 +194,13 @@ pub struct LoadedModel {
 }
 
 impl LoadedModel {
+    /// The model's tool-call format (its template's, told when the template was compiled at load; Hermes without
+    /// one) with its markers looked up in this vocabulary.
+    pub fn call_syntax(&self) -> chat::CallSyntax {
+        let format = self.chat_template.as_ref().map_or(chat::CallFormat::Hermes, ChatTemplate::call_format);
+        chat::CallSyntax::new(format, &self.tokenizer)
+    }
+
     /// Loads a GGUF file: memory-maps it, checks it, dispatches on `general.architecture`.
     pub fn load(path: &Path, device: &Device, options: &LoadOptions) -> Result<Self> {
         Ok(Self::load_beside(path, device, options, |_, _| ())?.0)

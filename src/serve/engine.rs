@@ -18,7 +18,7 @@ use super::halt::make_haltable;
 use super::histogram::Histogram;
 use super::logprobs::Logprob;
 use super::output::{OutputSplitter, Piece};
-use super::request::{ChatRequest, RawPrompt, ToolChoice};
+use super::request::{ChatRequest, RawPrompt};
 use super::run_jobs::{execute_run, RunJob};
 use crate::agent::LazyModels;
 use crate::decode::constraint::{ConstraintError, ConstraintMatcher, ConstraintSpec, GrammarEngine};
@@ -297,8 +297,10 @@ fn run_job(model: &mut Model, job: &Job, halt: &AtomicBool) -> Option<Result<Fin
     if job.events.send(JobEvent::Accepted).is_err() {
         return None;
     }
-    let calls_allowed = request.tool_choice != ToolChoice::None && !request.functions.is_empty();
-    let mut splitter = OutputSplitter::new(request.options.stop.clone(), calls_allowed, grammar::bare_calls(request));
+    // The model's own tool-call format, told from its template when it loaded: the grammar writes it, and the
+    // splitter reads it back.
+    let openings = grammar::call_openings(request, &model.call_syntax());
+    let mut splitter = OutputSplitter::new(request.options.stop.clone(), openings);
     let mut gone = false;
     let generate_request = GenerateRequest {
         prompt,
@@ -403,7 +405,7 @@ fn prepare(
             Some("context_length_exceeded"),
         ));
     }
-    let matcher = match grammar::constraint(request) {
+    let matcher = match grammar::constraint(request, &model.call_syntax()) {
         None => None,
         Some(spec) => {
             let engine =

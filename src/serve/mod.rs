@@ -14,7 +14,8 @@
 //! runs directory of the server's own.
 
 mod bench_results;
-pub mod call_format;
+#[cfg(test)]
+mod call_grammar_tests;
 mod chat;
 mod completions;
 mod engine;

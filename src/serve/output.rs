@@ -1,14 +1,12 @@
 //! The generated text turned into what the API sends, as it streams: text (held back only while it could still
 //! be the start of a stop sequence or of a tool call) and tool calls, each begun once its name is written, its
-//! arguments sent in parts as the model writes them, and ended once its closing tag is out (or, for calls written
-//! as bare JSON, see `grammar`, once its object is complete). The grammar makes the parts of a call's arguments
-//! add up to valid JSON.
+//! arguments sent in parts as the model writes them, and ended once its JSON object is complete. The grammar makes
+//! the parts of a call's arguments add up to valid JSON, and lets nothing but markers, separators and fences
+//! (`<tool_call>`, `[TOOL_CALLS][`, `, `, ```` ```json ````, none of which holds a `{`) come between calls, so calls
+//! in any model's format (`grammar`) are the JSON objects of the output.
 
-use super::grammar::{read_call, ToolCall, CALL_CLOSE, CALL_OPEN};
+use super::grammar::{read_call, ToolCall};
 use super::partial_call::{read_partial, PartialCall};
-
-/// A JSON code block opening with a call's object: bare calls in a fence (the fence is not part of any call).
-const FENCED_OPEN: &str = "```json\n{";
 
 /// A piece of the answer ready to send.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,18 +27,14 @@ enum Shape {
     Undecided,
     Text,
     Calls,
-    /// Calls as bare JSON objects, one per line.
-    BareCalls,
 }
 
 /// Splits generated text into pieces; `stopped` once a stop sequence appeared (the generation should end).
 #[derive(Debug)]
 pub struct OutputSplitter {
     stops: Vec<String>,
-    /// Calls are possible (the grammar allows them).
-    calls_allowed: bool,
-    /// An output that opens with `{` is calls (`grammar::bare_calls`).
-    bare_calls: bool,
+    /// What opens calls (`grammar::call_openings`); none when calls are not allowed.
+    openings: Vec<String>,
     shape: Shape,
     pending: String,
     stopped: bool,
@@ -51,15 +45,13 @@ pub struct OutputSplitter {
 }
 
 impl OutputSplitter {
-    /// A splitter for an answer that may hold calls (`calls_allowed`; bare ones too with `bare_calls`) and ends
-    /// at any of `stops`.
-    pub fn new(stops: Vec<String>, calls_allowed: bool, bare_calls: bool) -> Self {
-        let shape = if calls_allowed { Shape::Undecided } else { Shape::Text };
-        let bare_calls = calls_allowed && bare_calls;
+    /// A splitter for an answer that is calls when it opens with one of `openings` (none: text only) and ends at
+    /// any of `stops`.
+    pub fn new(stops: Vec<String>, openings: Vec<String>) -> Self {
+        let shape = if openings.is_empty() { Shape::Text } else { Shape::Undecided };
         Self {
             stops,
-            calls_allowed,
-            bare_calls,
+            openings,
             shape,
             pending: String::new(),
             stopped: false,
@@ -85,18 +77,10 @@ impl OutputSplitter {
         }
         self.pending.push_str(text);
         if self.shape == Shape::Undecided {
-            // The openings that decide the shape; text until none of them can still be on its way.
-            let mut openings = vec![(CALL_OPEN, Shape::Calls)];
-            if self.bare_calls {
-                openings.extend([("{", Shape::BareCalls), (FENCED_OPEN, Shape::BareCalls)]);
-            }
-            if let Some((opening, shape)) = openings.iter().find(|(o, _)| self.pending.starts_with(o)) {
-                self.shape = *shape;
-                if *opening == FENCED_OPEN {
-                    // The fence goes; its object stays.
-                    self.pending.drain(..FENCED_OPEN.len() - 1);
-                }
-            } else if !openings.iter().any(|(o, _)| o.starts_with(self.pending.as_str())) {
+            // Text once none of the openings can still be on its way.
+            if self.openings.iter().any(|o| self.pending.starts_with(o.as_str())) {
+                self.shape = Shape::Calls;
+            } else if !self.openings.iter().any(|o| o.starts_with(self.pending.as_str())) {
                 self.shape = Shape::Text;
             } else {
                 return Vec::new();
@@ -104,7 +88,6 @@ impl OutputSplitter {
         }
         match self.shape {
             Shape::Calls => self.take_calls(),
-            Shape::BareCalls => self.take_bare_calls(),
             _ => self.take_text(false),
         }
     }
@@ -116,7 +99,6 @@ impl OutputSplitter {
         }
         match self.shape {
             Shape::Calls => self.take_calls(),
-            Shape::BareCalls => self.take_bare_calls(),
             // An undecided output that ended is text (a prefix of `<tool_call>` is not a call).
             _ => self.take_text(true),
         }
@@ -124,52 +106,39 @@ impl OutputSplitter {
 
     /// Whether the output turned out to be calls.
     pub fn is_calls(&self) -> bool {
-        self.calls_allowed && matches!(self.shape, Shape::Calls | Shape::BareCalls)
+        self.shape == Shape::Calls
     }
 
+    /// Every complete JSON object of the pending text, as calls (the grammar made each one a call; what comes
+    /// between them is markers and separators, dropped), then the object still being written.
     fn take_calls(&mut self) -> Vec<Piece> {
         let mut out = Vec::new();
-        while let Some(open) = self.pending.find(CALL_OPEN) {
-            let body_start = open + CALL_OPEN.len();
-            let Some(close) = self.pending[body_start..].find(CALL_CLOSE) else {
-                self.stream_call(body_start, &mut out);
+        loop {
+            let Some(start) = self.pending.find('{') else {
+                // Markers and separators only, so far.
+                self.pending.clear();
                 break;
             };
-            let body = self.pending[body_start..body_start + close].to_string();
+            self.pending.drain(..start);
+            // Only where the object ends is needed here (`end_call` reads the call), so nothing is built.
+            let mut objects = serde_json::Deserializer::from_str(&self.pending).into_iter::<serde::de::IgnoredAny>();
+            // An object still being written is an end-of-input error: it waits for more text.
+            let Some(Ok(_)) = objects.next() else {
+                self.stream_call(&mut out);
+                break;
+            };
+            let end = objects.byte_offset();
+            let body = self.pending[..end].to_string();
             self.end_call(&body, &mut out);
-            self.pending.drain(..body_start + close + CALL_CLOSE.len());
+            self.pending.drain(..end);
         }
         out
     }
 
-    /// Every complete JSON object at the front of the pending text, as calls (the grammar made each one a call),
-    /// then the object still being written.
-    fn take_bare_calls(&mut self) -> Vec<Piece> {
-        let mut out = Vec::new();
-        let mut consumed = 0;
-        loop {
-            let rest = &self.pending[consumed..];
-            // Only where each object ends is needed here (`end_call` reads the call), so nothing is built.
-            let mut objects = serde_json::Deserializer::from_str(rest).into_iter::<serde::de::IgnoredAny>();
-            // An object still being written is an end-of-input error: it waits for more text. A closing fence is
-            // an error too, and nothing follows it.
-            let Some(Ok(_)) = objects.next() else { break };
-            let body = rest[..objects.byte_offset()].trim_start().to_string();
-            consumed += objects.byte_offset();
-            self.end_call(&body, &mut out);
-        }
-        self.pending.drain(..consumed);
-        let body_start = self.pending.len() - self.pending.trim_start().len();
-        if self.pending[body_start..].starts_with('{') {
-            self.stream_call(body_start, &mut out);
-        }
-        out
-    }
-
-    /// Sends what is new of the call being written at `body_start` of the pending text: its beginning once its
-    /// name is out, then its arguments as they grow.
-    fn stream_call(&mut self, body_start: usize, out: &mut Vec<Piece>) {
-        let PartialCall::Named { name, arguments } = read_partial(&self.pending[body_start..]) else { return };
+    /// Sends what is new of the call being written at the front of the pending text: its beginning once its name
+    /// is out, then its arguments as they grow.
+    fn stream_call(&mut self, out: &mut Vec<Piece>) {
+        let PartialCall::Named { name, arguments } = read_partial(&self.pending) else { return };
         self.open_call = Some(send_new_parts(self.open_call, &name, arguments, out));
     }
 
@@ -242,6 +211,12 @@ fn send_new_parts(sent: Option<usize>, name: &str, arguments: &str, out: &mut Ve
 mod tests {
     use super::*;
 
+    /// What opens Hermes calls, and bare ones too with `bare`.
+    fn hermes(bare: bool) -> Vec<String> {
+        let bare_openings = if bare { &super::super::grammar::BARE_OPENINGS[..] } else { &[] };
+        ["<tool_call>"].iter().chain(bare_openings).map(|o| o.to_string()).collect()
+    }
+
     /// Pushes `pieces` one after another, then finishes: everything the splitter sent.
     fn split(s: &mut OutputSplitter, pieces: &[&str]) -> Vec<Piece> {
         let mut all: Vec<Piece> = pieces.iter().flat_map(|p| s.push(p)).collect();
@@ -255,7 +230,7 @@ mod tests {
 
     #[test]
     fn stop_sequences_end_the_text_even_split_across_pieces() {
-        let mut s = OutputSplitter::new(vec!["END".into()], false, false);
+        let mut s = OutputSplitter::new(vec!["END".into()], Vec::new());
         let mut all = s.push("one two E");
         assert_eq!(texts(&all), "one two ", "the E is held back");
         all.extend(s.push("N"));
@@ -267,7 +242,7 @@ mod tests {
 
     #[test]
     fn held_back_text_that_is_no_stop_comes_out() {
-        let mut s = OutputSplitter::new(vec!["END".into()], false, false);
+        let mut s = OutputSplitter::new(vec!["END".into()], Vec::new());
         let mut all = s.push("a E");
         all.extend(s.push("x"));
         all.extend(s.finish());
@@ -299,7 +274,7 @@ mod tests {
 
     #[test]
     fn a_call_begins_at_its_name_and_its_arguments_stream_as_written() {
-        let mut s = OutputSplitter::new(Vec::new(), true, false);
+        let mut s = OutputSplitter::new(Vec::new(), hermes(false));
         assert!(s.push("<tool").is_empty(), "could still open a call");
         assert!(s.push("_call>\n{\"name\": \"f").is_empty(), "the name is not complete");
         let mut all = s.push("\", ");
@@ -321,7 +296,7 @@ mod tests {
         assert_eq!(calls(&all), vec![call("f", "{\"x\": 1}"), call("g", "{}")]);
         assert_eq!(reassembled(&all), calls(&all));
 
-        let mut s = OutputSplitter::new(Vec::new(), true, false);
+        let mut s = OutputSplitter::new(Vec::new(), hermes(false));
         let mut all = s.push("<to");
         all.extend(s.push("day"));
         assert_eq!(texts(&all), "<today");
@@ -339,7 +314,7 @@ mod tests {
                 let chars: Vec<char> = output.chars().collect();
                 let pieces: Vec<String> = chars.chunks(size).map(|c| c.iter().collect()).collect();
                 let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
-                let mut s = OutputSplitter::new(Vec::new(), true, bare_calls);
+                let mut s = OutputSplitter::new(Vec::new(), hermes(bare_calls));
                 let all = split(&mut s, &pieces);
                 let whole = calls(&all);
                 assert_eq!(whole.len(), 2, "{output} in pieces of {size}");
@@ -353,7 +328,7 @@ mod tests {
 
     #[test]
     fn bare_calls_stream_and_end_as_each_object_completes() {
-        let mut s = OutputSplitter::new(Vec::new(), true, true);
+        let mut s = OutputSplitter::new(Vec::new(), hermes(true));
         let mut all = s.push("{\"name\": \"f\", \"argu");
         assert_eq!(all, vec![Piece::CallBegin("f".into())]);
         all.extend(s.push("ments\": {\"x\": \"a}\"}}\n{\"name\""));
@@ -364,20 +339,20 @@ mod tests {
         assert_eq!(calls(&all), vec![call("f", "{\"x\": \"a}\"}"), call("g", "{}")]);
         assert_eq!(reassembled(&all), calls(&all));
         // Without the bare form, the same output is text.
-        let mut s = OutputSplitter::new(Vec::new(), true, false);
+        let mut s = OutputSplitter::new(Vec::new(), hermes(false));
         assert_eq!(texts(&split(&mut s, &["{\"name\": \"f\"}"])), "{\"name\": \"f\"}");
         assert!(!s.is_calls());
     }
 
     #[test]
     fn bare_calls_in_a_json_code_block_lose_the_fence() {
-        let mut s = OutputSplitter::new(Vec::new(), true, true);
+        let mut s = OutputSplitter::new(Vec::new(), hermes(true));
         let all = split(&mut s, &["``", "`json\n", "{\"name\": \"f\", \"arguments\": {}}", "\n```"]);
         assert!(s.is_calls());
         assert_eq!(calls(&all), vec![call("f", "{}")]);
         assert_eq!(reassembled(&all), calls(&all));
         // A code block of something else is text.
-        let mut s = OutputSplitter::new(Vec::new(), true, true);
+        let mut s = OutputSplitter::new(Vec::new(), hermes(true));
         assert_eq!(texts(&split(&mut s, &["```json\n[1]\n```"])), "```json\n[1]\n```");
     }
 }

@@ -2,7 +2,8 @@
 //! arguments' JSON text as the model has written (never past their closing brace). This is what lets a streamed
 //! call go out as OpenAI clients expect it, the name first and the arguments in parts, while the model writes it.
 
-/// What the start of a call's JSON (`{"name": …, "arguments": {…}}`) tells.
+/// What the start of a call's JSON (`{"name": …, "arguments": {…}}`, or `"parameters"` as Llama 3 writes it)
+/// tells.
 #[derive(Debug, PartialEq)]
 pub enum PartialCall<'a> {
     /// Too little is written to know the name.
@@ -34,7 +35,13 @@ pub fn read_partial(body: &str) -> PartialCall<'_> {
         Some(Err(_)) => return PartialCall::Unstreamable,
     };
     rest = &rest[strings.byte_offset()..];
-    for token in [",", "\"arguments\"", ":", "{"] {
+    // Llama 3 writes the arguments under `parameters`.
+    let key = if rest.trim_start().trim_start_matches(',').trim_start().starts_with("\"p") {
+        "\"parameters\""
+    } else {
+        "\"arguments\""
+    };
+    for token in [",", key, ":", "{"] {
         match expect(&mut rest, token) {
             Expect::Found => {}
             Expect::Incomplete => return PartialCall::Named { name, arguments: "" },
@@ -111,6 +118,7 @@ mod tests {
         assert_eq!(read_partial("{\"name\": \"get_we"), PartialCall::Unnamed);
         assert_eq!(read_partial("{\"name\": \"get_weather\""), named("get_weather", ""));
         assert_eq!(read_partial("{\"name\":\"a\\\"b\", \"argu"), named("a\"b", ""));
+        assert_eq!(read_partial("{\"name\": \"f\", \"parameters\": {\"x\""), named("f", "{\"x\""));
     }
 
     #[test]

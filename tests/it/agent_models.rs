@@ -143,3 +143,38 @@ fn a_split_with_a_difference_gets_both_shares() {
     let answer = json["answer"].as_str().unwrap_or_default();
     assert!(answer.contains("60") && answer.contains("40"), "{json}");
 }
+
+/// SmolLM2-135M (`llama` architecture, SmolLM's BPE pre-tokenizer, a ChatML template of its own) as the executor
+/// of `tandem run`: the plan's `llm` step is written by it, as the run log records.
+#[test]
+fn smollm2_runs_as_the_executor() {
+    const SMOLLM2: &str = "smollm2-135m-instruct-q4_1";
+    real_model(SMOLLM2);
+    let scratch = Scratch::new();
+    let ws = scratch.workspace();
+    std::fs::write(ws.join("notes.txt"), "Tandem runs planner and executor models locally.\n").unwrap();
+    let plan = scratch.write(
+        "plan.json",
+        r#"{"goal": "Summarise notes.txt", "steps": [
+            {"id": "s1", "tool": "read_file", "args": {"path": "notes.txt"}},
+            {"id": "s2", "tool": "llm", "args": {"prompt": "Summarise this note in a few words."}, "depends_on": ["s1"]}]}"#,
+    );
+    let args = ["run", "--threads", "2", "--executor", SMOLLM2, "--joiner", "off", "--workspace"];
+    let mut args = args.to_vec();
+    args.extend([ws.to_str().unwrap(), "--plan", plan.to_str().unwrap()]);
+    let (json, _) = scratch.tandem_json(&args);
+    assert_eq!(json["stop"], "done", "{json}");
+    assert_eq!(json["executor"]["calls"], 1, "{json}");
+    let events = scratch.latest_events();
+    let loaded: Vec<&Value> = events.iter().filter(|e| e["event"] == "model_loaded").collect();
+    assert_eq!(loaded.len(), 1, "only the executor loads: {loaded:?}");
+    assert_eq!(loaded[0]["role"], "executor");
+    assert_eq!(loaded[0]["id"], SMOLLM2);
+    let step = events.iter().find(|e| e["event"] == "step_finished" && e["step"] == "s2").expect("s2 finished");
+    assert_eq!(step["via"], "executor", "{step}");
+    assert!(step["error"].is_null(), "{step}");
+    let text = step["output"]["text"].as_str().unwrap();
+    assert!(!text.trim().is_empty(), "SmolLM2 wrote the step's text: {step}");
+    let call = events.iter().find(|e| e["event"] == "executor_call").expect("an executor call");
+    assert!(call["usage"]["tokens_out"].as_u64().unwrap() > 0, "{call}");
+}

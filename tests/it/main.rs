@@ -13,6 +13,7 @@ mod bench_scoring;
 mod bench_serve;
 mod bench_suites;
 mod bfcl_categories;
+mod call_formats;
 mod candidates;
 mod catalogue;
 mod chat_template;

@@ -27,8 +27,13 @@ impl Server {
     /// `tandem serve` with one model (planner = executor = the 0.5B) on a free port, plus `extra` flags.
     pub(crate) fn start(extra: &[&str]) -> Server {
         real_model(MODEL);
+        Server::start_model(MODEL, extra)
+    }
+
+    /// `tandem serve` with `model` (an id or a .gguf path) as planner and executor, plus `extra` flags.
+    pub(crate) fn start_model(model: &str, extra: &[&str]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_tandem"))
-            .args(["serve", "--port", "0", "--planner", MODEL, "--executor", MODEL, "--no-prefix-store"])
+            .args(["serve", "--port", "0", "--planner", model, "--executor", model, "--no-prefix-store"])
             .args(extra)
             .env_remove("TANDEM_API_KEY")
             .stdin(Stdio::null())

@@ -5,10 +5,12 @@
 //! keys in their given order, no HTML escaping): models were trained on prompts rendered that way, so tool
 //! schemas are shown to them in that exact form.
 //!
-//! This module compiles and renders templates; `templates` holds the built-in ones, `functions` the functions
+//! This module compiles and renders templates; `call_format` tells a template's tool-call format and reads calls
+//! back in it; `templates` holds the built-in ones, `functions` the functions
 //! Hugging Face's environment provides (`raise_exception`, `strftime_now`), and `tojson` the JSON written into
 //! prompts (the `tojson` filter, and JSON as template values with key order kept).
 
+mod call_format;
 mod functions;
 mod templates;
 mod tojson;
@@ -18,6 +20,7 @@ use std::collections::HashMap;
 use candle_core::quantized::gguf_file::Value;
 use minijinja::{context, Environment, Error as JinjaError};
 
+pub use self::call_format::{CallFormat, CallSyntax, Marker, ToolCall};
 pub(crate) use self::functions::civil_from_days;
 use self::functions::{raise_exception, raised_message, strftime_now};
 pub use self::templates::GEMMA3_TEMPLATE;
@@ -89,6 +92,8 @@ pub struct ChatTemplate {
     source: String,
     bos_token: String,
     eos_token: String,
+    /// The tool-call format the template asks for, told once here from its source.
+    call_format: CallFormat,
 }
 
 impl std::fmt::Debug for ChatTemplate {
@@ -97,6 +102,7 @@ impl std::fmt::Debug for ChatTemplate {
             .field("source_chars", &self.source.len())
             .field("bos_token", &self.bos_token)
             .field("eos_token", &self.eos_token)
+            .field("call_format", &self.call_format)
             .finish()
     }
 }
@@ -117,7 +123,13 @@ impl ChatTemplate {
         env.add_filter("tojson", tojson);
         env.add_template_owned(TEMPLATE_NAME, source.to_string())
             .map_err(|e| TemplateError::Syntax { message: describe(&e), line: e.line() })?;
-        Ok(Self { env, source: source.to_string(), bos_token: bos_token.to_string(), eos_token: eos_token.to_string() })
+        Ok(Self {
+            env,
+            source: source.to_string(),
+            bos_token: bos_token.to_string(),
+            eos_token: eos_token.to_string(),
+            call_format: CallFormat::from_template(source),
+        })
     }
 
     /// The template from GGUF metadata (`tokenizer.chat_template`, with BOS/EOS texts looked up from
@@ -195,6 +207,11 @@ impl ChatTemplate {
     /// The template's source.
     pub fn source(&self) -> &str {
         &self.source
+    }
+
+    /// The tool-call format the template asks for (Hermes when it names none).
+    pub fn call_format(&self) -> CallFormat {
+        self.call_format
     }
 
     /// The text `bos_token` renders to.

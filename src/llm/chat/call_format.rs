@@ -1,11 +1,22 @@
 //! Each model family's way of writing tool calls, told from its chat template, and reading the calls back out of a
 //! finished reply: Hermes/Qwen `<tool_call>{…}</tool_call>`, Llama 3.x's bare JSON (`"parameters"`) and its
 //! `<|python_tag|>` built-in calls, Mistral's `[TOOL_CALLS][…]`, Phi-4-mini's `<|tool_call|>[…]<|/tool_call|>`.
-//! The text around the calls is the reply's content.
+//! The text around the calls is the reply's content. The format is told once, when a model's template is
+//! compiled (`ChatTemplate::call_format`); [`CallSyntax`] then says, for that model's tokenizer, whether each
+//! marker is one control token (which a grammar must name by id) or plain text.
 
 use serde_json::{json, Map, Value};
 
-use super::grammar::ToolCall;
+use crate::llm::tokenizer::GgufTokenizer;
+
+/// A tool call read back from a reply.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    /// The function's name.
+    pub name: String,
+    /// Its arguments as a JSON text (as the API sends them).
+    pub arguments: String,
+}
 
 /// A family's tool-call format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,6 +58,48 @@ impl CallFormat {
         }
     }
 
+    /// The format's name, as docs and logs give it.
+    pub fn name(self) -> &'static str {
+        match self {
+            CallFormat::Hermes => "hermes",
+            CallFormat::Llama3 => "llama3",
+            CallFormat::Mistral => "mistral",
+            CallFormat::Phi4 => "phi4",
+        }
+    }
+
+    /// What opens a marked call block: `<tool_call>`, `<|python_tag|>`, `[TOOL_CALLS]`, `<|tool_call|>`.
+    pub fn open(self) -> &'static str {
+        match self {
+            CallFormat::Hermes => HERMES_OPEN,
+            CallFormat::Llama3 => PYTHON_TAG,
+            CallFormat::Mistral => MISTRAL_OPEN,
+            CallFormat::Phi4 => PHI4_OPEN,
+        }
+    }
+
+    /// What closes a marked call block, where the format closes it.
+    pub fn close(self) -> Option<&'static str> {
+        match self {
+            CallFormat::Hermes => Some(HERMES_CLOSE),
+            CallFormat::Phi4 => Some(PHI4_CLOSE),
+            CallFormat::Llama3 | CallFormat::Mistral => None,
+        }
+    }
+
+    /// The key a call's arguments go under: Llama 3's templates ask for `parameters`, the others `arguments`.
+    pub fn arguments_key(self) -> &'static str {
+        match self {
+            CallFormat::Llama3 => "parameters",
+            _ => "arguments",
+        }
+    }
+
+    /// Whether one block holds a JSON list of calls (Mistral, Phi-4) rather than one call per block.
+    pub fn lists_calls(self) -> bool {
+        matches!(self, CallFormat::Mistral | CallFormat::Phi4)
+    }
+
     /// Splits a finished reply into its content (the text outside the calls, trimmed) and the calls, in order. A
     /// call that does not parse stays in the content, so nothing the model wrote is lost.
     pub fn parse(self, text: &str) -> (String, Vec<ToolCall>) {
@@ -67,6 +120,45 @@ impl CallFormat {
                 }
             }
             CallFormat::Llama3 => llama3(text),
+        }
+    }
+}
+
+/// One marker of a call format in a model's vocabulary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Marker {
+    /// Its text, as the model's output decodes it.
+    pub text: &'static str,
+    /// The control token that stands for it, when the vocabulary has one: plain-text grammar rules can never
+    /// produce a control token, so a grammar names it by id.
+    pub token: Option<u32>,
+}
+
+impl Marker {
+    fn new(text: &'static str, tokenizer: &GgufTokenizer) -> Self {
+        let token = tokenizer.token_to_id(text).filter(|&id| tokenizer.is_control(id));
+        Self { text, token }
+    }
+}
+
+/// A call format with its markers looked up in one model's vocabulary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallSyntax {
+    /// The format.
+    pub format: CallFormat,
+    /// What opens a marked block.
+    pub open: Marker,
+    /// What closes it, if anything.
+    pub close: Option<Marker>,
+}
+
+impl CallSyntax {
+    /// `format`'s markers in `tokenizer`'s vocabulary.
+    pub fn new(format: CallFormat, tokenizer: &GgufTokenizer) -> Self {
+        Self {
+            format,
+            open: Marker::new(format.open(), tokenizer),
+            close: format.close().map(|text| Marker::new(text, tokenizer)),
         }
     }
 }
