@@ -27,6 +27,9 @@ pub mod kquants;
 #[cfg(target_arch = "x86_64")]
 mod kquants_avx2;
 pub mod panels;
+pub mod q4;
+#[cfg(target_arch = "x86_64")]
+mod q4_avx2;
 pub mod q4k_panels;
 pub mod q5_0;
 #[cfg(target_arch = "x86_64")]
@@ -46,6 +49,7 @@ use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{CpuStorage, CustomOp1, Layout, Module, Shape, Tensor};
 
 pub use kquants::{Q4KMatrix, Q6KMatrix};
+pub use q4::{Q4Kind, Q4Matrix};
 pub use q4k_panels::Q4KPanels;
 pub use q5_0::Q5_0Matrix;
 pub use q5_0_panels::Q5_0Panels;
@@ -358,6 +362,30 @@ cpu_matmul_by_inherent_methods!(Q5_0Panels, "tandem-q5_0-panels", matvec_rows);
 cpu_matmul_by_inherent_methods!(Q6KPanels, "tandem-q6_k-panels", matvec_rows);
 cpu_matmul_by_inherent_methods!(Q6KMatrix, "tandem-q6_k", matvec_rows);
 
+impl CpuMatmul for Q4Matrix {
+    fn rows(&self) -> usize {
+        self.rows()
+    }
+    fn cols(&self) -> usize {
+        self.cols()
+    }
+    fn matmul(&self, input: &[f32], m: usize, out: &mut [f32]) {
+        self.matmul(input, m, out)
+    }
+    fn dequantize_row(&self, r: usize) -> Vec<f32> {
+        self.dequantize_row(r)
+    }
+    fn kernel_name(&self) -> &'static str {
+        match self.kind() {
+            Q4Kind::Q4_0 => "tandem-q4_0",
+            Q4Kind::Q4_1 => "tandem-q4_1",
+        }
+    }
+    fn matvec_rows(&self, input: &[f32], rows: &[u32], out: &mut [f32]) {
+        self.matvec_rows(input, rows, out)
+    }
+}
+
 /// A linear layer without bias, `y = x Wᵀ`, over a quantized weight `W` of shape `[out, in]`.
 #[derive(Clone)]
 pub enum QLinear {
@@ -436,6 +464,9 @@ impl QLinear {
             }
             GgmlDType::Q5_0 if widen_q5_0 => Arc::new(Q8_0Matrix::from_q5_0_bytes(rows, cols, bytes)?),
             GgmlDType::Q4K | GgmlDType::Q6K if kernel_choice() == "q8_0" => return Ok(None),
+            // In rows, in llama.cpp's arithmetic (`q4`); AVX-512 CPUs run the AVX2 kernel.
+            GgmlDType::Q4_0 => Arc::new(Q4Matrix::from_gguf_bytes(Q4Kind::Q4_0, rows, cols, bytes)?),
+            GgmlDType::Q4_1 => Arc::new(Q4Matrix::from_gguf_bytes(Q4Kind::Q4_1, rows, cols, bytes)?),
             // Panels on every CPU with kernels of ours (checked above).
             GgmlDType::Q4K if cols.is_multiple_of(k_acts::SUPER) => {
                 Arc::new(Q4KPanels::from_gguf_bytes(rows, cols, bytes)?)
