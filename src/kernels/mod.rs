@@ -3,8 +3,8 @@
 //! candle 0.11's CPU path runs Q8_0 weights through one dot product per (row, column) pair unless the width is a
 //! multiple of 256 and the CPU has AVX-512 VNNI; the 0.5B executor (width 896, Q5_0/Q8_0 tensors) never gets
 //! there, so its prefill fell far behind llama.cpp's (docs/performance.md, "Side by side with llama.cpp (CPU)").
-//! `QLinear` wraps a weight matrix: our tiled kernels for Q8_0, Q5_0, Q4_K and Q6_K where they apply (x86-64 with
-//! AVX2 + FMA; Q4_K and Q5_0 are stored as panels of 16 rows, and on AVX-512 VNNI CPUs Q6_K too), candle's
+//! `QLinear` wraps a weight matrix: our tiled kernels for Q8_0, Q5_0, Q4_K, Q6_K, Q4_0 and Q4_1 where they apply
+//! (x86-64 with AVX2 + FMA; Q4_K and Q5_0 are stored as panels of 16 rows, and on AVX-512 VNNI CPUs Q6_K too), candle's
 //! `QMatMul` everywhere else (other types, GPUs, other CPUs). Every fast path has a test against a scalar
 //! reference. `TANDEM_CPU_ISA` picks a lower instruction set than the CPU's, to test and measure each path on one
 //! machine.
@@ -27,6 +27,9 @@ pub mod kquants;
 #[cfg(target_arch = "x86_64")]
 mod kquants_avx2;
 pub mod panels;
+pub mod q4;
+#[cfg(target_arch = "x86_64")]
+mod q4_avx2;
 pub mod q4k_panels;
 pub mod q5_0;
 #[cfg(target_arch = "x86_64")]
@@ -46,6 +49,7 @@ use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{CpuStorage, CustomOp1, Layout, Module, Shape, Tensor};
 
 pub use kquants::{Q4KMatrix, Q6KMatrix};
+pub use q4::{Q4Kind, Q4Matrix};
 pub use q4k_panels::Q4KPanels;
 pub use q5_0::Q5_0Matrix;
 pub use q5_0_panels::Q5_0Panels;
@@ -228,8 +232,8 @@ pub fn has_avx_vnni() -> bool {
 /// Which weight types run on our kernels, from `TANDEM_KERNELS`: `all` (default), `q5_0` (all, with Q5_0 kept at
 /// five bits in rows rather than panels or widened to int8: opt-in, since the row kernel is bound by instructions
 /// more than by bytes and both decoded and prefilled slower than the widened layout; docs/performance.md, "What was
-/// tried and dropped"), `q8_0` (Q8_0, and Q5_0 widened exactly to int8, only: candle runs Q4_K/Q6_K) or `candle`
-/// (none).
+/// tried and dropped"), `q8_0` (Q8_0, and Q5_0 widened exactly to int8, only: candle runs Q4_K, Q6_K, Q4_0 and
+/// Q4_1) or `candle` (none).
 pub fn kernel_choice() -> &'static str {
     static CHOICE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     CHOICE.get_or_init(|| crate::settings::env::kernels().unwrap_or_else(|| "all".into()))
@@ -358,6 +362,30 @@ cpu_matmul_by_inherent_methods!(Q5_0Panels, "tandem-q5_0-panels", matvec_rows);
 cpu_matmul_by_inherent_methods!(Q6KPanels, "tandem-q6_k-panels", matvec_rows);
 cpu_matmul_by_inherent_methods!(Q6KMatrix, "tandem-q6_k", matvec_rows);
 
+impl CpuMatmul for Q4Matrix {
+    fn rows(&self) -> usize {
+        self.rows()
+    }
+    fn cols(&self) -> usize {
+        self.cols()
+    }
+    fn matmul(&self, input: &[f32], m: usize, out: &mut [f32]) {
+        self.matmul(input, m, out)
+    }
+    fn dequantize_row(&self, r: usize) -> Vec<f32> {
+        self.dequantize_row(r)
+    }
+    fn kernel_name(&self) -> &'static str {
+        match self.kind() {
+            Q4Kind::Q4_0 => "tandem-q4_0",
+            Q4Kind::Q4_1 => "tandem-q4_1",
+        }
+    }
+    fn matvec_rows(&self, input: &[f32], rows: &[u32], out: &mut [f32]) {
+        self.matvec_rows(input, rows, out)
+    }
+}
+
 /// A linear layer without bias, `y = x Wᵀ`, over a quantized weight `W` of shape `[out, in]`.
 #[derive(Clone)]
 pub enum QLinear {
@@ -378,7 +406,7 @@ pub(crate) fn embedding_ids(ids: &Tensor, rows: usize) -> candle_core::Result<Ve
 
 impl QLinear {
     /// Wraps `weight` in our kernel when the device is the CPU, this CPU has one, and we have one for the type
-    /// (Q8_0, Q4_K, Q6_K); in candle's `QMatMul` otherwise.
+    /// (Q8_0, Q4_K, Q6_K, Q4_0, Q4_1); in candle's `QMatMul` otherwise.
     pub fn new(weight: QTensor) -> Result<Self> {
         match Self::ours(&weight, false)? {
             Some(ours) => Ok(ours),
@@ -435,7 +463,12 @@ impl QLinear {
                 Arc::new(Q5_0Panels::from_gguf_bytes(rows, cols, bytes)?)
             }
             GgmlDType::Q5_0 if widen_q5_0 => Arc::new(Q8_0Matrix::from_q5_0_bytes(rows, cols, bytes)?),
-            GgmlDType::Q4K | GgmlDType::Q6K if kernel_choice() == "q8_0" => return Ok(None),
+            GgmlDType::Q4K | GgmlDType::Q6K | GgmlDType::Q4_0 | GgmlDType::Q4_1 if kernel_choice() == "q8_0" => {
+                return Ok(None)
+            }
+            // In rows, in llama.cpp's arithmetic (`q4`); AVX-512 CPUs run the AVX2 kernel.
+            GgmlDType::Q4_0 => Arc::new(Q4Matrix::from_gguf_bytes(Q4Kind::Q4_0, rows, cols, bytes)?),
+            GgmlDType::Q4_1 => Arc::new(Q4Matrix::from_gguf_bytes(Q4Kind::Q4_1, rows, cols, bytes)?),
             // Panels on every CPU with kernels of ours (checked above).
             GgmlDType::Q4K if cols.is_multiple_of(k_acts::SUPER) => {
                 Arc::new(Q4KPanels::from_gguf_bytes(rows, cols, bytes)?)

@@ -104,6 +104,8 @@ fn q8_0_weights_take_our_kernel_where_the_cpu_has_one() {
     let dense = Tensor::from_vec(random_values(16 * 64, 7), (16, 64), &Device::Cpu).unwrap();
     let q8 = QLinear::new(QTensor::quantize(&dense, GgmlDType::Q8_0).unwrap()).unwrap();
     let q4 = QLinear::new(QTensor::quantize(&dense, GgmlDType::Q4_0).unwrap()).unwrap();
+    let q4_1 = QLinear::new(QTensor::quantize(&dense, GgmlDType::Q4_1).unwrap()).unwrap();
+    let q5_1 = QLinear::new(QTensor::quantize(&dense, GgmlDType::Q5_1).unwrap()).unwrap();
     let dense = Tensor::from_vec(random_values(16 * 256, 7), (16, 256), &Device::Cpu).unwrap();
     let q4k = QLinear::new(QTensor::quantize(&dense, GgmlDType::Q4K).unwrap()).unwrap();
     let q6k = QLinear::new(QTensor::quantize(&dense, GgmlDType::Q6K).unwrap()).unwrap();
@@ -116,7 +118,9 @@ fn q8_0_weights_take_our_kernel_where_the_cpu_has_one() {
     };
     assert_eq!(q4k.kernel_name(), q4k_kernel);
     assert_eq!(q6k.kernel_name(), q6k_kernel);
-    assert_eq!(q4.kernel_name(), "candle", "types without a kernel of ours stay on candle's");
+    assert_eq!(q4.kernel_name(), if ours { "tandem-q4_0" } else { "candle" });
+    assert_eq!(q4_1.kernel_name(), if ours { "tandem-q4_1" } else { "candle" });
+    assert_eq!(q5_1.kernel_name(), "candle", "types without a kernel of ours stay on candle's");
 }
 
 #[test]
