@@ -1,6 +1,8 @@
-//! `tandem bench serve` end to end: the real binary starts `tandem serve` on the real 0.5B model per level, drives
-//! it with concurrent streamed requests with tools, and writes its run directory; the summary must hold every
-//! figure for every level, every request answered. Answers are kept short (48 tokens: room for one call).
+//! `tandem bench serve` end to end: the real binary starts `tandem serve` on the real 0.5B model per workload and
+//! level, warms every slot, drives it with concurrent streamed requests (text of a fixed length; required tool
+//! calls), and writes its run directory; the summary must hold every figure for every workload, phase and level,
+//! every request answered, text answers exactly max_tokens long. Answers are kept short (48 tokens: room for a
+//! call).
 
 use serde_json::{json, Value};
 
@@ -79,16 +81,20 @@ fn bench_serve_loads_tandem_serve_and_reports_every_level() {
     assert_eq!(ids.len(), records.len(), "{samples}");
     for record in &records {
         assert!(record["error"].is_null() && record["ttft_s"].as_f64().is_some(), "{record}");
-        assert!(record["prompt_tokens"].as_u64() > Some(0) && record["prompt_evaluated"].as_u64().is_some(), "{record}");
+        assert!(
+            record["prompt_tokens"].as_u64() > Some(0) && record["prompt_evaluated"].as_u64().is_some(),
+            "{record}"
+        );
         if record["workload"] == "text" {
             assert_eq!((record["finish_reason"].clone(), record["tool_calls"].clone()), (json!("length"), json!(0)));
             assert_eq!(record["completion_tokens"], 48, "{record}");
         } else {
-            // tool_choice required: every answer is a call.
+            // tool_choice required: every answer is a call (one that outgrew the 48 tokens ends as `length`).
             assert!(record["tool_calls"].as_u64() > Some(0), "{record}");
-            assert_eq!(record["finish_reason"], "tool_calls", "{record}");
+            assert!(["tool_calls", "length"].contains(&record["finish_reason"].as_str().unwrap_or("")), "{record}");
         }
     }
+    assert!(records.iter().any(|r| r["finish_reason"] == "tool_calls"), "{samples}");
     let table = std::fs::read_to_string(dirs[0].join("summary.md")).unwrap();
     assert!(table.contains("| text | 2 | tandem | 4 | 0 |"), "{table}");
     assert!(table.contains("| tools | 2 | tandem | 4 | 0 |"), "{table}");

@@ -46,7 +46,13 @@ pub struct LevelFigures {
 
 impl LevelFigures {
     /// The figures of one level's outcome.
-    pub fn of(workload: Kind, phase: Phase, server: ServerKind, clients: usize, outcome: &LevelOutcome) -> LevelFigures {
+    pub fn of(
+        workload: Kind,
+        phase: Phase,
+        server: ServerKind,
+        clients: usize,
+        outcome: &LevelOutcome,
+    ) -> LevelFigures {
         let ok: Vec<_> = outcome.requests.iter().filter(|r| r.error.is_none()).collect();
         let ttfts: Vec<f64> = ok.iter().map(|r| r.ttft_s.unwrap_or(r.total_s)).collect();
         let completion_tokens: usize = ok.iter().map(|r| r.completion_tokens).sum();
@@ -178,7 +184,9 @@ pub fn markdown(levels: &[LevelFigures], ratios: &[Ratios], heading: &str) -> St
         ));
     }
     if !ratios.is_empty() {
-        out.push_str("\ntandem ÷ llama-server, measured phase (rates: above 1 is faster; times: below 1 is sooner)\n\n");
+        out.push_str(
+            "\ntandem ÷ llama-server, measured phase (rates: above 1 is faster; times: below 1 is sooner)\n\n",
+        );
         out.push_str("| workload | clients | requests/s | TTFT p50 | TTFT p99 | completion tok/s |\n");
         out.push_str("| --- | --- | --- | --- | --- | --- |\n");
         for r in ratios {

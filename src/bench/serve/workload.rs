@@ -31,9 +31,10 @@ impl Kind {
 
     /// The kind named `name` (`--workload`).
     pub fn parse(name: &str) -> Result<Kind> {
-        Kind::ALL.into_iter().find(|k| k.name() == name).ok_or_else(|| {
-            Error::Usage(format!("unknown workload {name:?}: use text, tools or both (text,tools)"))
-        })
+        Kind::ALL
+            .into_iter()
+            .find(|k| k.name() == name)
+            .ok_or_else(|| Error::Usage(format!("unknown workload {name:?}: use text, tools or both (text,tools)")))
     }
 }
 
