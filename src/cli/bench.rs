@@ -38,10 +38,11 @@ pub enum BenchCommand {
     /// Example: tandem bench pairs --planners qwen2.5-coder-1.5b-instruct-q4_k_m --executors
     /// qwen2.5-coder-0.5b-instruct-q4_k_m --suite tasks --limit 10
     Pairs(PairsArgs),
-    /// Load test of an OpenAI-compatible server: N concurrent clients stream chat requests with tools
-    /// (benches/serve/requests.json) to the served model; per level requests/s, time to first token p50/p99,
-    /// generated tok/s and errors. Starts `tandem serve` itself per level (as many slots as clients), or loads
-    /// --url; with --vs-llama-server also llama.cpp's server on the same file, alternating, with ratios.
+    /// Load test of an OpenAI-compatible server: N concurrent clients stream chat requests
+    /// (benches/serve/requests.json; text of a fixed length, and required tool calls) to the served model; per
+    /// workload and level requests/s, time to first token p50/p99, completion tok/s, prompt tokens evaluated and
+    /// errors, after every slot is warmed. Starts `tandem serve` itself per level (as many slots as clients), or
+    /// loads --url; with --vs-llama-server also llama.cpp's server on the same file, alternating, with ratios.
     ///
     /// Example: tandem bench serve --threads 2 --clients 1,4,16 --vs-llama-server target/llama.cpp/build/bin/llama-server
     Serve(ServeBenchArgs),
@@ -441,8 +442,13 @@ pub struct ServeBenchArgs {
     /// generation slots as clients.
     #[arg(long, value_delimiter = ',', value_name = "N,..", default_value = "1,4,16")]
     pub clients: Vec<usize>,
-    /// Requests each client sends per level, one after another.
-    #[arg(long, value_name = "N", default_value_t = 3)]
+    /// Workloads, each reported apart (comma-separated): text (no tools, exactly --max-completion-tokens tokens
+    /// with ignore_eos) and tools (the tool list, tool_choice required).
+    #[arg(long, value_delimiter = ',', value_name = "text|tools", default_value = "text,tools",
+        value_parser = ["text", "tools"])]
+    pub workload: Vec<String>,
+    /// Requests each client sends per level, one after another, after every slot is warmed.
+    #[arg(long, value_name = "N", default_value_t = 20)]
     pub requests: usize,
     /// `max_tokens` of every request: the most new tokens of one completion.
     #[arg(long, value_name = "N", default_value_t = 64)]
@@ -461,7 +467,7 @@ pub struct ServeBenchArgs {
     #[arg(long, value_name = "URL")]
     pub url: Option<String>,
     /// Also start llama.cpp's llama-server at this path on the same file (`-np` clients, the same threads,
-    /// `--jinja`), alternating with tandem serve, and print Tandem ÷ llama-server for each figure (build it with
+    /// `--jinja`, `--kv-unified`, `--cache-reuse 256`), alternating with tandem serve, and print Tandem ÷ llama-server for each figure (build it with
     /// scripts/build-llama-server.sh).
     #[arg(long, value_name = "LLAMA_SERVER")]
     pub vs_llama_server: Option<PathBuf>,

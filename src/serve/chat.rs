@@ -314,7 +314,13 @@ pub fn stream_chunks(
             }
         }
         loop {
-            match answers.recv().await {
+            // A client that leaves before the next event (while its prompt is prefilled or its grammar compiles,
+            // when nothing is sent) drops the response body, and with it the channel's receiver: stop at once.
+            let next = tokio::select! {
+                event = answers.recv() => event,
+                () = chunks.closed() => return,
+            };
+            match next {
                 Some(JobEvent::Done(Err(e))) => {
                     let _ = send(data(e.body())).await;
                     return;

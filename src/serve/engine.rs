@@ -14,8 +14,9 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use super::error::ApiError;
 use super::grammar;
-use super::halt::make_haltable;
+use super::halt::{make_haltable, Stops};
 use super::histogram::Histogram;
+use super::ignore_eos::NoStopTokens;
 use super::logprobs::Logprob;
 use super::output::{OutputSplitter, Piece};
 use super::request::{ChatRequest, RawPrompt};
@@ -116,6 +117,9 @@ pub struct Counters {
     pub cached_tokens: AtomicU64,
     /// Tokens they generated, in all.
     pub completion_tokens: AtomicU64,
+    /// Every token the slots ran through the models (prompt tokens not reused, answer tokens, drafts), cancelled
+    /// jobs and agent runs included: what the work cost.
+    pub evaluated_tokens: Arc<AtomicU64>,
     /// Time from queueing to the last token, of each job that ran to its end.
     pub latency: Histogram,
 }
@@ -210,14 +214,15 @@ struct SlotFlags {
 /// One slot: takes jobs until the engine is dropped.
 fn slot(mut models: LazyModels<'_>, inbox: &Mutex<Receiver<Work>>, counters: &Counters, flags: &SlotFlags) {
     let halt = flags.halt.clone();
+    let stops = Arc::new(Stops::new(halt.clone(), counters.evaluated_tokens.clone()));
     // The models are loaded before the server listens; planner and executor may be one model, wrapped once.
     let same = same_model(&mut models);
     if let Ok(model) = models.planner() {
-        make_haltable(model, halt.clone());
+        make_haltable(model, stops.clone());
     }
     if !same {
         if let Ok(model) = models.executor() {
-            make_haltable(model, halt.clone());
+            make_haltable(model, stops.clone());
         }
     }
     loop {
@@ -247,10 +252,13 @@ fn slot(mut models: LazyModels<'_>, inbox: &Mutex<Receiver<Work>>, counters: &Co
         counters.running.fetch_add(1, Ordering::Relaxed);
         // Once the grace period is over every generation is halted, this one too.
         halt.store(flags.cut.load(Ordering::SeqCst), Ordering::SeqCst);
+        // The client's leaving stops the job's passes too: its prefill between chunks, not only its decoding.
+        stops.watch(Some(job.cancel.clone()));
         let outcome = match model_for(&mut models, job.role) {
             Ok(model) => run_job(model, &job, &halt),
             Err(e) => Some(Err(ApiError::internal(format!("the model could not be loaded: {e}")))),
         };
+        stops.watch(None);
         counters.running.fetch_sub(1, Ordering::Relaxed);
         match outcome {
             Some(done) => {
@@ -293,6 +301,14 @@ fn run_job(model: &mut Model, job: &Job, halt: &AtomicBool) -> Option<Result<Fin
         Err(_) if job.cancel.load(Ordering::Relaxed) => return None,
         Err(e) => return Some(Err(e)),
     };
+    if request.options.ignore_eos && matcher.is_some() {
+        return Some(Err(ApiError::invalid(
+            "ignore_eos",
+            "ignore_eos applies to plain-text answers; tools and response_format end where their grammar does",
+        )));
+    }
+    // `ignore_eos`: the end-of-text tokens are banned as a grammar would ban them.
+    let mut no_stop = request.options.ignore_eos.then(|| NoStopTokens::new(model.tokenizer.stop_tokens()));
     let prompt_tokens = prompt.len();
     if job.events.send(JobEvent::Accepted).is_err() {
         return None;
@@ -308,7 +324,11 @@ fn run_job(model: &mut Model, job: &Job, halt: &AtomicBool) -> Option<Result<Fin
         sampling: request.options.sampling,
         seed: request.options.seed,
         stop_tokens: Vec::new(),
-        constraint: matcher.as_mut().map(|m| m as &mut dyn TokenConstraint),
+        constraint: match (matcher.as_mut(), no_stop.as_mut()) {
+            (Some(m), _) => Some(m as &mut dyn TokenConstraint),
+            (None, Some(n)) => Some(n as &mut dyn TokenConstraint),
+            (None, None) => None,
+        },
         speculation: model.speculation,
     };
     let tokenizer = model.tokenizer.clone();

@@ -24,6 +24,7 @@ mod grammar;
 mod guard;
 mod halt;
 mod histogram;
+mod ignore_eos;
 mod logprobs;
 mod metrics;
 mod output;
@@ -358,6 +359,7 @@ async fn health(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
         "running": counters.running.load(Ordering::Relaxed),
         "completed": counters.completed.load(Ordering::Relaxed),
         "cancelled": counters.cancelled.load(Ordering::Relaxed),
+        "evaluated_tokens": counters.evaluated_tokens.load(Ordering::Relaxed),
     }))
 }
 

@@ -89,6 +89,9 @@ pub struct Options {
     pub include_usage: bool,
     /// Report each token's log-probability with this many alternatives (0 to 20), if asked.
     pub logprobs: Option<usize>,
+    /// `ignore_eos` (llama.cpp's extension): the model's end-of-text tokens are never chosen, so a plain-text
+    /// answer runs to `max_tokens` (benchmarks use it to make answers of one length).
+    pub ignore_eos: bool,
 }
 
 /// Most alternatives a request may ask per token (OpenAI's limit).
@@ -118,6 +121,7 @@ pub fn parse_options(fields: &Map<String, Value>, max_tokens_fields: &[&str]) ->
     }
     let stop = parse_stop(fields.get("stop"))?;
     let stream = optional_bool(fields, "stream")?.unwrap_or(false);
+    let ignore_eos = optional_bool(fields, "ignore_eos")?.unwrap_or(false);
     let include_usage = match fields.get("stream_options") {
         None | Some(Value::Null) => false,
         Some(Value::Object(options)) => match options.get("include_usage") {
@@ -135,6 +139,7 @@ pub fn parse_options(fields: &Map<String, Value>, max_tokens_fields: &[&str]) ->
         stream,
         include_usage,
         logprobs: None,
+        ignore_eos,
     })
 }
 

@@ -360,7 +360,12 @@ fn stream_answer(mut builder: Builder, submitted: Submitted) -> Sse<ReceiverStre
                     return;
                 }
             }
-            match answers.recv().await {
+            // A client gone before the next event (no event to send yet) is seen at once, as chat's.
+            let next = tokio::select! {
+                event = answers.recv() => event,
+                () = events.closed() => return,
+            };
+            match next {
                 Some(JobEvent::Done(Ok(finished))) => pending = builder.finish(&finished).0,
                 Some(JobEvent::Done(Err(e))) => {
                     let mut error = e.body()["error"].clone();

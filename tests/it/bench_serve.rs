@@ -1,8 +1,10 @@
-//! `tandem bench serve` end to end: the real binary starts `tandem serve` on the real 0.5B model per level, drives
-//! it with concurrent streamed requests with tools, and writes its run directory; the summary must hold every
-//! figure for every level, every request answered. Answers are kept short (48 tokens: room for one call).
+//! `tandem bench serve` end to end: the real binary starts `tandem serve` on the real 0.5B model per workload and
+//! level, warms every slot, drives it with concurrent streamed requests (text of a fixed length; required tool
+//! calls), and writes its run directory; the summary must hold every figure for every workload, phase and level,
+//! every request answered, text answers exactly max_tokens long. Answers are kept short (48 tokens: room for a
+//! call).
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::common::real_model;
 use crate::common::runs::Scratch;
@@ -36,31 +38,67 @@ fn bench_serve_loads_tandem_serve_and_reports_every_level() {
     assert_eq!(dirs.len(), 1, "one run directory: {dirs:?}");
     let summary: Value = serde_json::from_str(&std::fs::read_to_string(dirs[0].join("summary.json")).unwrap()).unwrap();
     let levels = summary["levels"].as_array().expect("levels");
-    assert_eq!(levels.len(), 2, "one row per level: {summary:#}");
-    for (level, clients) in levels.iter().zip([1, 2]) {
-        assert_eq!(level["server"], "tandem");
-        assert_eq!(level["clients"], clients);
-        assert_eq!(level["requests"], clients * 2, "{level}");
-        assert_eq!(level["errors"], 0, "every request answered: {level}");
-        for figure in ["requests_per_s", "ttft_p50_s", "ttft_p99_s", "tokens_per_s"] {
-            let value = level[figure].as_f64().unwrap_or(0.0);
-            assert!(value > 0.0 && value.is_finite(), "{figure} at {clients} clients: {level}");
+    // Both workloads by default, each with its warm-up (cold) and measured (warm) phase, at both levels.
+    assert_eq!(levels.len(), 8, "one row per workload, phase and level: {summary:#}");
+    let level = |workload: &str, phase: &str, clients: usize| {
+        levels
+            .iter()
+            .find(|l| l["workload"] == workload && l["phase"] == phase && l["clients"] == clients)
+            .unwrap_or_else(|| panic!("no {workload} {phase} row at {clients} clients: {summary:#}"))
+    };
+    for workload in ["text", "tools"] {
+        for clients in [1, 2] {
+            // Every slot warmed: one warm-up request a slot.
+            let cold = level(workload, "cold", clients);
+            assert_eq!((cold["requests"].clone(), cold["errors"].clone()), (json!(clients), json!(0)), "{cold}");
+            let warm = level(workload, "warm", clients);
+            assert_eq!(warm["server"], "tandem");
+            assert_eq!(warm["requests"], clients * 2, "{warm}");
+            assert_eq!(warm["errors"], 0, "every request answered: {warm}");
+            for figure in ["requests_per_s", "ttft_p50_s", "ttft_p99_s", "tokens_per_s"] {
+                let value = warm[figure].as_f64().unwrap_or(0.0);
+                assert!(value > 0.0 && value.is_finite(), "{figure} at {clients} clients: {warm}");
+            }
+            assert!(warm["ttft_p99_s"].as_f64() >= warm["ttft_p50_s"].as_f64(), "{warm}");
+            let tokens = warm["completion_tokens"].as_u64().unwrap() as usize;
+            if workload == "text" {
+                // ignore_eos: every text answer is exactly max_tokens long.
+                assert_eq!(tokens, 48 * clients * 2, "{warm}");
+            } else {
+                assert!(tokens > 0 && tokens <= 48 * clients * 2, "{warm}");
+            }
+            // The warmed slots reuse the shared prompt: fewer tokens evaluated than sent.
+            let evaluated = warm["prompt_evaluated"].as_u64().expect("tandem reports cached tokens");
+            assert!(evaluated < warm["prompt_tokens"].as_u64().unwrap(), "{warm}");
         }
-        assert!(level["ttft_p99_s"].as_f64() >= level["ttft_p50_s"].as_f64(), "{level}");
-        // At most 48 new tokens an answer.
-        let tokens = level["completion_tokens"].as_u64().unwrap();
-        assert!(tokens > 0 && tokens <= 48 * clients * 2, "{level}");
     }
     assert!(summary["ratios"].as_array().unwrap().is_empty(), "no peer, no ratios");
-    // Every request is a record with its own id, and the table is printed and written.
+    // Every request of both phases is a record with its own id, its workload, phase and token counts.
     let samples = std::fs::read_to_string(dirs[0].join("samples.jsonl")).unwrap();
     let records: Vec<Value> = samples.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert_eq!(records.len(), 6);
-    assert!(records.iter().all(|r| r["error"].is_null() && r["ttft_s"].as_f64().is_some()), "{samples}");
-    // The 0.5B answers these requests with calls as bare JSON, which the server turns into tool calls.
-    assert!(records.iter().any(|r| r["tool_calls"].as_u64() > Some(0)), "{samples}");
+    assert_eq!(records.len(), 2 * (1 + 2 + 2 + 4), "{samples}");
+    let ids: std::collections::HashSet<_> = records.iter().map(|r| r["sample"].to_string()).collect();
+    assert_eq!(ids.len(), records.len(), "{samples}");
+    for record in &records {
+        assert!(record["error"].is_null() && record["ttft_s"].as_f64().is_some(), "{record}");
+        assert!(
+            record["prompt_tokens"].as_u64() > Some(0) && record["prompt_evaluated"].as_u64().is_some(),
+            "{record}"
+        );
+        if record["workload"] == "text" {
+            assert_eq!((record["finish_reason"].clone(), record["tool_calls"].clone()), (json!("length"), json!(0)));
+            assert_eq!(record["completion_tokens"], 48, "{record}");
+        } else {
+            // tool_choice required: every answer is a call (one that outgrew the 48 tokens ends as `length`).
+            assert!(record["tool_calls"].as_u64() > Some(0), "{record}");
+            assert!(["tool_calls", "length"].contains(&record["finish_reason"].as_str().unwrap_or("")), "{record}");
+        }
+    }
+    assert!(records.iter().any(|r| r["finish_reason"] == "tool_calls"), "{samples}");
     let table = std::fs::read_to_string(dirs[0].join("summary.md")).unwrap();
-    assert!(table.contains("| 2 | tandem | 4 | 0 |"), "{table}");
+    assert!(table.contains("| text | 2 | tandem | 4 | 0 |"), "{table}");
+    assert!(table.contains("| tools | 2 | tandem | 4 | 0 |"), "{table}");
+    assert!(table.contains("Warm-up (cold) phase"), "{table}");
     assert!(stdout.contains("TTFT p50"), "{stdout}");
 }
 

@@ -1,6 +1,6 @@
 //! `tandem serve` over real HTTP: the binary started on a free port with the real 0.5B model, driven by a Rust
 //! HTTP client (plain and streamed chat, every tool_choice, strict json_schema, bad requests of many kinds, the
-//! API key, a client that goes away mid-stream, a full queue) and by the real `openai` Python package
+//! API key, a client that goes away mid-stream or during its prompt's prefill, a full queue) and by the real `openai` Python package
 //! (installed by scripts/install-openai-client.sh on first use). Answers are kept to a few tokens.
 
 use std::io::{BufRead, BufReader, Read};
@@ -402,6 +402,41 @@ pub(crate) fn openai_python() -> std::path::PathBuf {
         panic!("{why}");
     }
     root.join("target/openai-client/venv/bin/python")
+}
+
+/// A client that leaves while its long prompt is prefilled stops the prefill itself (between its chunks), not
+/// only the decoding after it: the job is counted cancelled, the slot frees having run fewer tokens than the prompt
+/// has, and serves the next request.
+#[test]
+fn a_client_leaving_during_prefill_stops_the_prefill() {
+    // Long enough that its prefill takes many chunks (of 512 tokens) even on a fast machine.
+    const PROMPT: usize = 16_000;
+    let server = Server::start(&["--parallel", "1", "--max-prompt-tokens", "20000"]);
+    // Token ids: the prompt's length is exact, and the job starts its prefill as soon as it is taken.
+    let body = json!({"model": MODEL, "prompt": vec![1000u32; PROMPT], "max_tokens": 1, "stream": true});
+    let response = agent()
+        .post(&server.url("/v1/completions"))
+        .set("Content-Type", "application/json")
+        .send_string(&body.to_string())
+        .unwrap();
+    // The answer's headers are out once the job is accepted: its prompt is being run now.
+    wait_for_health(&server, "the long prompt's job did not start", |h| h["running"] == 1);
+    drop(response);
+    let health = wait_for_health(&server, "the prefill went on after its client left", |h| {
+        h["cancelled"] == 1 && h["running"] == 0
+    });
+    assert_eq!(health["completed"], 0, "{health}");
+    let evaluated = health["evaluated_tokens"].as_u64().expect("evaluated_tokens in /health");
+    assert!(
+        evaluated < PROMPT as u64,
+        "{evaluated} tokens were run for a {PROMPT}-token prompt whose client left during its prefill: {health}"
+    );
+    // The slot is free again.
+    let short = json!({"model": MODEL, "prompt": "One, two,", "max_tokens": 2, "temperature": 0});
+    let (status, answer) = call("POST", &server.url("/v1/completions"), None, Some(&short.to_string()));
+    assert_eq!(status, 200, "{answer}");
+    let health = wait_for_health(&server, "the next request did not complete", |h| h["completed"] == 1);
+    assert!(health["evaluated_tokens"].as_u64() > Some(evaluated), "{health}");
 }
 
 #[test]

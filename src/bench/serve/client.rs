@@ -1,12 +1,13 @@
 //! The load: N client threads, each sending its requests one after another over HTTP (ureq, blocking) and
-//! reading the streamed answer as it comes, timing the first token and taking the token count from the usage.
+//! reading the streamed answer as it comes, timing the first token and taking the token counts from the usage
+//! (and, for llama-server, the prompt tokens it evaluated from its `timings`).
 
 use std::io::{BufRead, BufReader};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::workload::Workload;
+use super::workload::{Kind, Workload};
 
 /// What one request gave.
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -18,9 +19,12 @@ pub struct RequestOutcome {
     pub ttft_s: Option<f64>,
     /// Seconds from sending to the end of the stream.
     pub total_s: f64,
-    /// `usage.completion_tokens` of the last chunk.
+    /// `usage.completion_tokens` of the last chunk: the answer's tokens, as OpenAI counts them.
     pub completion_tokens: usize,
     pub prompt_tokens: usize,
+    /// Prompt tokens the server computed (not reused from a cache): llama-server's `timings.prompt_n`, else
+    /// `prompt_tokens` less `usage.prompt_tokens_details.cached_tokens`; `None` when the server says neither.
+    pub prompt_evaluated: Option<usize>,
     /// The `finish_reason`, when the stream gave one.
     pub finish_reason: Option<String>,
     /// Tool calls in the answer (deltas with an `id`).
@@ -49,6 +53,7 @@ pub fn run_level(
     base: &str,
     model: &str,
     workload: &Workload,
+    kind: Kind,
     clients: usize,
     per_client: usize,
     max_tokens: usize,
@@ -63,8 +68,8 @@ pub fn run_level(
                 scope.spawn(move || {
                     (0..per_client)
                         .map(|request| {
-                            let body =
-                                workload.body(model, workload.message_for(client, request, per_client), max_tokens);
+                            let message = workload.message_for(client, request, per_client);
+                            let body = workload.body(kind, model, message, max_tokens);
                             let mut outcome = send(&agent, url, &body);
                             (outcome.client, outcome.request) = (client, request);
                             outcome
@@ -78,12 +83,22 @@ pub fn run_level(
     LevelOutcome { wall_s: started.elapsed().as_secs_f64(), requests }
 }
 
-/// Sends one request (without waiting for the others) so the server has its kernels and caches warm.
-pub fn warm_up(base: &str, model: &str, workload: &Workload, max_tokens: usize) -> Result<(), String> {
-    let agent = ureq::AgentBuilder::new().timeout(REQUEST_TIMEOUT).build();
-    let url = format!("{}/v1/chat/completions", base.trim_end_matches('/'));
-    let outcome = send(&agent, &url, &workload.body(model, &workload.messages[0], max_tokens));
-    outcome.error.map_or(Ok(()), Err)
+/// The cold phase: as many requests at once as the server has slots, one each, so every slot holds the shared
+/// prompt (system prompt, and the tools for `tools`) before the measured phase, on llama-server as on Tandem.
+/// Its outcome is reported apart; a failed request fails the warm-up.
+pub fn warm_up(
+    base: &str,
+    model: &str,
+    workload: &Workload,
+    kind: Kind,
+    slots: usize,
+    max_tokens: usize,
+) -> Result<LevelOutcome, String> {
+    let outcome = run_level(base, model, workload, kind, slots, 1, max_tokens);
+    match outcome.requests.iter().find_map(|r| r.error.clone()) {
+        Some(error) => Err(error),
+        None => Ok(outcome),
+    }
 }
 
 /// Sends one streamed request and reads its answer to the end.
@@ -134,15 +149,12 @@ pub fn send(agent: &ureq::Agent, url: &str, body: &Value) -> RequestOutcome {
         if let Some(u) = chunk.get("usage").filter(|u| u.is_object()) {
             usage = Some(u.clone());
         }
+        read_timings(&chunk, &mut outcome);
     }
     outcome.total_s = started.elapsed().as_secs_f64();
     if outcome.error.is_none() {
         match usage {
-            Some(usage) => {
-                let count = |key: &str| usage.get(key).and_then(Value::as_u64).unwrap_or(0) as usize;
-                outcome.completion_tokens = count("completion_tokens");
-                outcome.prompt_tokens = count("prompt_tokens");
-            }
+            Some(usage) => read_usage(&usage, &mut outcome),
             None => outcome.error = Some("the stream had no usage (stream_options.include_usage)".into()),
         }
         if !done && outcome.error.is_none() {
@@ -150,6 +162,25 @@ pub fn send(agent: &ureq::Agent, url: &str, body: &Value) -> RequestOutcome {
         }
     }
     outcome
+}
+
+/// llama-server adds its `timings` to the last chunks: `prompt_n` is the prompt tokens it prefilled.
+fn read_timings(chunk: &Value, outcome: &mut RequestOutcome) {
+    if let Some(n) = chunk.pointer("/timings/prompt_n").and_then(Value::as_u64) {
+        outcome.prompt_evaluated = Some(n as usize);
+    }
+}
+
+/// Takes the token counts of the usage; the prompt tokens evaluated from its cached count, unless the server's
+/// own timings said already.
+fn read_usage(usage: &Value, outcome: &mut RequestOutcome) {
+    let count = |pointer: &str| usage.pointer(pointer).and_then(Value::as_u64).map(|n| n as usize);
+    outcome.completion_tokens = count("/completion_tokens").unwrap_or(0);
+    outcome.prompt_tokens = count("/prompt_tokens").unwrap_or(0);
+    if outcome.prompt_evaluated.is_none() {
+        outcome.prompt_evaluated =
+            count("/prompt_tokens_details/cached_tokens").map(|cached| outcome.prompt_tokens.saturating_sub(cached));
+    }
 }
 
 /// Takes what a chunk says about the answer: the first token's time, tool calls, the finish reason.
@@ -217,5 +248,25 @@ mod tests {
         let mut text = fresh();
         read_chunk(&json!({"choices": [{"delta": {"content": "Hi"}}]}), started, &mut text);
         assert!(text.ttft_s.is_some());
+    }
+
+    #[test]
+    fn prompt_tokens_evaluated_come_from_the_cached_count_or_llama_servers_timings() {
+        let usage = json!({"prompt_tokens": 450, "completion_tokens": 64,
+            "prompt_tokens_details": {"cached_tokens": 430}});
+        let mut tandem = fresh();
+        read_usage(&usage, &mut tandem);
+        assert_eq!((tandem.prompt_tokens, tandem.completion_tokens, tandem.prompt_evaluated), (450, 64, Some(20)));
+        // llama-server's timings (read from its chunks first) win over its usage.
+        let mut llama = fresh();
+        let last = json!({"choices": [{"delta": {}, "finish_reason": "length"}],
+            "timings": {"prompt_n": 445, "prompt_ms": 900.0, "predicted_n": 64}});
+        read_timings(&last, &mut llama);
+        read_usage(&usage, &mut llama);
+        assert_eq!(llama.prompt_evaluated, Some(445));
+        // A server that says neither: unknown, not zero.
+        let mut bare = fresh();
+        read_usage(&json!({"prompt_tokens": 9, "completion_tokens": 1}), &mut bare);
+        assert_eq!(bare.prompt_evaluated, None);
     }
 }

@@ -1,8 +1,11 @@
-//! `tandem bench serve`: concurrent clients streaming chat requests with tools at an OpenAI-compatible server,
-//! level by level (1, 4, 16 clients); per level requests/s, time to first token p50/p99, generated tokens/s and
-//! errors. It starts `tandem serve` itself (or loads a server at `--url`), and with a `llama-server` binary runs
-//! llama.cpp's server on the same file, threads and slots, alternating the two, and reports the ratios. The run
-//! is written as the other benchmarks' are: `samples.jsonl` (every request), `summary.json`, `summary.md`.
+//! `tandem bench serve`: concurrent clients streaming chat requests at an OpenAI-compatible server, workload by
+//! workload (`text`: a fixed number of tokens without tools; `tools`: a required call) and level by level (1, 4,
+//! 16 clients); per level requests/s, time to first token p50/p99, completion tokens/s, prompt tokens evaluated
+//! and errors. It starts `tandem serve` itself (or loads a server at `--url`), and with a `llama-server` binary
+//! runs llama.cpp's server on the same file, threads and slots with its own prefix reuse on, alternating the two,
+//! and reports the ratios. Every slot of either server is warmed (one request a slot, all at once) before the
+//! measured requests; the warm-up is reported apart. The run is written as the other benchmarks' are:
+//! `samples.jsonl` (every request, both phases), `summary.json`, `summary.md`.
 //!
 //! Parts: the requests (`workload`), the clients (`client`), the servers as child processes (`servers`), the
 //! figures and their table (`report`).
@@ -20,9 +23,9 @@ use super::records::BenchRecorder;
 use crate::progress::{ProgressUnit, Reporter};
 use crate::{Error, Result};
 use client::{run_level, warm_up};
-use report::{markdown, LevelFigures, Ratios};
+use report::{markdown, LevelFigures, Phase, Ratios};
 use servers::{Launch, RunningServer, ServerKind};
-use workload::Workload;
+use workload::{Kind, Workload};
 
 /// What `tandem bench serve` runs.
 #[derive(Debug, Clone)]
@@ -31,6 +34,8 @@ pub struct ServeBenchSettings {
     pub model: PathBuf,
     /// The name requests give as `model`.
     pub model_name: String,
+    /// The workloads, each run and reported apart.
+    pub workloads: Vec<Kind>,
     /// Concurrent clients, one level each.
     pub clients: Vec<usize>,
     /// Requests each client sends per level, one after another.
@@ -74,6 +79,9 @@ pub fn run(settings: &ServeBenchSettings, reporter: &dyn Reporter) -> Result<Ser
     if settings.clients.is_empty() || settings.clients.contains(&0) {
         return Err(Error::Usage("--clients needs one or more numbers of clients, each at least 1".into()));
     }
+    if settings.workloads.is_empty() {
+        return Err(Error::Usage("--workload needs text, tools or both (text,tools)".into()));
+    }
     if settings.requests_per_client == 0 || settings.max_tokens == 0 {
         return Err(Error::Usage("--requests and --max-completion-tokens must be at least 1".into()));
     }
@@ -100,54 +108,69 @@ pub fn run(settings: &ServeBenchSettings, reporter: &dyn Reporter) -> Result<Ser
     };
     let progress = reporter.start(
         "bench serve",
-        Some((settings.clients.len() * repeats * servers.len()) as u64),
+        Some((settings.workloads.len() * settings.clients.len() * repeats * servers.len()) as u64),
         ProgressUnit::Items,
     );
     let mut runs = Vec::new();
-    for &clients in &settings.clients {
-        for repeat in 0..repeats {
-            // Alternating which server goes first, so drift in the machine's load falls on both.
-            let mut order = servers.clone();
-            if repeat % 2 == 1 {
-                order.reverse();
-            }
-            for server in order {
-                let figures = run_one(settings, &workload, server, clients, repeat, &mut recorder)?;
-                progress.inc(1);
-                reporter.message(&format!(
-                    "{} clients on {}: {:.2} requests/s, TTFT p50 {:.3} s, {:.1} tok/s, {} errors",
-                    clients,
-                    server.name(),
-                    figures.requests_per_s,
-                    figures.ttft_p50_s,
-                    figures.tokens_per_s,
-                    figures.errors
-                ));
-                runs.push(figures);
+    for &kind in &settings.workloads {
+        for &clients in &settings.clients {
+            for repeat in 0..repeats {
+                // Alternating which server goes first, so drift in the machine's load falls on both.
+                let mut order = servers.clone();
+                if repeat % 2 == 1 {
+                    order.reverse();
+                }
+                for server in order {
+                    let level = Level { kind, server, clients, repeat };
+                    let (cold, warm) = run_one(settings, &workload, level, &mut recorder)?;
+                    progress.inc(1);
+                    reporter.message(&format!(
+                        "{} with {} clients on {}: {:.2} requests/s, TTFT p50 {:.3} s, {:.1} tok/s, {} errors",
+                        kind.name(),
+                        clients,
+                        server.name(),
+                        warm.requests_per_s,
+                        warm.ttft_p50_s,
+                        warm.tokens_per_s,
+                        warm.errors + cold.errors
+                    ));
+                    runs.push(cold);
+                    runs.push(warm);
+                }
             }
         }
     }
     progress.finish();
     let mut levels = Vec::new();
     let mut ratios = Vec::new();
-    for &clients in &settings.clients {
-        let of = |server: ServerKind| {
-            let these: Vec<LevelFigures> =
-                runs.iter().filter(|r| r.clients == clients && r.server == server).cloned().collect();
-            LevelFigures::median_of(&these)
-        };
-        let ours = of(ServerKind::Tandem);
-        let theirs = of(ServerKind::LlamaServer);
-        if let (Some(ours), Some(theirs)) = (&ours, &theirs) {
-            ratios.push(Ratios::of(ours, theirs));
+    for &kind in &settings.workloads {
+        for phase in [Phase::Warm, Phase::Cold] {
+            for &clients in &settings.clients {
+                let of = |server: ServerKind| {
+                    let these: Vec<LevelFigures> = runs
+                        .iter()
+                        .filter(|r| {
+                            r.workload == kind && r.phase == phase && r.clients == clients && r.server == server
+                        })
+                        .cloned()
+                        .collect();
+                    LevelFigures::median_of(&these)
+                };
+                let ours = of(ServerKind::Tandem);
+                let theirs = of(ServerKind::LlamaServer);
+                if let (Phase::Warm, Some(ours), Some(theirs)) = (phase, &ours, &theirs) {
+                    ratios.push(Ratios::of(ours, theirs));
+                }
+                levels.extend(ours);
+                levels.extend(theirs);
+            }
         }
-        levels.extend(ours);
-        levels.extend(theirs);
     }
     let load_after = load_average();
     let heading = format!(
-        "bench serve: {} ({} threads a server, {} requests a client, max_tokens {}, medians of {} alternating runs; load average {} before, {} after)",
+        "bench serve: {} ({}; {} threads a server, every slot warmed first, then {} requests a client, max_tokens {}, medians of {} alternating runs; load average {} before, {} after)",
         settings.model_name,
+        settings.workloads.iter().map(|k| k.name()).collect::<Vec<_>>().join(" and "),
         settings.threads,
         settings.requests_per_client,
         settings.max_tokens,
@@ -164,6 +187,7 @@ pub fn run(settings: &ServeBenchSettings, reporter: &dyn Reporter) -> Result<Ser
         "url": settings.url,
         "llama_server": settings.llama_server,
         "threads": settings.threads,
+        "workloads": settings.workloads,
         "clients": settings.clients,
         "requests_per_client": settings.requests_per_client,
         "max_tokens": settings.max_tokens,
@@ -180,16 +204,25 @@ pub fn run(settings: &ServeBenchSettings, reporter: &dyn Reporter) -> Result<Ser
     Ok(ServeBenchReport { levels, runs, ratios, dir: recorder.dir().to_path_buf() })
 }
 
-/// One level on one server: started with as many slots as clients (unless it is `--url`'s), warmed up with one
-/// request, loaded, stopped; every request is recorded.
-fn run_one(
-    settings: &ServeBenchSettings,
-    workload: &Workload,
+/// Which run of which level.
+#[derive(Debug, Clone, Copy)]
+struct Level {
+    kind: Kind,
     server: ServerKind,
     clients: usize,
     repeat: usize,
+}
+
+/// One level on one server: started with as many slots as clients (unless it is `--url`'s), every slot warmed
+/// with one request (all at once: the cold phase), loaded (the warm phase), stopped; every request of both phases
+/// is recorded.
+fn run_one(
+    settings: &ServeBenchSettings,
+    workload: &Workload,
+    level: Level,
     recorder: &mut BenchRecorder,
-) -> Result<LevelFigures> {
+) -> Result<(LevelFigures, LevelFigures)> {
+    let Level { kind, server, clients, repeat } = level;
     let launch = Launch {
         model: settings.model.clone(),
         model_name: settings.model_name.clone(),
@@ -209,21 +242,35 @@ fn run_one(
         (None, None) => return Err(Error::Internal("no server to load".into())),
     };
     let log = || running.as_ref().map(|r| format!("; its log ends:\n{}", r.log_tail())).unwrap_or_default();
-    warm_up(&base, &settings.model_name, workload, settings.max_tokens)
+    let model = &settings.model_name;
+    let cold = warm_up(&base, model, workload, kind, clients, settings.max_tokens)
         .map_err(|e| Error::Bench(format!("{}'s warm-up request failed: {e}{}", server.name(), log())))?;
-    let outcome =
-        run_level(&base, &settings.model_name, workload, clients, settings.requests_per_client, settings.max_tokens);
-    for request in &outcome.requests {
-        let sample = format!("{}-c{clients}-r{repeat}-{}-{}", server.name(), request.client, request.request);
-        let mut record = serde_json::to_value(request).map_err(Error::encode("a request's record"))?;
-        record["sample"] = json!(sample);
-        record["server"] = json!(server.name());
-        record["clients"] = json!(clients);
-        record["repeat"] = json!(repeat);
-        recorder.append(&record)?;
+    let warm = run_level(&base, model, workload, kind, clients, settings.requests_per_client, settings.max_tokens);
+    for (phase, outcome) in [(Phase::Cold, &cold), (Phase::Warm, &warm)] {
+        for request in &outcome.requests {
+            let phase_name = if phase == Phase::Cold { "cold" } else { "warm" };
+            let sample = format!(
+                "{}-{}-c{clients}-r{repeat}-{phase_name}-{}-{}",
+                server.name(),
+                kind.name(),
+                request.client,
+                request.request
+            );
+            let mut record = serde_json::to_value(request).map_err(Error::encode("a request's record"))?;
+            record["sample"] = json!(sample);
+            record["server"] = json!(server.name());
+            record["workload"] = json!(kind.name());
+            record["phase"] = json!(phase_name);
+            record["clients"] = json!(clients);
+            record["repeat"] = json!(repeat);
+            recorder.append(&record)?;
+        }
     }
-    if let Some(first) = outcome.requests.iter().find_map(|r| r.error.as_deref()) {
+    if let Some(first) = warm.requests.iter().find_map(|r| r.error.as_deref()) {
         tracing::warn!("{} at {clients} clients: a request failed: {first}{}", server.name(), log());
     }
-    Ok(LevelFigures::of(server, clients, &outcome))
+    Ok((
+        LevelFigures::of(kind, Phase::Cold, server, clients, &cold),
+        LevelFigures::of(kind, Phase::Warm, server, clients, &warm),
+    ))
 }

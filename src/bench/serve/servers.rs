@@ -48,6 +48,9 @@ pub struct Launch {
 /// Context each llama-server slot gets: the workload's prompt (about 500 tokens with the tools) and its answer.
 const SLOT_CONTEXT: usize = 2048;
 
+/// llama-server's `--cache-reuse`: the shortest cached chunk it reuses by shifting (what its own docs suggest).
+const CACHE_REUSE: usize = 256;
+
 /// How long a server may take to load its model and answer `/health`.
 const START_TIMEOUT: Duration = Duration::from_secs(300);
 
@@ -97,7 +100,9 @@ impl RunningServer {
     }
 
     /// llama.cpp's `llama-server` at `bin` on the same file: `-np` slots sharing a context big enough for all of
-    /// them, the same threads for prompt and generation, all layers on the CPU, `--jinja` so it takes tools.
+    /// them, the same threads for prompt and generation, all layers on the CPU, `--jinja` so it takes tools, and
+    /// its own prefix reuse on: one KV buffer for all slots (`--kv-unified`) and reuse of cached chunks of 256
+    /// tokens or more by shifting them (`--cache-reuse`), beside its default prompt caching per slot and in RAM.
     pub fn llama_server(bin: &Path, launch: &Launch) -> Result<RunningServer> {
         let port = free_port()?;
         let mut command = Command::new(bin);
@@ -107,7 +112,8 @@ impl RunningServer {
             .args(["--alias", &launch.model_name, "--host", "127.0.0.1", "--port", &port.to_string()])
             .args(["-t", &launch.threads.to_string(), "-tb", &launch.threads.to_string(), "-ngl", "0"])
             .args(["-np", &launch.slots.to_string(), "-c", &(launch.slots * SLOT_CONTEXT).to_string()])
-            .args(["-n", &launch.max_tokens.max(1).to_string(), "--jinja"]);
+            .args(["-n", &launch.max_tokens.max(1).to_string(), "--jinja"])
+            .args(["--kv-unified", "--cache-reuse", &CACHE_REUSE.to_string()]);
         let (child, log) = spawn(command, bin)?;
         let server = RunningServer { child, base: format!("http://127.0.0.1:{port}"), log };
         server.wait_healthy("llama-server", Instant::now() + START_TIMEOUT)?;
