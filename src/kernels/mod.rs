@@ -325,14 +325,15 @@ pub trait CpuMatmul: Send + Sync {
     }
 }
 
-/// `CpuMatmul` for a matrix type whose inherent methods have the trait's names.
+/// `CpuMatmul` for a matrix type whose inherent methods have the trait's names. The kernel's name is a literal, or
+/// `by PATH`: a function of the matrix (a type that holds several kinds names each).
 macro_rules! cpu_matmul_by_inherent_methods {
-    ($matrix:ty, $name:literal, matvec_rows) => {
-        cpu_matmul_by_inherent_methods!($matrix, $name, fn matvec_rows(&self, input: &[f32], rows: &[u32], out: &mut [f32]) {
+    (@named $matrix:ty, $name:expr, matvec_rows) => {
+        cpu_matmul_by_inherent_methods!(@named $matrix, $name, fn matvec_rows(&self, input: &[f32], rows: &[u32], out: &mut [f32]) {
             self.matvec_rows(input, rows, out)
         });
     };
-    ($matrix:ty, $name:literal $(, $($extra:tt)+)?) => {
+    (@named $matrix:ty, $name:expr $(, $($extra:tt)+)?) => {
         impl CpuMatmul for $matrix {
             $($($extra)+)?
             fn rows(&self) -> usize {
@@ -348,9 +349,15 @@ macro_rules! cpu_matmul_by_inherent_methods {
                 self.dequantize_row(r)
             }
             fn kernel_name(&self) -> &'static str {
-                $name
+                ($name)(self)
             }
         }
+    };
+    ($matrix:ty, by $name:path $(, $($rest:tt)+)?) => {
+        cpu_matmul_by_inherent_methods!(@named $matrix, $name $(, $($rest)+)?);
+    };
+    ($matrix:ty, $name:literal $(, $($rest:tt)+)?) => {
+        cpu_matmul_by_inherent_methods!(@named $matrix, |_: &$matrix| $name $(, $($rest)+)?);
     };
 }
 
@@ -362,29 +369,7 @@ cpu_matmul_by_inherent_methods!(Q5_0Panels, "tandem-q5_0-panels", matvec_rows);
 cpu_matmul_by_inherent_methods!(Q6KPanels, "tandem-q6_k-panels", matvec_rows);
 cpu_matmul_by_inherent_methods!(Q6KMatrix, "tandem-q6_k", matvec_rows);
 
-impl CpuMatmul for Q4Matrix {
-    fn rows(&self) -> usize {
-        self.rows()
-    }
-    fn cols(&self) -> usize {
-        self.cols()
-    }
-    fn matmul(&self, input: &[f32], m: usize, out: &mut [f32]) {
-        self.matmul(input, m, out)
-    }
-    fn dequantize_row(&self, r: usize) -> Vec<f32> {
-        self.dequantize_row(r)
-    }
-    fn kernel_name(&self) -> &'static str {
-        match self.kind() {
-            Q4Kind::Q4_0 => "tandem-q4_0",
-            Q4Kind::Q4_1 => "tandem-q4_1",
-        }
-    }
-    fn matvec_rows(&self, input: &[f32], rows: &[u32], out: &mut [f32]) {
-        self.matvec_rows(input, rows, out)
-    }
-}
+cpu_matmul_by_inherent_methods!(Q4Matrix, by Q4Matrix::kernel_name, matvec_rows);
 
 /// A linear layer without bias, `y = x Wᵀ`, over a quantized weight `W` of shape `[out, in]`.
 #[derive(Clone)]

@@ -118,6 +118,14 @@ impl Q4Matrix {
         self.kind
     }
 
+    /// The kernel's name in logs and tests, by the type it holds.
+    pub fn kernel_name(&self) -> &'static str {
+        match self.kind {
+            Q4Kind::Q4_0 => "tandem-q4_0",
+            Q4Kind::Q4_1 => "tandem-q4_1",
+        }
+    }
+
     /// Output features.
     pub fn rows(&self) -> usize {
         self.rows

@@ -2,6 +2,8 @@
 //! calculator, a multi-step word problem, a file task, an `llm` step, a replan forced by a tool that fails the
 //! first time, step mode, and a token budget. Short goals keep each run to a few planner calls.
 
+use std::path::PathBuf;
+
 use crate::common::real_model;
 use crate::common::runs::{shell_tool, Scratch};
 use serde_json::Value;
@@ -61,9 +63,9 @@ fn file_task_writes_into_the_workspace() {
     assert!(tools_used(&json).contains(&"write_file".to_string()));
 }
 
-#[test]
-fn llm_step_runs_on_the_executor_with_the_file_it_depends_on() {
-    let scratch = Scratch::new();
+/// A workspace with `notes.txt` and a given plan that reads it (s1) and has the executor summarise it (s2, `llm`):
+/// (the workspace, the plan file).
+fn summarise_notes_plan(scratch: &Scratch) -> (PathBuf, PathBuf) {
     let ws = scratch.workspace();
     std::fs::write(ws.join("notes.txt"), "Tandem runs planner and executor models locally.\n").unwrap();
     let plan = scratch.write(
@@ -72,6 +74,13 @@ fn llm_step_runs_on_the_executor_with_the_file_it_depends_on() {
             {"id": "s1", "tool": "read_file", "args": {"path": "notes.txt"}},
             {"id": "s2", "tool": "llm", "args": {"prompt": "Summarise this note in a few words."}, "depends_on": ["s1"]}]}"#,
     );
+    (ws, plan)
+}
+
+#[test]
+fn llm_step_runs_on_the_executor_with_the_file_it_depends_on() {
+    let scratch = Scratch::new();
+    let (ws, plan) = summarise_notes_plan(&scratch);
     let json = run_json(&scratch, &["--workspace", ws.to_str().unwrap(), "--plan", plan.to_str().unwrap()]);
     assert_eq!(json["stop"], "done", "{json}");
     assert_eq!(json["planner"]["calls"], 0, "a given plan needs no planner");
@@ -151,14 +160,7 @@ fn smollm2_runs_as_the_executor() {
     const SMOLLM2: &str = "smollm2-135m-instruct-q4_1";
     real_model(SMOLLM2);
     let scratch = Scratch::new();
-    let ws = scratch.workspace();
-    std::fs::write(ws.join("notes.txt"), "Tandem runs planner and executor models locally.\n").unwrap();
-    let plan = scratch.write(
-        "plan.json",
-        r#"{"goal": "Summarise notes.txt", "steps": [
-            {"id": "s1", "tool": "read_file", "args": {"path": "notes.txt"}},
-            {"id": "s2", "tool": "llm", "args": {"prompt": "Summarise this note in a few words."}, "depends_on": ["s1"]}]}"#,
-    );
+    let (ws, plan) = summarise_notes_plan(&scratch);
     let args = ["run", "--threads", "2", "--executor", SMOLLM2, "--joiner", "off", "--workspace"];
     let mut args = args.to_vec();
     args.extend([ws.to_str().unwrap(), "--plan", plan.to_str().unwrap()]);
