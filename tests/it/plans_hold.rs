@@ -27,10 +27,10 @@ fn calls(events: &[Value]) -> Vec<(String, String, Value, Value)> {
 
 /// Asked as people ask, the time question brings the planner to `convert_time`, whose `time` must be `HH:MM`:
 /// no call that failed is made again with the same arguments, and the conversion runs on 09:30 (Tokyo and
-/// Kolkata keep no daylight saving time, so 09:30 in Tokyo is 06:00 in Kolkata on any date).
+/// Kolkata keep no daylight saving time, so 09:30 in Tokyo is 06:00 in Kolkata on any date). The 1.5B plans a
+/// lookup of the current time and passes its timestamp; the `unused-dates-and-times` mend gives the goal's 9:30
+/// to `time` instead, and the repair and no-repeat rules are what is left if a call still fails.
 #[test]
-#[ignore = "fails today with the default 1.5B planner: its plans keep passing get_current_time's timestamp to \
-            convert_time, repairs included (the repeat is refused, the run ends on its budget); issue #53"]
 fn a_failed_call_is_not_repeated_and_the_time_reaches_the_tool_as_it_asks() {
     real_model(PLANNER);
     real_model(EXECUTOR);
@@ -62,12 +62,68 @@ fn a_failed_call_is_not_repeated_and_the_time_reaches_the_tool_as_it_asks() {
     assert!(answer.contains("06:00") || answer.contains("6:00"), "{json:#}");
 }
 
+/// A failed call is repaired on its own, from the tool's error and the parameter's description: a given plan (run
+/// as written: mends apply to what the planner writes) passes a whole timestamp to `convert_time`, whose `time`
+/// must be `HH:MM`, and the real server refuses it; the planner rewrites that step's arguments (a plan revision of
+/// origin `repair`, the other arguments kept), the mends write the repaired time in the form the parameter asks for
+/// where the planner did not (the 1.5B wrote `19:15:00`), the failed call is not made again, and the conversion
+/// answers (19:15 in Dubai, UTC+4 all year, is 23:15 in Singapore, UTC+8 all year).
+#[test]
+fn a_failed_call_is_repaired_from_the_tools_error() {
+    real_model(PLANNER);
+    real_model(EXECUTOR);
+    let scratch = Scratch::new();
+    let program = installed_program("venv/bin/mcp-server-time");
+    let config = scratch.write(
+        "mcp.json",
+        &json!({"mcpServers": {"time": {"command": program, "args": ["--local-timezone", "Etc/UTC"]}}}).to_string(),
+    );
+    let failing = json!({"time": "2026-11-29T19:15:00+04:00", "source_timezone": "Asia/Dubai",
+                         "target_timezone": "Asia/Singapore"});
+    let plan = scratch.write(
+        "plan.json",
+        &json!({"steps": [{"id": "s1", "description": "convert the landing time", "tool": "convert_time",
+                           "args": failing}]})
+        .to_string(),
+    );
+    let ws = scratch.workspace();
+    let goal = "My flight lands in Dubai at 7:15 PM local time. What time will it be in Singapore then?";
+    let (json, _) = scratch.tandem_json(&[
+        "run",
+        "--threads",
+        "2",
+        "--workspace",
+        ws.to_str().unwrap(),
+        "--mcp",
+        config.to_str().unwrap(),
+        "--mcp-timeout",
+        "60",
+        "--plan",
+        plan.to_str().unwrap(),
+        goal,
+    ]);
+    let events = scratch.latest_events();
+    let calls = calls(&events);
+    let (_, _, first, error) = calls.first().unwrap_or_else(|| panic!("no call: {events:#?}"));
+    assert_eq!(*first, failing, "the given plan's call is made as written");
+    assert!(error.as_str().is_some_and(|e| e.contains("HH:MM")), "the server refuses the timestamp: {calls:#?}");
+    let origins: Vec<&str> =
+        events.iter().filter(|e| e["event"] == "plan_written").filter_map(|e| e["origin"].as_str()).collect();
+    assert_eq!(origins.first(), Some(&"given"), "{origins:?}");
+    assert_eq!(origins.get(1), Some(&"repair"), "the failure is repaired before any replan: {origins:?}");
+    let repaired = calls.iter().find(|(_, tool, _, error)| tool == "convert_time" && error.is_null());
+    let (_, _, args, _) = repaired.unwrap_or_else(|| panic!("no repaired call succeeded: {calls:#?} {json:#}"));
+    assert_ne!(*args, failing);
+    assert_eq!(args["time"], "19:15", "{calls:#?}");
+    assert_eq!(args["source_timezone"], "Asia/Dubai", "the other arguments are kept: {calls:#?}");
+    let answer = json["answer"].as_str().unwrap_or_default();
+    assert!(answer.contains("23:15") || answer.contains("11:15"), "{json:#}");
+}
+
 /// A date and a time the user writes reach a tool as written where its schema asks for no form, and in the form it
 /// asks for where it asks (code writes it): `tandem plan` with a tool whose `day` is "YYYY-MM-DD" and whose `time`
 /// shows no form.
 #[test]
-#[ignore = "fails today: the 1.5B planner leaves out the optional `time` the goal names (the date is written in \
-            the schema's form as it should be); issue #53"]
 fn the_users_date_and_time_reach_the_tool_as_written_or_as_the_schema_asks() {
     real_model(PLANNER);
     let scratch = Scratch::new();

@@ -17,6 +17,10 @@
 //!     parameter's schema asks for (`format`, `pattern`, a description showing the form like `HH:MM` or
 //!     `MM/DD/YYYY`) is written in that form by code (`9:30 AM` → `09:30`); where the schema asks for none, a date
 //!     or time the goal writes is passed as the goal writes it (`2024-01-15` → `01/15/2024`).
+//!   - [`mend_unused_dates_and_times`] (`unused-dates-and-times`): a date or time the goal writes that no step
+//!     passes goes to the one parameter that takes that kind of value (by the form its schema asks for, else by
+//!     the words "date", "day", "time" in its name or description) and is left out or filled by an earlier
+//!     result (`time: "$s1.datetime$"` → `"09:30"` for "It's 9:30 in the morning in Tokyo").
 //!   - [`mend_languages_to_codes`] (`language-codes`): a language the goal names, passed by name to a language
 //!     parameter whose description asks for a code or ISO code, becomes its code (`French` → `fr`).
 //!   - [`mend_unused_dependencies`] (`dependencies`): a step that lists an earlier step in `depends_on` but passes
@@ -51,6 +55,7 @@ mod languages;
 mod optional;
 mod percentages;
 mod references;
+mod unused_moments;
 mod written;
 
 pub use dependencies::mend_unused_dependencies;
@@ -61,6 +66,7 @@ pub use languages::{mend_languages, mend_languages_to_codes, mend_languages_to_n
 pub use optional::drop_unmentioned_optional;
 pub use percentages::{mend_percentages, mend_percentages_as_written, mend_percentages_to_fractions};
 pub use references::mend_references;
+pub use unused_moments::mend_unused_dates_and_times;
 pub use written::mend_dates_and_times;
 
 use serde::{Deserialize, Serialize};
@@ -128,6 +134,7 @@ const RULES: &[Rule] = &[
     ("percentages-as-written", Scope::Nestful, mend_percentages_as_written),
     ("durations", Scope::General, mend_durations),
     ("dates-and-times", Scope::General, mend_dates_and_times),
+    ("unused-dates-and-times", Scope::General, mend_unused_dates_and_times),
     ("language-codes", Scope::General, mend_languages_to_codes),
     ("language-names", Scope::Nestful, mend_languages_to_names),
     ("optional", Scope::Nestful, drop_unmentioned_optional),
