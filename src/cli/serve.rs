@@ -101,6 +101,10 @@ pub struct ServeArgs {
     /// prompts never reach the disk.
     #[arg(long)]
     pub persist_prefixes: bool,
+    /// MiB of memory for earlier prompts' KV caches (with their answers), so a prompt sent again is read back, not
+    /// computed; least recently used out. 0 turns it off. Never written to disk.
+    #[arg(long, value_name = "MIB", default_value_t = ServeSettings::PROMPT_CACHE_MIB)]
+    pub prompt_cache_mib: usize,
     /// A `tandem bench` output directory (e.g. bench-results) whose runs the web page shows, read-only.
     #[arg(long, value_name = "DIR")]
     pub bench_results: Option<PathBuf>,
@@ -160,6 +164,7 @@ impl ServeArgs {
             max_prompt_tokens: self.max_prompt_tokens,
             max_event_streams: self.max_event_streams,
             persist_prefixes: self.persist_prefixes,
+            prompt_cache_mib: self.prompt_cache_mib,
             bench_results: self.bench_results.clone(),
         }
     }

@@ -62,6 +62,13 @@ impl Engine {
         self
     }
 
+    /// Keeps up to `bytes` of earlier prompts' keys and values in memory, so a prompt sent again is read back
+    /// rather than computed (0: off; see `llm::prompt_cache`).
+    pub fn with_prompt_cache(mut self, bytes: usize) -> Self {
+        self.options.prompt_cache_bytes = bytes;
+        self
+    }
+
     /// Keeps tensor types as stored instead of widening them for our kernels (to compare against candle's).
     pub fn keeping_tensor_types(mut self, keep: bool) -> Self {
         self.options.keep_tensor_types = keep;

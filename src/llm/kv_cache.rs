@@ -48,6 +48,26 @@ impl KvCache {
         }
     }
 
+    /// Copies of positions `from..to` (None if fewer are cached). Always copies: a view of a one-head cache would
+    /// otherwise share the buffer the next pass writes.
+    pub fn positions(&self, from: usize, to: usize) -> Result<Option<(Tensor, Tensor)>> {
+        match (&self.k, &self.v) {
+            (Some(k), Some(v)) if from < to && to <= self.len => Ok(Some((
+                k.narrow(2, from, to - from)?.force_contiguous()?,
+                v.narrow(2, from, to - from)?.force_contiguous()?,
+            ))),
+            _ => Ok(None),
+        }
+    }
+
+    /// Views of the cached positions, `[1, n_kv_head, len, head_dim]` (no copy: the next pass may overwrite them).
+    pub fn view(&self) -> Result<Option<(Tensor, Tensor)>> {
+        match (&self.k, &self.v) {
+            (Some(k), Some(v)) if self.len > 0 => Ok(Some((k.narrow(2, 0, self.len)?, v.narrow(2, 0, self.len)?))),
+            _ => Ok(None),
+        }
+    }
+
     /// Replaces the cache's contents with `k` and `v` (as [`KvCache::prefix`] gave them).
     pub fn replace(&mut self, k: &Tensor, v: &Tensor, max_len: usize) -> Result<()> {
         self.len = 0;
@@ -146,6 +166,58 @@ impl SequenceCache {
             }
         }
         Ok(Some(layers))
+    }
+
+    /// Copies of positions `from..to`, layer by layer (None if fewer are cached).
+    pub fn positions(&self, from: usize, to: usize) -> Result<Option<Vec<(Tensor, Tensor)>>> {
+        let mut layers = Vec::with_capacity(self.layers.len());
+        for layer in &self.layers {
+            match layer.positions(from, to)? {
+                Some(kv) => layers.push(kv),
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(layers))
+    }
+
+    /// Views of every cached position, layer by layer (None when empty); see [`KvCache::view`].
+    pub fn views(&self) -> Result<Option<Vec<(Tensor, Tensor)>>> {
+        let mut layers = Vec::with_capacity(self.layers.len());
+        for layer in &self.layers {
+            match layer.view()? {
+                Some(kv) => layers.push(kv),
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(layers))
+    }
+
+    /// Keeps the first `keep` positions and appends `layers` (the positions after them, as
+    /// [`SequenceCache::positions`] gave them), moved to `device`, as those of `tokens[keep..]` (`tokens`: every
+    /// position's token). Only the new positions are copied. On an error the sequence is left empty, never half
+    /// written.
+    pub fn splice(
+        &mut self,
+        keep: usize,
+        layers: &[(Tensor, Tensor)],
+        tokens: &[u32],
+        device: &Device,
+        max_len: usize,
+    ) -> Result<()> {
+        let keep = keep.min(self.tokens.len());
+        for layer in &mut self.layers {
+            layer.truncate(keep);
+        }
+        self.tokens.truncate(keep);
+        let appended = self.layers.iter_mut().zip(layers).try_for_each(|(cache, (k, v))| {
+            cache.append(&k.to_device(device)?.contiguous()?, &v.to_device(device)?.contiguous()?, max_len).map(|_| ())
+        });
+        if let Err(e) = appended {
+            self.clear();
+            return Err(e);
+        }
+        self.tokens.extend_from_slice(&tokens[keep..]);
+        Ok(())
     }
 
     /// Replaces the contents with `layers` (as [`SequenceCache::prefix`] gave them), moved to `device`, which hold

@@ -11,6 +11,7 @@ pub mod load_error;
 pub mod mapped_rows;
 pub mod packed_strings;
 pub mod prefix_store;
+pub mod prompt_cache;
 pub mod tokenizer;
 
 use std::path::{Path, PathBuf};
@@ -157,6 +158,9 @@ pub struct LoadOptions {
     /// Keep the prefix store's snapshots in memory only: nothing is read from or written to its directory (see
     /// `prefix_store::PrefixStore::in_memory`).
     pub prefix_store_in_memory: bool,
+    /// Bytes of earlier sequences' keys and values to keep in memory for prompts sent again (0: none; see
+    /// `prompt_cache`).
+    pub prompt_cache_bytes: usize,
 }
 
 /// What is known about a loaded model, for logs, the audit trail and benchmarks.

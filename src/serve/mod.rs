@@ -208,9 +208,10 @@ pub fn serve(settings: &ServeSettings, reporter: &dyn Reporter, on_ready: &dyn F
         .build()
         .map_err(|e| Error::io("starting the HTTP runtime", e))?;
     let signals = shutdown::Signals::install(&runtime)?;
-    // Clients' prompts stay in this process's memory unless --persist-prefixes.
-    let engine =
-        crate::engine::Engine::for_runner(&settings.runner)?.with_prefixes_in_memory(!settings.persist_prefixes);
+    // Clients' prompts stay in this process's memory unless --persist-prefixes (the prompt cache never leaves it).
+    let engine = crate::engine::Engine::for_runner(&settings.runner)?
+        .with_prefixes_in_memory(!settings.persist_prefixes)
+        .with_prompt_cache(settings.prompt_cache_mib.saturating_mul(1 << 20));
     let mut models = engine.models(&settings.planner, &settings.executor, reporter);
     // Loaded before listening: a server that answers has its models.
     let (sources, _shared) = if settings.parallel > 1 {

@@ -602,6 +602,8 @@ pub struct ServeSettings {
     /// Keep prompt-prefix snapshots on disk (off: in this process's memory only; clients' prompts never reach the
     /// disk).
     pub persist_prefixes: bool,
+    /// MiB of earlier prompts' keys and values (with their answers) kept in memory for prompts sent again (0: off).
+    pub prompt_cache_mib: usize,
     /// A `tandem bench` output directory whose runs the web page shows (read-only), if any.
     pub bench_results: Option<PathBuf>,
 }
@@ -627,6 +629,8 @@ impl ServeSettings {
     pub const MAX_PROMPT_TOKENS: usize = 8192;
     /// Default of [`ServeSettings::max_event_streams`].
     pub const MAX_EVENT_STREAMS: usize = 16;
+    /// Default of [`ServeSettings::prompt_cache_mib`].
+    pub const PROMPT_CACHE_MIB: usize = 1024;
 }
 
 impl Default for ServeSettings {
@@ -656,6 +660,7 @@ impl Default for ServeSettings {
             max_prompt_tokens: Self::MAX_PROMPT_TOKENS,
             max_event_streams: Self::MAX_EVENT_STREAMS,
             persist_prefixes: false,
+            prompt_cache_mib: Self::PROMPT_CACHE_MIB,
             bench_results: None,
         }
     }

@@ -21,7 +21,7 @@ fn completion(server: &Server, body: &Value) -> (u16, Value) {
 
 /// The samples of `/metrics`: each line's name with its labels, and its value; panics on a line that is neither a
 /// comment nor `name{labels} number`.
-fn scrape(server: &Server) -> HashMap<String, f64> {
+pub(crate) fn scrape(server: &Server) -> HashMap<String, f64> {
     let response = agent()
         .get(&server.url("/metrics"))
         .set("Authorization", &format!("Bearer {KEY}"))

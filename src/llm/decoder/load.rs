@@ -16,6 +16,7 @@ use super::{Decoder, KV_SLOTS, OWN_SEQUENCE};
 use crate::kernels::QLinear;
 use crate::llm::gguf::{GgufFile, LoadError};
 use crate::llm::kv_cache::CacheSlots;
+use crate::llm::prompt_cache::PromptCache;
 use crate::llm::LoadOptions;
 use crate::Result;
 
@@ -352,6 +353,7 @@ impl Decoder {
             local_rope,
             masks: HashMap::new(),
             sequences: HashMap::from([(OWN_SEQUENCE, CacheSlots::new(KV_SLOTS, n_layer))]),
+            prompt_cache: PromptCache::new(options.prompt_cache_bytes),
             current: OWN_SEQUENCE,
             next_sequence: OWN_SEQUENCE + 1,
             device: device.clone(),

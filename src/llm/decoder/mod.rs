@@ -36,6 +36,7 @@ use self::layers::{Layer, TokenTable};
 use self::rope::Rope;
 use super::kv_cache::CacheSlots;
 use super::prefix_store::{common_prefix, KvSnapshot};
+use super::prompt_cache::PromptCache;
 use super::{LanguageModel, MultiSequence, SequenceId, SequencePass};
 use crate::kernels::QLinear;
 use crate::Result;
@@ -43,10 +44,6 @@ use crate::Result;
 /// Sequences whose KV caches a model keeps: the planner's and the executor's prompt families when one model
 /// plays both roles, and one spare (buffers grow on use, about 25–57 KB a position).
 const KV_SLOTS: usize = 3;
-
-/// Positions another sequence must cache beyond the current slot's for [`Decoder::borrow_prefix`] to copy them:
-/// fewer are computed about as fast as copied.
-const MIN_BORROWED: usize = 16;
 
 /// Rows of a CPU pass the feed-forward block takes at a time (see `Decoder::pass`): a 512-token prompt's
 /// intermediates for the 0.5B take 40 MB at once, 10 MB in slices of 128.
@@ -77,6 +74,9 @@ pub struct Decoder {
     /// [`OWN_SEQUENCE`]), each with KV caches of a few prompt families and the token ids each holds: generation
     /// picks the slot sharing the longest prefix with its prompt and reuses that prefix instead of recomputing it.
     sequences: HashMap<SequenceId, CacheSlots>,
+    /// Earlier sequences' keys and values, kept when a new prompt was about to overwrite them (off unless the load
+    /// options give it bytes: a server's, see `prompt_cache`).
+    prompt_cache: PromptCache,
     /// The sequence that `LanguageModel`'s methods act on.
     current: SequenceId,
     /// The id the next opened sequence gets.
@@ -108,31 +108,60 @@ impl Decoder {
         self.sequences.get_mut(&self.current).expect("the current sequence is always open")
     }
 
-    /// When another sequence caches a longer start of `prompt` than the current sequence's chosen slot, copies
-    /// those positions' keys and values into the slot: generations running side by side (`tandem batch
-    /// --parallel`) then compute their prompt family's long shared opening once instead of once each. A copy
-    /// costs far less than the pass it saves (about 57 KB a position for the 1.5B against a prefill's compute).
-    fn borrow_prefix(&mut self, prompt: &[u32]) -> Result<()> {
-        let have = common_prefix(&self.caches().active().tokens, prompt);
-        let best = self
-            .sequences
-            .iter()
-            .filter(|(&id, _)| id != self.current)
-            .flat_map(|(_, slots)| slots.slots())
-            .map(|slot| (common_prefix(&slot.tokens, prompt), slot))
-            .max_by_key(|(shared, _)| *shared);
-        // At least one position of the prompt is always computed (its logits are wanted).
-        let Some((shared, source)) = best.map(|(n, slot)| (n.min(prompt.len().saturating_sub(1)), slot)) else {
-            return Ok(());
-        };
-        if shared < have + MIN_BORROWED {
+    /// When `prompt` parts from what the current sequence's chosen slot holds before its end (its next pass will
+    /// overwrite the rest), keeps the slot's positions in the prompt cache first, unless an entry holds them
+    /// already: as llama-server saves a slot's prompt before the slot takes another, so the prompt (with its answer)
+    /// can be read back when it comes again.
+    fn keep_before_overwrite(&mut self, prompt: &[u32]) -> Result<()> {
+        let slot = self.sequences.get(&self.current).expect("the current sequence is always open").active();
+        let tokens = &slot.tokens;
+        if !self.prompt_cache.is_on() || common_prefix(tokens, prompt) >= tokens.len() {
             return Ok(());
         }
-        let Some(copies) = source.prefix(shared)? else {
+        if self.prompt_cache.covers(tokens) {
+            return Ok(());
+        }
+        match slot.views()? {
+            Some(views) => self.prompt_cache.keep(tokens, &views),
+            None => Ok(()),
+        }
+    }
+
+    /// Reuses the longest start of `prompt` cached anywhere: when another sequence's slot (`tandem batch
+    /// --parallel`, a server's other generations, idle or not) or the prompt cache holds a longer start than the
+    /// current sequence's chosen slot, copies the positions the slot lacks into it. So whichever generation takes a
+    /// request reuses what the best slot holds, as a server choosing its most similar idle slot would, and a
+    /// long shared opening is computed once instead of once a sequence. Only the missing positions are copied, a
+    /// memory copy of their keys and values (25–57 KB each for the 0.5B–1.5B) against a pass through every weight
+    /// to compute them, so even one more position is worth it.
+    fn borrow_prefix(&mut self, prompt: &[u32]) -> Result<()> {
+        // At least one position of the prompt is always computed (its logits are wanted).
+        let limit = prompt.len().saturating_sub(1);
+        let have = common_prefix(&self.caches().active().tokens, prompt).min(limit);
+        let current = self.current;
+        let from_sequence = self
+            .sequences
+            .iter()
+            .filter(|(&id, _)| id != current)
+            .flat_map(|(_, slots)| slots.slots())
+            .map(|slot| (common_prefix(&slot.tokens, prompt).min(limit), slot))
+            .max_by_key(|(shared, _)| *shared);
+        let from_cache = self.prompt_cache.longest(prompt).map(|(entry, n)| (entry, n.min(limit)));
+        let (by_sequence, by_cache) = (from_sequence.map_or(0, |(n, _)| n), from_cache.map_or(0, |(_, n)| n));
+        let shared = by_sequence.max(by_cache);
+        if shared <= have {
+            return Ok(());
+        }
+        let copies = match (from_sequence, from_cache) {
+            (Some((_, slot)), _) if by_sequence >= by_cache => slot.positions(have, shared)?,
+            (_, Some((entry, _))) => self.prompt_cache.positions(entry, have, shared, &self.device)?,
+            _ => None,
+        };
+        let Some(copies) = copies else {
             return Ok(());
         };
         let (device, context) = (self.device.clone(), self.config.context_length);
-        self.caches_mut().active_mut().replace(&copies, &prompt[..shared], &device, context)
+        self.caches_mut().active_mut().splice(have, &copies, &prompt[..shared], &device, context)
     }
 }
 
@@ -204,6 +233,10 @@ impl LanguageModel for Decoder {
 
     fn select_cache_for(&mut self, prompt: &[u32]) {
         self.caches_mut().select_for(prompt);
+        if let Err(e) = self.keep_before_overwrite(prompt) {
+            // Only a later repeat of the old prompt is computed again.
+            tracing::warn!(error = %e, "keeping a sequence in the prompt cache failed");
+        }
         if let Err(e) = self.borrow_prefix(prompt) {
             // The slot is left empty (or as it was): the prompt is then computed, not copied.
             tracing::warn!(error = %e, "copying a cached prefix from another sequence failed");
