@@ -24,6 +24,11 @@ pub fn start_mcp(
     web: Option<&str>,
     file: &Path,
 ) -> Result<()> {
+    // The servers file resolves a relative `cwd` against its own folder, and a server's `{ws}` arguments are read
+    // in its `cwd`: with the default relative `bench-results/…` workspace both pointed nowhere, and every server
+    // failed to start ("No such file or directory"). An absolute workspace means the same folder everywhere.
+    let workspace = &std::path::absolute(workspace)
+        .map_err(|e| Error::io(format!("resolving the workspace {}", workspace.display()), e))?;
     let mut chosen = serde_json::Map::new();
     for name in names {
         let mut entry = servers.get(name).cloned().ok_or_else(|| {

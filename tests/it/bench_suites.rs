@@ -359,3 +359,34 @@ fn rescore_with_mend_reads_nestful_plans_again_through_the_mends() {
     assert_eq!(refused.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("--mend reads NESTFUL plans"), "{refused:?}");
 }
+
+/// A tasks file's MCP servers start when the run writes under the default, relative `bench-results/` (the
+/// servers file resolves a relative `cwd` against its own folder, so before, every server "could not start"):
+/// run from the scratch folder without `--out`, the suite's one goal is answered with its server's tool.
+#[test]
+fn a_suites_mcp_servers_start_under_the_default_relative_output_folder() {
+    real_model("qwen2.5-coder-1.5b-instruct-q4_k_m");
+    real_model("qwen2.5-coder-0.5b-instruct-q4_k_m");
+    let scratch = Scratch::new();
+    let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp/server.py");
+    let suite = format!(
+        "[servers.fixture]\ncommand = \"python3\"\nargs = [{:?}, \"normal\"]\n\n[[task]]\nid = \"add\"\n\
+         category = \"mcp\"\ngoal = \"Add 17 and 25 with the math tool.\"\nmcp = [\"fixture\"]\nanswer_any = [\"42\"]\n",
+        server.display().to_string()
+    );
+    let data = scratch.write("suite.toml", &suite);
+    let output = scratch
+        .command(&["bench", "tasks", "--data", data.to_str().unwrap(), "--threads", "2"])
+        .current_dir(scratch.path(""))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let results = scratch.path("bench-results");
+    let dir = std::fs::read_dir(&results).unwrap().next().unwrap().unwrap().path();
+    let records = std::fs::read_to_string(dir.join("samples.jsonl")).unwrap();
+    let record: Value = serde_json::from_str(records.lines().next().unwrap()).unwrap();
+    assert!(record["error"].is_null(), "the server did not start: {record}");
+    let calls = record.to_string();
+    assert!(calls.contains("math.add") || calls.contains("math_add"), "the server's tool was not called: {record}");
+}
