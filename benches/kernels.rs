@@ -15,7 +15,8 @@ use std::sync::Arc;
 use tandem::kernels::attention::{candle_attention, causal_attention};
 use tandem::kernels::{Q8_0Matrix, QLinear};
 
-/// (name, type, output rows, input width): the 0.5B's gate/up and down, the 1.5B's gate/up and down.
+/// (name, type, output rows, input width): the 0.5B's gate/up and down, the 1.5B's gate/up and down, Phi-4-mini's
+/// fused `attn_qkv` (Q5_K in its Q4_K_M file).
 const SHAPES: &[(&str, GgmlDType, usize, usize)] = &[
     ("q8_0 4864x896 (0.5B gate)", GgmlDType::Q8_0, 4864, 896),
     ("q5_0 4864x896 (0.5B gate)", GgmlDType::Q5_0, 4864, 896),
@@ -23,6 +24,7 @@ const SHAPES: &[(&str, GgmlDType, usize, usize)] = &[
     ("q4k 896x4864 (0.5B down)", GgmlDType::Q4K, 896, 4864),
     ("q4k 8960x1536 (1.5B gate)", GgmlDType::Q4K, 8960, 1536),
     ("q6k 1536x8960 (1.5B down)", GgmlDType::Q6K, 1536, 8960),
+    ("q5k 5120x3072 (Phi-4-mini qkv)", GgmlDType::Q5K, 5120, 3072),
 ];
 
 fn weights(rows: usize, cols: usize, dtype: GgmlDType) -> QTensor {

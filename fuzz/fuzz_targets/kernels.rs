@@ -6,10 +6,10 @@
 
 use libfuzzer_sys::fuzz_target;
 use tandem::kernels::attention::{attend, AttentionDims, KvRows};
-use tandem::kernels::kquants::{self, Q4KMatrix, Q6KMatrix};
+use tandem::kernels::kquants::{self, Q4KMatrix, Q5KMatrix, Q6KMatrix};
 use tandem::kernels::q5_0::{self, Q5_0Matrix};
 use tandem::kernels::q8_0::{self, Q8_0Matrix};
-use tandem::kernels::{cpu_level, CpuLevel, Q4KPanels, Q5_0Panels, Q6KPanels};
+use tandem::kernels::{cpu_level, CpuLevel, Q4KPanels, Q5KPanels, Q5_0Panels, Q6KPanels};
 
 /// Bytes that choose the case; the rest feed weights and values, cycled.
 const HEADER: usize = 8;
@@ -58,11 +58,17 @@ impl<'a> Cycle<'a> {
 }
 
 /// The weight types with kernels of ours: (values per block, bytes per block, offsets of the block's f16 scales).
-const TYPES: [(&str, usize, usize, &[usize]); 4] =
-    [("Q8_0", 32, 34, &[0]), ("Q5_0", 32, 22, &[0]), ("Q4_K", 256, 144, &[0, 2]), ("Q6_K", 256, 210, &[208])];
+const TYPES: [(&str, usize, usize, &[usize]); 5] = [
+    ("Q8_0", 32, 34, &[0]),
+    ("Q5_0", 32, 22, &[0]),
+    ("Q4_K", 256, 144, &[0, 2]),
+    ("Q6_K", 256, 210, &[208]),
+    ("Q5_K", 256, 176, &[0, 2]),
+];
 
 fn fuzz_matmul(header: &[u8], bytes: &mut Cycle) {
-    let (name, values_per_block, block_bytes, scale_offsets) = TYPES[usize::from(header[0] % 4)];
+    // `header[0] % 8` is 0–6 here (7 is attention): 0–4 pick each type, 5 and 6 the first two again.
+    let (name, values_per_block, block_bytes, scale_offsets) = TYPES[usize::from(header[0] % 8) % TYPES.len()];
     let rows = 1 + usize::from(header[1]) % 40;
     // Mostly decode-sized batches, now and then prefill-sized ones (other kernels take over from 4 and 96 rows).
     let m = if header[2] & 7 == 7 { 1 + usize::from(header[3]) % 104 } else { 1 + usize::from(header[3]) % 12 };
@@ -123,6 +129,15 @@ fn fuzz_matmul(header: &[u8], bytes: &mut Cycle) {
             let panels = Q4KPanels::from_rows(&w);
             for level in panel_levels(Q4KPanels::MIN_LEVEL) {
                 check("Q4_K panels", level, &reference, &bound, |out| panels.matmul_at(level, &input, m, out));
+            }
+        }
+        "Q5_K" => {
+            let w = Q5KMatrix::from_gguf_bytes(rows, cols, &weights).unwrap();
+            let reference = kquants::reference_matmul(&w, &input, m, Q5KMatrix::dequantize_row);
+            let bound = bounds(rows, cols, m, &input, |r| w.dequantize_row(r));
+            let panels = Q5KPanels::from_rows(&w);
+            for level in panel_levels(Q5KPanels::MIN_LEVEL) {
+                check("Q5_K panels", level, &reference, &bound, |out| panels.matmul_at(level, &input, m, out));
             }
         }
         _ => {

@@ -1,4 +1,4 @@
-//! Activations for K-quant weights (Q4_K, Q6_K): int8 with one scale per 256 values and sums per 16.
+//! Activations for K-quant weights (Q4_K, Q5_K, Q6_K): int8 with one scale per 256 values and sums per 16.
 //!
 //! One scale per 256 lets a kernel add the eight or sixteen sub-block products of a super-block in integers and
 //! scale once (llama.cpp's `block_q8_K`); the per-16 sums pay for the weights' offsets (Q4_K's minimums, Q6_K's

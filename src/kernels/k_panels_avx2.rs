@@ -1,6 +1,6 @@
-//! AVX2 panel kernels (no AVX-512): Q4_K and Q5_0 weights stored as panels of sixteen rows (`q4k_panels`,
-//! `q5_0_panels`), eight rows to a 256-bit register of 32-bit lanes (a decode step takes a panel's two registers
-//! together), and the same with AVX-VNNI's `vpdpbusd`.
+//! AVX2 panel kernels (no AVX-512): Q4_K, Q5_K and Q5_0 weights stored as panels of sixteen rows (`q4k_panels`,
+//! `q5k_panels`, `q5_0_panels`), eight rows to a 256-bit register of 32-bit lanes (a decode step takes a panel's
+//! two registers together), and for Q4_K and Q5_0 the same with AVX-VNNI's `vpdpbusd`.
 //!
 //! Without VNNI every 32 products cost a `maddubs` (unsigned weight bytes × signed activation bytes into i16 pair
 //! sums) and then, in a row layout, a `madd` by the sub-block's scale: two multiplies for 32 products, and a
@@ -23,6 +23,7 @@ use super::k_acts::{KActivations, SUPER};
 use super::panels::PANEL_ROWS;
 use super::q4k_panels::{Q4KPanelBlock, Q4KPanels};
 use super::q5_0_panels::{Q5_0PanelBlock, Q5_0Panels, FIFTH_BIT_SHIFTS};
+use super::q5k_panels::{Q5KPanelBlock, Q5KPanels};
 use super::q8_0::{QuantizedRows, BLOCK};
 
 /// Activation rows that pass a half panel together (their sums stay in registers: 2 × 4 i16 chains, 4 i32 dots).
@@ -137,7 +138,7 @@ unsafe fn q4k_tile<const N: usize, const H: usize, const VNNI: bool>(
     }
     let mut sums = [[_mm256_setzero_ps(); H]; N];
     for (b, block) in panel.iter().enumerate() {
-        let scales_and_mins: [_; H] = std::array::from_fn(|h| q4k_scales_and_mins(block, half0 + h));
+        let scales_and_mins: [_; H] = std::array::from_fn(|h| k_scales_and_mins(&block.packed, half0 + h));
         let mut dots = [[_mm256_setzero_si256(); H]; N];
         for c in 0..4 {
             // Sub-blocks 2c (low nibbles) and 2c + 1 (high nibbles), a chain each: in i16 across the eight words
@@ -191,39 +192,157 @@ unsafe fn q4k_tile<const N: usize, const H: usize, const VNNI: bool>(
                 }
             }
         }
-        for h in 0..H {
-            // Sub-blocks 2p and 2p + 1's minimums, as the two i16 of each lane. (Written out: a closure would not
-            // inherit the caller's target features, and each call would stay a call.)
-            let mins = scales_and_mins[h][1];
-            let min_pairs = [
-                lane_bytes_as_i16(mins[0], 0, 1),
-                lane_bytes_as_i16(mins[0], 2, 3),
-                lane_bytes_as_i16(mins[1], 0, 1),
-                lane_bytes_as_i16(mins[1], 2, 3),
-            ];
-            let offset = HALF * (half0 + h);
-            let d = _mm256_cvtph_ps(_mm_load_si128(block.d.as_ptr().add(offset) as *const __m128i));
-            let dmin = _mm256_cvtph_ps(_mm_load_si128(block.dmin.as_ptr().add(offset) as *const __m128i));
-            for j in 0..N {
-                // Σ_s min_s · (sum of sub-block s's activations), two sub-blocks a `madd` (or `vpdpwssd`).
-                let sums32 = a_sums32[j].as_ptr().add(b * SUPER / 32);
-                let mut min_dot = _mm256_setzero_si256();
-                for (p, &pair) in min_pairs.iter().enumerate() {
-                    let activations = broadcast_word(sums32.add(2 * p) as *const i8);
-                    min_dot = if VNNI {
-                        _mm256_dpwssd_avx_epi32(min_dot, pair, activations)
-                    } else {
-                        _mm256_add_epi32(min_dot, _mm256_madd_epi16(pair, activations))
-                    };
-                }
-                let da = _mm256_set1_ps(a_rows[j].1[b]);
-                let sum = &mut sums[j][h];
-                *sum = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots[j][h]), _mm256_mul_ps(d, da), *sum);
-                *sum = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(min_dot), _mm256_mul_ps(dmin, da), *sum);
-            }
-        }
+        let mins = scales_and_mins.map(|[_, mins]| mins);
+        let a_scales: [f32; N] = std::array::from_fn(|j| a_rows[j].1[b]);
+        add_super_block::<N, H, VNNI>(&mut sums, &dots, mins, (&block.d, &block.dmin), half0, &a_sums32, &a_scales, b);
     }
     store_halves(&sums, out, n_out, first, lanes, i0);
+}
+
+/// Output columns `rows` (one panel: `rows.start` a multiple of 16, at most 16 rows) of Q5_K panels for the `m`
+/// activation rows. No AVX-VNNI or AVX-512 version: CPUs with those run this one.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn q5k_panel_rows(w: &Q5KPanels, acts: &KActivations, m: usize, rows: Range<usize>, out: &mut [f32]) {
+    for_half_tiles!(q5k_tile, false, w, acts, m, rows, out);
+}
+
+/// The Q5_K tile, as the Q4_K one (`q4k_tile`) with each value's fifth bit joined in as 16: `q = nibble | bit` is
+/// 0–31. A `maddubs` pair sum is then up to 2 · 31 · 127 = 7,874, so the i16 chains take four words (31,496), not
+/// eight, and each sub-block's two chains are scaled by a `madd` apiece. The super-block's integer dot product is
+/// exact, as llama.cpp's `ggml_vec_dot_q5_K_q8_K` computes it, and the f32 steps are the Q4_K tile's. `VNNI` must
+/// be false (the macro that runs the tiles passes it): there is no AVX-VNNI Q5_K kernel.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn q5k_tile<const N: usize, const H: usize, const VNNI: bool>(
+    panel: &[Q5KPanelBlock],
+    half0: usize,
+    k: usize,
+    acts: &KActivations,
+    out: &mut [f32],
+    n_out: usize,
+    first: usize,
+    lanes: [usize; H],
+    i0: usize,
+) {
+    const { assert!(!VNNI, "Q5_K panels have an AVX2 kernel only") };
+    let (low4, bit4) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(0x10));
+    let a_rows: [_; N] = acts.rows(i0, k);
+    let mut a_quants = [std::ptr::null::<i8>(); N];
+    let mut a_sums32: [&[i16]; N] = [&[]; N];
+    for j in 0..N {
+        (a_quants[j], a_sums32[j]) = (a_rows[j].0.as_ptr(), acts.sums32_row(i0 + j, k));
+    }
+    let mut sums = [[_mm256_setzero_ps(); H]; N];
+    for (b, block) in panel.iter().enumerate() {
+        let scales_and_mins: [_; H] = std::array::from_fn(|h| k_scales_and_mins(&block.packed, half0 + h));
+        let mut dots = [[_mm256_setzero_si256(); H]; N];
+        for c in 0..4 {
+            // Sub-block 2c's fifth bits sit at bit 4 + c of each byte, 2c + 1's at bit c (`q5k_panels`).
+            let (even_shift, odd_shift) = (_mm_cvtsi32_si128(c as i32), _mm_cvtsi32_si128(4 - c as i32));
+            let (even_byte, odd_byte) = (2 * c % 4, (2 * c + 1) % 4);
+            let scale_pairs: [_; H] = std::array::from_fn(|h| {
+                let scales = scales_and_mins[h][0][c / 2];
+                [lane_byte_paired(scales, even_byte), lane_byte_paired(scales, odd_byte)]
+            });
+            for words in [0..4, 4..8] {
+                let mut even = [[_mm256_setzero_si256(); H]; N];
+                let mut odd = [[_mm256_setzero_si256(); H]; N];
+                for t in words {
+                    let word = block.qs[8 * c + t].as_ptr();
+                    let top = block.qh[t].as_ptr();
+                    if H == 2 {
+                        // As in the Q4_K tile: a line of both halves `PREFETCH_AHEAD` on, per line read.
+                        _mm_prefetch::<_MM_HINT_T0>((word as *const i8).wrapping_add(PREFETCH_AHEAD));
+                        if c == 0 {
+                            _mm_prefetch::<_MM_HINT_T0>((top as *const i8).wrapping_add(PREFETCH_AHEAD));
+                        }
+                    }
+                    for h in 0..H {
+                        let q = _mm256_load_si256(word.add(HALF * (half0 + h)) as *const __m256i);
+                        let bits = _mm256_load_si256(top.add(HALF * (half0 + h)) as *const __m256i);
+                        let low = _mm256_or_si256(
+                            _mm256_and_si256(q, low4),
+                            _mm256_and_si256(_mm256_srl_epi32(bits, even_shift), bit4),
+                        );
+                        let high = _mm256_or_si256(
+                            _mm256_and_si256(_mm256_srli_epi16(q, 4), low4),
+                            _mm256_and_si256(_mm256_sll_epi32(bits, odd_shift), bit4),
+                        );
+                        for j in 0..N {
+                            let a = a_quants[j].add(b * SUPER + 64 * c + 4 * t);
+                            let (even, odd) = (&mut even[j][h], &mut odd[j][h]);
+                            *even = _mm256_add_epi16(*even, _mm256_maddubs_epi16(low, broadcast_word(a)));
+                            *odd = _mm256_add_epi16(*odd, _mm256_maddubs_epi16(high, broadcast_word(a.add(32))));
+                        }
+                    }
+                }
+                for h in 0..H {
+                    let [even_scale, odd_scale] = scale_pairs[h];
+                    for j in 0..N {
+                        let scaled = _mm256_add_epi32(
+                            _mm256_madd_epi16(even[j][h], even_scale),
+                            _mm256_madd_epi16(odd[j][h], odd_scale),
+                        );
+                        dots[j][h] = _mm256_add_epi32(dots[j][h], scaled);
+                    }
+                }
+            }
+        }
+        let mins = scales_and_mins.map(|[_, mins]| mins);
+        let a_scales: [f32; N] = std::array::from_fn(|j| a_rows[j].1[b]);
+        add_super_block::<N, H, VNNI>(&mut sums, &dots, mins, (&block.d, &block.dmin), half0, &a_sums32, &a_scales, b);
+    }
+    store_halves(&sums, out, n_out, first, lanes, i0);
+}
+
+/// The end of a Q4_K or Q5_K super-block `b` for a tile: `sums[j][h] += dots[j][h] · (d · d_a)`, then
+/// `−= min_dot · (dmin · d_a)`, each fused, where `min_dot` is `Σ_s min_s · (sum of sub-block s's activations)`, two
+/// sub-blocks a `madd` (or with `VNNI` a `vpdpwssd`). Inlined into the tiles (a closure would not take on their
+/// target features, and each call would stay a call).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn add_super_block<const N: usize, const H: usize, const VNNI: bool>(
+    sums: &mut [[__m256; H]; N],
+    dots: &[[__m256i; H]; N],
+    mins: [[__m256i; 2]; H],
+    (d, dmin): (&[u16; PANEL_ROWS], &[u16; PANEL_ROWS]),
+    half0: usize,
+    a_sums32: &[&[i16]; N],
+    a_scales: &[f32; N],
+    b: usize,
+) {
+    for h in 0..H {
+        // Sub-blocks 2p and 2p + 1's minimums, as the two i16 of each lane.
+        let mins = mins[h];
+        let min_pairs = [
+            lane_bytes_as_i16(mins[0], 0, 1),
+            lane_bytes_as_i16(mins[0], 2, 3),
+            lane_bytes_as_i16(mins[1], 0, 1),
+            lane_bytes_as_i16(mins[1], 2, 3),
+        ];
+        let offset = HALF * (half0 + h);
+        let d = _mm256_cvtph_ps(_mm_load_si128(d.as_ptr().add(offset) as *const __m128i));
+        let dmin = _mm256_cvtph_ps(_mm_load_si128(dmin.as_ptr().add(offset) as *const __m128i));
+        for j in 0..N {
+            let sums32 = a_sums32[j].as_ptr().add(b * SUPER / 32);
+            let mut min_dot = _mm256_setzero_si256();
+            for (p, &pair) in min_pairs.iter().enumerate() {
+                let activations = broadcast_word(sums32.add(2 * p) as *const i8);
+                min_dot = if VNNI {
+                    _mm256_dpwssd_avx_epi32(min_dot, pair, activations)
+                } else {
+                    _mm256_add_epi32(min_dot, _mm256_madd_epi16(pair, activations))
+                };
+            }
+            let da = _mm256_set1_ps(a_scales[j]);
+            let sum = &mut sums[j][h];
+            *sum = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots[j][h]), _mm256_mul_ps(d, da), *sum);
+            *sum = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(min_dot), _mm256_mul_ps(dmin, da), *sum);
+        }
+    }
 }
 
 /// Output columns `rows` (one panel: `rows.start` a multiple of 16, at most 16 rows) for the `m` activation rows;
@@ -375,12 +494,13 @@ unsafe fn store_halves<const H: usize>(
     }
 }
 
-/// Half `half` of a Q4_K panel block's sub-block scales and minimums unpacked from their 6-bit packing:
-/// `[scales, mins]`, each two registers whose lanes hold four values (sub-blocks 0–3, then 4–7), one per byte.
+/// Half `half` of a Q4_K or Q5_K panel block's sub-block scales and minimums unpacked from their 6-bit packing
+/// (`packed`): `[scales, mins]`, each two registers whose lanes hold four values (sub-blocks 0–3, then 4–7), one
+/// per byte.
 #[inline]
 #[target_feature(enable = "avx2")]
-unsafe fn q4k_scales_and_mins(block: &Q4KPanelBlock, half: usize) -> [[__m256i; 2]; 2] {
-    let [w0, w1, w2] = block.packed.map(|word| _mm256_load_si256(word.as_ptr().add(HALF * half) as *const __m256i));
+unsafe fn k_scales_and_mins(packed: &[[u32; PANEL_ROWS]; 3], half: usize) -> [[__m256i; 2]; 2] {
+    let [w0, w1, w2] = packed.map(|word| _mm256_load_si256(word.as_ptr().add(HALF * half) as *const __m256i));
     let (low6, low4, top2) = (_mm256_set1_epi8(0x3F), _mm256_set1_epi8(0x0F), _mm256_set1_epi8(0x30));
     // Values 4–7: a low nibble from word 2, the top two bits from bits 6–7 of words 0 and 1, moved to bits 4–5.
     let high_values = |nibbles: __m256i, tops: __m256i| {

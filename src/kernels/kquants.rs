@@ -1,6 +1,6 @@
-//! Q4_K and Q6_K weight matrices in a row layout, their scalar reference products, and the matmul driver. CPUs
-//! with our kernels load Q4_K as panels (`panels`), and AVX-512 VNNI ones Q6_K too; the row layout serves the
-//! AVX2 Q6_K kernel, the reference, and the panels' conversions.
+//! Q4_K, Q5_K and Q6_K weight matrices in a row layout, their scalar reference products, and the matmul driver.
+//! CPUs with our kernels load Q4_K and Q5_K as panels (`panels`), and AVX-512 VNNI ones Q6_K too; the row layout
+//! serves the AVX2 Q6_K kernel, the reference, and the panels' conversions.
 //!
 //! The layouts keep the files' bit packing (so a decode step reads about as many bytes as llama.cpp does) and
 //! unpack only what a kernel would otherwise redo for every activation row: Q4_K's twelve bytes of 6-bit scales
@@ -21,6 +21,19 @@ pub struct Q4KBlock {
     pub dmin: f32,
     pub scales: [u8; 8],
     pub mins: [u8; 8],
+    pub qs: [u8; 128],
+}
+
+/// 256 Q5_K weights: Q4_K's with a fifth bit, value `l` of sub-block `s` being `d · scales[s] · (q + 16 · h) −
+/// dmin · mins[s]` where `q` is as in Q4_K and `h` is bit `s` of `qh[l]` (GGUF's layout, unchanged).
+#[derive(Debug, Clone, Copy)]
+#[repr(C)]
+pub struct Q5KBlock {
+    pub d: f32,
+    pub dmin: f32,
+    pub scales: [u8; 8],
+    pub mins: [u8; 8],
+    pub qh: [u8; 32],
     pub qs: [u8; 128],
 }
 
@@ -47,6 +60,8 @@ pub struct KMatrix<B> {
 
 /// Q4_K weights.
 pub type Q4KMatrix = KMatrix<Q4KBlock>;
+/// Q5_K weights.
+pub type Q5KMatrix = KMatrix<Q5KBlock>;
 /// Q6_K weights.
 pub type Q6KMatrix = KMatrix<Q6KBlock>;
 
@@ -54,6 +69,7 @@ pub type Q6KMatrix = KMatrix<Q6KBlock>;
 type RowsKernel<B> = unsafe fn(&KMatrix<B>, &KActivations, usize, std::ops::Range<usize>, &mut [f32]);
 
 pub(super) const Q4K_FILE_BYTES: usize = 144;
+pub(super) const Q5K_FILE_BYTES: usize = 176;
 pub(super) const Q6K_FILE_BYTES: usize = 210;
 
 impl<B> KMatrix<B> {
@@ -170,6 +186,18 @@ pub(super) fn scale_min_k4(j: usize, packed: &[u8]) -> (u8, u8) {
     }
 }
 
+/// The inverse of `scale_min_k4`: eight 6-bit scales and minimums packed into a K-quant block's 12 bytes.
+pub(super) fn pack_scale_min_k4(scales: &[u8; 8], mins: &[u8; 8]) -> [u8; 12] {
+    let mut packed = [0u8; 12];
+    for j in 0..4 {
+        let (scale_high, min_high) = (scales[j + 4], mins[j + 4]);
+        packed[j] = scales[j] | (scale_high >> 4) << 6;
+        packed[j + 4] = mins[j] | (min_high >> 4) << 6;
+        packed[j + 8] = (scale_high & 0x0F) | (min_high & 0x0F) << 4;
+    }
+    packed
+}
+
 /// Super-blocks as f32 values, in order.
 pub(super) fn dequantize_q4k_blocks(blocks: &[Q4KBlock]) -> Vec<f32> {
     let mut values = Vec::with_capacity(blocks.len() * SUPER);
@@ -193,6 +221,71 @@ pub(super) fn unpack_q4k(bytes: &[u8]) -> Q4KBlock {
         (block.scales[j], block.mins[j]) = scale_min_k4(j, packed);
     }
     block.qs.copy_from_slice(&bytes[16..144]);
+    block
+}
+
+impl Q5KMatrix {
+    /// Copies a 2-D Q5_K `QTensor` (`[out, in]`) into our layout.
+    pub fn from_qtensor(tensor: &QTensor) -> Result<Self> {
+        Self::from_file_blocks(tensor, GgmlDType::Q5K, Q5K_FILE_BYTES, unpack_q5k)
+    }
+
+    /// From GGUF Q5_K bytes (`f16 d, f16 dmin, 12 bytes of 6-bit scales and minimums, 32 bytes of fifth bits, 128
+    /// bytes of nibbles`).
+    pub fn from_gguf_bytes(rows: usize, cols: usize, bytes: &[u8]) -> Result<Self> {
+        Self::from_bytes(rows, cols, bytes, GgmlDType::Q5K, Q5K_FILE_BYTES, unpack_q5k)
+    }
+
+    /// Row `r` as f32.
+    pub fn dequantize_row(&self, r: usize) -> Vec<f32> {
+        dequantize_q5k_blocks(self.row(r))
+    }
+
+    /// `out[i][r] = Σ_c input[i][c] · W[r][c]` with the input quantized per 256 (`input` `[m][cols]`).
+    pub fn matmul(&self, input: &[f32], m: usize, out: &mut [f32]) {
+        self.matmul_at(super::cpu_level(), input, m, out);
+    }
+
+    /// `matmul` at `level` (at most `cpu_level()`), on the scalar reference: as for Q4_K, every CPU with kernels of
+    /// ours loads Q5_K weights as panels (`Q5KPanels`).
+    pub fn matmul_at(&self, level: super::CpuLevel, input: &[f32], m: usize, out: &mut [f32]) {
+        self.matmul_by(level, input, m, out, None, Self::dequantize_row, super::RowTiles::All);
+    }
+}
+
+/// Super-blocks as f32 values, in order.
+pub(super) fn dequantize_q5k_blocks(blocks: &[Q5KBlock]) -> Vec<f32> {
+    let mut values = Vec::with_capacity(blocks.len() * SUPER);
+    for block in blocks {
+        for s in 0..8 {
+            let (scale, min) = (block.d * f32::from(block.scales[s]), block.dmin * f32::from(block.mins[s]));
+            let chunk = &block.qs[32 * (s / 2)..32 * (s / 2 + 1)];
+            let shift = 4 * (s % 2);
+            values.extend(chunk.iter().zip(&block.qh).map(|(&q, &h)| {
+                let q = ((q >> shift) & 0x0F) | (((h >> s) & 1) << 4);
+                scale * f32::from(q) - min
+            }));
+        }
+    }
+    values
+}
+
+/// A GGUF Q5_K block (176 bytes) in our layout.
+pub(super) fn unpack_q5k(bytes: &[u8]) -> Q5KBlock {
+    let packed = &bytes[4..16];
+    let mut block = Q5KBlock {
+        d: f16_at(bytes, 0),
+        dmin: f16_at(bytes, 2),
+        scales: [0; 8],
+        mins: [0; 8],
+        qh: [0; 32],
+        qs: [0; 128],
+    };
+    for j in 0..8 {
+        (block.scales[j], block.mins[j]) = scale_min_k4(j, packed);
+    }
+    block.qh.copy_from_slice(&bytes[16..48]);
+    block.qs.copy_from_slice(&bytes[48..176]);
     block
 }
 
@@ -307,7 +400,7 @@ fn reference_rows<B>(
     }
 }
 
-/// The scalar reference product of a Q4_K or Q6_K matrix (tests compare the fast kernels against it).
+/// The scalar reference product of a Q4_K, Q5_K or Q6_K matrix (tests compare the fast kernels against it).
 pub fn reference_matmul<B>(
     w: &KMatrix<B>,
     input: &[f32],

@@ -3,10 +3,10 @@
 //! candle 0.11's CPU path runs Q8_0 weights through one dot product per (row, column) pair unless the width is a
 //! multiple of 256 and the CPU has AVX-512 VNNI; the 0.5B executor (width 896, Q5_0/Q8_0 tensors) never gets
 //! there, so its prefill fell far behind llama.cpp's (docs/performance.md, "Side by side with llama.cpp (CPU)").
-//! `QLinear` wraps a weight matrix: our tiled kernels for Q8_0, Q5_0, Q4_K, Q6_K, Q4_0 and Q4_1 where they apply
-//! (x86-64 with AVX2 + FMA; Q4_K and Q5_0 are stored as panels of 16 rows, and on AVX-512 VNNI CPUs Q6_K too), candle's
-//! `QMatMul` everywhere else (other types, GPUs, other CPUs). Every fast path has a test against a scalar
-//! reference. `TANDEM_CPU_ISA` picks a lower instruction set than the CPU's, to test and measure each path on one
+//! `QLinear` wraps a weight matrix: our tiled kernels for Q8_0, Q5_0, Q4_K, Q5_K, Q6_K, Q4_0 and Q4_1 where they
+//! apply (x86-64 with AVX2 + FMA; Q4_K, Q5_K and Q5_0 are stored as panels of 16 rows, and on AVX-512 VNNI CPUs
+//! Q6_K too), candle's `QMatMul` everywhere else (other types, GPUs, other CPUs). Every fast path has a test
+//! against a scalar reference. `TANDEM_CPU_ISA` picks a lower instruction set than the CPU's, to test and measure each path on one
 //! machine.
 
 pub mod attention;
@@ -35,6 +35,7 @@ pub mod q5_0;
 #[cfg(target_arch = "x86_64")]
 mod q5_0_avx2;
 pub mod q5_0_panels;
+pub mod q5k_panels;
 pub mod q6k_panels;
 pub mod q8_0;
 #[cfg(target_arch = "x86_64")]
@@ -48,11 +49,12 @@ use std::sync::Arc;
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{CpuStorage, CustomOp1, Layout, Module, Shape, Tensor};
 
-pub use kquants::{Q4KMatrix, Q6KMatrix};
+pub use kquants::{Q4KMatrix, Q5KMatrix, Q6KMatrix};
 pub use q4::{Q4Kind, Q4Matrix};
 pub use q4k_panels::Q4KPanels;
 pub use q5_0::Q5_0Matrix;
 pub use q5_0_panels::Q5_0Panels;
+pub use q5k_panels::Q5KPanels;
 pub use q6k_panels::Q6KPanels;
 pub use q8_0::Q8_0Matrix;
 
@@ -232,8 +234,8 @@ pub fn has_avx_vnni() -> bool {
 /// Which weight types run on our kernels, from `TANDEM_KERNELS`: `all` (default), `q5_0` (all, with Q5_0 kept at
 /// five bits in rows rather than panels or widened to int8: opt-in, since the row kernel is bound by instructions
 /// more than by bytes and both decoded and prefilled slower than the widened layout; docs/performance.md, "What was
-/// tried and dropped"), `q8_0` (Q8_0, and Q5_0 widened exactly to int8, only: candle runs Q4_K, Q6_K, Q4_0 and
-/// Q4_1) or `candle` (none).
+/// tried and dropped"), `q8_0` (Q8_0, and Q5_0 widened exactly to int8, only: candle runs Q4_K, Q5_K, Q6_K, Q4_0
+/// and Q4_1) or `candle` (none).
 pub fn kernel_choice() -> &'static str {
     static CHOICE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     CHOICE.get_or_init(|| crate::settings::env::kernels().unwrap_or_else(|| "all".into()))
@@ -366,6 +368,7 @@ cpu_matmul_by_inherent_methods!(Q5_0Matrix, "tandem-q5_0");
 cpu_matmul_by_inherent_methods!(Q4KMatrix, "tandem-q4_k");
 cpu_matmul_by_inherent_methods!(Q4KPanels, "tandem-q4_k-panels", matvec_rows);
 cpu_matmul_by_inherent_methods!(Q5_0Panels, "tandem-q5_0-panels", matvec_rows);
+cpu_matmul_by_inherent_methods!(Q5KPanels, "tandem-q5_k-panels", matvec_rows);
 cpu_matmul_by_inherent_methods!(Q6KPanels, "tandem-q6_k-panels", matvec_rows);
 cpu_matmul_by_inherent_methods!(Q6KMatrix, "tandem-q6_k", matvec_rows);
 
@@ -391,7 +394,7 @@ pub(crate) fn embedding_ids(ids: &Tensor, rows: usize) -> candle_core::Result<Ve
 
 impl QLinear {
     /// Wraps `weight` in our kernel when the device is the CPU, this CPU has one, and we have one for the type
-    /// (Q8_0, Q4_K, Q6_K, Q4_0, Q4_1); in candle's `QMatMul` otherwise.
+    /// (Q8_0, Q4_K, Q5_K, Q6_K, Q4_0, Q4_1); in candle's `QMatMul` otherwise.
     pub fn new(weight: QTensor) -> Result<Self> {
         match Self::ours(&weight, false)? {
             Some(ours) => Ok(ours),
@@ -448,7 +451,9 @@ impl QLinear {
                 Arc::new(Q5_0Panels::from_gguf_bytes(rows, cols, bytes)?)
             }
             GgmlDType::Q5_0 if widen_q5_0 => Arc::new(Q8_0Matrix::from_q5_0_bytes(rows, cols, bytes)?),
-            GgmlDType::Q4K | GgmlDType::Q6K | GgmlDType::Q4_0 | GgmlDType::Q4_1 if kernel_choice() == "q8_0" => {
+            GgmlDType::Q4K | GgmlDType::Q5K | GgmlDType::Q6K | GgmlDType::Q4_0 | GgmlDType::Q4_1
+                if kernel_choice() == "q8_0" =>
+            {
                 return Ok(None)
             }
             // In rows, in llama.cpp's arithmetic (`q4`); AVX-512 CPUs run the AVX2 kernel.
@@ -457,6 +462,10 @@ impl QLinear {
             // Panels on every CPU with kernels of ours (checked above).
             GgmlDType::Q4K if cols.is_multiple_of(k_acts::SUPER) => {
                 Arc::new(Q4KPanels::from_gguf_bytes(rows, cols, bytes)?)
+            }
+            // Panels on every CPU with kernels of ours, on the AVX2 kernel at every level (`q5k_panels`).
+            GgmlDType::Q5K if cols.is_multiple_of(k_acts::SUPER) => {
+                Arc::new(Q5KPanels::from_gguf_bytes(rows, cols, bytes)?)
             }
             GgmlDType::Q6K if cols.is_multiple_of(k_acts::SUPER) => {
                 if Q6KPanels::supported() {

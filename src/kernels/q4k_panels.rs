@@ -9,7 +9,7 @@ use candle_core::quantized::GgmlDType;
 use half::f16;
 
 use super::k_acts::SUPER;
-use super::kquants::{scale_min_k4, unpack_q4k, Q4KBlock, Q4KMatrix, Q4K_FILE_BYTES};
+use super::kquants::{pack_scale_min_k4, scale_min_k4, unpack_q4k, Q4KBlock, Q4KMatrix, Q4K_FILE_BYTES};
 use super::panels::{PanelBlock, Panels, PANEL_ROWS};
 
 /// One super-block (256 values) of sixteen weight rows; each array's last index is the row (the lane).
@@ -41,10 +41,7 @@ impl Q4KPanelBlock {
         for (word, bytes) in self.qs.iter().zip(block.qs.chunks_exact_mut(4)) {
             bytes.copy_from_slice(&word[lane].to_le_bytes());
         }
-        let packed: Vec<u8> = self.packed.iter().flat_map(|word| word[lane].to_le_bytes()).collect();
-        for s in 0..8 {
-            (block.scales[s], block.mins[s]) = scale_min_k4(s, &packed);
-        }
+        (block.scales, block.mins) = packed_lane(&self.packed, lane);
         block
     }
 
@@ -52,17 +49,7 @@ impl Q4KPanelBlock {
         for (word, bytes) in self.qs.iter_mut().zip(block.qs.chunks_exact(4)) {
             word[lane] = u32::from_le_bytes(bytes.try_into().expect("four bytes"));
         }
-        // The inverse of `scale_min_k4`.
-        let mut packed = [0u8; 12];
-        for j in 0..4 {
-            let (scale_high, min_high) = (block.scales[j + 4], block.mins[j + 4]);
-            packed[j] = block.scales[j] | (scale_high >> 4) << 6;
-            packed[j + 4] = block.mins[j] | (min_high >> 4) << 6;
-            packed[j + 8] = (scale_high & 0x0F) | (min_high & 0x0F) << 4;
-        }
-        for (word, bytes) in self.packed.iter_mut().zip(packed.chunks_exact(4)) {
-            word[lane] = u32::from_le_bytes(bytes.try_into().expect("four bytes"));
-        }
+        set_packed_lane(&mut self.packed, lane, &block.scales, &block.mins);
         // Exact: the row layout's f32 scales came from the file's f16.
         self.d[lane] = f16::from_f32(block.d).to_bits();
         self.dmin[lane] = f16::from_f32(block.dmin).to_bits();
@@ -119,5 +106,22 @@ impl Q4KPanels {
     /// The same weights as `matrix` (the row layout), as panels.
     pub fn from_rows(matrix: &Q4KMatrix) -> Self {
         Self::gather(matrix.rows(), matrix.cols(), |r| matrix.row(r).iter(), Q4KPanelBlock::set_row_block)
+    }
+}
+
+/// Row `lane`'s sub-block scales and minimums from a panel's three words of them (Q4_K's and Q5_K's packing).
+pub(super) fn packed_lane(packed: &[[u32; PANEL_ROWS]; 3], lane: usize) -> ([u8; 8], [u8; 8]) {
+    let bytes: Vec<u8> = packed.iter().flat_map(|word| word[lane].to_le_bytes()).collect();
+    let (mut scales, mut mins) = ([0; 8], [0; 8]);
+    for s in 0..8 {
+        (scales[s], mins[s]) = scale_min_k4(s, &bytes);
+    }
+    (scales, mins)
+}
+
+/// Sets row `lane` of a panel's three words of scales and minimums, packed as the file packs them.
+pub(super) fn set_packed_lane(packed: &mut [[u32; PANEL_ROWS]; 3], lane: usize, scales: &[u8; 8], mins: &[u8; 8]) {
+    for (word, bytes) in packed.iter_mut().zip(pack_scale_min_k4(scales, mins).chunks_exact(4)) {
+        word[lane] = u32::from_le_bytes(bytes.try_into().expect("four bytes"));
     }
 }

@@ -5,10 +5,10 @@ use candle_core::{Device, Module, Tensor};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rstest::rstest;
-use tandem::kernels::kquants::{self, Q4KMatrix, Q6KMatrix};
+use tandem::kernels::kquants::{self, Q4KMatrix, Q5KMatrix, Q6KMatrix};
 use tandem::kernels::q5_0::{self, Q5_0Matrix};
 use tandem::kernels::q8_0::{reference_matmul, Q8_0Matrix};
-use tandem::kernels::{cpu_level, CpuLevel, Q4KPanels, Q5_0Panels, Q6KPanels, QLinear};
+use tandem::kernels::{cpu_level, CpuLevel, Q4KPanels, Q5KPanels, Q5_0Panels, Q6KPanels, QLinear};
 
 fn random_values(n: usize, seed: u64) -> Vec<f32> {
     let mut rng = StdRng::seed_from_u64(seed);
@@ -109,6 +109,7 @@ fn q8_0_weights_take_our_kernel_where_the_cpu_has_one() {
     let dense = Tensor::from_vec(random_values(16 * 256, 7), (16, 256), &Device::Cpu).unwrap();
     let q4k = QLinear::new(QTensor::quantize(&dense, GgmlDType::Q4K).unwrap()).unwrap();
     let q6k = QLinear::new(QTensor::quantize(&dense, GgmlDType::Q6K).unwrap()).unwrap();
+    let q5k = QLinear::new(QTensor::quantize(&dense, GgmlDType::Q5K).unwrap()).unwrap();
     let ours = cpu_level() >= CpuLevel::Avx2;
     assert_eq!(q8.kernel_name(), if ours { "tandem-q8_0" } else { "candle" });
     let (q4k_kernel, q6k_kernel) = match cpu_level() {
@@ -118,6 +119,8 @@ fn q8_0_weights_take_our_kernel_where_the_cpu_has_one() {
     };
     assert_eq!(q4k.kernel_name(), q4k_kernel);
     assert_eq!(q6k.kernel_name(), q6k_kernel);
+    // Q5_K's panels run their AVX2 kernel at every level from AVX2 up.
+    assert_eq!(q5k.kernel_name(), if ours { "tandem-q5_k-panels" } else { "candle" });
     assert_eq!(q4.kernel_name(), if ours { "tandem-q4_0" } else { "candle" });
     assert_eq!(q4_1.kernel_name(), if ours { "tandem-q4_1" } else { "candle" });
     assert_eq!(q5_1.kernel_name(), "candle", "types without a kernel of ours stay on candle's");
@@ -245,6 +248,7 @@ fn candle_weights(rows: usize, cols: usize, dtype: GgmlDType, seed: u64) -> (QTe
 
 #[rstest]
 #[case(GgmlDType::Q4K)]
+#[case(GgmlDType::Q5K)]
 #[case(GgmlDType::Q6K)]
 fn k_quants_unpack_to_candles_values(#[case] dtype: GgmlDType) {
     let (rows, cols) = (7, 512);
@@ -252,6 +256,7 @@ fn k_quants_unpack_to_candles_values(#[case] dtype: GgmlDType) {
     let rows_of = |r: usize| -> Vec<f32> {
         match dtype {
             GgmlDType::Q4K => Q4KMatrix::from_qtensor(&q).unwrap().dequantize_row(r),
+            GgmlDType::Q5K => Q5KMatrix::from_qtensor(&q).unwrap().dequantize_row(r),
             _ => Q6KMatrix::from_qtensor(&q).unwrap().dequantize_row(r),
         }
     };
@@ -262,6 +267,7 @@ fn k_quants_unpack_to_candles_values(#[case] dtype: GgmlDType) {
     let panel_rows = |r: usize| -> Vec<f32> {
         match dtype {
             GgmlDType::Q4K => Q4KPanels::from_qtensor(&q).unwrap().dequantize_row(r),
+            GgmlDType::Q5K => Q5KPanels::from_qtensor(&q).unwrap().dequantize_row(r),
             _ => Q6KPanels::from_qtensor(&q).unwrap().dequantize_row(r),
         }
     };
@@ -296,12 +302,16 @@ fn k_quant_kernels_match_the_reference(#[case] rows: usize, #[case] cols: usize,
     let q4 = Q4KMatrix::from_qtensor(&q4).unwrap();
     let (q6, _) = candle_weights(rows, cols, GgmlDType::Q6K, 12);
     let q6 = Q6KMatrix::from_qtensor(&q6).unwrap();
-    assert_k_quant_kernels_match(&q4, &q6, &input, m);
+    let (q5, _) = candle_weights(rows, cols, GgmlDType::Q5K, 17);
+    let q5 = Q5KMatrix::from_qtensor(&q5).unwrap();
+    assert_k_quant_kernels_match(&q4, &q5, &q6, &input, m);
 }
 
-/// Every K-quant kernel this CPU can run gives the reference's product of `input` (`m` rows) with `q4` and `q6`.
-fn assert_k_quant_kernels_match(q4: &Q4KMatrix, q6: &Q6KMatrix, input: &[f32], m: usize) {
+/// Every K-quant kernel this CPU can run gives the reference's product of `input` (`m` rows) with `q4`, `q5` and
+/// `q6`.
+fn assert_k_quant_kernels_match(q4: &Q4KMatrix, q5: &Q5KMatrix, q6: &Q6KMatrix, input: &[f32], m: usize) {
     let q4_reference = kquants::reference_matmul(q4, input, m, Q4KMatrix::dequantize_row);
+    let q5_reference = kquants::reference_matmul(q5, input, m, Q5KMatrix::dequantize_row);
     let q6_reference = kquants::reference_matmul(q6, input, m, Q6KMatrix::dequantize_row);
     for level in cpu_level().with_lower_levels() {
         let mut fast = vec![f32::NAN; m * q4.rows()];
@@ -314,17 +324,25 @@ fn assert_k_quant_kernels_match(q4: &Q4KMatrix, q6: &Q6KMatrix, input: &[f32], m
         assert!(err < 1e-4, "{level:?} Q6_K {}x{}, m={m}: relative error {err}", q6.rows(), q6.cols());
     }
     // The Q4_K panels have an AVX2 kernel, an AVX-VNNI one and an AVX-512 VNNI one, the Q6_K panels a VNNI one (on
-    // AVX2 the row kernel decoded 1.8x as fast as a panel kernel and prefilled as fast): each runs where the CPU
-    // allows, and the kernels of every level agree bit for bit.
+    // AVX2 the row kernel decoded 1.8x as fast as a panel kernel and prefilled as fast), the Q5_K panels an AVX2
+    // one that every level runs: each runs where the CPU allows, and the kernels of every level agree bit for bit.
     let q4_panels = Q4KPanels::from_rows(q4);
+    let q5_panels = Q5KPanels::from_rows(q5);
     let q6_panels = Q6KPanels::from_rows(q6);
-    let panel_products: [PanelProduct; 2] = [
+    let panel_products: [PanelProduct; 3] = [
         (
             "Q4_K",
             q4.rows(),
             &q4_reference,
             Q4KPanels::MIN_LEVEL,
             Box::new(|level, out| q4_panels.matmul_at(level, input, m, out)),
+        ),
+        (
+            "Q5_K",
+            q5.rows(),
+            &q5_reference,
+            Q5KPanels::MIN_LEVEL,
+            Box::new(|level, out| q5_panels.matmul_at(level, input, m, out)),
         ),
         (
             "Q6_K",
@@ -334,6 +352,7 @@ fn assert_k_quant_kernels_match(q4: &Q4KMatrix, q6: &Q6KMatrix, input: &[f32], m
             Box::new(|level, out| q6_panels.matmul_at(level, input, m, out)),
         ),
     ];
+    let mut ran = Vec::new();
     for (name, rows, reference, min_level, product) in panel_products {
         let mut by_level = Vec::new();
         for level in cpu_level().with_lower_levels().into_iter().filter(|&level| level >= min_level) {
@@ -342,6 +361,7 @@ fn assert_k_quant_kernels_match(q4: &Q4KMatrix, q6: &Q6KMatrix, input: &[f32], m
             let err = relative_error(&fast, reference);
             assert!(err < 1e-4, "{level:?} {name} panels {rows}x{}, m={m}: relative error {err}", q4.cols());
             by_level.push((level, fast));
+            ran.push(name);
         }
         if let [(low, first), higher @ ..] = &by_level[..] {
             for (high, second) in higher {
@@ -350,6 +370,7 @@ fn assert_k_quant_kernels_match(q4: &Q4KMatrix, q6: &Q6KMatrix, input: &[f32], m
             }
         }
     }
+    assert_eq!(ran.contains(&"Q5_K"), Q5KPanels::supported(), "the Q5_K kernel ran wherever the panels are supported");
 }
 
 /// A named panel product at a kernel level: `(name, rows, reference, lowest level, |level, out|)`.
@@ -375,6 +396,7 @@ fn batches_equal_single_rows_bit_for_bit(#[case] m: usize) {
     let q6_panels = Q6KPanels::from_rows(&q6);
     let (q5, _) = candle_weights(rows, 1568, GgmlDType::Q5_0, 25);
     let q5_panels = Q5_0Panels::from_qtensor(&q5).unwrap();
+    let q5k_panels = Q5KPanels::from_qtensor(&candle_weights(rows, 1536, GgmlDType::Q5K, 26).0).unwrap();
     for level in cpu_level().with_lower_levels() {
         let mut products: Vec<Product> = vec![
             ("Q4_K", 1536, Box::new(|x, m, out| q4.matmul_at(level, x, m, out))),
@@ -383,6 +405,7 @@ fn batches_equal_single_rows_bit_for_bit(#[case] m: usize) {
         ];
         products.push(("Q4_K panels", 1536, Box::new(|x, m, out| q4_panels.matmul_at(level, x, m, out))));
         products.push(("Q5_0 panels", 1568, Box::new(|x, m, out| q5_panels.matmul_at(level, x, m, out))));
+        products.push(("Q5_K panels", 1536, Box::new(|x, m, out| q5k_panels.matmul_at(level, x, m, out))));
         if level == CpuLevel::Avx512Vnni {
             products.push(("Q6_K panels", 1536, Box::new(|x, m, out| q6_panels.matmul_at(level, x, m, out))));
         }
@@ -413,6 +436,7 @@ fn some_rows_equal_the_whole_product_bit_for_bit() {
     let q8 = Q8_0Matrix::quantize(rows, 1568, &random_values(rows * 1568, 32));
     let (q4_panels, q6_panels) = (Q4KPanels::from_rows(&q4), Q6KPanels::from_rows(&q6));
     let q5_panels = Q5_0Panels::from_qtensor(&candle_weights(rows, 1568, GgmlDType::Q5_0, 36).0).unwrap();
+    let q5k_panels = Q5KPanels::from_qtensor(&candle_weights(rows, 1536, GgmlDType::Q5K, 37).0).unwrap();
     for level in cpu_level().with_lower_levels() {
         let mut products: Vec<(&str, usize, Both)> = vec![
             (
@@ -447,6 +471,16 @@ fn some_rows_equal_the_whole_product_bit_for_bit() {
                 ),
             ));
         }
+        if level >= Q5KPanels::MIN_LEVEL {
+            products.push((
+                "Q5_K panels",
+                1536,
+                (
+                    Box::new(|x, o| q5k_panels.matmul_at(level, x, 1, o)),
+                    Box::new(|x, r, o| q5k_panels.matvec_rows_at(level, x, r, o)),
+                ),
+            ));
+        }
         if level >= Q6KPanels::MIN_LEVEL {
             products.push((
                 "Q6_K panels",
@@ -477,8 +511,8 @@ type Both<'a> = (Box<dyn Fn(&[f32], &mut [f32]) + 'a>, Box<dyn Fn(&[f32], &[u32]
 /// A named product of a weight matrix of the given width: `(input, m, out)`.
 type Product<'a> = (&'static str, usize, Box<dyn Fn(&[f32], usize, &mut [f32]) + 'a>);
 
-/// The largest integers the kernels meet: every weight at its maximum (Q4_K 15 with scale and minimum 63, Q6_K
-/// 63 with scale ±127 — pair sums of 2 · 63 · 127 = 16,002 in the kernels' 16-bit lanes, and i16 × scale
+/// The largest integers the kernels meet: every weight at its maximum (Q4_K 15 and Q5_K 31 with scale and minimum
+/// 63 — Q5_K's pair sums of 2 · 31 · 127 = 7,874, four words of them in an AVX2 i16 chain — Q6_K 63 with scale ±127 — pair sums of 2 · 63 · 127 = 16,002 in the kernels' 16-bit lanes, and i16 × scale
 /// products summed in i32) against activations of ±127.
 #[test]
 fn k_quant_kernels_hold_the_extremes() {
@@ -493,25 +527,38 @@ fn k_quant_kernels_hold_the_extremes() {
     q6_block[208..].copy_from_slice(&one);
     let (rows, cols) = (17, 512);
     let q4 = Q4KMatrix::from_gguf_bytes(rows, cols, &q4_block.repeat(rows * cols / 256)).unwrap();
+    let mut q5_block = [0xFFu8; 176];
+    q5_block[..2].copy_from_slice(&one);
+    q5_block[2..4].copy_from_slice(&one);
+    let q5 = Q5KMatrix::from_gguf_bytes(rows, cols, &q5_block.repeat(rows * cols / 256)).unwrap();
     let q6 = Q6KMatrix::from_gguf_bytes(rows, cols, &q6_block.repeat(rows * cols / 256)).unwrap();
     // 9 rows: the kernels as in a decode pass; 18: the AVX2 Q6_K kernel on its weights unpacked to bytes.
     for m in [9, 18] {
         let input: Vec<f32> = (0..m * cols).map(|i| if (i / cols) % 2 == 0 { 3.0 } else { -3.0 }).collect();
-        assert_k_quant_kernels_match(&q4, &q6, &input, m);
+        assert_k_quant_kernels_match(&q4, &q5, &q6, &input, m);
     }
 }
 
+/// Our K-quant products against candle's on the same weights: decode (1 row), prefill (several, an odd count),
+/// and a matrix whose last panel is part full; Q5_K through what `QLinear::new` picks (its panels where this CPU
+/// has our kernels).
 #[rstest]
-#[case(GgmlDType::Q4K)]
-#[case(GgmlDType::Q6K)]
-fn k_quants_match_candles_matmul(#[case] dtype: GgmlDType) {
-    let (rows, cols, m) = (32, 1536, 3);
-    let (q, _) = candle_weights(rows, cols, dtype, 13);
+#[case(GgmlDType::Q4K, 32, 3)]
+#[case(GgmlDType::Q6K, 32, 3)]
+#[case(GgmlDType::Q5K, 32, 1)]
+#[case(GgmlDType::Q5K, 37, 7)]
+fn k_quants_match_candles_matmul(#[case] dtype: GgmlDType, #[case] rows: usize, #[case] m: usize) {
+    let cols = 1536;
+    let q = std::sync::Arc::new(candle_weights(rows, cols, dtype, 13).0);
     let ours: QLinear = match dtype {
         GgmlDType::Q4K => QLinear::Ours(std::sync::Arc::new(Q4KMatrix::from_qtensor(&q).unwrap())),
+        GgmlDType::Q5K => QLinear::from_arc(q.clone()).unwrap(),
         _ => QLinear::Ours(std::sync::Arc::new(Q6KMatrix::from_qtensor(&q).unwrap())),
     };
-    let theirs = QMatMul::from_qtensor(q).unwrap();
+    if dtype == GgmlDType::Q5K && Q5KPanels::supported() {
+        assert_eq!(ours.kernel_name(), "tandem-q5_k-panels");
+    }
+    let theirs = QMatMul::from_arc(q).unwrap();
     let x = Tensor::from_vec(random_values(m * cols, 14), (m, cols), &Device::Cpu).unwrap();
     let a = ours.forward(&x).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
     let b = theirs.forward(&x).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
@@ -526,6 +573,8 @@ fn k_quant_layout_errors_name_the_problem() {
     assert!(err.contains("not a multiple of 256"), "{err}");
     let err = Q6KMatrix::from_gguf_bytes(2, 256, &[0; 210]).unwrap_err().to_string();
     assert!(err.contains("210 bytes") && err.contains("expected 420"), "{err}");
+    let err = Q5KPanels::from_gguf_bytes(2, 256, &[0; 176]).unwrap_err().to_string();
+    assert!(err.contains("Q5K data of 176 bytes") && err.contains("expected 352"), "{err}");
 }
 
 /// `TANDEM_CPU_ISA` names an instruction set for our kernels: an unknown name, or one this CPU lacks, is refused
