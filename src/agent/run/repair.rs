@@ -5,12 +5,14 @@
 
 use serde_json::{Map, Value};
 
-use crate::agent::model_call::timed_chat_call;
+use std::time::Instant;
+
+use crate::agent::model_call::chat_candidates;
 use crate::agent::plan::Step;
 use crate::agent::run::executor::{call_schema, enforce_step_tool, ExecutorCall};
 use crate::agent::usage::ModelUsage;
 use crate::decode::constraint::ConstraintSpec;
-use crate::decode::Model;
+use crate::decode::{Model, Sampling};
 use crate::llm::ChatMessage;
 use crate::tools::ToolSpec;
 use crate::{Error, Result};
@@ -79,13 +81,16 @@ pub struct RepairRequest<'a> {
     pub results: &'a [String],
 }
 
-/// Has `model` rewrite the failed step's call under the tool's argument grammar; the call is checked to name the
-/// step's tool.
+/// Has `model` rewrite the failed step's call under the tool's argument grammar, once for each of `samplings`
+/// (greedy first; sampled ones are the retries when the greedy call repeats one that failed), side by side from one
+/// prefill. Returns the calls that parsed and name the step's tool, in the order of `samplings`, and what they
+/// cost; an error where none did (the first candidate's).
 pub fn repair_arguments(
     model: &mut Model,
     request: &RepairRequest,
     max_tokens: usize,
-) -> Result<(ExecutorCall, ModelUsage)> {
+    samplings: &[(Sampling, u64)],
+) -> Result<(Vec<ExecutorCall>, ModelUsage)> {
     let step = request.step;
     let mut user = format!(
         "Goal: {}\nStep {}: {}\n{}",
@@ -104,11 +109,31 @@ pub fn repair_arguments(
     user.push_str("\nWrite the corrected call.");
     let messages = [ChatMessage::system(REPAIR_SYSTEM), ChatMessage::user(user)];
     let schema = ConstraintSpec::JsonSchema(call_schema(request.spec));
-    let (text, usage) = timed_chat_call(model, "planner", &messages, Some(&schema), max_tokens)?;
-    let call: ExecutorCall = serde_json::from_str(&text)
-        .map_err(|e| Error::Agent(format!("the repair of step '{}' is not valid JSON ({e}): {text}", step.id)))?;
-    enforce_step_tool(step, &call)?;
-    Ok((call, usage))
+    let started = Instant::now();
+    let outputs = chat_candidates(model, "planner", &messages, Some(&schema), max_tokens, samplings)?;
+    let mut usage = ModelUsage { tokens_in: 0, tokens_out: 0, ms: 0 };
+    let mut calls = Vec::new();
+    let mut first_error = None;
+    for output in outputs {
+        let parsed = output.and_then(|(text, timings)| {
+            usage.tokens_in = timings.prompt_tokens;
+            usage.tokens_out += timings.generated_tokens;
+            let call: ExecutorCall = serde_json::from_str(&text).map_err(|e| {
+                Error::Agent(format!("the repair of step '{}' is not valid JSON ({e}): {text}", step.id))
+            })?;
+            enforce_step_tool(step, &call)?;
+            Ok(call)
+        });
+        match parsed {
+            Ok(call) => calls.push(call),
+            Err(e) => first_error = first_error.or(Some(e)),
+        }
+    }
+    usage.ms = started.elapsed().as_millis() as u64;
+    match (calls.is_empty(), first_error) {
+        (true, Some(e)) => Err(e),
+        _ => Ok((calls, usage)),
+    }
 }
 
 #[cfg(test)]

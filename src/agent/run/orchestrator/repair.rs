@@ -7,13 +7,17 @@ use serde_json::Value;
 use super::Agent;
 use crate::agent::log::events::{Event, PlanOrigin};
 use crate::agent::plan::mend::mend_plan;
+use crate::agent::plan::search::samplings;
 use crate::agent::plan::Plan;
 use crate::agent::run::repair::{failed_step_text, repair_arguments, RepairRequest};
+use crate::decode::Sampling;
 use crate::tools::Calculator;
 use crate::Result;
 
-/// Repairs a run may make in all (each is one planner call).
+/// Repairs a run may make in all (each is one planner call, and its retries another).
 const MAX_REPAIRS: u32 = 3;
+/// Sampled repairs written side by side when the greedy one repeats a call that failed.
+const REPAIR_RETRIES: usize = 3;
 
 impl Agent<'_> {
     /// After a step of `plan` failed: has the planner rewrite that step's arguments and records the plan with them
@@ -60,44 +64,62 @@ impl Agent<'_> {
             results: &results,
         };
         let tokens = self.settings.budgets.executor_tokens.max(256);
-        let model = self.models.planner()?;
-        let repaired = repair_arguments(model, &request, tokens);
-        self.log_model_loads()?;
-        let (call, usage) = match repaired {
-            Ok(repaired) => repaired,
-            Err(e) => {
-                tracing::info!(step = %step.id, "no repair: {e}");
-                return Ok(false);
+        // The greedy repair first; where it (as written or as mended) repeats a call that failed, sampled ones: a
+        // greedy model that wrote a rejected value once writes it again ("America/Bogotá", refused by a time
+        // server), and the retries are this rule's way of not repeating a failed call.
+        let all = samplings(1 + REPAIR_RETRIES);
+        let rounds: [&[(Sampling, u64)]; 2] = [&all[..1], &all[1..]];
+        let mut accepted = None;
+        for round in rounds {
+            let model = self.models.planner()?;
+            let repaired = repair_arguments(model, &request, tokens, round);
+            self.log_model_loads()?;
+            let (calls, usage) = match repaired {
+                Ok(repaired) => repaired,
+                Err(e) => {
+                    tracing::info!(step = %step.id, "no repair: {e}");
+                    return Ok(false);
+                }
+            };
+            self.emit(Event::ExecutorCall {
+                version: plan.version,
+                step: step.id.clone(),
+                purpose: if round.len() == 1 { "repair".into() } else { "repair retries".into() },
+                role: Some("planner".into()),
+                usage,
+            })?;
+            for call in calls {
+                if let Some(error) = self.state.failed_call(&step.tool, &call.args) {
+                    tracing::info!(step = %step.id, "the repair repeats a call that failed ({error})");
+                    continue;
+                }
+                let mut repaired_plan = plan.clone();
+                repaired_plan.steps[index].args = call.args.clone();
+                // The repaired arguments go through the run's mends too (a time in the form its parameter asks for).
+                let mended = mend_plan(&mut repaired_plan, self.registry, self.settings.mend);
+                let call_args = repaired_plan.steps[index].args.clone();
+                if let Some(error) = self.state.failed_call(&step.tool, &call_args) {
+                    tracing::info!(step = %step.id, "the mended repair repeats a call that failed ({error})");
+                    continue;
+                }
+                accepted = Some((repaired_plan, mended, call_args));
+                break;
             }
+            if accepted.is_some() || self.spent_budget(1).is_some() {
+                break;
+            }
+        }
+        let Some((repaired_plan, mended, call_args)) = accepted else {
+            tracing::info!(step = %step.id, "every repair repeats a call that failed; replanning");
+            return Ok(false);
         };
-        let version = plan.version;
-        self.emit(Event::ExecutorCall {
-            version,
-            step: step.id.clone(),
-            purpose: "repair".into(),
-            role: Some("planner".into()),
-            usage,
-        })?;
-        if let Some(error) = self.state.failed_call(&step.tool, &call.args) {
-            tracing::info!(step = %step.id, "the repair repeats a call that failed ({error}); replanning");
-            return Ok(false);
-        }
-        let mut repaired_plan = plan.clone();
-        repaired_plan.steps[index].args = call.args.clone();
-        // The repaired arguments go through the run's mends too (a time in the form its parameter asks for).
-        let mended = mend_plan(&mut repaired_plan, self.registry, self.settings.mend);
-        let call_args = repaired_plan.steps.iter().find(|s| s.id == step.id).map(|s| s.args.clone());
-        if let Some(error) = call_args.as_ref().and_then(|args| self.state.failed_call(&step.tool, args)) {
-            tracing::info!(step = %step.id, "the mended repair repeats a call that failed ({error}); replanning");
-            return Ok(false);
-        }
         // The error first: `runs show` clips the reason, and the arguments are in the plan printed under it.
         let reason = format!(
             "repaired step {}'s arguments after the tool's error: {} (was {}, now {})",
             step.id,
             failed.error,
             Value::Object(failed.args.clone()),
-            Value::Object(call_args.unwrap_or(call.args))
+            Value::Object(call_args)
         );
         self.record_plan(repaired_plan, PlanOrigin::Repair, &reason, None, None, mended.changes)?;
         Ok(true)
