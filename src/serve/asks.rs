@@ -35,7 +35,8 @@ fn turns(request: &ChatRequest) -> Vec<ChatMessage> {
         .filter_map(|m| {
             let role = m["role"].as_str()?;
             let content = m["content"].as_str()?;
-            (matches!(role, "user" | "assistant") && !content.trim().is_empty()).then(|| ChatMessage::new(role, content))
+            (matches!(role, "user" | "assistant") && !content.trim().is_empty())
+                .then(|| ChatMessage::new(role, content))
         })
         .collect()
 }

@@ -216,16 +216,19 @@ fn a_listed_count_makes_each_format_take_exactly_that_many_calls() {
                         let text = weather_calls(format, n);
                         let ids = tok.encode(&text, false).unwrap();
                         let taken = accepts(&tok, &syntax, &req, &ids);
-                        assert_eq!(taken, n == exact, "{format:?} (control {control}, {choice}, exactly {exact}): {text:?}");
+                        assert_eq!(
+                            taken,
+                            n == exact,
+                            "{format:?} (control {control}, {choice}, exactly {exact}): {text:?}"
+                        );
                         if taken {
                             assert_eq!(streamed(&req, &syntax, &text, 3).len(), exact, "{format:?}: read back");
                         }
                     }
                     // Bare JSON, one call a line, is held to the count too.
                     let key = format.arguments_key();
-                    let bare = |n: usize| {
-                        vec![format!("{{\"name\":\"add\",\"{key}\":{{\"a\":1,\"b\":2}}}}"); n].join("\n")
-                    };
+                    let bare =
+                        |n: usize| vec![format!("{{\"name\":\"add\",\"{key}\":{{\"a\":1,\"b\":2}}}}"); n].join("\n");
                     assert!(accepts(&tok, &syntax, &req, &tok.encode(&bare(exact), false).unwrap()), "{format:?}");
                     assert!(!accepts(&tok, &syntax, &req, &tok.encode(&bare(1), false).unwrap()), "{format:?}");
                 }

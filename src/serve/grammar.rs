@@ -70,9 +70,9 @@ pub fn constraint(request: &ChatRequest, syntax: &CallSyntax) -> Option<Constrai
     let offer_marked = !(format == CallFormat::Llama3 && matches!(count, Count::Exactly(_)) && offer_bare);
     let branches: Vec<&str> =
         [answer.is_some().then_some("answer"), offer_marked.then_some("calls"), offer_bare.then_some("bare")]
-        .into_iter()
-        .flatten()
-        .collect();
+            .into_iter()
+            .flatten()
+            .collect();
     let bare =
         if offer_bare { format!("bare: {bodies} | \"```json\\n\" {bodies} \"\\n```\"\n") } else { String::new() };
     Some(ConstraintSpec::Lark(format!(
