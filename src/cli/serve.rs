@@ -6,7 +6,7 @@ use clap::Args;
 
 use super::common::deprecated;
 use super::{ComputeArgs, MendArg, SpeculateArg, ToolArgs};
-use crate::settings::{self, RunnerSettings, ServeSettings};
+use crate::settings::{self, RunnerSettings, ServeAsks, ServeSettings};
 
 /// `tandem serve`.
 #[derive(Debug, Args)]
@@ -105,6 +105,11 @@ pub struct ServeArgs {
     /// computed; least recently used out. 0 turns it off. Never written to disk.
     #[arg(long, value_name = "MIB", default_value_t = ServeSettings::PROMPT_CACHE_MIB)]
     pub prompt_cache_mib: usize,
+    /// Tool-calling requests that may write several calls: list the actions the request asks for first, then
+    /// write exactly one call for each (list), or write the calls directly (off). A request's "asks": false turns
+    /// it off for that request.
+    #[arg(long, value_enum, value_name = "MODE", default_value_t = ServeAsks::List)]
+    pub asks: ServeAsks,
     /// A `tandem bench` output directory (e.g. bench-results) whose runs the web page shows, read-only.
     #[arg(long, value_name = "DIR")]
     pub bench_results: Option<PathBuf>,
@@ -152,6 +157,7 @@ impl ServeArgs {
             queue: self.queue,
             parallel: usize::from(self.parallel),
             max_tokens: self.max_completion_tokens,
+            asks: self.asks,
             tool_sets: self.tool_set.clone(),
             mcp_sets: self.mcp_set.clone(),
             shutdown_grace_s: self.shutdown_grace,

@@ -180,3 +180,68 @@ fn plain_text_never_forges_a_control_marker_and_text_answers_never_hold_a_text_o
     let mention = text.encode("I will use [TOOL_CALLS] next.", false).unwrap();
     assert!(!accepts(&text, &syntax, &req, &mention), "a text marker inside an answer would read as calls");
 }
+
+/// `n` weather calls as `format` writes them in one turn (Llama 3 bare, one a line: its marker holds one call).
+fn weather_calls(format: CallFormat, n: usize) -> String {
+    let cities = ["Paris", "Oslo", "Rome", "Lima"];
+    let key = format.arguments_key();
+    let bodies: Vec<String> =
+        cities[..n].iter().map(|c| format!("{{\"name\":\"get_weather\",\"{key}\":{{\"city\":\"{c}\"}}}}")).collect();
+    match format {
+        CallFormat::Hermes => {
+            bodies.iter().map(|b| format!("<tool_call>\n{b}\n</tool_call>")).collect::<Vec<_>>().join("\n")
+        }
+        CallFormat::Llama3 => bodies.join("\n"),
+        CallFormat::Mistral => format!("[TOOL_CALLS][{}]", bodies.join(", ")),
+        CallFormat::Phi4 => format!("<|tool_call|>[{}]<|/tool_call|>", bodies.join(", ")),
+    }
+}
+
+#[test]
+fn a_listed_count_makes_each_format_take_exactly_that_many_calls() {
+    for control in [true, false] {
+        let tok = tokenizer(control);
+        for format in FORMATS {
+            let syntax = CallSyntax::new(format, &tok);
+            for choice in [json!("required"), json!("auto")] {
+                let mut req = request(choice.clone(), true);
+                // As listed: any number of calls is taken.
+                for n in 1..=3 {
+                    let ids = tok.encode(&weather_calls(format, n), false).unwrap();
+                    assert!(accepts(&tok, &syntax, &req, &ids), "{format:?} {choice}: {n} calls with no count");
+                }
+                for exact in [2, 3] {
+                    req.exact_calls = Some(exact);
+                    for n in 1..=4 {
+                        let text = weather_calls(format, n);
+                        let ids = tok.encode(&text, false).unwrap();
+                        let taken = accepts(&tok, &syntax, &req, &ids);
+                        assert_eq!(
+                            taken,
+                            n == exact,
+                            "{format:?} (control {control}, {choice}, exactly {exact}): {text:?}"
+                        );
+                        if taken {
+                            assert_eq!(streamed(&req, &syntax, &text, 3).len(), exact, "{format:?}: read back");
+                        }
+                    }
+                    // Bare JSON, one call a line, is held to the count too.
+                    let key = format.arguments_key();
+                    let bare =
+                        |n: usize| vec![format!("{{\"name\":\"add\",\"{key}\":{{\"a\":1,\"b\":2}}}}"); n].join("\n");
+                    assert!(accepts(&tok, &syntax, &req, &tok.encode(&bare(exact), false).unwrap()), "{format:?}");
+                    assert!(!accepts(&tok, &syntax, &req, &tok.encode(&bare(1), false).unwrap()), "{format:?}");
+                }
+                // A count of one is today's grammar: any number.
+                req.exact_calls = Some(1);
+                let ids = tok.encode(&weather_calls(format, 2), false).unwrap();
+                assert!(accepts(&tok, &syntax, &req, &ids), "{format:?}: a count of one fixes nothing");
+            }
+            // Under `auto` a text answer is still an answer.
+            let mut req = request(json!("auto"), true);
+            req.exact_calls = Some(2);
+            let ids = tok.encode("It is sunny in both.", false).unwrap();
+            assert!(accepts(&tok, &syntax, &req, &ids), "{format:?}: text under auto with a count");
+        }
+    }
+}

@@ -144,7 +144,8 @@ pub struct Submitted {
 
 /// Finds the model, checks the token budget (`max_param` names the request's field), queues the job and waits
 /// until it starts: errors before the start get their own status code.
-pub async fn submit(state: &AppState, request: ChatRequest, max_param: &str) -> Result<Submitted, ApiError> {
+pub async fn submit(state: &AppState, mut request: ChatRequest, max_param: &str) -> Result<Submitted, ApiError> {
+    request.asks &= state.asks;
     let role = state.role_of(&request.model).ok_or_else(|| {
         ApiError::not_found(
             format!(
@@ -215,7 +216,8 @@ pub fn usage(finished: &Finished) -> Value {
         "prompt_tokens": finished.prompt_tokens,
         "completion_tokens": finished.completion_tokens,
         "total_tokens": finished.prompt_tokens + finished.completion_tokens,
-        "prompt_tokens_details": {"cached_tokens": finished.cached_tokens}
+        "prompt_tokens_details": {"cached_tokens": finished.cached_tokens},
+        "completion_tokens_details": {"reasoning_tokens": finished.listing_tokens}
     })
 }
 

@@ -88,6 +88,8 @@ fn parse(body: &Value) -> Result<ChatRequest, ApiError> {
         options,
         raw_prompt: Some(raw_prompt),
         n: 1,
+        asks: false,
+        exact_calls: None,
     })
 }
 

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc::UnboundedSender;
 
+use super::asks;
 use super::error::ApiError;
 use super::grammar;
 use super::halt::{make_haltable, Stops};
@@ -25,7 +26,7 @@ use crate::agent::LazyModels;
 use crate::decode::constraint::{ConstraintError, ConstraintMatcher, ConstraintSpec, GrammarEngine};
 use crate::decode::token_constraint::TokenConstraint;
 use crate::decode::{
-    generate_observing, GenerateError, GenerateRequest, GenerationObserver, Model, StopReason, TokenLogprob,
+    generate_observing, GenerateError, GenerateRequest, GenerationObserver, Model, StopReason, Timings, TokenLogprob,
 };
 use crate::llm::chat::TemplateError;
 use crate::Error;
@@ -98,6 +99,8 @@ pub struct Finished {
     pub completion_tokens: usize,
     /// Prompt tokens reused from the KV cache or the prefix store (not computed).
     pub cached_tokens: usize,
+    /// Of the generated tokens, those of the listing pass (`serve::asks`): reported as `reasoning_tokens`.
+    pub listing_tokens: usize,
 }
 
 /// Counts the health endpoint reports.
@@ -294,7 +297,20 @@ fn same_model(models: &mut LazyModels<'_>) -> bool {
 
 /// Runs one job; `None` when its client went away before the end.
 fn run_job(model: &mut Model, job: &Job, halt: &AtomicBool) -> Option<Result<Finished, ApiError>> {
-    let request = &job.request;
+    // Several calls when several are asked: the listing pass runs here, on this slot's model, before the job is
+    // accepted (so before a streamed answer's first chunk); a failed pass leaves the request as it came.
+    let mut listing = Timings::default();
+    let fitted = asks::wants_listing(&job.request).then(|| {
+        let mut request = job.request.clone();
+        if let Ok(timings) = asks::list_and_fit(model, &mut request) {
+            listing = timings;
+        }
+        request
+    });
+    if job.cancel.load(Ordering::Relaxed) {
+        return None;
+    }
+    let request = fitted.as_ref().unwrap_or(&job.request);
     let prepared = prepare(model, request, job.limits, &job.cancel);
     let (prompt, mut matcher) = match prepared {
         Ok(ready) => ready,
@@ -371,7 +387,15 @@ fn run_job(model: &mut Model, job: &Job, halt: &AtomicBool) -> Option<Result<Fin
         Err(Error::Generate(GenerateError::GrammarIncomplete { .. })) => ("length", job.max_tokens),
         Err(e) => return Some(Err(ApiError::internal(format!("generation failed: {e}")))),
     };
-    Some(Ok(Finished { reason, prompt_tokens, completion_tokens, cached_tokens }))
+    // The listing pass is work the model did for this request: its prompt and its tokens are counted, its tokens
+    // also as `listing_tokens` (OpenAI's `reasoning_tokens`).
+    Some(Ok(Finished {
+        reason,
+        prompt_tokens: prompt_tokens + listing.prompt_tokens,
+        completion_tokens: completion_tokens + listing.generated_tokens,
+        cached_tokens: cached_tokens + listing.reused_tokens,
+        listing_tokens: listing.generated_tokens,
+    }))
 }
 
 /// Passes a job's token log-probabilities on (named by the tokenizer) and keeps its prompt's cached length.

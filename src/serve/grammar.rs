@@ -41,19 +41,20 @@ pub fn constraint(request: &ChatRequest, syntax: &CallSyntax) -> Option<Constrai
         };
     }
     let format = syntax.format;
-    let parallel = request.parallel_tool_calls;
-    let bodies = if parallel { "body (\"\\n\" body)*" } else { "body" };
+    // How many calls one turn holds: one, any number, or exactly the count the listing pass found.
+    let count = match (request.parallel_tool_calls, request.exact_calls) {
+        (false, _) => Count::One,
+        (true, Some(n)) if n >= 2 => Count::Exactly(n),
+        (true, _) => Count::Any,
+    };
+    let bodies = count.of("body", "\"\\n\"");
     let open = lark_marker(syntax.open);
     let close = syntax.close.map(lark_marker).unwrap_or_default();
     let (calls, block) = match format {
-        CallFormat::Hermes => {
-            let calls = if parallel { "block (\"\\n\" block)*" } else { "block" };
-            (calls, format!("{open} \"\\n\" body \"\\n\" {close}"))
-        }
-        CallFormat::Llama3 => ("block", format!("{open} body")),
+        CallFormat::Hermes => (count.of("block", "\"\\n\""), format!("{open} \"\\n\" body \"\\n\" {close}")),
+        CallFormat::Llama3 => ("block".to_string(), format!("{open} body")),
         CallFormat::Mistral | CallFormat::Phi4 => {
-            let list = if parallel { "body (\", \" body)*" } else { "body" };
-            ("block", format!("{open} \"[\" {list} \"]\" {close}"))
+            ("block".to_string(), format!("{open} \"[\" {} \"]\" {close}", count.of("body", "\", \"")))
         }
     };
     let answer = match (&request.tool_choice, &request.json_schema) {
@@ -65,10 +66,13 @@ pub fn constraint(request: &ChatRequest, syntax: &CallSyntax) -> Option<Constrai
         _ => None,
     };
     let offer_bare = bare_calls(request);
-    let branches: Vec<&str> = [answer.is_some().then_some("answer"), Some("calls"), offer_bare.then_some("bare")]
-        .into_iter()
-        .flatten()
-        .collect();
+    // Llama 3's marker holds one call: several go bare, one a line, as its templates ask.
+    let offer_marked = !(format == CallFormat::Llama3 && matches!(count, Count::Exactly(_)) && offer_bare);
+    let branches: Vec<&str> =
+        [answer.is_some().then_some("answer"), offer_marked.then_some("calls"), offer_bare.then_some("bare")]
+            .into_iter()
+            .flatten()
+            .collect();
     let bare =
         if offer_bare { format!("bare: {bodies} | \"```json\\n\" {bodies} \"\\n```\"\n") } else { String::new() };
     Some(ConstraintSpec::Lark(format!(
@@ -77,6 +81,25 @@ pub fn constraint(request: &ChatRequest, syntax: &CallSyntax) -> Option<Constrai
         json_body(&functions, format.arguments_key()),
         answer.unwrap_or_default()
     )))
+}
+
+/// How many calls one turn holds.
+#[derive(Debug, Clone, Copy)]
+enum Count {
+    One,
+    Any,
+    Exactly(usize),
+}
+
+impl Count {
+    /// A Lark sequence of `item`s joined by `separator` (a Lark literal), as many as this count.
+    fn of(self, item: &str, separator: &str) -> String {
+        match self {
+            Count::One => item.to_string(),
+            Count::Any => format!("{item} ({separator} {item})*"),
+            Count::Exactly(n) => vec![item; n].join(&format!(" {separator} ")),
+        }
+    }
 }
 
 /// What opens calls in the output (for `OutputSplitter`): the format's marker, and the bare openings where the

@@ -13,6 +13,7 @@
 //! passes `guard` (its `Host`, `Origin` and content type); agent runs are off unless `--allow-runs`, and log to a
 //! runs directory of the server's own.
 
+mod asks;
 mod bench_results;
 #[cfg(test)]
 mod call_grammar_tests;
@@ -55,7 +56,7 @@ use serde_json::json;
 use crate::agent::log::runs::default_runs_dir;
 use crate::agent::RunsDir;
 use crate::progress::Reporter;
-use crate::settings::{AgentSettings, ServeSettings};
+use crate::settings::{AgentSettings, ServeAsks, ServeSettings};
 use crate::{Error, Result};
 use engine::{Engine, Limits, Role};
 pub use error::ApiError;
@@ -67,6 +68,8 @@ struct AppState {
     models: Vec<(String, Role)>,
     api_key: Option<String>,
     max_tokens: usize,
+    /// Tool-calling turns list the request's actions first (`--asks list`; a request's `asks` may turn it off).
+    asks: bool,
     max_body_bytes: usize,
     created: u64,
     /// What agent runs plan with: the served models and default budgets.
@@ -237,6 +240,7 @@ pub fn serve(settings: &ServeSettings, reporter: &dyn Reporter, on_ready: &dyn F
             models: served,
             api_key,
             max_tokens: settings.max_tokens,
+            asks: settings.asks == ServeAsks::List,
             max_body_bytes: settings.max_body_bytes,
             created: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
             agent: AgentSettings {

@@ -33,6 +33,8 @@ pub struct Function {
     pub name: String,
     /// Its argument schema, fitted (`tools::schema_fit`) for the grammar.
     pub parameters: Value,
+    /// What it does, as declared (empty when not given): the listing pass names functions by it.
+    pub description: String,
 }
 
 /// A checked request.
@@ -58,6 +60,11 @@ pub struct ChatRequest {
     pub raw_prompt: Option<RawPrompt>,
     /// Choices to generate (chat's `n`): one job each, on the slots together.
     pub n: usize,
+    /// The request's actions may be listed first (`serve::asks`): the extension field `asks` (default true),
+    /// turned off for every request by `--asks off`.
+    pub asks: bool,
+    /// Exactly this many calls when the answer is calls (set by the listing pass; `None`: as many as allowed).
+    pub exact_calls: Option<usize>,
 }
 
 /// Most choices one chat request may ask for.
@@ -179,6 +186,7 @@ pub fn parse(body: &Value) -> Result<ChatRequest, ApiError> {
     let (functions, tools) = parse_tools(fields.get("tools"))?;
     let tool_choice = parse_tool_choice(fields.get("tool_choice"), &functions)?;
     let parallel_tool_calls = optional_bool(fields, "parallel_tool_calls")?.unwrap_or(true);
+    let asks = optional_bool(fields, "asks")?.unwrap_or(true);
     let json_schema = parse_response_format(fields.get("response_format"))?;
     let mut options = parse_options(fields, &["max_completion_tokens", "max_tokens"])?;
     options.logprobs = parse_chat_logprobs(fields)?;
@@ -203,6 +211,8 @@ pub fn parse(body: &Value) -> Result<ChatRequest, ApiError> {
         options,
         raw_prompt: None,
         n,
+        asks,
+        exact_calls: None,
     })
 }
 
@@ -441,7 +451,8 @@ fn parse_tools(value: Option<&Value>) -> Result<(Vec<Function>, Option<Value>), 
             declared["description"] = json!(description);
         }
         shown.push(json!({"type": "function", "function": declared}));
-        functions.push(Function { name, parameters: fitted });
+        let description = function.get("description").and_then(Value::as_str).unwrap_or_default().to_string();
+        functions.push(Function { name, parameters: fitted, description });
     }
     Ok((functions, Some(Value::Array(shown))))
 }

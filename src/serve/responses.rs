@@ -165,7 +165,7 @@ fn translate(fields: &Map<String, Value>) -> Result<(Value, Sources), ApiError> 
     let mut body = Map::new();
     body.insert("model".into(), fields.get("model").cloned().unwrap_or(Value::Null));
     body.insert("messages".into(), Value::Array(messages));
-    for name in ["temperature", "top_p", "seed", "stream", "parallel_tool_calls"] {
+    for name in ["temperature", "top_p", "seed", "stream", "parallel_tool_calls", "asks"] {
         if let Some(value) = fields.get(name) {
             body.insert(name.into(), value.clone());
         }

@@ -157,7 +157,7 @@ impl Builder {
             "input_tokens": finished.prompt_tokens,
             "input_tokens_details": {"cached_tokens": finished.cached_tokens},
             "output_tokens": finished.completion_tokens,
-            "output_tokens_details": {"reasoning_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": finished.listing_tokens},
             "total_tokens": finished.prompt_tokens + finished.completion_tokens,
         });
         let kind = if cut { "response.incomplete" } else { "response.completed" };
@@ -173,7 +173,7 @@ mod tests {
     use crate::serve::grammar::ToolCall;
 
     fn finished(reason: &'static str) -> Finished {
-        Finished { reason, prompt_tokens: 10, completion_tokens: 3, cached_tokens: 4 }
+        Finished { reason, prompt_tokens: 10, completion_tokens: 3, cached_tokens: 4, listing_tokens: 0 }
     }
 
     #[test]

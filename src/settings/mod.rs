@@ -93,6 +93,17 @@ pub enum Asks {
     Planner,
 }
 
+/// Whether `tandem serve` lists a tool-calling request's actions before its calls (`serve::asks`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ServeAsks {
+    /// One pass: the model writes its calls directly.
+    Off,
+    /// The served model lists the actions first, then writes exactly one call for each.
+    #[default]
+    List,
+}
+
 /// Which plan mends (`agent::mend`) run on a plan the planner wrote, before validation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -577,6 +588,8 @@ pub struct ServeSettings {
     pub parallel: usize,
     /// Most new tokens of one completion (also the default when a request gives none).
     pub max_tokens: usize,
+    /// Tool-calling turns that may write several calls list the request's actions first (`serve::asks`).
+    pub asks: ServeAsks,
     /// User tool files an agent run may name (`"tools": NAME`), by name; a request never gives a path.
     pub tool_sets: Vec<(String, PathBuf)>,
     /// MCP server files an agent run may name (`"mcp": NAME`), by name.
@@ -648,6 +661,7 @@ impl Default for ServeSettings {
             queue: Self::QUEUE,
             parallel: Self::PARALLEL,
             max_tokens: Self::MAX_TOKENS,
+            asks: ServeAsks::default(),
             tool_sets: Vec::new(),
             mcp_sets: Vec::new(),
             shutdown_grace_s: Self::SHUTDOWN_GRACE_S,

@@ -48,6 +48,7 @@ mod real_models;
 mod retrieval;
 mod serve;
 mod serve_api;
+mod serve_asks;
 mod serve_prompt_cache;
 mod serve_runs;
 mod serve_safety;
