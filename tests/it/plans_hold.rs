@@ -11,6 +11,15 @@ use crate::mcp::installed_program;
 const PLANNER: &str = "qwen2.5-coder-1.5b-instruct-q4_k_m";
 const EXECUTOR: &str = "qwen2.5-coder-0.5b-instruct-q4_k_m";
 
+/// The servers file of the real `mcp-server-time`, in UTC, written in `scratch`.
+fn time_server(scratch: &Scratch) -> std::path::PathBuf {
+    let program = installed_program("venv/bin/mcp-server-time");
+    scratch.write(
+        "mcp.json",
+        &json!({"mcpServers": {"time": {"command": program, "args": ["--local-timezone", "Etc/UTC"]}}}).to_string(),
+    )
+}
+
 /// The tool calls of a run's events, in order: (step, tool, arguments, error or null).
 fn calls(events: &[Value]) -> Vec<(String, String, Value, Value)> {
     let mut calls = Vec::new();
@@ -35,11 +44,7 @@ fn a_failed_call_is_not_repeated_and_the_time_reaches_the_tool_as_it_asks() {
     real_model(PLANNER);
     real_model(EXECUTOR);
     let scratch = Scratch::new();
-    let program = installed_program("venv/bin/mcp-server-time");
-    let config = scratch.write(
-        "mcp.json",
-        &json!({"mcpServers": {"time": {"command": program, "args": ["--local-timezone", "Etc/UTC"]}}}).to_string(),
-    );
+    let config = time_server(&scratch);
     let ws = scratch.workspace();
     let goal = "It's 9:30 in the morning in Tokyo — what time is it in Kolkata?";
     let args = ["run", "--threads", "2", "--workspace", ws.to_str().unwrap(), "--mcp", config.to_str().unwrap()];
@@ -73,11 +78,7 @@ fn a_failed_call_is_repaired_from_the_tools_error() {
     real_model(PLANNER);
     real_model(EXECUTOR);
     let scratch = Scratch::new();
-    let program = installed_program("venv/bin/mcp-server-time");
-    let config = scratch.write(
-        "mcp.json",
-        &json!({"mcpServers": {"time": {"command": program, "args": ["--local-timezone", "Etc/UTC"]}}}).to_string(),
-    );
+    let config = time_server(&scratch);
     let failing = json!({"time": "2026-11-29T19:15:00+04:00", "source_timezone": "Asia/Dubai",
                          "target_timezone": "Asia/Singapore"});
     let plan = scratch.write(

@@ -1,7 +1,8 @@
 //! The requests `tandem bench serve` sends: a system prompt, a tool list and user messages from
 //! `benches/serve/requests.json` (compiled in), each made into a streamed chat-completion body of one of two kinds
 //! that make both servers do the same work: `text` (no tools, exactly `max_tokens` new tokens: `ignore_eos`) and
-//! `tools` (the tool list with `tool_choice: required`, so every answer is a call under each server's grammar).
+//! `tools` (the tool list with `tool_choice: required` and `parallel_tool_calls: false`, so every answer is one call
+//! under each server's grammar).
 
 use serde_json::{json, Value};
 
@@ -88,6 +89,9 @@ impl Workload {
             Kind::Tools => {
                 body["tools"] = json!(self.tools);
                 body["tool_choice"] = json!("required");
+                // One call an answer on both: llama-server writes one unless asked for more, and Tandem lists the
+                // actions a request asks for (an extra generation) only where several calls are allowed.
+                body["parallel_tool_calls"] = json!(false);
             }
         }
         body
@@ -105,6 +109,7 @@ mod tests {
         let body = workload.body(Kind::Tools, "m", workload.message_for(1, 0, 2), 16);
         assert_eq!(body["tools"].as_array().unwrap().len(), workload.tools.len());
         assert_eq!(body["tool_choice"], "required");
+        assert_eq!(body["parallel_tool_calls"], false, "one call an answer on both servers");
         assert!(body.get("ignore_eos").is_none(), "a call ends where the grammar does");
         assert_eq!(body["stream_options"]["include_usage"], true);
         assert_eq!(body["messages"][1]["content"], workload.messages[2]);

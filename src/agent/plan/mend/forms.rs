@@ -225,7 +225,7 @@ fn moment_at(s: &str) -> Option<(usize, Moment)> {
         }
         return Some((len, Moment::Date(date)));
     }
-    time_at(s, false).map(|(len, time)| (len, Moment::Time(time)))
+    time_at(s, false).or_else(|| spelled_time_at(s)).map(|(len, time)| (len, Moment::Time(time)))
 }
 
 /// The length of a time zone offset or fraction after a time (`z`, `+09:00`, `.123`).
@@ -392,6 +392,63 @@ fn time_at(s: &str, after_date: bool) -> Option<(usize, Time)> {
     Some((used + len, Time { hour, minute: minute.unwrap_or(0), second }))
 }
 
+/// The hours one to twelve as words.
+const HOUR_WORDS: [&str; 12] =
+    ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"];
+
+/// An hour of the clock written as a word or in digits (1–12) at the start of `s`, and its length.
+fn clock_hour_at(s: &str) -> Option<(u32, usize)> {
+    let (hour, n) = digits(s);
+    if (1..=2).contains(&n) && (1..=12).contains(&hour) {
+        return Some((hour, n));
+    }
+    // Longest first, so "eleven" is not read as "eleven"'s nothing and "ten" never eats "twelve".
+    let mut words: Vec<(usize, &str)> = HOUR_WORDS.iter().enumerate().map(|(i, w)| (i, *w)).collect();
+    words.sort_by_key(|(_, w)| std::cmp::Reverse(w.len()));
+    words.into_iter().find(|(_, w)| s.starts_with(w)).map(|(i, w)| (i as u32 + 1, w.len()))
+}
+
+/// A time of day spelled out (lowercase): "noon", "midnight", "quarter past three", "half past 7", "a quarter to
+/// nine", "three o'clock", each with an optional `am`/`pm` or half-of-the-day phrase after it ("quarter past three
+/// in the afternoon" is 15:15; without one the hour is read as written, 3:15).
+fn spelled_time_at(s: &str) -> Option<(usize, Time)> {
+    let ends_word = |at: usize| !s[at..].starts_with(|c: char| c.is_alphanumeric());
+    for (word, hour) in [("noon", 12), ("midday", 12), ("midnight", 0)] {
+        if s.starts_with(word) && ends_word(word.len()) {
+            return Some((word.len(), Time { hour, minute: 0, second: None }));
+        }
+    }
+    let opening = s.strip_prefix("a ").map_or(0, |_| 2);
+    let rest = &s[opening..];
+    let relative = [("quarter past ", 15, false), ("half past ", 30, false), ("quarter to ", 45, true)];
+    let (minute, to, used, hour, hour_len) = match relative.iter().find(|(text, _, _)| rest.starts_with(text)) {
+        Some((text, minute, to)) => {
+            let (hour, len) = clock_hour_at(&rest[text.len()..])?;
+            (*minute, *to, opening + text.len(), hour, len)
+        }
+        None => {
+            // "three o'clock": the hour, then the words.
+            let (hour, len) = clock_hour_at(s)?;
+            let after = &s[len..];
+            let clock = [" o'clock", " o\u{2019}clock", " oclock"].into_iter().find(|c| after.starts_with(c))?;
+            (0, false, 0, hour, len + clock.len())
+        }
+    };
+    let mut end = used + hour_len;
+    if !ends_word(end) {
+        return None;
+    }
+    // The hour a "quarter to" names is the next one: "a quarter to nine" is 8:45.
+    let hour = if to { (hour + 10) % 12 + 1 } else { hour };
+    let (meridiem, len) = meridiem_at(&s[end..]);
+    end += len;
+    let hour = match meridiem {
+        Some(pm) => hour % 12 + if pm { 12 } else { 0 },
+        None => hour,
+    };
+    Some((end, Time { hour, minute, second: None }))
+}
+
 /// An `am`/`pm` after a time (`true` for pm), with the space before it, and its length; or a phrase that says
 /// which half of the day ("in the morning", "in the afternoon", …), which is read but not taken as written.
 fn meridiem_at(s: &str) -> (Option<bool>, usize) {
@@ -446,6 +503,22 @@ mod tests {
         assert_eq!(read_value("11:05 p.m."), Some(time(23, 5)));
         // Numbers that are not times: a bare number, a score, a ratio past the clock, a decimal.
         assert_eq!(find_moments("I have 7 apples, won 3:2 after 25:10, paid 4.50"), vec![]);
+    }
+
+    #[test]
+    fn times_spelled_out_are_found() {
+        let found = find_moments("If it's quarter past three in the afternoon in Lagos, or a quarter to nine, or noon");
+        let values: Vec<(&str, Moment)> = found.iter().map(|(w, m)| (w.as_str(), *m)).collect();
+        assert_eq!(
+            values,
+            vec![("quarter past three", time(15, 15)), ("a quarter to nine", time(8, 45)), ("noon", time(12, 0))]
+        );
+        assert_eq!(read_value("half past 7 pm"), Some(time(19, 30)));
+        assert_eq!(read_value("twelve o'clock"), Some(time(12, 0)));
+        assert_eq!(read_value("midnight"), Some(time(0, 0)));
+        assert_eq!(find_moments("a quarter to one")[0].1, time(12, 45));
+        // Words that only hold a time word, and an hour with nothing that makes it a time, are none.
+        assert_eq!(find_moments("this afternoon, three people, one quarter past the deadline"), vec![]);
     }
 
     #[test]
