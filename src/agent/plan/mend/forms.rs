@@ -402,10 +402,9 @@ fn clock_hour_at(s: &str) -> Option<(u32, usize)> {
     if (1..=2).contains(&n) && (1..=12).contains(&hour) {
         return Some((hour, n));
     }
-    // Longest first, so "eleven" is not read as "eleven"'s nothing and "ten" never eats "twelve".
-    let mut words: Vec<(usize, &str)> = HOUR_WORDS.iter().enumerate().map(|(i, w)| (i, *w)).collect();
-    words.sort_by_key(|(_, w)| std::cmp::Reverse(w.len()));
-    words.into_iter().find(|(_, w)| s.starts_with(w)).map(|(i, w)| (i as u32 + 1, w.len()))
+    // A whole word only ("ten", not "tennis"); no hour word starts another, so the first match is the one.
+    let whole = |w: &&str| s.starts_with(*w) && !s[w.len()..].starts_with(char::is_alphabetic);
+    HOUR_WORDS.iter().position(|w| whole(&w)).map(|i| (i as u32 + 1, HOUR_WORDS[i].len()))
 }
 
 /// A time of day spelled out (lowercase): "noon", "midnight", "quarter past three", "half past 7", "a quarter to
