@@ -404,7 +404,7 @@ fn clock_hour_at(s: &str) -> Option<(u32, usize)> {
     }
     // A whole word only ("ten", not "tennis"); no hour word starts another, so the first match is the one.
     let whole = |w: &&str| s.starts_with(*w) && !s[w.len()..].starts_with(char::is_alphabetic);
-    HOUR_WORDS.iter().position(|w| whole(w)).map(|i| (i as u32 + 1, HOUR_WORDS[i].len()))
+    HOUR_WORDS.iter().position(whole).map(|i| (i as u32 + 1, HOUR_WORDS[i].len()))
 }
 
 /// A time of day spelled out (lowercase): "noon", "midnight", "quarter past three", "half past 7", "a quarter to
