@@ -10,7 +10,8 @@ use llguidance::toktrie::{ApproximateTokEnv, InferenceCapabilities};
 use llguidance::{Matcher, ParserFactory};
 use rstest::rstest;
 use serde_json::{json, Value};
-use tandem::agent::plan::refs::{references_in, resolve_value};
+use tandem::agent::plan::refs::{references_in, resolve_value, Resolution};
+use tandem::agent::plan::resolve_args_with;
 use tandem::agent::{
     coerce_to_schema, parse_reference, plan_json_schema, resolve_args, IssueKind, Plan, PlanError, PlanIssue, Reference,
 };
@@ -181,6 +182,62 @@ fn resolution_keeps_types_and_formats_embedded_references() {
     let wrong: HashMap<String, Value> = [("s1".into(), json!({"value": 1})), ("s2".into(), json!({}))].into();
     let err = resolve_args(&step, &wrong).unwrap_err();
     assert!(matches!(&err, PlanError::MissingField { .. }) && err.to_string().contains("value"), "{err}");
+}
+
+/// Reading text: a field missing from an output that is only text (an MCP tool's `{"text": …}`, a string) takes
+/// that text and is noted; a field missing from structured output, or from text read strictly, is still an error.
+#[test]
+fn a_field_missing_from_a_text_output_reads_the_text_only_when_asked() {
+    let step: tandem::agent::Step = serde_json::from_value(json!({
+        "id": "s2", "tool": "git_show",
+        "args": {"revision": "$s1.commit_id$", "note": "latest: $s1.message$", "n": "$s3.count$"}
+    }))
+    .unwrap();
+    let log = "Commit: c4696ff\nMessage: Fix the greeting";
+    let outputs: HashMap<String, Value> =
+        [("s1".into(), json!({"text": log})), ("s3".into(), json!({"count": 3}))].into();
+    let err = resolve_args(&step, &outputs).unwrap_err();
+    assert!(matches!(&err, PlanError::MissingField { .. }), "strict resolution must refuse: {err}");
+    let mut how = Resolution { read_text: true, ..Resolution::default() };
+    let args = resolve_args_with(&step, &outputs, &mut how).unwrap();
+    assert_eq!(Value::Object(args), json!({"revision": log, "note": format!("latest: {log}"), "n": 3}));
+    let mut read: Vec<String> = how.read_from_text.iter().map(ToString::to_string).collect();
+    read.sort();
+    assert_eq!(read, ["$s1.commit_id$", "$s1.message$"]);
+    // Structured output, or text beside other fields, is not text: the field is still missing.
+    for output in [json!({"value": 1}), json!({"text": "a", "status": 0}), json!(["a"])] {
+        let outputs: HashMap<String, Value> =
+            [("s1".into(), output.clone()), ("s3".into(), json!({"count": 3}))].into();
+        let mut how = Resolution { read_text: true, ..Resolution::default() };
+        let err = resolve_args_with(&step, &outputs, &mut how).unwrap_err();
+        assert!(matches!(&err, PlanError::MissingField { .. }), "{output}: {err}");
+    }
+    // A string output reads as text too.
+    let outputs: HashMap<String, Value> = [("s1".into(), json!(log)), ("s3".into(), json!({"count": 3}))].into();
+    let mut how = Resolution { read_text: true, ..Resolution::default() };
+    assert_eq!(resolve_args_with(&step, &outputs, &mut how).unwrap()["revision"], json!(log));
+}
+
+/// The pieces a value read out of a text may be: each line, what follows a line's label, each word without the
+/// punctuation around it; each once.
+#[test]
+fn a_texts_pieces_are_its_lines_labelled_values_and_words() {
+    let pieces = tandem::agent::run::executor::text_pieces("Commit: c4696ff\nMessage: Fix the greeting.\n\n");
+    assert_eq!(
+        pieces,
+        [
+            "Commit: c4696ff",
+            "c4696ff",
+            "Commit",
+            "Message: Fix the greeting.",
+            "Fix the greeting.",
+            "Message",
+            "Fix",
+            "the",
+            "greeting"
+        ]
+    );
+    assert!(tandem::agent::run::executor::text_pieces(" \n\t").is_empty());
 }
 
 #[test]

@@ -155,3 +155,88 @@ fn the_users_date_and_time_reach_the_tool_as_written_or_as_the_schema_asks() {
     assert_eq!(booking["args"]["day"], "2024-01-15", "{json:#}");
     assert_eq!(booking["args"]["time"], "7:00 PM", "{json:#}");
 }
+
+/// A field the plan guesses of a tool's text output is read from the text (`fields-read-from-text`): a given plan
+/// asks the real `mcp-server-git` for the log, then shows `$s1.commit_id$`, a field its text answer does not have.
+/// Under the general mends the executor takes the newest commit's id out of the log and `git_show` answers with
+/// that commit's message; with `--mend off` the step fails on the missing field, as before, and no replan is
+/// allowed, so the run stops without an answer. Both runs make the same first call.
+#[test]
+fn a_field_guessed_from_a_text_output_is_read_from_the_text_and_off_turns_it_off() {
+    real_model(EXECUTOR);
+    let scratch = Scratch::new();
+    let repo = scratch.path("repo");
+    std::fs::create_dir(&repo).unwrap();
+    let git = |args: &[&str]| {
+        let output = std::process::Command::new("git")
+            .args(["-c", "user.email=t@example.com", "-c", "user.name=Tandem Test"])
+            .args(args)
+            .current_dir(&repo)
+            .output()
+            .expect("git runs");
+        assert!(output.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8_lossy(&output.stdout).trim().to_string()
+    };
+    git(&["init", "-q"]);
+    std::fs::write(repo.join("beds.txt"), "tomatoes\n").unwrap();
+    git(&["add", "beds.txt"]);
+    git(&["commit", "-q", "-m", "Plant the tomato bed"]);
+    std::fs::write(repo.join("beds.txt"), "tomatoes\nbeans\n").unwrap();
+    git(&["commit", "-q", "-am", "Sow the beans"]);
+    let head = git(&["rev-parse", "HEAD"]);
+    let repo_path = std::fs::canonicalize(&repo).unwrap();
+    let repo_path = repo_path.to_str().unwrap();
+    let program = installed_program("venv/bin/mcp-server-git");
+    let config = scratch.write("mcp.json", &json!({"mcpServers": {"git": {"command": program}}}).to_string());
+    let plan = scratch.write(
+        "plan.json",
+        &json!({"steps": [
+            {"id": "s1", "description": "read the log", "tool": "git_log",
+             "args": {"repo_path": repo_path, "max_count": 5}},
+            {"id": "s2", "description": "show the latest commit", "tool": "git_show",
+             "args": {"repo_path": repo_path, "revision": "$s1.commit_id$"}}]})
+        .to_string(),
+    );
+    let ws = scratch.workspace();
+    let goal = "What is the message of the latest commit?";
+    let run = |mend: &str| {
+        let (json, _) = scratch.tandem_json(&[
+            "run",
+            "--threads",
+            "2",
+            "--workspace",
+            ws.to_str().unwrap(),
+            "--mcp",
+            config.to_str().unwrap(),
+            "--mcp-timeout",
+            "60",
+            "--max-replans",
+            "0",
+            "--mend",
+            mend,
+            "--plan",
+            plan.to_str().unwrap(),
+            goal,
+        ]);
+        (json, calls(&scratch.latest_events()))
+    };
+
+    let (json, calls_on) = run("general");
+    assert_eq!(json["stop"], "done", "{json:#}");
+    let shown = calls_on.iter().find(|(step, ..)| step == "s2").unwrap_or_else(|| panic!("{calls_on:#?}"));
+    let revision = shown.2["revision"].as_str().unwrap_or_default();
+    let log = git(&["log", "--format=%H %s"]);
+    assert!(
+        revision.len() >= 7 && head.starts_with(revision),
+        "revision {revision:?}, HEAD {head}, log {log}: {calls_on:#?}"
+    );
+    assert!(shown.3.is_null(), "{calls_on:#?}");
+    let answer = json["answer"].as_str().unwrap_or_default();
+    assert!(answer.contains("Sow the beans"), "{json:#}");
+
+    let (json, calls_off) = run("off");
+    assert_ne!(json["stop"], "done", "{json:#}");
+    assert_eq!(calls_off.first().map(|c| &c.2), calls_on.first().map(|c| &c.2), "the same first call");
+    let failed = calls_off.iter().find(|(step, ..)| step == "s2").unwrap_or_else(|| panic!("{calls_off:#?}"));
+    assert!(failed.3.as_str().is_some_and(|e| e.contains("no such field")), "{calls_off:#?}");
+}

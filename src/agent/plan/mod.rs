@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 pub use crate::agent::plan::issues::PlanError;
-use crate::agent::plan::refs::{references_in, resolve_value, Reference};
+use crate::agent::plan::refs::{references_in, resolve_value_with, Reference, Resolution};
 use crate::tools::ToolRegistry;
 
 /// A plan: what the planner writes, versioned when revised.
@@ -124,5 +124,14 @@ pub fn refs_in(step: &Step) -> Vec<Reference> {
 /// their outputs). Whole-string references keep the value's JSON type; embedded ones become text; `$$` becomes
 /// `$`.
 pub fn resolve_args(step: &Step, outputs: &HashMap<String, Value>) -> Result<Map<String, Value>, PlanError> {
-    step.args.iter().map(|(k, v)| Ok((k.clone(), resolve_value(&step.id, v, outputs)?))).collect()
+    resolve_args_with(step, outputs, &mut Resolution::default())
+}
+
+/// [`resolve_args`], resolving as `how` says (see [`Resolution`]) and noting there what it did.
+pub fn resolve_args_with(
+    step: &Step,
+    outputs: &HashMap<String, Value>,
+    how: &mut Resolution,
+) -> Result<Map<String, Value>, PlanError> {
+    step.args.iter().map(|(k, v)| Ok((k.clone(), resolve_value_with(&step.id, v, outputs, how)?))).collect()
 }

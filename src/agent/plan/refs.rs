@@ -177,7 +177,44 @@ pub(crate) fn visit_strings(value: &Value, pointer: String, f: &mut impl FnMut(&
     }
 }
 
-fn lookup(step: &str, reference: &Reference, outputs: &HashMap<String, Value>) -> Result<Value, PlanError> {
+/// The text of an output that is text and nothing else: a string, or an object whose one field `text` is a string
+/// (what MCP tools and `llm` steps give).
+pub fn output_as_text(output: &Value) -> Option<&str> {
+    match output {
+        Value::String(text) => Some(text),
+        Value::Object(map) if map.len() == 1 => map.get("text").and_then(Value::as_str),
+        _ => None,
+    }
+}
+
+/// How references resolve: strictly (a missing field is an error), or reading text (a field missing from an output
+/// that is only text takes that text, and the reference is noted in `read_from_text`).
+#[derive(Debug, Default)]
+pub struct Resolution {
+    /// Whether a field missing from a text output takes the text.
+    pub read_text: bool,
+    /// The references that took a whole text in place of a field, in document order.
+    pub read_from_text: Vec<Reference>,
+}
+
+fn lookup(
+    step: &str,
+    reference: &Reference,
+    outputs: &HashMap<String, Value>,
+    how: &mut Resolution,
+) -> Result<Value, PlanError> {
+    match strict_lookup(step, reference, outputs) {
+        Err(PlanError::MissingField { .. }) if how.read_text => {
+            let text = outputs.get(&reference.step).and_then(output_as_text);
+            let Some(text) = text else { return strict_lookup(step, reference, outputs) };
+            how.read_from_text.push(reference.clone());
+            Ok(Value::String(text.to_string()))
+        }
+        other => other,
+    }
+}
+
+fn strict_lookup(step: &str, reference: &Reference, outputs: &HashMap<String, Value>) -> Result<Value, PlanError> {
     let output = outputs
         .get(&reference.step)
         .ok_or_else(|| PlanError::MissingOutput { step: step.to_string(), reference: reference.to_string() })?;
@@ -217,27 +254,37 @@ pub fn value_text(value: &Value) -> String {
 
 /// Replaces every reference inside `value` (an argument of step `step`) with the referenced output.
 pub fn resolve_value(step: &str, value: &Value, outputs: &HashMap<String, Value>) -> Result<Value, PlanError> {
+    resolve_value_with(step, value, outputs, &mut Resolution::default())
+}
+
+/// [`resolve_value`], resolving as `how` says and noting there what it did.
+pub fn resolve_value_with(
+    step: &str,
+    value: &Value,
+    outputs: &HashMap<String, Value>,
+    how: &mut Resolution,
+) -> Result<Value, PlanError> {
     Ok(match value {
         Value::String(text) => {
             let parts = pieces(text);
             if let [Piece::Ref(reference)] = parts.as_slice() {
-                return lookup(step, reference, outputs);
+                return lookup(step, reference, outputs, how);
             }
             let mut resolved = String::with_capacity(text.len());
             for part in parts {
                 match part {
                     Piece::Text(t) => resolved.push_str(&t),
-                    Piece::Ref(r) => resolved.push_str(&value_text(&lookup(step, &r, outputs)?)),
+                    Piece::Ref(r) => resolved.push_str(&value_text(&lookup(step, &r, outputs, how)?)),
                 }
             }
             Value::String(resolved)
         }
         Value::Array(items) => {
-            Value::Array(items.iter().map(|v| resolve_value(step, v, outputs)).collect::<Result<_, _>>()?)
+            Value::Array(items.iter().map(|v| resolve_value_with(step, v, outputs, how)).collect::<Result<_, _>>()?)
         }
         Value::Object(map) => Value::Object(
             map.iter()
-                .map(|(k, v)| Ok((k.clone(), resolve_value(step, v, outputs)?)))
+                .map(|(k, v)| Ok((k.clone(), resolve_value_with(step, v, outputs, how)?)))
                 .collect::<Result<_, PlanError>>()?,
         ),
         other => other.clone(),

@@ -1,5 +1,6 @@
-//! The executor: the small model's two jobs in a run — writing the text of an `llm` step, and filling a tool's
-//! arguments when a step's resolved arguments do not fit the tool (a number buried in an earlier step's prose).
+//! Model jobs inside a run's steps: writing the text of an `llm` step and filling a tool's arguments when a step's
+//! resolved arguments do not fit the tool (a number buried in an earlier step's prose), the small executor's two
+//! jobs, and reading a value out of a tool's text output (which the run gives the planner's model).
 //!
 //! Arguments are written under a grammar whose `tool` is the step's tool as a constant, and the call is checked
 //! against the step in code as well ([`enforce_step_tool`]): the executor can only ever call the tool the step
@@ -91,4 +92,69 @@ pub fn fill_arguments(
     })?;
     enforce_step_tool(step, &call)?;
     Ok((call, usage))
+}
+
+/// The system message of reading a value out of a text.
+const READ_SYSTEM: &str = "You copy one value out of a text. Answer with the value exactly as the text writes it.";
+
+/// Reads the value `wanted` names (in words: "the commit id") out of `text`, a tool's text output, for a step that
+/// referenced it as a field the output does not have (`purpose`: the goal and the step, which say which of several
+/// such values is meant). The answer is constrained to a piece of the text (a line,
+/// what follows a line's label, or a word), so the small model can neither copy the whole text nor invent a value;
+/// a text with too many pieces for one grammar is answered in one line.
+pub fn read_value(
+    model: &mut Model,
+    text: &str,
+    wanted: &str,
+    purpose: &str,
+    max_tokens: usize,
+) -> Result<(String, ModelUsage)> {
+    let user = format!("Text:\n{text}\n\n{purpose}\nWrite {wanted} that this text gives, and nothing else.");
+    let messages = [ChatMessage::system(READ_SYSTEM), ChatMessage::user(user)];
+    let pieces = text_pieces(text);
+    let pattern = if pieces.is_empty() || pieces.len() > MAX_PIECES {
+        "[^\\n]{1,200}".to_string()
+    } else {
+        pieces.iter().map(|p| escape_regex(p)).collect::<Vec<_>>().join("|")
+    };
+    let (value, usage) =
+        timed_chat_call(model, "executor", &messages, Some(&ConstraintSpec::Regex(pattern)), max_tokens)?;
+    Ok((value.trim().to_string(), usage))
+}
+
+/// The most pieces a text's answer grammar lists.
+const MAX_PIECES: usize = 2000;
+
+/// The values a text offers, each once, in order: every line, what follows a `Label:` on a line, and every word
+/// (with the punctuation around it taken off).
+pub fn text_pieces(text: &str) -> Vec<String> {
+    let mut pieces: Vec<String> = Vec::new();
+    let mut add = |piece: &str| {
+        let piece = piece.trim();
+        if !piece.is_empty() && piece.chars().count() <= 200 && !pieces.iter().any(|p| p == piece) {
+            pieces.push(piece.to_string());
+        }
+    };
+    for line in text.lines() {
+        add(line);
+        if let Some((_, value)) = line.split_once(": ") {
+            add(value);
+        }
+        for word in line.split_whitespace() {
+            add(word.trim_matches(|c: char| ",.;:()[]{}\"'`".contains(c)));
+        }
+    }
+    pieces
+}
+
+/// `text` as a regular expression that matches exactly it.
+fn escape_regex(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if "\\.+*?()|[]{}^$#&-~".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }

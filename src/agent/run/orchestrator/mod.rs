@@ -23,6 +23,7 @@ pub use self::judging::final_answer;
 use crate::agent::log::events::{Event, EventLog, Record, RunSettings, StopReason};
 use crate::agent::log::runs::RunState;
 use crate::agent::models::ModelSource;
+use crate::agent::plan::refs::Reference;
 use crate::agent::plan::Plan;
 pub use crate::settings::Mode;
 use crate::tools::retrieval::planning_selection;
@@ -112,6 +113,9 @@ enum Prepared {
     Text(Map<String, Value>),
     /// Arguments do not fit (the problem in words): the executor fills them.
     Fill(Map<String, Value>, String),
+    /// References to fields a text output lacks (the arguments hold the whole texts meanwhile): a model reads each
+    /// value out of its text, then the tool is called.
+    Read(Map<String, Value>, Vec<Reference>),
 }
 
 /// One run: the registry and policy, the models, the log, and the budgets.
