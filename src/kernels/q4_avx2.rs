@@ -116,8 +116,8 @@ unsafe fn tile<const R: usize, const N: usize, const MIN: bool>(
     let mut mins = [[0f32; N]; R];
     let (block_bytes, nibbles_at) = (w.kind().block_bytes(), w.kind().nibbles_at());
     let mut w_blocks = [std::ptr::null::<u8>(); R];
-    for x in 0..R {
-        w_blocks[x] = w.row_blocks(r0 + x).as_ptr();
+    for (x, row) in w_blocks.iter_mut().enumerate() {
+        *row = w.row_blocks(r0 + x).as_ptr();
     }
     let mut a_quants = [std::ptr::null::<i8>(); N];
     let mut a_scales = [std::ptr::null::<f32>(); N];
