@@ -417,6 +417,13 @@ impl QLinear {
         }
     }
 
+    /// Like `new`, from a `[rows, cols]` matrix's GGUF bytes of type `dtype`; `None` where no kernel of ours takes
+    /// it (the caller loads candle's). The tied embedding table is built so: read into a `QTensor` first, the
+    /// file's copy and ours were both alive at once (30 MB more at the load's peak on SmolLM2-135M).
+    pub fn from_gguf_bytes(dtype: GgmlDType, rows: usize, cols: usize, bytes: &[u8]) -> Result<Option<Self>> {
+        Self::ours_from_bytes(dtype, rows, cols, bytes, false)
+    }
+
     /// Like `widened`, from a `[rows, cols]` matrix's GGUF bytes of type `dtype` (a mapped file's, copied once
     /// into our layout instead of first into a `QTensor`).
     pub fn widened_from_gguf_bytes(dtype: GgmlDType, rows: usize, cols: usize, bytes: &[u8]) -> Result<Option<Self>> {

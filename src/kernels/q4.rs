@@ -6,7 +6,10 @@
 //! eight f32 accumulators, sums them in a fixed tree and (Q4_1) adds the minimums' terms summed apart. This module
 //! does the same operations in the same order, so each output equals llama.cpp's bit for bit, given the same input:
 //! SmolLM2's greedy text drifted from llama.cpp's on candle's Q4_1 route, whose activation sums are rounded
-//! differently (docs/models.md). The file's layout is kept (18 or 20 bytes per 32 weights), in rows.
+//! differently (docs/models.md). The file's blocks are kept as they are (18 or 20 bytes per 32 weights, the f16
+//! scale and minimum beside their nibbles), in rows: widening the scales and minimums to f32 at load took 24 bytes
+//! per 32 on Q4_1, a fifth more memory and a fifth more bytes for every decode step to read, for no change in any
+//! value (f16 → f32 is exact, and the kernel widens them as it goes).
 
 use candle_core::quantized::GgmlDType;
 
@@ -26,11 +29,16 @@ pub enum Q4Kind {
 
 impl Q4Kind {
     /// GGUF bytes of one block: f16 scale (and f16 minimum), 16 bytes of nibbles.
-    fn block_bytes(self) -> usize {
+    pub(crate) const fn block_bytes(self) -> usize {
         match self {
             Self::Q4_0 => 2 + BLOCK / 2,
             Self::Q4_1 => 4 + BLOCK / 2,
         }
+    }
+
+    /// Where a block's 16 nibble bytes start, after its f16 scale (and minimum).
+    pub(crate) const fn nibbles_at(self) -> usize {
+        self.block_bytes() - BLOCK / 2
     }
 
     fn dtype(self) -> GgmlDType {
@@ -47,13 +55,9 @@ pub struct Q4Matrix {
     kind: Q4Kind,
     rows: usize,
     cols: usize,
-    /// `[rows][cols / 2]`: each block's 16 bytes as in the file (value `j < 16` is the low nibble of byte `j`,
-    /// value `j + 16` its high nibble).
-    nibbles: Vec<u8>,
-    /// `[rows][cols / 32]` block scales (the file's f16, exactly as f32).
-    scales: Vec<f32>,
-    /// `[rows][cols / 32]` block minimums (Q4_1; empty for Q4_0).
-    mins: Vec<f32>,
+    /// `[rows][cols / 32]` blocks as in the file: f16 scale, (Q4_1) f16 minimum, 16 nibble bytes (value `j < 16`
+    /// is the low nibble of byte `j`, value `j + 16` its high nibble).
+    blocks: Vec<u8>,
 }
 
 /// Activation rows quantized as llama.cpp's AVX2 `quantize_row_q8_1` does (and, without the sums,
@@ -71,46 +75,57 @@ pub struct Q8Acts {
 /// Quantizes `values` (`[rows][cols]`, `cols` a multiple of 32) into `out` as llama.cpp does on AVX2 CPUs:
 /// per block `d = amax / 127`, `q = round_ties_even(x · (127 / amax))`, `d` kept as f16 and `s = f16(d · Σ q)`.
 pub fn quantize_q8_1(values: &[f32], out: &mut Q8Acts) {
+    quantize_q8_1_at(super::cpu_level(), values, out);
+}
+
+/// `quantize_q8_1` on the code for `level` (at most `cpu_level()`): on AVX2 eight values an instruction, the same
+/// bits as the scalar loop. Every matmul's input passes through here on one thread, and the scalar loop's
+/// `round_ties_even` is a libm call per value: 3 % of a prefill's samples went to `rintf` alone.
+pub fn quantize_q8_1_at(level: super::CpuLevel, values: &[f32], out: &mut Q8Acts) {
     debug_assert_eq!(values.len() % BLOCK, 0);
     let blocks = values.len() / BLOCK;
     out.quants.resize(values.len(), 0);
     out.scales.resize(blocks, 0.0);
     out.sums.resize(blocks, 0.0);
     for (b, (src, dst)) in values.chunks_exact(BLOCK).zip(out.quants.chunks_exact_mut(BLOCK)).enumerate() {
-        let amax = src.iter().fold(0f32, |m, x| m.max(x.abs()));
-        let d = amax / 127.0;
-        let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
-        let mut sum = 0i32;
-        for (q, &x) in dst.iter_mut().zip(src) {
-            // |x · id| ≤ 127 up to rounding, so the conversion does not saturate.
-            let v = (x * id).round_ties_even() as i32;
-            *q = v as i8;
-            sum += v;
-        }
+        #[cfg(target_arch = "x86_64")]
+        let (d, sum) = if level >= super::CpuLevel::Avx2 {
+            // SAFETY: `level` is at most `cpu_level()` (the callers check), so the CPU has AVX2 and FMA; both
+            // slices are one block long.
+            unsafe { super::q4_avx2::quantize_q8_1_block(src, dst) }
+        } else {
+            quantize_q8_1_block(src, dst)
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let (d, sum) = {
+            let _ = level;
+            quantize_q8_1_block(src, dst)
+        };
         out.scales[b] = half::f16::from_f32(d).to_f32();
         out.sums[b] = half::f16::from_f32(d * sum as f32).to_f32();
     }
 }
 
+/// One block of `quantize_q8_1`, one value at a time: its `d` (before the f16 rounding) and `Σ q`.
+fn quantize_q8_1_block(src: &[f32], dst: &mut [i8]) -> (f32, i32) {
+    let amax = src.iter().fold(0f32, |m, x| m.max(x.abs()));
+    let d = amax / 127.0;
+    let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
+    let mut sum = 0i32;
+    for (q, &x) in dst.iter_mut().zip(src) {
+        // |x · id| ≤ 127 up to rounding, so the conversion does not saturate.
+        let v = (x * id).round_ties_even() as i32;
+        *q = v as i8;
+        sum += v;
+    }
+    (d, sum)
+}
+
 impl Q4Matrix {
     /// Builds the matrix from GGUF Q4_0 or Q4_1 block bytes.
     pub fn from_gguf_bytes(kind: Q4Kind, rows: usize, cols: usize, bytes: &[u8]) -> Result<Self> {
-        let blocks = super::check_layout(rows, cols, bytes.len(), BLOCK, kind.block_bytes(), kind.dtype())?;
-        let mut nibbles = Vec::with_capacity(blocks * BLOCK / 2);
-        let mut scales = Vec::with_capacity(blocks);
-        let mut mins = Vec::with_capacity(if kind == Q4Kind::Q4_1 { blocks } else { 0 });
-        for block in bytes.chunks_exact(kind.block_bytes()) {
-            scales.push(half::f16::from_le_bytes([block[0], block[1]]).to_f32());
-            let qs = match kind {
-                Q4Kind::Q4_0 => &block[2..],
-                Q4Kind::Q4_1 => {
-                    mins.push(half::f16::from_le_bytes([block[2], block[3]]).to_f32());
-                    &block[4..]
-                }
-            };
-            nibbles.extend_from_slice(qs);
-        }
-        Ok(Self { kind, rows, cols, nibbles, scales, mins })
+        super::check_layout(rows, cols, bytes.len(), BLOCK, kind.block_bytes(), kind.dtype())?;
+        Ok(Self { kind, rows, cols, blocks: bytes.to_vec() })
     }
 
     /// Which type it holds.
@@ -136,30 +151,34 @@ impl Q4Matrix {
         self.cols
     }
 
-    /// Row `r`'s nibble bytes, 16 a block.
-    pub(crate) fn row_nibbles(&self, r: usize) -> &[u8] {
-        &self.nibbles[r * self.cols / 2..(r + 1) * self.cols / 2]
+    /// Row `r`'s blocks, `kind().block_bytes()` each, as in the file.
+    pub(crate) fn row_blocks(&self, r: usize) -> &[u8] {
+        let row_bytes = self.cols / BLOCK * self.kind.block_bytes();
+        &self.blocks[r * row_bytes..(r + 1) * row_bytes]
     }
 
-    /// Row `r`'s block scales.
-    pub(crate) fn row_scales(&self, r: usize) -> &[f32] {
-        let kb = self.cols / BLOCK;
-        &self.scales[r * kb..(r + 1) * kb]
+    /// Block `b` of row `r`.
+    fn block(&self, r: usize, b: usize) -> &[u8] {
+        let bytes = self.kind.block_bytes();
+        &self.row_blocks(r)[b * bytes..(b + 1) * bytes]
     }
 
-    /// Row `r`'s block minimums (empty for Q4_0).
-    pub(crate) fn row_mins(&self, r: usize) -> &[f32] {
-        let kb = self.cols / BLOCK;
-        if self.mins.is_empty() {
-            &[]
-        } else {
-            &self.mins[r * kb..(r + 1) * kb]
-        }
+    /// Block `b` of row `r`'s scale, widened from the file's f16 (exactly).
+    fn scale(&self, r: usize, b: usize) -> f32 {
+        let block = self.block(r, b);
+        half::f16::from_le_bytes([block[0], block[1]]).to_f32()
+    }
+
+    /// Block `b` of row `r`'s minimum (Q4_1 only), widened from the file's f16 (exactly).
+    fn min(&self, r: usize, b: usize) -> f32 {
+        debug_assert_eq!(self.kind, Q4Kind::Q4_1);
+        let block = self.block(r, b);
+        half::f16::from_le_bytes([block[2], block[3]]).to_f32()
     }
 
     /// Value `j` of block `b` of row `r` as its unsigned nibble (0–15).
     fn nibble(&self, r: usize, b: usize, j: usize) -> u8 {
-        let byte = self.row_nibbles(r)[b * BLOCK / 2 + j % (BLOCK / 2)];
+        let byte = self.block(r, b)[self.kind.nibbles_at() + j % (BLOCK / 2)];
         if j < BLOCK / 2 {
             byte & 0x0F
         } else {
@@ -172,12 +191,12 @@ impl Q4Matrix {
         let kb = self.cols / BLOCK;
         let mut out = Vec::with_capacity(self.cols);
         for b in 0..kb {
-            let d = self.row_scales(r)[b];
+            let d = self.scale(r, b);
             for j in 0..BLOCK {
                 let q = f32::from(self.nibble(r, b, j));
                 out.push(match self.kind {
                     Q4Kind::Q4_0 => (q - 8.0) * d,
-                    Q4Kind::Q4_1 => q * d + self.row_mins(r)[b],
+                    Q4Kind::Q4_1 => q * d + self.min(r, b),
                 });
             }
         }
@@ -208,13 +227,13 @@ impl Q4Matrix {
         assert_eq!(out.len(), m * self.rows, "out is [m][rows]");
         ACTIVATIONS.with(|cell| {
             let mut acts = cell.borrow_mut();
-            quantize_q8_1(input, &mut acts);
+            quantize_q8_1_at(level, input, &mut acts);
             let acts = &*acts;
             super::for_some_row_tiles(tiles, self.rows, out, |rows, out| {
                 #[cfg(target_arch = "x86_64")]
                 if level >= super::CpuLevel::Avx2 {
                     // SAFETY: `level` is at most `cpu_level()` (asserted above), and a level of `Avx2` or more means
-                    // runtime detection found AVX2 and FMA. (AVX-512 CPUs run this kernel too.)
+                    // runtime detection found AVX2, FMA and F16C. (AVX-512 CPUs run this kernel too.)
                     return unsafe { super::q4_avx2::rows_kernel(self, acts, m, rows, out) };
                 }
                 reference_rows(self, acts, m, rows, out);
@@ -241,7 +260,7 @@ pub fn reference_rows(w: &Q4Matrix, acts: &Q8Acts, m: usize, rows: std::ops::Ran
             let mut acc = [0f32; 8];
             let mut mins = 0f32;
             for b in 0..kb {
-                let d = w.row_scales(r)[b] * a_scales[b];
+                let d = w.scale(r, b) * a_scales[b];
                 for (l, lane) in acc.iter_mut().enumerate() {
                     let dot: i32 = (4 * l..4 * l + 4)
                         .map(|j| {
@@ -253,7 +272,7 @@ pub fn reference_rows(w: &Q4Matrix, acts: &Q8Acts, m: usize, rows: std::ops::Ran
                     *lane = d.mul_add(dot as f32, *lane);
                 }
                 if w.kind == Q4Kind::Q4_1 {
-                    mins = w.row_mins(r)[b].mul_add(a_sums[b], mins);
+                    mins = w.min(r, b).mul_add(a_sums[b], mins);
                 }
             }
             let lanes = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
@@ -346,11 +365,31 @@ mod tests {
         block[0] = 127.0; // id = 1: x · id keeps the exact halves below
         block[1] = 2.5;
         block[2] = -3.5;
-        let mut acts = Q8Acts::default();
-        quantize_q8_1(&block, &mut acts);
-        assert_eq!(&acts.quants[..3], &[127, 2, -4]);
-        let sum: i32 = acts.quants.iter().map(|&q| i32::from(q)).sum();
-        assert_eq!(acts.scales[0], 1.0);
-        assert_eq!(acts.sums[0], half::f16::from_f32(sum as f32).to_f32());
+        for level in
+            [crate::kernels::CpuLevel::Portable].into_iter().chain(crate::kernels::cpu_level().with_lower_levels())
+        {
+            let mut acts = Q8Acts::default();
+            quantize_q8_1_at(level, &block, &mut acts);
+            assert_eq!(&acts.quants[..3], &[127, 2, -4], "{level:?}");
+            let sum: i32 = acts.quants.iter().map(|&q| i32::from(q)).sum();
+            assert_eq!(acts.scales[0], 1.0, "{level:?}");
+            assert_eq!(acts.sums[0], half::f16::from_f32(sum as f32).to_f32(), "{level:?}");
+        }
+    }
+
+    /// The vector quantization gives the scalar loop's values, scales and sums, on rows with an all-zero block.
+    #[test]
+    fn activation_quantization_is_the_same_at_every_level() {
+        let mut input = values(4 * 576, 3);
+        input[64..96].fill(0.0);
+        let mut expected = Q8Acts::default();
+        quantize_q8_1_at(crate::kernels::CpuLevel::Portable, &input, &mut expected);
+        for level in crate::kernels::cpu_level().with_lower_levels() {
+            let mut got = Q8Acts::default();
+            quantize_q8_1_at(level, &input, &mut got);
+            assert_eq!(got.quants, expected.quants, "{level:?}");
+            assert_eq!(got.scales, expected.scales, "{level:?}");
+            assert_eq!(got.sums, expected.sums, "{level:?}");
+        }
     }
 }

@@ -250,7 +250,18 @@ impl Decoder {
                 (TokenTable::Loaded(QLinear::Candle(QMatMul::from_arc(table)?)), None)
             }
             (false, _) => {
-                let tied = QLinear::from_arc(Arc::new(file.tensor("token_embd.weight", device)?))?;
+                // On the CPU, ours straight from the mapped bytes where a kernel of ours takes the type.
+                let ours = if device.is_cpu() {
+                    file.read_matrix("token_embd.weight", |dtype, [rows, cols], bytes| {
+                        QLinear::from_gguf_bytes(dtype, rows, cols, bytes)
+                    })??
+                } else {
+                    None
+                };
+                let tied = match ours {
+                    Some(ours) => ours,
+                    None => QLinear::from_arc(Arc::new(file.tensor("token_embd.weight", device)?))?,
+                };
                 (TokenTable::Loaded(tied.clone()), Some(tied))
             }
         };
