@@ -2,7 +2,7 @@
 //! level, warms every slot, drives it with concurrent streamed requests (text of a fixed length; required tool
 //! calls), and writes its run directory; the summary must hold every figure for every workload, phase and level,
 //! every request answered, text answers exactly max_tokens long. Answers are kept short (48 tokens: room for a
-//! call).
+//! call). Against llama.cpp's real `llama-server`, the `tools` answers must be calls on both servers.
 
 use serde_json::{json, Value};
 
@@ -123,6 +123,66 @@ fn bench_serve_without_a_llama_server_binary_says_how_to_build_one() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success());
     assert!(stderr.contains("scripts/build-llama-server.sh"), "{stderr}");
+}
+
+/// llama.cpp's `llama-server`, at the fixed path scripts/build-llama-server.sh builds it to (whatever
+/// CARGO_TARGET_DIR says).
+fn llama_server() -> std::path::PathBuf {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/llama.cpp/build/bin/llama-server");
+    assert!(
+        path.is_file(),
+        "llama.cpp's server {} is missing: run scripts/build-llama-server.sh (builds it from the llama-cpp-python \
+         source package, in the tree scripts/build-llama-bench.sh uses)",
+        path.display()
+    );
+    path
+}
+
+#[test]
+fn bench_serve_tools_answers_are_calls_on_llama_server_too() {
+    real_model(MODEL);
+    let scratch = Scratch::new();
+    let out = scratch.path("results");
+    let llama_server = llama_server();
+    let output = scratch.tandem(&[
+        "bench",
+        "serve",
+        "--quiet",
+        "--model",
+        MODEL,
+        "--workload",
+        "tools",
+        "--clients",
+        "1",
+        "--requests",
+        "2",
+        "--max-completion-tokens",
+        "64",
+        "--threads",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+        "--vs-llama-server",
+        llama_server.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "bench serve failed:\n{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    let dir = std::fs::read_dir(&out).unwrap().next().unwrap().unwrap().path();
+    let summary: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["llama_server_tools_prefill"], "<tool_call>\n", "Qwen's template writes Hermes blocks");
+    let samples = std::fs::read_to_string(dir.join("samples.jsonl")).unwrap();
+    let records: Vec<Value> = samples.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    for server in ["tandem", "llama-server"] {
+        let answers: Vec<&Value> = records.iter().filter(|r| r["server"] == server).collect();
+        // One warm-up request and two measured ones.
+        assert_eq!(answers.len(), 3, "{server}: {samples}");
+        for answer in &answers {
+            assert!(answer["error"].is_null() && answer["tool_calls"].as_u64() > Some(0), "{server}: {answer}");
+        }
+        assert!(answers.iter().any(|a| a["finish_reason"] == "tool_calls"), "{server}: {samples}");
+    }
+    let table = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    assert!(table.contains("llama-server"), "{table}");
 }
 
 /// The children of process `pid` (Linux's `/proc/PID/task/*/children`).

@@ -7,10 +7,11 @@
 //! measured requests; the warm-up is reported apart. The run is written as the other benchmarks' are:
 //! `samples.jsonl` (every request, both phases), `summary.json`, `summary.md`.
 //!
-//! Parts: the requests (`workload`), the clients (`client`), the servers as child processes (`servers`), the
-//! figures and their table (`report`).
+//! Parts: the requests (`workload`), the clients (`client`), the servers as child processes (`servers`),
+//! llama-server's prefill under a required call (`prefill`), the figures and their table (`report`).
 
 pub mod client;
+pub mod prefill;
 pub mod report;
 pub mod servers;
 pub mod workload;
@@ -99,6 +100,12 @@ pub fn run(settings: &ServeBenchSettings, reporter: &dyn Reporter) -> Result<Ser
         }
     }
     let workload = Workload::builtin()?;
+    // llama-server's own grammar under `required` lets text come before the call; see `prefill`.
+    let llama_prefill = match settings.llama_server {
+        Some(_) => prefill::required_call_prefill(&settings.model)?,
+        None => None,
+    };
+    let llama_workload = workload.with_call_prefill(llama_prefill.clone());
     let mut recorder = BenchRecorder::create(&settings.out, "serve")?;
     let load_before = load_average();
     let repeats = settings.repeats.max(1);
@@ -122,7 +129,8 @@ pub fn run(settings: &ServeBenchSettings, reporter: &dyn Reporter) -> Result<Ser
                 }
                 for server in order {
                     let level = Level { kind, server, clients, repeat };
-                    let (cold, warm) = run_one(settings, &workload, level, &mut recorder)?;
+                    let these = if server == ServerKind::LlamaServer { &llama_workload } else { &workload };
+                    let (cold, warm) = run_one(settings, these, level, &mut recorder)?;
                     progress.inc(1);
                     reporter.message(&format!(
                         "{} with {} clients on {}: {:.2} requests/s, TTFT p50 {:.3} s, {:.1} tok/s, {} errors",
@@ -186,6 +194,7 @@ pub fn run(settings: &ServeBenchSettings, reporter: &dyn Reporter) -> Result<Ser
         "model_name": settings.model_name,
         "url": settings.url,
         "llama_server": settings.llama_server,
+        "llama_server_tools_prefill": llama_prefill,
         "threads": settings.threads,
         "workloads": settings.workloads,
         "clients": settings.clients,

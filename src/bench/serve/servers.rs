@@ -102,7 +102,8 @@ impl RunningServer {
     /// llama.cpp's `llama-server` at `bin` on the same file: `-np` slots sharing a context big enough for all of
     /// them, the same threads for prompt and generation, all layers on the CPU, `--jinja` so it takes tools, and
     /// its own prefix reuse on: one KV buffer for all slots (`--kv-unified`) and reuse of cached chunks of 256
-    /// tokens or more by shifting them (`--cache-reuse`), beside its default prompt caching per slot and in RAM.
+    /// tokens or more by shifting them (`--cache-reuse`), beside its default prompt caching per slot and in RAM;
+    /// `--prefill-assistant` (its default, named because the `tools` workload relies on it: see `prefill`).
     pub fn llama_server(bin: &Path, launch: &Launch) -> Result<RunningServer> {
         let port = free_port()?;
         let mut command = Command::new(bin);
@@ -113,7 +114,7 @@ impl RunningServer {
             .args(["-t", &launch.threads.to_string(), "-tb", &launch.threads.to_string(), "-ngl", "0"])
             .args(["-np", &launch.slots.to_string(), "-c", &(launch.slots * SLOT_CONTEXT).to_string()])
             .args(["-n", &launch.max_tokens.max(1).to_string(), "--jinja"])
-            .args(["--kv-unified", "--cache-reuse", &CACHE_REUSE.to_string()]);
+            .args(["--kv-unified", "--cache-reuse", &CACHE_REUSE.to_string(), "--prefill-assistant"]);
         let (child, log) = spawn(command, bin)?;
         let server = RunningServer { child, base: format!("http://127.0.0.1:{port}"), log };
         server.wait_healthy("llama-server", Instant::now() + START_TIMEOUT)?;

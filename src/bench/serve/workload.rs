@@ -51,6 +51,9 @@ pub struct Workload {
     pub tools: Vec<Value>,
     /// The user messages, one a request.
     pub messages: Vec<String>,
+    /// Text a `tools` answer is prefilled with, as a final assistant message (llama-server only: see `prefill`).
+    #[serde(skip)]
+    pub call_prefill: Option<String>,
 }
 
 impl Workload {
@@ -62,6 +65,11 @@ impl Workload {
             return Err(Error::Bench("benches/serve/requests.json has no messages".into()));
         }
         Ok(workload)
+    }
+
+    /// The same workload with its `tools` answers prefilled with `prefill`.
+    pub fn with_call_prefill(&self, prefill: Option<String>) -> Workload {
+        Workload { call_prefill: prefill, ..self.clone() }
     }
 
     /// The message for request `request` of client `client` (each client sends `per_client`): the clients of a
@@ -92,6 +100,9 @@ impl Workload {
                 // One call an answer on both: llama-server writes one unless asked for more, and Tandem lists the
                 // actions a request asks for (an extra generation) only where several calls are allowed.
                 body["parallel_tool_calls"] = json!(false);
+                if let (Some(prefill), Some(messages)) = (&self.call_prefill, body["messages"].as_array_mut()) {
+                    messages.push(json!({"role": "assistant", "content": prefill}));
+                }
             }
         }
         body
@@ -113,6 +124,12 @@ mod tests {
         assert!(body.get("ignore_eos").is_none(), "a call ends where the grammar does");
         assert_eq!(body["stream_options"]["include_usage"], true);
         assert_eq!(body["messages"][1]["content"], workload.messages[2]);
+        assert_eq!(body["messages"].as_array().unwrap().len(), 2, "no prefill unless asked: {body}");
+        let prefilled = workload.with_call_prefill(Some("<tool_call>\n".into()));
+        let body = prefilled.body(Kind::Tools, "m", workload.message_for(1, 0, 2), 16);
+        assert_eq!(body["messages"][2], json!({"role": "assistant", "content": "<tool_call>\n"}));
+        let text = prefilled.body(Kind::Text, "m", workload.message_for(1, 0, 2), 16);
+        assert_eq!(text["messages"].as_array().unwrap().len(), 2, "text answers are never prefilled: {text}");
         let text = workload.body(Kind::Text, "m", workload.message_for(0, 1, 2), 32);
         assert!(text.get("tools").is_none() && text.get("tool_choice").is_none(), "{text}");
         assert_eq!((text["ignore_eos"].clone(), text["max_tokens"].clone()), (json!(true), json!(32)));
