@@ -127,18 +127,11 @@ impl Agent<'_> {
 
     /// Resolves a step's references and decides who runs it.
     fn prepare(&self, plan: &Plan, step: &Step) -> Result<Prepared> {
-        let spec = self.registry.spec(&step.tool).ok_or_else(|| ToolError::UnknownTool {
-            name: step.tool.clone(),
-            known: self.registry.names().join(", "),
-        })?;
+        let spec = self.spec_of(step)?;
         // Under the general mends, a field missing from an output that is only text (an MCP tool's answer, an
         // `llm` step's) reads that text: small planners guess fields (`$s1.commit_id$`) of outputs they cannot see.
         let mut how = Resolution { read_text: self.settings.mend != Mend::Off, ..Resolution::default() };
-        let resolved = resolve_args_with(step, &self.state.outputs, &mut how)?;
-        let args = match coerce_to_schema(Value::Object(resolved), &spec.args_schema) {
-            Value::Object(map) => map,
-            _ => unreachable!("coercing an object keeps it an object"),
-        };
+        let args = coerced(resolve_args_with(step, &self.state.outputs, &mut how)?, &spec.args_schema);
         if !how.read_from_text.is_empty() {
             let fields: Vec<String> = how.read_from_text.iter().map(ToString::to_string).collect();
             tracing::info!(step = %step.id, fields = %fields.join(", "), "fields read from text outputs");
@@ -150,17 +143,10 @@ impl Agent<'_> {
             // A tool takes values, not a page of text: each value is read out of its text first.
             return Ok(Prepared::Read(args, how.read_from_text));
         }
-        let problems = self.registry.arg_errors(&step.tool, &Value::Object(args.clone()))?;
-        if !problems.is_empty() {
-            let text = problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
-            return Ok(Prepared::Fill(args, text));
+        if let Some(problems) = self.arg_problems(step, &args)? {
+            return Ok(Prepared::Fill(args, problems));
         }
-        if let Some(error) = self.state.failed_call(&step.tool, &args) {
-            return Err(crate::Error::Agent(format!(
-                "{} was already called with these arguments and failed ({error}); the call is not made again",
-                step.tool
-            )));
-        }
+        self.refuse_failed_call(step, &args)?;
         if let Some(output) = self.state.call_cache.get(&call_key(&step.tool, &args)) {
             return Ok(Prepared::Cached(args, output.clone()));
         }
@@ -253,10 +239,7 @@ impl Agent<'_> {
             let (call, usage) = self.work_out_expression(step)?;
             (call, usage, "expression", Some("planner".to_string()))
         } else {
-            let spec = self.registry.spec(&step.tool).cloned().ok_or_else(|| ToolError::UnknownTool {
-                name: step.tool.clone(),
-                known: self.registry.names().join(", "),
-            })?;
+            let spec = self.spec_of(step)?;
             let tokens = self.settings.budgets.executor_tokens;
             let model = self.models.executor()?;
             let filled = fill_arguments(model, step, &spec, args, problem, tokens);
@@ -277,10 +260,7 @@ impl Agent<'_> {
         step: &Step,
         references: &[Reference],
     ) -> Result<(Map<String, Value>, Value)> {
-        let spec = self.registry.spec(&step.tool).cloned().ok_or_else(|| ToolError::UnknownTool {
-            name: step.tool.clone(),
-            known: self.registry.names().join(", "),
-        })?;
+        let spec = self.spec_of(step)?;
         let mut outputs = self.state.outputs.clone();
         let mut done: HashSet<String> = HashSet::new();
         for reference in references {
@@ -313,23 +293,37 @@ impl Agent<'_> {
                 insert_field(output, field, value);
             }
         }
-        let resolved = resolve_args_with(step, &outputs, &mut Resolution::default())?;
-        let args = match coerce_to_schema(Value::Object(resolved), &spec.args_schema) {
-            Value::Object(map) => map,
-            _ => unreachable!("coercing an object keeps it an object"),
-        };
-        let problems = self.registry.arg_errors(&step.tool, &Value::Object(args.clone()))?;
-        if !problems.is_empty() {
-            let text = problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
-            return self.run_fill_step(version, step, &args, &text);
+        let args = coerced(resolve_args_with(step, &outputs, &mut Resolution::default())?, &spec.args_schema);
+        if let Some(problems) = self.arg_problems(step, &args)? {
+            return self.run_fill_step(version, step, &args, &problems);
         }
-        if let Some(error) = self.state.failed_call(&step.tool, &args) {
-            return Err(crate::Error::Agent(format!(
+        self.refuse_failed_call(step, &args)?;
+        self.call_written(version, step, ExecutorCall { tool: step.tool.clone(), args })
+    }
+
+    /// The step's tool's spec (its own copy: the caller goes on to use the models mutably).
+    fn spec_of(&self, step: &Step) -> Result<crate::tools::ToolSpec> {
+        Ok(self.registry.spec(&step.tool).cloned().ok_or_else(|| ToolError::UnknownTool {
+            name: step.tool.clone(),
+            known: self.registry.names().join(", "),
+        })?)
+    }
+
+    /// The ways `args` do not fit the step's tool, in words, or `None` when they fit.
+    fn arg_problems(&self, step: &Step, args: &Map<String, Value>) -> Result<Option<String>> {
+        let problems = self.registry.arg_errors(&step.tool, &Value::Object(args.clone()))?;
+        Ok((!problems.is_empty()).then(|| problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")))
+    }
+
+    /// Refuses a call that already failed with these arguments in this run.
+    fn refuse_failed_call(&self, step: &Step, args: &Map<String, Value>) -> Result<()> {
+        match self.state.failed_call(&step.tool, args) {
+            Some(error) => Err(crate::Error::Agent(format!(
                 "{} was already called with these arguments and failed ({error}); the call is not made again",
                 step.tool
-            )));
+            ))),
+            None => Ok(()),
         }
-        self.call_written(version, step, ExecutorCall { tool: step.tool.clone(), args })
     }
 
     /// Calls a step's tool with arguments a model wrote (asking for approval first where steps need it).
@@ -422,10 +416,18 @@ fn with_unreferenced_inputs(step: &Step, prompt: &str, state: &RunState) -> Stri
     }
 }
 
+/// Resolved arguments coerced to the tool's argument schema.
+fn coerced(args: Map<String, Value>, schema: &Value) -> Map<String, Value> {
+    match coerce_to_schema(Value::Object(args), schema) {
+        Value::Object(map) => map,
+        _ => unreachable!("coercing an object keeps it an object"),
+    }
+}
+
 /// Tokens a value read out of a text may take.
 const READ_TOKENS: usize = 96;
 
-/// What a reference asks for, in words the executor reads: its field as words, and the parameter it fills when it
+/// What a reference asks for, in words the reading model is shown: its field as words, and the parameter it fills when it
 /// is a whole argument (`the commit id (for git_show's revision)`).
 fn wanted_value(step: &Step, reference: &Reference, field: &str, spec: &crate::tools::ToolSpec) -> String {
     let words = field.rsplit('.').find(|part| part.parse::<usize>().is_err()).unwrap_or(field).replace(['_', '-'], " ");
@@ -447,19 +449,17 @@ fn insert_field(output: &mut Value, field: &str, value: String) {
     if let Value::String(text) = output {
         *output = serde_json::json!({ "text": std::mem::take(text) });
     }
+    let (path, last) = field.rsplit_once('.').map_or((None, field), |(path, last)| (Some(path), last));
     let mut current = output;
-    let parts: Vec<&str> = field.split('.').collect();
-    for (i, part) in parts.iter().enumerate() {
+    for part in path.into_iter().flat_map(|p| p.split('.')) {
         let Value::Object(map) = current else { return };
-        let last = i + 1 == parts.len();
         let slot = map.entry(part.to_string()).or_insert_with(|| Value::Object(Map::new()));
-        if last {
-            *slot = Value::String(value);
-            return;
-        }
         if !slot.is_object() {
             *slot = Value::Object(Map::new());
         }
         current = slot;
+    }
+    if let Value::Object(map) = current {
+        map.insert(last.to_string(), Value::String(value));
     }
 }
