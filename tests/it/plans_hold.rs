@@ -240,3 +240,110 @@ fn a_field_guessed_from_a_text_output_is_read_from_the_text_and_off_turns_it_off
     let failed = calls_off.iter().find(|(step, ..)| step == "s2").unwrap_or_else(|| panic!("{calls_off:#?}"));
     assert!(failed.3.as_str().is_some_and(|e| e.contains("no such field")), "{calls_off:#?}");
 }
+
+/// A value a tool refused by name is not passed again, and one written with accents is tried without them first:
+/// a given plan passes `America/Bogotá` (the goal's spelling) to the real `mcp-server-time`, which knows the zone as
+/// `America/Bogota` and says so only by refusing the other. The repair calls it without the accent, no later call
+/// passes the refused value, and the conversion answers (06:30 in Bogotá, UTC−5 all year, is 17:30 in Dhaka,
+/// UTC+6 all year).
+#[test]
+fn a_value_the_tool_refused_is_not_passed_again_and_its_accents_come_off() {
+    real_model(PLANNER);
+    real_model(EXECUTOR);
+    let scratch = Scratch::new();
+    let config = time_server(&scratch);
+    let plan = scratch.write(
+        "plan.json",
+        &json!({"steps": [{"id": "s1", "description": "convert the time", "tool": "convert_time",
+                           "args": {"source_timezone": "America/Bogotá", "time": "06:30",
+                                    "target_timezone": "Asia/Dhaka"}}]})
+        .to_string(),
+    );
+    let ws = scratch.workspace();
+    let goal = "My sister in Bogotá gets up at 6:30. What time is it in Dhaka when she gets up?";
+    let args = ["run", "--threads", "2", "--workspace", ws.to_str().unwrap(), "--mcp", config.to_str().unwrap()];
+    let (json, _) =
+        scratch.tandem_json(&[&args[..], &["--mcp-timeout", "60", "--plan", plan.to_str().unwrap(), goal]].concat());
+    let calls = calls(&scratch.latest_events());
+    let (_, _, _, error) = calls.first().unwrap_or_else(|| panic!("no call: {json:#}"));
+    assert!(error.as_str().is_some_and(|e| e.contains("America/Bogotá")), "the server refuses the name: {calls:#?}");
+    for (step, tool, args, _) in &calls[1..] {
+        assert!(!args.to_string().contains("Bogotá"), "{step} passed the refused value to {tool} again: {calls:#?}");
+    }
+    let converted = calls.iter().find(|(_, tool, _, error)| tool == "convert_time" && error.is_null());
+    let (_, _, args, _) = converted.unwrap_or_else(|| panic!("no conversion succeeded: {calls:#?} {json:#}"));
+    assert_eq!(args["source_timezone"], "America/Bogota", "{calls:#?}");
+    assert!(json["answer"].as_str().unwrap_or_default().contains("17:30"), "{json:#}");
+}
+
+/// A search that found nothing is asked again one word of its query at a time: a given plan asks the real
+/// `server-memory` (a knowledge graph in the workspace) for "Alice's birthday", which matches no entity, then has
+/// the executor read the date from what it found. Under the general rules the search is asked again for "Alice"
+/// (logged `via: narrowed`), which finds her, and the answer holds her birthday; with `--mend off` no narrower
+/// call is made.
+#[test]
+fn a_search_that_found_nothing_is_asked_again_one_word_at_a_time_and_off_turns_it_off() {
+    real_model(EXECUTOR);
+    let scratch = Scratch::new();
+    let ws = scratch.workspace();
+    let graph = [
+        json!({"type": "entity", "name": "Alice", "entityType": "person",
+               "observations": ["birthday is 03/14", "works at Globex"]}),
+        json!({"type": "entity", "name": "Bob", "entityType": "person", "observations": ["works at Initech"]}),
+    ];
+    let memory = ws.join("memory.jsonl");
+    std::fs::write(&memory, graph.iter().map(|e| format!("{e}\n")).collect::<String>()).unwrap();
+    let program = installed_program("npm/node_modules/.bin/mcp-server-memory");
+    let config = scratch.write(
+        "mcp.json",
+        &json!({"mcpServers": {"memory": {"command": program, "env": {"MEMORY_FILE_PATH": memory}}}}).to_string(),
+    );
+    let plan = scratch.write(
+        "plan.json",
+        &json!({"steps": [
+            {"id": "s1", "description": "search the memory", "tool": "search_nodes",
+             "args": {"query": "Alice's birthday"}},
+            {"id": "s2", "description": "read the date", "tool": "llm",
+             "args": {"prompt": "When is Alice's birthday? Answer with the date only. $s1.entities$"}}]})
+        .to_string(),
+    );
+    let goal = "When is Alice's birthday?";
+    let run = |mend: &str| {
+        let (json, _) = scratch.tandem_json(&[
+            "run",
+            "--threads",
+            "2",
+            "--workspace",
+            ws.to_str().unwrap(),
+            "--mcp",
+            config.to_str().unwrap(),
+            "--mcp-timeout",
+            "60",
+            "--max-replans",
+            "0",
+            "--mend",
+            mend,
+            "--plan",
+            plan.to_str().unwrap(),
+            goal,
+        ]);
+        let events = scratch.latest_events();
+        let narrowed: Vec<Value> = events
+            .iter()
+            .filter(|e| e["event"] == "step_finished" && e["via"] == "narrowed")
+            .map(|e| e["args"]["query"].clone())
+            .collect();
+        (json, calls(&events), narrowed)
+    };
+
+    let (json, calls_on, narrowed) = run("general");
+    let (_, tool, args, error) = calls_on.first().unwrap_or_else(|| panic!("no call: {json:#}"));
+    assert_eq!((tool.as_str(), &args["query"], error), ("search_nodes", &json!("Alice's birthday"), &Value::Null));
+    assert_eq!(narrowed, [json!("Alice")], "the first narrower query finds her: {calls_on:#?}");
+    let answer = json["answer"].as_str().unwrap_or_default().to_lowercase();
+    assert!(answer.contains("03/14") || answer.contains("march 14"), "{json:#}");
+
+    let (json, calls_off, narrowed) = run("off");
+    assert!(narrowed.is_empty(), "off: {calls_off:#?} {json:#}");
+    assert_eq!(calls_off.iter().filter(|(_, tool, ..)| tool == "search_nodes").count(), 1, "{calls_off:#?}");
+}

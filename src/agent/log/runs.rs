@@ -341,6 +341,30 @@ impl RunState {
         self.failed_calls.iter().find(|(t, a, _)| t == tool && a == args).map(|(_, _, e)| e.as_str())
     }
 
+    /// Rule `refused-values-not-repeated`: the first string in `args` (at any depth) that a tool refused by name,
+    /// with that tool and its error. A tool refused a value when its error quotes exactly one of the failed call's
+    /// string arguments (`America/Bogotá` in "No time zone found with key America/Bogotá"); an error that quotes
+    /// several does not say which was wrong, so it refuses none.
+    pub fn refused_value_in(&self, args: &Map<String, Value>) -> Option<(String, &str, &str)> {
+        let mut wanted = Vec::new();
+        for value in args.values() {
+            strings_in(value, &mut wanted);
+        }
+        self.failed_calls.iter().find_map(|(tool, failed_args, error)| {
+            let mut strings = Vec::new();
+            for value in failed_args.values() {
+                strings_in(value, &mut strings);
+            }
+            strings.retain(|s| s.chars().count() >= 3 && error.contains(*s));
+            strings.sort_unstable();
+            strings.dedup();
+            match strings.as_slice() {
+                [refused] if wanted.contains(refused) => Some((refused.to_string(), tool.as_str(), error.as_str())),
+                _ => None,
+            }
+        })
+    }
+
     /// Generated tokens so far, planner and executor together.
     pub fn tokens_out(&self) -> usize {
         self.planner.tokens_out + self.executor.tokens_out
@@ -379,4 +403,45 @@ pub fn lock_run(dir: &Path) -> Result<std::fs::File> {
 /// Reads a run's log.
 pub fn load_run(dir: &Path) -> Result<LogContents> {
     read_log(&dir.join(EventLog::FILE))
+}
+
+/// Every string in `value`, at any depth, trimmed (empty ones left out).
+fn strings_in<'a>(value: &'a Value, into: &mut Vec<&'a str>) {
+    match value {
+        Value::String(s) if !s.trim().is_empty() => into.push(s.trim()),
+        Value::Array(items) => items.iter().for_each(|v| strings_in(v, into)),
+        Value::Object(map) => map.values().for_each(|v| strings_in(v, into)),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn args(value: Value) -> Map<String, Value> {
+        value.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn a_value_is_refused_only_where_the_error_quotes_it_alone() {
+        let mut state = RunState::default();
+        let failed =
+            args(json!({"source_timezone": "America/Bogotá", "time": "06:30", "target_timezone": "Asia/Dhaka"}));
+        let error = "Invalid timezone: 'No time zone found with key America/Bogotá'";
+        state.failed_calls.push(("convert_time".into(), failed, error.into()));
+        let (value, tool, _) = state.refused_value_in(&args(json!({"timezone": "America/Bogotá"}))).unwrap();
+        assert_eq!((value.as_str(), tool), ("America/Bogotá", "convert_time"), "any parameter, any tool");
+        let nested = args(json!({"zones": [{"name": " America/Bogotá "}]}));
+        assert!(state.refused_value_in(&nested).is_some(), "at any depth, trimmed");
+        assert!(state.refused_value_in(&args(json!({"timezone": "America/Bogota"}))).is_none());
+        assert!(state.refused_value_in(&args(json!({"target_timezone": "Asia/Dhaka"}))).is_none(), "not quoted");
+
+        let mut state = RunState::default();
+        let failed = args(json!({"from": "Paris", "to": "Lyon"}));
+        state.failed_calls.push(("route".into(), failed, "no route from Paris to Lyon".into()));
+        assert!(state.refused_value_in(&args(json!({"from": "Paris"}))).is_none(), "two quoted: neither refused");
+    }
 }

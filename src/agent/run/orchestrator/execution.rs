@@ -7,6 +7,7 @@ use std::time::Instant;
 use serde_json::{Map, Value};
 
 use super::judging::{output_text, step_results};
+use super::narrowing::found_nothing;
 use super::{Agent, Approval, Execution, Prepared, Stop};
 use crate::agent::log::events::Event;
 use crate::agent::log::runs::{call_key, RunState};
@@ -108,7 +109,13 @@ impl Agent<'_> {
                 Err(e) => Err(e),
             };
             match outcome {
-                Ok(output) => self.finish_step(version, &step, args, Ok(output), ms, "tool")?,
+                Ok(output) => {
+                    let narrow = found_nothing(&output);
+                    self.finish_step(version, &step, args.clone(), Ok(output), ms, "tool")?;
+                    if narrow {
+                        self.narrow_search(version, &step, &args)?;
+                    }
+                }
                 Err(e) if retryable(&e) && !step.references().is_empty() && failure.is_none() => {
                     // A reference brought text the tool cannot take: the executor pulls the value out of it.
                     let problem = e.to_string();

@@ -10,6 +10,7 @@
 mod approval;
 mod execution;
 mod judging;
+mod narrowing;
 mod planning;
 mod repair;
 mod step_mode;

@@ -9,7 +9,7 @@ use crate::agent::log::events::{Event, PlanOrigin};
 use crate::agent::plan::mend::mend_plan;
 use crate::agent::plan::search::samplings;
 use crate::agent::plan::Plan;
-use crate::agent::run::repair::{failed_step_text, repair_arguments, RepairRequest};
+use crate::agent::run::repair::{failed_step_text, repair_arguments, without_accents, RepairRequest};
 use crate::decode::Sampling;
 use crate::tools::Calculator;
 use crate::Result;
@@ -69,8 +69,11 @@ impl Agent<'_> {
         // server), and the retries are this rule's way of not repeating a failed call.
         let all = samplings(1 + REPAIR_RETRIES);
         let rounds: [&[(Sampling, u64)]; 2] = [&all[..1], &all[1..]];
-        let mut accepted = None;
+        let mut accepted = self.accents_taken_off(plan, index, &failed.args);
         for round in rounds {
+            if accepted.is_some() {
+                break;
+            }
             let model = self.models.planner()?;
             let repaired = repair_arguments(model, &request, tokens, round);
             self.log_model_loads()?;
@@ -91,6 +94,10 @@ impl Agent<'_> {
             for call in calls {
                 if let Some(error) = self.state.failed_call(&step.tool, &call.args) {
                     tracing::info!(step = %step.id, "the repair repeats a call that failed ({error})");
+                    continue;
+                }
+                if let Some((value, tool)) = self.refused_value(&call.args) {
+                    tracing::info!(step = %step.id, "the repair passes {value:?} again, which {tool} refused");
                     continue;
                 }
                 let mut repaired_plan = plan.clone();
@@ -125,8 +132,31 @@ impl Agent<'_> {
         Ok(true)
     }
 
+    /// Rule `refused-values-not-repeated`, before any model writes a repair: where the tool refused a value written
+    /// with accents, the plan with step `index` calling it without them (`America/Bogotá` → `America/Bogota`),
+    /// unless that call failed too. Returns the plan, its mends and the call's arguments.
+    fn accents_taken_off(
+        &self,
+        plan: &Plan,
+        index: usize,
+        args: &serde_json::Map<String, Value>,
+    ) -> Option<(Plan, crate::agent::plan::mend::Mended, serde_json::Map<String, Value>)> {
+        let (refused, _) = self.refused_value(args)?;
+        let plain = without_accents(args, &refused)?;
+        let step = &plan.steps[index];
+        if self.state.failed_call(&step.tool, &plain).is_some() || self.refused_value(&plain).is_some() {
+            return None;
+        }
+        tracing::info!(step = %step.id, "repair: {refused:?} again without its accents");
+        let mut repaired_plan = plan.clone();
+        repaired_plan.steps[index].args = plain.clone();
+        let mended = mend_plan(&mut repaired_plan, self.registry, self.settings.mend);
+        Some((repaired_plan, mended, plain))
+    }
+
     /// The steps of `plan` whose arguments (as written, no references) repeat a call that already failed, each
     /// with that call's error and the tool's parameters: the feedback that sends such a plan back.
+    /// Also the steps that pass a value a tool refused by name (rule `refused-values-not-repeated`).
     pub(super) fn repeated_failures(&self, plan: &Plan) -> Option<String> {
         let repeats: Vec<String> = plan
             .steps
@@ -138,12 +168,41 @@ impl Agent<'_> {
                 Some(failed_step_text(&s.id, spec, &s.args, error))
             })
             .collect();
-        (!repeats.is_empty()).then(|| {
-            format!(
+        let refused: Vec<String> = plan
+            .steps
+            .iter()
+            .filter(|s| self.state.failed_call(&s.tool, &s.args).is_none())
+            .filter_map(|s| {
+                let (value, tool) = self.refused_value(&s.args)?;
+                Some(format!("Step {} passes {value:?}, which {tool} refused; write another value.", s.id))
+            })
+            .collect();
+        if repeats.is_empty() && refused.is_empty() {
+            return None;
+        }
+        let mut feedback = String::new();
+        if !repeats.is_empty() {
+            feedback = format!(
                 "That plan repeats calls that already failed with the same arguments; they are not made again:\n{}\n\
                  Write a corrected plan that gives these steps arguments the tool accepts.",
                 repeats.join("\n")
-            )
-        })
+            );
+        }
+        if !refused.is_empty() {
+            if !feedback.is_empty() {
+                feedback.push('\n');
+            }
+            feedback.push_str(&format!("That plan passes values a tool refused:\n{}", refused.join("\n")));
+        }
+        Some(feedback)
+    }
+
+    /// A value in `args` that a tool refused by name, and that tool (rule `refused-values-not-repeated`; the
+    /// general mend profile's, like the plan mends: `--mend off` turns it off).
+    fn refused_value(&self, args: &serde_json::Map<String, Value>) -> Option<(String, String)> {
+        if self.settings.mend == crate::settings::Mend::Off {
+            return None;
+        }
+        self.state.refused_value_in(args).map(|(value, tool, _)| (value, tool.to_string()))
     }
 }
