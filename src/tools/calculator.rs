@@ -76,7 +76,54 @@ impl Tool for Calculator {
             let (unknown, value) = solve(expression).map_err(calculation_error)?;
             return Ok(json!({"result": value.to_json(), "text": value.to_string(), "unknown": unknown}));
         }
-        let value = evaluate(expression).map_err(calculation_error)?;
+        let value = match evaluate(expression) {
+            Ok(value) => value,
+            Err(error) => match lone_quantity(expression) {
+                // A tool's result passed on with its unit (`+4.0h`, a time difference): the number is the value.
+                Some((number, unit)) => {
+                    let value = evaluate(number).map_err(calculation_error)?;
+                    return Ok(json!({"result": value.to_json(), "text": value.to_string(), "unit": unit}));
+                }
+                None => return Err(calculation_error(error)),
+            },
+        };
         Ok(json!({"result": value.to_json(), "text": value.to_string()}))
+    }
+}
+
+/// A whole expression that is one signed number followed by a unit of letters (`+4.0h`, `-3 km`, `12.5kg`): the
+/// number and the unit. Anything more (`3h + 20min`) is not one quantity, and its units cannot simply be dropped.
+fn lone_quantity(expression: &str) -> Option<(&str, &str)> {
+    let trimmed = expression.trim();
+    let number_end = trimmed.trim_end_matches(|c: char| c.is_ascii_alphabetic()).len();
+    let (number, unit) = trimmed.split_at(number_end);
+    let number = number.trim_end();
+    let digits = number.strip_prefix(['+', '-']).unwrap_or(number);
+    let plain = !digits.is_empty()
+        && digits.chars().all(|c| c.is_ascii_digit() || c == '.')
+        && digits.chars().filter(|c| *c == '.').count() <= 1
+        && digits.chars().any(|c| c.is_ascii_digit());
+    // One letter is a unit only as a time, length, mass or volume symbol: `2x` is more likely an unknown.
+    let unit_like = unit.len() > 1 && unit.len() <= 12 || matches!(unit, "h" | "m" | "s" | "g" | "l");
+    (plain && unit_like).then_some((number, unit))
+}
+
+#[cfg(test)]
+mod quantity_tests {
+    use super::*;
+
+    #[test]
+    fn a_lone_quantity_with_its_unit_evaluates_to_its_number_and_nothing_else_does() {
+        let context = ToolContext::new(crate::tools::Workspace::new(std::env::temp_dir()).unwrap());
+        let calc = |e: &str| Calculator.call(&json!({"expression": e}), &context);
+        let out = calc("+4.0h").unwrap();
+        assert_eq!((out["result"].as_f64(), out["unit"].as_str()), (Some(4.0), Some("h")), "{out}");
+        assert_eq!(calc("-3 km").unwrap()["result"].as_f64(), Some(-3.0));
+        assert!(calc("3h + 20min").is_err(), "two quantities: units are not dropped");
+        assert!(calc("4.0.1h").is_err());
+        assert!(calc("h").is_err());
+        assert!(calc("2*x").is_err(), "an unknown is not a unit");
+        assert!(calc("2x").is_err(), "nor is a one-letter name that no unit has");
+        assert_eq!(calc("12*4+5").unwrap()["text"], "53");
     }
 }
