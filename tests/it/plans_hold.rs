@@ -34,6 +34,21 @@ fn calls(events: &[Value]) -> Vec<(String, String, Value, Value)> {
     calls
 }
 
+/// `tandem run --json` of `goal` on the plan in file `plan` as given, with the MCP servers of `config`, the mend
+/// profile `mend` and no replan, in `scratch`'s workspace.
+fn run_given_plan(
+    scratch: &Scratch,
+    config: &std::path::Path,
+    plan: &std::path::Path,
+    mend: &str,
+    goal: &str,
+) -> Value {
+    let ws = scratch.workspace();
+    let args = ["run", "--threads", "2", "--workspace", ws.to_str().unwrap(), "--mcp", config.to_str().unwrap()];
+    let more = ["--mcp-timeout", "60", "--max-replans", "0", "--mend", mend, "--plan", plan.to_str().unwrap(), goal];
+    scratch.tandem_json(&[&args[..], &more[..]].concat()).0
+}
+
 /// Asked as people ask, the time question brings the planner to `convert_time`, whose `time` must be `HH:MM`:
 /// no call that failed is made again with the same arguments, and the conversion runs on 09:30 (Tokyo and
 /// Kolkata keep no daylight saving time, so 09:30 in Tokyo is 06:00 in Kolkata on any date). The 1.5B plans a
@@ -171,6 +186,9 @@ fn a_field_guessed_from_a_text_output_is_read_from_the_text_and_off_turns_it_off
         let output = std::process::Command::new("git")
             .args(["-c", "user.email=t@example.com", "-c", "user.name=Tandem Test"])
             .args(args)
+            // Fixed dates, so the commits' ids, which the model reads, are the same in every run.
+            .env("GIT_AUTHOR_DATE", "2026-05-01T09:00:00+00:00")
+            .env("GIT_COMMITTER_DATE", "2026-05-01T09:00:00+00:00")
             .current_dir(&repo)
             .output()
             .expect("git runs");
@@ -197,27 +215,9 @@ fn a_field_guessed_from_a_text_output_is_read_from_the_text_and_off_turns_it_off
              "args": {"repo_path": repo_path, "revision": "$s1.commit_id$"}}]})
         .to_string(),
     );
-    let ws = scratch.workspace();
     let goal = "What is the message of the latest commit?";
     let run = |mend: &str| {
-        let (json, _) = scratch.tandem_json(&[
-            "run",
-            "--threads",
-            "2",
-            "--workspace",
-            ws.to_str().unwrap(),
-            "--mcp",
-            config.to_str().unwrap(),
-            "--mcp-timeout",
-            "60",
-            "--max-replans",
-            "0",
-            "--mend",
-            mend,
-            "--plan",
-            plan.to_str().unwrap(),
-            goal,
-        ]);
+        let json = run_given_plan(&scratch, &config, &plan, mend, goal);
         (json, calls(&scratch.latest_events()))
     };
 
@@ -309,24 +309,7 @@ fn a_search_that_found_nothing_is_asked_again_one_word_at_a_time_and_off_turns_i
     );
     let goal = "When is Alice's birthday?";
     let run = |mend: &str| {
-        let (json, _) = scratch.tandem_json(&[
-            "run",
-            "--threads",
-            "2",
-            "--workspace",
-            ws.to_str().unwrap(),
-            "--mcp",
-            config.to_str().unwrap(),
-            "--mcp-timeout",
-            "60",
-            "--max-replans",
-            "0",
-            "--mend",
-            mend,
-            "--plan",
-            plan.to_str().unwrap(),
-            goal,
-        ]);
+        let json = run_given_plan(&scratch, &config, &plan, mend, goal);
         let events = scratch.latest_events();
         let narrowed: Vec<Value> = events
             .iter()
