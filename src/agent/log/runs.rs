@@ -342,10 +342,10 @@ impl RunState {
     }
 
     /// Rule `refused-values-not-repeated`: the first string in `args` (at any depth) that a tool refused by name,
-    /// with that tool and its error. A tool refused a value when its error quotes exactly one of the failed call's
+    /// with that tool. A tool refused a value when its error quotes exactly one of the failed call's
     /// string arguments (`America/Bogotá` in "No time zone found with key America/Bogotá"); an error that quotes
     /// several does not say which was wrong, so it refuses none.
-    pub fn refused_value_in(&self, args: &Map<String, Value>) -> Option<(String, &str, &str)> {
+    pub fn refused_value_in(&self, args: &Map<String, Value>) -> Option<(String, &str)> {
         let mut wanted = Vec::new();
         for value in args.values() {
             strings_in(value, &mut wanted);
@@ -359,7 +359,7 @@ impl RunState {
             strings.sort_unstable();
             strings.dedup();
             match strings.as_slice() {
-                [refused] if wanted.contains(refused) => Some((refused.to_string(), tool.as_str(), error.as_str())),
+                [refused] if wanted.contains(refused) => Some((refused.to_string(), tool.as_str())),
                 _ => None,
             }
         })
@@ -432,7 +432,7 @@ mod tests {
             args(json!({"source_timezone": "America/Bogotá", "time": "06:30", "target_timezone": "Asia/Dhaka"}));
         let error = "Invalid timezone: 'No time zone found with key America/Bogotá'";
         state.failed_calls.push(("convert_time".into(), failed, error.into()));
-        let (value, tool, _) = state.refused_value_in(&args(json!({"timezone": "America/Bogotá"}))).unwrap();
+        let (value, tool) = state.refused_value_in(&args(json!({"timezone": "America/Bogotá"}))).unwrap();
         assert_eq!((value.as_str(), tool), ("America/Bogotá", "convert_time"), "any parameter, any tool");
         let nested = args(json!({"zones": [{"name": " America/Bogotá "}]}));
         assert!(state.refused_value_in(&nested).is_some(), "at any depth, trimmed");

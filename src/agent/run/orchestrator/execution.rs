@@ -109,13 +109,11 @@ impl Agent<'_> {
                 Err(e) => Err(e),
             };
             match outcome {
-                Ok(output) => {
-                    let narrow = found_nothing(&output);
+                Ok(output) if found_nothing(&output) => {
                     self.finish_step(version, &step, args.clone(), Ok(output), ms, "tool")?;
-                    if narrow {
-                        self.narrow_search(version, &step, &args)?;
-                    }
+                    self.narrow_search(version, &step, &args)?;
                 }
+                Ok(output) => self.finish_step(version, &step, args, Ok(output), ms, "tool")?,
                 Err(e) if retryable(&e) && !step.references().is_empty() && failure.is_none() => {
                     // A reference brought text the tool cannot take: the executor pulls the value out of it.
                     let problem = e.to_string();
@@ -334,7 +332,12 @@ impl Agent<'_> {
     }
 
     /// Calls a step's tool with arguments a model wrote (asking for approval first where steps need it).
-    fn call_written(&mut self, version: u32, step: &Step, call: ExecutorCall) -> Result<(Map<String, Value>, Value)> {
+    pub(super) fn call_written(
+        &mut self,
+        version: u32,
+        step: &Step,
+        call: ExecutorCall,
+    ) -> Result<(Map<String, Value>, Value)> {
         if self.settings.approve == Approval::Steps {
             if let Some(stop) = self.approve_step(version, step, &call.args)? {
                 return Err(crate::Error::Agent(stop.detail));

@@ -5,8 +5,8 @@ use std::time::Instant;
 use serde_json::{Map, Value};
 
 use super::{Agent, Approval};
-use crate::agent::log::events::Event;
 use crate::agent::plan::Step;
+use crate::agent::run::executor::ExecutorCall;
 use crate::settings::Mend;
 use crate::Result;
 
@@ -28,26 +28,22 @@ impl Agent<'_> {
             if self.spent_budget(1).is_some() {
                 break;
             }
-            self.emit(Event::ToolCall {
-                version,
-                step: step.id.clone(),
-                tool: step.tool.clone(),
-                args: narrower.clone(),
-            })?;
             let started = Instant::now();
-            let result = self.registry.call(&step.tool, &Value::Object(narrower.clone()), self.context);
+            let call = ExecutorCall { tool: step.tool.clone(), args: narrower.clone() };
+            let called = self.call_written(version, step, call);
             let ms = started.elapsed().as_millis() as u64;
-            match result.and_then(|output| self.judge(&step.tool, output)) {
-                Ok(output) => {
+            match called {
+                Ok((narrower, output)) => {
                     let found = !found_nothing(&output);
                     self.finish_step(version, step, narrower, Ok(output), ms, "narrowed")?;
                     if found {
                         return Ok(());
                     }
                 }
-                // The step keeps the empty answer it had: a narrower query the tool refuses changes nothing.
+                // Logged as the call's result; the step keeps the output it had, so a narrower query the tool
+                // refuses changes nothing.
                 Err(e) => {
-                    tracing::info!(step = %step.id, "a narrower query failed: {e}");
+                    self.finish_step(version, step, narrower, Err(e.to_string()), ms, "narrowed")?;
                     return Ok(());
                 }
             }

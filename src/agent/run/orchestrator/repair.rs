@@ -69,7 +69,12 @@ impl Agent<'_> {
         // server), and the retries are this rule's way of not repeating a failed call.
         let all = samplings(1 + REPAIR_RETRIES);
         let rounds: [&[(Sampling, u64)]; 2] = [&all[..1], &all[1..]];
-        let mut accepted = self.accents_taken_off(plan, index, &failed.args);
+        // Rule `refused-values-not-repeated`, before any model writes a repair: a value the tool refused with
+        // accents is tried without them (`America/Bogotá` → `America/Bogota`).
+        let mut accepted = self
+            .refused_value(&failed.args)
+            .and_then(|(refused, _)| without_accents(&failed.args, &refused))
+            .and_then(|plain| self.repaired_plan(plan, index, plain));
         for round in rounds {
             if accepted.is_some() {
                 break;
@@ -91,27 +96,7 @@ impl Agent<'_> {
                 role: Some("planner".into()),
                 usage,
             })?;
-            for call in calls {
-                if let Some(error) = self.state.failed_call(&step.tool, &call.args) {
-                    tracing::info!(step = %step.id, "the repair repeats a call that failed ({error})");
-                    continue;
-                }
-                if let Some((value, tool)) = self.refused_value(&call.args) {
-                    tracing::info!(step = %step.id, "the repair passes {value:?} again, which {tool} refused");
-                    continue;
-                }
-                let mut repaired_plan = plan.clone();
-                repaired_plan.steps[index].args = call.args.clone();
-                // The repaired arguments go through the run's mends too (a time in the form its parameter asks for).
-                let mended = mend_plan(&mut repaired_plan, self.registry, self.settings.mend);
-                let call_args = repaired_plan.steps[index].args.clone();
-                if let Some(error) = self.state.failed_call(&step.tool, &call_args) {
-                    tracing::info!(step = %step.id, "the mended repair repeats a call that failed ({error})");
-                    continue;
-                }
-                accepted = Some((repaired_plan, mended, call_args));
-                break;
-            }
+            accepted = calls.into_iter().find_map(|call| self.repaired_plan(plan, index, call.args));
             if accepted.is_some() || self.spent_budget(1).is_some() {
                 break;
             }
@@ -132,26 +117,34 @@ impl Agent<'_> {
         Ok(true)
     }
 
-    /// Rule `refused-values-not-repeated`, before any model writes a repair: where the tool refused a value written
-    /// with accents, the plan with step `index` calling it without them (`America/Bogotá` → `America/Bogota`),
-    /// unless that call failed too. Returns the plan, its mends and the call's arguments.
-    fn accents_taken_off(
+    /// `plan` with step `index` called with `args`, mended as the run mends plans, with its mends and the call's
+    /// arguments; `None` where the call, as written or as mended, repeats one that failed, or passes a value a tool
+    /// refused (each candidate repair goes through here).
+    fn repaired_plan(
         &self,
         plan: &Plan,
         index: usize,
-        args: &serde_json::Map<String, Value>,
+        args: serde_json::Map<String, Value>,
     ) -> Option<(Plan, crate::agent::plan::mend::Mended, serde_json::Map<String, Value>)> {
-        let (refused, _) = self.refused_value(args)?;
-        let plain = without_accents(args, &refused)?;
         let step = &plan.steps[index];
-        if self.state.failed_call(&step.tool, &plain).is_some() || self.refused_value(&plain).is_some() {
+        if let Some(error) = self.state.failed_call(&step.tool, &args) {
+            tracing::info!(step = %step.id, "the repair repeats a call that failed ({error})");
             return None;
         }
-        tracing::info!(step = %step.id, "repair: {refused:?} again without its accents");
+        if let Some((value, tool)) = self.refused_value(&args) {
+            tracing::info!(step = %step.id, "the repair passes {value:?} again, which {tool} refused");
+            return None;
+        }
         let mut repaired_plan = plan.clone();
-        repaired_plan.steps[index].args = plain.clone();
+        repaired_plan.steps[index].args = args;
+        // The repaired arguments go through the run's mends too (a time in the form its parameter asks for).
         let mended = mend_plan(&mut repaired_plan, self.registry, self.settings.mend);
-        Some((repaired_plan, mended, plain))
+        let call_args = repaired_plan.steps[index].args.clone();
+        if let Some(error) = self.state.failed_call(&step.tool, &call_args) {
+            tracing::info!(step = %step.id, "the mended repair repeats a call that failed ({error})");
+            return None;
+        }
+        Some((repaired_plan, mended, call_args))
     }
 
     /// The steps of `plan` whose arguments (as written, no references) repeat a call that already failed, each
@@ -177,24 +170,18 @@ impl Agent<'_> {
                 Some(format!("Step {} passes {value:?}, which {tool} refused; write another value.", s.id))
             })
             .collect();
-        if repeats.is_empty() && refused.is_empty() {
-            return None;
-        }
-        let mut feedback = String::new();
+        let mut feedback = Vec::new();
         if !repeats.is_empty() {
-            feedback = format!(
+            feedback.push(format!(
                 "That plan repeats calls that already failed with the same arguments; they are not made again:\n{}\n\
                  Write a corrected plan that gives these steps arguments the tool accepts.",
                 repeats.join("\n")
-            );
+            ));
         }
         if !refused.is_empty() {
-            if !feedback.is_empty() {
-                feedback.push('\n');
-            }
-            feedback.push_str(&format!("That plan passes values a tool refused:\n{}", refused.join("\n")));
+            feedback.push(format!("That plan passes values a tool refused:\n{}", refused.join("\n")));
         }
-        Some(feedback)
+        (!feedback.is_empty()).then(|| feedback.join("\n"))
     }
 
     /// A value in `args` that a tool refused by name, and that tool (rule `refused-values-not-repeated`; the
@@ -203,6 +190,6 @@ impl Agent<'_> {
         if self.settings.mend == crate::settings::Mend::Off {
             return None;
         }
-        self.state.refused_value_in(args).map(|(value, tool, _)| (value, tool.to_string()))
+        self.state.refused_value_in(args).map(|(value, tool)| (value, tool.to_string()))
     }
 }
