@@ -231,7 +231,7 @@ fn the_plan_mends_run_in_turn() {
         "Borrow 1000 at 5%.",
         json!([{"id": "s1", "tool": "loan", "args": {"amount": 1000, "rate": 0.05, "currency": "EUR"}}]),
     );
-    let mends = mend_plan(&mut plan, &registry, Mend::Nestful).lines;
+    let mends = mend_plan(&mut plan, &registry, Mend::Nestful, "").lines;
     assert_eq!(
         mends,
         [
@@ -567,12 +567,12 @@ fn each_mend_profile_runs_only_its_rules() {
     };
 
     let mut off = written.clone();
-    let mended = mend_plan(&mut off, &registry, Mend::Off);
+    let mended = mend_plan(&mut off, &registry, Mend::Off, "");
     assert_eq!(off, written, "--mend off leaves the plan untouched");
     assert!(mended.changes.is_empty() && mended.lines.is_empty(), "{mended:?}");
 
     let mut general = written.clone();
-    let mended = mend_plan(&mut general, &registry, Mend::General);
+    let mended = mend_plan(&mut general, &registry, Mend::General, "");
     assert_eq!(
         mended.changes,
         [
@@ -587,7 +587,7 @@ fn each_mend_profile_runs_only_its_rules() {
     assert_eq!(mended.changes[1].to_string(), "s1 duration: 5 → 300 [durations]");
 
     let mut nestful = written.clone();
-    let mended = mend_plan(&mut nestful, &registry, Mend::Nestful);
+    let mended = mend_plan(&mut nestful, &registry, Mend::Nestful, "");
     assert_eq!(
         mended.changes,
         [
@@ -618,7 +618,7 @@ fn a_dropped_step_is_reported_with_its_call() {
         json!([{"id": "s1", "tool": "calculator", "args": {"expression": "2+2"}},
                {"id": "s2", "tool": "calculator", "args": {"expression": "2+2"}}]),
     );
-    let mended = mend_plan(&mut plan, &registry, Mend::General);
+    let mended = mend_plan(&mut plan, &registry, Mend::General, "");
     assert_eq!(plan.steps.len(), 1);
     let dropped = &mended.changes[0];
     assert_eq!((dropped.rule.as_str(), dropped.step.as_str(), &dropped.argument), ("duplicates", "s2", &None));
@@ -632,7 +632,7 @@ fn a_dropped_step_is_reported_with_its_call() {
 fn mends_are_logged_and_summarised_and_old_logs_still_read() {
     let dir = tempfile::tempdir().unwrap();
     let (registry, mut plan) = profile_case();
-    let mends = mend_plan(&mut plan, &registry, Mend::General).changes;
+    let mends = mend_plan(&mut plan, &registry, Mend::General, "").changes;
     let mut log = EventLog::create(dir.path()).unwrap();
     let settings = RunSettings::new("p", "e", dir.path());
     log.append(Event::RunStarted { goal: plan.goal.clone(), settings, plan: None }).unwrap();
@@ -687,4 +687,38 @@ fn only_bench_offers_the_nestful_profile() {
     }
     let bench = scratch.tandem(&["bench", "nestful", "--mend", "nestful", "--help"]);
     assert!(bench.status.success(), "{}", String::from_utf8_lossy(&bench.stderr));
+}
+
+/// `declared-defaults`: a number the goal never gave, passed to an optional parameter with a declared default, is
+/// left out (the default applies); a number the goal writes and a switch stay. `paths-as-written`: a file the goal
+/// names goes where the goal writes it, unless the folder was shown. Both are general rules, off with `off`.
+#[test]
+fn unasked_numbers_take_their_default_and_named_files_their_written_path() {
+    let fetch = r#"{"url": {"type": "string"}, "start_index": {"type": "integer", "default": 0},
+        "max_length": {"type": "integer", "default": 5000}, "raw": {"type": "boolean", "default": false}}"#;
+    let save = r#"{"path": {"type": "string"}, "content": {"type": "string"}}"#;
+    let registry = with_tools(&[("fetch_page", fetch, &["url"], ""), ("save", save, &["path", "content"], "")]);
+    let goal = "Read the first 2000 characters of http://127.0.0.1:8000/c.html and save them to notes.txt";
+    let steps = json!([
+        {"id": "s1", "tool": "fetch_page",
+         "args": {"url": "http://127.0.0.1:8000/c.html", "start_index": 100, "max_length": 2000, "raw": true}},
+        {"id": "s2", "tool": "save", "args": {"path": "pages/notes.txt", "content": "$s1.text$"}}
+    ]);
+    let mut off = goal_plan(goal, steps.clone());
+    assert!(mend_plan(&mut off, &registry, Mend::Off, "").changes.is_empty());
+
+    let mut general = goal_plan(goal, steps.clone());
+    let mended = mend_plan(&mut general, &registry, Mend::General, "");
+    let rules: Vec<&str> = mended.changes.iter().map(|c| c.rule.as_str()).collect();
+    assert_eq!(rules, ["paths-as-written", "declared-defaults"], "{mended:#?}");
+    assert_eq!(
+        Value::Object(general.steps[0].args.clone()),
+        json!({"url": "http://127.0.0.1:8000/c.html", "max_length": 2000, "raw": true})
+    );
+    assert_eq!(general.steps[1].args["path"], json!("notes.txt"));
+
+    // A folder an earlier result showed is the planner's to use.
+    let mut shown = goal_plan(goal, steps);
+    mend_plan(&mut shown, &registry, Mend::General, r#"{"entries": [{"name": "pages", "kind": "dir"}]}"#);
+    assert_eq!(shown.steps[1].args["path"], json!("pages/notes.txt"));
 }

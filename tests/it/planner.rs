@@ -109,3 +109,33 @@ fn a_planner_loaded_warm_finds_its_plan_grammar_compiled_and_plans_the_same() {
     );
     assert_eq!(a.text, b.text);
 }
+
+/// A replan's sampled revisions (rule `failed-calls-not-replanned`): the first valid candidate the caller accepts
+/// is kept, with its mends; where the caller accepts none, there is none.
+#[test]
+fn a_sampled_revision_is_one_the_caller_accepts() {
+    use tandem::agent::plan::planner::{sampled_revision, Revision};
+    let dir = tempfile::tempdir().unwrap();
+    let registry = registry(dir.path());
+    let path = crate::common::real_model("qwen2.5-coder-0.5b-instruct-q4_k_m");
+    let mut model = Model::load(&path, &Device::Cpu, &LoadOptions::default()).unwrap();
+    let goal = "What is 12*4+5?";
+    let greedy = write_plan(&mut model, goal, &registry, 200, 1, Mend::General).unwrap();
+    let history = [Revision {
+        plan_text: greedy.text.clone(),
+        feedback: "Running that plan: step s1 failed. Write a corrected plan.".into(),
+    }];
+    let seen = std::cell::RefCell::new(Vec::new());
+    let kept = sampled_revision(&mut model, goal, &registry, &history, 200, Mend::General, |plan| {
+        seen.borrow_mut().push(plan.clone());
+        seen.borrow().len() == 2
+    })
+    .unwrap()
+    .expect("the second valid candidate is accepted");
+    let seen = seen.into_inner();
+    assert_eq!(seen.len(), 2, "candidates are offered until one is accepted");
+    assert_eq!(kept.plan, seen[1]);
+    assert!(kept.issues.is_empty() && kept.search.is_none());
+    let none = sampled_revision(&mut model, goal, &registry, &history, 200, Mend::General, |_| false).unwrap();
+    assert!(none.is_none());
+}

@@ -128,17 +128,10 @@ pub fn revise_plan(
     mend: Mend,
 ) -> Result<PlanOutcome> {
     let started = Instant::now();
-    let options = PlanSchemaOptions::from_env()?;
-    let (planning, spec) = plannable(model, registry, |r| plan_json_schema_with(r, &options))?;
-    let planning = planning.as_ref().unwrap_or(registry);
-    let mut messages = vec![ChatMessage::system(system_prompt(planning)?), ChatMessage::user(goal)];
-    for revision in history {
-        messages.push(ChatMessage::new("assistant", &revision.plan_text));
-        messages.push(ChatMessage::user(&revision.feedback));
-    }
+    let Revising { spec, messages, seen } = revising(model, goal, registry, history)?;
     if plans <= 1 {
         let (text, timings) = chat_call(model, "planner", &messages, Some(&spec), max_tokens)?;
-        let Written { plan, issues, text, timings, mended } = read_plan(text, timings, goal, registry, mend)?;
+        let Written { plan, issues, text, timings, mended } = read_plan(text, timings, goal, &seen, registry, mend)?;
         let wall = started.elapsed();
         let Mended { lines: mended, changes: mends } = mended;
         return Ok(PlanOutcome {
@@ -157,7 +150,7 @@ pub fn revise_plan(
     let written = chat_candidates(model, "planner", &messages, Some(&spec), max_tokens, &samplings)?;
     let read: Vec<Result<Written>> = written
         .into_iter()
-        .map(|w| w.and_then(|(text, timings)| read_plan(text, timings, goal, registry, mend)))
+        .map(|w| w.and_then(|(text, timings)| read_plan(text, timings, goal, &seen, registry, mend)))
         .collect();
     let views: Vec<Option<(&Plan, bool)>> =
         read.iter().map(|r| r.as_ref().ok().map(|w| (&w.plan, w.issues.is_empty()))).collect();
@@ -178,6 +171,76 @@ pub fn revise_plan(
     Ok(PlanOutcome { plan, issues, text, timings, wall, search: Some(report), candidates, mended, mends })
 }
 
+/// What a revision is written from: the plan grammar, the conversation (the goal, then each earlier plan and its
+/// feedback) and what the planner was shown beside the goal (the feedback, which the mends read as seen).
+struct Revising {
+    spec: ConstraintSpec,
+    messages: Vec<ChatMessage>,
+    seen: String,
+}
+
+fn revising(model: &mut Model, goal: &str, registry: &ToolRegistry, history: &[Revision]) -> Result<Revising> {
+    let options = PlanSchemaOptions::from_env()?;
+    let (planning, spec) = plannable(model, registry, |r| plan_json_schema_with(r, &options))?;
+    let planning = planning.as_ref().unwrap_or(registry);
+    let mut messages = vec![ChatMessage::system(system_prompt(planning)?), ChatMessage::user(goal)];
+    for revision in history {
+        messages.push(ChatMessage::new("assistant", &revision.plan_text));
+        messages.push(ChatMessage::user(&revision.feedback));
+    }
+    let seen = history.iter().map(|r| r.feedback.as_str()).collect::<Vec<_>>().join("\n");
+    Ok(Revising { spec, messages, seen })
+}
+
+/// Sampled revisions a replan writes when its greedy one is not acceptable.
+const REPLAN_SAMPLES: usize = 3;
+
+/// Sampled revisions ([`REPLAN_SAMPLES`] of them, seeds 1, 2, …, the greedy one left out: the caller has it), and the
+/// first that validates and that `acceptable` takes, with its mends; `None` where none does. Why: a greedy
+/// planner shown that its plan repeats a failed call writes the same plan again (the 1.5B wrote `Asia/Makati`,
+/// refused, three times); sampling is how a replan gets a plan that does not.
+pub fn sampled_revision(
+    model: &mut Model,
+    goal: &str,
+    registry: &ToolRegistry,
+    history: &[Revision],
+    max_tokens: usize,
+    mend: Mend,
+    acceptable: impl Fn(&Plan) -> bool,
+) -> Result<Option<PlanOutcome>> {
+    let started = Instant::now();
+    let Revising { spec, messages, seen } = revising(model, goal, registry, history)?;
+    let samplings: Vec<_> = search::samplings(REPLAN_SAMPLES + 1).into_iter().skip(1).collect();
+    let written = chat_candidates(model, "planner", &messages, Some(&spec), max_tokens, &samplings)?;
+    // The candidates are written side by side: each one's cost is all of theirs.
+    let tokens: usize = written.iter().flatten().map(|(_, t)| t.generated_tokens).sum();
+    for candidate in written {
+        let Ok((text, timings)) = candidate else { continue };
+        let Ok(Written { plan, issues, text, mut timings, mended }) =
+            read_plan(text, timings, goal, &seen, registry, mend)
+        else {
+            continue;
+        };
+        if issues.is_empty() && acceptable(&plan) {
+            timings.generated_tokens = tokens;
+            let Mended { lines: mended, changes: mends } = mended;
+            let wall = started.elapsed();
+            return Ok(Some(PlanOutcome {
+                plan,
+                issues,
+                text,
+                timings,
+                wall,
+                search: None,
+                candidates: Vec::new(),
+                mended,
+                mends,
+            }));
+        }
+    }
+    Ok(None)
+}
+
 /// One plan as the planner wrote it, parsed and validated.
 struct Written {
     plan: Plan,
@@ -188,24 +251,32 @@ struct Written {
 }
 
 /// Parses, mends and validates the planner's text; the goal is the user's, whatever the planner copied into the
-/// plan.
-fn read_plan(text: String, timings: Timings, goal: &str, registry: &ToolRegistry, mend: Mend) -> Result<Written> {
-    let (plan, mended, issues) = read_written_plan(&text, goal, registry, mend)?;
+/// plan, and `seen` what else the planner was shown (earlier results).
+fn read_plan(
+    text: String,
+    timings: Timings,
+    goal: &str,
+    seen: &str,
+    registry: &ToolRegistry,
+    mend: Mend,
+) -> Result<Written> {
+    let (plan, mended, issues) = read_written_plan(&text, goal, seen, registry, mend)?;
     Ok(Written { plan, issues, text, timings, mended })
 }
 
 /// A plan read from a planner's text for `goal` as every written plan is read: parsed, mended (`agent::mend`)
-/// (with the rules of `mend`) and validated. Returns the plan, what the mends did and what validation found;
-/// `bench rescore --mend` reads recorded plans again with it.
+/// (with the rules of `mend`; `seen`: what the planner was shown beside the goal) and validated. Returns the plan,
+/// what the mends did and what validation found; `bench rescore --mend` reads recorded plans again with it.
 pub fn read_written_plan(
     text: &str,
     goal: &str,
+    seen: &str,
     registry: &ToolRegistry,
     mend: Mend,
 ) -> Result<(Plan, Mended, Vec<PlanIssue>)> {
     let mut plan = Plan::from_json(text)?;
     plan.goal = goal.to_string();
-    let mended = mend_plan(&mut plan, registry, mend);
+    let mended = mend_plan(&mut plan, registry, mend, seen);
     let issues = plan.validate(registry);
     Ok((plan, mended, issues))
 }

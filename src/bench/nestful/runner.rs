@@ -196,7 +196,7 @@ pub fn remend(mut record: Value, tools: &[NestfulTool], profile: Mend) -> Value 
     let catalogue: Vec<NestfulTool> = tools.iter().filter(|t| names.contains(&t.name.as_str())).cloned().collect();
     let goal = record["input"].as_str().unwrap_or_default();
     let read = match (record["raw"].as_str(), registry_of(&catalogue)) {
-        (Some(raw), Ok(registry)) => read_written_plan(raw, goal, &registry, profile).ok(),
+        (Some(raw), Ok(registry)) => read_written_plan(raw, goal, "", &registry, profile).ok(),
         _ => None,
     };
     let Some((plan, mended, issues)) = read else { return rescore(record) };

@@ -23,6 +23,12 @@
 //!     result (`time: "$s1.datetime$"` → `"09:30"` for "It's 9:30 in the morning in Tokyo").
 //!   - [`mend_languages_to_codes`] (`language-codes`): a language the goal names, passed by name to a language
 //!     parameter whose description asks for a code or ISO code, becomes its code (`French` → `fr`).
+//!   - [`mend_paths_as_written`] (`paths-as-written`): a path whose file name the goal writes but whose folder
+//!     neither the goal nor an earlier result shows becomes the path as the goal writes it
+//!     (`shopping_list/list.txt` → `list.txt`).
+//!   - [`restore_declared_defaults`] (`declared-defaults`): a number passed to an optional parameter with a
+//!     declared numeric default, other than the default, that the goal neither writes nor names the parameter of,
+//!     is left out so the default applies (`fetch` `start_index: 100` → left out, default 0).
 //!   - [`mend_unused_dependencies`] (`dependencies`): a step that lists an earlier step in `depends_on` but passes
 //!     a value where that step's one declared result belongs takes a reference to the result.
 //! - `nestful` (bench only; the general rules and these, which match NESTFUL's gold conventions rather than a
@@ -45,6 +51,7 @@
 //! as a [`MendChange`] (rule, step, argument, before, after), which `tandem plan`, the run log's `plan_written`
 //! event (`mends`), `tandem runs show` and `tandem run --json` show.
 
+mod defaults;
 mod dependencies;
 mod duplicates;
 mod durations;
@@ -53,17 +60,20 @@ mod goal_words;
 mod invented;
 mod languages;
 mod optional;
+mod paths;
 mod percentages;
 mod references;
 mod unused_moments;
 mod written;
 
+pub use defaults::restore_declared_defaults;
 pub use dependencies::mend_unused_dependencies;
 pub use duplicates::drop_repeated_calls;
 pub use durations::mend_durations;
 pub use invented::drop_invented_steps;
 pub use languages::{mend_languages, mend_languages_to_codes, mend_languages_to_names};
 pub use optional::drop_unmentioned_optional;
+pub use paths::mend_paths_as_written;
 pub use percentages::{mend_percentages, mend_percentages_as_written, mend_percentages_to_fractions};
 pub use references::mend_references;
 pub use unused_moments::mend_unused_dates_and_times;
@@ -119,27 +129,30 @@ enum Scope {
     Nestful,
 }
 
-/// One rule: its name, its profile and what it does (returning its lines).
-type Rule = (&'static str, Scope, fn(&mut Plan, &ToolRegistry) -> Vec<String>);
+/// One rule: its name, its profile and what it does to a plan, given the tools and what the planner was shown
+/// beside the goal (earlier results; only `paths-as-written` reads it), returning its lines.
+type Rule = (&'static str, Scope, fn(&mut Plan, &ToolRegistry, &str) -> Vec<String>);
 
-/// The rules in the order they run: repeated calls, references, percentages, durations, languages, unmentioned
-/// optional arguments (judged on the values as mended), unused dependencies (judged on the arguments left), then
-/// invented steps (last, so a step that listed one as a dependency and now references it is pointed on). The two
-/// directions of percentages and of languages exclude each other (the description asks for a decimal or a code,
-/// or it does not), so running them apart changes nothing.
+/// The rules in the order they run: repeated calls, references, percentages, durations, languages, paths,
+/// unmentioned optional arguments (judged on the values as mended), unused dependencies (judged on the arguments
+/// left), then invented steps (last, so a step that listed one as a dependency and now references it is pointed
+/// on). The two directions of percentages and of languages exclude each other (the description asks for a decimal
+/// or a code, or it does not), so running them apart changes nothing.
 const RULES: &[Rule] = &[
-    ("duplicates", Scope::General, |plan, _| drop_repeated_calls(plan)),
-    ("references", Scope::General, mend_references),
-    ("percentages-as-fractions", Scope::General, mend_percentages_to_fractions),
-    ("percentages-as-written", Scope::Nestful, mend_percentages_as_written),
-    ("durations", Scope::General, mend_durations),
-    ("dates-and-times", Scope::General, mend_dates_and_times),
-    ("unused-dates-and-times", Scope::General, mend_unused_dates_and_times),
-    ("language-codes", Scope::General, mend_languages_to_codes),
-    ("language-names", Scope::Nestful, mend_languages_to_names),
-    ("optional", Scope::Nestful, drop_unmentioned_optional),
-    ("dependencies", Scope::General, mend_unused_dependencies),
-    ("invented", Scope::Nestful, drop_invented_steps),
+    ("duplicates", Scope::General, |plan, _, _| drop_repeated_calls(plan)),
+    ("references", Scope::General, |plan, tools, _| mend_references(plan, tools)),
+    ("percentages-as-fractions", Scope::General, |plan, tools, _| mend_percentages_to_fractions(plan, tools)),
+    ("percentages-as-written", Scope::Nestful, |plan, tools, _| mend_percentages_as_written(plan, tools)),
+    ("durations", Scope::General, |plan, tools, _| mend_durations(plan, tools)),
+    ("dates-and-times", Scope::General, |plan, tools, _| mend_dates_and_times(plan, tools)),
+    ("unused-dates-and-times", Scope::General, |plan, tools, _| mend_unused_dates_and_times(plan, tools)),
+    ("language-codes", Scope::General, |plan, tools, _| mend_languages_to_codes(plan, tools)),
+    ("language-names", Scope::Nestful, |plan, tools, _| mend_languages_to_names(plan, tools)),
+    ("paths-as-written", Scope::General, mend_paths_as_written),
+    ("declared-defaults", Scope::General, |plan, tools, _| restore_declared_defaults(plan, tools)),
+    ("optional", Scope::Nestful, |plan, tools, _| drop_unmentioned_optional(plan, tools)),
+    ("dependencies", Scope::General, |plan, tools, _| mend_unused_dependencies(plan, tools)),
+    ("invented", Scope::Nestful, |plan, tools, _| drop_invented_steps(plan, tools)),
 ];
 
 /// The names of the rules `profile` runs, in order.
@@ -156,15 +169,15 @@ fn runs_in(scope: Scope, profile: Mend) -> bool {
 }
 
 /// Runs the rules of `profile` in turn ([`RULES`]); returns their lines and every change they made. `Mend::Off`
-/// leaves the plan as written.
-pub fn mend_plan(plan: &mut Plan, registry: &ToolRegistry, profile: Mend) -> Mended {
+/// leaves the plan as written. `seen`: what the planner was shown beside the goal (earlier results), or "".
+pub fn mend_plan(plan: &mut Plan, registry: &ToolRegistry, profile: Mend, seen: &str) -> Mended {
     let mut mended = Mended::default();
     for (name, scope, rule) in RULES {
         if !runs_in(*scope, profile) {
             continue;
         }
         let before = plan.clone();
-        let lines = rule(plan, registry);
+        let lines = rule(plan, registry, seen);
         if lines.is_empty() && before == *plan {
             continue;
         }
@@ -227,6 +240,11 @@ fn rewrite_arguments(
         }
     }
     lines
+}
+
+/// Whether an argument schema lists `name` among its `required` parameters.
+fn is_required(schema: &Value, name: &str) -> bool {
+    schema["required"].as_array().is_some_and(|names| names.iter().any(|n| n.as_str() == Some(name)))
 }
 
 /// The description a tool gives its parameter `name`, or "" where it gives none.

@@ -11,6 +11,7 @@
 //! keeps `optimize_route`), and so is one that takes an earlier step's result.
 
 use super::goal_words::GoalWords;
+use super::is_required;
 use crate::agent::plan::refs::references_in;
 use crate::agent::plan::Plan;
 use crate::tools::ToolRegistry;
@@ -24,9 +25,7 @@ pub fn drop_unmentioned_optional(plan: &mut Plan, registry: &ToolRegistry) -> Ve
     for step in &mut plan.steps {
         let Some(spec) = registry.spec(&step.tool) else { continue };
         let schema = &spec.args_schema;
-        let required = |name: &str| {
-            schema["required"].as_array().is_some_and(|names| names.iter().any(|n| n.as_str() == Some(name)))
-        };
+        let required = |name: &str| is_required(schema, name);
         // Arguments the tool does not declare are validation's to report, not this mend's to drop.
         let declared = |name: &str| schema["properties"].get(name).is_some();
         let unmentioned: Vec<String> = step

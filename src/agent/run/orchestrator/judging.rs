@@ -202,14 +202,24 @@ fn last_steps(plan: &Plan) -> Vec<&Step> {
     plan.steps.iter().filter(|s| !needed.contains(&s.id)).collect()
 }
 
+/// The most digits a result that is a quantity has: what a double holds exactly. More (a data file of 50 digits
+/// read back, which the answer "50 bytes" rightly left out) are not a number an answer should copy.
+const QUANTITY_DIGITS: usize = 15;
+
 /// The numbers the answer must give: each last step's output when it is one number (a calculation's result), as
-/// the tool wrote it; a text output (an `llm` step, a file) requires nothing.
+/// the tool wrote it; a text output (an `llm` step, a file) requires nothing, nor do digits too many for a
+/// quantity ([`QUANTITY_DIGITS`]: a file of digits, an id).
 fn final_numbers(plan: &Plan, state: &RunState) -> Vec<Number> {
     last_steps(plan)
         .into_iter()
         .filter_map(|s| state.outputs.get(&s.id).map(output_text))
         .filter_map(|text| match numbers_in(&text).as_slice() {
-            [one] if one.text.len() + 1 >= text.trim().trim_start_matches('-').len() => Some(one.clone()),
+            [one]
+                if one.text.len() + 1 >= text.trim().trim_start_matches('-').len()
+                    && one.text.chars().filter(char::is_ascii_digit).count() <= QUANTITY_DIGITS =>
+            {
+                Some(one.clone())
+            }
             _ => None,
         })
         .collect()

@@ -5,10 +5,12 @@ use std::time::Instant;
 use super::{Agent, Execution, PlanDecision, Stop};
 use crate::agent::log::events::{Event, PlanOrigin, StopReason};
 use crate::agent::plan::mend::MendChange;
-use crate::agent::plan::planner::{plan_grammar, revise_plan, PlanOutcome};
+use super::repair::repeated_failures;
+use crate::agent::plan::planner::{plan_grammar, revise_plan, sampled_revision, PlanOutcome};
 use crate::agent::plan::search::SearchReport;
 use crate::agent::plan::Plan;
 use crate::agent::usage::ModelUsage;
+use crate::settings::Mend;
 use crate::Result;
 
 impl Agent<'_> {
@@ -130,7 +132,22 @@ impl Agent<'_> {
         let grammars: Vec<_> = plan_grammar(tools).into_iter().collect();
         let model = self.models.planner_for(&grammars)?;
         let started = Instant::now();
-        let written = revise_plan(model, &goal, tools, &history, tokens, self.settings.plans, self.settings.mend);
+        let mend = self.settings.mend;
+        let mut written = revise_plan(model, &goal, tools, &history, tokens, self.settings.plans, mend);
+        let mut resampled = false;
+        // Rule `failed-calls-not-replanned`: a replan whose greedy plan repeats a failed call (or a refused value)
+        // is written again by sampling, and the first candidate that does not is kept; only where none does is
+        // the repeating plan recorded (and then sent back).
+        if let Ok(outcome) = &written {
+            let repeats = |plan: &Plan| repeated_failures(&self.state, self.registry, mend, plan).is_some();
+            if origin == PlanOrigin::Replan && mend != Mend::Off && repeats(&outcome.plan) {
+                let sampled = sampled_revision(model, &goal, tools, &history, tokens, mend, |plan| !repeats(plan));
+                if let Ok(Some(outcome)) = sampled {
+                    written = Ok(outcome);
+                    resampled = true;
+                }
+            }
+        }
         self.log_model_loads()?;
         match written {
             Ok(PlanOutcome { plan, timings, search, mended, mends, .. }) => {
@@ -140,8 +157,12 @@ impl Agent<'_> {
                     ms: started.elapsed().as_millis() as u64,
                 };
                 // What was mended goes into the revision's reason, so the log shows the plan as run and why.
+                let reason = match resampled {
+                    true => format!("{reason} (the greedy plan repeated a failed call; a sampled one does not)"),
+                    false => reason.to_string(),
+                };
                 let reason = match mended.as_slice() {
-                    [] => reason.to_string(),
+                    [] => reason,
                     mends => format!("{reason} (mended: {})", mends.join("; ")),
                 };
                 self.record_plan(plan, origin, &reason, Some(usage), search, mends)?;

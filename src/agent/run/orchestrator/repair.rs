@@ -6,12 +6,14 @@ use serde_json::Value;
 
 use super::Agent;
 use crate::agent::log::events::{Event, PlanOrigin};
+use crate::agent::log::runs::RunState;
 use crate::agent::plan::mend::mend_plan;
 use crate::agent::plan::search::samplings;
 use crate::agent::plan::Plan;
 use crate::agent::run::repair::{failed_step_text, repair_arguments, without_accents, RepairRequest};
 use crate::decode::Sampling;
-use crate::tools::Calculator;
+use crate::settings::Mend;
+use crate::tools::{Calculator, ToolRegistry};
 use crate::Result;
 
 /// Repairs a run may make in all (each is one planner call, and its retries another).
@@ -138,7 +140,9 @@ impl Agent<'_> {
         let mut repaired_plan = plan.clone();
         repaired_plan.steps[index].args = args;
         // The repaired arguments go through the run's mends too (a time in the form its parameter asks for).
-        let mended = mend_plan(&mut repaired_plan, self.registry, self.settings.mend);
+        // What the repair's writer was shown: the results so far (a folder a listing showed is a known one).
+        let seen = self.state.outputs.values().map(Value::to_string).collect::<Vec<_>>().join("\n");
+        let mended = mend_plan(&mut repaired_plan, self.registry, self.settings.mend, &seen);
         let call_args = repaired_plan.steps[index].args.clone();
         if let Some(error) = self.state.failed_call(&step.tool, &call_args) {
             tracing::info!(step = %step.id, "the mended repair repeats a call that failed ({error})");
@@ -151,45 +155,55 @@ impl Agent<'_> {
     /// with that call's error and the tool's parameters: the feedback that sends such a plan back.
     /// Also the steps that pass a value a tool refused by name (rule `refused-values-not-repeated`).
     pub(super) fn repeated_failures(&self, plan: &Plan) -> Option<String> {
-        let repeats: Vec<String> = plan
-            .steps
-            .iter()
-            .filter(|s| s.references().is_empty())
-            .filter_map(|s| {
-                let error = self.state.failed_call(&s.tool, &s.args)?;
-                let spec = self.registry.spec(&s.tool)?;
-                Some(failed_step_text(&s.id, spec, &s.args, error))
-            })
-            .collect();
-        let refused: Vec<String> = plan
-            .steps
-            .iter()
-            .filter(|s| self.state.failed_call(&s.tool, &s.args).is_none())
-            .filter_map(|s| {
-                let (value, tool) = self.refused_value(&s.args)?;
-                Some(format!("Step {} passes {value:?}, which {tool} refused; write another value.", s.id))
-            })
-            .collect();
-        let mut feedback = Vec::new();
-        if !repeats.is_empty() {
-            feedback.push(format!(
-                "That plan repeats calls that already failed with the same arguments; they are not made again:\n{}\n\
-                 Write a corrected plan that gives these steps arguments the tool accepts.",
-                repeats.join("\n")
-            ));
-        }
-        if !refused.is_empty() {
-            feedback.push(format!("That plan passes values a tool refused:\n{}", refused.join("\n")));
-        }
-        (!feedback.is_empty()).then(|| feedback.join("\n"))
+        repeated_failures(&self.state, self.registry, self.settings.mend, plan)
     }
 
     /// A value in `args` that a tool refused by name, and that tool (rule `refused-values-not-repeated`; the
     /// general mend profile's, like the plan mends: `--mend off` turns it off).
     fn refused_value(&self, args: &serde_json::Map<String, Value>) -> Option<(String, String)> {
-        if self.settings.mend == crate::settings::Mend::Off {
-            return None;
-        }
-        self.state.refused_value_in(args).map(|(value, tool)| (value, tool.to_string()))
+        refused_value(&self.state, self.settings.mend, args)
     }
+}
+
+/// [`Agent::repeated_failures`] on a run's state, its tools and its mend profile.
+pub(super) fn repeated_failures(state: &RunState, registry: &ToolRegistry, mend: Mend, plan: &Plan) -> Option<String> {
+    let repeats: Vec<String> = plan
+        .steps
+        .iter()
+        .filter(|s| s.references().is_empty())
+        .filter_map(|s| {
+            let error = state.failed_call(&s.tool, &s.args)?;
+            let spec = registry.spec(&s.tool)?;
+            Some(failed_step_text(&s.id, spec, &s.args, error))
+        })
+        .collect();
+    let refused: Vec<String> = plan
+        .steps
+        .iter()
+        .filter(|s| state.failed_call(&s.tool, &s.args).is_none())
+        .filter_map(|s| {
+            let (value, tool) = refused_value(state, mend, &s.args)?;
+            Some(format!("Step {} passes {value:?}, which {tool} refused; write another value.", s.id))
+        })
+        .collect();
+    let mut feedback = Vec::new();
+    if !repeats.is_empty() {
+        feedback.push(format!(
+            "That plan repeats calls that already failed with the same arguments; they are not made again:\n{}\n\
+             Write a corrected plan that gives these steps arguments the tool accepts.",
+            repeats.join("\n")
+        ));
+    }
+    if !refused.is_empty() {
+        feedback.push(format!("That plan passes values a tool refused:\n{}", refused.join("\n")));
+    }
+    (!feedback.is_empty()).then(|| feedback.join("\n"))
+}
+
+/// A value in `args` that a tool refused by name, and that tool; none under `--mend off`.
+fn refused_value(state: &RunState, mend: Mend, args: &serde_json::Map<String, Value>) -> Option<(String, String)> {
+    if mend == Mend::Off {
+        return None;
+    }
+    state.refused_value_in(args).map(|(value, tool)| (value, tool.to_string()))
 }

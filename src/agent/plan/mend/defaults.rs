@@ -1,0 +1,56 @@
+//! An optional number the user did not give keeps the tool's declared default.
+//!
+//! Rule `declared-defaults`, profile `general`: a number passed to a parameter the tool declares optional with a
+//! numeric `default` in its schema, other than that default, which the goal writes nowhere, whose parameter the
+//! goal does not name and which is no earlier result, is left out, so the tool's own default applies. Numbers come
+//! from the user or from results; the default is the tool author's choice for a user who gave none. A number the
+//! goal writes or whose parameter it names is kept, and so is one written as its default (some callers write
+//! defaults out). Switches and texts are left alone: a planner reads "look in the subfolders too" as
+//! `recursive: true`, which no word of the goal names.
+//!
+//! Why: the 1.5B planner set optional parameters to values of its own (tasks-mcp `web-keynote-kolkata`: `fetch`
+//! with `start_index: 100` and `raw: true`, defaults 0 and false, so the page came back cut before the keynote's
+//! time). Unlike the bench-only `optional` rule, a parameter without a declared default is left alone.
+
+use super::goal_words::GoalWords;
+use super::is_required;
+use crate::agent::plan::refs::references_in;
+use crate::agent::plan::Plan;
+use crate::tools::ToolRegistry;
+
+/// Leaves out each optional number that departs from its declared default unasked; returns one line per
+/// argument (`s1: start_index 100 left out (optional, default 0, and the goal names neither it nor 100)`).
+pub fn restore_declared_defaults(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> {
+    let goal = GoalWords::new(&plan.goal);
+    let mut lines = Vec::new();
+    for step in &mut plan.steps {
+        let Some(spec) = registry.spec(&step.tool) else { continue };
+        let schema = &spec.args_schema;
+        let required = |name: &str| is_required(schema, name);
+        let unasked: Vec<String> = step
+            .args
+            .iter()
+            .filter(|(name, value)| {
+                let Some(default) = schema["properties"][name.as_str()].get("default") else { return false };
+                value.is_number()
+                    && default.is_number()
+                    && !required(name)
+                    && value.as_f64() != default.as_f64()
+                    && references_in(value).is_empty()
+                    && !goal.mentions_name(name)
+                    && !goal.mentions_value(value)
+            })
+            .map(|(name, value)| {
+                let default = &schema["properties"][name.as_str()]["default"];
+                lines.push(format!(
+                    "{}: {name} {value} left out (optional, default {default}, and the goal names neither it nor \
+                     {value})",
+                    step.id
+                ));
+                name.clone()
+            })
+            .collect();
+        step.args.retain(|name, _| !unasked.contains(name));
+    }
+    lines
+}
