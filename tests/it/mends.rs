@@ -722,3 +722,31 @@ fn unasked_numbers_take_their_default_and_named_files_their_written_path() {
     mend_plan(&mut shown, &registry, Mend::General, r#"{"entries": [{"name": "pages", "kind": "dir"}]}"#);
     assert_eq!(shown.steps[1].args["path"], json!("pages/notes.txt"));
 }
+
+/// A model's prompt that names a field the referenced tool does not declare, where it declares several, reads the
+/// whole output instead; a tool's argument keeps the field (validation reports it).
+#[test]
+fn a_prompt_reads_the_whole_output_where_its_field_is_not_declared() {
+    let registry = registry();
+    let mut plan = goal_plan(
+        "Which of my files are Markdown files?",
+        json!([
+            {"id": "s1", "tool": "list_dir", "args": {"path": "."}},
+            {"id": "s2", "tool": "llm", "args": {"prompt": "Which of these are Markdown files? $s1.content$"}},
+            {"id": "s3", "tool": "read_file", "args": {"path": "$s1.content$"}},
+            {"id": "s4", "tool": "llm", "args": {"prompt": "List them: $s1.entries$"}}
+        ]),
+    );
+    let mended = mend_plan(&mut plan, &registry, Mend::General, "");
+    assert_eq!(plan.steps[1].args["prompt"], json!("Which of these are Markdown files? $s1$"), "{mended:#?}");
+    assert_eq!(plan.steps[2].args["path"], json!("$s1.content$"));
+    assert_eq!(plan.steps[3].args["prompt"], json!("List them: $s1.entries$"));
+    assert!(plan.validate(&registry).iter().any(|i| i.to_string().contains("s3")));
+    let mut off = goal_plan(
+        "g",
+        json!([{"id": "s1", "tool": "list_dir", "args": {"path": "."}},
+        {"id": "s2", "tool": "llm", "args": {"prompt": "$s1.content$ here"}}]),
+    );
+    mend_plan(&mut off, &registry, Mend::Off, "");
+    assert_eq!(off.steps[1].args["prompt"], json!("$s1.content$ here"));
+}

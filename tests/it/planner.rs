@@ -110,7 +110,7 @@ fn a_planner_loaded_warm_finds_its_plan_grammar_compiled_and_plans_the_same() {
     assert_eq!(a.text, b.text);
 }
 
-/// A replan's sampled revisions (rule `failed-calls-not-replanned`): the first valid candidate the caller accepts
+/// A replan's sampled revisions (rule `replans-resampled`): the first valid candidate the caller accepts
 /// is kept, with its mends; where the caller accepts none, there is none.
 #[test]
 fn a_sampled_revision_is_one_the_caller_accepts() {

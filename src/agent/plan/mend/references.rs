@@ -1,7 +1,7 @@
 //! Mends references with one reading: a generic name for a step's output (`$s1.result$`) where its tool has
 //! exactly one output field, a whole-output reference inside longer text to such a tool, a list of one reference
-//! to a field that is a list already, and a reference to an earlier step written as text (`$$s2.joke$$`,
-//! `$s1.results`).
+//! to a field that is a list already, a reference to an earlier step written as text (`$$s2.joke$$`,
+//! `$s1.results`), and, in a model's prompt, a field the tool does not declare (the whole output is read instead).
 //!
 //! Rule `references`, profile `general`: it follows from the output fields the tool's schema declares.
 
@@ -20,6 +20,7 @@ const GENERIC_NAMES: &[&str] = &["result", "results", "output", "outputs", "valu
 pub fn mend_references(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> {
     let mut mends = close_references(plan);
     mends.extend(unwrap_listed_lists(plan, registry));
+    mends.extend(prompts_read_whole_outputs(plan, registry));
     // Each step's only output field, where its tool declares exactly one.
     let only_field: Vec<(String, String)> = plan
         .steps
@@ -44,6 +45,47 @@ pub fn mend_references(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> 
             };
             let line = format!("{id}: {reference} → {mended}");
             // The same reference twice in a step is one mend.
+            if !mends.contains(&line) {
+                mends.push(line);
+            }
+            Some(mended)
+        };
+        for value in step.args.values_mut() {
+            rewrite_references(value, &mut change);
+        }
+    }
+    mends
+}
+
+/// In the arguments of a step its tool runs on a model (`llm`'s prompt), rewrites a reference to a field the
+/// referenced tool does not declare, where it declares several (`$s1.content$` of `list_dir`, which gives
+/// `entries`, `path`, `truncated`), into a reference to its whole output: a model reads text, and whatever the
+/// planner wanted from that step is in it. Why: the 1.5B wrote `$s1.content$` of a listing in every replan of a
+/// run, each sent back as invalid, until the replan budget was spent (tasks-mcp `mem-moved`). A tool with one
+/// field is [`mend_references`]' case; a tool's argument (not a prompt) keeps its field, as validation reports.
+fn prompts_read_whole_outputs(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> {
+    let declared: Vec<(String, Vec<String>)> = plan
+        .steps
+        .iter()
+        .filter_map(|step| {
+            let fields = registry.spec(&step.tool)?.output_fields()?;
+            (fields.len() > 1).then(|| (step.id.clone(), fields.into_iter().map(|f| f.name).collect()))
+        })
+        .collect();
+    let mut mends = Vec::new();
+    for step in &mut plan.steps {
+        if !registry.spec(&step.tool).is_some_and(|spec| spec.needs_model) {
+            continue;
+        }
+        let id = step.id.clone();
+        let mut change = |reference: &Reference, _whole: bool| {
+            let top = reference.top_field()?;
+            let (_, fields) = declared.iter().find(|(target, _)| *target == reference.step)?;
+            if fields.iter().any(|f| f == top) {
+                return None;
+            }
+            let mended = Reference { step: reference.step.clone(), field: None };
+            let line = format!("{id}: {reference} → {mended} (a prompt reads the whole output; no field {top})");
             if !mends.contains(&line) {
                 mends.push(line);
             }

@@ -2,10 +2,10 @@
 
 use std::time::Instant;
 
+use super::repair::repeated_failures;
 use super::{Agent, Execution, PlanDecision, Stop};
 use crate::agent::log::events::{Event, PlanOrigin, StopReason};
 use crate::agent::plan::mend::MendChange;
-use super::repair::repeated_failures;
 use crate::agent::plan::planner::{plan_grammar, revise_plan, sampled_revision, PlanOutcome};
 use crate::agent::plan::search::SearchReport;
 use crate::agent::plan::Plan;
@@ -135,12 +135,25 @@ impl Agent<'_> {
         let mend = self.settings.mend;
         let mut written = revise_plan(model, &goal, tools, &history, tokens, self.settings.plans, mend);
         let mut resampled = false;
-        // Rule `failed-calls-not-replanned`: a replan whose greedy plan repeats a failed call (or a refused value)
-        // is written again by sampling, and the first candidate that does not is kept; only where none does is
-        // the repeating plan recorded (and then sent back).
-        if let Ok(outcome) = &written {
-            let repeats = |plan: &Plan| repeated_failures(&self.state, self.registry, mend, plan).is_some();
-            if origin == PlanOrigin::Replan && mend != Mend::Off && repeats(&outcome.plan) {
+        // Rule `replans-resampled`: a replan whose greedy plan cannot run (validation), is the plan that just
+        // failed, step for step (its tools answer as they did), or repeats a failed call (or a refused value) is
+        // written again by sampling, and the first candidate that validates and does none of these is kept; only
+        // where none does is the greedy plan recorded (and then sent back, or run and failed as before).
+        // A planner that wrote no plan (a greedy loop that ran into the token limit: "The prices are in the
+        // format … The prices are in the format …") is asked again by sampling before the run stops on it.
+        if written.is_err() {
+            if let Ok(Some(outcome)) = sampled_revision(model, &goal, tools, &history, tokens, mend, |_| true) {
+                tracing::info!("the greedy plan could not be written; a sampled one was");
+                written = Ok(outcome);
+                resampled = true;
+            }
+        } else if let Ok(outcome) = &written {
+            let failed_steps = self.state.plan.as_ref().map(|p| p.steps.clone()).unwrap_or_default();
+            let repeats = |plan: &Plan| {
+                plan.steps == failed_steps || repeated_failures(&self.state, self.registry, mend, plan).is_some()
+            };
+            let rejected = !outcome.issues.is_empty() || repeats(&outcome.plan);
+            if origin == PlanOrigin::Replan && mend != Mend::Off && rejected {
                 let sampled = sampled_revision(model, &goal, tools, &history, tokens, mend, |plan| !repeats(plan));
                 if let Ok(Some(outcome)) = sampled {
                     written = Ok(outcome);
@@ -158,7 +171,10 @@ impl Agent<'_> {
                 };
                 // What was mended goes into the revision's reason, so the log shows the plan as run and why.
                 let reason = match resampled {
-                    true => format!("{reason} (the greedy plan repeated a failed call; a sampled one does not)"),
+                    true => format!(
+                        "{reason} (the greedy plan could not be written, could not run or repeated a failed call; a \
+                         sampled one is kept)"
+                    ),
                     false => reason.to_string(),
                 };
                 let reason = match mended.as_slice() {
