@@ -13,6 +13,15 @@ fn registry(dir: &std::path::Path) -> ToolRegistry {
     ToolRegistry::builtins(&ToolContext::new(Workspace::new(dir).unwrap()))
 }
 
+/// The built-ins over a fresh workspace and the 0.5B as planner.
+fn small_planner() -> (tempfile::TempDir, ToolRegistry, Model) {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = registry(dir.path());
+    let path = crate::common::real_model("qwen2.5-coder-0.5b-instruct-q4_k_m");
+    let model = Model::load(&path, &Device::Cpu, &LoadOptions::default()).unwrap();
+    (dir, registry, model)
+}
+
 #[test]
 fn the_system_prompt_lists_every_tool_and_the_reference_syntax() {
     let dir = tempfile::tempdir().unwrap();
@@ -66,10 +75,7 @@ fn a_tool_the_grammar_cannot_express_is_left_out_and_planning_goes_on() {
 
 #[test]
 fn plan_search_keeps_a_valid_candidate_and_says_what_it_saw() {
-    let dir = tempfile::tempdir().unwrap();
-    let registry = registry(dir.path());
-    let path = crate::common::real_model("qwen2.5-coder-0.5b-instruct-q4_k_m");
-    let mut model = Model::load(&path, &Device::Cpu, &LoadOptions::default()).unwrap();
+    let (_dir, registry, mut model) = small_planner();
     let goal = "What is 12*4+5?";
     let greedy = write_plan(&mut model, goal, &registry, 200, 1, Mend::General).unwrap();
     assert!(greedy.search.is_none());
@@ -115,10 +121,7 @@ fn a_planner_loaded_warm_finds_its_plan_grammar_compiled_and_plans_the_same() {
 #[test]
 fn a_sampled_revision_is_one_the_caller_accepts() {
     use tandem::agent::plan::planner::{sampled_revision, Revision};
-    let dir = tempfile::tempdir().unwrap();
-    let registry = registry(dir.path());
-    let path = crate::common::real_model("qwen2.5-coder-0.5b-instruct-q4_k_m");
-    let mut model = Model::load(&path, &Device::Cpu, &LoadOptions::default()).unwrap();
+    let (_dir, registry, mut model) = small_planner();
     let goal = "What is 12*4+5?";
     let greedy = write_plan(&mut model, goal, &registry, 200, 1, Mend::General).unwrap();
     let history = [Revision {

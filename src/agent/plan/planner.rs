@@ -131,20 +131,8 @@ pub fn revise_plan(
     let Revising { spec, messages, seen } = revising(model, goal, registry, history)?;
     if plans <= 1 {
         let (text, timings) = chat_call(model, "planner", &messages, Some(&spec), max_tokens)?;
-        let Written { plan, issues, text, timings, mended } = read_plan(text, timings, goal, &seen, registry, mend)?;
-        let wall = started.elapsed();
-        let Mended { lines: mended, changes: mends } = mended;
-        return Ok(PlanOutcome {
-            plan,
-            issues,
-            text,
-            timings,
-            wall,
-            search: None,
-            candidates: Vec::new(),
-            mended,
-            mends,
-        });
+        let written = read_plan(text, timings, goal, &seen, registry, mend)?;
+        return Ok(written.into_outcome(started.elapsed()));
     }
     let samplings = search::samplings(plans);
     let written = chat_candidates(model, "planner", &messages, Some(&spec), max_tokens, &samplings)?;
@@ -216,26 +204,10 @@ pub fn sampled_revision(
     let tokens: usize = written.iter().flatten().map(|(_, t)| t.generated_tokens).sum();
     for candidate in written {
         let Ok((text, timings)) = candidate else { continue };
-        let Ok(Written { plan, issues, text, mut timings, mended }) =
-            read_plan(text, timings, goal, &seen, registry, mend)
-        else {
-            continue;
-        };
-        if issues.is_empty() && acceptable(&plan) {
-            timings.generated_tokens = tokens;
-            let Mended { lines: mended, changes: mends } = mended;
-            let wall = started.elapsed();
-            return Ok(Some(PlanOutcome {
-                plan,
-                issues,
-                text,
-                timings,
-                wall,
-                search: None,
-                candidates: Vec::new(),
-                mended,
-                mends,
-            }));
+        let Ok(mut written) = read_plan(text, timings, goal, &seen, registry, mend) else { continue };
+        if written.issues.is_empty() && acceptable(&written.plan) {
+            written.timings.generated_tokens = tokens;
+            return Ok(Some(written.into_outcome(started.elapsed())));
         }
     }
     Ok(None)
@@ -248,6 +220,15 @@ struct Written {
     text: String,
     timings: Timings,
     mended: Mended,
+}
+
+impl Written {
+    /// The outcome of a plan written alone (no search), `wall` after its start.
+    fn into_outcome(self, wall: std::time::Duration) -> PlanOutcome {
+        let Written { plan, issues, text, timings, mended } = self;
+        let Mended { lines: mended, changes: mends } = mended;
+        PlanOutcome { plan, issues, text, timings, wall, search: None, candidates: Vec::new(), mended, mends }
+    }
 }
 
 /// Parses, mends and validates the planner's text; the goal is the user's, whatever the planner copied into the

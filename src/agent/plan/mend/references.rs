@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::only_output_field;
 use crate::agent::plan::refs::{parse_reference, rewrite_references, Reference};
-use crate::agent::plan::Plan;
+use crate::agent::plan::{Plan, Step};
 use crate::tools::ToolRegistry;
 
 /// Names planners give a step's output when they do not know its field.
@@ -29,7 +29,7 @@ pub fn mend_references(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> 
         .collect();
     for step in &mut plan.steps {
         let id = step.id.clone();
-        let mut change = |reference: &Reference, whole: bool| {
+        rewrite_step_references(step, &mut mends, |reference, whole| {
             let (_, field) = only_field.iter().find(|(target, _)| *target == reference.step)?;
             let mended = match reference.top_field() {
                 // A whole output as an argument's value is meant; inside text it is its JSON.
@@ -43,18 +43,30 @@ pub fn mend_references(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> 
                 }
                 Some(_) => return None,
             };
-            let line = format!("{id}: {reference} → {mended}");
-            // The same reference twice in a step is one mend.
-            if !mends.contains(&line) {
-                mends.push(line);
-            }
-            Some(mended)
-        };
-        for value in step.args.values_mut() {
-            rewrite_references(value, &mut change);
-        }
+            Some((format!("{id}: {reference} → {mended}"), mended))
+        });
     }
     mends
+}
+
+/// Rewrites the references in `step`'s arguments that `mend` (given each reference and whether it is a whole
+/// value) gives a line and a replacement for, adding each line to `mends` once (the same reference twice in a
+/// step is one mend).
+fn rewrite_step_references(
+    step: &mut Step,
+    mends: &mut Vec<String>,
+    mut mend: impl FnMut(&Reference, bool) -> Option<(String, Reference)>,
+) {
+    let mut change = |reference: &Reference, whole: bool| {
+        let (line, mended) = mend(reference, whole)?;
+        if !mends.contains(&line) {
+            mends.push(line);
+        }
+        Some(mended)
+    };
+    for value in step.args.values_mut() {
+        rewrite_references(value, &mut change);
+    }
 }
 
 /// In the arguments of a step its tool runs on a model (`llm`'s prompt), rewrites a reference to a field the
@@ -78,22 +90,15 @@ fn prompts_read_whole_outputs(plan: &mut Plan, registry: &ToolRegistry) -> Vec<S
             continue;
         }
         let id = step.id.clone();
-        let mut change = |reference: &Reference, _whole: bool| {
+        rewrite_step_references(step, &mut mends, |reference, _| {
             let top = reference.top_field()?;
             let (_, fields) = declared.iter().find(|(target, _)| *target == reference.step)?;
             if fields.iter().any(|f| f == top) {
                 return None;
             }
             let mended = Reference { step: reference.step.clone(), field: None };
-            let line = format!("{id}: {reference} → {mended} (a prompt reads the whole output; no field {top})");
-            if !mends.contains(&line) {
-                mends.push(line);
-            }
-            Some(mended)
-        };
-        for value in step.args.values_mut() {
-            rewrite_references(value, &mut change);
-        }
+            Some((format!("{id}: {reference} → {mended} (a prompt reads the whole output; no field {top})"), mended))
+        });
     }
     mends
 }
