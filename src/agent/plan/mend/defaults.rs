@@ -12,45 +12,16 @@
 //! with `start_index: 100` and `raw: true`, defaults 0 and false, so the page came back cut before the keynote's
 //! time). Unlike the bench-only `optional` rule, a parameter without a declared default is left alone.
 
-use super::goal_words::GoalWords;
-use super::is_required;
-use crate::agent::plan::refs::references_in;
+use super::leave_out_unasked;
 use crate::agent::plan::Plan;
 use crate::tools::ToolRegistry;
 
 /// Leaves out each optional number that departs from its declared default unasked; returns one line per
 /// argument (`s1: start_index 100 left out (optional, default 0, and the goal names neither it nor 100)`).
 pub fn restore_declared_defaults(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> {
-    let goal = GoalWords::new(&plan.goal);
-    let mut lines = Vec::new();
-    for step in &mut plan.steps {
-        let Some(spec) = registry.spec(&step.tool) else { continue };
-        let schema = &spec.args_schema;
-        let required = |name: &str| is_required(schema, name);
-        let unasked: Vec<String> = step
-            .args
-            .iter()
-            .filter(|(name, value)| {
-                let Some(default) = schema["properties"][name.as_str()].get("default") else { return false };
-                value.is_number()
-                    && default.is_number()
-                    && !required(name)
-                    && value.as_f64() != default.as_f64()
-                    && references_in(value).is_empty()
-                    && !goal.mentions_name(name)
-                    && !goal.mentions_value(value)
-            })
-            .map(|(name, value)| {
-                let default = &schema["properties"][name.as_str()]["default"];
-                lines.push(format!(
-                    "{}: {name} {value} left out (optional, default {default}, and the goal names neither it nor \
-                     {value})",
-                    step.id
-                ));
-                name.clone()
-            })
-            .collect();
-        step.args.retain(|name, _| !unasked.contains(name));
-    }
-    lines
+    leave_out_unasked(plan, registry, |parameter, value| {
+        let default = parameter.get("default")?;
+        let departs = value.is_number() && default.is_number() && value.as_f64() != default.as_f64();
+        departs.then(|| format!("default {default}, "))
+    })
 }

@@ -247,6 +247,45 @@ fn is_required(schema: &Value, name: &str) -> bool {
     schema["required"].as_array().is_some_and(|names| names.iter().any(|n| n.as_str() == Some(name)))
 }
 
+/// Leaves out each argument of an optional parameter (declared by the tool, not in its `required` list: an
+/// undeclared one is validation's to report) that holds no reference, that the goal names neither by value nor by
+/// the parameter's name, and for which `reason(parameter schema, value)` gives a reason (`""` or `"default 0, "`);
+/// returns one line per argument (`s1: max_results 10 left out (optional, and the goal names neither it nor 10)`).
+fn leave_out_unasked(
+    plan: &mut Plan,
+    registry: &ToolRegistry,
+    reason: impl Fn(&Value, &Value) -> Option<String>,
+) -> Vec<String> {
+    let goal = goal_words::GoalWords::new(&plan.goal);
+    let mut lines = Vec::new();
+    for step in &mut plan.steps {
+        let Some(spec) = registry.spec(&step.tool) else { continue };
+        let schema = &spec.args_schema;
+        let unasked: Vec<String> = step
+            .args
+            .iter()
+            .filter_map(|(name, value)| {
+                let parameter = schema["properties"].get(name)?;
+                if is_required(schema, name)
+                    || !crate::agent::plan::refs::references_in(value).is_empty()
+                    || goal.mentions_name(name)
+                    || goal.mentions_value(value)
+                {
+                    return None;
+                }
+                let why = reason(parameter, value)?;
+                lines.push(format!(
+                    "{}: {name} {value} left out (optional, {why}and the goal names neither it nor {value})",
+                    step.id
+                ));
+                Some(name.clone())
+            })
+            .collect();
+        step.args.retain(|name, _| !unasked.contains(name));
+    }
+    lines
+}
+
 /// The description a tool gives its parameter `name`, or "" where it gives none.
 fn parameter_description<'a>(spec: &'a ToolSpec, name: &str) -> &'a str {
     spec.args_schema["properties"][name]["description"].as_str().unwrap_or("")

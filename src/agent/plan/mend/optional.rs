@@ -10,9 +10,7 @@
 //! rules"). On a real tool such a value changes what the tool does without the user having asked. An argument the goal names either way is kept, whatever its value ("optimize the route for time"
 //! keeps `optimize_route`), and so is one that takes an earlier step's result.
 
-use super::goal_words::GoalWords;
-use super::is_required;
-use crate::agent::plan::refs::references_in;
+use super::leave_out_unasked;
 use crate::agent::plan::Plan;
 use crate::tools::ToolRegistry;
 
@@ -20,33 +18,5 @@ use crate::tools::ToolRegistry;
 /// neither by value nor by name and that hold no reference; returns one line per argument dropped
 /// (`s1: max_results 10 left out (optional, and the goal names neither it nor 10)`).
 pub fn drop_unmentioned_optional(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> {
-    let goal = GoalWords::new(&plan.goal);
-    let mut dropped = Vec::new();
-    for step in &mut plan.steps {
-        let Some(spec) = registry.spec(&step.tool) else { continue };
-        let schema = &spec.args_schema;
-        let required = |name: &str| is_required(schema, name);
-        // Arguments the tool does not declare are validation's to report, not this mend's to drop.
-        let declared = |name: &str| schema["properties"].get(name).is_some();
-        let unmentioned: Vec<String> = step
-            .args
-            .iter()
-            .filter(|(name, value)| {
-                declared(name)
-                    && !required(name)
-                    && references_in(value).is_empty()
-                    && !goal.mentions_name(name)
-                    && !goal.mentions_value(value)
-            })
-            .map(|(name, value)| {
-                dropped.push(format!(
-                    "{}: {name} {value} left out (optional, and the goal names neither it nor {value})",
-                    step.id
-                ));
-                name.clone()
-            })
-            .collect();
-        step.args.retain(|name, _| !unmentioned.contains(name));
-    }
-    dropped
+    leave_out_unasked(plan, registry, |_, _| Some(String::new()))
 }

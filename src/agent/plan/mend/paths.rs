@@ -27,10 +27,10 @@ pub fn mend_paths_as_written(plan: &mut Plan, registry: &ToolRegistry, seen: &st
     for step in &mut plan.steps {
         let Some(spec) = registry.spec(&step.tool) else { continue };
         for (name, value) in step.args.iter_mut() {
+            let Value::String(path) = value else { continue };
             let lower_name = name.to_lowercase();
             let is_path = PATH_NAMES.iter().any(|w| lower_name.contains(w))
                 || parameter_description(spec, name).to_lowercase().contains("path");
-            let Value::String(path) = value else { continue };
             if !is_path {
                 continue;
             }

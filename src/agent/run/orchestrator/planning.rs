@@ -135,10 +135,6 @@ impl Agent<'_> {
         let mend = self.settings.mend;
         let mut written = revise_plan(model, &goal, tools, &history, tokens, self.settings.plans, mend);
         let mut resampled = false;
-        // Rule `replans-resampled`: a replan whose greedy plan cannot run (validation), is the plan that just
-        // failed, step for step (its tools answer as they did), or repeats a failed call (or a refused value) is
-        // written again by sampling, and the first candidate that validates and does none of these is kept; only
-        // where none does is the greedy plan recorded (and then sent back, or run and failed as before).
         // A planner that wrote no plan (a greedy loop that ran into the token limit: "The prices are in the
         // format … The prices are in the format …") is asked again by sampling before the run stops on it.
         if written.is_err() {
@@ -148,6 +144,10 @@ impl Agent<'_> {
                 resampled = true;
             }
         } else if let Ok(outcome) = &written {
+            // Rule `replans-resampled`: a replan whose greedy plan cannot run (validation), is the plan that just
+            // failed, step for step (its tools answer as they did), or repeats a failed call (or a refused value)
+            // is written again by sampling, and the first candidate that validates and does none of these is kept;
+            // only where none does is the greedy plan recorded (and then sent back, or run and failed as before).
             let failed_steps = self.state.plan.as_ref().map(|p| p.steps.clone()).unwrap_or_default();
             let repeats = |plan: &Plan| {
                 plan.steps == failed_steps || repeated_failures(&self.state, self.registry, mend, plan).is_some()
