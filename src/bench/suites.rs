@@ -285,10 +285,22 @@ pub fn run_suite(suite: Suite, args: &SuiteSettings, pair: &Pair, reporter: &dyn
                 task: vec![],
                 servers: Default::default(),
                 pages: Default::default(),
+                pages_port: None,
             });
-            let web = if task_suite.pages.is_empty() { None } else { Some(WebServer::start(&task_suite.pages)?) };
+            let web = match task_suite.pages.is_empty() {
+                true => None,
+                false => Some(WebServer::start(&task_suite.pages, task_suite.pages_port)?),
+            };
             if let Some(web) = &web {
                 reporter.message(&format!("the suite's pages are served at {}", web.address()));
+                if let Some(asked) = task_suite.pages_port.filter(|&p| p != web.port()) {
+                    // The goals then carry another address than on other runs, so their plans may differ.
+                    reporter.message(&format!(
+                        "port {asked} (the suite's pages_port) is taken, so the pages are on {} instead; goals that \
+                         name the address differ from other runs' (free the port to compare runs goal by goal)",
+                        web.port()
+                    ));
+                }
             }
             let setup = TaskSetup {
                 bench_dir: &dir,

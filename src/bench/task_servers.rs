@@ -95,21 +95,30 @@ pub fn run_setup(commands: &[String], workspace: &Path, task: &str) -> Result<()
 /// A local web server that serves a fixed set of pages (path → content) on 127.0.0.1 until dropped.
 pub struct WebServer {
     address: String,
+    port: u16,
     // Dropping the runtime stops the server.
     _runtime: tokio::runtime::Runtime,
 }
 
 impl WebServer {
-    /// Starts serving `pages` on a free port; a path not among them answers 404.
-    pub fn start(pages: &BTreeMap<String, String>) -> Result<Self> {
+    /// Starts serving `pages` on `port` (where it is taken, or `None`: a free port the system picks; the caller
+    /// compares [`WebServer::port`] with what it asked for); a path not among them answers 404.
+    pub fn start(pages: &BTreeMap<String, String>, port: Option<u16>) -> Result<Self> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
             .build()
             .map_err(|e| Error::io("starting the suite's web server".to_string(), e))?;
-        let listener = runtime
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .map_err(|e| Error::io("binding the suite's web server".to_string(), e))?;
+        let asked = match port {
+            Some(port) => runtime.block_on(tokio::net::TcpListener::bind(("127.0.0.1", port))).ok(),
+            None => None,
+        };
+        let listener = match asked {
+            Some(listener) => listener,
+            None => runtime
+                .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+                .map_err(|e| Error::io("binding the suite's web server".to_string(), e))?,
+        };
         let port = listener.local_addr().map_err(|e| Error::io("the web server's address".to_string(), e))?.port();
         let pages: std::sync::Arc<BTreeMap<String, String>> = std::sync::Arc::new(
             pages.iter().map(|(k, v)| (k.trim_start_matches('/').to_string(), v.clone())).collect(),
@@ -123,7 +132,12 @@ impl WebServer {
                 tracing::warn!("the suite's web server stopped: {e}");
             }
         });
-        Ok(Self { address: format!("http://127.0.0.1:{port}"), _runtime: runtime })
+        Ok(Self { address: format!("http://127.0.0.1:{port}"), port, _runtime: runtime })
+    }
+
+    /// The port it serves on.
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// `http://127.0.0.1:PORT`.
@@ -164,11 +178,24 @@ mod tests {
     #[test]
     fn the_web_server_serves_its_pages_and_nothing_else() {
         let pages = BTreeMap::from([("a/menu.html".to_string(), "<p>soup 4</p>".to_string())]);
-        let server = WebServer::start(&pages).unwrap();
+        let server = WebServer::start(&pages, None).unwrap();
         let got = ureq::get(&format!("{}/a/menu.html", server.address())).call().unwrap();
         assert!(got.content_type().starts_with("text/html"));
         assert_eq!(got.into_string().unwrap(), "<p>soup 4</p>");
         let missing = ureq::get(&format!("{}/b.html", server.address())).call();
         assert!(matches!(missing, Err(ureq::Error::Status(404, _))), "{missing:?}");
+    }
+
+    #[test]
+    fn the_pages_take_the_port_asked_and_another_where_it_is_taken() {
+        let pages = BTreeMap::from([("a.html".to_string(), "a".to_string())]);
+        // A port that was free a moment ago (the system's pick, released), then asked for by name.
+        let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let first = WebServer::start(&pages, Some(free)).unwrap();
+        assert_eq!(first.port(), free);
+        assert_eq!(first.address(), format!("http://127.0.0.1:{free}"));
+        let second = WebServer::start(&pages, Some(free)).unwrap();
+        assert_ne!(second.port(), free, "the port is the first server's, so the second takes another");
+        assert_eq!(ureq::get(&format!("{}/a.html", second.address())).call().unwrap().into_string().unwrap(), "a");
     }
 }

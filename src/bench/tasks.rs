@@ -73,6 +73,10 @@ pub struct TaskSuite {
     /// address (`http://127.0.0.1:PORT`).
     #[serde(default)]
     pub pages: BTreeMap<String, String>,
+    /// The port the pages are served on (`pages_port = 8471`): the address is in the goals' text, so a fixed port
+    /// keeps the goals, and a greedy planner's plans, the same from run to run. Absent: a port the system picks.
+    #[serde(default)]
+    pub pages_port: Option<u16>,
 }
 
 /// Parses a tasks file; `origin` names it in errors (which carry the line).
