@@ -330,3 +330,42 @@ fn a_search_that_found_nothing_is_asked_again_one_word_at_a_time_and_off_turns_i
     assert!(narrowed.is_empty(), "off: {calls_off:#?} {json:#}");
     assert_eq!(calls_off.iter().filter(|(_, tool, ..)| tool == "search_nodes").count(), 1, "{calls_off:#?}");
 }
+
+/// Rule `fallback-values` with the real planner and the real `mcp-server-time`, whose timezone parameters say
+/// "Use 'Etc/UTC' as local timezone if no timezone provided by the user": asked about a time in Cairo, the 1.5B
+/// copies `Etc/UTC` (`--mend off` shows the plan as written); under the general mends the plan is written again
+/// shown those parameters without that sentence, and its zone for Cairo replaces the fallback, named in the
+/// mends. A goal that names no place keeps `Etc/UTC`.
+#[test]
+fn a_fallback_where_the_goal_names_a_value_is_replaced_by_it() {
+    real_model(PLANNER);
+    let scratch = Scratch::new();
+    let config = time_server(&scratch);
+    let ws = scratch.workspace();
+    let plan = |mend: &str, goal: &str| {
+        let args = ["plan", "--threads", "2", "--workspace", ws.to_str().unwrap()];
+        let more = ["--mcp", config.to_str().unwrap(), "--mcp-timeout", "60", "--mend", mend, goal];
+        scratch.tandem_json(&[&args[..], &more[..]].concat()).0
+    };
+    let zones = |json: &Value| -> Vec<String> {
+        let steps = json["steps"].as_array().cloned().unwrap_or_default();
+        let zone =
+            |s: &Value| s["args"]["source_timezone"].as_str().or(s["args"]["timezone"].as_str()).map(String::from);
+        steps.iter().filter_map(zone).collect()
+    };
+    let goal = "Our call is at 9:05 AM Cairo time. What time is that for me in Seoul?";
+    let off = plan("off", goal);
+    assert!(zones(&off).iter().any(|z| z == "Etc/UTC"), "the planner copies the fallback: {off:#}");
+    let general = plan("general", goal);
+    let mended: Vec<&Value> =
+        general["mends"].as_array().into_iter().flatten().filter(|m| m["rule"] == "fallback-values").collect();
+    assert!(!mended.is_empty(), "{general:#}");
+    for change in &mended {
+        assert_eq!(change["before"], "Etc/UTC", "{general:#}");
+        assert!(change["after"].as_str().is_some_and(|a| a.contains("Cairo")), "{general:#}");
+    }
+    assert!(zones(&general).iter().all(|z| z != "Etc/UTC"), "{general:#}");
+    let now = plan("general", "What time is it right now?");
+    assert!(zones(&now).iter().all(|z| z == "Etc/UTC"), "no place named, the fallback stays: {now:#}");
+    assert!(now["mends"].as_array().into_iter().flatten().all(|m| m["rule"] != "fallback-values"), "{now:#}");
+}

@@ -4,6 +4,7 @@
 //! `s1`, `s2`, … in order (see [`schema`]). Dependencies point to earlier steps; references in arguments
 //! (see [`refs`]) count as dependencies.
 
+pub mod fallbacks;
 pub mod issues;
 pub mod mend;
 pub mod planner;

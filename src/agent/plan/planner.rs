@@ -7,6 +7,7 @@ use minijinja::Environment;
 use serde_json::json;
 
 use crate::agent::model_call::{chat_call, chat_candidates};
+use crate::agent::plan::fallbacks;
 use crate::agent::plan::mend::{mend_plan, MendChange, Mended};
 use crate::agent::plan::schema::{next_step_json_schema, plan_json_schema_with, PlanSchemaOptions};
 use crate::agent::plan::search::{self, SearchReport};
@@ -127,6 +128,21 @@ pub fn revise_plan(
     plans: usize,
     mend: Mend,
 ) -> Result<PlanOutcome> {
+    let mut outcome = written_revision(model, goal, registry, history, max_tokens, plans, mend)?;
+    check_fallbacks(model, &mut outcome, registry, history, max_tokens, mend);
+    Ok(outcome)
+}
+
+/// [`revise_plan`] before the `fallback-values` check.
+fn written_revision(
+    model: &mut Model,
+    goal: &str,
+    registry: &ToolRegistry,
+    history: &[Revision],
+    max_tokens: usize,
+    plans: usize,
+    mend: Mend,
+) -> Result<PlanOutcome> {
     let started = Instant::now();
     let Revising { spec, messages, seen } = revising(model, goal, registry, history)?;
     if plans <= 1 {
@@ -196,6 +212,23 @@ pub fn sampled_revision(
     mend: Mend,
     acceptable: impl Fn(&Plan) -> bool,
 ) -> Result<Option<PlanOutcome>> {
+    let mut sampled = sampled_candidates(model, goal, registry, history, max_tokens, mend, acceptable)?;
+    if let Some(outcome) = sampled.as_mut() {
+        check_fallbacks(model, outcome, registry, history, max_tokens, mend);
+    }
+    Ok(sampled)
+}
+
+/// [`sampled_revision`] before the `fallback-values` check.
+fn sampled_candidates(
+    model: &mut Model,
+    goal: &str,
+    registry: &ToolRegistry,
+    history: &[Revision],
+    max_tokens: usize,
+    mend: Mend,
+    acceptable: impl Fn(&Plan) -> bool,
+) -> Result<Option<PlanOutcome>> {
     let started = Instant::now();
     let Revising { spec, messages, seen } = revising(model, goal, registry, history)?;
     let samplings: Vec<_> = search::samplings(REPLAN_SAMPLES + 1).into_iter().skip(1).collect();
@@ -211,6 +244,50 @@ pub fn sampled_revision(
         }
     }
     Ok(None)
+}
+
+/// The `fallback-values` check ([`fallbacks`]) on a written plan, in the profiles that mend: where the plan passes
+/// a parameter's fallback the goal does not write, the planner writes the plan again (greedy, once) shown those
+/// parameters without their fallback sentences, and the values [`fallbacks::take_values`] accepts from it replace
+/// the fallbacks; the rest of the plan is kept.
+/// The changes join the mends, the second plan's tokens the plan's, and the plan is validated again. A plan the
+/// planner could not write again leaves the plan as it was.
+fn check_fallbacks(
+    model: &mut Model,
+    outcome: &mut PlanOutcome,
+    registry: &ToolRegistry,
+    history: &[Revision],
+    max_tokens: usize,
+    mend: Mend,
+) {
+    let suspects = fallbacks::suspects(&outcome.plan, registry);
+    if mend == Mend::Off || suspects.is_empty() {
+        return;
+    }
+    // The planner copies the fallback it is shown (the 1.5B, for "Dubai": `Etc/UTC`); shown the same tools with
+    // those parameters' fallback sentences left out, it writes the goal's value (`Asia/Dubai`).
+    // Every description that keeps one of those values is shown without it (a target timezone's sentence left in
+    // view is copied into the source).
+    let shown = registry.redescribed(|_, _, description| {
+        let kept = fallbacks::fallback_values(&serde_json::json!({ "description": description }));
+        let suspect = kept.iter().any(|k| suspects.iter().any(|s| s.fallback.eq_ignore_ascii_case(k)));
+        suspect.then(|| fallbacks::without_fallbacks(description))
+    });
+    let goal = outcome.plan.goal.clone();
+    match written_revision(model, &goal, &shown, history, max_tokens, 1, mend) {
+        Ok(again) => {
+            tracing::debug!(plan = %again.text, "fallback-values: the plan written without the fallbacks");
+            outcome.timings.prompt_tokens += again.timings.prompt_tokens;
+            outcome.timings.generated_tokens += again.timings.generated_tokens;
+            let (lines, changes) = fallbacks::take_values(&mut outcome.plan, &suspects, &again.plan, registry);
+            if !changes.is_empty() {
+                outcome.mended.extend(lines);
+                outcome.mends.extend(changes);
+                outcome.issues = outcome.plan.validate(registry);
+            }
+        }
+        Err(e) => tracing::warn!("the fallback-values check could not have the plan written again ({e}); it is kept"),
+    }
 }
 
 /// One plan as the planner wrote it, parsed and validated.

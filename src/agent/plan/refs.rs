@@ -195,6 +195,39 @@ pub struct Resolution {
     pub read_text: bool,
     /// The references that took a whole text in place of a field, in document order.
     pub read_from_text: Vec<Reference>,
+    /// Whether a reference inside text to a short field of a small output with other fields takes the whole output
+    /// (model prompts, rule `prompts-read-whole-results`).
+    pub widen_short_fields: bool,
+    /// The references that took their whole output so, in document order.
+    pub widened: Vec<Reference>,
+}
+
+/// A field this short (as JSON) is taken for a piece of its output, not what a question is about (`"+3.0h"`).
+const SHORT_FIELD_CHARS: usize = 160;
+/// An output this long (as JSON) is read whole by a prompt; a longer one keeps its field.
+const WHOLE_OUTPUT_CHARS: usize = 3000;
+
+/// The whole output in place of `value`, where `value` is a short field (or an empty one) of an output with other
+/// fields that hold something and that is small enough to read whole.
+fn widened(reference: &Reference, value: &Value, outputs: &HashMap<String, Value>) -> Option<Value> {
+    let field = reference.field.as_deref()?;
+    let Value::Object(output) = outputs.get(&reference.step)? else { return None };
+    let others_hold = output.iter().any(|(name, v)| name != field && !is_empty(v));
+    let short = value.to_string().chars().count() <= SHORT_FIELD_CHARS;
+    let whole = Value::Object(output.clone());
+    (others_hold && short && whole.to_string().chars().count() <= WHOLE_OUTPUT_CHARS).then_some(whole)
+}
+
+/// Null, false, zero and empty texts, lists and objects hold nothing worth reading.
+fn is_empty(value: &Value) -> bool {
+    match value {
+        Value::Null | Value::Bool(false) => true,
+        Value::String(s) => s.trim().is_empty(),
+        Value::Array(items) => items.is_empty(),
+        Value::Object(map) => map.is_empty(),
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::Bool(true) => false,
+    }
 }
 
 fn lookup(
@@ -274,7 +307,16 @@ pub fn resolve_value_with(
             for part in parts {
                 match part {
                     Piece::Text(t) => resolved.push_str(&t),
-                    Piece::Ref(r) => resolved.push_str(&value_text(&lookup(step, &r, outputs, how)?)),
+                    Piece::Ref(r) => {
+                        let mut value = lookup(step, &r, outputs, how)?;
+                        if how.widen_short_fields {
+                            if let Some(whole) = widened(&r, &value, outputs) {
+                                how.widened.push(r.clone());
+                                value = whole;
+                            }
+                        }
+                        resolved.push_str(&value_text(&value))
+                    }
                 }
             }
             Value::String(resolved)
@@ -356,5 +398,32 @@ pub fn coerce_to_schema(value: Value, schema: &Value) -> Value {
             Value::String(text)
         }
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn prompt_with(outputs: &HashMap<String, Value>, text: &str, widen: bool) -> (String, usize) {
+        let mut how = Resolution { widen_short_fields: widen, ..Resolution::default() };
+        let value = resolve_value_with("s2", &json!(text), outputs, &mut how).unwrap();
+        (value.as_str().unwrap().to_string(), how.widened.len())
+    }
+
+    #[test]
+    fn a_prompt_reads_a_small_result_whole_where_it_names_a_short_field() {
+        let conversion = json!({"target": {"datetime": "2026-12-01T05:00:00+03:00"}, "time_difference": "+6.0h"});
+        let page = json!({"content": "x".repeat(400), "path": "a.txt"});
+        let outputs = HashMap::from([("s1".to_string(), conversion.clone()), ("s3".to_string(), page)]);
+        let (widened, count) = prompt_with(&outputs, "What time is it in Istanbul? $s1.time_difference$", true);
+        assert!(widened.contains("05:00:00") && count == 1, "{widened}");
+        let (kept, count) = prompt_with(&outputs, "What time is it in Istanbul? $s1.time_difference$", false);
+        assert_eq!((kept.as_str(), count), ("What time is it in Istanbul? +6.0h", 0), "off: the field as written");
+        let (long, count) = prompt_with(&outputs, "Summarise: $s3.content$", true);
+        assert_eq!((long.len(), count), ("Summarise: ".len() + 400, 0), "a long field is what the prompt is about");
+        let alone = HashMap::from([("s1".to_string(), json!({"result": 4, "note": ""}))]);
+        assert_eq!(prompt_with(&alone, "Double $s1.result$", true), ("Double 4".to_string(), 0), "nothing else held");
     }
 }

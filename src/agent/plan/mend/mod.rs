@@ -31,6 +31,8 @@
 //!     is left out so the default applies (`fetch` `start_index: 100` → left out, default 0).
 //!   - [`mend_unused_dependencies`] (`dependencies`): a step that lists an earlier step in `depends_on` but passes
 //!     a value where that step's one declared result belongs takes a reference to the result.
+//!   - `fallback-values` is in this profile too, but is no function here: it asks the planner, so it runs where a
+//!     plan is written (`agent::plan::fallbacks`, `planner::check_fallbacks`), after these rules.
 //! - `nestful` (bench only; the general rules and these, which match NESTFUL's gold conventions rather than a
 //!   rule about tools, so a real API could be given a wrong value by them):
 //!   - [`mend_percentages_as_written`] (`percentages-as-written`): a percentage passed as its fraction (`0.05` for

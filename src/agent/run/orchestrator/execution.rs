@@ -135,11 +135,21 @@ impl Agent<'_> {
         let spec = self.spec_of(step)?;
         // Under the general mends, a field missing from an output that is only text (an MCP tool's answer, an
         // `llm` step's) reads that text: small planners guess fields (`$s1.commit_id$`) of outputs they cannot see.
-        let mut how = Resolution { read_text: self.settings.mend != Mend::Off, ..Resolution::default() };
+        // Rule `prompts-read-whole-results` (general): a prompt that names a short field of a small result with
+        // other fields reads the whole result; a planner picks one field of a result it has not seen
+        // (`$s1.time_difference$` of a conversion whose answer is its target time, `$s1.entities$` of a search whose
+        // answer is in `relations`).
+        let mends = self.settings.mend != Mend::Off;
+        let mut how =
+            Resolution { read_text: mends, widen_short_fields: mends && spec.needs_model, ..Resolution::default() };
         let args = coerced(resolve_args_with(step, &self.state.outputs, &mut how)?, &spec.args_schema);
         if !how.read_from_text.is_empty() {
             let fields: Vec<String> = how.read_from_text.iter().map(ToString::to_string).collect();
             tracing::info!(step = %step.id, fields = %fields.join(", "), "fields read from text outputs");
+        }
+        if !how.widened.is_empty() {
+            let fields: Vec<String> = how.widened.iter().map(ToString::to_string).collect();
+            tracing::info!(step = %step.id, fields = %fields.join(", "), "prompt reads whole results");
         }
         if spec.needs_model {
             return Ok(Prepared::Text(args));
