@@ -64,13 +64,14 @@ fn without_the_joiner_the_answer_is_the_last_steps_output() {
 /// A run whose plan ran to the end, was judged not met by the joiner, and whose revision then failed with no
 /// replans left (the log of such a run on the answers suite, cut after the revision was written): it answers with
 /// the doubted plan's result and says so, instead of ending without an answer. No model is needed: the revision's
-/// first step fails before anything asks one.
+/// first step fails before anything asks one. (The goal names the file the revision reads: a read for a goal that
+/// names no file would be sent back before it ran, rule `workspace-unasked`.)
 #[test]
 fn a_run_whose_replans_run_out_after_a_doubt_answers_with_the_doubted_results() {
     let scratch = Scratch::new();
     let workspace = scratch.workspace();
     std::fs::create_dir_all(&workspace).unwrap();
-    let goal = "Take 17 away from 9 and multiply the result by 3.";
+    let goal = "Take 17 away from 9 and multiply the result by 3, as example.txt asks.";
     let settings = serde_json::json!({
         "planner": "qwen2.5-coder-1.5b-instruct-q4_k_m", "executor": "qwen2.5-coder-0.5b-instruct-q4_k_m",
         "mode": "plan-ahead", "joiner": "planner", "workspace": workspace, "allow_write": false, "allow_shell": [],

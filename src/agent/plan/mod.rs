@@ -12,6 +12,7 @@ pub mod refs;
 pub mod schema;
 pub mod search;
 pub mod tool_lines;
+pub mod unasked_reads;
 pub mod validate;
 
 use std::collections::{HashMap, HashSet};

@@ -9,6 +9,7 @@ use crate::agent::log::events::{Event, PlanOrigin};
 use crate::agent::log::runs::RunState;
 use crate::agent::plan::mend::mend_plan;
 use crate::agent::plan::search::samplings;
+use crate::agent::plan::unasked_reads;
 use crate::agent::plan::Plan;
 use crate::agent::run::repair::{failed_step_text, repair_arguments, without_accents, RepairRequest};
 use crate::decode::Sampling;
@@ -153,7 +154,8 @@ impl Agent<'_> {
 
     /// The steps of `plan` whose arguments (as written, no references) repeat a call that already failed, each
     /// with that call's error and the tool's parameters: the feedback that sends such a plan back.
-    /// Also the steps that pass a value a tool refused by name (rule `refused-values-not-repeated`).
+    /// Also the steps that pass a value a tool refused by name (rule `refused-values-not-repeated`), and reads of the
+    /// workspace for a goal that names no file (rule `workspace-unasked`).
     pub(super) fn repeated_failures(&self, plan: &Plan) -> Option<String> {
         repeated_failures(&self.state, self.registry, self.settings.mend, plan)
     }
@@ -196,6 +198,12 @@ pub(super) fn repeated_failures(state: &RunState, registry: &ToolRegistry, mend:
     }
     if !refused.is_empty() {
         feedback.push(format!("That plan passes values a tool refused:\n{}", refused.join("\n")));
+    }
+    // Rule `workspace-unasked` (general): reads of the workspace a goal naming no file asks for are sent back while
+    // at most one revision was sent back for them, so they cost at most two replans, and the last plan runs.
+    let sent_back = state.revisions.iter().filter(|r| r.feedback.contains(unasked_reads::MARKER)).count();
+    if mend != Mend::Off && sent_back <= 1 {
+        feedback.extend(unasked_reads::unasked_reads(plan));
     }
     (!feedback.is_empty()).then(|| feedback.join("\n"))
 }
