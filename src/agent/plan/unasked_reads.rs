@@ -1,10 +1,11 @@
 //! A plan that reads the workspace for a goal that names no file or folder.
 //!
 //! Rule `workspace-unasked`, profile `general` (a check, not a mend: the plan is sent back, not rewritten): a plan
-//! that calls `read_file` or `list_dir` where the goal names no file, folder or path (no `name.ext`, no `/`, none
-//! of the words file, folder, directory, workspace, document, here) is sent back once, saying so, and a replan that
-//! does it again is written again by sampling (`replans-resampled`). The planner prompt says the same ("Read files
-//! or list directories only when the goal names a file or a directory"); this makes it hold.
+//! the planner wrote (one given with `--plan` or edited at approval runs as given) that calls `read_file` or
+//! `list_dir` where the goal names no file, folder or path (no `name.ext`, no `/`, none of the words file, folder,
+//! directory, workspace, document, here) is sent back, saying so, and a replan that does it again is written again
+//! by sampling (`replans-resampled`); at most two revisions are sent back for it. The planner prompt says the same
+//! ("Read files or list directories only when the goal names a file or a directory"); this makes it hold.
 //!
 //! Why: with a memory server's tools beside the built-ins, the 1.5B answered "Remember that Carol's phone number is
 //! 555-0199." by reading `phone_numbers.txt`, and "Which of the people I know like jazz?" by listing `people`

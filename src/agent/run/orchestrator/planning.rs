@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use super::repair::repeated_failures;
+use super::repair::{repeated_failures, unasked_reads};
 use super::{Agent, Execution, PlanDecision, Stop};
 use crate::agent::log::events::{Event, PlanOrigin, StopReason};
 use crate::agent::plan::mend::MendChange;
@@ -37,6 +37,13 @@ impl Agent<'_> {
                 continue;
             }
             if let Some(feedback) = self.repeated_failures(&plan) {
+                if let Some(stop) = self.replan(feedback)? {
+                    return Ok(stop);
+                }
+                continue;
+            }
+            let planner_written = !matches!(self.state.plan_origin, Some(PlanOrigin::Given | PlanOrigin::Edited));
+            if let Some(feedback) = unasked_reads(&self.state, self.settings.mend, &plan).filter(|_| planner_written) {
                 if let Some(stop) = self.replan(feedback)? {
                     return Ok(stop);
                 }
@@ -150,7 +157,9 @@ impl Agent<'_> {
             // only where none does is the greedy plan recorded (and then sent back, or run and failed as before).
             let failed_steps = self.state.plan.as_ref().map(|p| p.steps.clone()).unwrap_or_default();
             let repeats = |plan: &Plan| {
-                plan.steps == failed_steps || repeated_failures(&self.state, self.registry, mend, plan).is_some()
+                plan.steps == failed_steps
+                    || repeated_failures(&self.state, self.registry, mend, plan).is_some()
+                    || unasked_reads(&self.state, mend, plan).is_some()
             };
             let rejected = !outcome.issues.is_empty() || repeats(&outcome.plan);
             if origin == PlanOrigin::Replan && mend != Mend::Off && rejected {

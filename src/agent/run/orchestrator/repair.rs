@@ -154,8 +154,7 @@ impl Agent<'_> {
 
     /// The steps of `plan` whose arguments (as written, no references) repeat a call that already failed, each
     /// with that call's error and the tool's parameters: the feedback that sends such a plan back.
-    /// Also the steps that pass a value a tool refused by name (rule `refused-values-not-repeated`), and reads of the
-    /// workspace for a goal that names no file (rule `workspace-unasked`).
+    /// Also the steps that pass a value a tool refused by name (rule `refused-values-not-repeated`).
     pub(super) fn repeated_failures(&self, plan: &Plan) -> Option<String> {
         repeated_failures(&self.state, self.registry, self.settings.mend, plan)
     }
@@ -199,13 +198,19 @@ pub(super) fn repeated_failures(state: &RunState, registry: &ToolRegistry, mend:
     if !refused.is_empty() {
         feedback.push(format!("That plan passes values a tool refused:\n{}", refused.join("\n")));
     }
-    // Rule `workspace-unasked` (general): reads of the workspace a goal naming no file asks for are sent back while
-    // at most one revision was sent back for them, so they cost at most two replans, and the last plan runs.
-    let sent_back = state.revisions.iter().filter(|r| r.feedback.contains(unasked_reads::MARKER)).count();
-    if mend != Mend::Off && sent_back <= 1 {
-        feedback.extend(unasked_reads::unasked_reads(plan));
-    }
     (!feedback.is_empty()).then(|| feedback.join("\n"))
+}
+
+/// Rule `workspace-unasked` (general) on a plan the planner wrote (a plan given with `--plan` or edited at approval
+/// is the user's, and runs as given): the feedback that sends back its reads of the workspace where the goal names
+/// no file, while at most one revision was sent back for them, so they cost at most two replans and the last plan
+/// runs.
+pub(super) fn unasked_reads(state: &RunState, mend: Mend, plan: &Plan) -> Option<String> {
+    let sent_back = state.revisions.iter().filter(|r| r.feedback.contains(unasked_reads::MARKER)).count();
+    if mend == Mend::Off || sent_back > 1 {
+        return None;
+    }
+    unasked_reads::unasked_reads(plan)
 }
 
 /// A value in `args` that a tool refused by name, and that tool; none under `--mend off`.
