@@ -101,8 +101,8 @@ pub struct WebServer {
 }
 
 impl WebServer {
-    /// Starts serving `pages` on `port` (where it is taken, or `None`: a free port the system picks; the caller
-    /// compares [`WebServer::port`] with what it asked for); a path not among them answers 404.
+    /// Starts serving `pages` on `port` where it is free, else (or with `None`) on a free port the system picks; the
+    /// caller compares [`WebServer::port`] with what it asked for. A path not among the pages answers 404.
     pub fn start(pages: &BTreeMap<String, String>, port: Option<u16>) -> Result<Self> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)

@@ -1,5 +1,5 @@
 //! A value a parameter's description keeps for a user who gives none, passed where the goal does give one: the
-//! planner is asked, in one short constrained question, which value the goal gives for that parameter.
+//! planner writes the plan again without that description's sentence in view, and its value for the goal is taken.
 //!
 //! Rule `fallback-values`, profile `general` (a check that asks the planner, so it runs where a plan is written, not
 //! in `bench rescore`): a text argument equal to a value that its parameter's description offers for when the
@@ -15,7 +15,7 @@
 
 use serde_json::{json, Value};
 
-use crate::agent::plan::mend::MendChange;
+use crate::agent::plan::mend::{parameter_description, MendChange};
 use crate::agent::plan::refs::references_in;
 use crate::agent::plan::Plan;
 use crate::tools::ToolRegistry;
@@ -46,16 +46,21 @@ const ABSENCE: &[&str] = &[
 pub fn fallback_values(parameter: &Value) -> Vec<String> {
     let mut values: Vec<String> =
         parameter.get("default").and_then(Value::as_str).map(str::to_string).into_iter().collect();
-    let description = parameter.get("description").and_then(Value::as_str).unwrap_or("");
-    for sentence in sentences(description) {
-        let lower = sentence.to_lowercase();
-        if ABSENCE.iter().any(|words| lower.contains(words)) {
-            values.extend(quoted(sentence));
-        }
-    }
+    values.extend(description_fallbacks(parameter.get("description").and_then(Value::as_str).unwrap_or("")));
     values.retain(|v| !v.trim().is_empty());
     values.dedup();
     values
+}
+
+/// The quoted values of a description's sentences that speak of no value being given.
+pub fn description_fallbacks(description: &str) -> Vec<String> {
+    sentences(description).into_iter().filter(|sentence| speaks_of_no_value(sentence)).flat_map(quoted).collect()
+}
+
+/// Whether a sentence is about the case where no value is given.
+fn speaks_of_no_value(sentence: &str) -> bool {
+    let lower = sentence.to_lowercase();
+    ABSENCE.iter().any(|words| lower.contains(words))
 }
 
 /// A description's sentences: split at a full stop followed by a space or the end ("e.g., 'X'" stays whole).
@@ -130,7 +135,7 @@ pub fn suspects(plan: &Plan, registry: &ToolRegistry) -> Vec<Suspect> {
 pub fn without_fallbacks(description: &str) -> String {
     let kept: Vec<&str> = sentences(description)
         .into_iter()
-        .filter(|s| !ABSENCE.iter().any(|words| s.to_lowercase().contains(words)))
+        .filter(|s| !speaks_of_no_value(s))
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .collect();
@@ -140,9 +145,9 @@ pub fn without_fallbacks(description: &str) -> String {
     }
 }
 
-/// Takes, for each suspect, the value `revised` (the plan written again) passes to the same parameter of the same
-/// step (by position and tool), where it is written like the parameter's own values, is not the value of another
-/// argument of that call and names a word of the goal; returns one line and one change for each value taken.
+/// Takes, for each suspect, the value `revised` (the plan written again) passes to the same parameter in a step of
+/// the same tool, where it is written like the parameter's own values, is not the value of another argument of that
+/// call and names a word of the goal; returns one line and one change for each value taken.
 pub fn take_values(
     plan: &mut Plan,
     suspects: &[Suspect],
@@ -152,11 +157,8 @@ pub fn take_values(
     let (mut lines, mut changes) = (Vec::new(), Vec::new());
     for Suspect { step, parameter, fallback } in suspects {
         let original = &plan.steps[*step];
-        let description = registry
-            .spec(&original.tool)
-            .and_then(|spec| spec.args_schema["properties"][parameter]["description"].as_str().map(str::to_string))
-            .unwrap_or_default();
-        let mut shown = quoted(&description);
+        let description = registry.spec(&original.tool).map_or("", |spec| parameter_description(spec, parameter));
+        let mut shown = quoted(description);
         shown.push(fallback.clone());
         let another_arguments = |value: &str| {
             let other = |(name, v): (&String, &Value)| {
@@ -211,20 +213,12 @@ fn written_like(value: &str, shown: &[String]) -> bool {
     kinds(value).is_subset(&allowed)
 }
 
-/// A letter without its accent (`ã` → `a`), lowercased; the Latin letters people write place names with.
-fn plain(c: char) -> char {
-    let c = c.to_lowercase().next().unwrap_or(c);
-    match c {
-        'à' | 'á' | 'â' | 'ã' | 'ä' | 'å' => 'a',
-        'ç' => 'c',
-        'è' | 'é' | 'ê' | 'ë' => 'e',
-        'ì' | 'í' | 'î' | 'ï' => 'i',
-        'ñ' => 'n',
-        'ò' | 'ó' | 'ô' | 'õ' | 'ö' => 'o',
-        'ù' | 'ú' | 'û' | 'ü' => 'u',
-        'ý' | 'ÿ' => 'y',
-        c => c,
-    }
+/// `text` with its letters' accents taken off (`São` → `Sao`): the names tools key on (time zones, codes, ids) are
+/// mostly written in plain ASCII, and people write them with their accents.
+pub fn accents_off(text: &str) -> String {
+    use unicode_normalization::char::is_combining_mark;
+    use unicode_normalization::UnicodeNormalization;
+    text.nfd().filter(|c| !is_combining_mark(*c)).collect()
 }
 
 /// The words of a text of three letters or more, accents dropped; with `names`, only those written with a capital
@@ -232,7 +226,7 @@ fn plain(c: char) -> char {
 fn words(text: &str, names: bool) -> Vec<String> {
     text.split(|c: char| !c.is_alphabetic())
         .filter(|w| w.chars().count() >= 3 && (!names || w.starts_with(char::is_uppercase)))
-        .map(|w| w.chars().map(plain).collect())
+        .map(|w| accents_off(w).to_lowercase())
         .collect()
 }
 

@@ -260,19 +260,28 @@ fn check_fallbacks(
     max_tokens: usize,
     mend: Mend,
 ) {
+    if mend == Mend::Off {
+        return;
+    }
     let suspects = fallbacks::suspects(&outcome.plan, registry);
-    if mend == Mend::Off || suspects.is_empty() {
+    if suspects.is_empty() {
         return;
     }
     // The planner copies the fallback it is shown (the 1.5B, for "Dubai": `Etc/UTC`); shown the same tools with
     // those parameters' fallback sentences left out, it writes the goal's value (`Asia/Dubai`).
     // Every description that keeps one of those values is shown without it (a target timezone's sentence left in
     // view is copied into the source).
+    let redescribed = std::cell::Cell::new(false);
     let shown = registry.redescribed(|_, _, description| {
-        let kept = fallbacks::fallback_values(&serde_json::json!({ "description": description }));
+        let kept = fallbacks::description_fallbacks(description);
         let suspect = kept.iter().any(|k| suspects.iter().any(|s| s.fallback.eq_ignore_ascii_case(k)));
+        redescribed.set(redescribed.get() || suspect);
         suspect.then(|| fallbacks::without_fallbacks(description))
     });
+    // A fallback only a schema's `default` keeps is still in view: the greedy planner would write the same plan.
+    if !redescribed.get() {
+        return;
+    }
     let goal = outcome.plan.goal.clone();
     match written_revision(model, &goal, &shown, history, max_tokens, 1, mend) {
         Ok(again) => {

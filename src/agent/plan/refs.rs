@@ -208,25 +208,27 @@ const SHORT_FIELD_CHARS: usize = 160;
 const WHOLE_OUTPUT_CHARS: usize = 3000;
 
 /// The whole output in place of `value`, where `value` is a short field (or an empty one) of an output with other
-/// fields that hold something and that is small enough to read whole.
+/// fields that hold something (not nothing, `false` or zero) and that is small enough to read whole.
 fn widened(reference: &Reference, value: &Value, outputs: &HashMap<String, Value>) -> Option<Value> {
     let field = reference.field.as_deref()?;
     let Value::Object(output) = outputs.get(&reference.step)? else { return None };
-    let others_hold = output.iter().any(|(name, v)| name != field && !is_empty(v));
-    let short = value.to_string().chars().count() <= SHORT_FIELD_CHARS;
+    let unset = |v: &Value| holds_nothing(v) || *v == Value::Bool(false) || v.as_f64() == Some(0.0);
+    let others_hold = output.iter().any(|(name, v)| name != field && !unset(v));
+    if !others_hold || value.to_string().chars().count() > SHORT_FIELD_CHARS {
+        return None;
+    }
     let whole = Value::Object(output.clone());
-    (others_hold && short && whole.to_string().chars().count() <= WHOLE_OUTPUT_CHARS).then_some(whole)
+    (whole.to_string().chars().count() <= WHOLE_OUTPUT_CHARS).then_some(whole)
 }
 
-/// Null, false, zero and empty texts, lists and objects hold nothing worth reading.
-fn is_empty(value: &Value) -> bool {
+/// Whether a value holds nothing: null, a blank text, an empty list or object.
+pub fn holds_nothing(value: &Value) -> bool {
     match value {
-        Value::Null | Value::Bool(false) => true,
+        Value::Null => true,
         Value::String(s) => s.trim().is_empty(),
         Value::Array(items) => items.is_empty(),
         Value::Object(map) => map.is_empty(),
-        Value::Number(n) => n.as_f64() == Some(0.0),
-        Value::Bool(true) => false,
+        _ => false,
     }
 }
 

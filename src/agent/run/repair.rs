@@ -140,9 +140,7 @@ pub fn repair_arguments(
 /// `America/Bogota`), or `None` where it has none to take off: the names tools key on (time zones, codes, ids) are
 /// mostly plain ASCII, and a model that copied the goal's spelling writes it again.
 pub fn without_accents(args: &Map<String, Value>, refused: &str) -> Option<Map<String, Value>> {
-    use unicode_normalization::char::is_combining_mark;
-    use unicode_normalization::UnicodeNormalization;
-    let plain: String = refused.nfd().filter(|c| !is_combining_mark(*c)).collect();
+    let plain = crate::agent::plan::fallbacks::accents_off(refused);
     if plain == refused {
         return None;
     }

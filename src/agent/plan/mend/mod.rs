@@ -289,7 +289,7 @@ fn leave_out_unasked(
 }
 
 /// The description a tool gives its parameter `name`, or "" where it gives none.
-fn parameter_description<'a>(spec: &'a ToolSpec, name: &str) -> &'a str {
+pub(crate) fn parameter_description<'a>(spec: &'a ToolSpec, name: &str) -> &'a str {
     spec.args_schema["properties"][name]["description"].as_str().unwrap_or("")
 }
 

@@ -5,6 +5,7 @@ use std::time::Instant;
 use serde_json::{Map, Value};
 
 use super::{Agent, Approval};
+use crate::agent::plan::refs::holds_nothing;
 use crate::agent::plan::Step;
 use crate::agent::run::executor::ExecutorCall;
 use crate::settings::Mend;
@@ -56,14 +57,7 @@ impl Agent<'_> {
 /// object, an empty string, null) and at least one of them a list or object (`{"entities": [], "relations": []}`).
 pub(super) fn found_nothing(output: &Value) -> bool {
     let Value::Object(map) = output else { return false };
-    let blank = |v: &Value| match v {
-        Value::Null => true,
-        Value::String(s) => s.trim().is_empty(),
-        Value::Array(items) => items.is_empty(),
-        Value::Object(fields) => fields.is_empty(),
-        _ => false,
-    };
-    !map.is_empty() && map.values().all(blank) && map.values().any(|v| v.is_array() || v.is_object())
+    !map.is_empty() && map.values().all(holds_nothing) && map.values().any(|v| v.is_array() || v.is_object())
 }
 
 /// Where `args` has exactly one text argument and it has several words: the same arguments with that text cut to

@@ -36,14 +36,12 @@ impl Agent<'_> {
                 }
                 continue;
             }
-            if let Some(feedback) = self.repeated_failures(&plan) {
-                if let Some(stop) = self.replan(feedback)? {
-                    return Ok(stop);
-                }
-                continue;
-            }
+            // Reads of the workspace are judged on plans the planner wrote; a given or edited plan runs as given.
             let planner_written = !matches!(self.state.plan_origin, Some(PlanOrigin::Given | PlanOrigin::Edited));
-            if let Some(feedback) = unasked_reads(&self.state, self.settings.mend, &plan).filter(|_| planner_written) {
+            let sent_back = self
+                .repeated_failures(&plan)
+                .or_else(|| unasked_reads(&self.state, self.settings.mend, &plan).filter(|_| planner_written));
+            if let Some(feedback) = sent_back {
                 if let Some(stop) = self.replan(feedback)? {
                     return Ok(stop);
                 }
