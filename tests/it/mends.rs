@@ -750,3 +750,54 @@ fn a_prompt_reads_the_whole_output_where_its_field_is_not_declared() {
     mend_plan(&mut off, &registry, Mend::Off, "");
     assert_eq!(off.steps[1].args["prompt"], json!("$s1.content$ here"));
 }
+
+/// A time zone written under a name the time zone database lacks, to a parameter whose description asks for the
+/// database's names, becomes the zone of the place it names, else of the one place of the goal no other zone
+/// argument of the call takes; a name the database has, a parameter that does not ask for database names, and a
+/// goal that leaves two places free are left as written.
+#[test]
+fn zone_names_the_database_lacks_become_their_places_zones() {
+    let zone = r#"{"type": "string", "description": "IANA timezone name (e.g., America/New_York or Europe/London)."}"#;
+    let convert = format!(r#"{{"source_timezone": {zone}, "target_timezone": {zone}, "time": {{"type": "string"}}}}"#);
+    let offset = r#"{"zone": {"type": "string", "description": "The zone of the city, as an offset like +02:00"}}"#;
+    let registry = with_tools(&[("convert_time", &convert, &["time"], ""), ("weather", offset, &["zone"], "")]);
+    // The zone arguments of a one-step plan for `goal` after the general mends, and the changes' lines.
+    let mend = |goal: &str, tool: &str, args: Value| {
+        let mut plan = goal_plan(goal, json!([{"id": "s1", "tool": tool, "args": args}]));
+        let mended = mend_plan(&mut plan, &registry, Mend::General, "");
+        let lines: Vec<String> =
+            mended.changes.iter().filter(|c| c.rule == "time-zones").map(|c| c.to_string()).collect();
+        let zones = &plan.steps[0].args;
+        (json!([zones.get("source_timezone"), zones.get("target_timezone"), zones.get("zone")]), lines)
+    };
+    let args =
+        |source: &str, target: &str| json!({"source_timezone": source, "time": "08:00", "target_timezone": target});
+    let zones = |source: &str, target: &str| json!([source, target, null]);
+
+    let (mended, lines) = mend(
+        "When it's 8am in Honolulu, what time is it in Seoul?",
+        "convert_time",
+        args("America/Honolulu", "Asia/Seoul"),
+    );
+    assert_eq!(lines, [r#"s1 source_timezone: "America/Honolulu" → "Pacific/Honolulu" [time-zones]"#]);
+    assert_eq!(mended, zones("Pacific/Honolulu", "Asia/Seoul"));
+    let (mended, lines) =
+        mend("The server logs say 08:00 UTC. What was the time in Manila?", "convert_time", args("UTC", "Asia/Makati"));
+    assert_eq!(lines, [r#"s1 target_timezone: "Asia/Makati" → "Asia/Manila" [time-zones]"#]);
+    assert_eq!(mended, zones("UTC", "Asia/Manila"));
+    let (mended, _) =
+        mend("At 8am in Bogotá, what time is it in Dhaka?", "convert_time", args("America/Bogotá", "Asia/Dhaka"));
+    assert_eq!(mended, zones("America/Bogota", "Asia/Dhaka"));
+
+    let goal = "At 08:00 in Honolulu, what time is it in Manila and Seoul?";
+    let (mended, lines) = mend(goal, "convert_time", args("Asia/Atlantis", "Asia/Nowhere"));
+    assert!(lines.is_empty(), "the goal leaves three places free: {lines:?}");
+    assert_eq!(mended, zones("Asia/Atlantis", "Asia/Nowhere"));
+    let (_, lines) = mend(goal, "convert_time", args("Asia/Seoul", "Asia/Seoul"));
+    assert!(lines.is_empty(), "names the database has stay, right or wrong: {lines:?}");
+    let (_, lines) = mend(goal, "weather", json!({"zone": "Manila"}));
+    assert!(lines.is_empty(), "the parameter does not take the database's names: {lines:?}");
+    let mut plan =
+        goal_plan(goal, json!([{"id": "s1", "tool": "convert_time", "args": args("America/Honolulu", "Asia/Seoul")}]));
+    assert!(mend_plan(&mut plan, &registry, Mend::Off, "").changes.is_empty());
+}

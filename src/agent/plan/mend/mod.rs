@@ -21,6 +21,10 @@
 //!     passes goes to the one parameter that takes that kind of value (by the form its schema asks for, else by
 //!     the words "date", "day", "time" in its name or description) and is left out or filled by an earlier
 //!     result (`time: "$s1.datetime$"` → `"09:30"` for "It's 9:30 in the morning in Tokyo").
+//!   - [`mend_time_zones`] (`time-zones`): a time zone passed under a name the time zone database does not have,
+//!     to a parameter whose description says "IANA" or shows a database name, becomes the zone of the place it
+//!     names (`America/Honolulu` → `Pacific/Honolulu`), else of the one place the goal writes that no other zone
+//!     argument of the call takes (`Asia/Makati` for "the time in Manila" → `Asia/Manila`).
 //!   - [`mend_languages_to_codes`] (`language-codes`): a language the goal names, passed by name to a language
 //!     parameter whose description asks for a code or ISO code, becomes its code (`French` → `fr`).
 //!   - [`mend_paths_as_written`] (`paths-as-written`): a path whose file name the goal writes but whose folder
@@ -67,6 +71,7 @@ mod percentages;
 mod references;
 mod unused_moments;
 mod written;
+mod zones;
 
 pub use defaults::restore_declared_defaults;
 pub use dependencies::mend_unused_dependencies;
@@ -80,6 +85,7 @@ pub use percentages::{mend_percentages, mend_percentages_as_written, mend_percen
 pub use references::mend_references;
 pub use unused_moments::mend_unused_dates_and_times;
 pub use written::mend_dates_and_times;
+pub use zones::mend_time_zones;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -148,6 +154,7 @@ const RULES: &[Rule] = &[
     ("durations", Scope::General, |plan, tools, _| mend_durations(plan, tools)),
     ("dates-and-times", Scope::General, |plan, tools, _| mend_dates_and_times(plan, tools)),
     ("unused-dates-and-times", Scope::General, |plan, tools, _| mend_unused_dates_and_times(plan, tools)),
+    ("time-zones", Scope::General, |plan, tools, _| mend_time_zones(plan, tools)),
     ("language-codes", Scope::General, |plan, tools, _| mend_languages_to_codes(plan, tools)),
     ("language-names", Scope::Nestful, |plan, tools, _| mend_languages_to_names(plan, tools)),
     ("paths-as-written", Scope::General, mend_paths_as_written),
