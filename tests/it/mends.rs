@@ -753,14 +753,19 @@ fn a_prompt_reads_the_whole_output_where_its_field_is_not_declared() {
 
 /// A time zone written under a name the time zone database lacks, to a parameter whose description asks for the
 /// database's names, becomes the zone of the place it names, else of the one place of the goal no other zone
-/// argument of the call takes; a name the database has, a parameter that does not ask for database names, and a
-/// goal that leaves two places free are left as written.
+/// argument of the call takes, else the zone the same name became in another step; a name the database has, a
+/// parameter that does not ask for database names, and a goal that leaves two places free are left as written.
 #[test]
 fn zone_names_the_database_lacks_become_their_places_zones() {
     let zone = r#"{"type": "string", "description": "IANA timezone name (e.g., America/New_York or Europe/London)."}"#;
     let convert = format!(r#"{{"source_timezone": {zone}, "target_timezone": {zone}, "time": {{"type": "string"}}}}"#);
     let offset = r#"{"zone": {"type": "string", "description": "The zone of the city, as an offset like +02:00"}}"#;
-    let registry = with_tools(&[("convert_time", &convert, &["time"], ""), ("weather", offset, &["zone"], "")]);
+    let now = format!(r#"{{"timezone": {zone}}}"#);
+    let registry = with_tools(&[
+        ("convert_time", &convert, &["time"], ""),
+        ("weather", offset, &["zone"], ""),
+        ("get_current_time", &now, &["timezone"], ""),
+    ]);
     // The zone arguments of a one-step plan for `goal` after the general mends, and the changes' lines.
     let mend = |goal: &str, tool: &str, args: Value| {
         let mut plan = goal_plan(goal, json!([{"id": "s1", "tool": tool, "args": args}]));
@@ -800,4 +805,15 @@ fn zone_names_the_database_lacks_become_their_places_zones() {
     let mut plan =
         goal_plan(goal, json!([{"id": "s1", "tool": "convert_time", "args": args("America/Honolulu", "Asia/Seoul")}]));
     assert!(mend_plan(&mut plan, &registry, Mend::Off, "").changes.is_empty());
+
+    // The lookup alone leaves two places free; the conversion decides what the name stands for.
+    let mut plan = goal_plan(
+        "The server logs say 17:45 UTC. What was the time in Manila?",
+        json!([{"id": "s1", "tool": "get_current_time", "args": {"timezone": "Asia/Makati"}},
+               {"id": "s2", "tool": "convert_time", "args": args("UTC", "Asia/Makati")}]),
+    );
+    let mended = mend_plan(&mut plan, &registry, Mend::General, "");
+    assert_eq!(plan.steps[0].args["timezone"], "Asia/Manila", "{mended:#?}");
+    assert_eq!(plan.steps[1].args["target_timezone"], "Asia/Manila");
+    assert!(mended.lines.iter().any(|l| l.contains("s2 passes it as Asia/Manila")), "{:#?}", mended.lines);
 }

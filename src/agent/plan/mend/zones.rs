@@ -27,42 +27,63 @@ const REGIONS: &[&str] =
 
 /// Rewrites each top-level text argument of a zone parameter that is not a zone name of the database into the
 /// zone of the place it names, else of the one place the goal writes with a capital that no other zone argument of
-/// the call takes. Returns one line per mend (`s1: target_timezone "Asia/Makati" → "Asia/Manila" (…)`).
+/// the call takes, else into the zone the same name became in another step of the plan (one name is one place
+/// throughout a plan). Returns one line per mend (`s1: target_timezone "Asia/Makati" → "Asia/Manila" (…)`).
 pub fn mend_time_zones(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> {
     let places = places_written(&plan.goal);
-    let mut lines = Vec::new();
-    for step in &mut plan.steps {
+    // (step index, parameter, as written, the zone and why where the call alone decides it).
+    let mut unknown: Vec<(usize, String, String, Option<(String, String)>)> = Vec::new();
+    for (index, step) in plan.steps.iter().enumerate() {
         let Some(spec) = registry.spec(&step.tool) else { continue };
-        let zone_parameters: Vec<String> = step
-            .args
-            .keys()
-            .filter(|name| takes_zone_names(name, parameter_description(spec, name)))
-            .cloned()
-            .collect();
+        let zone_parameters: Vec<&String> =
+            step.args.keys().filter(|name| takes_zone_names(name, parameter_description(spec, name))).collect();
         for name in &zone_parameters {
-            let Some(written) = step.args[name].as_str().map(str::trim) else { continue };
-            if is_zone(written) || !references_in(&step.args[name]).is_empty() {
+            let Some(written) = step.args[*name].as_str().map(str::trim) else { continue };
+            if is_zone(written) || !references_in(&step.args[*name]).is_empty() {
                 continue;
             }
-            let (zone, why) = if let Some(zone) = zone_of_place(written) {
-                let place = place_of(written);
-                (zone.clone(), format!("not a time zone name; {place} is in {zone}"))
-            } else {
-                let taken: Vec<String> = zone_parameters
-                    .iter()
-                    .filter(|other| *other != name)
-                    .filter_map(|other| step.args[other].as_str().map(place_key))
-                    .collect();
-                let free: Vec<&(String, String)> = places.iter().filter(|(key, _)| !taken.contains(key)).collect();
-                let [(key, as_written)] = free.as_slice() else { continue };
-                let Some(zone) = zone_of_place(key) else { continue };
-                (zone.clone(), format!("not a time zone name; the goal's {as_written} is in {zone}"))
-            };
-            lines.push(format!("{}: {name} {:?} → {zone:?} ({why})", step.id, written));
-            step.args.insert(name.clone(), Value::String(zone));
+            let taken: Vec<String> = zone_parameters
+                .iter()
+                .filter(|other| *other != name)
+                .filter_map(|other| step.args[*other].as_str().map(place_key))
+                .collect();
+            unknown.push((index, name.to_string(), written.to_string(), zone_for(written, &places, &taken)));
         }
     }
+    let decided: Vec<(String, String, String)> = unknown
+        .iter()
+        .filter_map(|(index, _, written, found)| {
+            found.as_ref().map(|(zone, _)| (written.clone(), zone.clone(), plan.steps[*index].id.clone()))
+        })
+        .collect();
+    let mut lines = Vec::new();
+    for (index, name, written, found) in unknown {
+        let found = found.or_else(|| {
+            let mut same = decided.iter().filter(|(w, _, _)| *w == written);
+            let (_, zone, step) = same.next()?;
+            let one_zone = same.all(|(_, other, _)| other == zone);
+            one_zone.then(|| (zone.clone(), format!("not a time zone name; {step} passes it as {zone}")))
+        });
+        let Some((zone, why)) = found else { continue };
+        let step = &mut plan.steps[index];
+        lines.push(format!("{}: {name} {written:?} → {zone:?} ({why})", step.id));
+        step.args.insert(name, Value::String(zone));
+    }
     lines
+}
+
+/// The zone a name the database lacks stands for, and why: the zone of the place it names, else of the one place
+/// of the goal (`places`) that the call's other zone arguments (`taken`, by place) leave free.
+fn zone_for(written: &str, places: &[(String, String)], taken: &[String]) -> Option<(String, String)> {
+    if let Some(zone) = zone_of_place(written) {
+        let why = format!("not a time zone name; {} is in {zone}", place_of(written));
+        return Some((zone, why));
+    }
+    let free: Vec<&(String, String)> = places.iter().filter(|(key, _)| !taken.contains(key)).collect();
+    let [(key, as_written)] = free.as_slice() else { return None };
+    let zone = zone_of_place(key)?;
+    let why = format!("not a time zone name; the goal's {as_written} is in {zone}");
+    Some((zone, why))
 }
 
 /// Whether a parameter takes the time zone database's names: its name or description speaks of a zone (`tz`,
