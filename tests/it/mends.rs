@@ -65,10 +65,20 @@ fn a_reference_with_one_reading_is_mended_and_named() {
         {"id": "s3", "tool": "llm", "args": {"prompt": "Costs $$5: $s1$ and $s1.text$, ok?", "note": "$s1$"}},
         {"id": "s4", "tool": "calculator", "args": {"expression": "$s2.value$ + 1"}},
         {"id": "s5", "tool": "llm", "args": {"prompt": "$s1.result.first$"}},
-        {"id": "s6", "tool": "llm", "args": {"prompt": "$s1.interest_earned$"}}
+        {"id": "s6", "tool": "llm", "args": {"prompt": "$s1.entries$"}},
+        {"id": "s7", "tool": "list_dir", "args": {"path": "."}},
+        {"id": "s8", "tool": "llm", "args": {"prompt": "Say it again: $s1.interest_earned$"}}
     ]));
     let mends = mend_references(&mut plan, &registry());
-    assert_eq!(mends, ["s2: $s1.result$ → $s1.text$", "s3: $s1$ → $s1.text$"], "{mends:#?}");
+    assert_eq!(
+        mends,
+        [
+            "s8: $s1.interest_earned$ → $s1.text$ (a prompt reads the only field; no field interest_earned)",
+            "s2: $s1.result$ → $s1.text$",
+            "s3: $s1$ → $s1.text$"
+        ],
+        "{mends:#?}"
+    );
     assert_eq!(plan.steps[1].args["expression"], json!("$s1.text$ * 2 + $s1.text$"), "both, named once");
     // The literal dollar is written escaped again, so it still resolves to "$5"; a whole-output argument stays.
     assert_eq!(plan.steps[2].args["prompt"], json!("Costs $$5: $s1.text$ and $s1.text$, ok?"));
@@ -76,10 +86,12 @@ fn a_reference_with_one_reading_is_mended_and_named() {
     let outputs = HashMap::from([("s1".to_string(), json!({"text": "7"}))]);
     assert_eq!(resolve_value("s3", &plan.steps[2].args["prompt"], &outputs).unwrap(), json!("Costs $5: 7 and 7, ok?"));
     // The calculator has two output fields, a path below a missing field has no reading, and a specific name
-    // the tool lacks means another step: all three are left to validation.
+    // the tool lacks that another step declares may mean that step: all three are left to validation. In a prompt,
+    // a name no step declares reads the model step's only field.
     assert_eq!(plan.steps[3].args["expression"], json!("$s2.value$ + 1"));
     assert_eq!(plan.steps[4].args["prompt"], json!("$s1.result.first$"));
-    assert_eq!(plan.steps[5].args["prompt"], json!("$s1.interest_earned$"));
+    assert_eq!(plan.steps[5].args["prompt"], json!("$s1.entries$"));
+    assert_eq!(plan.steps[7].args["prompt"], json!("Say it again: $s1.text$"));
     let issues = plan.validate(&registry());
     let unknown_fields = issues.iter().filter(|i| i.kind() == IssueKind::UnknownOutputField).count();
     assert_eq!(unknown_fields, 3, "{issues:#?}");
@@ -724,7 +736,8 @@ fn unasked_numbers_take_their_default_and_named_files_their_written_path() {
 }
 
 /// A model's prompt that names a field the referenced tool does not declare, where it declares several, reads the
-/// whole output instead; a tool's argument keeps the field (validation reports it).
+/// whole output instead, and where it declares one, that field; a tool's argument keeps the field (validation
+/// reports it).
 #[test]
 fn a_prompt_reads_the_whole_output_where_its_field_is_not_declared() {
     let registry = registry();
@@ -734,14 +747,19 @@ fn a_prompt_reads_the_whole_output_where_its_field_is_not_declared() {
             {"id": "s1", "tool": "list_dir", "args": {"path": "."}},
             {"id": "s2", "tool": "llm", "args": {"prompt": "Which of these are Markdown files? $s1.content$"}},
             {"id": "s3", "tool": "read_file", "args": {"path": "$s1.content$"}},
-            {"id": "s4", "tool": "llm", "args": {"prompt": "List them: $s1.entries$"}}
+            {"id": "s4", "tool": "llm", "args": {"prompt": "List them: $s1.entries$"}},
+            {"id": "s5", "tool": "llm", "args": {"prompt": "Where are they? $s4.names$"}},
+            {"id": "s6", "tool": "read_file", "args": {"path": "$s4.path$"}}
         ]),
     );
     let mended = mend_plan(&mut plan, &registry, Mend::General, "");
     assert_eq!(plan.steps[1].args["prompt"], json!("Which of these are Markdown files? $s1$"), "{mended:#?}");
     assert_eq!(plan.steps[2].args["path"], json!("$s1.content$"));
     assert_eq!(plan.steps[3].args["prompt"], json!("List them: $s1.entries$"));
-    assert!(plan.validate(&registry).iter().any(|i| i.to_string().contains("s3")));
+    assert_eq!(plan.steps[4].args["prompt"], json!("Where are they? $s4.text$"), "llm's only field");
+    assert_eq!(plan.steps[5].args["path"], json!("$s4.path$"));
+    let issues: Vec<String> = plan.validate(&registry).iter().map(ToString::to_string).collect();
+    assert!(issues.iter().any(|i| i.contains("'s3'")) && issues.iter().any(|i| i.contains("'s6'")), "{issues:?}");
     let mut off = goal_plan(
         "g",
         json!([{"id": "s1", "tool": "list_dir", "args": {"path": "."}},

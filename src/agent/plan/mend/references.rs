@@ -71,17 +71,18 @@ fn rewrite_step_references(
 
 /// In the arguments of a step its tool runs on a model (`llm`'s prompt), rewrites a reference to a field the
 /// referenced tool does not declare, where it declares several (`$s1.content$` of `list_dir`, which gives
-/// `entries`, `path`, `truncated`), into a reference to its whole output: a model reads text, and whatever the
-/// planner wanted from that step is in it. Why: the 1.5B wrote `$s1.content$` of a listing in every replan of a
-/// run, each sent back as invalid, until the replan budget was spent (tasks-mcp `mem-moved`). A tool with one
-/// field is [`mend_references`]' case; a tool's argument (not a prompt) keeps its field, as validation reports.
+/// `entries`, `path`, `truncated`), into a reference to its whole output, and where it declares one (`$s2.content$`
+/// of `llm`, which gives `text`, where no other step of the plan declares `content`), into that field: a model reads text, and whatever the planner wanted from that
+/// step is in it. Why: the 1.5B wrote `$s1.content$` of a listing, then `$s2.content$` of a model step, in every
+/// replan of a run, each sent back as invalid, until the replan budget was spent (tasks-mcp `mem-moved`). A tool's
+/// argument (not a prompt) keeps its field, as validation reports, unless [`mend_references`] gives it one reading.
 fn prompts_read_whole_outputs(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> {
     let declared: Vec<(String, Vec<String>)> = plan
         .steps
         .iter()
         .filter_map(|step| {
             let fields = registry.spec(&step.tool)?.output_fields()?;
-            (fields.len() > 1).then(|| (step.id.clone(), fields.into_iter().map(|f| f.name).collect()))
+            (!fields.is_empty()).then(|| (step.id.clone(), fields.into_iter().map(|f| f.name).collect()))
         })
         .collect();
     let mut mends = Vec::new();
@@ -95,6 +96,19 @@ fn prompts_read_whole_outputs(plan: &mut Plan, registry: &ToolRegistry) -> Vec<S
             let (_, fields) = declared.iter().find(|(target, _)| *target == reference.step)?;
             if fields.iter().any(|f| f == top) {
                 return None;
+            }
+            if let [only] = fields.as_slice() {
+                // A path below the missing field, or a field another step of the plan declares (the planner may
+                // have meant that step), has more than one reading: validation reports it.
+                let declared_elsewhere = declared.iter().any(|(_, fields)| fields.iter().any(|f| f == top));
+                if reference.field.as_deref() != Some(top) || declared_elsewhere {
+                    return None;
+                }
+                let mended = Reference { step: reference.step.clone(), field: Some(only.clone()) };
+                return Some((
+                    format!("{id}: {reference} → {mended} (a prompt reads the only field; no field {top})"),
+                    mended,
+                ));
             }
             let mended = Reference { step: reference.step.clone(), field: None };
             Some((format!("{id}: {reference} → {mended} (a prompt reads the whole output; no field {top})"), mended))

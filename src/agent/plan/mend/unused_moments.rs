@@ -61,8 +61,34 @@ fn takes(name: &str, property: &Value, kind: Kind) -> bool {
 }
 
 /// Fills the one parameter that takes each unused date or time of the goal; one line per change
-/// (`s2: time "$s1.datetime$" → "09:30" (the goal's 9:30 in the morning, unused)`).
+/// (`s2: time "$s1.datetime$" → "09:30" (the goal's 9:30 in the morning, unused)`). A step whose result that
+/// parameter read and that nothing reads any more is dropped (`s1: get_current_time dropped (…)`): it was planned
+/// to stand in for the value the goal gives, and its answer (the current time) would mislead the answer's writer.
 pub fn mend_unused_dates_and_times(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> {
+    let mut replaced = Vec::new();
+    let mut lines = fill_unused(plan, registry, &mut replaced);
+    for id in replaced {
+        let read = plan
+            .steps
+            .iter()
+            .any(|s| s.depends_on.contains(&id) || s.args.values().flat_map(references_in).any(|r| r.step == id));
+        if read {
+            continue;
+        }
+        if let Some(at) = plan.steps.iter().position(|s| s.id == id) {
+            let step = plan.steps.remove(at);
+            lines.push(format!(
+                "{id}: {} dropped (its reader takes the goal's value, and nothing else reads it)",
+                step.tool
+            ));
+        }
+    }
+    lines
+}
+
+/// [`mend_unused_dates_and_times`]'s filling; `replaced` gets the id of each step whose result a filled parameter
+/// read before.
+fn fill_unused(plan: &mut Plan, registry: &ToolRegistry, replaced: &mut Vec<String>) -> Vec<String> {
     let passed: Vec<Moment> =
         plan.steps.iter().flat_map(|s| s.args.values()).filter_map(|v| v.as_str().and_then(read_value)).collect();
     let unused: Vec<(String, Moment)> =
@@ -95,11 +121,12 @@ pub fn mend_unused_dates_and_times(plan: &mut Plan, registry: &ToolRegistry) -> 
         let before = step.args.insert(name.clone(), Value::String(value.clone()));
         // The step no longer waits on a step whose result it stopped reading (else the dependencies rule would
         // read the goal's value as a guess standing in for that result).
-        if let Some(replaced) = before.as_ref().and_then(Value::as_str).and_then(parse_reference) {
-            let still_read = step.args.values().flat_map(references_in).any(|r| r.step == replaced.step);
+        if let Some(reference) = before.as_ref().and_then(Value::as_str).and_then(parse_reference) {
+            let still_read = step.args.values().flat_map(references_in).any(|r| r.step == reference.step);
             if !still_read {
-                step.depends_on.retain(|id| *id != replaced.step);
+                step.depends_on.retain(|id| *id != reference.step);
             }
+            replaced.push(reference.step.clone());
         }
         let before = before.map_or("left out".to_string(), |v| v.to_string());
         lines.push(format!("{}: {name} {before} → {value:?} (the goal's {written}, unused)", step.id));
@@ -159,12 +186,21 @@ mod tests {
                  "target_timezone": "Asia/Kolkata"}, "depends_on": ["s1"]},
             ]),
         );
+        let mut kept = p.clone();
+        kept.steps.push(
+            serde_json::from_value(json!({"id": "s3", "tool": "now", "args": {"timezone": "$s1.timezone$"}})).unwrap(),
+        );
         let lines = mend_unused_dates_and_times(&mut p, &time_tools());
-        assert_eq!(p.steps[1].args["time"], "09:30", "{lines:?}");
-        assert_eq!(lines.len(), 1);
-        assert!(p.steps[1].depends_on.is_empty(), "s2 no longer reads s1: {:?}", p.steps[1].depends_on);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert_eq!(p.steps.len(), 1, "s1 stood in for the goal's time and nothing reads it now: {lines:?}");
+        assert_eq!((p.steps[0].id.as_str(), &p.steps[0].args["time"]), ("s2", &json!("09:30")));
+        assert!(p.steps[0].depends_on.is_empty(), "s2 no longer reads s1: {:?}", p.steps[0].depends_on);
+        assert!(lines[1].starts_with("s1: now dropped"), "{lines:?}");
         // Once passed, it is not unused: a second run changes nothing.
         assert!(mend_unused_dates_and_times(&mut p, &time_tools()).is_empty());
+        // A step that another step still reads stays.
+        let lines = mend_unused_dates_and_times(&mut kept, &time_tools());
+        assert_eq!((lines.len(), kept.steps.len()), (1, 3), "{lines:?}");
     }
 
     #[test]

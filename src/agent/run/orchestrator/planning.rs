@@ -27,17 +27,23 @@ impl Agent<'_> {
         }
         loop {
             let plan = self.state.plan.clone().expect("a plan was recorded above");
+            // Reads of the workspace are judged on plans the planner wrote; a given or edited plan runs as given.
+            let planner_written = !matches!(self.state.plan_origin, Some(PlanOrigin::Given | PlanOrigin::Edited));
             let issues = plan.validate(self.registry);
             if !issues.is_empty() {
                 let list: Vec<String> = issues.iter().map(|i| format!("- {i}")).collect();
-                let feedback = format!("That plan cannot run:\n{}\nWrite a corrected plan.", list.join("\n"));
+                let mut feedback = format!("That plan cannot run:\n{}\nWrite a corrected plan.", list.join("\n"));
+                // A plan that also reads the workspace unasked hears both at once: told only of its references,
+                // the 1.5B mended them and listed the folder again (tasks-mcp `mem-moved`).
+                if let Some(unasked) = unasked_reads(&self.state, self.settings.mend, &plan).filter(|_| planner_written)
+                {
+                    feedback = format!("{feedback}\n{unasked}");
+                }
                 if let Some(stop) = self.replan(feedback)? {
                     return Ok(stop);
                 }
                 continue;
             }
-            // Reads of the workspace are judged on plans the planner wrote; a given or edited plan runs as given.
-            let planner_written = !matches!(self.state.plan_origin, Some(PlanOrigin::Given | PlanOrigin::Edited));
             let sent_back = self
                 .repeated_failures(&plan)
                 .or_else(|| unasked_reads(&self.state, self.settings.mend, &plan).filter(|_| planner_written));
