@@ -284,8 +284,11 @@ impl RunState {
             }
             Event::StepFinished { version, step, tool, args, output, error, .. } => {
                 self.steps_run += 1;
-                let called = self.in_flight.remove(step).is_some();
-                if let (true, None) = (called, output) {
+                // The call as made: a failed step whose arguments a model wrote (read out of a text, filled in)
+                // finishes with the arguments it was prepared with, and its tool was called with the ones written;
+                // those are the call that must not be repeated.
+                let called = self.in_flight.remove(step);
+                if let (Some((_, args)), None) = (&called, output) {
                     let error = error.clone().unwrap_or_else(|| "unknown error".into());
                     // A process that failed may pass when called again unchanged: once. A second failure of the
                     // same call, and every answer of a tool that the call is wrong, forbid it.
@@ -443,5 +446,33 @@ mod tests {
         let failed = args(json!({"from": "Paris", "to": "Lyon"}));
         state.failed_calls.push(("route".into(), failed, "no route from Paris to Lyon".into()));
         assert!(state.refused_value_in(&args(json!({"from": "Paris"}))).is_none(), "two quoted: neither refused");
+    }
+
+    /// A step whose arguments a model wrote (read out of a text) finishes with the arguments it was prepared with;
+    /// the call that failed, and must not be made again, is the one the tool got.
+    #[test]
+    fn a_failed_call_is_the_one_the_tool_got() {
+        let record = |seq, event| Record { seq, at_ms: 1, event };
+        let (prepared, called) =
+            (args(json!({"expression": "Repository status: …"})), args(json!({"expression": "-a"})));
+        let tool = "calculator".to_string();
+        let state = RunState::replay(&[
+            record(0, Event::ToolCall { version: 0, step: "s2".into(), tool: tool.clone(), args: called.clone() }),
+            record(
+                1,
+                Event::StepFinished {
+                    version: 0,
+                    step: "s2".into(),
+                    tool: tool.clone(),
+                    args: prepared.clone(),
+                    output: None,
+                    error: Some("cannot evaluate '-a'".into()),
+                    ms: 1,
+                    via: "executor".into(),
+                },
+            ),
+        ]);
+        assert_eq!(state.failed_call(&tool, &called), Some("cannot evaluate '-a'"));
+        assert_eq!(state.failed_call(&tool, &prepared), None);
     }
 }

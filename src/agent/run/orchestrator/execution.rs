@@ -217,6 +217,8 @@ impl Agent<'_> {
                 Ok((args, output)) => self.finish_step(version, step, args, Ok(output), ms, "executor")?,
                 Err(e) => {
                     let error = e.to_string();
+                    // A call the model wrote and the tool refused is logged as made, not as prepared.
+                    let args = self.state.in_flight.get(&step.id).map_or(args, |(_, called)| called.clone());
                     self.finish_step(version, step, args, Err(error.clone()), ms, "executor")?;
                     failure.get_or_insert(format!("step {} failed: {error}", step.id));
                 }
