@@ -489,6 +489,24 @@ fn a_listed_dependency_whose_text_went_unused_is_referenced() {
     assert_eq!(plan.steps[1].args["to"], json!("French"));
     assert_eq!(plan.steps[5].args["message"], json!("Hello"), "two texts the goal does not write: no one reading");
     assert_eq!(plan.steps[6].args["message"], json!("a greeting"), "the goal writes it");
+
+    // A file written into the folder its dependency made depends on it for order: its content stays as written.
+    let registry = with_tools(&[
+        ("make_folder", &args(&["path"]), &["path"], "message:string"),
+        ("write", &args(&["path", "content"]), &["path", "content"], "message:string"),
+    ]);
+    let mut plan = goal_plan(
+        "Make a folder called archive and put a note in it.",
+        json!([
+            {"id": "s1", "tool": "make_folder", "args": {"path": "archive"}},
+            {"id": "s2", "tool": "write", "args": {"path": "archive/note.txt", "content": "A note."}, "depends_on": ["s1"]}
+        ]),
+    );
+    assert!(mend_unused_dependencies(&mut plan, &registry).is_empty(), "{plan:?}");
+    assert_eq!(plan.steps[1].args["content"], json!("A note."));
+    // Without the folder in its path, the same step takes the dependency's result.
+    plan.steps[1].args.insert("path".into(), json!("note.txt"));
+    assert_eq!(mend_unused_dependencies(&mut plan, &registry).len(), 1);
 }
 
 /// A reference to an earlier step written with escaped dollars or without its closing one is the reference;

@@ -16,7 +16,9 @@
 //! out, and taking it for one sent a joke's encryption to a translation as its source language. Where the earlier
 //! tool has several fields (the calculator's `result` and `text`), only an arithmetic expression may take its one
 //! number field, in place of the one number it copied from that step's inputs ([`reference_in_expression`]; the
-//! answers dev suite's "how far in 5 hours at that speed", planned `150*5` after `150/2`).
+//! answers dev suite's "how far in 5 hours at that speed", planned `150*5` after `150/2`). A step that passes a path
+//! inside one its dependency passes (a file written into the folder the dependency made) depends on it for order,
+//! and is left as written.
 
 use std::ops::Range;
 
@@ -30,6 +32,21 @@ use crate::agent::numbers::{numbers_in, same_value};
 use crate::agent::plan::refs::references_in;
 use crate::agent::plan::{Plan, Step};
 use crate::tools::ToolRegistry;
+
+/// Whether `step` passes a path inside one `source` passes (`archive/old.txt` after `create_directory(path:
+/// "archive")`): it then depends on `source` for order, acting inside what `source` made, and no argument stands in
+/// for its result. Taking one for it wrote "Successfully created directory archive" into the file a goal asked to
+/// move there (tasks-mcp `fs-folder-move`).
+fn acts_inside(step: &Step, source: &Step) -> bool {
+    let made: Vec<&str> = source
+        .args
+        .values()
+        .filter_map(Value::as_str)
+        .map(|p| p.trim_end_matches('/'))
+        .filter(|p| !p.is_empty())
+        .collect();
+    step.args.values().filter_map(Value::as_str).any(|path| made.iter().any(|m| path.starts_with(&format!("{m}/"))))
+}
 
 /// Rewrites, in each step with a dependency it lists but does not reference, the one top-level argument that
 /// copies an argument of that dependency or that the goal does not give, into a reference to the dependency's only
@@ -53,6 +70,9 @@ pub fn mend_unused_dependencies(plan: &mut Plan, registry: &ToolRegistry) -> Vec
                 continue;
             }
             let Some(source) = earlier.iter().find(|s| s.id == dependency) else { continue };
+            if acts_inside(step, source) {
+                continue;
+            }
             let Some(field) = only_output_field(registry, &source.tool) else {
                 // A tool of several fields (the calculator's result and text): only an expression may take its
                 // number.
