@@ -240,6 +240,9 @@ mod tests {
         let ok = parse(&json!({"model": "m", "prompt": [[1, 2, 3]], "logprobs": 2, "echo": false})).unwrap();
         assert_eq!(ok.raw_prompt, Some(RawPrompt::Tokens(vec![1, 2, 3])));
         assert_eq!(ok.options.logprobs, Some(2));
+        assert_eq!(ok.options.user, None);
+        let named = parse(&json!({"model": "m", "prompt": "x", "user": "alice"})).unwrap();
+        assert_eq!(named.options.user.as_deref(), Some("alice"), "the grammar cache's owner");
         assert_eq!(
             parse(&json!({"model": "m", "prompt": ["hi"]})).unwrap().raw_prompt,
             Some(RawPrompt::Text("hi".into()))
@@ -253,6 +256,8 @@ mod tests {
             (json!({"model": "m", "prompt": [1, -2]}), "prompt"),
             (json!({"model": "m"}), "prompt"),
             (json!({"model": "m", "prompt": "x", "logprobs": 21}), "logprobs"),
+            (json!({"model": "m", "prompt": "x", "user": 7}), "user"),
+            (json!({"model": "m", "prompt": "x", "user": "u".repeat(257)}), "user"),
         ] {
             let e = parse(&body).unwrap_err();
             assert_eq!(e.param.as_deref(), Some(param), "{body}: {e:?}");

@@ -456,7 +456,8 @@ fn prepare(
                 model.grammar_engine().map_err(|e| ApiError::internal(format!("building the grammar engine: {e}")))?;
             let param =
                 if request.json_schema.is_some() && request.functions.is_empty() { "response_format" } else { "tools" };
-            Some(compile_within(engine, spec, limits.compile, cancel, param)?.map_err(|e| match e {
+            let user = request.options.user.clone();
+            Some(compile_within(engine, spec, user, limits.compile, cancel, param)?.map_err(|e| match e {
                 ConstraintError::TokenTable(_) => ApiError::internal(e.to_string()),
                 other => ApiError::invalid(param, other.to_string()),
             })?)
@@ -512,13 +513,14 @@ const MAX_COMPILING: usize = 8;
 /// How often a slot waiting on a compile looks whether its client is still there.
 const COMPILE_POLL: Duration = Duration::from_millis(20);
 
-/// Compiles `spec` on a thread of its own and waits at most `limit`, and only while the client stays: a grammar
+/// Compiles `spec` (for `user`, whose share of the grammar cache it joins) on a thread of its own and waits at most `limit`, and only while the client stays: a grammar
 /// llguidance is slow on is refused (400 naming the limit) and the slot goes back to work. llguidance cannot be
 /// interrupted, so the compile itself runs on to its end (its own fuel and size limits bound it), counted in
 /// [`COMPILING`].
 fn compile_within(
     engine: GrammarEngine,
     spec: ConstraintSpec,
+    user: Option<String>,
     limit: Duration,
     cancel: &AtomicBool,
     param: &str,
@@ -534,7 +536,8 @@ fn compile_within(
     }
     let (sender, compiled) = mpsc::channel();
     let spawned = std::thread::Builder::new().name("tandem-grammar".into()).spawn(move || {
-        let _ = sender.send(engine.matcher(&spec));
+        // Each client's grammars are its share of the cache; those of clients that name no `user`, one share.
+        let _ = sender.send(engine.matcher_for(&spec, Some(user.as_deref().unwrap_or(""))));
         COMPILING.fetch_sub(1, Ordering::SeqCst);
     });
     if let Err(e) = spawned {

@@ -99,7 +99,13 @@ pub struct Options {
     /// `ignore_eos` (llama.cpp's extension): the model's end-of-text tokens are never chosen, so a plain-text
     /// answer runs to `max_tokens` (benchmarks use it to make answers of one length).
     pub ignore_eos: bool,
+    /// OpenAI's `user`: who the client serves. The grammars it compiles are its own share of the grammar cache,
+    /// so one that cycles through schemas replaces its own, not everyone's.
+    pub user: Option<String>,
 }
+
+/// Most characters of a request's `user`.
+pub const MAX_USER_CHARS: usize = 256;
 
 /// Most alternatives a request may ask per token (OpenAI's limit).
 pub const MAX_TOP_LOGPROBS: usize = 20;
@@ -138,6 +144,16 @@ pub fn parse_options(fields: &Map<String, Value>, max_tokens_fields: &[&str]) ->
         },
         Some(_) => return Err(ApiError::invalid("stream_options", "stream_options must be an object")),
     };
+    let user = match fields.get("user") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(user)) if user.chars().count() <= MAX_USER_CHARS => Some(user.clone()),
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "user",
+                format!("user must be a string of at most {MAX_USER_CHARS} characters"),
+            ))
+        }
+    };
     Ok(Options {
         sampling: Sampling::from_temperature(temperature, None, top_p.filter(|p| *p < 1.0)),
         seed,
@@ -147,6 +163,7 @@ pub fn parse_options(fields: &Map<String, Value>, max_tokens_fields: &[&str]) ->
         include_usage,
         logprobs: None,
         ignore_eos,
+        user,
     })
 }
 

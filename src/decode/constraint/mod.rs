@@ -11,6 +11,7 @@
 //! and so are JSON numbers the schema leaves unbounded, in magnitude and in fraction digits (see
 //! [`UNBOUNDED_NUMBER_LIMIT`], [`NUMBER_RESOLUTION`]).
 
+mod cache;
 mod error;
 mod mask;
 mod spec;
@@ -21,7 +22,6 @@ pub use mask::apply_allowed_mask;
 pub(crate) use spec::prepare_json_schema;
 pub use spec::{ConstraintKind, ConstraintSpec, BOUNDED_JSON_WHITESPACE, NUMBER_RESOLUTION, UNBOUNDED_NUMBER_LIMIT};
 
-use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -32,10 +32,8 @@ use llguidance::{Matcher, ParserFactory};
 
 use crate::decode::token_constraint::TokenConstraint;
 use crate::llm::tokenizer::GgufTokenizer;
+use cache::GrammarCache;
 use token_env::TokenEnvironment;
-
-/// Compiled grammars kept per engine, keyed by the spec; bounded so a long-lived process cannot grow it forever.
-const GRAMMAR_CACHE_CAPACITY: usize = 64;
 
 /// Compiles constraints for one tokenizer. Cheap to clone; build once per tokenizer and share.
 ///
@@ -47,7 +45,7 @@ const GRAMMAR_CACHE_CAPACITY: usize = 64;
 pub struct GrammarEngine {
     factory: Arc<ParserFactory>,
     env: Arc<TokenEnvironment>,
-    cache: Arc<Mutex<HashMap<String, Matcher>>>,
+    cache: Arc<Mutex<GrammarCache<Matcher>>>,
 }
 
 /// Lexer fuel for compiling a grammar: 20× llguidance's default (see `GrammarEngine::new`).
@@ -77,24 +75,31 @@ impl GrammarEngine {
         // A plan grammar over a large tool catalogue (NESTFUL's 64 tools, `--tools all`) needs more lexer work to
         // set up than llguidance's default allows (1M, "initial lexer configuration too big").
         factory.limits_mut().initial_lexer_fuel = INITIAL_LEXER_FUEL;
-        Ok(Self { factory: Arc::new(factory), env, cache: Arc::new(Mutex::new(HashMap::new())) })
+        Ok(Self { factory: Arc::new(factory), env, cache: Arc::new(Mutex::new(GrammarCache::default())) })
     }
 
     /// A fresh matcher for `spec`, compiled or taken from the engine's cache. Unsupported schema keywords and
     /// formats are errors here, before any generation (errors are not cached).
     pub fn matcher(&self, spec: &ConstraintSpec) -> Result<ConstraintMatcher, ConstraintError> {
+        self.matcher_for(spec, None)
+    }
+
+    /// [`Self::matcher`] for a caller that shares the engine with others (a server's client, by its `user`): once
+    /// the cache is full, the grammars it compiles replace its own, so it cannot evict everyone else's
+    /// ([`cache::OWNER_SHARE`]).
+    pub fn matcher_for(
+        &self,
+        spec: &ConstraintSpec,
+        owner: Option<&str>,
+    ) -> Result<ConstraintMatcher, ConstraintError> {
         let started = Instant::now();
         let key = cache_key(spec);
-        let cached = self.lock_cache().get(&key).cloned();
+        let cached = self.lock_cache().get(&key);
         let (matcher, from_cache) = match cached {
             Some(template) => (template, true),
             None => {
                 let matcher = self.compile(spec)?;
-                let mut cache = self.lock_cache();
-                if cache.len() >= GRAMMAR_CACHE_CAPACITY {
-                    cache.clear();
-                }
-                cache.insert(key, matcher.clone());
+                self.lock_cache().insert(key, matcher.clone(), owner);
                 (matcher, false)
             }
         };
@@ -115,7 +120,7 @@ impl GrammarEngine {
         self.lock_cache().clear();
     }
 
-    fn lock_cache(&self) -> std::sync::MutexGuard<'_, HashMap<String, Matcher>> {
+    fn lock_cache(&self) -> std::sync::MutexGuard<'_, GrammarCache<Matcher>> {
         // A panic while holding the lock leaves a map of complete entries: still usable.
         self.cache.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
