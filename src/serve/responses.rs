@@ -165,7 +165,7 @@ fn translate(fields: &Map<String, Value>) -> Result<(Value, Sources), ApiError> 
     let mut body = Map::new();
     body.insert("model".into(), fields.get("model").cloned().unwrap_or(Value::Null));
     body.insert("messages".into(), Value::Array(messages));
-    for name in ["temperature", "top_p", "seed", "stream", "parallel_tool_calls", "asks"] {
+    for name in ["temperature", "top_p", "seed", "stream", "parallel_tool_calls", "asks", "user"] {
         if let Some(value) = fields.get(name) {
             body.insert(name.into(), value.clone());
         }
@@ -397,7 +397,7 @@ mod tests {
     #[test]
     fn input_items_become_the_chat_conversation() {
         let body = json!({
-            "model": "m", "instructions": "Be brief.", "max_output_tokens": 20,
+            "model": "m", "instructions": "Be brief.", "max_output_tokens": 20, "user": "alice",
             "input": [
                 {"role": "user", "content": [{"type": "input_text", "text": "Weather in Paris?"}]},
                 {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": "{\"city\": \"Paris\"}"},
@@ -418,6 +418,7 @@ mod tests {
         assert_eq!(request.functions[0].name, "get_weather");
         assert!(request.json_schema.is_some());
         assert_eq!(request.options.max_tokens, Some(20));
+        assert_eq!(request.options.user.as_deref(), Some("alice"));
         assert_eq!(sources, ["instructions", "input[0]", "input[1]", "input[3]", "input[4]"]);
     }
 
