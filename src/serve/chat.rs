@@ -174,7 +174,7 @@ pub async fn submit(state: &AppState, mut request: ChatRequest, max_param: &str)
         limits: state.limits,
         submitted: Instant::now(),
     };
-    state.engine.submit(Work::Chat(job))?;
+    state.engine.submit(Work::Chat(Box::new(job)))?;
     let guard = CancelOnDrop(cancel);
     match answers.recv().await {
         Some(JobEvent::Accepted) => Ok(Submitted { answers, guard, role }),

@@ -69,10 +69,10 @@ pub struct Limits {
 
 /// What the slots take from the queue: a chat completion or an agent run.
 pub enum Work {
-    /// A chat completion.
-    Chat(Job),
+    /// A chat completion (boxed, as runs are: the queue moves pointers, not requests).
+    Chat(Box<Job>),
     /// An agent run (`POST /v1/runs`).
-    Run(RunJob),
+    Run(Box<RunJob>),
 }
 
 /// What a job reports, in order: `Accepted` (or an error `Done`), pieces, `Done`.
@@ -231,12 +231,12 @@ fn slot(mut models: LazyModels<'_>, inbox: &Mutex<Receiver<Work>>, counters: &Co
     loop {
         // One idle slot at a time waits on the queue; the others wait for the lock.
         let job = match inbox.lock().unwrap_or_else(|p| p.into_inner()).recv() {
-            Ok(Work::Chat(job)) => job,
+            Ok(Work::Chat(job)) => *job,
             Ok(Work::Run(run)) => {
                 counters.queued.fetch_sub(1, Ordering::Relaxed);
                 counters.running.fetch_add(1, Ordering::Relaxed);
                 halt.store(flags.cut.load(Ordering::SeqCst), Ordering::SeqCst);
-                execute_run(&mut models, run, &halt);
+                execute_run(&mut models, *run, &halt);
                 counters.running.fetch_sub(1, Ordering::Relaxed);
                 counters.completed.fetch_add(1, Ordering::Relaxed);
                 continue;

@@ -158,7 +158,7 @@ async fn decide(
         ApiError::conflict(format!("run {id} was just queued by another request"), "run_not_awaiting_approval")
     })?;
     let kind = RunKind::Resume { decision: Some((version, decision)), rerun_in_doubt: false };
-    state.engine.submit(Work::Run(RunJob { id: id.to_string(), dir, kind, handle, guard }))?;
+    state.engine.submit(Work::Run(Box::new(RunJob { id: id.to_string(), dir, kind, handle, guard })))?;
     Ok(queued(id))
 }
 
@@ -252,7 +252,7 @@ async fn restart(state: &Arc<AppState>, id: &str, body: Result<Bytes, BytesRejec
         ApiError::conflict(format!("run {id} was just queued by another request"), "run_not_resumable")
     })?;
     let kind = RunKind::Resume { decision: None, rerun_in_doubt };
-    state.engine.submit(Work::Run(RunJob { id: id.to_string(), dir, kind, handle, guard }))?;
+    state.engine.submit(Work::Run(Box::new(RunJob { id: id.to_string(), dir, kind, handle, guard })))?;
     Ok(queued(id))
 }
 

@@ -165,7 +165,7 @@ fn start(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<String
         handle,
         guard,
     };
-    if let Err(e) = state.engine.submit(Work::Run(job)) {
+    if let Err(e) = state.engine.submit(Work::Run(Box::new(job))) {
         // Never queued: no log is left behind.
         let _ = std::fs::remove_dir_all(&dir);
         return Err(e);

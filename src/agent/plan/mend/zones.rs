@@ -31,8 +31,7 @@ const REGIONS: &[&str] =
 /// throughout a plan). Returns one line per mend (`s1: target_timezone "Asia/Makati" → "Asia/Manila" (…)`).
 pub fn mend_time_zones(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> {
     let places = places_written(&plan.goal);
-    // (step index, parameter, as written, the zone and why where the call alone decides it).
-    let mut unknown: Vec<(usize, String, String, Option<(String, String)>)> = Vec::new();
+    let mut unknown: Vec<Unknown> = Vec::new();
     for (index, step) in plan.steps.iter().enumerate() {
         let Some(spec) = registry.spec(&step.tool) else { continue };
         let zone_parameters: Vec<&String> =
@@ -47,17 +46,18 @@ pub fn mend_time_zones(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> 
                 .filter(|other| *other != name)
                 .filter_map(|other| step.args[*other].as_str().map(place_key))
                 .collect();
-            unknown.push((index, name.to_string(), written.to_string(), zone_for(written, &places, &taken)));
+            let found = zone_for(written, &places, &taken);
+            unknown.push(Unknown { index, name: name.to_string(), written: written.to_string(), found });
         }
     }
     let decided: Vec<(String, String, String)> = unknown
         .iter()
-        .filter_map(|(index, _, written, found)| {
-            found.as_ref().map(|(zone, _)| (written.clone(), zone.clone(), plan.steps[*index].id.clone()))
+        .filter_map(|u| {
+            u.found.as_ref().map(|(zone, _)| (u.written.clone(), zone.clone(), plan.steps[u.index].id.clone()))
         })
         .collect();
     let mut lines = Vec::new();
-    for (index, name, written, found) in unknown {
+    for Unknown { index, name, written, found } in unknown {
         let found = found.or_else(|| {
             let mut same = decided.iter().filter(|(w, _, _)| *w == written);
             let (_, zone, step) = same.next()?;
@@ -84,6 +84,15 @@ fn zone_for(written: &str, places: &[(String, String)], taken: &[String]) -> Opt
     let zone = zone_of_place(key)?;
     let why = format!("not a time zone name; the goal's {as_written} is in {zone}");
     Some((zone, why))
+}
+
+/// A zone argument the database lacks: its step's index, the parameter, the value as written, and the zone with why
+/// where the call alone decides it.
+struct Unknown {
+    index: usize,
+    name: String,
+    written: String,
+    found: Option<(String, String)>,
 }
 
 /// Whether a parameter takes the time zone database's names: its name or description speaks of a zone (`tz`,
