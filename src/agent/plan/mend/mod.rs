@@ -85,7 +85,7 @@ pub use percentages::{mend_percentages, mend_percentages_as_written, mend_percen
 pub use references::mend_references;
 pub use unused_moments::mend_unused_dates_and_times;
 pub use written::mend_dates_and_times;
-pub use zones::mend_time_zones;
+pub use zones::{mend_time_zones, zones_from_results};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};

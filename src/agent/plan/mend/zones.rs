@@ -12,13 +12,13 @@
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::parameter_description;
-use crate::agent::plan::fallbacks::accents_off;
+use crate::agent::plan::fallbacks::{accents_off, fallback_values};
 use crate::agent::plan::refs::references_in;
 use crate::agent::plan::Plan;
-use crate::tools::ToolRegistry;
+use crate::tools::{ToolRegistry, ToolSpec};
 
 /// The database's regions, in the order a name is preferred where several zones share a place
 /// (`Europe/Istanbul` and `Asia/Istanbul`: the one in the region the value named, else the first listed here).
@@ -68,6 +68,44 @@ pub fn mend_time_zones(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> 
         let step = &mut plan.steps[index];
         lines.push(format!("{}: {name} {written:?} → {zone:?} ({why})", step.id));
         step.args.insert(name, Value::String(zone));
+    }
+    lines
+}
+
+/// Rule `zones-from-results` (general, at run time): each top-level zone argument of a call (a parameter that takes
+/// the database's names) that holds its parameter's value for "no value given" (the time server's `Etc/UTC`, a
+/// text `default`), where the goal does not write that value, takes the zone of the one place that `texts` (the
+/// earlier results the call reads) write with a capital and no other zone argument of the call takes. The planner
+/// wrote the fallback because the place is in a result it had not seen: "When does the keynote announced on
+/// {page} start for someone watching from Kolkata?", whose page says "14:00 Tokyo time", was planned as a
+/// conversion from `Etc/UTC`. Returns one line per change (`source_timezone "Etc/UTC" → "Asia/Tokyo" (…)`).
+pub fn zones_from_results(args: &mut Map<String, Value>, spec: &ToolSpec, texts: &[&str], goal: &str) -> Vec<String> {
+    let zone_parameters: Vec<String> =
+        args.keys().filter(|name| takes_zone_names(name, parameter_description(spec, name))).cloned().collect();
+    let mut lines = Vec::new();
+    for name in &zone_parameters {
+        let Some(written) = args[name].as_str().map(str::trim).map(str::to_string) else { continue };
+        let fallbacks = fallback_values(&spec.args_schema["properties"][name]);
+        if !fallbacks.contains(&written) || goal.contains(place_of(&written)) {
+            continue;
+        }
+        let taken: Vec<String> = zone_parameters
+            .iter()
+            .filter(|other| *other != name)
+            .filter_map(|other| args[other].as_str().map(place_key))
+            .collect();
+        let mut places: Vec<(String, String)> = Vec::new();
+        for (key, as_written) in texts.iter().flat_map(|text| places_written(text)) {
+            if !taken.contains(&key) && !places.iter().any(|(k, _)| *k == key) {
+                places.push((key, as_written));
+            }
+        }
+        let [(key, as_written)] = places.as_slice() else { continue };
+        let Some(zone) = zone_of_place(key) else { continue };
+        lines.push(format!(
+            "{name} {written:?} → {zone:?} (the parameter's value for none given; the result it reads names {as_written})"
+        ));
+        args.insert(name.clone(), Value::String(zone));
     }
     lines
 }
@@ -209,6 +247,33 @@ mod tests {
         assert_eq!(zone_of_place("Istanbul").as_deref(), Some("Europe/Istanbul"));
         assert_eq!(zone_of_place("Asia/Makati"), None);
         assert!(is_zone("Etc/UTC") && is_zone("UTC") && !is_zone("America/Honolulu"));
+    }
+
+    #[test]
+    fn a_fallback_zone_takes_the_one_place_the_results_read_name() {
+        let zone = serde_json::json!({"type": "string",
+            "description": "Source IANA timezone name. Use 'Etc/UTC' as local timezone if no timezone provided by the user."});
+        let spec = ToolSpec {
+            name: "convert_time".into(),
+            description: "Convert a time.".into(),
+            args_schema: serde_json::json!({"type": "object", "properties": {"source_timezone": zone, "target_timezone": zone, "time": {"type": "string"}}}),
+            output_schema: None,
+            needs_model: false,
+        };
+        let goal = "When does the keynote on the page start for someone watching from Kolkata?";
+        let page = "<h1>PlanetConf 2025</h1><p>The keynote starts at 14:00 Tokyo time (JST) in Hall A.</p>";
+        let call =
+            serde_json::json!({"source_timezone": "Etc/UTC", "time": "14:00", "target_timezone": "Asia/Kolkata"});
+        let mut args = call.as_object().unwrap().clone();
+        let lines = zones_from_results(&mut args, &spec, &[page], goal);
+        assert_eq!(args["source_timezone"], "Asia/Tokyo", "{lines:?}");
+        assert_eq!(args["target_timezone"], "Asia/Kolkata");
+        // A goal that writes the fallback's place, a text naming two free places, no text: left as written.
+        let mut args = call.as_object().unwrap().clone();
+        assert!(zones_from_results(&mut args, &spec, &[page], "At 14:00 UTC, what time is it in Kolkata?").is_empty());
+        assert!(zones_from_results(&mut args, &spec, &["Tokyo or Seoul?"], goal).is_empty());
+        assert!(zones_from_results(&mut args, &spec, &[], goal).is_empty());
+        assert_eq!(args["source_timezone"], "Etc/UTC");
     }
 
     #[test]

@@ -11,6 +11,7 @@ use super::narrowing::found_nothing;
 use super::{Agent, Approval, Execution, Prepared, Stop};
 use crate::agent::log::events::Event;
 use crate::agent::log::runs::{call_key, RunState};
+use crate::agent::plan::mend::zones_from_results;
 use crate::agent::plan::refs::{coerce_to_schema, output_as_text, parse_reference, value_text, Reference, Resolution};
 use crate::agent::plan::resolve_args_with;
 use crate::agent::plan::{Plan, Step};
@@ -142,7 +143,8 @@ impl Agent<'_> {
         let mends = self.settings.mend != Mend::Off;
         let mut how =
             Resolution { read_text: mends, widen_short_fields: mends && spec.needs_model, ..Resolution::default() };
-        let args = coerced(resolve_args_with(step, &self.state.outputs, &mut how)?, &spec.args_schema);
+        let mut args = coerced(resolve_args_with(step, &self.state.outputs, &mut how)?, &spec.args_schema);
+        self.zones_from_results(step, &spec, &mut args);
         if !how.read_from_text.is_empty() {
             let fields: Vec<String> = how.read_from_text.iter().map(ToString::to_string).collect();
             tracing::info!(step = %step.id, fields = %fields.join(", "), "fields read from text outputs");
@@ -310,12 +312,30 @@ impl Agent<'_> {
                 insert_field(output, field, value);
             }
         }
-        let args = coerced(resolve_args_with(step, &outputs, &mut Resolution::default())?, &spec.args_schema);
+        let mut args = coerced(resolve_args_with(step, &outputs, &mut Resolution::default())?, &spec.args_schema);
+        self.zones_from_results(step, &spec, &mut args);
         if let Some(problems) = self.arg_problems(step, &args)? {
             return self.run_fill_step(version, step, &args, &problems);
         }
         self.refuse_failed_call(step, &args)?;
         self.call_written(version, step, ExecutorCall { tool: step.tool.clone(), args })
+    }
+
+    /// Rule `zones-from-results` (general; `mend::zones_from_results`): a zone argument left at its parameter's
+    /// value for "no value given" takes the one place the results the step reads name. Logged with the step.
+    fn zones_from_results(&self, step: &Step, spec: &crate::tools::ToolSpec, args: &mut Map<String, Value>) {
+        if self.settings.mend == Mend::Off {
+            return;
+        }
+        let texts: Vec<&str> = step
+            .references()
+            .iter()
+            .filter_map(|r| self.state.outputs.get(&r.step))
+            .filter_map(output_as_text)
+            .collect();
+        for line in zones_from_results(args, spec, &texts, &self.state.goal) {
+            tracing::info!(step = %step.id, "{line}");
+        }
     }
 
     /// The step's tool's spec (its own copy: the caller goes on to use the models mutably).
