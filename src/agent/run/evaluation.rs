@@ -80,6 +80,18 @@ fn question(id: &str, meant: &str, earlier: &[StepResult]) -> String {
     text
 }
 
+/// The numbers of a worked-out `expression` that is a bare number neither the goal nor an `earlier` result gives: a
+/// value made up, not arithmetic worked out (a broken `$s2.text$ = 'Thursday'`, for "fix the day in invite.txt",
+/// was worked out as `2`, which the plan's next step wrote over the user's file). Empty for an expression with an
+/// operator, or a number the goal or a result gives.
+pub fn invented_number(expression: &str, goal: &str, earlier: &[StepResult]) -> Vec<String> {
+    let expression = expression.trim();
+    if expression.parse::<f64>().is_err() {
+        return Vec::new();
+    }
+    crate::agent::run::joiner::unsupported_numbers(expression, &crate::agent::run::joiner::known_numbers(goal, earlier))
+}
+
 /// Has `model` write the arithmetic expression of calculator step `id`, meant to do `meant`, from the goal and
 /// the `earlier` results alone: the check of a finished step, and the executor's expression for a step whose
 /// planned one broke on an earlier step's text.
@@ -189,6 +201,15 @@ mod tests {
             "{feedback}"
         );
         assert!(feedback.contains("gives 84+15 = 99"), "{feedback}");
+    }
+
+    #[test]
+    fn a_bare_number_nothing_gives_is_made_up() {
+        let earlier = [step("s1", "84+15", 99.0)];
+        assert_eq!(invented_number(" 2 ", "Fix the day in invite.txt.", &earlier), ["2"]);
+        assert!(invented_number("99", "Fix it.", &earlier).is_empty(), "an earlier result");
+        assert!(invented_number("7", "Split 7 apples.", &[]).is_empty(), "the goal's");
+        assert!(invented_number("99/4", "Fix it.", &earlier).is_empty(), "arithmetic is checked elsewhere");
     }
 
     #[test]

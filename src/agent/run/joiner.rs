@@ -206,7 +206,7 @@ fn gives_no_reason(reason: &str) -> bool {
 }
 
 /// Every number the answer may use: those in the goal and in each step's arguments and output.
-fn known_numbers(goal: &str, results: &[StepResult]) -> Vec<Number> {
+pub(crate) fn known_numbers(goal: &str, results: &[StepResult]) -> Vec<Number> {
     let mut known = numbers_in(goal);
     for r in results {
         known.extend(numbers_in(&r.args.to_string()));

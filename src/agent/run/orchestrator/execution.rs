@@ -15,7 +15,7 @@ use crate::agent::plan::mend::zones_from_results;
 use crate::agent::plan::refs::{coerce_to_schema, output_as_text, parse_reference, value_text, Reference, Resolution};
 use crate::agent::plan::resolve_args_with;
 use crate::agent::plan::{Plan, Step};
-use crate::agent::run::evaluation::work_out;
+use crate::agent::run::evaluation::{invented_number, work_out};
 use crate::agent::run::executor::{fill_arguments, read_value, write_text, ExecutorCall};
 use crate::agent::run::joiner::StepResult;
 use crate::agent::run::repair::failed_step_text;
@@ -407,6 +407,13 @@ impl Agent<'_> {
         let worked = work_out(model, &goal, &step.id, &step.description, &earlier);
         self.log_model_loads()?;
         let (expression, usage) = worked?;
+        // A bare number that neither the goal nor an earlier result gives is made up: the step fails.
+        if !invented_number(&expression, &goal, &earlier).is_empty() {
+            return Err(crate::Error::Agent(format!(
+                "the expression could not be worked out from the goal and the earlier results (the model wrote \
+                 {expression}, a number neither gives)"
+            )));
+        }
         let mut args = Map::new();
         args.insert("expression".into(), Value::String(expression));
         Ok((ExecutorCall { tool: step.tool.clone(), args }, usage))
