@@ -7,13 +7,9 @@ use super::{Tool, ToolContext};
 
 /// Most entries returned; the rest are counted in `truncated`.
 const MAX_ENTRIES: usize = 1000;
-/// Levels of subdirectories a recursive listing enters.
-const MAX_DEPTH: usize = 8;
 
 /// Lists `{"path": "."}` as `{"path", "entries": [{"name", "kind", "size"}], "truncated"}`, sorted by name.
-/// `kind` is `file`, `dir` or `symlink` (symlinks are not followed). With `"recursive": true` the subdirectories'
-/// entries follow, named by their path below `path` (`docs/usage.md`), to [`MAX_DEPTH`] levels; hidden
-/// directories (`.git`) are listed but not entered.
+/// `kind` is `file`, `dir` or `symlink` (symlinks are not followed).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ListDir;
 
@@ -28,18 +24,13 @@ impl Tool for ListDir {
     }
 
     fn description(&self) -> &str {
-        "List the files and directories in a workspace directory (path relative to the workspace, '.' for its root); \
-         recursive also lists what its subdirectories hold."
+        "List the files and directories in a workspace directory (path relative to the workspace, '.' for its root)."
     }
 
     fn args_schema(&self) -> Value {
         json!({
             "type": "object",
-            "properties": {
-                "path": {"type": "string", "maxLength": 200},
-                "recursive": {"type": "boolean", "default": false,
-                              "description": "Also list the entries of every subdirectory, as paths below path"}
-            },
+            "properties": {"path": {"type": "string", "maxLength": 200}},
             "required": ["path"],
             "additionalProperties": false
         })
@@ -63,25 +54,9 @@ impl Tool for ListDir {
     fn call(&self, args: &Value, ctx: &ToolContext) -> ToolResult<Value> {
         let path = args.get("path").and_then(Value::as_str).unwrap_or(".");
         let path = if path.is_empty() { "." } else { path };
-        let recursive = args.get("recursive").and_then(Value::as_bool).unwrap_or(false);
-        let mut entries: Vec<(String, &str, u64)> = Vec::new();
-        // (directory below `path`, its depth); "" is `path` itself.
-        let mut pending = vec![(String::new(), 0)];
-        while let Some((below, depth)) = pending.pop() {
-            let at = if below.is_empty() { path.to_string() } else { format!("{path}/{below}") };
-            for entry in ctx.workspace.list(Self::NAME, &at)? {
-                let name = entry.name.to_string_lossy().into_owned();
-                let shown = if below.is_empty() { name.clone() } else { format!("{below}/{name}") };
-                if recursive && entry.kind == "dir" && depth + 1 < MAX_DEPTH && !name.starts_with('.') {
-                    pending.push((shown.clone(), depth + 1));
-                }
-                entries.push((shown, entry.kind, entry.size));
-            }
-            // Enough to fill the answer and to say it was cut.
-            if entries.len() > MAX_ENTRIES {
-                break;
-            }
-        }
+        let mut entries: Vec<(String, &str, u64)> = (ctx.workspace.list(Self::NAME, path)?.into_iter())
+            .map(|entry| (entry.name.to_string_lossy().into_owned(), entry.kind, entry.size))
+            .collect();
         entries.sort();
         let truncated = entries.len() > MAX_ENTRIES;
         let listed: Vec<Value> = entries
