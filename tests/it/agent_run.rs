@@ -429,3 +429,47 @@ fn run_settings_keep_their_log_format() {
     assert_eq!((settings.budgets.max_steps, settings.budgets.executor_tokens), (9, 20));
     assert_eq!(serde_json::to_value(&settings).unwrap(), line);
 }
+
+/// Rule `zones-from-results` at run time: a zone argument left at its parameter's "no value given" fallback takes
+/// the one place that the text the call reads names; under `--mend off` the fallback is passed as written.
+#[test]
+fn a_fallback_zone_takes_the_place_the_text_it_reads_names() {
+    let scratch = Scratch::new();
+    let zone = r#"{"type": "string", "description": "IANA timezone name. Use `Etc/UTC` as local timezone if no timezone provided by the user."}"#;
+    let properties = format!(
+        r#"{{"source_timezone": {zone}, "target_timezone": {zone}, "time": {{"type": "string"}}, "about": {{"type": "string"}}}}"#
+    );
+    let tools = shell_tool(
+        "announcement",
+        "The conference's page.",
+        "{}",
+        "echo 'The keynote starts at 14:00 Tokyo time (JST) in Hall A.'",
+    ) + &shell_tool("convert", "Convert a time between zones.", &properties, "echo converted");
+    let tools_path = scratch.write("tools.toml", &tools);
+    let plan_path = scratch.write(
+        "plan.json",
+        &json!({"goal": "When does the keynote start for someone watching from Kolkata?", "steps": [
+            {"id": "s1", "tool": "announcement", "args": {}},
+            {"id": "s2", "tool": "convert", "args": {"source_timezone": "Etc/UTC", "time": "14:00",
+             "target_timezone": "Asia/Kolkata", "about": "$s1.text$"}}]})
+        .to_string(),
+    );
+    for (mend, source) in [("general", "Asia/Tokyo"), ("off", "Etc/UTC")] {
+        let (json, output) = scratch.tandem_json(&[
+            "run",
+            "--plan",
+            plan_path.to_str().unwrap(),
+            "--tools",
+            tools_path.to_str().unwrap(),
+            "--joiner",
+            "off",
+            "--mend",
+            mend,
+        ]);
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let step = &json["steps"][1];
+        assert_eq!((&step["id"], &step["error"]), (&json!("s2"), &Value::Null), "{json}");
+        assert_eq!(step["args"]["source_timezone"], source, "--mend {mend}: {step}");
+        assert_eq!(step["args"]["target_timezone"], "Asia/Kolkata");
+    }
+}

@@ -213,7 +213,9 @@ fn widened(reference: &Reference, value: &Value, outputs: &HashMap<String, Value
     let field = reference.field.as_deref()?;
     let Value::Object(output) = outputs.get(&reference.step)? else { return None };
     let unset = |v: &Value| holds_nothing(v) || *v == Value::Bool(false) || v.as_f64() == Some(0.0);
-    let others_hold = output.iter().any(|(name, v)| name != field && !unset(v));
+    // A field that only restates the referenced one (the calculator's `text` beside its `result`) adds nothing.
+    let restates = |v: &Value| value_text(v).trim() == value_text(value).trim();
+    let others_hold = output.iter().any(|(name, v)| name != field && !unset(v) && !restates(v));
     if !others_hold || value.to_string().chars().count() > SHORT_FIELD_CHARS {
         return None;
     }
@@ -427,5 +429,8 @@ mod tests {
         assert_eq!((long.len(), count), ("Summarise: ".len() + 400, 0), "a long field is what the prompt is about");
         let alone = HashMap::from([("s1".to_string(), json!({"result": 4, "note": ""}))]);
         assert_eq!(prompt_with(&alone, "Double $s1.result$", true), ("Double 4".to_string(), 0), "nothing else held");
+        let calculated = HashMap::from([("s1".to_string(), json!({"result": 53, "text": "53"}))]);
+        let (restated, count) = prompt_with(&calculated, "The result is $s1.result$", true);
+        assert_eq!((restated.as_str(), count), ("The result is 53", 0), "a field that restates it adds nothing");
     }
 }
