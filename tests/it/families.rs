@@ -355,5 +355,31 @@ fn real_files_match_llama_cpp(#[case] id: &str) {
     let median = errors[PROMPT_LEN / 2];
     eprintln!("{id}: prompt rows' relative RMS median {median:.4}, worst {:.4}", errors[PROMPT_LEN - 1]);
     assert!(median < 0.06, "{id}: the prompt rows' median relative RMS is {median} (bound 0.06)");
-    assert_eq!(reference.greedy[..4], run.greedy[..4], "{id}: the first greedy tokens differ");
+    // The first greedy tokens agree up to the first one llama.cpp itself nearly ties on (its top two logits within
+    // NEAR_TIE): there the last-bit differences above decide, and they differ by machine (the third token of this
+    // prompt for Qwen2.5 on an AVX-512 Zen 5), and after it the two continuations condition on other tokens.
+    let decided =
+        (0..4).take_while(|&k| reference.rows.get(PROMPT_LEN - 1 + k).is_none_or(|row| top_two_gap(row) >= NEAR_TIE));
+    let decided = decided.count().max(1);
+    let gaps: Vec<f32> =
+        (0..4).filter_map(|k| reference.rows.get(PROMPT_LEN - 1 + k).map(|row| top_two_gap(row))).collect();
+    eprintln!("{id}: llama.cpp's top-two gaps at the first greedy tokens {gaps:?}; {decided} compared");
+    assert_eq!(reference.greedy[..decided], run.greedy[..decided], "{id}: the first greedy tokens differ");
+}
+
+/// A gap between llama.cpp's top two logits below which the engines' last-bit differences may pick either.
+const NEAR_TIE: f32 = 0.3;
+
+/// The gap between a row's two largest logits.
+fn top_two_gap(row: &[f32]) -> f32 {
+    let (mut first, mut second) = (f32::NEG_INFINITY, f32::NEG_INFINITY);
+    for &v in row {
+        if v > first {
+            second = first;
+            first = v;
+        } else if v > second {
+            second = v;
+        }
+    }
+    first - second
 }
