@@ -324,7 +324,8 @@ fn a_search_that_found_nothing_is_asked_again_one_word_at_a_time_and_off_turns_i
     assert_eq!((tool.as_str(), &args["query"], error), ("search_nodes", &json!("Alice's birthday"), &Value::Null));
     assert_eq!(narrowed, [json!("Alice")], "the first narrower query finds her: {calls_on:#?}");
     let answer = json["answer"].as_str().unwrap_or_default().to_lowercase();
-    assert!(answer.contains("03/14") || answer.contains("march 14"), "{json:#}");
+    // March 14 in any common form (on a Zen 5 the 0.5B wrote `2023-03-14`, a year of its own beside the date).
+    assert!(["03/14", "march 14", "03-14", "3/14"].iter().any(|d| answer.contains(d)), "{json:#}");
 
     let (json, calls_off, narrowed) = run("off");
     assert!(narrowed.is_empty(), "off: {calls_off:#?} {json:#}");

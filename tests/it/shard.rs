@@ -11,8 +11,8 @@ use std::process::Output;
 use serde_json::Value;
 use tandem::settings::{Shard, SHARD_COUNT_ENV};
 
-use crate::common::real_model;
 use crate::common::runs::Scratch;
+use crate::common::{gives, real_model};
 
 const PLANNER: &str = "qwen2.5-coder-1.5b-instruct-q4_k_m";
 const EXECUTOR: &str = "qwen2.5-coder-0.5b-instruct-q4_k_m";
@@ -264,7 +264,7 @@ fn sharded_goals_on_the_real_models_merge_into_the_unsharded_results() {
     let (whole, merged) = (outcomes(&whole), outcomes(&merged));
     assert_eq!(merged, whole);
     let answers: Vec<&str> = whole.iter().map(|(_, o)| o[2].as_str().unwrap()).collect();
-    assert_eq!(answers, ["53", "63", "56"], "a, d, mul");
+    assert!(answers.iter().zip([53.0, 63.0, 56.0]).all(|(a, v)| gives(a, v)), "a, d, mul: {answers:?}");
 }
 
 fn bench(scratch: &Scratch, out: &Path, args: &[&str]) -> Output {
