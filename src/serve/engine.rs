@@ -513,10 +513,10 @@ const MAX_COMPILING: usize = 8;
 /// How often a slot waiting on a compile looks whether its client is still there.
 const COMPILE_POLL: Duration = Duration::from_millis(20);
 
-/// Compiles `spec` (for `user`, whose share of the grammar cache it joins) on a thread of its own and waits at most `limit`, and only while the client stays: a grammar
-/// llguidance is slow on is refused (400 naming the limit) and the slot goes back to work. llguidance cannot be
-/// interrupted, so the compile itself runs on to its end (its own fuel and size limits bound it), counted in
-/// [`COMPILING`].
+/// Compiles `spec` (for `user`, whose share of the grammar cache it joins) on a thread of its own and waits at most
+/// `limit`, and only while the client stays: a grammar llguidance is slow on is refused (400 naming the limit) and the
+/// slot goes back to work. llguidance cannot be interrupted, so the compile itself runs on to its end (its own fuel and
+/// size limits bound it), counted in [`COMPILING`].
 fn compile_within(
     engine: GrammarEngine,
     spec: ConstraintSpec,

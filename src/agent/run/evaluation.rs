@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::agent::model_call::timed_chat_call;
-use crate::agent::run::joiner::{shown_output, StepResult};
+use crate::agent::run::joiner::{known_numbers, shown_output, unsupported_numbers, StepResult};
 use crate::agent::usage::ModelUsage;
 use crate::decode::constraint::ConstraintSpec;
 use crate::decode::Model;
@@ -89,7 +89,7 @@ pub fn invented_number(expression: &str, goal: &str, earlier: &[StepResult]) -> 
     if expression.parse::<f64>().is_err() {
         return Vec::new();
     }
-    crate::agent::run::joiner::unsupported_numbers(expression, &crate::agent::run::joiner::known_numbers(goal, earlier))
+    unsupported_numbers(expression, &known_numbers(goal, earlier))
 }
 
 /// Has `model` write the arithmetic expression of calculator step `id`, meant to do `meant`, from the goal and

@@ -64,9 +64,10 @@ impl<T: Clone> GrammarCache<T> {
             *held.entry(entry.owner.as_deref()).or_default() += 1;
         }
         let holds = |o: Option<&str>| held.get(&o).copied().unwrap_or(0);
-        let anyone_past_share = held.values().any(|n| *n > OWNER_SHARE);
+        let (own_share_full, anyone_past_share) =
+            (holds(owner) >= OWNER_SHARE, held.values().any(|n| *n > OWNER_SHARE));
         let candidate = |e: &Entry<T>| {
-            if holds(owner) >= OWNER_SHARE {
+            if own_share_full {
                 e.owner.as_deref() == owner
             } else if anyone_past_share {
                 holds(e.owner.as_deref()) > OWNER_SHARE

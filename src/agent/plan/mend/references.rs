@@ -72,8 +72,8 @@ fn rewrite_step_references(
 /// In the arguments of a step its tool runs on a model (`llm`'s prompt), rewrites a reference to a field the
 /// referenced tool does not declare, where it declares several (`$s1.content$` of `list_dir`, which gives
 /// `entries`, `path`, `truncated`), into a reference to its whole output, and where it declares one (`$s2.content$`
-/// of `llm`, which gives `text`, where no other step of the plan declares `content`), into that field: a model reads text, and whatever the planner wanted from that
-/// step is in it. Why: the 1.5B wrote `$s1.content$` of a listing, then `$s2.content$` of a model step, in every
+/// of `llm`, which gives `text`, where no other step of the plan declares `content`), into that field: a model reads
+/// text, and whatever the planner wanted from that step is in it. Why: the 1.5B wrote `$s1.content$` of a listing, then `$s2.content$` of a model step, in every
 /// replan of a run, each sent back as invalid, until the replan budget was spent (tasks-mcp `mem-moved`). A tool's
 /// argument (not a prompt) keeps its field, as validation reports, unless [`mend_references`] gives it one reading.
 fn prompts_read_whole_outputs(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> {

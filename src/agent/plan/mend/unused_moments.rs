@@ -68,11 +68,7 @@ pub fn mend_unused_dates_and_times(plan: &mut Plan, registry: &ToolRegistry) -> 
     let mut replaced = Vec::new();
     let mut lines = fill_unused(plan, registry, &mut replaced);
     for id in replaced {
-        let read = plan
-            .steps
-            .iter()
-            .any(|s| s.depends_on.contains(&id) || s.args.values().flat_map(references_in).any(|r| r.step == id));
-        if read {
+        if plan.steps.iter().any(|s| s.dependencies().contains(&id)) {
             continue;
         }
         if let Some(at) = plan.steps.iter().position(|s| s.id == id) {

@@ -34,20 +34,15 @@ pub fn mend_time_zones(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> 
     let mut unknown: Vec<Unknown> = Vec::new();
     for (index, step) in plan.steps.iter().enumerate() {
         let Some(spec) = registry.spec(&step.tool) else { continue };
-        let zone_parameters: Vec<&String> =
-            step.args.keys().filter(|name| takes_zone_names(name, parameter_description(spec, name))).collect();
+        let zone_parameters = zone_parameters(&step.args, spec);
         for name in &zone_parameters {
-            let Some(written) = step.args[*name].as_str().map(str::trim) else { continue };
-            if is_zone(written) || !references_in(&step.args[*name]).is_empty() {
+            let Some(written) = step.args[name].as_str().map(str::trim) else { continue };
+            if is_zone(written) || !references_in(&step.args[name]).is_empty() {
                 continue;
             }
-            let taken: Vec<String> = zone_parameters
-                .iter()
-                .filter(|other| *other != name)
-                .filter_map(|other| step.args[*other].as_str().map(place_key))
-                .collect();
+            let taken = places_taken(&step.args, &zone_parameters, name);
             let found = zone_for(written, &places, &taken);
-            unknown.push(Unknown { index, name: name.to_string(), written: written.to_string(), found });
+            unknown.push(Unknown { index, name: name.clone(), written: written.to_string(), found });
         }
     }
     let decided: Vec<(String, String, String)> = unknown
@@ -80,8 +75,7 @@ pub fn mend_time_zones(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> 
 /// {page} start for someone watching from Kolkata?", whose page says "14:00 Tokyo time", was planned as a
 /// conversion from `Etc/UTC`. Returns one line per change (`source_timezone "Etc/UTC" → "Asia/Tokyo" (…)`).
 pub fn zones_from_results(args: &mut Map<String, Value>, spec: &ToolSpec, texts: &[&str], goal: &str) -> Vec<String> {
-    let zone_parameters: Vec<String> =
-        args.keys().filter(|name| takes_zone_names(name, parameter_description(spec, name))).cloned().collect();
+    let zone_parameters = zone_parameters(args, spec);
     let mut lines = Vec::new();
     for name in &zone_parameters {
         let Some(written) = args[name].as_str().map(str::trim).map(str::to_string) else { continue };
@@ -89,19 +83,15 @@ pub fn zones_from_results(args: &mut Map<String, Value>, spec: &ToolSpec, texts:
         if !fallbacks.contains(&written) || goal.contains(place_of(&written)) {
             continue;
         }
-        let taken: Vec<String> = zone_parameters
-            .iter()
-            .filter(|other| *other != name)
-            .filter_map(|other| args[other].as_str().map(place_key))
-            .collect();
         let mut places: Vec<(String, String)> = Vec::new();
         for (key, as_written) in texts.iter().flat_map(|text| places_written(text)) {
-            if !taken.contains(&key) && !places.iter().any(|(k, _)| *k == key) {
+            if !places.iter().any(|(k, _)| *k == key) {
                 places.push((key, as_written));
             }
         }
-        let [(key, as_written)] = places.as_slice() else { continue };
-        let Some(zone) = zone_of_place(key) else { continue };
+        let Some((zone, as_written)) = one_free_place(&places, &places_taken(args, &zone_parameters, name)) else {
+            continue;
+        };
         lines.push(format!(
             "{name} {written:?} → {zone:?} (the parameter's value for none given; the result it reads names {as_written})"
         ));
@@ -117,11 +107,31 @@ fn zone_for(written: &str, places: &[(String, String)], taken: &[String]) -> Opt
         let why = format!("not a time zone name; {} is in {zone}", place_of(written));
         return Some((zone, why));
     }
-    let free: Vec<&(String, String)> = places.iter().filter(|(key, _)| !taken.contains(key)).collect();
-    let [(key, as_written)] = free.as_slice() else { return None };
-    let zone = zone_of_place(key)?;
+    let (zone, as_written) = one_free_place(places, taken)?;
     let why = format!("not a time zone name; the goal's {as_written} is in {zone}");
     Some((zone, why))
+}
+
+/// The zone of the one place of `places` (key, as written) that `taken` (places by key) leaves free, with the place
+/// as written; none where no place or several are free.
+fn one_free_place(places: &[(String, String)], taken: &[String]) -> Option<(String, String)> {
+    let free: Vec<&(String, String)> = places.iter().filter(|(key, _)| !taken.contains(key)).collect();
+    let [(key, as_written)] = free.as_slice() else { return None };
+    Some((zone_of_place(key)?, as_written.clone()))
+}
+
+/// The arguments of a call, by name, whose parameters take the database's zone names.
+fn zone_parameters(args: &Map<String, Value>, spec: &ToolSpec) -> Vec<String> {
+    args.keys().filter(|name| takes_zone_names(name, parameter_description(spec, name))).cloned().collect()
+}
+
+/// The places (by key) the call's zone arguments other than `name` pass.
+fn places_taken(args: &Map<String, Value>, zone_parameters: &[String], name: &str) -> Vec<String> {
+    zone_parameters
+        .iter()
+        .filter(|other| *other != name)
+        .filter_map(|other| args[other].as_str().map(place_key))
+        .collect()
 }
 
 /// A zone argument the database lacks: its step's index, the parameter, the value as written, and the zone with why
@@ -149,29 +159,21 @@ fn takes_zone_names(name: &str, description: &str) -> bool {
                 .any(|word| word.contains('/') && is_zone(word)))
 }
 
-/// The database's zone names, by the key of their place (`honolulu` → `Pacific/Honolulu`), and all names.
-struct Zones {
-    by_place: BTreeMap<String, Vec<&'static str>>,
-    names: std::collections::BTreeSet<&'static str>,
-}
-
-fn zones() -> &'static Zones {
-    static ZONES: OnceLock<Zones> = OnceLock::new();
-    ZONES.get_or_init(|| {
+/// The database's zone names by the key of their place (`honolulu` → `Pacific/Honolulu`), built on first use.
+fn zones_by_place() -> &'static BTreeMap<String, Vec<&'static str>> {
+    static BY_PLACE: OnceLock<BTreeMap<String, Vec<&'static str>>> = OnceLock::new();
+    BY_PLACE.get_or_init(|| {
         let mut by_place: BTreeMap<String, Vec<&'static str>> = BTreeMap::new();
-        let mut names = std::collections::BTreeSet::new();
         for tz in chrono_tz::TZ_VARIANTS {
-            let name = tz.name();
-            names.insert(name);
-            by_place.entry(place_key(name)).or_default().push(name);
+            by_place.entry(place_key(tz.name())).or_default().push(tz.name());
         }
-        Zones { by_place, names }
+        by_place
     })
 }
 
 /// Whether `text` is a zone name of the database, exactly as written.
 fn is_zone(text: &str) -> bool {
-    zones().names.contains(text)
+    text.parse::<chrono_tz::Tz>().is_ok()
 }
 
 /// The place part of a zone name or a place as written (`America/Argentina/Buenos_Aires` → `Buenos_Aires`).
@@ -189,7 +191,7 @@ fn place_key(text: &str) -> String {
 /// where several zones share the place, the one in the region the text names, else the first region in
 /// [`REGIONS`].
 fn zone_of_place(text: &str) -> Option<String> {
-    let candidates = zones().by_place.get(&place_key(text))?;
+    let candidates = zones_by_place().get(&place_key(text))?;
     let region = text.split('/').next().unwrap_or("").to_lowercase();
     let in_region = |c: &&&str| c.split('/').next().is_some_and(|r| r.to_lowercase() == region);
     let rank = |c: &&&str| {
@@ -210,7 +212,7 @@ fn places_written(goal: &str) -> Vec<(String, String)> {
             let phrase = &words[at..at + n];
             let key = accents_off(&phrase.join(" ")).to_lowercase();
             let named = phrase.iter().all(|w| w.starts_with(char::is_uppercase));
-            (named && zones().by_place.contains_key(&key)).then(|| (n, key, phrase.join(" ")))
+            (named && zones_by_place().contains_key(&key)).then(|| (n, key, phrase.join(" ")))
         });
         match longest {
             Some((n, key, as_written)) => {
