@@ -25,6 +25,9 @@ impl Calculator {
 }
 
 impl Tool for Calculator {
+    fn changes_things(&self) -> Option<bool> {
+        Some(false)
+    }
     fn name(&self) -> &str {
         Self::NAME
     }

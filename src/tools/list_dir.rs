@@ -19,6 +19,9 @@ impl ListDir {
 }
 
 impl Tool for ListDir {
+    fn changes_things(&self) -> Option<bool> {
+        Some(false)
+    }
     fn name(&self) -> &str {
         Self::NAME
     }

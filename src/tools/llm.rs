@@ -16,6 +16,9 @@ impl Llm {
 }
 
 impl Tool for Llm {
+    fn changes_things(&self) -> Option<bool> {
+        Some(false)
+    }
     fn name(&self) -> &str {
         Self::NAME
     }

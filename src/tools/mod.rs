@@ -62,6 +62,12 @@ pub trait Tool: Send + Sync {
     fn needs_model(&self) -> bool {
         false
     }
+    /// Whether a call changes anything (a file, a repository, a store): `Some(true)` where the tool says so (an
+    /// MCP server's `readOnlyHint: false`, or a built-in that writes), `Some(false)` where it only reads or
+    /// computes, `None` where nothing says (a server without annotations, a user's command).
+    fn changes_things(&self) -> Option<bool> {
+        None
+    }
     /// Whether running this call twice leaves the same result as running it once (reading, computing, writing
     /// the same content again). A run resumed after a crash between a call and its logged result repeats only
     /// such calls on its own; others need the user's word (`tandem resume --rerun-in-doubt`).
@@ -141,6 +147,9 @@ pub struct ToolSpec {
     pub output_schema: Option<Value>,
     /// Whether the executor (the model) runs it.
     pub needs_model: bool,
+    /// Whether a call changes anything, where the tool says ([`Tool::changes_things`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changes_things: Option<bool>,
 }
 
 impl ToolSpec {
@@ -152,6 +161,7 @@ impl ToolSpec {
             args_schema: closed_object_schema(&tool.args_schema()),
             output_schema: tool.output_schema(),
             needs_model: tool.needs_model(),
+            changes_things: tool.changes_things(),
         }
     }
 

@@ -25,6 +25,9 @@ pub(crate) fn string_arg<'a>(tool: &str, args: &'a Value, name: &str) -> ToolRes
 }
 
 impl Tool for ReadFile {
+    fn changes_things(&self) -> Option<bool> {
+        Some(false)
+    }
     fn name(&self) -> &str {
         Self::NAME
     }

@@ -47,6 +47,9 @@ impl Tool for Redescribed {
     fn needs_model(&self) -> bool {
         self.inner.needs_model()
     }
+    fn changes_things(&self) -> Option<bool> {
+        self.inner.changes_things()
+    }
     fn repeat_safe(&self, args: &Value) -> bool {
         self.inner.repeat_safe(args)
     }

@@ -19,6 +19,9 @@ impl WriteFile {
 }
 
 impl Tool for WriteFile {
+    fn changes_things(&self) -> Option<bool> {
+        Some(true)
+    }
     fn name(&self) -> &str {
         Self::NAME
     }

@@ -189,6 +189,7 @@ mod tests {
             args_schema: args,
             output_schema: outputs,
             needs_model: false,
+            changes_things: None,
         }
     }
 

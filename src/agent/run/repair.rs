@@ -172,6 +172,7 @@ mod tests {
                 "unit": {"type": "string", "enum": ["a", "b"]}}}),
             output_schema: None,
             needs_model: false,
+            changes_things: None,
         };
         let text = parameters_text(&spec);
         assert!(text.contains("- time (string, required): Time to convert in 24-hour format (HH:MM)"), "{text}");

@@ -54,6 +54,7 @@ impl BfclFunction {
             args_schema: closed_object_schema(&self.json_schema()),
             output_schema: None,
             needs_model: false,
+            changes_things: None,
         }
     }
 

@@ -181,6 +181,7 @@ impl NestfulTool {
             args_schema: closed_object_schema(&self.parameters),
             output_schema: Some(self.output_parameters.clone()),
             needs_model: false,
+            changes_things: None,
         }
     }
 }

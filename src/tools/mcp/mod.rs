@@ -122,6 +122,9 @@ pub fn register_config(registry: &mut ToolRegistry, config: &McpConfig, limits: 
                 description,
                 args_schema: serde_json::Value::Object((*info.input_schema).clone()),
                 output_schema: info.output_schema.as_ref().map(|s| serde_json::Value::Object((**s).clone())),
+                // MCP's default for a tool with annotations is `readOnlyHint: false`; a tool without any says
+                // nothing.
+                changes_things: info.annotations.as_ref().map(|a| !a.read_only_hint.unwrap_or(false)),
                 max_output_bytes: limits.max_output_bytes,
                 server: Arc::clone(&server),
             };

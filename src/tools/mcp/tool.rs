@@ -27,6 +27,8 @@ pub struct McpTool {
     pub(crate) description: String,
     pub(crate) args_schema: Value,
     pub(crate) output_schema: Option<Value>,
+    /// What the server's annotations say of changes (`readOnlyHint`), where it gives annotations.
+    pub(crate) changes_things: Option<bool>,
     pub(crate) max_output_bytes: usize,
     pub(crate) server: Arc<Server>,
 }
@@ -59,6 +61,10 @@ impl Tool for McpTool {
 
     fn output_schema(&self) -> Option<Value> {
         self.output_schema.clone()
+    }
+
+    fn changes_things(&self) -> Option<bool> {
+        self.changes_things
     }
 
     fn call(&self, args: &Value, _ctx: &ToolContext) -> ToolResult<Value> {

@@ -261,6 +261,7 @@ mod tests {
             args_schema: serde_json::json!({"type": "object", "properties": {"source_timezone": zone, "target_timezone": zone, "time": {"type": "string"}}}),
             output_schema: None,
             needs_model: false,
+            changes_things: None,
         };
         let goal = "When does the keynote on the page start for someone watching from Kolkata?";
         let page = "<h1>PlanetConf 2025</h1><p>The keynote starts at 14:00 Tokyo time (JST) in Hall A.</p>";

@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use super::repair::{repeated_failures, unasked_reads};
+use super::repair::{goal_effects, repeated_failures, unasked_reads};
 use super::{Agent, Execution, PlanDecision, Stop};
 use crate::agent::log::events::{Event, PlanOrigin, StopReason};
 use crate::agent::plan::mend::MendChange;
@@ -46,7 +46,11 @@ impl Agent<'_> {
             }
             let sent_back = self
                 .repeated_failures(&plan)
-                .or_else(|| unasked_reads(&self.state, self.settings.mend, &plan).filter(|_| planner_written));
+                .or_else(|| unasked_reads(&self.state, self.settings.mend, &plan).filter(|_| planner_written))
+                .or_else(|| {
+                    goal_effects(&self.state, self.registry, self.context.workspace.root(), self.settings.mend, &plan)
+                        .filter(|_| planner_written)
+                });
             if let Some(feedback) = sent_back {
                 if let Some(stop) = self.replan(feedback)? {
                     return Ok(stop);
@@ -164,6 +168,7 @@ impl Agent<'_> {
                 plan.steps == failed_steps
                     || repeated_failures(&self.state, self.registry, mend, plan).is_some()
                     || unasked_reads(&self.state, mend, plan).is_some()
+                    || goal_effects(&self.state, self.registry, self.context.workspace.root(), mend, plan).is_some()
             };
             let rejected = !outcome.issues.is_empty() || repeats(&outcome.plan);
             if origin == PlanOrigin::Replan && mend != Mend::Off && rejected {

@@ -2,6 +2,8 @@
 //! the rest of the plan is kept), and a call that already failed with the same arguments is never made again —
 //! a plan that repeats one is sent back, and a step whose resolved arguments repeat one fails without the call.
 
+use std::path::Path;
+
 use serde_json::Value;
 
 use super::Agent;
@@ -9,8 +11,8 @@ use crate::agent::log::events::{Event, PlanOrigin};
 use crate::agent::log::runs::RunState;
 use crate::agent::plan::mend::mend_plan;
 use crate::agent::plan::search::samplings;
-use crate::agent::plan::unasked_reads;
 use crate::agent::plan::Plan;
+use crate::agent::plan::{goal_effects, unasked_reads};
 use crate::agent::run::repair::{failed_step_text, repair_arguments, without_accents, RepairRequest};
 use crate::decode::Sampling;
 use crate::settings::Mend;
@@ -211,6 +213,31 @@ pub(super) fn unasked_reads(state: &RunState, mend: Mend, plan: &Plan) -> Option
         return None;
     }
     unasked_reads::unasked_reads(plan)
+}
+
+/// Rules `questions-only-read`, `changes-asked` and `contents-not-made-up` (general) on a plan the planner wrote:
+/// the feedback that sends back its calls of tools that change things where the goal only asks (always: a question
+/// never changes anything), a plan that only reads where the goal asks for a change, or one that writes made-up
+/// text where a file of the workspace (`workspace`) belongs (each once: the plan written then runs).
+pub(super) fn goal_effects(
+    state: &RunState,
+    registry: &ToolRegistry,
+    workspace: &Path,
+    mend: Mend,
+    plan: &Plan,
+) -> Option<String> {
+    if mend == Mend::Off {
+        return None;
+    }
+    let sent_back = |marker: &str| state.revisions.iter().any(|r| r.feedback.contains(marker));
+    goal_effects::unasked_changes(plan, registry)
+        .or_else(|| goal_effects::missing_changes(plan, registry).filter(|_| !sent_back(goal_effects::CHANGE_MARKER)))
+        .or_else(|| {
+            if sent_back(goal_effects::CONTENT_MARKER) {
+                return None;
+            }
+            goal_effects::made_up_contents(plan, registry, &goal_effects::file_names(workspace))
+        })
 }
 
 /// A value in `args` that a tool refused by name, and that tool; none under `--mend off`.

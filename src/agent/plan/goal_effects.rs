@@ -1,0 +1,296 @@
+//! What a goal asks a plan to do to the world, against what the plan's tools say they do: read only, or change.
+//!
+//! Rule `questions-only-read`, profile `general` (a check, not a mend: the plan is sent back, not rewritten): where
+//! every sentence of the goal asks (a question, or a request to tell, show, list, find, look or check), a plan the
+//! planner wrote may not call a tool that says it changes things (an MCP server's `readOnlyHint: false`, the
+//! built-in `write_file`). Such a plan is sent back saying which steps change what, and a replan that does it again
+//! is written again by sampling (`replans-resampled`). A tool that says nothing of its effects is not judged; a
+//! question put as a request ("Can you …?", "Could you …?") asks for work and is not a question here.
+//!
+//! Why: asked "How many commits are there so far in the repository in the current folder?", a replan of the 1.5B
+//! called `git_commit` (tasks-mcp `git-commit-count`); only a clean work tree stopped it from committing.
+//!
+//! Rule `changes-asked`, profile `general` (a check): where a sentence of the goal asks for a change (it opens
+//! with a verb of change such as fix, change, move, rename, delete, add, write, save, or with "please" or "can you"
+//! and one), and every step of the plan calls a tool that says it only reads, while tools that say they change
+//! things are offered, the plan is sent back once, naming the sentence and those tools; the plan written then runs
+//! whatever it does. A step whose tool says nothing of its effects counts as a change.
+//!
+//! Why: told "In invite.txt, the party moved from Tuesday to Thursday. Please fix the day.", the 1.5B read the
+//! file, asked the executor for the day and sent `… = 'Thursday'` to the calculator; the file was never changed and
+//! the joiner reported it fixed (tasks-mcp `fs-edit`).
+//!
+//! Rule `contents-not-made-up`, profile `general` (a check, once): a step of a tool that changes things, with a
+//! path argument naming a file the workspace already holds (by its file name, anywhere in the workspace) and a
+//! text argument the goal does not give (no reference, not in the goal's words), would put made-up text where a
+//! file's own content belongs. The plan is sent back once, naming the step, the text and the file, with the tools
+//! that change things.
+//!
+//! Why: told "Make a folder called archive and put old.txt in it.", the 1.5B created the folder and wrote
+//! `archive/old.txt` with the text "This is an old file." (tasks-mcp `fs-folder-move`): the user's file stayed where
+//! it was and a made-up copy was reported as moved.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::agent::plan::Plan;
+use crate::tools::ToolRegistry;
+
+/// The words that open the feedback; a revision whose feedback holds them was sent back by this rule.
+pub const MARKER: &str = "The goal only asks";
+/// The words that open `contents-not-made-up`'s feedback.
+pub const CONTENT_MARKER: &str = "Text the goal does not give";
+/// Entries of the workspace looked at for file names (a large workspace is not walked whole for a check).
+const MAX_ENTRIES: usize = 4000;
+
+/// The words that open `changes-asked`'s feedback.
+pub const CHANGE_MARKER: &str = "The goal asks for a change";
+
+/// Verbs that open a sentence asking for a change.
+const CHANGE_VERBS: &[&str] = &[
+    "fix", "change", "edit", "update", "replace", "correct", "rename", "move", "put", "delete", "remove", "add",
+    "append", "write", "save", "create", "make", "commit", "stage", "copy", "set", "store", "record",
+];
+/// Words before the verb of a request ("please fix", "now add", "can you move").
+const LEAD_WORDS: &[&str] = &["please", "now", "then", "also", "and", "can", "could", "would", "will", "you", "kindly"];
+
+/// Words that open a sentence asking for work, though it ends with a question mark.
+const REQUEST_OPENINGS: &[&[&str]] =
+    &[&["can", "you"], &["could", "you"], &["would", "you"], &["will", "you"], &["can", "u"], &["please"]];
+
+/// Verbs that open a sentence asking only to be told something.
+const TELLING_VERBS: &[&str] = &["tell", "show", "list", "find", "look", "check", "explain", "say", "name"];
+
+/// Whether every sentence of `goal` asks rather than requests a change.
+pub fn only_asks(goal: &str) -> bool {
+    let sentences = sentences(goal);
+    !sentences.is_empty() && sentences.iter().all(|s| asks(s))
+}
+
+/// The goal's sentences, each with its closing mark (`.`, `!`, `?`, or none at the end).
+fn sentences(goal: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let chars: Vec<char> = goal.chars().collect();
+    for (i, &c) in chars.iter().enumerate() {
+        current.push(c);
+        // A mark ends a sentence where a space or the end follows it ("3.5" and "app.py" stay whole).
+        let ends = matches!(c, '.' | '!' | '?') && chars.get(i + 1).is_none_or(|n| n.is_whitespace());
+        if ends {
+            if !current.trim().is_empty() {
+                out.push(current.trim().to_string());
+            }
+            current.clear();
+        }
+    }
+    if !current.trim().is_empty() {
+        out.push(current.trim().to_string());
+    }
+    out
+}
+
+/// Whether one sentence asks: a question that is not a request for work, or a request to be told something.
+fn asks(sentence: &str) -> bool {
+    let lower = sentence.to_lowercase();
+    let words: Vec<&str> = lower.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
+    let opens = |opening: &[&str]| words.len() >= opening.len() && words[..opening.len()] == *opening;
+    if REQUEST_OPENINGS.iter().any(|o| opens(o)) {
+        return false;
+    }
+    if sentence.ends_with('?') {
+        return true;
+    }
+    words.first().is_some_and(|w| TELLING_VERBS.contains(w))
+}
+
+/// The goal's first sentence that asks for a change, where one does.
+pub fn change_asked(goal: &str) -> Option<String> {
+    sentences(goal).into_iter().find(|sentence| {
+        let lower = sentence.to_lowercase();
+        let words = lower.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty());
+        let mut verb = words.skip_while(|w| LEAD_WORDS.contains(w));
+        verb.next().is_some_and(|w| CHANGE_VERBS.contains(&w))
+    })
+}
+
+/// The feedback that sends `plan` back, where its goal asks for a change and every step only reads, while tools
+/// that change things are offered.
+pub fn missing_changes(plan: &Plan, registry: &ToolRegistry) -> Option<String> {
+    let sentence = change_asked(&plan.goal)?;
+    let reads_only =
+        plan.steps.iter().all(|s| registry.spec(&s.tool).is_some_and(|spec| spec.changes_things == Some(false)));
+    if !reads_only {
+        return None;
+    }
+    let changing: Vec<String> =
+        registry.specs().filter(|spec| spec.changes_things == Some(true)).map(|spec| spec.name.clone()).collect();
+    (!changing.is_empty()).then(|| {
+        format!(
+            "{CHANGE_MARKER} (\"{sentence}\"), but every step of that plan only reads or computes, so nothing would \
+             change. Tools that make changes: {}. Write a plan that makes the change with one of them.",
+            changing.join(", ")
+        )
+    })
+}
+
+/// The names of the files in `root`, down to a few levels, `.git` left out.
+pub fn file_names(root: &Path) -> HashSet<String> {
+    let mut names = HashSet::new();
+    let mut folders = vec![(root.to_path_buf(), 0)];
+    let mut seen = 0;
+    while let Some((folder, depth)) = folders.pop() {
+        let Ok(entries) = std::fs::read_dir(&folder) else { continue };
+        for entry in entries.flatten() {
+            seen += 1;
+            if seen > MAX_ENTRIES {
+                return names;
+            }
+            let name = entry.file_name().to_string_lossy().to_string();
+            match entry.file_type() {
+                Ok(kind) if kind.is_dir() && name != ".git" && depth < 4 => folders.push((entry.path(), depth + 1)),
+                Ok(kind) if kind.is_file() => {
+                    names.insert(name);
+                }
+                _ => {}
+            }
+        }
+    }
+    names
+}
+
+/// The feedback that sends `plan` back, where a step of a tool that changes things writes text the goal does not
+/// give to a path named like a file of the workspace (`existing`: the workspace's file names).
+pub fn made_up_contents(plan: &Plan, registry: &ToolRegistry, existing: &HashSet<String>) -> Option<String> {
+    let goal = squeeze(&plan.goal);
+    let found: Vec<String> = plan
+        .steps
+        .iter()
+        .filter(|s| s.references().is_empty())
+        .filter(|s| registry.spec(&s.tool).is_some_and(|spec| spec.changes_things == Some(true)))
+        .filter_map(|s| {
+            let texts: Vec<&str> = s.args.values().filter_map(Value::as_str).collect();
+            let file = texts.iter().find(|t| file_name(t).is_some_and(|name| existing.contains(name)))?;
+            let made_up = texts.iter().find(|t| *t != file && file_name(t).is_none() && !goal.contains(&squeeze(t)))?;
+            Some(format!("step {} writes \"{made_up}\" to {file}", s.id))
+        })
+        .collect();
+    if found.is_empty() {
+        return None;
+    }
+    let changing: Vec<String> =
+        registry.specs().filter(|spec| spec.changes_things == Some(true)).map(|spec| spec.name.clone()).collect();
+    Some(format!(
+        "{CONTENT_MARKER} would be written where a file of the workspace belongs: {}. A file's own content is never \
+         made up: to put a file somewhere, move or copy it; to change part of it, edit it. Tools that make changes: \
+         {}.",
+        found.join("; "),
+        changing.join(", ")
+    ))
+}
+
+/// The last part of a relative path with a file name (`name.ext`), as in `archive/old.txt` → `old.txt`.
+fn file_name(text: &str) -> Option<&str> {
+    if text.contains(char::is_whitespace) {
+        return None;
+    }
+    let name = text.rsplit('/').next()?;
+    let (stem, ext) = name.rsplit_once('.')?;
+    let extension = (1..=5).contains(&ext.len()) && ext.chars().all(|c| c.is_ascii_alphanumeric());
+    (!stem.is_empty() && extension && !ext.chars().all(|c| c.is_ascii_digit())).then_some(name)
+}
+
+/// Lowercase, with runs of white space as one space: text compared as written, not as spaced.
+fn squeeze(text: &str) -> String {
+    text.to_lowercase().split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The feedback that sends `plan` back, where its goal only asks and a step calls a tool that changes things.
+pub fn unasked_changes(plan: &Plan, registry: &ToolRegistry) -> Option<String> {
+    if !only_asks(&plan.goal) {
+        return None;
+    }
+    let changing: Vec<String> = plan
+        .steps
+        .iter()
+        .filter(|s| registry.spec(&s.tool).is_some_and(|spec| spec.changes_things == Some(true)))
+        .map(|s| format!("{} calls {}", s.id, s.tool))
+        .collect();
+    (!changing.is_empty()).then(|| {
+        format!(
+            "{MARKER} questions, and these steps call tools that change things ({}). Answer it with tools that read, \
+             and leave everything as it is.",
+            changing.join(", ")
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn questions_and_requests_to_be_told_only_ask() {
+        assert!(only_asks("How many commits are there so far in the repository in the current folder?"));
+        assert!(only_asks("What word did I change in app.py since the last commit? Tell me the new word."));
+        assert!(only_asks("Which of my files are Markdown files? Look in the subfolders too."));
+        assert!(only_asks("Is version 3.5 in notes.txt?"));
+    }
+
+    #[test]
+    fn requests_for_work_do_not_only_ask() {
+        assert!(!only_asks("Make a folder called archive and put old.txt in it."));
+        assert!(!only_asks("In invite.txt, the party moved from Tuesday to Thursday. Please fix the day."));
+        assert!(!only_asks("Can you commit my changes?"));
+        assert!(!only_asks("What changed? Commit it with the message 'wip'."));
+        assert!(!only_asks("Note that Bob moved to Lisbon"));
+        assert!(!only_asks(""));
+    }
+
+    #[test]
+    fn a_change_is_asked_by_a_verb_of_change_opening_a_sentence() {
+        let fix = "In invite.txt, the party moved from Tuesday to Thursday. Please fix the day.";
+        assert_eq!(change_asked(fix).as_deref(), Some("Please fix the day."));
+        assert!(change_asked("Make a folder called archive and put old.txt in it.").is_some());
+        assert!(change_asked("Can you rename notes.txt to todo.txt?").is_some());
+        assert_eq!(change_asked("My flight lands in Dubai at 7:15 PM. What time is it in Singapore then?"), None);
+        assert_eq!(change_asked("What word did I change in app.py? Tell me the new word."), None);
+    }
+
+    fn files_registry() -> ToolRegistry {
+        let workspace = crate::tools::workspace::Workspace::new(std::env::temp_dir()).unwrap();
+        ToolRegistry::builtins(&crate::tools::ToolContext::new(workspace).with_write(true))
+    }
+
+    fn plan(goal: &str, steps: Value) -> Plan {
+        let mut plan: Plan = serde_json::from_value(serde_json::json!({ "steps": steps })).unwrap();
+        plan.goal = goal.into();
+        plan
+    }
+
+    #[test]
+    fn made_up_text_for_a_file_the_workspace_holds_is_sent_back() {
+        let registry = files_registry();
+        let existing: HashSet<String> = ["old.txt".to_string()].into();
+        let move_it = "Make a folder called archive and put old.txt in it.";
+        let written = plan(
+            move_it,
+            serde_json::json!([{"id": "s1", "tool": "write_file", "args": {"path": "archive/old.txt", "content": "This is an old file."}}]),
+        );
+        let feedback = made_up_contents(&written, &registry, &existing).unwrap();
+        assert!(feedback.contains("\"This is an old file.\" to archive/old.txt"), "{feedback}");
+        // Text the goal gives, or a file the workspace does not hold, is no made-up copy.
+        let list = "Save milk, eggs to list.txt";
+        let given = plan(
+            list,
+            serde_json::json!([{"id": "s1", "tool": "write_file", "args": {"path": "list.txt", "content": "milk, eggs"}}]),
+        );
+        assert_eq!(made_up_contents(&given, &registry, &existing), None);
+        let new_file = plan(
+            move_it,
+            serde_json::json!([{"id": "s1", "tool": "write_file", "args": {"path": "new.txt", "content": "x y"}}]),
+        );
+        assert_eq!(made_up_contents(&new_file, &registry, &existing), None);
+    }
+}
