@@ -6,6 +6,9 @@
 //!   - [`drop_repeated_calls`] (`duplicates`): a step with the same tool and arguments as an earlier one is
 //!     dropped and references to it point to the earlier step (the orchestrator would answer it from the earlier
 //!     result anyway).
+//!   - [`drop_unasked_reads`] (`unasked-reads-dropped`): a `read_file` or `list_dir` step that no step reads, where
+//!     the goal names no file, folder or path, is dropped (the rest of the plan is kept; a read that a step uses is
+//!     the `workspace-unasked` check's, which sends the plan back).
 //!   - [`mend_references`] (`references`): a reference to an output field the tool does not declare, where the
 //!     tool declares exactly one (`$s1.result$` on `llm`, whose only field is `text`), a whole-output reference
 //!     inside longer text to such a tool, and a list of one reference to a field declared as a list.
@@ -35,6 +38,9 @@
 //!     is left out so the default applies (`fetch` `start_index: 100` → left out, default 0).
 //!   - [`mend_unused_dependencies`] (`dependencies`): a step that lists an earlier step in `depends_on` but passes
 //!     a value where that step's one declared result belongs takes a reference to the result.
+//!   - [`drop_prompt_examples`] (`prompt-examples`): a parenthesised example ("(e.g., 'Wednesday, January 1,
+//!     2023')") the goal does not give is left out of a model step's prompt that reads an earlier result (the
+//!     small executor answers with the example).
 //!   - `fallback-values` is in this profile too, but is no function here: it asks the planner, so it runs where a
 //!     plan is written (`agent::plan::fallbacks`, `planner::check_fallbacks`), after these rules.
 //! - `nestful` (bench only; the general rules and these, which match NESTFUL's gold conventions rather than a
@@ -61,6 +67,7 @@ mod defaults;
 mod dependencies;
 mod duplicates;
 mod durations;
+mod examples;
 pub mod forms;
 mod goal_words;
 mod invented;
@@ -69,6 +76,7 @@ mod optional;
 mod paths;
 mod percentages;
 mod references;
+mod unasked;
 mod unused_moments;
 mod written;
 mod zones;
@@ -77,12 +85,14 @@ pub use defaults::restore_declared_defaults;
 pub use dependencies::mend_unused_dependencies;
 pub use duplicates::drop_repeated_calls;
 pub use durations::mend_durations;
+pub use examples::drop_prompt_examples;
 pub use invented::drop_invented_steps;
 pub use languages::{mend_languages, mend_languages_to_codes, mend_languages_to_names};
 pub use optional::drop_unmentioned_optional;
 pub use paths::mend_paths_as_written;
 pub use percentages::{mend_percentages, mend_percentages_as_written, mend_percentages_to_fractions};
 pub use references::mend_references;
+pub use unasked::drop_unasked_reads;
 pub use unused_moments::mend_unused_dates_and_times;
 pub use written::mend_dates_and_times;
 pub use zones::{mend_time_zones, zones_from_results};
@@ -148,6 +158,7 @@ type Rule = (&'static str, Scope, fn(&mut Plan, &ToolRegistry, &str) -> Vec<Stri
 /// or a code, or it does not), so running them apart changes nothing.
 const RULES: &[Rule] = &[
     ("duplicates", Scope::General, |plan, _, _| drop_repeated_calls(plan)),
+    ("unasked-reads-dropped", Scope::General, |plan, _, _| drop_unasked_reads(plan)),
     ("references", Scope::General, |plan, tools, _| mend_references(plan, tools)),
     ("percentages-as-fractions", Scope::General, |plan, tools, _| mend_percentages_to_fractions(plan, tools)),
     ("percentages-as-written", Scope::Nestful, |plan, tools, _| mend_percentages_as_written(plan, tools)),
@@ -161,6 +172,7 @@ const RULES: &[Rule] = &[
     ("declared-defaults", Scope::General, |plan, tools, _| restore_declared_defaults(plan, tools)),
     ("optional", Scope::Nestful, |plan, tools, _| drop_unmentioned_optional(plan, tools)),
     ("dependencies", Scope::General, |plan, tools, _| mend_unused_dependencies(plan, tools)),
+    ("prompt-examples", Scope::General, |plan, tools, _| drop_prompt_examples(plan, tools)),
     ("invented", Scope::Nestful, |plan, tools, _| drop_invented_steps(plan, tools)),
 ];
 
