@@ -149,6 +149,7 @@ pub fn join(
         let (text, timings) = chat_call(model, "joiner", &messages, Some(&schema), ANSWER_CHARS + 16)?;
         usage.tokens_in += timings.prompt_tokens;
         usage.tokens_out += timings.generated_tokens;
+        tracing::debug!(reply = %text, "joiner reply");
         let reply = match serde_json::from_str::<Reply>(&text) {
             Ok(reply) => reply,
             // Only a reply cut off by the token limit can break the grammar's shape.
