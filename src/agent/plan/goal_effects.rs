@@ -10,6 +10,15 @@
 //! Why: asked "How many commits are there so far in the repository in the current folder?", a replan of the 1.5B
 //! called `git_commit` (tasks-mcp `git-commit-count`); only a clean work tree stopped it from committing.
 //!
+//! Rule `deletions-asked`, profile `general` (a check, every time): a step calling a tool whose name says it
+//! deletes (its first word is delete, remove, drop, clear, purge, destroy, erase, wipe or forget:
+//! `delete_observations`, `removeItem`), where the goal says none of those words (nor "get rid"), is sent back
+//! naming the step; replans that do it again are written again by sampling. Nothing the user did not ask to lose
+//! is deleted.
+//!
+//! Why: told "Note that Bob moved to Lisbon.", the 1.5B planned `delete_observations` on a made-up entity (tasks-mcp
+//! `mem-moved`); on a real one it would have erased what the user had stored.
+//!
 //! Rule `changes-asked`, profile `general` (a check): where a sentence of the goal asks for a change (it opens
 //! with a verb of change such as fix, change, move, rename, delete, add, write, save, or with "please" or "can you"
 //! and one), and every step of the plan calls a tool that says it only reads, while tools that say they change
@@ -44,6 +53,12 @@ pub const MARKER: &str = "The goal only asks";
 pub const CONTENT_MARKER: &str = "Text the goal does not give";
 /// Entries of the workspace looked at for file names (a large workspace is not walked whole for a check).
 const MAX_ENTRIES: usize = 4000;
+
+/// The words that open `deletions-asked`'s feedback.
+pub const DELETE_MARKER: &str = "The goal asks to delete nothing";
+/// Words that say a tool deletes (as a name's first word) or that a goal asks to (anywhere in it).
+const DELETE_WORDS: &[&str] =
+    &["delete", "remove", "drop", "clear", "purge", "destroy", "erase", "wipe", "forget", "rm", "del", "unlink"];
 
 /// The words that open `changes-asked`'s feedback.
 pub const CHANGE_MARKER: &str = "The goal asks for a change";
@@ -103,6 +118,45 @@ fn asks(sentence: &str) -> bool {
         return true;
     }
     words.first().is_some_and(|w| TELLING_VERBS.contains(w))
+}
+
+/// The first word of a tool's name, lowercase: `delete_observations`, `deleteItem`, `files.remove` → delete, delete,
+/// remove (a server's prefix before a dot is not its verb).
+fn name_verb(name: &str) -> String {
+    let name = name.rsplit('.').next().unwrap_or(name);
+    let mut verb = String::new();
+    for (i, c) in name.chars().enumerate() {
+        if c == '_' || c == '-' || c == ' ' || (i > 0 && c.is_uppercase()) {
+            break;
+        }
+        verb.extend(c.to_lowercase());
+    }
+    verb
+}
+
+/// The feedback that sends `plan` back, where a step calls a tool named for deleting and the goal asks for no
+/// deletion.
+pub fn unasked_deletions(plan: &Plan) -> Option<String> {
+    let goal = plan.goal.to_lowercase();
+    let words: Vec<&str> = goal.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
+    let asked = goal.contains("get rid")
+        || words.iter().any(|w| DELETE_WORDS.iter().any(|d| w.starts_with(d) && w.len() <= d.len() + 3));
+    if asked {
+        return None;
+    }
+    let deleting: Vec<String> = plan
+        .steps
+        .iter()
+        .filter(|s| DELETE_WORDS.contains(&name_verb(&s.tool).as_str()))
+        .map(|s| format!("{} calls {}", s.id, s.tool))
+        .collect();
+    (!deleting.is_empty()).then(|| {
+        format!(
+            "{DELETE_MARKER}, and these steps delete ({}). Keep what is stored: do what the goal asks with tools that \
+             add, change or read.",
+            deleting.join(", ")
+        )
+    })
 }
 
 /// The goal's first sentence that asks for a change, where one does.
@@ -256,6 +310,25 @@ mod tests {
         assert!(change_asked("Can you rename notes.txt to todo.txt?").is_some());
         assert_eq!(change_asked("My flight lands in Dubai at 7:15 PM. What time is it in Singapore then?"), None);
         assert_eq!(change_asked("What word did I change in app.py? Tell me the new word."), None);
+    }
+
+    #[test]
+    fn a_deletion_needs_a_goal_that_asks_for_one() {
+        let steps = serde_json::json!([{"id": "s1", "tool": "delete_observations", "args": {}},
+                                       {"id": "s2", "tool": "add_observations", "args": {}}]);
+        let note = plan("Note that Bob moved to Lisbon.", steps.clone());
+        assert!(unasked_deletions(&note).unwrap().contains("s1 calls delete_observations"));
+        for asked in [
+            "Bob moved: delete the old address.",
+            "Remove Bob's tennis note",
+            "Forget that Bob plays tennis",
+            "Get rid of it",
+        ] {
+            assert_eq!(unasked_deletions(&plan(asked, steps.clone())), None, "{asked}");
+        }
+        assert_eq!(name_verb("deleteItem"), "delete");
+        assert_eq!(name_verb("files.remove_file"), "remove");
+        assert_eq!(name_verb("dropdown_options"), "dropdown");
     }
 
     fn files_registry() -> ToolRegistry {

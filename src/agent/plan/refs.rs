@@ -18,7 +18,7 @@
 
 use std::collections::HashMap;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::agent::plan::issues::PlanError;
 
@@ -364,6 +364,7 @@ pub fn reference_fits(arg_types: &[&str], field_type: Option<&str>) -> bool {
 /// in the plural of a text field every record has (`names` and records with a `name`, `paths` and a `path`),
 /// becomes that field of each record. Why: told `open_nodes {"names": "$s2.entities$"}` after a search, the memory
 /// server got each entity written out as JSON for a name and found none (tasks-mcp `mem-jazz`).
+/// Applied to a step's top-level arguments by [`records_by_name_in`].
 fn records_by_name(parameter: &str, value: Value, schema: &Value) -> Value {
     let Some(field) = parameter.strip_suffix('s').filter(|f| !f.is_empty()) else { return value };
     let wants_strings = schema_types(schema).contains(&"array")
@@ -375,6 +376,21 @@ fn records_by_name(parameter: &str, value: Value, schema: &Value) -> Value {
         Some(names) if wants_strings && !names.is_empty() && items.iter().all(Value::is_object) => Value::Array(names),
         _ => value,
     }
+}
+
+/// [`records_by_name`] on each top-level argument of `args`, whose argument schema is `schema` (the general mend
+/// profile's rule: the caller leaves it out under `--mend off`).
+pub fn records_by_name_in(args: Map<String, Value>, schema: &Value) -> Map<String, Value> {
+    let properties = schema.get("properties");
+    args.into_iter()
+        .map(|(k, v)| match properties.and_then(|p| p.get(&k)) {
+            Some(sub) => {
+                let named = records_by_name(&k, v, sub);
+                (k, named)
+            }
+            None => (k, v),
+        })
+        .collect()
 }
 
 /// Adjusts resolved arguments to the types their schema asks for, where a reference brought another type:
@@ -390,7 +406,7 @@ pub fn coerce_to_schema(value: Value, schema: &Value) -> Value {
                 map.into_iter()
                     .map(|(k, v)| {
                         let coerced = match properties.and_then(|p| p.get(&k)) {
-                            Some(sub) => coerce_to_schema(records_by_name(&k, v, sub), sub),
+                            Some(sub) => coerce_to_schema(v, sub),
                             None => v,
                         };
                         (k, coerced)
@@ -459,11 +475,13 @@ mod tests {
         }});
         let people = json!([{"name": "Alice", "likes": "jazz"}, {"name": "Dave"}]);
         let args = json!({"names": people, "tags": people});
-        let coerced = coerce_to_schema(args, &schema);
+        let Value::Object(args) = args else { unreachable!() };
+        let coerced = coerce_to_schema(Value::Object(records_by_name_in(args, &schema)), &schema);
         assert_eq!(coerced["names"], json!(["Alice", "Dave"]));
         assert_eq!(coerced["tags"], people, "a list of objects where objects are asked stays");
         // A record without the field is written out as text, as before.
-        let unnamed = coerce_to_schema(json!({"names": [{"title": "x"}]}), &schema);
+        let Value::Object(unnamed) = json!({"names": [{"title": "x"}]}) else { unreachable!() };
+        let unnamed = coerce_to_schema(Value::Object(records_by_name_in(unnamed, &schema)), &schema);
         assert_eq!(unnamed["names"], json!(["{\"title\":\"x\"}"]));
     }
 }

@@ -12,11 +12,13 @@ use super::{Agent, Approval, Execution, Prepared, Stop};
 use crate::agent::log::events::Event;
 use crate::agent::log::runs::{call_key, RunState};
 use crate::agent::plan::mend::zones_from_results;
-use crate::agent::plan::refs::{coerce_to_schema, output_as_text, parse_reference, value_text, Reference, Resolution};
+use crate::agent::plan::refs::{
+    coerce_to_schema, output_as_text, parse_reference, records_by_name_in, value_text, Reference, Resolution,
+};
 use crate::agent::plan::resolve_args_with;
 use crate::agent::plan::{Plan, Step};
 use crate::agent::run::evaluation::{invented_number, work_out};
-use crate::agent::run::executor::{fill_arguments, read_value, write_text, ExecutorCall};
+use crate::agent::run::executor::{fill_arguments, read_value, write_text, ExecutorCall, NOT_GIVEN};
 use crate::agent::run::joiner::StepResult;
 use crate::agent::run::repair::failed_step_text;
 use crate::agent::usage::ModelUsage;
@@ -143,7 +145,8 @@ impl Agent<'_> {
         let mends = self.settings.mend != Mend::Off;
         let mut how =
             Resolution { read_text: mends, widen_short_fields: mends && spec.needs_model, ..Resolution::default() };
-        let mut args = coerced(resolve_args_with(step, &self.state.outputs, &mut how)?, &spec.args_schema);
+        let mut args =
+            coerced(resolve_args_with(step, &self.state.outputs, &mut how)?, &spec.args_schema, self.settings.mend);
         self.zones_from_results(step, &spec, &mut args);
         if !how.read_from_text.is_empty() {
             let fields: Vec<String> = how.read_from_text.iter().map(ToString::to_string).collect();
@@ -308,11 +311,26 @@ impl Agent<'_> {
                 role: Some("planner".to_string()),
                 usage,
             })?;
+            // Why: asked for `total_commits` out of `git_status`'s text, which gives no count, the 1.5B copied `-a`
+            // from a hint line, and the calculator failed on it three times (tasks-mcp `git-commit-count`).
+            if value == NOT_GIVEN {
+                let id = &reference.step;
+                let plan = self.state.plan.as_ref();
+                let tool = plan.and_then(|p| p.steps.iter().find(|s| &s.id == id)).map_or("", |s| s.tool.as_str());
+                return Err(crate::Error::Agent(format!(
+                    "the text {id} ({tool}) returned does not give {wanted} ({reference}): it has no such field, and \
+                     its text does not say it; another tool may give it"
+                )));
+            }
             if let Some(output) = outputs.get_mut(&reference.step) {
                 insert_field(output, field, value);
             }
         }
-        let mut args = coerced(resolve_args_with(step, &outputs, &mut Resolution::default())?, &spec.args_schema);
+        let mut args = coerced(
+            resolve_args_with(step, &outputs, &mut Resolution::default())?,
+            &spec.args_schema,
+            self.settings.mend,
+        );
         self.zones_from_results(step, &spec, &mut args);
         if let Some(problems) = self.arg_problems(step, &args)? {
             return self.run_fill_step(version, step, &args, &problems);
@@ -465,8 +483,10 @@ fn with_unreferenced_inputs(step: &Step, prompt: &str, state: &RunState) -> Stri
     }
 }
 
-/// Resolved arguments coerced to the tool's argument schema.
-fn coerced(args: Map<String, Value>, schema: &Value) -> Map<String, Value> {
+/// Resolved arguments coerced to the tool's argument schema; in the profiles that mend, records passed for names
+/// first give their names (rule `records-by-name`).
+fn coerced(args: Map<String, Value>, schema: &Value, mend: Mend) -> Map<String, Value> {
+    let args = if mend == Mend::Off { args } else { records_by_name_in(args, schema) };
     match coerce_to_schema(Value::Object(args), schema) {
         Value::Object(map) => map,
         _ => unreachable!("coercing an object keeps it an object"),

@@ -39,6 +39,13 @@ impl Agent<'_> {
                 {
                     feedback = format!("{feedback}\n{unasked}");
                 }
+                // So does one that changes or deletes what the goal does not ask to.
+                let root = self.context.workspace.root();
+                if let Some(effects) = goal_effects(&self.state, self.registry, root, self.settings.mend, &plan)
+                    .filter(|_| planner_written)
+                {
+                    feedback = format!("{feedback}\n{effects}");
+                }
                 if let Some(stop) = self.replan(feedback)? {
                     return Ok(stop);
                 }

@@ -215,10 +215,11 @@ pub(super) fn unasked_reads(state: &RunState, mend: Mend, plan: &Plan) -> Option
     unasked_reads::unasked_reads(plan)
 }
 
-/// Rules `questions-only-read`, `changes-asked` and `contents-not-made-up` (general) on a plan the planner wrote:
-/// the feedback that sends back its calls of tools that change things where the goal only asks (always: a question
-/// never changes anything), a plan that only reads where the goal asks for a change, or one that writes made-up
-/// text where a file of the workspace (`workspace`) belongs (each once: the plan written then runs).
+/// Rules `questions-only-read`, `deletions-asked`, `changes-asked` and `contents-not-made-up` (general) on a plan
+/// the planner wrote: the feedback that sends back its calls of tools that change things where the goal only asks,
+/// or of tools that delete where it asks no deletion (both always: nothing is changed or lost unasked), a plan
+/// that only reads where the goal asks for a change, or one that writes made-up text where a file of the workspace
+/// (`workspace`) belongs (these two once: the plan written then runs).
 pub(super) fn goal_effects(
     state: &RunState,
     registry: &ToolRegistry,
@@ -231,6 +232,7 @@ pub(super) fn goal_effects(
     }
     let sent_back = |marker: &str| state.revisions.iter().any(|r| r.feedback.contains(marker));
     goal_effects::unasked_changes(plan, registry)
+        .or_else(|| goal_effects::unasked_deletions(plan))
         .or_else(|| goal_effects::missing_changes(plan, registry).filter(|_| !sent_back(goal_effects::CHANGE_MARKER)))
         .or_else(|| {
             if sent_back(goal_effects::CONTENT_MARKER) {
