@@ -97,10 +97,6 @@ pub fn fill_arguments(
 /// The system message of reading a value out of a text.
 const READ_SYSTEM: &str = "You copy one value out of a text. Answer with the value exactly as the text writes it.";
 
-/// What [`read_value`] answers where the text does not give the value (rule `fields-read-from-text`: the step
-/// then fails saying so, where it had been given whatever piece of the text the model chose).
-pub const NOT_GIVEN: &str = "NOT GIVEN";
-
 /// Reads the value `wanted` names (in words: "the commit id") out of `text`, a tool's text output, for a step that
 /// referenced it as a field the output does not have (`purpose`: the goal and the step, which say which of several
 /// such values is meant). The answer is constrained to a piece of the text (a line,
@@ -113,16 +109,13 @@ pub fn read_value(
     purpose: &str,
     max_tokens: usize,
 ) -> Result<(String, ModelUsage)> {
-    let user = format!(
-        "Text:\n{text}\n\n{purpose}\nWrite {wanted} that this text gives, and nothing else. If the text does not \
-         give it, write {NOT_GIVEN}."
-    );
+    let user = format!("Text:\n{text}\n\n{purpose}\nWrite {wanted} that this text gives, and nothing else.");
     let messages = [ChatMessage::system(READ_SYSTEM), ChatMessage::user(user)];
     let pieces = text_pieces(text);
     let pattern = if pieces.is_empty() || pieces.len() > MAX_PIECES {
         "[^\\n]{1,200}".to_string()
     } else {
-        pieces.iter().map(|p| escape_regex(p)).chain([escape_regex(NOT_GIVEN)]).collect::<Vec<_>>().join("|")
+        pieces.iter().map(|p| escape_regex(p)).collect::<Vec<_>>().join("|")
     };
     let (value, usage) =
         timed_chat_call(model, "executor", &messages, Some(&ConstraintSpec::Regex(pattern)), max_tokens)?;

@@ -18,7 +18,7 @@ use crate::agent::plan::refs::{
 use crate::agent::plan::resolve_args_with;
 use crate::agent::plan::{Plan, Step};
 use crate::agent::run::evaluation::{invented_number, work_out};
-use crate::agent::run::executor::{fill_arguments, read_value, write_text, ExecutorCall, NOT_GIVEN};
+use crate::agent::run::executor::{fill_arguments, read_value, write_text, ExecutorCall};
 use crate::agent::run::joiner::StepResult;
 use crate::agent::run::repair::failed_step_text;
 use crate::agent::usage::ModelUsage;
@@ -311,17 +311,6 @@ impl Agent<'_> {
                 role: Some("planner".to_string()),
                 usage,
             })?;
-            // Why: asked for `total_commits` out of `git_status`'s text, which gives no count, the 1.5B copied `-a`
-            // from a hint line, and the calculator failed on it three times (tasks-mcp `git-commit-count`).
-            if value == NOT_GIVEN {
-                let id = &reference.step;
-                let plan = self.state.plan.as_ref();
-                let tool = plan.and_then(|p| p.steps.iter().find(|s| &s.id == id)).map_or("", |s| s.tool.as_str());
-                return Err(crate::Error::Agent(format!(
-                    "the text {id} ({tool}) returned does not give {wanted} ({reference}): it has no such field, and \
-                     its text does not say it; another tool may give it"
-                )));
-            }
             if let Some(output) = outputs.get_mut(&reference.step) {
                 insert_field(output, field, value);
             }
