@@ -178,8 +178,7 @@ pub fn missing_changes(plan: &Plan, registry: &ToolRegistry) -> Option<String> {
     if !reads_only {
         return None;
     }
-    let changing: Vec<String> =
-        registry.specs().filter(|spec| spec.changes_things == Some(true)).map(|spec| spec.name.clone()).collect();
+    let changing = changing_tools(registry);
     (!changing.is_empty()).then(|| {
         format!(
             "{CHANGE_MARKER} (\"{sentence}\"), but every step of that plan only reads or computes, so nothing would \
@@ -233,8 +232,7 @@ pub fn made_up_contents(plan: &Plan, registry: &ToolRegistry, existing: &HashSet
     if found.is_empty() {
         return None;
     }
-    let changing: Vec<String> =
-        registry.specs().filter(|spec| spec.changes_things == Some(true)).map(|spec| spec.name.clone()).collect();
+    let changing = changing_tools(registry);
     Some(format!(
         "{CONTENT_MARKER} would be written where a file of the workspace belongs: {}. A file's own content is never \
          made up: to put a file somewhere, move or copy it; to change part of it, edit it. Tools that make changes: \
@@ -242,6 +240,11 @@ pub fn made_up_contents(plan: &Plan, registry: &ToolRegistry, existing: &HashSet
         found.join("; "),
         changing.join(", ")
     ))
+}
+
+/// The names of the tools that say they change things.
+fn changing_tools(registry: &ToolRegistry) -> Vec<String> {
+    registry.specs().filter(|spec| spec.changes_things == Some(true)).map(|spec| spec.name.clone()).collect()
 }
 
 /// The last part of a relative path with a file name (`name.ext`), as in `archive/old.txt` → `old.txt`.
