@@ -78,7 +78,8 @@ pub struct PlanArgs {
     pub search: PlanSearchArg,
     #[command(flatten)]
     pub mend: MendArg,
-    /// Print the plan as JSON instead of a numbered list.
+    /// Print the plan as JSON instead of a numbered list (with the mends as `mends` and what a run would send back
+    /// to the planner as `sent_back`).
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]

@@ -1,9 +1,11 @@
 //! `tandem plan "goal"`: the planner writes a plan under the grammar; it is validated and printed, not run.
 
+use crate::agent::plan::goal_effects::first_plan_checks;
 use crate::agent::plan::planner::{plan_grammar, write_plan};
 use crate::cli::PlanArgs;
 use crate::commands::generate::model_engine;
 use crate::progress::Reporter;
+use crate::settings::Mend;
 use crate::tools::retrieval::planning_selection;
 use crate::tools::toolbox::build_tools;
 use crate::{Error, Result};
@@ -11,7 +13,7 @@ use crate::{Error, Result};
 /// Runs `tandem plan`.
 pub fn run(args: PlanArgs, reporter: &dyn Reporter) -> Result<()> {
     let settings = args.tools.settings();
-    let (_context, registry) = build_tools(&settings)?;
+    let (context, registry) = build_tools(&settings)?;
     let selection = planning_selection(&args.goal, &registry, settings.tools_top_k)?;
     if let Some(selection) = &selection {
         reporter.message(&format!(
@@ -32,10 +34,17 @@ pub fn run(args: PlanArgs, reporter: &dyn Reporter) -> Result<()> {
     let (mut model, _) = engine.load(&args.planner, "planner", &[grammar], reporter)?;
     reporter.message(&format!("planning with {} …", args.planner));
     let outcome = write_plan(&mut model, &args.goal, tools, args.plan_tokens, args.search.plans, args.mend.mend)?;
+    // What a run would send back before running this plan (the checks of a planner-written plan; off with
+    // `--mend off`, as in a run).
+    let sent_back = match args.mend.mend {
+        Mend::Off => Vec::new(),
+        _ => first_plan_checks(&outcome.plan, &registry, context.workspace.root()),
+    };
     if args.json {
         // The plan's own keys, and what the mends changed beside them (`run --plan` reads the plan and ignores it).
         let mut json = serde_json::to_value(&outcome.plan).map_err(Error::encode("the plan"))?;
         json["mends"] = serde_json::to_value(&outcome.mends).map_err(Error::encode("the mends"))?;
+        json["sent_back"] = serde_json::to_value(&sent_back).map_err(Error::encode("the checks"))?;
         let json = serde_json::to_string_pretty(&json).map_err(Error::encode("the plan"))?;
         println!("{json}");
     } else {
@@ -56,6 +65,12 @@ pub fn run(args: PlanArgs, reporter: &dyn Reporter) -> Result<()> {
             println!("Mended (--mend {}):", args.mend.mend.name());
             for mend in &outcome.mends {
                 println!("     {mend}");
+            }
+        }
+        if !sent_back.is_empty() {
+            println!("A run would send this plan back to the planner first (--mend {}):", args.mend.mend.name());
+            for feedback in &sent_back {
+                println!("     {feedback}");
             }
         }
     }

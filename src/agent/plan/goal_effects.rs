@@ -263,6 +263,22 @@ fn squeeze(text: &str) -> String {
     text.to_lowercase().split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// What the run-time checks of a planner-written plan would say of `plan` as a first plan (rules
+/// `workspace-unasked`, `questions-only-read`, `deletions-asked`, `changes-asked`, `contents-not-made-up`), for
+/// `tandem plan`, which runs nothing: each check's feedback, in the order a run asks them.
+pub fn first_plan_checks(plan: &Plan, registry: &ToolRegistry, workspace: &Path) -> Vec<String> {
+    [
+        crate::agent::plan::unasked_reads::unasked_reads(plan),
+        unasked_changes(plan, registry),
+        unasked_deletions(plan),
+        missing_changes(plan, registry),
+        made_up_contents(plan, registry, &file_names(workspace)),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
 /// The feedback that sends `plan` back, where its goal only asks and a step calls a tool that changes things.
 pub fn unasked_changes(plan: &Plan, registry: &ToolRegistry) -> Option<String> {
     if !only_asks(&plan.goal) {
@@ -332,6 +348,21 @@ mod tests {
         assert_eq!(name_verb("deleteItem"), "delete");
         assert_eq!(name_verb("files.remove_file"), "remove");
         assert_eq!(name_verb("dropdown_options"), "dropdown");
+    }
+
+    #[test]
+    fn a_first_plan_hears_every_check_that_applies() {
+        let registry = files_registry();
+        let steps = serde_json::json!([{"id": "s1", "tool": "list_dir", "args": {"path": "."}},
+                                       {"id": "s2", "tool": "delete_observations", "args": {}}]);
+        let checks =
+            first_plan_checks(&plan("Note that Bob moved to Lisbon.", steps), &registry, &std::env::temp_dir());
+        assert_eq!(checks.len(), 2, "{checks:?}");
+        assert!(
+            checks[0].starts_with(crate::agent::plan::unasked_reads::MARKER) && checks[1].starts_with(DELETE_MARKER)
+        );
+        let asked = serde_json::json!([{"id": "s1", "tool": "calculator", "args": {"expression": "2+2"}}]);
+        assert!(first_plan_checks(&plan("What is 2+2?", asked), &registry, &std::env::temp_dir()).is_empty());
     }
 
     fn files_registry() -> ToolRegistry {
