@@ -44,6 +44,8 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use crate::agent::plan::mend::{split_name, words};
+use crate::agent::plan::unasked_reads::unasked_reads;
 use crate::agent::plan::Plan;
 use crate::tools::ToolRegistry;
 
@@ -79,7 +81,7 @@ const REQUEST_OPENINGS: &[&[&str]] =
 const TELLING_VERBS: &[&str] = &["tell", "show", "list", "find", "look", "check", "explain", "say", "name"];
 
 /// Whether every sentence of `goal` asks rather than requests a change.
-pub fn only_asks(goal: &str) -> bool {
+fn only_asks(goal: &str) -> bool {
     let sentences = sentences(goal);
     !sentences.is_empty() && sentences.iter().all(|s| asks(s))
 }
@@ -109,7 +111,7 @@ fn sentences(goal: &str) -> Vec<String> {
 /// Whether one sentence asks: a question that is not a request for work, or a request to be told something.
 fn asks(sentence: &str) -> bool {
     let lower = sentence.to_lowercase();
-    let words: Vec<&str> = lower.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
+    let words: Vec<&str> = words(&lower).collect();
     let opens = |opening: &[&str]| words.len() >= opening.len() && words[..opening.len()] == *opening;
     if REQUEST_OPENINGS.iter().any(|o| opens(o)) {
         return false;
@@ -124,23 +126,15 @@ fn asks(sentence: &str) -> bool {
 /// remove (a server's prefix before a dot is not its verb).
 fn name_verb(name: &str) -> String {
     let name = name.rsplit('.').next().unwrap_or(name);
-    let mut verb = String::new();
-    for (i, c) in name.chars().enumerate() {
-        if c == '_' || c == '-' || c == ' ' || (i > 0 && c.is_uppercase()) {
-            break;
-        }
-        verb.extend(c.to_lowercase());
-    }
-    verb
+    words(&split_name(name)).next().unwrap_or_default().to_string()
 }
 
 /// The feedback that sends `plan` back, where a step calls a tool named for deleting and the goal asks for no
 /// deletion.
-pub fn unasked_deletions(plan: &Plan) -> Option<String> {
+fn unasked_deletions(plan: &Plan) -> Option<String> {
     let goal = plan.goal.to_lowercase();
-    let words: Vec<&str> = goal.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
     let asked = goal.contains("get rid")
-        || words.iter().any(|w| DELETE_WORDS.iter().any(|d| w.starts_with(d) && w.len() <= d.len() + 3));
+        || words(&goal).any(|w| DELETE_WORDS.iter().any(|d| w.starts_with(d) && w.len() <= d.len() + 3));
     if asked {
         return None;
     }
@@ -160,18 +154,17 @@ pub fn unasked_deletions(plan: &Plan) -> Option<String> {
 }
 
 /// The goal's first sentence that asks for a change, where one does.
-pub fn change_asked(goal: &str) -> Option<String> {
+fn change_asked(goal: &str) -> Option<String> {
     sentences(goal).into_iter().find(|sentence| {
         let lower = sentence.to_lowercase();
-        let words = lower.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty());
-        let mut verb = words.skip_while(|w| LEAD_WORDS.contains(w));
+        let mut verb = words(&lower).skip_while(|w| LEAD_WORDS.contains(w));
         verb.next().is_some_and(|w| CHANGE_VERBS.contains(&w))
     })
 }
 
 /// The feedback that sends `plan` back, where its goal asks for a change and every step only reads, while tools
 /// that change things are offered.
-pub fn missing_changes(plan: &Plan, registry: &ToolRegistry) -> Option<String> {
+fn missing_changes(plan: &Plan, registry: &ToolRegistry) -> Option<String> {
     let sentence = change_asked(&plan.goal)?;
     let reads_only =
         plan.steps.iter().all(|s| registry.spec(&s.tool).is_some_and(|spec| spec.changes_things == Some(false)));
@@ -189,7 +182,7 @@ pub fn missing_changes(plan: &Plan, registry: &ToolRegistry) -> Option<String> {
 }
 
 /// The names of the files in `root`, down to a few levels, `.git` left out.
-pub fn file_names(root: &Path) -> HashSet<String> {
+fn file_names(root: &Path) -> HashSet<String> {
     let mut names = HashSet::new();
     let mut folders = vec![(root.to_path_buf(), 0)];
     let mut seen = 0;
@@ -214,19 +207,35 @@ pub fn file_names(root: &Path) -> HashSet<String> {
 }
 
 /// The feedback that sends `plan` back, where a step of a tool that changes things writes text the goal does not
-/// give to a path named like a file of the workspace (`existing`: the workspace's file names).
-pub fn made_up_contents(plan: &Plan, registry: &ToolRegistry, existing: &HashSet<String>) -> Option<String> {
+/// give to a path named like a file of the workspace (`existing` gives the workspace's file names; it is asked only
+/// where a step writes such text beside a file name at all, so most plans cost no walk of the workspace).
+fn made_up_contents(
+    plan: &Plan,
+    registry: &ToolRegistry,
+    existing: impl FnOnce() -> HashSet<String>,
+) -> Option<String> {
     let goal = squeeze(&plan.goal);
-    let found: Vec<String> = plan
+    // Each step that writes made-up text beside paths with file names: its id, the text, those paths.
+    let writes: Vec<(&str, &str, Vec<&str>)> = plan
         .steps
         .iter()
-        .filter(|s| s.references().is_empty())
-        .filter(|s| registry.spec(&s.tool).is_some_and(|spec| spec.changes_things == Some(true)))
+        .filter(|s| s.references().is_empty() && changes_things(registry, &s.tool))
         .filter_map(|s| {
             let texts: Vec<&str> = s.args.values().filter_map(Value::as_str).collect();
-            let file = texts.iter().find(|t| file_name(t).is_some_and(|name| existing.contains(name)))?;
-            let made_up = texts.iter().find(|t| *t != file && file_name(t).is_none() && !goal.contains(&squeeze(t)))?;
-            Some(format!("step {} writes \"{made_up}\" to {file}", s.id))
+            let paths: Vec<&str> = texts.iter().copied().filter(|t| file_name(t).is_some()).collect();
+            let made_up = texts.iter().find(|t| file_name(t).is_none() && !goal.contains(&squeeze(t)))?;
+            (!paths.is_empty()).then_some((s.id.as_str(), *made_up, paths))
+        })
+        .collect();
+    if writes.is_empty() {
+        return None;
+    }
+    let existing = existing();
+    let found: Vec<String> = writes
+        .iter()
+        .filter_map(|(id, made_up, paths)| {
+            let file = paths.iter().find(|p| file_name(p).is_some_and(|name| existing.contains(name)))?;
+            Some(format!("step {id} writes \"{made_up}\" to {file}"))
         })
         .collect();
     if found.is_empty() {
@@ -247,6 +256,11 @@ fn changing_tools(registry: &ToolRegistry) -> Vec<String> {
     registry.specs().filter(|spec| spec.changes_things == Some(true)).map(|spec| spec.name.clone()).collect()
 }
 
+/// Whether `tool` says it changes things.
+fn changes_things(registry: &ToolRegistry, tool: &str) -> bool {
+    registry.spec(tool).is_some_and(|spec| spec.changes_things == Some(true))
+}
+
 /// The last part of a relative path with a file name (`name.ext`), as in `archive/old.txt` → `old.txt`.
 fn file_name(text: &str) -> Option<&str> {
     if text.contains(char::is_whitespace) {
@@ -263,31 +277,43 @@ fn squeeze(text: &str) -> String {
     text.to_lowercase().split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// What the run-time checks of a planner-written plan would say of `plan` as a first plan (rules
-/// `workspace-unasked`, `questions-only-read`, `deletions-asked`, `changes-asked`, `contents-not-made-up`), for
-/// `tandem plan`, which runs nothing: each check's feedback, in the order a run asks them.
-pub fn first_plan_checks(plan: &Plan, registry: &ToolRegistry, workspace: &Path) -> Vec<String> {
+/// The feedback of this module's checks on `plan`, in the order a run asks them: `questions-only-read` and
+/// `deletions-asked` always, `changes-asked` and `contents-not-made-up` unless `asked_before` says their marker
+/// ([`CHANGE_MARKER`], [`CONTENT_MARKER`]) is in an earlier revision's feedback (they send a plan back once). The
+/// workspace (`workspace`) is walked only where a step writes made-up text beside a file name.
+pub fn goal_effects(
+    plan: &Plan,
+    registry: &ToolRegistry,
+    workspace: &Path,
+    asked_before: impl Fn(&str) -> bool,
+) -> Vec<String> {
+    let once = |marker: &str| !asked_before(marker);
     [
-        crate::agent::plan::unasked_reads::unasked_reads(plan),
         unasked_changes(plan, registry),
         unasked_deletions(plan),
-        missing_changes(plan, registry),
-        made_up_contents(plan, registry, &file_names(workspace)),
+        missing_changes(plan, registry).filter(|_| once(CHANGE_MARKER)),
+        made_up_contents(plan, registry, || file_names(workspace)).filter(|_| once(CONTENT_MARKER)),
     ]
     .into_iter()
     .flatten()
     .collect()
 }
 
+/// What the run-time checks of a planner-written plan would say of `plan` as a first plan (`workspace-unasked`,
+/// then [`goal_effects`]), for `tandem plan`, which runs nothing.
+pub fn first_plan_checks(plan: &Plan, registry: &ToolRegistry, workspace: &Path) -> Vec<String> {
+    unasked_reads(plan).into_iter().chain(goal_effects(plan, registry, workspace, |_| false)).collect()
+}
+
 /// The feedback that sends `plan` back, where its goal only asks and a step calls a tool that changes things.
-pub fn unasked_changes(plan: &Plan, registry: &ToolRegistry) -> Option<String> {
+fn unasked_changes(plan: &Plan, registry: &ToolRegistry) -> Option<String> {
     if !only_asks(&plan.goal) {
         return None;
     }
     let changing: Vec<String> = plan
         .steps
         .iter()
-        .filter(|s| registry.spec(&s.tool).is_some_and(|spec| spec.changes_things == Some(true)))
+        .filter(|s| changes_things(registry, &s.tool))
         .map(|s| format!("{} calls {}", s.id, s.tool))
         .collect();
     (!changing.is_empty()).then(|| {
@@ -385,7 +411,7 @@ mod tests {
             move_it,
             serde_json::json!([{"id": "s1", "tool": "write_file", "args": {"path": "archive/old.txt", "content": "This is an old file."}}]),
         );
-        let feedback = made_up_contents(&written, &registry, &existing).unwrap();
+        let feedback = made_up_contents(&written, &registry, || existing.clone()).unwrap();
         assert!(feedback.contains("\"This is an old file.\" to archive/old.txt"), "{feedback}");
         // Text the goal gives, or a file the workspace does not hold, is no made-up copy.
         let list = "Save milk, eggs to list.txt";
@@ -393,11 +419,11 @@ mod tests {
             list,
             serde_json::json!([{"id": "s1", "tool": "write_file", "args": {"path": "list.txt", "content": "milk, eggs"}}]),
         );
-        assert_eq!(made_up_contents(&given, &registry, &existing), None);
+        assert_eq!(made_up_contents(&given, &registry, || existing.clone()), None);
         let new_file = plan(
             move_it,
             serde_json::json!([{"id": "s1", "tool": "write_file", "args": {"path": "new.txt", "content": "x y"}}]),
         );
-        assert_eq!(made_up_contents(&new_file, &registry, &existing), None);
+        assert_eq!(made_up_contents(&new_file, &registry, || existing.clone()), None);
     }
 }

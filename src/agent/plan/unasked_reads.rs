@@ -11,6 +11,7 @@
 //! 555-0199." by reading `phone_numbers.txt`, and "Which of the people I know like jazz?" by listing `people`
 //! (tasks-mcp `mem-remember-phone`, `mem-jazz`): both spent every replan on files that do not exist.
 
+use crate::agent::plan::mend::words;
 use crate::agent::plan::Plan;
 use crate::tools::list_dir::ListDir;
 use crate::tools::read_file::ReadFile;
@@ -34,7 +35,7 @@ pub fn names_workspace(goal: &str) -> bool {
         "here",
     ];
     let lower = goal.to_lowercase();
-    let words: Vec<&str> = lower.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
+    let words: Vec<&str> = words(&lower).collect();
     // `name.ext`: a dot between letters or digits with a short extension after it ("notes.txt", not "3.5").
     let file_name = lower.split_whitespace().any(|token| {
         let token = token.trim_end_matches(|c: char| !c.is_alphanumeric());
@@ -48,17 +49,18 @@ pub fn names_workspace(goal: &str) -> bool {
     file_name || lower.contains('/') || words.iter().any(|w| WORDS.contains(w))
 }
 
+/// Whether `tool` is a built-in that reads the workspace (`read_file`, `list_dir`).
+pub fn reads_workspace(tool: &str) -> bool {
+    tool == ReadFile::NAME || tool == ListDir::NAME
+}
+
 /// The feedback that sends `plan` back, where it reads the workspace and its goal names nothing there.
 pub fn unasked_reads(plan: &Plan) -> Option<String> {
     if names_workspace(&plan.goal) {
         return None;
     }
-    let reads: Vec<String> = plan
-        .steps
-        .iter()
-        .filter(|s| s.tool == ReadFile::NAME || s.tool == ListDir::NAME)
-        .map(|s| format!("{} calls {}", s.id, s.tool))
-        .collect();
+    let reads: Vec<String> =
+        plan.steps.iter().filter(|s| reads_workspace(&s.tool)).map(|s| format!("{} calls {}", s.id, s.tool)).collect();
     (!reads.is_empty()).then(|| {
         format!(
             "{MARKER}, so it asks nothing of the workspace's files ({}). Write a plan that does what the goal asks \

@@ -86,6 +86,7 @@ pub use dependencies::mend_unused_dependencies;
 pub use duplicates::drop_repeated_calls;
 pub use durations::mend_durations;
 pub use examples::drop_prompt_examples;
+pub(crate) use goal_words::{split_name, words};
 pub use invented::drop_invented_steps;
 pub use languages::{mend_languages, mend_languages_to_codes, mend_languages_to_names};
 pub use optional::drop_unmentioned_optional;

@@ -2,18 +2,16 @@
 //!
 //! Rule `unasked-reads-dropped`, profile `general`: where the goal names no file, folder or path
 //! ([`names_workspace`]), a `read_file` or `list_dir` step whose result no other step references is dropped (and
-//! taken out of the others' `depends_on`: it changes nothing they could wait for). A read whose result a later step uses is left to the `workspace-unasked` check, which sends the plan
-//! back.
+//! taken out of the others' `depends_on`: it changes nothing they could wait for). A read whose result a later step
+//! uses is left to the `workspace-unasked` check, which sends the plan back.
 //!
 //! Why: asked "Which of the people I know like jazz?" with a memory server's tools, the 1.5B planned `list_dir
 //! people` and then, reading nothing of it, `search_nodes` and `open_nodes` — the right calls. Sent back for the
 //! listing, its replan lost them and asked the executor instead (tasks-mcp `mem-jazz`). A step nothing reads adds
 //! nothing to the answer, so leaving it out keeps the rest of the plan as written.
 
-use crate::agent::plan::unasked_reads::names_workspace;
+use crate::agent::plan::unasked_reads::{names_workspace, reads_workspace};
 use crate::agent::plan::Plan;
-use crate::tools::list_dir::ListDir;
-use crate::tools::read_file::ReadFile;
 
 /// Drops the unasked workspace reads nothing reads; one line per step dropped.
 pub fn drop_unasked_reads(plan: &mut Plan) -> Vec<String> {
@@ -25,7 +23,7 @@ pub fn drop_unasked_reads(plan: &mut Plan) -> Vec<String> {
     let unread: Vec<String> = plan
         .steps
         .iter()
-        .filter(|s| s.tool == ReadFile::NAME || s.tool == ListDir::NAME)
+        .filter(|s| reads_workspace(&s.tool))
         .filter(|s| !read_by_others(&s.id, plan))
         .map(|s| s.id.clone())
         .collect();

@@ -231,15 +231,7 @@ pub(super) fn goal_effects(
         return None;
     }
     let sent_back = |marker: &str| state.revisions.iter().any(|r| r.feedback.contains(marker));
-    goal_effects::unasked_changes(plan, registry)
-        .or_else(|| goal_effects::unasked_deletions(plan))
-        .or_else(|| goal_effects::missing_changes(plan, registry).filter(|_| !sent_back(goal_effects::CHANGE_MARKER)))
-        .or_else(|| {
-            if sent_back(goal_effects::CONTENT_MARKER) {
-                return None;
-            }
-            goal_effects::made_up_contents(plan, registry, &goal_effects::file_names(workspace))
-        })
+    goal_effects::goal_effects(plan, registry, workspace, sent_back).into_iter().next()
 }
 
 /// A value in `args` that a tool refused by name, and that tool; none under `--mend off`.
