@@ -361,7 +361,7 @@ mod tests {
     fn a_deletion_needs_a_goal_that_asks_for_one() {
         let steps = serde_json::json!([{"id": "s1", "tool": "delete_observations", "args": {}},
                                        {"id": "s2", "tool": "add_observations", "args": {}}]);
-        let note = plan("Note that Bob moved to Lisbon.", steps.clone());
+        let note = Plan::for_goal("Note that Bob moved to Lisbon.", steps.clone());
         assert!(unasked_deletions(&note).unwrap().contains("s1 calls delete_observations"));
         for asked in [
             "Bob moved: delete the old address.",
@@ -369,7 +369,7 @@ mod tests {
             "Forget that Bob plays tennis",
             "Get rid of it",
         ] {
-            assert_eq!(unasked_deletions(&plan(asked, steps.clone())), None, "{asked}");
+            assert_eq!(unasked_deletions(&Plan::for_goal(asked, steps.clone())), None, "{asked}");
         }
         assert_eq!(name_verb("deleteItem"), "delete");
         assert_eq!(name_verb("files.remove_file"), "remove");
@@ -381,14 +381,17 @@ mod tests {
         let registry = files_registry();
         let steps = serde_json::json!([{"id": "s1", "tool": "list_dir", "args": {"path": "."}},
                                        {"id": "s2", "tool": "delete_observations", "args": {}}]);
-        let checks =
-            first_plan_checks(&plan("Note that Bob moved to Lisbon.", steps), &registry, &std::env::temp_dir());
+        let checks = first_plan_checks(
+            &Plan::for_goal("Note that Bob moved to Lisbon.", steps),
+            &registry,
+            &std::env::temp_dir(),
+        );
         assert_eq!(checks.len(), 2, "{checks:?}");
         assert!(
             checks[0].starts_with(crate::agent::plan::unasked_reads::MARKER) && checks[1].starts_with(DELETE_MARKER)
         );
         let asked = serde_json::json!([{"id": "s1", "tool": "calculator", "args": {"expression": "2+2"}}]);
-        assert!(first_plan_checks(&plan("What is 2+2?", asked), &registry, &std::env::temp_dir()).is_empty());
+        assert!(first_plan_checks(&Plan::for_goal("What is 2+2?", asked), &registry, &std::env::temp_dir()).is_empty());
     }
 
     fn files_registry() -> ToolRegistry {
@@ -396,18 +399,12 @@ mod tests {
         ToolRegistry::builtins(&crate::tools::ToolContext::new(workspace).with_write(true))
     }
 
-    fn plan(goal: &str, steps: Value) -> Plan {
-        let mut plan: Plan = serde_json::from_value(serde_json::json!({ "steps": steps })).unwrap();
-        plan.goal = goal.into();
-        plan
-    }
-
     #[test]
     fn made_up_text_for_a_file_the_workspace_holds_is_sent_back() {
         let registry = files_registry();
         let existing: HashSet<String> = ["old.txt".to_string()].into();
         let move_it = "Make a folder called archive and put old.txt in it.";
-        let written = plan(
+        let written = Plan::for_goal(
             move_it,
             serde_json::json!([{"id": "s1", "tool": "write_file", "args": {"path": "archive/old.txt", "content": "This is an old file."}}]),
         );
@@ -415,12 +412,12 @@ mod tests {
         assert!(feedback.contains("\"This is an old file.\" to archive/old.txt"), "{feedback}");
         // Text the goal gives, or a file the workspace does not hold, is no made-up copy.
         let list = "Save milk, eggs to list.txt";
-        let given = plan(
+        let given = Plan::for_goal(
             list,
             serde_json::json!([{"id": "s1", "tool": "write_file", "args": {"path": "list.txt", "content": "milk, eggs"}}]),
         );
         assert_eq!(made_up_contents(&given, &registry, || existing.clone()), None);
-        let new_file = plan(
+        let new_file = Plan::for_goal(
             move_it,
             serde_json::json!([{"id": "s1", "tool": "write_file", "args": {"path": "new.txt", "content": "x y"}}]),
         );

@@ -79,6 +79,14 @@ impl Step {
 }
 
 impl Plan {
+    /// A plan for `goal` of these steps (JSON), for the unit tests of the checks and mends.
+    #[cfg(test)]
+    pub(crate) fn for_goal(goal: &str, steps: serde_json::Value) -> Self {
+        let mut plan = Self::from_json(&serde_json::json!({ "steps": steps }).to_string()).unwrap();
+        plan.goal = goal.into();
+        plan
+    }
+
     /// Parses a plan from JSON text.
     pub fn from_json(text: &str) -> Result<Self, PlanError> {
         Ok(serde_json::from_str(text)?)

@@ -45,31 +45,25 @@ pub fn drop_unasked_reads(plan: &mut Plan) -> Vec<String> {
 mod tests {
     use super::*;
 
-    fn plan(goal: &str, steps: serde_json::Value) -> Plan {
-        let mut plan: Plan = serde_json::from_value(serde_json::json!({ "steps": steps })).unwrap();
-        plan.goal = goal.into();
-        plan
-    }
-
     #[test]
     fn an_unasked_listing_nothing_reads_is_dropped() {
         let steps = serde_json::json!([
             {"id": "s1", "tool": "list_dir", "args": {"path": "people"}},
             {"id": "s2", "tool": "search_nodes", "args": {"query": "jazz"}, "depends_on": ["s1"]}
         ]);
-        let mut unasked = plan("Which of the people I know like jazz?", steps.clone());
+        let mut unasked = Plan::for_goal("Which of the people I know like jazz?", steps.clone());
         assert_eq!(drop_unasked_reads(&mut unasked).len(), 1);
         assert_eq!(unasked.steps.len(), 1);
         assert!(unasked.steps[0].depends_on.is_empty());
         // The goal names a folder: the listing stays.
-        let mut asked = plan("Which files are in the people folder?", steps);
+        let mut asked = Plan::for_goal("Which files are in the people folder?", steps);
         assert!(drop_unasked_reads(&mut asked).is_empty());
         // A listing a later step reads stays (the check sends that plan back).
         let read = serde_json::json!([
             {"id": "s1", "tool": "list_dir", "args": {"path": "."}},
             {"id": "s2", "tool": "llm", "args": {"prompt": "Who likes jazz? $s1.entries$"}}
         ]);
-        let mut kept = plan("Which of the people I know like jazz?", read);
+        let mut kept = Plan::for_goal("Which of the people I know like jazz?", read);
         assert!(drop_unasked_reads(&mut kept).is_empty());
     }
 }

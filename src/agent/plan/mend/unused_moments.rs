@@ -166,15 +166,9 @@ mod tests {
         registry
     }
 
-    fn plan(goal: &str, steps: Value) -> Plan {
-        let mut plan = Plan::from_json(&json!({ "steps": steps }).to_string()).unwrap();
-        plan.goal = goal.into();
-        plan
-    }
-
     #[test]
     fn the_goals_time_replaces_a_lookup_in_the_form_the_schema_asks_for() {
-        let mut p = plan(
+        let mut p = Plan::for_goal(
             "It's 9:30 in the morning in Tokyo — what time is it in Kolkata?",
             json!([
                 {"id": "s1", "tool": "now", "args": {"timezone": "Asia/Tokyo"}},
@@ -209,7 +203,8 @@ mod tests {
         });
         registry.register(Named("book", book)).unwrap();
         let goal = "Book a table for 4 people on 01/15/2024 at 7:00 PM.";
-        let mut p = plan(goal, json!([{"id": "s1", "tool": "book", "args": {"day": "2024-01-15", "guests": 4}}]));
+        let mut p =
+            Plan::for_goal(goal, json!([{"id": "s1", "tool": "book", "args": {"day": "2024-01-15", "guests": 4}}]));
         mend_unused_dates_and_times(&mut p, &registry);
         assert_eq!(p.steps[0].args["time"], "7:00 PM");
         assert_eq!(p.steps[0].args["day"], "2024-01-15", "the date was passed: it stays");
@@ -221,13 +216,13 @@ mod tests {
         let mut registry = ToolRegistry::new();
         let props = json!({"start_time": {"type": "string"}, "end_time": {"type": "string"}});
         registry.register(Named("meet", props)).unwrap();
-        let mut p = plan("Meet at 10:00", json!([{"id": "s1", "tool": "meet", "args": {}}]));
+        let mut p = Plan::for_goal("Meet at 10:00", json!([{"id": "s1", "tool": "meet", "args": {}}]));
         assert!(mend_unused_dates_and_times(&mut p, &registry).is_empty());
         // Two unused times of the goal, one parameter.
-        let mut p = plan("Meet at 10:00 or 11:00", json!([{"id": "s1", "tool": "convert", "args": {}}]));
+        let mut p = Plan::for_goal("Meet at 10:00 or 11:00", json!([{"id": "s1", "tool": "convert", "args": {}}]));
         assert!(mend_unused_dates_and_times(&mut p, &time_tools()).is_empty());
         // A value of the planner's own (not a reference) is not replaced; words that only contain "time" do not count.
-        let mut p = plan(
+        let mut p = Plan::for_goal(
             "At 9:30 in Tokyo, what time is it in Kolkata?",
             json!([{"id": "s1", "tool": "convert", "args": {"time": "10:00"}}, {"id": "s2", "tool": "now", "args": {}}]),
         );
