@@ -1,12 +1,11 @@
 //! `tandem plan "goal"`: the planner writes a plan under the grammar; it is validated and printed, not run.
 
-use crate::agent::plan::goal_effects::first_plan_checks;
+use crate::agent::plan::goal_effects::{first_plan_checks, planning_catalogue};
 use crate::agent::plan::planner::{plan_grammar, write_plan};
 use crate::cli::PlanArgs;
 use crate::commands::generate::model_engine;
 use crate::progress::Reporter;
 use crate::settings::Mend;
-use crate::tools::retrieval::planning_selection;
 use crate::tools::toolbox::build_tools;
 use crate::{Error, Result};
 
@@ -14,17 +13,26 @@ use crate::{Error, Result};
 pub fn run(args: PlanArgs, reporter: &dyn Reporter) -> Result<()> {
     let settings = args.tools.settings();
     let (context, registry) = build_tools(&settings)?;
-    let selection = planning_selection(&args.goal, &registry, settings.tools_top_k)?;
-    if let Some(selection) = &selection {
-        reporter.message(&format!(
-            "the planner sees {} of {} tools (--tools-top-k {}): {}",
-            selection.tools.len(),
-            registry.len(),
-            settings.tools_top_k,
-            selection.tools.join(", ")
-        ));
+    let catalogue = planning_catalogue(&args.goal, &registry, settings.tools_top_k, args.mend.mend)?;
+    if let Some(catalogue) = &catalogue {
+        if let Some(selected) = &catalogue.selected {
+            reporter.message(&format!(
+                "the planner sees {} of {} tools (--tools-top-k {}): {}",
+                selected.len(),
+                registry.len(),
+                settings.tools_top_k,
+                selected.join(", ")
+            ));
+        }
+        if !catalogue.left_out.is_empty() {
+            reporter.message(&format!(
+                "left out for this goal (--mend {}): {}",
+                args.mend.mend.name(),
+                catalogue.left_out.join(", ")
+            ));
+        }
     }
-    let tools = selection.as_ref().map_or(&registry, |s| &s.registry);
+    let tools = catalogue.as_ref().map_or(&registry, |c| &c.registry);
     let model_args = args.model_args();
     // The prefix store keeps the planner prompt's opening (instructions and tools) across processes: with the
     // same tools, a later `tandem plan` computes only its goal.

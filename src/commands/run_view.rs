@@ -43,8 +43,13 @@ pub fn describe(event: &Event) -> Option<String> {
             settings.mode.name(),
             settings.workspace.display()
         ),
-        Event::ToolsSelected { top_k, offered, tools } => {
-            format!("planner sees {} of {offered} tools (--tools-top-k {top_k}): {}", tools.len(), tools.join(", "))
+        Event::ToolsSelected { top_k, offered, tools, left_out } => {
+            let retrieval = if *top_k > 0 { format!(" (--tools-top-k {top_k})") } else { String::new() };
+            let mut text = format!("planner sees {} of {offered} tools{retrieval}: {}", tools.len(), tools.join(", "));
+            if !left_out.is_empty() {
+                text.push_str(&format!("; left out for the goal: {}", left_out.join(", ")));
+            }
+            text
         }
         Event::ModelLoaded { role, id, sha256, ms, .. } => {
             let sha = sha256.as_deref().map(|s| format!(", sha256 {}…", &s[..s.len().min(12)])).unwrap_or_default();

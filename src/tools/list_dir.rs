@@ -9,7 +9,10 @@ use super::{Tool, ToolContext};
 const MAX_ENTRIES: usize = 1000;
 
 /// Lists `{"path": "."}` as `{"path", "entries": [{"name", "kind", "size"}], "truncated"}`, sorted by name.
-/// `kind` is `file`, `dir` or `symlink` (symlinks are not followed).
+/// `kind` is `file`, `dir` or `symlink` (symlinks are not followed). With `"recursive": true` the subfolders'
+/// entries follow too, named by their path below `path` (`docs/usage.md`); hidden folders (`.git`) are listed but
+/// not entered, since what they hold is a program's, not the user's. Why an option and not another tool: a goal
+/// that says "look in the subfolders too" names the same operation, and the planner finds it on the tool it picks.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ListDir;
 
@@ -33,7 +36,10 @@ impl Tool for ListDir {
     fn args_schema(&self) -> Value {
         json!({
             "type": "object",
-            "properties": {"path": {"type": "string", "maxLength": 200}},
+            "properties": {
+                "path": {"type": "string", "maxLength": 200},
+                "recursive": {"type": "boolean", "description": "also list what the subfolders hold, at any depth"}
+            },
             "required": ["path"],
             "additionalProperties": false
         })
@@ -57,9 +63,27 @@ impl Tool for ListDir {
     fn call(&self, args: &Value, ctx: &ToolContext) -> ToolResult<Value> {
         let path = args.get("path").and_then(Value::as_str).unwrap_or(".");
         let path = if path.is_empty() { "." } else { path };
-        let mut entries: Vec<(String, &str, u64)> = (ctx.workspace.list(Self::NAME, path)?.into_iter())
-            .map(|entry| (entry.name.to_string_lossy().into_owned(), entry.kind, entry.size))
-            .collect();
+        let recursive = args.get("recursive").and_then(Value::as_bool).unwrap_or(false);
+        let mut entries: Vec<(String, &str, u64)> = Vec::new();
+        // Folders still to list, as paths below `path` ("" for `path` itself); the walk stops once more entries
+        // than can be returned are known.
+        let mut pending = vec![String::new()];
+        while let Some(below) = pending.pop() {
+            let at =
+                if below.is_empty() { path.to_string() } else { format!("{}/{below}", path.trim_end_matches('/')) };
+            for entry in ctx.workspace.list(Self::NAME, &at)? {
+                let name = entry.name.to_string_lossy().into_owned();
+                let name = if below.is_empty() { name } else { format!("{below}/{name}") };
+                let hidden = entry.name.to_string_lossy().starts_with('.');
+                if recursive && entry.kind == "dir" && !hidden {
+                    pending.push(name.clone());
+                }
+                entries.push((name, entry.kind, entry.size));
+            }
+            if entries.len() > MAX_ENTRIES {
+                break;
+            }
+        }
         entries.sort();
         let truncated = entries.len() > MAX_ENTRIES;
         let listed: Vec<Value> = entries

@@ -213,6 +213,33 @@ fn files_inside_the_workspace_can_be_read_and_listed() {
     assert_eq!(names, ["notes.txt", "sub"]);
 }
 
+#[test]
+fn a_recursive_listing_names_the_subfolders_files_and_does_not_enter_hidden_ones_or_links() {
+    let sb = sandbox();
+    std::fs::create_dir_all(sb.root.join("sub/deeper")).unwrap();
+    std::fs::write(sb.root.join("sub/deeper/faq.md"), "# FAQ").unwrap();
+    std::fs::create_dir_all(sb.root.join(".git/objects")).unwrap();
+    std::fs::write(sb.root.join(".git/objects/blob"), "x").unwrap();
+    std::os::unix::fs::symlink(sb.outside.parent().unwrap(), sb.root.join("dir_out")).unwrap();
+    let ctx = ctx(&sb);
+    let names = |out: &Value| -> Vec<String> {
+        let mut names: Vec<String> =
+            out["entries"].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap().to_string()).collect();
+        names.sort();
+        names
+    };
+    let out = call(&ctx, "list_dir", json!({"path": ".", "recursive": true})).unwrap();
+    assert_eq!(
+        names(&out),
+        [".git", "dir_out", "notes.txt", "sub", "sub/deeper", "sub/deeper/faq.md", "sub/inner.txt"]
+    );
+    // Not asked: the folder alone, as before.
+    let out = call(&ctx, "list_dir", json!({"path": ".", "recursive": false})).unwrap();
+    assert_eq!(names(&out), [".git", "dir_out", "notes.txt", "sub"]);
+    let out = call(&ctx, "list_dir", json!({"path": "sub", "recursive": true})).unwrap();
+    assert_eq!(names(&out), ["deeper", "deeper/faq.md", "inner.txt"]);
+}
+
 #[rstest]
 #[case::parent("../secret.txt")]
 #[case::parent_inside("sub/../../secret.txt")]

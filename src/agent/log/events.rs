@@ -213,7 +213,8 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         plan: Option<Plan>,
     },
-    /// Tool retrieval chose the tools the planner sees (`--tools-top-k`); logged once, before the first plan.
+    /// The planner sees some of the run's tools: tool retrieval chose them (`--tools-top-k`), or some were left out
+    /// for the goal (`tools-the-goal-allows`); logged once, before the first plan.
     ToolsSelected {
         /// The `k` asked for.
         top_k: usize,
@@ -221,6 +222,9 @@ pub enum Event {
         offered: usize,
         /// The tools the planner sees, best match first (`llm` kept beyond `k` comes last).
         tools: Vec<String>,
+        /// The tools left out for the goal (rule `tools-the-goal-allows`), each as `name (why)`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        left_out: Vec<String>,
     },
     /// A model was loaded (models load lazily, on first use).
     ModelLoaded {

@@ -19,6 +19,9 @@
 //! Why: told "Note that Bob moved to Lisbon.", the 1.5B planned `delete_observations` on a made-up entity (tasks-mcp
 //! `mem-moved`); on a real one it would have erased what the user had stored.
 //!
+//! Rule `tools-the-goal-allows`, profile `general`: the tools the two rules above refuse whatever the plan are not
+//! shown to the planner for that goal ([`planning_catalogue`]); the run log lists them with why.
+//!
 //! Rule `changes-asked`, profile `general` (a check): where a sentence of the goal asks for a change (it opens
 //! with a verb of change such as fix, change, move, rename, delete, add, write, save, or with "please" or "can you"
 //! and one), and every step of the plan calls a tool that says it only reads, while tools that say they change
@@ -47,7 +50,9 @@ use serde_json::Value;
 use crate::agent::plan::mend::{split_name, words};
 use crate::agent::plan::unasked_reads::unasked_reads;
 use crate::agent::plan::Plan;
-use crate::tools::ToolRegistry;
+use crate::settings::Mend;
+use crate::tools::retrieval::planning_selection;
+use crate::tools::{ToolRegistry, ToolResult};
 
 /// The words that open the feedback; a revision whose feedback holds them was sent back by this rule.
 pub const MARKER: &str = "The goal only asks";
@@ -68,7 +73,8 @@ pub const CHANGE_MARKER: &str = "The goal asks for a change";
 /// Verbs that open a sentence asking for a change.
 const CHANGE_VERBS: &[&str] = &[
     "fix", "change", "edit", "update", "replace", "correct", "rename", "move", "put", "delete", "remove", "add",
-    "append", "write", "save", "create", "make", "commit", "stage", "copy", "set", "store", "record",
+    "append", "write", "save", "create", "make", "commit", "stage", "copy", "set", "store", "record", "remember",
+    "note", "keep",
 ];
 /// Words before the verb of a request ("please fix", "now add", "can you move").
 const LEAD_WORDS: &[&str] = &["please", "now", "then", "also", "and", "can", "could", "would", "will", "you", "kindly"];
@@ -131,11 +137,8 @@ fn name_verb(name: &str) -> String {
 
 /// The feedback that sends `plan` back, where a step calls a tool named for deleting and the goal asks for no
 /// deletion.
-fn unasked_deletions(plan: &Plan) -> Option<String> {
-    let goal = plan.goal.to_lowercase();
-    let asked = goal.contains("get rid")
-        || words(&goal).any(|w| DELETE_WORDS.iter().any(|d| w.starts_with(d) && w.len() <= d.len() + 3));
-    if asked {
+fn unasked_deletions(plan: &Plan, registry: &ToolRegistry) -> Option<String> {
+    if deletion_asked(&plan.goal) {
         return None;
     }
     let deleting: Vec<String> = plan
@@ -144,12 +147,77 @@ fn unasked_deletions(plan: &Plan) -> Option<String> {
         .filter(|s| DELETE_WORDS.contains(&name_verb(&s.tool).as_str()))
         .map(|s| format!("{} calls {}", s.id, s.tool))
         .collect();
+    // The tools that change things without deleting, by name: told only "tools that add, change or read", the
+    // planner wrote the same deleting plan three times ("Note that Bob moved to Lisbon.").
+    let adding: Vec<String> =
+        changing_tools(registry).into_iter().filter(|name| !DELETE_WORDS.contains(&name_verb(name).as_str())).collect();
+    let offered = match adding.as_slice() {
+        [] => String::new(),
+        names => format!(" ({})", names.join(", ")),
+    };
     (!deleting.is_empty()).then(|| {
         format!(
             "{DELETE_MARKER}, and these steps delete ({}). Keep what is stored: do what the goal asks with tools that \
-             add, change or read.",
+             add or change{offered}, or that read.",
             deleting.join(", ")
         )
+    })
+}
+
+/// Whether the goal says a word of deleting (delete, removes, forgetting, "get rid").
+fn deletion_asked(goal: &str) -> bool {
+    let goal = goal.to_lowercase();
+    goal.contains("get rid")
+        || words(&goal).any(|w| DELETE_WORDS.iter().any(|d| w.starts_with(d) && w.len() <= d.len() + 3))
+}
+
+/// Rule `tools-the-goal-allows` (general): the tools that `questions-only-read` and `deletions-asked`, which send
+/// back every plan that calls them, would refuse for `goal`, each with why; the planner is not shown them. Why:
+/// shown them, the 1.5B planned them anyway, and its replans wrote the same refused plan again, three times
+/// ("Note that Bob moved to Lisbon." with `delete_observations`); a tool the goal cannot use is a distraction in
+/// the prompt and a wasted revision after it.
+pub fn refused_tools(goal: &str, registry: &ToolRegistry) -> Vec<(String, &'static str)> {
+    let asks = only_asks(goal);
+    let deletes = deletion_asked(goal);
+    registry
+        .specs()
+        .filter_map(|spec| {
+            let why = if asks && spec.changes_things == Some(true) {
+                "the goal only asks, and it changes things"
+            } else if !deletes && DELETE_WORDS.contains(&name_verb(&spec.name).as_str()) {
+                "the goal asks to delete nothing, and it deletes"
+            } else {
+                return None;
+            };
+            Some((spec.name.clone(), why))
+        })
+        .collect()
+}
+
+/// The tools the planner is shown for a goal, where they are not all of the run's: those [`refused_tools`] leaves
+/// out (in the profiles that mend), then those tool retrieval picks (`--tools-top-k`).
+pub struct Catalogue {
+    /// The tools shown.
+    pub registry: ToolRegistry,
+    /// The tools retrieval picked, best match first, where it picked.
+    pub selected: Option<Vec<String>>,
+    /// The tools left out for the goal, each as `name (why)`.
+    pub left_out: Vec<String>,
+}
+
+/// What the planner sees of `registry` for `goal`; `None` where it sees every tool. Validation and execution
+/// still know every tool.
+pub fn planning_catalogue(goal: &str, registry: &ToolRegistry, top_k: usize, mend: Mend) -> ToolResult<Option<Catalogue>> {
+    let refused = if mend == Mend::Off { Vec::new() } else { refused_tools(goal, registry) };
+    let allowed = (!refused.is_empty()).then(|| registry.subset(|name| !refused.iter().any(|(r, _)| r == name)));
+    let left_out = refused.iter().map(|(name, why)| format!("{name} ({why})")).collect();
+    let selection = planning_selection(goal, allowed.as_ref().unwrap_or(registry), top_k)?;
+    Ok(match (selection, allowed) {
+        (Some(selection), _) => {
+            Some(Catalogue { registry: selection.registry, selected: Some(selection.tools), left_out })
+        }
+        (None, Some(allowed)) => Some(Catalogue { registry: allowed, selected: None, left_out }),
+        (None, None) => None,
     })
 }
 
@@ -171,7 +239,12 @@ fn missing_changes(plan: &Plan, registry: &ToolRegistry) -> Option<String> {
     if !reads_only {
         return None;
     }
-    let changing = changing_tools(registry);
+    // Deleting tools only where the goal asks to delete: `deletions-asked` would send their plan back.
+    let deletes = deletion_asked(&plan.goal);
+    let changing: Vec<String> = changing_tools(registry)
+        .into_iter()
+        .filter(|name| deletes || !DELETE_WORDS.contains(&name_verb(name).as_str()))
+        .collect();
     (!changing.is_empty()).then(|| {
         format!(
             "{CHANGE_MARKER} (\"{sentence}\"), but every step of that plan only reads or computes, so nothing would \
@@ -290,7 +363,7 @@ pub fn goal_effects(
     let once = |marker: &str| !asked_before(marker);
     [
         unasked_changes(plan, registry),
-        unasked_deletions(plan),
+        unasked_deletions(plan, registry),
         missing_changes(plan, registry).filter(|_| once(CHANGE_MARKER)),
         made_up_contents(plan, registry, || file_names(workspace)).filter(|_| once(CONTENT_MARKER)),
     ]
@@ -353,6 +426,9 @@ mod tests {
         assert_eq!(change_asked(fix).as_deref(), Some("Please fix the day."));
         assert!(change_asked("Make a folder called archive and put old.txt in it.").is_some());
         assert!(change_asked("Can you rename notes.txt to todo.txt?").is_some());
+        // Asking to keep something in mind asks for a change to what is stored.
+        assert!(change_asked("Remember that Carol's phone number is 555-0199.").is_some());
+        assert!(change_asked("Note that Bob moved to Lisbon.").is_some());
         assert_eq!(change_asked("My flight lands in Dubai at 7:15 PM. What time is it in Singapore then?"), None);
         assert_eq!(change_asked("What word did I change in app.py? Tell me the new word."), None);
     }
@@ -362,14 +438,18 @@ mod tests {
         let steps = serde_json::json!([{"id": "s1", "tool": "delete_observations", "args": {}},
                                        {"id": "s2", "tool": "add_observations", "args": {}}]);
         let note = Plan::for_goal("Note that Bob moved to Lisbon.", steps.clone());
-        assert!(unasked_deletions(&note).unwrap().contains("s1 calls delete_observations"));
+        let registry = files_registry();
+        let feedback = unasked_deletions(&note, &registry).unwrap();
+        assert!(feedback.contains("s1 calls delete_observations"), "{feedback}");
+        // The tools that change things without deleting are named (the built-ins': write_file).
+        assert!(feedback.contains("tools that add or change (write_file)"), "{feedback}");
         for asked in [
             "Bob moved: delete the old address.",
             "Remove Bob's tennis note",
             "Forget that Bob plays tennis",
             "Get rid of it",
         ] {
-            assert_eq!(unasked_deletions(&Plan::for_goal(asked, steps.clone())), None, "{asked}");
+            assert_eq!(unasked_deletions(&Plan::for_goal(asked, steps.clone()), &registry), None, "{asked}");
         }
         assert_eq!(name_verb("deleteItem"), "delete");
         assert_eq!(name_verb("files.remove_file"), "remove");
@@ -392,6 +472,35 @@ mod tests {
         );
         let asked = serde_json::json!([{"id": "s1", "tool": "calculator", "args": {"expression": "2+2"}}]);
         assert!(first_plan_checks(&Plan::for_goal("What is 2+2?", asked), &registry, &std::env::temp_dir()).is_empty());
+    }
+
+    #[test]
+    fn the_planner_is_not_shown_tools_the_goal_cannot_use() {
+        let mut registry = files_registry();
+        let declared = |name: &str| crate::tools::DeclaredTool {
+            name: name.into(),
+            description: "A memory tool.".into(),
+            args_schema: serde_json::json!({"type": "object", "properties": {}}),
+            output_schema: None,
+        };
+        registry.register(declared("delete_observations")).unwrap();
+        registry.register(declared("add_observations")).unwrap();
+        let names = |goal: &str, mend: Mend| -> Option<Vec<String>> {
+            let catalogue = planning_catalogue(goal, &registry, 0, mend).unwrap()?;
+            Some(catalogue.registry.names().iter().map(|n| n.to_string()).collect())
+        };
+        // A note asks no deletion: the deleting tool is left out, writing stays.
+        let note = names("Note that Bob moved to Lisbon.", Mend::General).unwrap();
+        assert!(!note.contains(&"delete_observations".into()) && note.contains(&"write_file".into()), "{note:?}");
+        assert!(note.contains(&"add_observations".into()), "{note:?}");
+        // A question changes nothing: write_file (which says it changes things) goes too.
+        let question = names("Which of the people I know like jazz?", Mend::General).unwrap();
+        assert!(!question.contains(&"write_file".into()) && question.contains(&"read_file".into()), "{question:?}");
+        // Asked to delete: every tool is shown. Off: every tool is shown, whatever the goal.
+        assert_eq!(names("Forget that Bob plays tennis, and save a note of it in notes.txt.", Mend::General), None);
+        assert_eq!(names("Note that Bob moved to Lisbon.", Mend::Off), None);
+        let why = planning_catalogue("Note that Bob moved.", &registry, 0, Mend::General).unwrap().unwrap().left_out;
+        assert_eq!(why, ["delete_observations (the goal asks to delete nothing, and it deletes)"]);
     }
 
     fn files_registry() -> ToolRegistry {

@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use minijinja::Environment;
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::agent::model_call::{chat_call, chat_candidates};
 use crate::agent::plan::fallbacks;
@@ -238,6 +238,10 @@ fn sampled_candidates(
     for candidate in written {
         let Ok((text, timings)) = candidate else { continue };
         let Ok(mut written) = read_plan(text, timings, goal, &seen, registry, mend) else { continue };
+        // Each candidate's calls at debug level: why no sampled replan was kept is otherwise not in the log.
+        let calls: Vec<String> =
+            written.plan.steps.iter().map(|s| format!("{} {}", s.tool, Value::Object(s.args.clone()))).collect();
+        tracing::debug!(issues = written.issues.len(), ?calls, "sampled replan candidate");
         if written.issues.is_empty() && acceptable(&written.plan) {
             written.timings.generated_tokens = tokens;
             return Ok(Some(written.into_outcome(started.elapsed())));

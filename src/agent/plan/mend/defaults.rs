@@ -5,8 +5,8 @@
 //! goal does not name and which is no earlier result, is left out, so the tool's own default applies. Numbers come
 //! from the user or from results; the default is the tool author's choice for a user who gave none. A number the
 //! goal writes or whose parameter it names is kept, and so is one written as its default (some callers write
-//! defaults out). Switches and texts are left alone: a planner reads "look in the subfolders too" as
-//! `recursive: true`, which no word of the goal names.
+//! defaults out). Switches and texts are left alone (a switch the goal asks for in its description's words is
+//! `switches-asked`'s, `mend/options.rs`).
 //!
 //! Why: the 1.5B planner set optional parameters to values of its own (tasks-mcp `web-keynote-kolkata`: `fetch`
 //! with `start_index: 100` and `raw: true`, defaults 0 and false, so the page came back cut before the keynote's

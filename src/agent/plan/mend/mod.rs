@@ -36,6 +36,9 @@
 //!   - [`restore_declared_defaults`] (`declared-defaults`): a number passed to an optional parameter with a
 //!     declared numeric default, other than the default, that the goal neither writes nor names the parameter of,
 //!     is left out so the default applies (`fetch` `start_index: 100` → left out, default 0).
+//!   - [`set_asked_switches`] (`switches-asked`): an optional boolean parameter that is off, whose description has a
+//!     word of six letters or more the tool's own description does not use and the goal does, is turned on, unless
+//!     the goal says no, not, never, without or except (`list_dir` `recursive` for "look in the subfolders too").
 //!   - [`mend_unused_dependencies`] (`dependencies`): a step that lists an earlier step in `depends_on` but passes
 //!     a value where that step's one declared result belongs takes a reference to the result.
 //!   - [`drop_prompt_examples`] (`prompt-examples`): a parenthesised example ("(e.g., 'Wednesday, January 1,
@@ -73,6 +76,7 @@ mod goal_words;
 mod invented;
 mod languages;
 mod optional;
+mod options;
 mod paths;
 mod percentages;
 mod references;
@@ -90,6 +94,7 @@ pub(crate) use goal_words::{split_name, words};
 pub use invented::drop_invented_steps;
 pub use languages::{mend_languages, mend_languages_to_codes, mend_languages_to_names};
 pub use optional::drop_unmentioned_optional;
+pub use options::set_asked_switches;
 pub use paths::mend_paths_as_written;
 pub use percentages::{mend_percentages, mend_percentages_as_written, mend_percentages_to_fractions};
 pub use references::mend_references;
@@ -171,6 +176,7 @@ const RULES: &[Rule] = &[
     ("language-names", Scope::Nestful, |plan, tools, _| mend_languages_to_names(plan, tools)),
     ("paths-as-written", Scope::General, mend_paths_as_written),
     ("declared-defaults", Scope::General, |plan, tools, _| restore_declared_defaults(plan, tools)),
+    ("switches-asked", Scope::General, |plan, tools, _| set_asked_switches(plan, tools)),
     ("optional", Scope::Nestful, |plan, tools, _| drop_unmentioned_optional(plan, tools)),
     ("dependencies", Scope::General, |plan, tools, _| mend_unused_dependencies(plan, tools)),
     ("prompt-examples", Scope::General, |plan, tools, _| drop_prompt_examples(plan, tools)),

@@ -62,7 +62,13 @@ impl Agent<'_> {
             self.emit(Event::StepStarted { version, step: step.id.clone(), tool: step.tool.clone() })?;
             match self.prepare(plan, step) {
                 Ok(Prepared::Cached(args, output)) => {
-                    self.finish_step(version, step, args, Ok(output), 0, "cache")?;
+                    // A search that found nothing is narrowed again where a revision repeats it, as it was the
+                    // first time: else the revision reads the empty result the first run did not keep.
+                    let nothing = found_nothing(&output);
+                    self.finish_step(version, step, args.clone(), Ok(output), 0, "cache")?;
+                    if nothing {
+                        self.narrow_search(version, step, &args)?;
+                    }
                 }
                 Ok(Prepared::Known(args, output)) => {
                     tracing::info!(step = %step.id, "dropped: it recomputes a result already known");

@@ -27,7 +27,7 @@ use crate::agent::models::ModelSource;
 use crate::agent::plan::refs::Reference;
 use crate::agent::plan::Plan;
 pub use crate::settings::Mode;
-use crate::tools::retrieval::planning_selection;
+use crate::agent::plan::goal_effects::planning_catalogue;
 use crate::tools::{ToolContext, ToolRegistry};
 use crate::Result;
 
@@ -175,10 +175,13 @@ impl<'a> Agent<'a> {
         let top_k = self.settings.tools_top_k;
         let settings = self.settings.clone();
         self.emit(Event::RunStarted { goal: goal.clone(), settings, plan: given_plan.cloned() })?;
-        if let Some(selection) = planning_selection(&goal, self.registry, top_k)? {
-            tracing::debug!(tools = ?selection.tools, "tool retrieval");
-            self.emit(Event::ToolsSelected { top_k, offered: self.registry.len(), tools: selection.tools })?;
-            self.planning = Some(selection.registry);
+        if let Some(catalogue) = planning_catalogue(&goal, self.registry, top_k, self.settings.mend)? {
+            tracing::debug!(tools = ?catalogue.selected, left_out = ?catalogue.left_out, "the planner's tools");
+            let tools = catalogue.registry.names().iter().map(|n| n.to_string()).collect();
+            let tools = catalogue.selected.unwrap_or(tools);
+            let offered = self.registry.len();
+            self.emit(Event::ToolsSelected { top_k, offered, tools, left_out: catalogue.left_out })?;
+            self.planning = Some(catalogue.registry);
         }
         Ok(())
     }
@@ -203,7 +206,8 @@ impl<'a> Agent<'a> {
             .clone()
             .ok_or_else(|| crate::Error::Run("the run's log has no settings (no run_started event)".into()))?;
         // The same goal, catalogue and k select the same tools the run started with.
-        let planning = planning_selection(&state.goal, registry, settings.tools_top_k)?.map(|s| s.registry);
+        let planning =
+            planning_catalogue(&state.goal, registry, settings.tools_top_k, settings.mend)?.map(|c| c.registry);
         let rerun = in_doubt_steps(&state, registry, rerun_in_doubt)?;
         let mut agent = Self {
             registry,
