@@ -36,7 +36,7 @@ const HALF: usize = PANEL_ROWS / 2;
 /// The hardware prefetcher alone left a decode step waiting on its loads. 4 KiB is the distance that paid: 1 KiB
 /// ahead was slower and 8 KiB no better (docs/performance.md, "AVX2 on AMD Zen 4: panels read in order, weights
 /// prefetched").
-const PREFETCH_AHEAD: usize = 4096;
+pub(super) const PREFETCH_AHEAD: usize = 4096;
 
 /// Runs `tile::<N, H, VNNI>(panel, half0, k, acts, out, n_out, first, lanes, i)` over one panel (`rows`:
 /// `rows.start` a multiple of 16, at most 16 rows) of `w`, for activation rows `i..i + N`, up to `TILE_ACTS` at a

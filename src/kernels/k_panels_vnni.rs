@@ -27,6 +27,7 @@ use super::q4k_panels::{Q4KPanelBlock, Q4KPanels};
 use super::q5_0_panels::{Q5_0PanelBlock, Q5_0Panels, FIFTH_BIT_SHIFTS};
 use super::q6k_panels::{Q6KPanelBlock, Q6KPanels};
 use super::q8_0::{Q8_0Matrix, QuantizedRows, BLOCK};
+use super::k_panels_avx2::PREFETCH_AHEAD;
 
 /// Fewest activation rows for which a Q8_0 panel pays for its repack (below it, the row kernel runs). On a matrix
 /// streamed from memory, panels cost more than the row kernel below four activation rows: sixteen rows repacked at
@@ -245,7 +246,13 @@ unsafe fn q4k_tile<const N: usize>(
             let mut even = [_mm512_setzero_si512(); N];
             let mut odd = [_mm512_setzero_si512(); N];
             for t in 0..8 {
-                let q = _mm512_load_si512(block.qs[8 * c + t].as_ptr() as *const __m512i);
+                let word = block.qs[8 * c + t].as_ptr();
+                if N <= 2 {
+                    // A decode step streams the weights and does little else: ask for the line `PREFETCH_AHEAD` on,
+                    // as the AVX2 tile does (an address past the weights is only a hint, never read).
+                    _mm_prefetch::<_MM_HINT_T0>((word as *const i8).wrapping_add(PREFETCH_AHEAD));
+                }
+                let q = _mm512_load_si512(word as *const __m512i);
                 let low = _mm512_and_si512(q, low4);
                 let high = _mm512_and_si512(_mm512_srli_epi32(q, 4), low4);
                 for j in 0..N {
@@ -344,6 +351,13 @@ unsafe fn q6k_tile<const N: usize>(
                 // 8h + 2p + quarter, one chain per part and activation row.
                 let mut parts = [[_mm512_setzero_si512(); 4]; N];
                 for t in 4 * quarter..4 * quarter + 4 {
+                    if N <= 2 {
+                        // A decode step streams the weights: the three lines of this word `PREFETCH_AHEAD` on.
+                        let line = block.words[8 * h + t].as_ptr() as *const i8;
+                        for at in [0, 64, 128] {
+                            _mm_prefetch::<_MM_HINT_T0>(line.wrapping_add(PREFETCH_AHEAD + at));
+                        }
+                    }
                     let values = q6k_values(block, 8 * h + t);
                     for j in 0..N {
                         let a = a_rows[j].0.as_ptr().add(b * SUPER + 128 * h + 4 * t);
