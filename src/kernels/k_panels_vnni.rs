@@ -22,12 +22,12 @@ use std::cell::RefCell;
 use std::ops::Range;
 
 use super::k_acts::{KActivations, SUPER};
+use super::k_panels_avx2::PREFETCH_AHEAD;
 pub(super) use super::panels::PANEL_ROWS;
 use super::q4k_panels::{Q4KPanelBlock, Q4KPanels};
 use super::q5_0_panels::{Q5_0PanelBlock, Q5_0Panels, FIFTH_BIT_SHIFTS};
 use super::q6k_panels::{Q6KPanelBlock, Q6KPanels};
 use super::q8_0::{Q8_0Matrix, QuantizedRows, BLOCK};
-use super::k_panels_avx2::PREFETCH_AHEAD;
 
 /// Fewest activation rows for which a Q8_0 panel pays for its repack (below it, the row kernel runs). On a matrix
 /// streamed from memory, panels cost more than the row kernel below four activation rows: sixteen rows repacked at

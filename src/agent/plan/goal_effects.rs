@@ -207,7 +207,12 @@ pub struct Catalogue {
 
 /// What the planner sees of `registry` for `goal`; `None` where it sees every tool. Validation and execution
 /// still know every tool.
-pub fn planning_catalogue(goal: &str, registry: &ToolRegistry, top_k: usize, mend: Mend) -> ToolResult<Option<Catalogue>> {
+pub fn planning_catalogue(
+    goal: &str,
+    registry: &ToolRegistry,
+    top_k: usize,
+    mend: Mend,
+) -> ToolResult<Option<Catalogue>> {
     let refused = if mend == Mend::Off { Vec::new() } else { refused_tools(goal, registry) };
     let allowed = (!refused.is_empty()).then(|| registry.subset(|name| !refused.iter().any(|(r, _)| r == name)));
     let left_out = refused.iter().map(|(name, why)| format!("{name} ({why})")).collect();

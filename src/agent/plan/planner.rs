@@ -15,8 +15,8 @@ use crate::agent::plan::tool_lines::{self, ToolListing};
 use crate::agent::plan::validate::PlanIssue;
 use crate::agent::plan::{Plan, Step};
 use crate::decode::constraint::ConstraintSpec;
-use crate::decode::Model;
 use crate::decode::Timings;
+use crate::decode::{Model, Sampling};
 use crate::llm::ChatMessage;
 use crate::settings::Mend;
 use crate::tools::ToolRegistry;
@@ -232,19 +232,38 @@ fn sampled_candidates(
     let started = Instant::now();
     let Revising { spec, messages, seen } = revising(model, goal, registry, history)?;
     let samplings: Vec<_> = search::samplings(REPLAN_SAMPLES + 1).into_iter().skip(1).collect();
-    let written = chat_candidates(model, "planner", &messages, Some(&spec), max_tokens, &samplings)?;
-    // The candidates are written side by side: each one's cost is all of theirs.
-    let tokens: usize = written.iter().flatten().map(|(_, t)| t.generated_tokens).sum();
-    for candidate in written {
-        let Ok((text, timings)) = candidate else { continue };
-        let Ok(mut written) = read_plan(text, timings, goal, &seen, registry, mend) else { continue };
-        // Each candidate's calls at debug level: why no sampled replan was kept is otherwise not in the log.
-        let calls: Vec<String> =
-            written.plan.steps.iter().map(|s| format!("{} {}", s.tool, Value::Object(s.args.clone()))).collect();
-        tracing::debug!(issues = written.issues.len(), ?calls, "sampled replan candidate");
-        if written.issues.is_empty() && acceptable(&written.plan) {
-            written.timings.generated_tokens = tokens;
-            return Ok(Some(written.into_outcome(started.elapsed())));
+    // Rule `replans-from-the-feedback` (where every sample repeats what was refused): the planner copies its own
+    // earlier turn, so a round shown the goal and the last feedback alone, without the plans that drew it, writes
+    // candidates of its own (greedy and sampled). The 1.5B sampled the plan it had been told not to write, three
+    // times in three ("Make a folder called archive and put old.txt in it." with a made-up `archive/old.txt`).
+    let fresh = || -> Result<Vec<ChatMessage>> {
+        let feedback = history.last().map(|r| r.feedback.as_str()).unwrap_or_default();
+        let system = messages.first().cloned().ok_or_else(|| Error::Usage("no planner prompt".into()))?;
+        let user = format!("{goal}\n\nAn earlier plan for this goal was sent back: {feedback}");
+        Ok(vec![system, ChatMessage::user(&user)])
+    };
+    let rounds: [(&str, &[(Sampling, u64)]); 2] = [("with the plans", &samplings), ("fresh", &[])];
+    let mut tokens = 0;
+    for (round, samplings) in rounds {
+        let (messages, samplings) = match samplings.is_empty() {
+            false => (messages.clone(), samplings.to_vec()),
+            true if history.is_empty() => break,
+            true => (fresh()?, search::samplings(REPLAN_SAMPLES)),
+        };
+        let written = chat_candidates(model, "planner", &messages, Some(&spec), max_tokens, &samplings)?;
+        // The candidates are written side by side: each one's cost is all of theirs (and every round's).
+        tokens += written.iter().flatten().map(|(_, t)| t.generated_tokens).sum::<usize>();
+        for candidate in written {
+            let Ok((text, timings)) = candidate else { continue };
+            let Ok(mut written) = read_plan(text, timings, goal, &seen, registry, mend) else { continue };
+            // Each candidate's calls at debug level: why no sampled replan was kept is otherwise not in the log.
+            let calls: Vec<String> =
+                written.plan.steps.iter().map(|s| format!("{} {}", s.tool, Value::Object(s.args.clone()))).collect();
+            tracing::debug!(round, issues = written.issues.len(), ?calls, "sampled replan candidate");
+            if written.issues.is_empty() && acceptable(&written.plan) {
+                written.timings.generated_tokens = tokens;
+                return Ok(Some(written.into_outcome(started.elapsed())));
+            }
         }
     }
     Ok(None)

@@ -3,7 +3,7 @@
 //! Rule `workspace-unasked`, profile `general` (a check, not a mend: the plan is sent back, not rewritten): a plan
 //! the planner wrote (one given with `--plan` or edited at approval runs as given) that calls `read_file` or
 //! `list_dir` where the goal names no file, folder or path (no `name.ext`, no `/`, none of the words file, folder,
-//! directory, workspace, document, here) is sent back, saying so, and a replan that does it again is written again
+//! directory, workspace, document, here; a web address names none) is sent back, saying so, and a replan that does it again is written again
 //! by sampling (`replans-resampled`); at most two revisions are sent back for it. The planner prompt says the same
 //! ("Read files or list directories only when the goal names a file or a directory"); this makes it hold.
 //!
@@ -34,7 +34,10 @@ pub fn names_workspace(goal: &str) -> bool {
         "documents",
         "here",
     ];
-    let lower = goal.to_lowercase();
+    // A web address names a page, not the workspace: "the shop at http://…/shop.html" had the 1.5B listing
+    // `shop.html` in the workspace (tasks-mcp `web-notebooks`).
+    let is_address = |token: &&str| token.contains("://") || token.starts_with("www.");
+    let lower: String = goal.to_lowercase().split_whitespace().filter(|t| !is_address(t)).collect::<Vec<_>>().join(" ");
     let words: Vec<&str> = words(&lower).collect();
     // `name.ext`: a dot between letters or digits with a short extension after it ("notes.txt", not "3.5").
     let file_name = lower.split_whitespace().any(|token| {
@@ -83,6 +86,10 @@ mod tests {
         assert!(!names_workspace("Remember that Carol's phone number is 555-0199."));
         assert!(!names_workspace("Which of the people I know like jazz?"));
         assert!(!names_workspace("What is 3.5 times 2?"), "a decimal is no file name");
+        let shop = "I need 6 notebooks from the shop at http://127.0.0.1:8471/shop.html. How much will they cost?";
+        assert!(!names_workspace(shop), "a web address names a page, not the workspace");
+        assert!(!names_workspace("What does www.example.org/menu.html say?"));
+        assert!(names_workspace("Save the page at https://example.org/a.html as page.html."), "beside it, a file");
     }
 
     #[test]

@@ -24,10 +24,10 @@ pub use self::judging::final_answer;
 use crate::agent::log::events::{Event, EventLog, Record, RunSettings, StopReason};
 use crate::agent::log::runs::RunState;
 use crate::agent::models::ModelSource;
+use crate::agent::plan::goal_effects::planning_catalogue;
 use crate::agent::plan::refs::Reference;
 use crate::agent::plan::Plan;
 pub use crate::settings::Mode;
-use crate::agent::plan::goal_effects::planning_catalogue;
 use crate::tools::{ToolContext, ToolRegistry};
 use crate::Result;
 

@@ -1,4 +1,5 @@
-//! Rule `nothing-found-narrowed`: a search that found nothing is asked again with one word of its query at a time.
+//! Rule `nothing-found-narrowed`: a search that found nothing is asked again with one word of its query at a time
+//! (never a tool that says it changes things).
 
 use std::time::Instant;
 
@@ -22,7 +23,10 @@ impl Agent<'_> {
     /// it makes an answer up. Each call is logged (`via: narrowed`); the last output is the step's. Off with
     /// `--mend off`, and where each step is approved before it runs.
     pub(super) fn narrow_search(&mut self, version: u32, step: &Step, args: &Map<String, Value>) -> Result<()> {
-        if self.settings.mend == Mend::Off || self.settings.approve == Approval::Steps {
+        // Never a tool that changes things: its empty answer is no search, and a narrower call would change
+        // something else (`delete_entities` of "Bob" for "Bob's files").
+        let changes = self.registry.spec(&step.tool).is_none_or(|spec| spec.changes_things == Some(true));
+        if self.settings.mend == Mend::Off || self.settings.approve == Approval::Steps || changes {
             return Ok(());
         }
         for narrower in narrower_queries(args) {
@@ -60,12 +64,20 @@ pub(super) fn found_nothing(output: &Value) -> bool {
     !map.is_empty() && map.values().all(holds_nothing) && map.values().any(|v| v.is_array() || v.is_object())
 }
 
-/// Where `args` has exactly one text argument and it has several words: the same arguments with that text cut to
-/// one word, names (capitalised words) first, then the other words of four letters or more, each once, at most
-/// [`MAX_NARROWER`]. A possessive's `'s` is dropped ("Alice's" → "Alice").
+/// Where `args` has exactly one text argument (a text, or a list of one text: `open_nodes` `names: ["Alice's
+/// birthday"]`) and it has several words: the same arguments with that text cut to one word (in a list of one
+/// where it was in one), names (capitalised words) first, then the other words of four letters or more, each once,
+/// at most [`MAX_NARROWER`]. A possessive's `'s` is dropped ("Alice's" → "Alice").
 pub(super) fn narrower_queries(args: &Map<String, Value>) -> Vec<Map<String, Value>> {
-    let texts: Vec<(&String, &str)> = args.iter().filter_map(|(k, v)| Some((k, v.as_str()?))).collect();
-    let [(name, text)] = texts.as_slice() else { return Vec::new() };
+    let texts: Vec<(&String, &str, bool)> = args
+        .iter()
+        .filter_map(|(k, v)| match v {
+            Value::String(text) => Some((k, text.as_str(), false)),
+            Value::Array(items) if items.len() == 1 => Some((k, items[0].as_str()?, true)),
+            _ => None,
+        })
+        .collect();
+    let [(name, text, listed)] = texts.as_slice() else { return Vec::new() };
     let words: Vec<String> = text
         .split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '’' || c == '-'))
         .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()))
@@ -88,7 +100,8 @@ pub(super) fn narrower_queries(args: &Map<String, Value>) -> Vec<Map<String, Val
         .take(MAX_NARROWER)
         .map(|word| {
             let mut narrower = args.clone();
-            narrower.insert((*name).clone(), Value::String(word));
+            let word = Value::String(word);
+            narrower.insert((*name).clone(), if *listed { Value::Array(vec![word]) } else { word });
             narrower
         })
         .collect()
@@ -135,6 +148,10 @@ mod tests {
         assert!(narrower_queries(&args(json!({"query": "Alice"}))).is_empty(), "one word: nothing narrower");
         assert!(narrower_queries(&args(json!({"path": "a b", "content": "c d"}))).is_empty(), "two texts");
         assert!(narrower_queries(&args(json!({"entities": [{"name": "a b"}]}))).is_empty());
+        // A list of one name is cut the same way and stays a list; a list of several is left alone.
+        let names = narrower_queries(&args(json!({"names": ["Alice's birthday"]})));
+        assert_eq!(names[0], args(json!({"names": ["Alice"]})));
+        assert!(narrower_queries(&args(json!({"names": ["Alice Smith", "Bob Jones"]}))).is_empty());
         let many = narrower_queries(&args(json!({"query": "Ann Bob Cid Dee Eve"})));
         assert_eq!(many.len(), MAX_NARROWER);
     }

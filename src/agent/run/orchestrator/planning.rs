@@ -170,9 +170,12 @@ impl Agent<'_> {
             // failed, step for step (its tools answer as they did), or repeats a failed call (or a refused value)
             // is written again by sampling, and the first candidate that validates and does none of these is kept;
             // only where none does is the greedy plan recorded (and then sent back, or run and failed as before).
-            let failed_steps = self.state.plan.as_ref().map(|p| p.steps.clone()).unwrap_or_default();
+            // The same calls, whatever the steps' descriptions and written dependencies: a sampled copy of the
+            // refused plan without its `depends_on` had passed for a new plan and run.
+            let calls = |plan: &Plan| plan.steps.iter().map(|s| (s.tool.clone(), s.args.clone())).collect::<Vec<_>>();
+            let failed_calls = self.state.plan.as_ref().map(calls).unwrap_or_default();
             let repeats = |plan: &Plan| {
-                plan.steps == failed_steps
+                calls(plan) == failed_calls
                     || repeated_failures(&self.state, self.registry, mend, plan).is_some()
                     || unasked_reads(&self.state, mend, plan).is_some()
                     || goal_effects(&self.state, self.registry, self.context.workspace.root(), mend, plan).is_some()
