@@ -554,6 +554,15 @@ unsafe fn q5_0_tile<const N: usize>(
     for (quad, blocks) in panel.chunks(4).enumerate() {
         for (l, block) in blocks.iter().enumerate() {
             let b = 4 * quad + l;
+            if N <= 2 {
+                // A decode step streams the weights: the block's lines `PREFETCH_AHEAD` on (its fifth bits, then
+                // its four words of nibbles), as the Q4_K tile does.
+                let start = block.fifth_bits.as_ptr() as *const i8;
+                _mm_prefetch::<_MM_HINT_T0>(start.wrapping_add(PREFETCH_AHEAD));
+                for word in &block.qs {
+                    _mm_prefetch::<_MM_HINT_T0>((word.as_ptr() as *const i8).wrapping_add(PREFETCH_AHEAD));
+                }
+            }
             // Blocks are 32-byte aligned (see `Q5_0PanelBlock`): unaligned loads.
             let fifth_bits = _mm512_loadu_si512(block.fifth_bits.as_ptr() as *const __m512i);
             // The block's two halves in two chains per activation row.
