@@ -168,18 +168,7 @@ impl Q8_0Matrix {
     /// `out[i][r] = Σ_c input[i][c] · W[r][c]` for `m` input rows (`input` is `[m][cols]`, `out` `[m][rows]`),
     /// with the input quantized to int8 per block like the weights. Uses the fastest kernel this CPU has.
     pub fn matmul(&self, input: &[f32], m: usize, out: &mut [f32]) {
-        self.matmul_at(Self::level_for(m), input, m, out);
-    }
-
-    /// The kernel level for `m` input rows: the CPU's, but the AVX2 row kernel for one row on an AVX-512 CPU. A
-    /// decode step reads each weight row once; the AVX-512 VNNI row kernel, with its bias and per-block offsets,
-    /// took 56 % of a Qwen2.5-0.5B decode step on its 151936-row output matrix on a Zen 5 (`perf record`), and the
-    /// whole step ran at 46 tok/s against 76 on the AVX2 kernels (docs/performance.md).
-    fn level_for(m: usize) -> super::CpuLevel {
-        match super::cpu_level() {
-            super::CpuLevel::Avx512Vnni if m == 1 => super::CpuLevel::Avx2,
-            level => level,
-        }
+        self.matmul_at(super::cpu_level(), input, m, out);
     }
 
     /// `matmul` on the kernel for `level` (at most `cpu_level()`: tests run every kernel the CPU can).
@@ -191,7 +180,7 @@ impl Q8_0Matrix {
     /// of `out` (`[rows()]`, the rest untouched), with the bits `matmul` gives them, on the calling thread: a
     /// decoding step whose grammar allows few tokens needs only their logits.
     pub fn matvec_rows(&self, input: &[f32], rows: &[u32], out: &mut [f32]) {
-        self.matvec_rows_at(Self::level_for(1), input, rows, out);
+        self.matvec_rows_at(super::cpu_level(), input, rows, out);
     }
 
     /// `matvec_rows` on the kernel for `level` (at most `cpu_level()`).
