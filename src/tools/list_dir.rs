@@ -72,9 +72,9 @@ impl Tool for ListDir {
             let at =
                 if below.is_empty() { path.to_string() } else { format!("{}/{below}", path.trim_end_matches('/')) };
             for entry in ctx.workspace.list(Self::NAME, &at)? {
-                let name = entry.name.to_string_lossy().into_owned();
-                let name = if below.is_empty() { name } else { format!("{below}/{name}") };
-                let hidden = entry.name.to_string_lossy().starts_with('.');
+                let own = entry.name.to_string_lossy().into_owned();
+                let hidden = own.starts_with('.');
+                let name = if below.is_empty() { own } else { format!("{below}/{own}") };
                 if recursive && entry.kind == "dir" && !hidden {
                     pending.push(name.clone());
                 }

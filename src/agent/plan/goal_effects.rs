@@ -144,24 +144,29 @@ fn unasked_deletions(plan: &Plan, registry: &ToolRegistry) -> Option<String> {
     let deleting: Vec<String> = plan
         .steps
         .iter()
-        .filter(|s| DELETE_WORDS.contains(&name_verb(&s.tool).as_str()))
+        .filter(|s| named_for_deleting(&s.tool))
         .map(|s| format!("{} calls {}", s.id, s.tool))
         .collect();
-    // The tools that change things without deleting, by name: told only "tools that add, change or read", the
-    // planner wrote the same deleting plan three times ("Note that Bob moved to Lisbon.").
-    let adding: Vec<String> =
-        changing_tools(registry).into_iter().filter(|name| !DELETE_WORDS.contains(&name_verb(name).as_str())).collect();
-    let offered = match adding.as_slice() {
-        [] => String::new(),
-        names => format!(" ({})", names.join(", ")),
-    };
     (!deleting.is_empty()).then(|| {
+        // The tools that change things without deleting, by name: told only "tools that add, change or read", the
+        // planner wrote the same deleting plan three times ("Note that Bob moved to Lisbon.").
+        let adding: Vec<String> =
+            changing_tools(registry).into_iter().filter(|name| !named_for_deleting(name)).collect();
+        let offered = match adding.as_slice() {
+            [] => String::new(),
+            names => format!(" ({})", names.join(", ")),
+        };
         format!(
             "{DELETE_MARKER}, and these steps delete ({}). Keep what is stored: do what the goal asks with tools that \
              add or change{offered}, or that read.",
             deleting.join(", ")
         )
     })
+}
+
+/// Whether a tool's name says it deletes: its verb ([`name_verb`]) is one of [`DELETE_WORDS`].
+fn named_for_deleting(name: &str) -> bool {
+    DELETE_WORDS.contains(&name_verb(name).as_str())
 }
 
 /// Whether the goal says a word of deleting (delete, removes, forgetting, "get rid").
@@ -184,7 +189,7 @@ pub fn refused_tools(goal: &str, registry: &ToolRegistry) -> Vec<(String, &'stat
         .filter_map(|spec| {
             let why = if asks && spec.changes_things == Some(true) {
                 "the goal only asks, and it changes things"
-            } else if !deletes && DELETE_WORDS.contains(&name_verb(&spec.name).as_str()) {
+            } else if !deletes && named_for_deleting(&spec.name) {
                 "the goal asks to delete nothing, and it deletes"
             } else {
                 return None;
@@ -246,10 +251,8 @@ fn missing_changes(plan: &Plan, registry: &ToolRegistry) -> Option<String> {
     }
     // Deleting tools only where the goal asks to delete: `deletions-asked` would send their plan back.
     let deletes = deletion_asked(&plan.goal);
-    let changing: Vec<String> = changing_tools(registry)
-        .into_iter()
-        .filter(|name| deletes || !DELETE_WORDS.contains(&name_verb(name).as_str()))
-        .collect();
+    let changing: Vec<String> =
+        changing_tools(registry).into_iter().filter(|name| deletes || !named_for_deleting(name)).collect();
     (!changing.is_empty()).then(|| {
         format!(
             "{CHANGE_MARKER} (\"{sentence}\"), but every step of that plan only reads or computes, so nothing would \

@@ -15,8 +15,8 @@ use crate::agent::plan::tool_lines::{self, ToolListing};
 use crate::agent::plan::validate::PlanIssue;
 use crate::agent::plan::{Plan, Step};
 use crate::decode::constraint::ConstraintSpec;
+use crate::decode::Model;
 use crate::decode::Timings;
-use crate::decode::{Model, Sampling};
 use crate::llm::ChatMessage;
 use crate::settings::Mend;
 use crate::tools::ToolRegistry;
@@ -236,20 +236,12 @@ fn sampled_candidates(
     // earlier turn, so a round shown the goal and the last feedback alone, without the plans that drew it, writes
     // candidates of its own (greedy and sampled). The 1.5B sampled the plan it had been told not to write, three
     // times in three ("Make a folder called archive and put old.txt in it." with a made-up `archive/old.txt`).
-    let fresh = || -> Result<Vec<ChatMessage>> {
-        let feedback = history.last().map(|r| r.feedback.as_str()).unwrap_or_default();
-        let system = messages.first().cloned().ok_or_else(|| Error::Usage("no planner prompt".into()))?;
-        let user = format!("{goal}\n\nAn earlier plan for this goal was sent back: {feedback}");
-        Ok(vec![system, ChatMessage::user(&user)])
-    };
-    let rounds: [(&str, &[(Sampling, u64)]); 2] = [("with the plans", &samplings), ("fresh", &[])];
+    let fresh = history.last().zip(messages.first()).map(|(last, system)| {
+        let user = format!("{goal}\n\nAn earlier plan for this goal was sent back: {}", last.feedback);
+        ("fresh", vec![system.clone(), ChatMessage::user(&user)], search::samplings(REPLAN_SAMPLES))
+    });
     let mut tokens = 0;
-    for (round, samplings) in rounds {
-        let (messages, samplings) = match samplings.is_empty() {
-            false => (messages.clone(), samplings.to_vec()),
-            true if history.is_empty() => break,
-            true => (fresh()?, search::samplings(REPLAN_SAMPLES)),
-        };
+    for (round, messages, samplings) in std::iter::once(("with the plans", messages, samplings)).chain(fresh) {
         let written = chat_candidates(model, "planner", &messages, Some(&spec), max_tokens, &samplings)?;
         // The candidates are written side by side: each one's cost is all of theirs (and every round's).
         tokens += written.iter().flatten().map(|(_, t)| t.generated_tokens).sum::<usize>();

@@ -82,11 +82,7 @@ impl GoalWords {
     }
 
     /// Whether the goal uses `word` (a lowercase word), by stem or as the start of a longer word.
-    pub fn uses_word(&self, word: &str) -> bool {
-        self.has_word(word)
-    }
-
-    fn has_word(&self, word: &str) -> bool {
+    pub fn has_word(&self, word: &str) -> bool {
         let wanted = stem(word);
         self.stems.iter().any(|s| *s == wanted || (wanted.len() >= 3 && s.starts_with(&wanted)))
     }

@@ -47,7 +47,7 @@ pub fn set_asked_switches(plan: &mut Plan, registry: &ToolRegistry) -> Vec<Strin
             }
             let description = parameter_description(spec, name).to_lowercase();
             let asked = words(&description).find(|w| {
-                w.chars().count() >= TELLING_LETTERS && !tool_words.iter().any(|t| t == w) && goal.uses_word(w)
+                w.chars().count() >= TELLING_LETTERS && !tool_words.iter().any(|t| t == w) && goal.has_word(w)
             });
             if let Some(word) = asked {
                 lines.push(format!(
