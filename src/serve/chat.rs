@@ -1,7 +1,7 @@
 //! `POST /v1/chat/completions`: the body checked, the job queued, and the answer sent whole or as server-sent
 //! events in OpenAI's chunk shape (text deltas; a tool call's first delta with its id and name once the name is
 //! written, then its arguments in parts as they are written; the finish reason; and the usage in a last chunk when
-//! `stream_options.include_usage` asks).
+//! `stream_options.include_usage` asks). `n` choices are `n` jobs, streamed interleaved with their indexes.
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,7 +17,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 use tokio::sync::mpsc::{self, UnboundedReceiver};
-use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::wrappers::{ReceiverStream, UnboundedReceiverStream};
+use tokio_stream::{StreamExt, StreamMap};
 
 use super::engine::{Finished, Job, JobEvent, Role, Work};
 use super::error::ApiError;
@@ -79,57 +80,83 @@ async fn start(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<
     let max_param = if value.get("max_completion_tokens").is_some() { "max_completion_tokens" } else { "max_tokens" };
     let (stream, include_usage) = (request.options.stream, request.options.include_usage);
     let logprobs = request.options.logprobs.is_some();
-    if request.n > 1 {
-        return choices(state, request, max_param, logprobs).await.map(|answer| Json(answer).into_response());
-    }
-    let submitted = submit(state, request, max_param).await?;
+    let submitted = submit_choices(state, request, max_param).await?;
     let header = Header {
         id: format!("chatcmpl-{:016x}", rand::random::<u64>()),
         created: now(),
-        model: state.id_of(submitted.role),
+        model: state.id_of(submitted[0].role),
     };
     if stream {
-        Ok(stream_answer(header, submitted.answers, include_usage, submitted.guard).into_response())
-    } else {
-        whole_answer(header, submitted.answers, submitted.guard, logprobs)
-            .await
-            .map(|answer| Json(answer).into_response())
+        return Ok(stream_answer(header, submitted, include_usage).into_response());
     }
+    let answer = whole_choices(submitted, |one| whole_answer(header.clone(), one.answers, one.guard, logprobs)).await?;
+    Ok(Json(answer).into_response())
 }
 
-/// `n` choices: one job each, with seeds one apart (so a seeded request repeats all of them), queued together so
-/// the slots generate them in the same passes; their answers become one answer's `choices`.
-async fn choices(state: &AppState, request: ChatRequest, max_param: &str, logprobs: bool) -> Result<Value, ApiError> {
+/// Queues a request's `n` choices: one job each, with seeds one apart (so a seeded request repeats all of them),
+/// queued together so the slots generate them in the same passes.
+pub async fn submit_choices(
+    state: &AppState,
+    request: ChatRequest,
+    max_param: &str,
+) -> Result<Vec<Submitted>, ApiError> {
     let mut started = Vec::with_capacity(request.n);
     for i in 0..request.n {
         let mut one = request.clone();
         one.options.seed = request.options.seed.wrapping_add(i as u64);
         started.push(submit(state, one, max_param).await?);
     }
-    let mut answer = Value::Null;
-    let mut choices = Vec::with_capacity(request.n);
+    Ok(started)
+}
+
+/// The whole answers of `n` choices (each made by `answer`, in the shape of a one-choice answer) as one answer:
+/// the first's fields, every choice with its index, the prompt counted once as OpenAI counts it and the choices'
+/// tokens added up.
+pub async fn whole_choices<F, A>(submitted: Vec<Submitted>, answer: A) -> Result<Value, ApiError>
+where
+    A: Fn(Submitted) -> F,
+    F: std::future::Future<Output = Result<Value, ApiError>>,
+{
+    let mut whole = Value::Null;
+    let mut choices = Vec::with_capacity(submitted.len());
     let mut completion_tokens = 0;
-    for (i, submitted) in started.into_iter().enumerate() {
-        let header = Header {
-            id: format!("chatcmpl-{:016x}", rand::random::<u64>()),
-            created: now(),
-            model: state.id_of(submitted.role),
-        };
-        let mut one = whole_answer(header, submitted.answers, submitted.guard, logprobs).await?;
+    for (i, one) in submitted.into_iter().enumerate() {
+        let mut one = answer(one).await?;
         completion_tokens += one["usage"]["completion_tokens"].as_u64().unwrap_or(0);
         let mut choice = one["choices"][0].take();
         choice["index"] = json!(i);
         choices.push(choice);
-        if answer.is_null() {
-            answer = one;
+        if whole.is_null() {
+            whole = one;
         }
     }
-    // The prompt is counted once, as OpenAI counts it; the choices' tokens add up.
-    let prompt_tokens = answer["usage"]["prompt_tokens"].as_u64().unwrap_or(0);
-    answer["usage"]["completion_tokens"] = json!(completion_tokens);
-    answer["usage"]["total_tokens"] = json!(prompt_tokens + completion_tokens);
-    answer["choices"] = Value::Array(choices);
-    Ok(answer)
+    let prompt_tokens = whole["usage"]["prompt_tokens"].as_u64().unwrap_or(0);
+    whole["usage"]["completion_tokens"] = json!(completion_tokens);
+    whole["usage"]["total_tokens"] = json!(prompt_tokens + completion_tokens);
+    whole["choices"] = Value::Array(choices);
+    Ok(whole)
+}
+
+/// The usage of a streamed answer's choices together: the prompt once, the choices' tokens added up.
+pub struct ChoicesUsage {
+    total: Option<Finished>,
+    ended: usize,
+    choices: usize,
+}
+
+impl ChoicesUsage {
+    pub fn new(choices: usize) -> Self {
+        ChoicesUsage { total: None, ended: 0, choices }
+    }
+
+    /// Counts one choice's end; the usage of them all once the last has ended.
+    pub fn end(&mut self, finished: &Finished) -> Option<Value> {
+        self.ended += 1;
+        let total = self.total.get_or_insert(Finished { completion_tokens: 0, listing_tokens: 0, ..*finished });
+        total.completion_tokens += finished.completion_tokens;
+        total.listing_tokens += finished.listing_tokens;
+        (self.ended == self.choices).then(|| usage(total))
+    }
 }
 
 /// A job queued and started: its events, the guard that cancels it when dropped, and the model's role.
@@ -240,7 +267,9 @@ async fn whole_answer(
             Some(JobEvent::Logprob(lp)) => lps.push(lp),
             Some(JobEvent::Piece(Piece::Text(piece))) => text.push_str(&piece),
             Some(JobEvent::Piece(Piece::CallEnd(call))) => calls.push(call_json(&call.name, &call.arguments)),
-            Some(JobEvent::Piece(Piece::CallBegin(_) | Piece::CallArguments(_)) | JobEvent::Accepted) => {}
+            Some(
+                JobEvent::Piece(Piece::CallBegin(_) | Piece::CallArguments(_)) | JobEvent::Accepted | JobEvent::Echo(_),
+            ) => {}
             Some(JobEvent::Done(Ok(finished))) => {
                 let mut message =
                     json!({"role": "assistant", "content": if calls.is_empty() { json!(text) } else { Value::Null }});
@@ -263,19 +292,14 @@ async fn whole_answer(
     }
 }
 
-/// One chunk of a streamed answer.
-fn chunk(header: &Header, delta: Value, finish_reason: Option<&str>) -> Event {
-    chunk_with(header, delta, finish_reason, Value::Null)
-}
-
-/// A chunk with the log-probabilities of the tokens its delta adds.
-fn chunk_with(header: &Header, delta: Value, finish_reason: Option<&str>, logprobs: Value) -> Event {
+/// A chunk of choice `index` with the log-probabilities of the tokens its delta adds.
+fn chunk(header: &Header, index: usize, delta: Value, finish_reason: Option<&str>, logprobs: Value) -> Event {
     data(json!({
         "id": header.id,
         "object": "chat.completion.chunk",
         "created": header.created,
         "model": header.model,
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": logprobs}]
+        "choices": [{"index": index, "delta": delta, "finish_reason": finish_reason, "logprobs": logprobs}]
     }))
 }
 
@@ -289,41 +313,48 @@ pub enum Chunk {
     Send(Event),
     /// Nothing to send for this one.
     Skip,
-    /// The answer is finished: these go out, then `[DONE]`.
+    /// The choice is finished: these go out (after the last choice's, `[DONE]`).
     Last(Vec<Event>),
 }
 
-/// Streams an answer as OpenAI's chunked endpoints do (chat and completions): `opening` first, then each job event
-/// as `translate` makes it, then `[DONE]`. Headers are out by then, so a failure mid-answer is an error object in
-/// the stream, and the stream ends. A task does the sending; when the client goes away the response body (and with
-/// it the chunk channel) is dropped, the task ends, and its guard cancels the generation.
+/// Streams an answer as OpenAI's chunked endpoints do (chat and completions): `opening` first, then each event of
+/// each choice's job (`answers[i]` is choice `i`'s, interleaved as they come) as `translate` makes it, then
+/// `[DONE]` once every choice has ended. Headers are out by then, so a failure mid-answer is an error object in the
+/// stream, and the stream ends. A task does the sending; when the client goes away the response body (and with it
+/// the chunk channel) is dropped, the task ends, and the guards cancel the generations.
 pub fn stream_chunks(
-    opening: Option<Event>,
-    mut answers: UnboundedReceiver<JobEvent>,
-    guard: CancelOnDrop,
-    mut translate: impl FnMut(JobEvent) -> Chunk + Send + 'static,
+    opening: Vec<Event>,
+    submitted: Vec<Submitted>,
+    mut translate: impl FnMut(usize, JobEvent) -> Chunk + Send + 'static,
 ) -> Sse<ReceiverStream<Result<Event, Infallible>>> {
     let (chunks, stream) = mpsc::channel::<Result<Event, Infallible>>(16);
+    let mut open = submitted.len();
+    let mut merged = StreamMap::new();
+    let mut guards = Vec::with_capacity(open);
+    for (i, one) in submitted.into_iter().enumerate() {
+        merged.insert(i, UnboundedReceiverStream::new(one.answers));
+        guards.push(one.guard);
+    }
     tokio::spawn(async move {
-        let _guard = guard;
+        let _guards = guards;
         let send = |event: Event| {
             let chunks = chunks.clone();
             async move { chunks.send(Ok(event)).await.is_ok() }
         };
-        if let Some(opening) = opening {
-            if !send(opening).await {
+        for event in opening {
+            if !send(event).await {
                 return;
             }
         }
-        loop {
+        while open > 0 {
             // A client that leaves before the next event (while its prompt is prefilled or its grammar compiles,
             // when nothing is sent) drops the response body, and with it the channel's receiver: stop at once.
             let next = tokio::select! {
-                event = answers.recv() => event,
+                event = merged.next() => event,
                 () = chunks.closed() => return,
             };
             match next {
-                Some(JobEvent::Done(Err(e))) => {
+                Some((_, JobEvent::Done(Err(e)))) => {
                     let _ = send(data(e.body())).await;
                     return;
                 }
@@ -331,7 +362,7 @@ pub fn stream_chunks(
                     let _ = send(data(ApiError::internal("the generation slot stopped mid-answer").body())).await;
                     return;
                 }
-                Some(event) => match translate(event) {
+                Some((i, event)) => match translate(i, event) {
                     Chunk::Send(event) => {
                         if !send(event).await {
                             return;
@@ -344,7 +375,7 @@ pub fn stream_chunks(
                                 return;
                             }
                         }
-                        break;
+                        open -= 1;
                     }
                 },
             }
@@ -354,17 +385,21 @@ pub fn stream_chunks(
     Sse::new(ReceiverStream::new(stream))
 }
 
-/// Streams the answer as chat completion chunks: the assistant's role first, then text and tool-call deltas.
+/// Streams the answer as chat completion chunks: each choice's assistant role first, then its text and tool-call
+/// deltas.
 fn stream_answer(
     header: Header,
-    answers: UnboundedReceiver<JobEvent>,
+    submitted: Vec<Submitted>,
     include_usage: bool,
-    guard: CancelOnDrop,
 ) -> Sse<ReceiverStream<Result<Event, Infallible>>> {
-    let opening = chunk(&header, json!({"role": "assistant", "content": ""}), None);
-    let mut calls = 0usize;
-    // Log-probabilities of tokens whose text has not gone out yet: they go with the next delta.
-    let mut lps: Vec<Logprob> = Vec::new();
+    let n = submitted.len();
+    let opening =
+        (0..n).map(|i| chunk(&header, i, json!({"role": "assistant", "content": ""}), None, Value::Null)).collect();
+    // Per choice: its calls so far, and the log-probabilities of tokens whose text has not gone out yet (they go
+    // with the next delta).
+    let mut calls = vec![0usize; n];
+    let mut pending: Vec<Vec<Logprob>> = vec![Vec::new(); n];
+    let mut usage_of = ChoicesUsage::new(n);
     let take_lps = |lps: &mut Vec<Logprob>| {
         if lps.is_empty() {
             Value::Null
@@ -372,33 +407,33 @@ fn stream_answer(
             logprobs::chat(&std::mem::take(lps))
         }
     };
-    stream_chunks(Some(opening), answers, guard, move |event| match event {
+    stream_chunks(opening, submitted, move |i, event| match event {
         JobEvent::Logprob(lp) => {
-            lps.push(lp);
+            pending[i].push(lp);
             Chunk::Skip
         }
         JobEvent::Piece(Piece::Text(piece)) => {
-            Chunk::Send(chunk_with(&header, json!({"content": piece}), None, take_lps(&mut lps)))
+            Chunk::Send(chunk(&header, i, json!({"content": piece}), None, take_lps(&mut pending[i])))
         }
         // OpenAI's shape: the first delta of a call has its index, id, type and name, the next ones its index and
         // a part of its arguments.
         JobEvent::Piece(Piece::CallBegin(name)) => {
             let mut delta = call_json(&name, "");
-            delta["index"] = json!(calls);
-            calls += 1;
-            Chunk::Send(chunk_with(&header, json!({"tool_calls": [delta]}), None, take_lps(&mut lps)))
+            delta["index"] = json!(calls[i]);
+            calls[i] += 1;
+            Chunk::Send(chunk(&header, i, json!({"tool_calls": [delta]}), None, take_lps(&mut pending[i])))
         }
         JobEvent::Piece(Piece::CallArguments(part)) => {
-            let delta = json!({"index": calls.saturating_sub(1), "function": {"arguments": part}});
-            Chunk::Send(chunk_with(&header, json!({"tool_calls": [delta]}), None, take_lps(&mut lps)))
+            let delta = json!({"index": calls[i].saturating_sub(1), "function": {"arguments": part}});
+            Chunk::Send(chunk(&header, i, json!({"tool_calls": [delta]}), None, take_lps(&mut pending[i])))
         }
-        JobEvent::Piece(Piece::CallEnd(_)) | JobEvent::Accepted => Chunk::Skip,
+        JobEvent::Piece(Piece::CallEnd(_)) | JobEvent::Accepted | JobEvent::Echo(_) => Chunk::Skip,
         JobEvent::Done(Ok(finished)) => {
-            let mut last = vec![chunk_with(&header, json!({}), Some(finished.reason), take_lps(&mut lps))];
-            if include_usage {
+            let mut last = vec![chunk(&header, i, json!({}), Some(finished.reason), take_lps(&mut pending[i]))];
+            if let Some(usage) = usage_of.end(&finished).filter(|_| include_usage) {
                 last.push(data(json!({
                     "id": header.id, "object": "chat.completion.chunk", "created": header.created,
-                    "model": header.model, "choices": [], "usage": usage(&finished)
+                    "model": header.model, "choices": [], "usage": usage
                 })));
             }
             Chunk::Last(last)

@@ -1,7 +1,8 @@
 //! `POST /v1/completions`: OpenAI's text completions. The prompt (a string, or token ids) is used as it is, with no
 //! chat template; sampling, stops, streaming and log-probabilities are chat's, and the job runs on the same slots.
-//! Fields this server cannot honour (`echo`, `suffix`, `best_of`, `n` above 1, penalties, `logit_bias`) are
-//! refused with a 400 naming them, never ignored.
+//! `n` choices are `n` jobs (streamed interleaved); `echo` repeats the prompt, with its tokens' log-probabilities
+//! when asked. Fields this server cannot honour (`suffix`, `best_of` above 1, penalties, `logit_bias`) are refused
+//! with a 400 naming them, never ignored.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -16,12 +17,16 @@ use serde_json::{json, Map, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::chat::{data, json_body, now, stream_chunks, submit, usage, CancelOnDrop, Chunk};
+use super::chat::{
+    data, json_body, now, stream_chunks, submit_choices, usage, whole_choices, CancelOnDrop, ChoicesUsage, Chunk,
+    Submitted,
+};
+use super::echo::Echo;
 use super::engine::JobEvent;
 use super::error::ApiError;
-use super::logprobs::{self, Logprob};
+use super::logprobs::{self, TextToken};
 use super::output::Piece;
-use super::request::{parse_options, ChatRequest, RawPrompt, ToolChoice, MAX_TOP_LOGPROBS};
+use super::request::{parse_n, parse_options, ChatRequest, RawPrompt, ToolChoice, MAX_TOP_LOGPROBS};
 use super::AppState;
 
 /// The handler.
@@ -37,19 +42,17 @@ async fn start(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<
     let request = parse(&value)?;
     let (stream, include_usage) = (request.options.stream, request.options.include_usage);
     let want_logprobs = request.options.logprobs.is_some();
-    let submitted = submit(state, request, "max_tokens").await?;
+    let submitted = submit_choices(state, request, "max_tokens").await?;
     let header = Header {
         id: format!("cmpl-{:016x}", rand::random::<u64>()),
         created: now(),
-        model: state.id_of(submitted.role),
+        model: state.id_of(submitted[0].role),
     };
     if stream {
-        Ok(stream_answer(header, submitted.answers, include_usage, want_logprobs, submitted.guard).into_response())
-    } else {
-        whole_answer(header, submitted.answers, submitted.guard, want_logprobs)
-            .await
-            .map(|answer| Json(answer).into_response())
+        return Ok(stream_answer(header, submitted, include_usage, want_logprobs).into_response());
     }
+    let answer = whole_choices(submitted, |one| whole_answer(&header, one.answers, one.guard, want_logprobs)).await?;
+    Ok(Json(answer).into_response())
 }
 
 /// Checks a completions body.
@@ -77,6 +80,12 @@ fn parse(body: &Value) -> Result<ChatRequest, ApiError> {
             }
         },
     };
+    options.echo = match fields.get("echo") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(echo)) => *echo,
+        Some(_) => return Err(ApiError::invalid("echo", "echo must be true or false")),
+    };
+    let n = parse_n(fields)?;
     Ok(ChatRequest {
         model,
         messages: Vec::new(),
@@ -87,7 +96,7 @@ fn parse(body: &Value) -> Result<ChatRequest, ApiError> {
         json_schema: None,
         options,
         raw_prompt: Some(raw_prompt),
-        n: 1,
+        n,
         asks: false,
         exact_calls: None,
     })
@@ -96,17 +105,14 @@ fn parse(body: &Value) -> Result<ChatRequest, ApiError> {
 /// Refuses the fields of OpenAI's completions that this server does not do, unless they ask for the default.
 fn refuse_unsupported(fields: &Map<String, Value>) -> Result<(), ApiError> {
     let is_default = |name: &str, value: &Value| match name {
-        "echo" => value == &json!(false),
-        "n" | "best_of" => value.as_u64() == Some(1),
+        "best_of" => value.as_u64() == Some(1),
         "presence_penalty" | "frequency_penalty" => value.as_f64() == Some(0.0),
         "logit_bias" => value.as_object().is_some_and(Map::is_empty),
         _ => false,
     };
     for (name, why) in [
-        ("echo", "the prompt is not repeated in the answer; prepend it yourself"),
         ("suffix", "insertion (a suffix after the completion) is not supported"),
-        ("best_of", "only best_of = 1: send several requests and compare them"),
-        ("n", "only n = 1 is supported: send one request per choice"),
+        ("best_of", "only best_of = 1: ask n choices and compare them"),
         ("presence_penalty", "penalties are not supported"),
         ("frequency_penalty", "penalties are not supported"),
         ("logit_bias", "logit_bias is not supported"),
@@ -158,24 +164,30 @@ fn completion(header: &Header, choices: Value) -> Value {
            "system_fingerprint": null, "choices": choices})
 }
 
-/// Collects the whole answer.
+/// The text and tokens an echo opens the answer with; the prompt's tokens only when log-probabilities are asked.
+fn echoed(echo: Echo, want_logprobs: bool) -> (String, Vec<TextToken>) {
+    (echo.text, if want_logprobs { echo.tokens.unwrap_or_default() } else { Vec::new() })
+}
+
+/// Collects one choice's whole answer.
 async fn whole_answer(
-    header: Header,
+    header: &Header,
     mut answers: UnboundedReceiver<JobEvent>,
     _guard: CancelOnDrop,
     want_logprobs: bool,
 ) -> Result<Value, ApiError> {
     let mut text = String::new();
-    let mut lps: Vec<Logprob> = Vec::new();
+    let mut lps: Vec<TextToken> = Vec::new();
     loop {
         match answers.recv().await {
-            Some(JobEvent::Logprob(lp)) => lps.push(lp),
+            Some(JobEvent::Echo(echo)) => (text, lps) = echoed(echo, want_logprobs),
+            Some(JobEvent::Logprob(lp)) => lps.push(TextToken::Scored(lp)),
             Some(JobEvent::Piece(Piece::Text(piece))) => text.push_str(&piece),
             Some(JobEvent::Piece(_) | JobEvent::Accepted) => {}
             Some(JobEvent::Done(Ok(finished))) => {
                 let lps = if want_logprobs { logprobs::completion(&lps, 0) } else { Value::Null };
                 let choice = json!({"text": text, "index": 0, "logprobs": lps, "finish_reason": finished.reason});
-                let mut answer = completion(&header, json!([choice]));
+                let mut answer = completion(header, json!([choice]));
                 answer["usage"] = usage(&finished);
                 return Ok(answer);
             }
@@ -185,43 +197,54 @@ async fn whole_answer(
     }
 }
 
-/// Streams the answer as completion chunks, then `[DONE]` (through chat's [`stream_chunks`]).
+/// Streams the answer as completion chunks (each choice's interleaved, an echo first in its own chunk), then
+/// `[DONE]` (through chat's [`stream_chunks`]).
 fn stream_answer(
     header: Header,
-    answers: UnboundedReceiver<JobEvent>,
+    submitted: Vec<Submitted>,
     include_usage: bool,
     want_logprobs: bool,
-    guard: CancelOnDrop,
 ) -> Sse<ReceiverStream<Result<Event, Infallible>>> {
-    let mut lps: Vec<Logprob> = Vec::new();
-    // Characters sent so far: where the next tokens' text offsets start.
-    let mut offset = 0usize;
-    let take_lps = move |lps: &mut Vec<Logprob>, offset: usize| {
+    let n = submitted.len();
+    // Per choice: log-probabilities not sent yet, and the characters sent so far (where the next tokens' text
+    // offsets start).
+    let mut pending: Vec<Vec<TextToken>> = (0..n).map(|_| Vec::new()).collect();
+    let mut offsets = vec![0usize; n];
+    let mut usage_of = ChoicesUsage::new(n);
+    let take_lps = move |lps: &mut Vec<TextToken>, offset: usize| {
         if want_logprobs {
             logprobs::completion(&std::mem::take(lps), offset)
         } else {
             Value::Null
         }
     };
-    stream_chunks(None, answers, guard, move |event| match event {
+    let text_chunk = |header: &Header, i: usize, text: &str, lps: Value, reason: Option<&str>| {
+        let choice = json!({"text": text, "index": i, "logprobs": lps, "finish_reason": reason});
+        data(completion(header, json!([choice])))
+    };
+    stream_chunks(Vec::new(), submitted, move |i, event| match event {
+        JobEvent::Echo(echo) => {
+            let (text, mut lps) = echoed(echo, want_logprobs);
+            let lp = take_lps(&mut lps, offsets[i]);
+            offsets[i] += text.chars().count();
+            Chunk::Send(text_chunk(&header, i, &text, lp, None))
+        }
         JobEvent::Logprob(lp) => {
-            lps.push(lp);
+            pending[i].push(TextToken::Scored(lp));
             Chunk::Skip
         }
         JobEvent::Piece(Piece::Text(piece)) => {
-            let lp = take_lps(&mut lps, offset);
-            offset += piece.chars().count();
-            let choice = json!({"text": piece, "index": 0, "logprobs": lp, "finish_reason": null});
-            Chunk::Send(data(completion(&header, json!([choice]))))
+            let lp = take_lps(&mut pending[i], offsets[i]);
+            offsets[i] += piece.chars().count();
+            Chunk::Send(text_chunk(&header, i, &piece, lp, None))
         }
         JobEvent::Piece(_) | JobEvent::Accepted => Chunk::Skip,
         JobEvent::Done(Ok(finished)) => {
-            let lp = if lps.is_empty() { Value::Null } else { take_lps(&mut lps, offset) };
-            let choice = json!({"text": "", "index": 0, "logprobs": lp, "finish_reason": finished.reason});
-            let mut last = vec![data(completion(&header, json!([choice])))];
-            if include_usage {
+            let lp = if pending[i].is_empty() { Value::Null } else { take_lps(&mut pending[i], offsets[i]) };
+            let mut last = vec![text_chunk(&header, i, "", lp, Some(finished.reason))];
+            if let Some(usage) = usage_of.end(&finished).filter(|_| include_usage) {
                 let mut usage_chunk = completion(&header, json!([]));
-                usage_chunk["usage"] = usage(&finished);
+                usage_chunk["usage"] = usage;
                 last.push(data(usage_chunk));
             }
             Chunk::Last(last)
@@ -248,7 +271,8 @@ mod tests {
             Some(RawPrompt::Text("hi".into()))
         );
         for (body, param) in [
-            (json!({"model": "m", "prompt": "x", "echo": true}), "echo"),
+            (json!({"model": "m", "prompt": "x", "echo": "yes"}), "echo"),
+            (json!({"model": "m", "prompt": "x", "n": 9}), "n"),
             (json!({"model": "m", "prompt": "x", "suffix": "y"}), "suffix"),
             (json!({"model": "m", "prompt": "x", "best_of": 2}), "best_of"),
             (json!({"model": "m", "prompt": "x", "logit_bias": {"1": 5}}), "logit_bias"),

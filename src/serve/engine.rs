@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::asks;
+use super::echo::{echo, Echo};
 use super::error::ApiError;
 use super::grammar;
 use super::halt::{make_haltable, Stops};
@@ -84,6 +85,8 @@ pub enum JobEvent {
     Piece(Piece),
     /// The next generated token's log-probability (when the request asked), sent before the text it adds.
     Logprob(Logprob),
+    /// The prompt repeated (text completions' `echo`), sent before any piece of the answer.
+    Echo(Echo),
     /// The end, with the usage or why it failed.
     Done(Result<Finished, ApiError>),
 }
@@ -328,6 +331,17 @@ fn run_job(model: &mut Model, job: &Job, halt: &AtomicBool) -> Option<Result<Fin
     let prompt_tokens = prompt.len();
     if job.events.send(JobEvent::Accepted).is_err() {
         return None;
+    }
+    if request.options.echo {
+        match echo(model, request, &prompt, &job.cancel) {
+            Ok(echoed) => {
+                if job.events.send(JobEvent::Echo(echoed)).is_err() {
+                    return None;
+                }
+            }
+            Err(_) if job.cancel.load(Ordering::Relaxed) => return None,
+            Err(e) => return Some(Err(e)),
+        }
     }
     // The model's own tool-call format, told from its template when it loaded: the grammar writes it, and the
     // splitter reads it back.

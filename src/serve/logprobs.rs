@@ -18,6 +18,14 @@ pub struct Named {
     pub logprob: f32,
 }
 
+impl Named {
+    /// Token `id` named by the model's tokenizer.
+    pub fn new(tokenizer: &GgufTokenizer, id: u32, logprob: f32) -> Self {
+        let bytes = tokenizer.token_bytes(id).unwrap_or_default().to_vec();
+        Named { token: String::from_utf8_lossy(&bytes).into_owned(), bytes, logprob }
+    }
+}
+
 /// A chosen token's log-probability and its alternatives, named.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Logprob {
@@ -30,13 +38,9 @@ pub struct Logprob {
 impl Logprob {
     /// Names a generation's token and its alternatives with the model's tokenizer.
     pub fn new(tokenizer: &GgufTokenizer, logprob: &TokenLogprob) -> Self {
-        let named = |id: u32, logprob: f32| {
-            let bytes = tokenizer.token_bytes(id).unwrap_or_default().to_vec();
-            Named { token: String::from_utf8_lossy(&bytes).into_owned(), bytes, logprob }
-        };
         Logprob {
-            chosen: named(logprob.token, logprob.logprob),
-            top: logprob.top.iter().map(|&(id, lp)| named(id, lp)).collect(),
+            chosen: Named::new(tokenizer, logprob.token, logprob.logprob),
+            top: logprob.top.iter().map(|&(id, lp)| Named::new(tokenizer, id, lp)).collect(),
         }
     }
 }
@@ -62,30 +66,43 @@ pub fn chat(logprobs: &[Logprob]) -> Value {
     json!({"content": logprobs.iter().map(entry).collect::<Vec<_>>(), "refusal": null})
 }
 
+/// A text completion's token: generated or scored, with its log-probability; or an echoed prompt's first token,
+/// which nothing precedes, so it has none.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TextToken {
+    /// With its log-probability and alternatives.
+    Scored(Logprob),
+    /// Only its text (its `logprob` is not read).
+    Unscored(Named),
+}
+
 /// Text completions' `choices[].logprobs`: parallel lists of tokens, their log-probabilities, each position's
 /// alternatives as a map from token text to log-probability, and each token's character offset in the text,
-/// counted from `offset`.
-pub fn completion(logprobs: &[Logprob], offset: usize) -> Value {
+/// counted from `offset`. An unscored token's log-probability and alternatives are `null`, as OpenAI's echo has
+/// them for a prompt's first token.
+pub fn completion(tokens: &[TextToken], offset: usize) -> Value {
     let mut at = offset;
-    let mut offsets = Vec::with_capacity(logprobs.len());
-    for lp in logprobs {
+    let (mut texts, mut values, mut tops, mut offsets) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for token in tokens {
+        let chosen = match token {
+            TextToken::Scored(lp) => {
+                values.push(number(lp.chosen.logprob));
+                let map: serde_json::Map<String, Value> =
+                    lp.top.iter().map(|t| (t.token.clone(), number(t.logprob))).collect();
+                tops.push(Value::Object(map));
+                &lp.chosen
+            }
+            TextToken::Unscored(named) => {
+                values.push(Value::Null);
+                tops.push(Value::Null);
+                named
+            }
+        };
         offsets.push(at);
-        at += lp.chosen.token.chars().count();
+        at += chosen.token.chars().count();
+        texts.push(json!(chosen.token));
     }
-    let tops: Vec<Value> = logprobs
-        .iter()
-        .map(|lp| {
-            let map: serde_json::Map<String, Value> =
-                lp.top.iter().map(|t| (t.token.clone(), number(t.logprob))).collect();
-            Value::Object(map)
-        })
-        .collect();
-    json!({
-        "tokens": logprobs.iter().map(|lp| lp.chosen.token.clone()).collect::<Vec<_>>(),
-        "token_logprobs": logprobs.iter().map(|lp| number(lp.chosen.logprob)).collect::<Vec<_>>(),
-        "top_logprobs": tops,
-        "text_offset": offsets,
-    })
+    json!({"tokens": texts, "token_logprobs": values, "top_logprobs": tops, "text_offset": offsets})
 }
 
 #[cfg(test)]
@@ -104,9 +121,16 @@ mod tests {
         assert_eq!(chat["content"][0]["top_logprobs"][1]["token"], "Hey");
         assert_eq!(chat["content"][0]["bytes"], json!([72, 105]));
         assert_eq!(chat["content"][1]["logprob"], json!(-9999.0));
-        let text = completion(&lps, 3);
+        let scored: Vec<TextToken> = lps.iter().cloned().map(TextToken::Scored).collect();
+        let text = completion(&scored, 3);
         assert_eq!(text["text_offset"], json!([3, 5]));
         assert_eq!(text["top_logprobs"][0]["Hey"], json!(-1.0));
         assert_eq!(text["tokens"], json!(["Hi", "!"]));
+        let first = Named { token: "def".into(), bytes: b"def".to_vec(), logprob: 0.0 };
+        let echoed = completion(&[TextToken::Unscored(first), scored[0].clone()], 0);
+        assert_eq!(echoed["tokens"], json!(["def", "Hi"]));
+        assert_eq!(echoed["token_logprobs"], json!([null, -0.5]));
+        assert_eq!(echoed["top_logprobs"][0], Value::Null);
+        assert_eq!(echoed["text_offset"], json!([0, 3]));
     }
 }

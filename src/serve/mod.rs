@@ -19,6 +19,7 @@ mod bench_results;
 mod call_grammar_tests;
 mod chat;
 mod completions;
+mod echo;
 mod engine;
 mod error;
 mod grammar;

@@ -96,6 +96,9 @@ pub struct Options {
     pub include_usage: bool,
     /// Report each token's log-probability with this many alternatives (0 to 20), if asked.
     pub logprobs: Option<usize>,
+    /// Text completions' `echo`: the answer opens with the prompt (and, with `logprobs`, the prompt tokens'
+    /// log-probabilities, the first one's `null`).
+    pub echo: bool,
     /// `ignore_eos` (llama.cpp's extension): the model's end-of-text tokens are never chosen, so a plain-text
     /// answer runs to `max_tokens` (benchmarks use it to make answers of one length).
     pub ignore_eos: bool,
@@ -162,9 +165,21 @@ pub fn parse_options(fields: &Map<String, Value>, max_tokens_fields: &[&str]) ->
         stream,
         include_usage,
         logprobs: None,
+        echo: false,
         ignore_eos,
         user,
     })
+}
+
+/// `n`, the number of choices (1 to [`MAX_N`]; each is a job of its own, streamed or not).
+pub fn parse_n(fields: &Map<String, Value>) -> Result<usize, ApiError> {
+    match fields.get("n") {
+        None | Some(Value::Null) => Ok(1),
+        Some(n) => match n.as_u64() {
+            Some(n @ 1..=MAX_N) => Ok(n as usize),
+            _ => Err(ApiError::invalid("n", format!("n must be an integer from 1 to {MAX_N}"))),
+        },
+    }
 }
 
 /// Chat's `logprobs` (a boolean) and `top_logprobs` (0 to 20, only with `logprobs`).
@@ -207,16 +222,7 @@ pub fn parse(body: &Value) -> Result<ChatRequest, ApiError> {
     let json_schema = parse_response_format(fields.get("response_format"))?;
     let mut options = parse_options(fields, &["max_completion_tokens", "max_tokens"])?;
     options.logprobs = parse_chat_logprobs(fields)?;
-    let n = match fields.get("n") {
-        None | Some(Value::Null) => 1,
-        Some(n) => match n.as_u64() {
-            Some(n @ 1..=MAX_N) => n as usize,
-            _ => return Err(ApiError::invalid("n", format!("n must be an integer from 1 to {MAX_N}"))),
-        },
-    };
-    if n > 1 && options.stream {
-        return Err(ApiError::invalid("n", "a streamed answer has one choice: send n > 1 without stream"));
-    }
+    let n = parse_n(fields)?;
     Ok(ChatRequest {
         model,
         messages,

@@ -107,7 +107,8 @@ impl Builder {
                 }
             }
             JobEvent::Piece(Piece::CallEnd(_)) => self.close(&mut out),
-            JobEvent::Accepted | JobEvent::Done(_) => {}
+            // Only text completions ask for an echo.
+            JobEvent::Accepted | JobEvent::Echo(_) | JobEvent::Done(_) => {}
         }
         out
     }

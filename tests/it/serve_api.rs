@@ -9,7 +9,7 @@ use std::process::Command;
 
 use serde_json::{json, Value};
 
-use crate::serve::{agent, call, openai_python, Server, KEY, MODEL};
+use crate::serve::{agent, call, openai_python, stream_at, Server, KEY, MODEL};
 
 /// A prompt of 20 tokens, which the slot's KV cache serves again from the second request on (a 5-token prompt
 /// was seen not to be reused by a fresh server's cache: a matter of the engine's cache slots, not of this API).
@@ -67,8 +67,8 @@ fn completions_sample_randomly_unless_seeded_and_metrics_count_them() {
     assert!(texts.iter().any(|t| t != &texts[0]), "unseeded samples all equal: {texts:?}");
 
     for (body, param) in [
-        (json!({"model": MODEL, "prompt": "x", "echo": true}), "echo"),
-        (json!({"model": MODEL, "prompt": "x", "n": 2}), "n"),
+        (json!({"model": MODEL, "prompt": "x", "suffix": "y"}), "suffix"),
+        (json!({"model": MODEL, "prompt": "x", "n": 9}), "n"),
         (json!({"model": MODEL, "prompt": ["a", "b"]}), "prompt"),
         (json!({"model": MODEL, "prompt": "x", "max_tokens": 100000}), "max_tokens"),
     ] {
@@ -110,12 +110,112 @@ fn completions_sample_randomly_unless_seeded_and_metrics_count_them() {
     assert_eq!(choices.iter().map(|c| c["index"].as_u64().unwrap()).collect::<Vec<_>>(), [0, 1], "{answer}");
     assert!(choices.iter().all(|c| c["message"]["content"].is_string()), "{answer}");
     assert!(answer["usage"]["completion_tokens"].as_u64().unwrap() >= 2, "{answer}");
-    for body in [
-        json!({"model": MODEL, "messages": ask, "n": 9}),
-        json!({"model": MODEL, "messages": ask, "n": 2, "stream": true}),
+    let (status, error) = chat(json!({"model": MODEL, "messages": ask, "n": 9}));
+    assert_eq!((status, error["error"]["param"].as_str()), (400, Some("n")), "{error}");
+}
+
+/// Each choice's text and finish reason from a stream's chunks (`choices[].text` or `choices[].delta.content`),
+/// by index, and the usage chunk's completion tokens.
+fn streamed_choices(lines: &[String]) -> (Vec<(String, Option<String>)>, Option<u64>) {
+    assert_eq!(lines.last().map(String::as_str), Some("[DONE]"), "{lines:?}");
+    let mut choices: Vec<(String, Option<String>)> = Vec::new();
+    let mut completion_tokens = None;
+    for line in &lines[..lines.len() - 1] {
+        let chunk: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert!(chunk.get("error").is_none(), "{chunk}");
+        if let Some(tokens) = chunk["usage"]["completion_tokens"].as_u64() {
+            completion_tokens = Some(tokens);
+        }
+        for choice in chunk["choices"].as_array().unwrap() {
+            let i = choice["index"].as_u64().unwrap() as usize;
+            if choices.len() <= i {
+                choices.resize(i + 1, (String::new(), None));
+            }
+            let text = choice["text"].as_str().or(choice["delta"]["content"].as_str()).unwrap_or("");
+            choices[i].0.push_str(text);
+            if let Some(reason) = choice["finish_reason"].as_str() {
+                assert!(choices[i].1.is_none(), "choice {i} finished twice: {lines:?}");
+                choices[i].1 = Some(reason.to_string());
+            }
+        }
+    }
+    (choices, completion_tokens)
+}
+
+#[test]
+fn n_choices_stream_interleaved_and_echo_scores_the_prompt() {
+    let server = Server::start(&["--api-key", KEY]);
+    // n streamed choices: each choice's chunks carry its index, and a seeded stream gives each choice the text the
+    // same request gives it whole (the choices' seeds are one apart in both).
+    for (path, body) in [
+        (
+            "/v1/chat/completions",
+            json!({"model": MODEL, "messages": [{"role": "user", "content": "Name an animal."}],
+                                        "n": 3, "max_tokens": 5, "seed": 7, "temperature": 1.0}),
+        ),
+        (
+            "/v1/completions",
+            json!({"model": MODEL, "prompt": ANIMALS, "n": 2, "max_tokens": 5, "seed": 7,
+                                   "temperature": 1.0}),
+        ),
     ] {
-        let (status, error) = chat(body);
-        assert_eq!((status, error["error"]["param"].as_str()), (400, Some("n")), "{error}");
+        let (status, whole) = call("POST", &server.url(path), Some(KEY), Some(&body.to_string()));
+        assert_eq!(status, 200, "{whole}");
+        let mut streamed = body.clone();
+        streamed["stream"] = json!(true);
+        streamed["stream_options"] = json!({"include_usage": true});
+        let (choices, usage) = streamed_choices(&stream_at(&server.url(path), &streamed));
+        let n = body["n"].as_u64().unwrap() as usize;
+        assert_eq!(choices.len(), n, "{path}: {choices:?}");
+        for (i, (text, reason)) in choices.iter().enumerate() {
+            let choice = &whole["choices"][i];
+            let expected = choice["text"].as_str().or(choice["message"]["content"].as_str()).unwrap();
+            assert_eq!(text, expected, "{path}: choice {i} streamed and whole differ");
+            assert_eq!(reason.as_deref(), choice["finish_reason"].as_str(), "{path}: choice {i}");
+        }
+        assert_eq!(usage, whole["usage"]["completion_tokens"].as_u64(), "{path}: the choices' tokens add up");
+    }
+
+    // echo: the answer opens with the prompt, and the generated text is the one asked without echo.
+    let ask = |extra: Value| {
+        let mut body = json!({"model": MODEL, "prompt": ANIMALS, "max_tokens": 4, "temperature": 0});
+        body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        let (status, answer) = completion(&server, &body);
+        assert_eq!(status, 200, "{answer}");
+        answer
+    };
+    let plain = ask(json!({"logprobs": 5}));
+    let echoed = ask(json!({"logprobs": 5, "echo": true}));
+    let plain_text = plain["choices"][0]["text"].as_str().unwrap();
+    assert_eq!(echoed["choices"][0]["text"].as_str().unwrap(), format!("{ANIMALS}{plain_text}"), "{echoed}");
+    let lp = &echoed["choices"][0]["logprobs"];
+    let tokens: Vec<&str> = lp["tokens"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+    let prompt_tokens = echoed["usage"]["prompt_tokens"].as_u64().unwrap() as usize;
+    let completion_tokens = echoed["usage"]["completion_tokens"].as_u64().unwrap() as usize;
+    assert_eq!(tokens.len(), prompt_tokens + completion_tokens, "{lp}");
+    assert_eq!(tokens.concat(), format!("{ANIMALS}{plain_text}"), "the tokens spell the prompt and the answer");
+    assert!(lp["token_logprobs"][0].is_null() && lp["top_logprobs"][0].is_null(), "the first token is unscored");
+    assert!(lp["token_logprobs"].as_array().unwrap()[1..].iter().all(|v| v.as_f64().unwrap() <= 0.0), "{lp}");
+    assert_eq!(
+        lp["token_logprobs"].as_array().unwrap()[prompt_tokens..],
+        plain["choices"][0]["logprobs"]["token_logprobs"].as_array().unwrap()[..]
+    );
+    // A prompt token's alternatives are the distribution a completion of the prompt cut before it sees: scored in
+    // one pass over the prompt, generated after a prefill, the same numbers.
+    for k in [3, prompt_tokens - 1] {
+        let cut = ask(json!({"prompt": tokens[..k].concat(), "max_tokens": 1, "logprobs": 5}));
+        let generated = &cut["choices"][0]["logprobs"]["top_logprobs"][0];
+        let scored = &lp["top_logprobs"][k];
+        let keys = |v: &Value| {
+            let mut keys: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+            keys.sort();
+            keys
+        };
+        assert_eq!(keys(generated), keys(scored), "position {k}: {generated} vs {scored}");
+        for (token, value) in scored.as_object().unwrap() {
+            let other = generated[token].as_f64().unwrap();
+            assert!((value.as_f64().unwrap() - other).abs() < 2e-3, "position {k}, {token:?}: {value} vs {other}");
+        }
     }
 }
 

@@ -1,6 +1,6 @@
 """Drives a running `tandem serve` with the real `openai` Python client through the APIs beside chat: text
-completions (whole, streamed, with logprobs), chat logprobs with top_logprobs, and the Responses API (text, a
-json_schema answer, a function call round trip with function_call_output, and the SDK's stream helper).
+completions (whole, streamed, with logprobs, echoed, n choices streamed), chat logprobs with top_logprobs, and the
+Responses API (text, a json_schema answer, a function call round trip with function_call_output, and the SDK's stream helper).
 
 Usage: openai_api.py BASE_URL API_KEY MODEL. Prints one line per check; exits non-zero at the first failure.
 """
@@ -38,6 +38,27 @@ streamed = "".join(
         model=model, prompt=prompt, max_tokens=6, temperature=0, stream=True) if c.choices
 )
 check("streamed completion equals the whole one", streamed == choice.text, (streamed, choice.text))
+
+# echo: the prompt first, its first token unscored; n choices streamed, each chunk naming its choice.
+echoed = client.completions.create(model=model, prompt=prompt, max_tokens=6, temperature=0, logprobs=1, echo=True)
+elp = echoed.choices[0].logprobs
+check(
+    "echoed completion: the prompt, then the same answer",
+    echoed.choices[0].text == prompt + choice.text and elp.token_logprobs[0] is None
+    and "".join(elp.tokens) == echoed.choices[0].text and len(elp.tokens) == echoed.usage.total_tokens,
+    echoed,
+)
+texts = {}
+for c in client.completions.create(model=model, prompt=prompt, max_tokens=6, temperature=0.8, seed=3, n=2,
+                                   stream=True):
+    for ch in c.choices:
+        texts[ch.index] = texts.get(ch.index, "") + ch.text
+several = client.completions.create(model=model, prompt=prompt, max_tokens=6, temperature=0.8, seed=3, n=2)
+check(
+    "n = 2 streamed: both choices, each the text the whole answer gives it",
+    texts == {c.index: c.text for c in several.choices} and len(several.choices) == 2,
+    (texts, several.choices),
+)
 
 # Chat logprobs: greedy, so the chosen token is the most likely one.
 chat = client.chat.completions.create(
