@@ -168,6 +168,10 @@ unsafe fn repack_q8_0(w: &Q8_0Matrix, first: usize, panel: &mut Vec<Q8_0PanelBlo
         let mut words = [_mm512_setzero_si512(); PANEL_ROWS];
         for (lane, word) in words.iter_mut().enumerate() {
             let quants = w.row_quants(first + lane).as_ptr().add(b * BLOCK);
+            // The panel's rows are one contiguous stretch of the matrix, read across its rows a line at a time:
+            // masked loads do not keep the hardware prefetcher ahead of that, so ask for the line
+            // `PREFETCH_AHEAD` on (the next panels' rows; an address past the weights is only a hint).
+            _mm_prefetch::<_MM_HINT_T0>(quants.wrapping_add(PREFETCH_AHEAD));
             *word = _mm512_xor_si512(_mm512_maskz_loadu_epi8(bytes, quants), bias);
         }
         store_transposed(words, &mut columns);
