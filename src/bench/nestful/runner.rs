@@ -12,6 +12,7 @@ use super::{
     NestfulSample, NestfulTool, RecallAtK, SampleScore,
 };
 use crate::agent::model_call::chat_call;
+use crate::agent::plan::goal_effects::planning_catalogue;
 use crate::agent::plan::planner::{read_written_plan, system_prompt, write_plan};
 use crate::agent::plan::search::step_keys;
 use crate::agent::{ModelSource, Plan};
@@ -19,7 +20,6 @@ use crate::bench::records::{run_samples, BenchRecorder};
 use crate::llm::ChatMessage;
 use crate::progress::Reporter;
 use crate::settings::{Mend, SuiteSettings};
-use crate::tools::retrieval::planning_selection;
 use crate::tools::{DeclaredTool, ToolRegistry};
 use crate::{Error, Result};
 
@@ -137,9 +137,11 @@ fn plan_sample(
 ) -> Result<Value> {
     let (no_grammar, top_k) = (args.no_grammar, args.tools_top_k);
     let registry = registry_of(catalogue)?;
-    // With --tools-top-k the planner sees only the tools retrieval picks; the plan is still checked against all.
-    let selection = planning_selection(&sample.input, &registry, top_k)?;
-    let planning = selection.as_ref().map_or(&registry, |s| &s.registry);
+    // The planner sees what a run would show it (`planning_catalogue`): with the mends on, not the tools the goal
+    // cannot use (`tools-the-goal-allows`); with --tools-top-k only those retrieval picks. The plan is still
+    // checked against all.
+    let catalogue = planning_catalogue(&sample.input, &registry, top_k, args.mend_for(true))?;
+    let planning = catalogue.as_ref().map_or(&registry, |c| &c.registry);
     let model = models.planner()?;
     let (mut search, mut candidates, mut mended) = (None, Vec::new(), Vec::new());
     let (plan, text, usage) = if no_grammar {
@@ -163,7 +165,7 @@ fn plan_sample(
             .collect();
         (Some(outcome.plan), outcome.text, outcome.timings)
     };
-    let retrieved = selection.map(|s| s.tools);
+    let (retrieved, left_out) = catalogue.map_or((None, Vec::new()), |c| (c.selected, c.left_out));
     let valid = plan.as_ref().is_some_and(|p| p.validate(&registry).is_empty());
     let predicted: Vec<Call> = plan.as_ref().map(plan_to_calls).unwrap_or_default();
     Ok(json!({
@@ -175,6 +177,7 @@ fn plan_sample(
         "tokens_out": usage.generated_tokens,
         "planner_timings": usage,
         "retrieved": retrieved,
+        "left_out": left_out,
         "search": search,
         "candidates": candidates,
         "mended": mended,

@@ -39,6 +39,9 @@
 //!   - [`set_asked_switches`] (`switches-asked`): an optional boolean parameter that is off, whose description has a
 //!     word of six letters or more the tool's own description does not use and the goal does, is turned on, unless
 //!     the goal says no, not, never, without or except (`list_dir` `recursive` for "look in the subfolders too").
+//!   - [`ask_the_goal`] (`reading-asks-the-goal`): where the goal asks a question and the plan ends in an `llm`
+//!     step no step reads, its prompt becomes the goal as written followed by the whole results its reading rests
+//!     on (through earlier `llm` readings of results, which are left out once nothing reads them).
 //!   - [`mend_unused_dependencies`] (`dependencies`): a step that lists an earlier step in `depends_on` but passes
 //!     a value where that step's one declared result belongs takes a reference to the result.
 //!   - [`drop_prompt_examples`] (`prompt-examples`): a parenthesised example ("(e.g., 'Wednesday, January 1,
@@ -79,6 +82,7 @@ mod optional;
 mod options;
 mod paths;
 mod percentages;
+mod reading;
 mod references;
 mod unasked;
 mod unused_moments;
@@ -97,6 +101,7 @@ pub use optional::drop_unmentioned_optional;
 pub use options::set_asked_switches;
 pub use paths::mend_paths_as_written;
 pub use percentages::{mend_percentages, mend_percentages_as_written, mend_percentages_to_fractions};
+pub use reading::ask_the_goal;
 pub use references::mend_references;
 pub use unasked::drop_unasked_reads;
 pub use unused_moments::mend_unused_dates_and_times;
@@ -178,6 +183,7 @@ const RULES: &[Rule] = &[
     ("declared-defaults", Scope::General, |plan, tools, _| restore_declared_defaults(plan, tools)),
     ("switches-asked", Scope::General, |plan, tools, _| set_asked_switches(plan, tools)),
     ("optional", Scope::Nestful, |plan, tools, _| drop_unmentioned_optional(plan, tools)),
+    ("reading-asks-the-goal", Scope::General, |plan, tools, _| ask_the_goal(plan, tools)),
     ("dependencies", Scope::General, |plan, tools, _| mend_unused_dependencies(plan, tools)),
     ("prompt-examples", Scope::General, |plan, tools, _| drop_prompt_examples(plan, tools)),
     ("invented", Scope::Nestful, |plan, tools, _| drop_invented_steps(plan, tools)),
