@@ -26,7 +26,7 @@ use super::engine::JobEvent;
 use super::error::ApiError;
 use super::logprobs::{self, TextToken};
 use super::output::Piece;
-use super::request::{parse_n, parse_options, ChatRequest, RawPrompt, ToolChoice, MAX_TOP_LOGPROBS};
+use super::request::{optional_bool, parse_n, parse_options, ChatRequest, RawPrompt, ToolChoice, MAX_TOP_LOGPROBS};
 use super::AppState;
 
 /// The handler.
@@ -80,11 +80,7 @@ fn parse(body: &Value) -> Result<ChatRequest, ApiError> {
             }
         },
     };
-    options.echo = match fields.get("echo") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(echo)) => *echo,
-        Some(_) => return Err(ApiError::invalid("echo", "echo must be true or false")),
-    };
+    options.echo = optional_bool(fields, "echo")?.unwrap_or(false);
     let n = parse_n(fields)?;
     Ok(ChatRequest {
         model,

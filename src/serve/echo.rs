@@ -46,7 +46,6 @@ pub fn echo(model: &mut Model, request: &ChatRequest, prompt: &[u32], cancel: &A
 /// Each prompt token's log-probability: the logits of position `i` score token `i + 1`. The last position's
 /// logits score the first generated token, which the generation computes itself.
 fn score(model: &mut Model, prompt: &[u32], top: usize, cancel: &AtomicBool) -> Result<Vec<TextToken>, ApiError> {
-    let failed = |e: &dyn std::fmt::Display| ApiError::internal(format!("scoring the prompt failed: {e}"));
     let tokenizer = model.tokenizer.clone();
     let mut scored = Vec::with_capacity(prompt.len());
     if let Some(&first) = prompt.first() {
@@ -64,7 +63,7 @@ fn score(model: &mut Model, prompt: &[u32], top: usize, cancel: &AtomicBool) -> 
             .weights
             .forward_from(chunk, start, 0)
             .and_then(|t| Ok(t.to_dtype(DType::F32)?.to_vec2::<f32>()?))
-            .map_err(|e| failed(&e))?;
+            .map_err(|e| ApiError::internal(format!("scoring the prompt failed: {e}")))?;
         for (row, logits) in rows.iter().enumerate() {
             let next = prompt[start + row + 1];
             scored.push(TextToken::Scored(Logprob::new(&tokenizer, &token_logprob(logits, next, top))));

@@ -135,12 +135,12 @@ fn plan_sample(
     args: &SuiteSettings,
     models: &mut dyn ModelSource,
 ) -> Result<Value> {
-    let (no_grammar, top_k) = (args.no_grammar, args.tools_top_k);
+    let (no_grammar, top_k, mend) = (args.no_grammar, args.tools_top_k, args.mend_for(true));
     let registry = registry_of(catalogue)?;
     // The planner sees what a run would show it (`planning_catalogue`): with the mends on, not the tools the goal
     // cannot use (`tools-the-goal-allows`); with --tools-top-k only those retrieval picks. The plan is still
     // checked against all.
-    let catalogue = planning_catalogue(&sample.input, &registry, top_k, args.mend_for(true))?;
+    let catalogue = planning_catalogue(&sample.input, &registry, top_k, mend)?;
     let planning = catalogue.as_ref().map_or(&registry, |c| &c.registry);
     let model = models.planner()?;
     let (mut search, mut candidates, mut mended) = (None, Vec::new(), Vec::new());
@@ -150,7 +150,7 @@ fn plan_sample(
         let plan = first_json(&text).and_then(|v| serde_json::from_value::<Plan>(v).ok());
         (plan, text, timings)
     } else {
-        let outcome = write_plan(model, &sample.input, planning, PLAN_TOKENS, args.plans, args.mend_for(true))?;
+        let outcome = write_plan(model, &sample.input, planning, PLAN_TOKENS, args.plans, mend)?;
         search = outcome.search;
         mended = outcome.mended;
         // Each candidate scored as if kept, so that selection rules can be compared on the same candidates.
@@ -181,7 +181,7 @@ fn plan_sample(
         "search": search,
         "candidates": candidates,
         "mended": mended,
-        "mend": args.mend_for(true),
+        "mend": mend,
     }))
 }
 

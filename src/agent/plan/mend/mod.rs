@@ -183,7 +183,7 @@ const RULES: &[Rule] = &[
     ("declared-defaults", Scope::General, |plan, tools, _| restore_declared_defaults(plan, tools)),
     ("switches-asked", Scope::General, |plan, tools, _| set_asked_switches(plan, tools)),
     ("optional", Scope::Nestful, |plan, tools, _| drop_unmentioned_optional(plan, tools)),
-    ("reading-asks-the-goal", Scope::General, |plan, tools, _| ask_the_goal(plan, tools)),
+    ("reading-asks-the-goal", Scope::General, |plan, _, _| ask_the_goal(plan)),
     ("dependencies", Scope::General, |plan, tools, _| mend_unused_dependencies(plan, tools)),
     ("prompt-examples", Scope::General, |plan, tools, _| drop_prompt_examples(plan, tools)),
     ("invented", Scope::Nestful, |plan, tools, _| drop_invented_steps(plan, tools)),

@@ -14,7 +14,7 @@
 //! summary) lets the executor answer from a paraphrase that dropped or garbled the fact. Replayed on the recorded
 //! runs of five whole tasks-mcp runs (the last reading asked again with the executor, the same settings, checked
 //! as the suite checks answers), the goal's own question over the results answered 1–3 more goals in each run than
-//! the planner's prompt (e.g. 10 → 13 of 18), and one fewer elsewhere in three of them (docs/benchmarks.md).
+//! the planner's prompt (e.g. 10 → 13 of 18), and one fewer elsewhere in two of them (docs/benchmarks.md).
 
 use std::collections::HashSet;
 
@@ -22,10 +22,9 @@ use serde_json::Value;
 
 use crate::agent::plan::{Plan, Step};
 use crate::tools::llm::Llm;
-use crate::tools::ToolRegistry;
 
 /// Rewrites the last reading's prompt (see the module's documentation); returns one line per change.
-pub fn ask_the_goal(plan: &mut Plan, _registry: &ToolRegistry) -> Vec<String> {
+pub fn ask_the_goal(plan: &mut Plan) -> Vec<String> {
     if !plan.goal.contains('?') {
         return Vec::new();
     }
@@ -100,10 +99,6 @@ mod tests {
         serde_json::from_value(json!({"goal": goal, "steps": steps})).unwrap()
     }
 
-    fn registry() -> ToolRegistry {
-        ToolRegistry::default()
-    }
-
     #[test]
     fn the_last_reading_asks_the_goal_over_the_results_and_its_paraphrases_go() {
         let mut p = plan(
@@ -114,7 +109,7 @@ mod tests {
                 {"id": "s3", "tool": "llm", "args": {"prompt": "Is Sunday open? $s2.text$"}, "depends_on": ["s2"]}
             ]),
         );
-        let lines = ask_the_goal(&mut p, &registry());
+        let lines = ask_the_goal(&mut p);
         assert_eq!(p.steps.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(), ["s1", "s3"], "{lines:?}");
         assert_eq!(
             p.steps[1].args["prompt"],
@@ -131,7 +126,7 @@ mod tests {
             {"id": "s2", "tool": "llm", "args": {"prompt": "Summarise: $s1.content$"}}
         ]);
         let mut statement = plan("Summarise a.txt.", steps.clone());
-        assert!(ask_the_goal(&mut statement, &registry()).is_empty());
+        assert!(ask_the_goal(&mut statement).is_empty());
         let mut then_written = plan(
             "What does a.txt say?",
             json!([
@@ -140,11 +135,11 @@ mod tests {
                 {"id": "s3", "tool": "write_file", "args": {"path": "b.txt", "content": "$s2.text$"}}
             ]),
         );
-        assert!(ask_the_goal(&mut then_written, &registry()).is_empty());
+        assert!(ask_the_goal(&mut then_written).is_empty());
         // A reading of nothing (no result to ask over) keeps its prompt.
         let mut alone =
             plan("What rhymes with cat?", json!([{"id": "s1", "tool": "llm", "args": {"prompt": "Rhymes?"}}]));
-        assert!(ask_the_goal(&mut alone, &registry()).is_empty());
+        assert!(ask_the_goal(&mut alone).is_empty());
     }
 
     #[test]
@@ -160,7 +155,7 @@ mod tests {
                 {"id": "s5", "tool": "llm", "args": {"prompt": "Answer: $s4.result$ and $s2.text$"}}
             ]),
         );
-        ask_the_goal(&mut p, &registry());
+        ask_the_goal(&mut p);
         assert_eq!(p.steps.len(), 5);
         assert_eq!(
             p.steps[4].args["prompt"],
