@@ -41,6 +41,18 @@
 //! Why: told "Make a folder called archive and put old.txt in it.", the 1.5B created the folder and wrote
 //! `archive/old.txt` with the text "This is an old file." (tasks-mcp `fs-folder-move`): the user's file stayed where
 //! it was and a made-up copy was reported as moved.
+//!
+//! Rule `edits-not-rewrites`, profile `general` (a check, once): a step of a tool that changes things, with a
+//! path argument (a file name) that an earlier step of the plan passed to a tool as well, and another argument
+//! holding a model's text made from what that earlier step gave (an `llm` step's answer that rests on it, or a
+//! result computed from one), would replace the whole file with a model's answer about it. The plan is sent back
+//! once, naming the step, the file and the step that read it, with the tools that change things: a part of a
+//! file is changed by editing it.
+//!
+//! Why: told "In invite.txt, the party moved from Tuesday to Thursday. Please fix the day.", the 1.5B read the
+//! file, asked the executor "What day is the party scheduled?" and wrote its answer ("The party is scheduled on
+//! Tuesday at 7 PM.") over the invitation, in every one of six whole runs (tasks-mcp `fs-edit`), while the
+//! filesystem server offers `edit_file`.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -48,9 +60,11 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::agent::plan::mend::{split_name, words};
+use crate::agent::plan::refs::references_in;
 use crate::agent::plan::unasked_reads::unasked_reads;
 use crate::agent::plan::Plan;
 use crate::settings::Mend;
+use crate::tools::llm::Llm;
 use crate::tools::retrieval::planning_selection;
 use crate::tools::{ToolRegistry, ToolResult};
 
@@ -60,6 +74,9 @@ pub const MARKER: &str = "The goal only asks";
 pub const CONTENT_MARKER: &str = "Text the goal does not give";
 /// Entries of the workspace looked at for file names (a large workspace is not walked whole for a check).
 const MAX_ENTRIES: usize = 4000;
+
+/// The words that open `edits-not-rewrites`' feedback.
+pub const REWRITE_MARKER: &str = "A model's answer would replace a whole file";
 
 /// The words that open `deletions-asked`'s feedback.
 pub const DELETE_MARKER: &str = "The goal asks to delete nothing";
@@ -231,6 +248,13 @@ pub fn planning_catalogue(
     })
 }
 
+/// Whether `goal` asks for a change and nothing to be told: no question, and no verb of telling anywhere in it
+/// ("… and tell me what it said"; a noun like "the guest list" counts too, which only errs toward asking).
+pub(crate) fn only_changes(goal: &str) -> bool {
+    let lower = goal.to_lowercase();
+    change_asked(goal).is_some() && !goal.contains('?') && !words(&lower).any(|w| TELLING_VERBS.contains(&w))
+}
+
 /// The goal's first sentence that asks for a change, where one does.
 fn change_asked(goal: &str) -> Option<String> {
     sentences(goal).into_iter().find(|sentence| {
@@ -332,6 +356,48 @@ fn made_up_contents(
     ))
 }
 
+/// The feedback that sends `plan` back, where a step of a tool that changes things writes a model's text, made
+/// from what an earlier step gave for the same path, to that path (see the module's documentation).
+fn model_rewrites(plan: &Plan, registry: &ToolRegistry) -> Option<String> {
+    let step_of = |id: &str| plan.steps.iter().find(|s| s.id == id);
+    // Whether `id`'s value is a model's text (an `llm` step's, or computed from one) resting on step `source`.
+    let model_text_from = |id: &str, source: &str| {
+        let (mut pending, mut seen, mut by_model, mut rests) = (vec![id.to_string()], HashSet::new(), false, false);
+        while let Some(next) = pending.pop() {
+            if !seen.insert(next.clone()) {
+                continue;
+            }
+            rests |= next == source;
+            let Some(step) = step_of(&next) else { continue };
+            by_model |= step.tool == Llm::NAME;
+            pending.extend(step.dependencies());
+        }
+        by_model && rests
+    };
+    let found =
+        plan.steps.iter().enumerate().filter(|(_, s)| changes_things(registry, &s.tool)).find_map(|(at, write)| {
+            let path = write.args.values().filter_map(Value::as_str).find(|t| file_name(t).is_some())?;
+            let read = plan.steps[..at]
+                .iter()
+                .find(|s| s.args.values().filter_map(Value::as_str).any(|t| squeeze(t) == squeeze(path)))?;
+            let text = write.args.values().find_map(|value| {
+                let from = references_in(value).into_iter().find(|r| model_text_from(&r.step, &read.id))?;
+                Some(from.to_string())
+            })?;
+            Some(format!(
+                "step {} writes {text} to {path}, a model's answer made from what {} ({}) gave",
+                write.id, read.id, read.tool
+            ))
+        })?;
+    let changing = changing_tools(registry);
+    Some(format!(
+        "{REWRITE_MARKER}: {found}. A model's answer about a file is not the file's new content: to change part of a \
+         file, edit it, giving the text to replace and its replacement as the goal says them. Tools that make \
+         changes: {}.",
+        changing.join(", ")
+    ))
+}
+
 /// The names of the tools that say they change things.
 fn changing_tools(registry: &ToolRegistry) -> Vec<String> {
     registry.specs().filter(|spec| spec.changes_things == Some(true)).map(|spec| spec.name.clone()).collect()
@@ -374,6 +440,7 @@ pub fn goal_effects(
         unasked_deletions(plan, registry),
         missing_changes(plan, registry).filter(|_| once(CHANGE_MARKER)),
         made_up_contents(plan, registry, || file_names(workspace)).filter(|_| once(CONTENT_MARKER)),
+        model_rewrites(plan, registry).filter(|_| once(REWRITE_MARKER)),
     ]
     .into_iter()
     .flatten()
@@ -409,6 +476,7 @@ fn unasked_changes(plan: &Plan, registry: &ToolRegistry) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn questions_and_requests_to_be_told_only_ask() {
@@ -539,5 +607,44 @@ mod tests {
             serde_json::json!([{"id": "s1", "tool": "write_file", "args": {"path": "new.txt", "content": "x y"}}]),
         );
         assert_eq!(made_up_contents(&new_file, &registry, || existing.clone()), None);
+    }
+
+    #[test]
+    fn a_model_answer_written_over_the_file_it_read_is_sent_back() {
+        let registry = files_registry();
+        let fix = "In invite.txt, the party moved from Tuesday to Thursday. Please fix the day.";
+        let read = json!({"id": "s1", "tool": "read_file", "args": {"path": "invite.txt"}});
+        let ask = json!({"id": "s2", "tool": "llm", "args": {"prompt": "What day is the party? $s1.content$"}});
+        let over = Plan::for_goal(
+            fix,
+            json!([read, ask, {"id": "s3", "tool": "write_file", "args": {"path": "invite.txt", "content": "$s2.text$"}}]),
+        );
+        let feedback = model_rewrites(&over, &registry).unwrap();
+        assert!(feedback.contains("step s3 writes $s2.text$ to invite.txt") && feedback.contains("s1 (read_file)"));
+        // Through a result computed from the answer, too.
+        let computed = Plan::for_goal(
+            fix,
+            json!([read, ask,
+                {"id": "s3", "tool": "calculator", "args": {"expression": "$s2.text$ + 1"}},
+                {"id": "s4", "tool": "write_file", "args": {"path": "invite.txt", "content": "$s3.result$"}}]),
+        );
+        assert!(model_rewrites(&computed, &registry).is_some());
+        // A file's text copied whole, a model's answer written elsewhere, or a model's text of nothing read: kept.
+        let copied = Plan::for_goal(
+            fix,
+            json!([read, {"id": "s2", "tool": "write_file", "args": {"path": "invite.txt", "content": "$s1.content$"}}]),
+        );
+        assert_eq!(model_rewrites(&copied, &registry), None);
+        let elsewhere = Plan::for_goal(
+            "Summarise invite.txt into summary.txt.",
+            json!([read, ask, {"id": "s3", "tool": "write_file", "args": {"path": "summary.txt", "content": "$s2.text$"}}]),
+        );
+        assert_eq!(model_rewrites(&elsewhere, &registry), None);
+        let fresh = Plan::for_goal(
+            "Write a poem to poem.txt.",
+            json!([{"id": "s1", "tool": "llm", "args": {"prompt": "A poem."}},
+                {"id": "s2", "tool": "write_file", "args": {"path": "poem.txt", "content": "$s1.text$"}}]),
+        );
+        assert_eq!(model_rewrites(&fresh, &registry), None);
     }
 }

@@ -42,6 +42,9 @@
 //!   - [`ask_the_goal`] (`reading-asks-the-goal`): where the goal asks a question and the plan ends in an `llm`
 //!     step no step reads, its prompt becomes the goal as written followed by the whole results its reading rests
 //!     on (through earlier `llm` readings of results, which are left out once nothing reads them).
+//!   - [`drop_unused_workings`] (`unused-workings`): where the goal asks for a change and asks to be told nothing,
+//!     an `llm` or `calculator` step worked from earlier results that no step uses is dropped (and back along the
+//!     workings only it read).
 //!   - [`mend_unused_dependencies`] (`dependencies`): a step that lists an earlier step in `depends_on` but passes
 //!     a value where that step's one declared result belongs takes a reference to the result.
 //!   - [`drop_prompt_examples`] (`prompt-examples`): a parenthesised example ("(e.g., 'Wednesday, January 1,
@@ -86,6 +89,7 @@ mod reading;
 mod references;
 mod unasked;
 mod unused_moments;
+mod workings;
 mod written;
 mod zones;
 
@@ -105,6 +109,7 @@ pub use reading::ask_the_goal;
 pub use references::mend_references;
 pub use unasked::drop_unasked_reads;
 pub use unused_moments::mend_unused_dates_and_times;
+pub use workings::drop_unused_workings;
 pub use written::mend_dates_and_times;
 pub use zones::{mend_time_zones, zones_from_results};
 
@@ -184,6 +189,7 @@ const RULES: &[Rule] = &[
     ("switches-asked", Scope::General, |plan, tools, _| set_asked_switches(plan, tools)),
     ("optional", Scope::Nestful, |plan, tools, _| drop_unmentioned_optional(plan, tools)),
     ("reading-asks-the-goal", Scope::General, |plan, _, _| ask_the_goal(plan)),
+    ("unused-workings", Scope::General, |plan, _, _| drop_unused_workings(plan)),
     ("dependencies", Scope::General, |plan, tools, _| mend_unused_dependencies(plan, tools)),
     ("prompt-examples", Scope::General, |plan, tools, _| drop_prompt_examples(plan, tools)),
     ("invented", Scope::Nestful, |plan, tools, _| drop_invented_steps(plan, tools)),

@@ -215,11 +215,12 @@ pub(super) fn unasked_reads(state: &RunState, mend: Mend, plan: &Plan) -> Option
     unasked_reads::unasked_reads(plan)
 }
 
-/// Rules `questions-only-read`, `deletions-asked`, `changes-asked` and `contents-not-made-up` (general) on a plan
-/// the planner wrote: the feedback that sends back its calls of tools that change things where the goal only asks,
-/// or of tools that delete where it asks no deletion (both always: nothing is changed or lost unasked), a plan
-/// that only reads where the goal asks for a change, or one that writes made-up text where a file of the workspace
-/// (`workspace`) belongs (these two once: the plan written then runs).
+/// Rules `questions-only-read`, `deletions-asked`, `changes-asked`, `contents-not-made-up` and `edits-not-rewrites`
+/// (general) on a plan the planner wrote: the feedback that sends back its calls of tools that change things where
+/// the goal only asks, or of tools that delete where it asks no deletion (both always: nothing is changed or lost
+/// unasked), a plan that only reads where the goal asks for a change, one that writes made-up text where a file of
+/// the workspace (`workspace`) belongs, or one that writes a model's answer about a file over it (these three once:
+/// the plan written then runs).
 pub(super) fn goal_effects(
     state: &RunState,
     registry: &ToolRegistry,
