@@ -35,8 +35,8 @@
 //! Rule `contents-not-made-up`, profile `general` (a check, once): a step of a tool that changes things, with a
 //! path argument naming a file the workspace already holds (by its file name, anywhere in the workspace) and a
 //! text argument the goal does not give (no reference, not in the goal's words), would put made-up text where a
-//! file's own content belongs. The plan is sent back once, naming the step, the text and the file, with the tools
-//! that change things.
+//! file's own content belongs. The plan is sent back once, naming the step, the text and the file, the move that
+//! would put the file there, the plan's other steps to keep, and the tools that change things.
 //!
 //! Why: told "Make a folder called archive and put old.txt in it.", the 1.5B created the folder and wrote
 //! `archive/old.txt` with the text "This is an old file." (tasks-mcp `fs-folder-move`): the user's file stayed where
@@ -336,22 +336,39 @@ fn made_up_contents(
         return None;
     }
     let existing = existing();
-    let found: Vec<String> = writes
+    // Each such write over a file the workspace holds: its step, the text, the path and the file's name.
+    let found: Vec<(&str, &str, &str, &str)> = writes
         .iter()
         .filter_map(|(id, made_up, paths)| {
-            let file = paths.iter().find(|p| file_name(p).is_some_and(|name| existing.contains(name)))?;
-            Some(format!("step {id} writes \"{made_up}\" to {file}"))
+            let (file, name) =
+                paths.iter().find_map(|p| Some((*p, file_name(p).filter(|n| existing.contains(*n))?)))?;
+            Some((*id, *made_up, file, name))
         })
         .collect();
     if found.is_empty() {
         return None;
     }
     let changing = changing_tools(registry);
+    let wrote: Vec<String> =
+        found.iter().map(|(id, made_up, file, _)| format!("step {id} writes \"{made_up}\" to {file}")).collect();
+    let put: Vec<String> = found.iter().map(|(_, _, file, name)| format!("{name} to {file}")).collect();
+    // The steps that were right stay: a replan told only what was wrong dropped the folder it had made.
+    let others: Vec<String> = plan
+        .steps
+        .iter()
+        .filter(|s| !found.iter().any(|(id, ..)| *id == s.id))
+        .map(|s| format!("{} {}", s.id, s.tool))
+        .collect();
+    let keep = match others.is_empty() {
+        true => String::new(),
+        false => format!(" Keep the plan's other steps ({}).", others.join(", ")),
+    };
     Some(format!(
         "{CONTENT_MARKER} would be written where a file of the workspace belongs: {}. A file's own content is never \
-         made up: to put a file somewhere, move or copy it; to change part of it, edit it. Tools that make changes: \
-         {}.",
-        found.join("; "),
+         made up: to put a file somewhere, move or copy it there ({}); to change part of it, edit it.{keep} Tools \
+         that make changes: {}.",
+        wrote.join("; "),
+        put.join(", "),
         changing.join(", ")
     ))
 }
@@ -591,10 +608,15 @@ mod tests {
         let move_it = "Make a folder called archive and put old.txt in it.";
         let written = Plan::for_goal(
             move_it,
-            serde_json::json!([{"id": "s1", "tool": "write_file", "args": {"path": "archive/old.txt", "content": "This is an old file."}}]),
+            serde_json::json!([
+                {"id": "s1", "tool": "create_directory", "args": {"path": "archive"}},
+                {"id": "s2", "tool": "write_file", "args": {"path": "archive/old.txt", "content": "This is an old file."}}
+            ]),
         );
         let feedback = made_up_contents(&written, &registry, || existing.clone()).unwrap();
-        assert!(feedback.contains("\"This is an old file.\" to archive/old.txt"), "{feedback}");
+        assert!(feedback.contains("step s2 writes \"This is an old file.\" to archive/old.txt"), "{feedback}");
+        assert!(feedback.contains("move or copy it there (old.txt to archive/old.txt)"), "{feedback}");
+        assert!(feedback.contains("Keep the plan's other steps (s1 create_directory)"), "{feedback}");
         // Text the goal gives, or a file the workspace does not hold, is no made-up copy.
         let list = "Save milk, eggs to list.txt";
         let given = Plan::for_goal(
