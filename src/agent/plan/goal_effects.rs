@@ -391,21 +391,22 @@ fn model_rewrites(plan: &Plan, registry: &ToolRegistry) -> Option<String> {
         }
         by_model && rests
     };
-    let found =
-        plan.steps.iter().enumerate().filter(|(_, s)| changes_things(registry, &s.tool)).find_map(|(at, write)| {
-            let path = write.args.values().filter_map(Value::as_str).find(|t| file_name(t).is_some())?;
-            let read = plan.steps[..at]
-                .iter()
-                .find(|s| s.args.values().filter_map(Value::as_str).any(|t| squeeze(t) == squeeze(path)))?;
-            let text = write.args.values().find_map(|value| {
-                let from = references_in(value).into_iter().find(|r| model_text_from(&r.step, &read.id))?;
-                Some(from.to_string())
-            })?;
-            Some(format!(
-                "step {} writes {text} to {path}, a model's answer made from what {} ({}) gave",
-                write.id, read.id, read.tool
-            ))
+    // Only where another tool changes things: with one writing tool, a whole write is the only way to change.
+    let writes = |tool: &str| changes_things(registry, tool) && changing_tools(registry).iter().any(|t| t != tool);
+    let found = plan.steps.iter().enumerate().filter(|(_, s)| writes(&s.tool)).find_map(|(at, write)| {
+        let path = write.args.values().filter_map(Value::as_str).find(|t| file_name(t).is_some())?;
+        let read = plan.steps[..at]
+            .iter()
+            .find(|s| s.args.values().filter_map(Value::as_str).any(|t| squeeze(t) == squeeze(path)))?;
+        let text = write.args.values().find_map(|value| {
+            let from = references_in(value).into_iter().find(|r| model_text_from(&r.step, &read.id))?;
+            Some(from.to_string())
         })?;
+        Some(format!(
+            "step {} writes {text} to {path}, a model's answer made from what {} ({}) gave",
+            write.id, read.id, read.tool
+        ))
+    })?;
     let changing = changing_tools(registry);
     Some(format!(
         "{REWRITE_MARKER}: {found}. A model's answer about a file is not the file's new content: to change part of a \
@@ -631,9 +632,30 @@ mod tests {
         assert_eq!(made_up_contents(&new_file, &registry, || existing.clone()), None);
     }
 
+    /// A tool that says it changes things, beside the built-in `write_file`.
+    struct EditFile;
+
+    impl crate::tools::Tool for EditFile {
+        fn name(&self) -> &str {
+            "edit_file"
+        }
+        fn description(&self) -> &str {
+            "Replaces text in a file."
+        }
+        fn args_schema(&self) -> Value {
+            json!({"type": "object", "properties": {"path": {"type": "string"}, "edits": {"type": "array"}}})
+        }
+        fn changes_things(&self) -> Option<bool> {
+            Some(true)
+        }
+        fn call(&self, _args: &Value, _ctx: &crate::tools::ToolContext) -> ToolResult<Value> {
+            Ok(json!({}))
+        }
+    }
+
     #[test]
-    fn a_model_answer_written_over_the_file_it_read_is_sent_back() {
-        let registry = files_registry();
+    fn a_model_answer_written_over_the_file_it_read_is_sent_back_where_a_tool_may_edit() {
+        let mut registry = files_registry();
         let fix = "In invite.txt, the party moved from Tuesday to Thursday. Please fix the day.";
         let read = json!({"id": "s1", "tool": "read_file", "args": {"path": "invite.txt"}});
         let ask = json!({"id": "s2", "tool": "llm", "args": {"prompt": "What day is the party? $s1.content$"}});
@@ -641,6 +663,9 @@ mod tests {
             fix,
             json!([read, ask, {"id": "s3", "tool": "write_file", "args": {"path": "invite.txt", "content": "$s2.text$"}}]),
         );
+        // With `write_file` the only tool that changes things, a whole write is the only way: nothing to say.
+        assert_eq!(model_rewrites(&over, &registry), None);
+        registry.register(EditFile).unwrap();
         let feedback = model_rewrites(&over, &registry).unwrap();
         assert!(feedback.contains("step s3 writes $s2.text$ to invite.txt") && feedback.contains("s1 (read_file)"));
         // Through a result computed from the answer, too.
