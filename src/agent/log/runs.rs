@@ -11,6 +11,7 @@ use crate::agent::plan::planner::Revision;
 use crate::agent::plan::Plan;
 use crate::agent::usage::ModelUsage;
 use crate::settings::{env, Approval};
+use crate::tools::llm::Llm;
 use crate::{Error, Result};
 
 /// `$TANDEM_RUNS_DIR`, else `$XDG_DATA_HOME/tandem/runs`, else `~/.local/share/tandem/runs`.
@@ -153,6 +154,9 @@ pub struct RunState {
     /// The last plan whose steps all ran but whose results the joiner judged not to meet the goal: its version
     /// and the answer its steps gave. What the run answers if its replans then run out.
     pub doubted: Option<(u32, String)>,
+    /// The tool results (tool, output; `llm` steps aside) of every plan the joiner judged not to meet the goal: a
+    /// plan whose tool results are all among them gives the joiner nothing new (rule `same-results-answer`).
+    pub judged_not_met: Vec<(String, Value)>,
     /// How it ended, once it has.
     pub finished: Option<(StopReason, String)>,
     /// Start time (Unix ms).
@@ -272,6 +276,14 @@ impl RunState {
             Event::Joined { version, verdict, from_steps, usage, role, .. } => {
                 if verdict == "not_met" && !from_steps.is_empty() {
                     self.doubted = Some((*version, from_steps.clone()));
+                }
+                if verdict == "not_met" && *version == self.version() {
+                    let judged = self.plan.iter().flat_map(|plan| &plan.steps).filter(|s| s.tool != Llm::NAME);
+                    let results: Vec<(String, Value)> = judged
+                        .filter_map(|s| Some((s.tool.clone(), self.outputs.get(&s.id)?.clone())))
+                        .filter(|result| !self.judged_not_met.contains(result))
+                        .collect();
+                    self.judged_not_met.extend(results);
                 }
                 self.totals_of(role).add(usage);
             }

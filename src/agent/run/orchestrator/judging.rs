@@ -14,7 +14,8 @@ use crate::agent::plan::refs::value_text;
 use crate::agent::plan::{resolve_args, Plan, Step};
 use crate::agent::run::evaluation::{checkable, doubts, evaluate};
 use crate::agent::run::joiner::{join, StepResult, Verdict};
-use crate::settings::{Evaluator, Joiner};
+use crate::settings::{Evaluator, Joiner, Mend};
+use crate::tools::llm::Llm;
 use crate::tools::ToolError;
 use crate::Result;
 
@@ -88,15 +89,24 @@ impl Agent<'_> {
                 Ok(None)
             }
             Verdict::NotMet(reason) => {
+                // Rule `same-results-answer`: results the joiner already judged give a revision nothing to go on.
+                let nothing_new = self.settings.mend != Mend::Off && self.nothing_new(&results);
+                let text = match nothing_new {
+                    true => format!(
+                        "{reason} (every tool result of this plan was judged before, so a revision has nothing new \
+                         to go on: the run answers with its steps' results [same-results-answer])"
+                    ),
+                    false => reason.clone(),
+                };
                 self.emit(Event::Joined {
                     version,
                     verdict: "not_met".into(),
-                    text: reason.clone(),
+                    text,
                     role,
                     from_steps: fallback.clone(),
                     usage,
                 })?;
-                if self.state.replans < self.settings.budgets.max_replans {
+                if !nothing_new && self.state.replans < self.settings.budgets.max_replans {
                     return Ok(Some(reason));
                 }
                 self.emit(Event::Answer { text: fallback })?;
@@ -116,6 +126,15 @@ impl Agent<'_> {
                 Ok(None)
             }
         }
+    }
+
+    /// Whether every tool result of a plan (`results`; `llm` steps aside) is among those of the plans the joiner
+    /// judged not met before (read before this judgement is logged); false where it has none.
+    fn nothing_new(&self, results: &[StepResult]) -> bool {
+        let mut of_tools = results.iter().filter(|r| r.tool != Llm::NAME).map(|r| (r.tool.clone(), r.output.clone()));
+        let judged = &self.state.judged_not_met;
+        let first = of_tools.next();
+        first.is_some_and(|one| judged.contains(&one)) && of_tools.all(|result| judged.contains(&result))
     }
 
     /// Checks the finished calculator steps of `plan` (step evaluation, when the settings ask for it) and logs
