@@ -525,6 +525,11 @@ mod tests {
         assert!(change_asked("Note that Bob moved to Lisbon.").is_some());
         assert_eq!(change_asked("My flight lands in Dubai at 7:15 PM. What time is it in Singapore then?"), None);
         assert_eq!(change_asked("What word did I change in app.py? Tell me the new word."), None);
+        // Only a change: no question, no verb of telling anywhere.
+        assert!(only_changes(fix));
+        assert!(!only_changes("Can you rename notes.txt to todo.txt?"));
+        assert!(!only_changes("Fix the day in invite.txt and show me the file."));
+        assert!(!only_changes("The party is on Thursday."));
     }
 
     #[test]
