@@ -107,17 +107,7 @@ fn a_run_whose_replans_run_out_after_a_doubt_answers_with_the_doubted_results() 
     ];
     let dir = scratch.path("runs").join("20261127-150000-doubted");
     std::fs::create_dir_all(&dir).unwrap();
-    let log: Vec<String> = events
-        .iter()
-        .enumerate()
-        .map(|(seq, event)| {
-            let mut record = event.clone();
-            record["seq"] = seq.into();
-            record["at_ms"] = (1_795_791_521_140u64 + seq as u64).into();
-            record.to_string()
-        })
-        .collect();
-    std::fs::write(dir.join("events.jsonl"), log.join("\n") + "\n").unwrap();
+    write_log(&dir, &events);
 
     let (json, output) = scratch.tandem_json(&["resume", "latest"]);
     assert_eq!(json["stop"], "budget", "{json}");
@@ -130,6 +120,28 @@ fn a_run_whose_replans_run_out_after_a_doubt_answers_with_the_doubted_results() 
     let failed = events.iter().position(|e| e["event"] == "step_finished" && e["version"] == 2).unwrap();
     assert!(failed < answer, "the answer comes after the revision failed");
 }
+
+/// Writes `events` as the run log in `dir`, numbered in order (a time given to those without one).
+fn write_log(dir: &std::path::Path, events: &[Value]) {
+    let log: Vec<String> = events
+        .iter()
+        .enumerate()
+        .map(|(seq, event)| {
+            let mut record = event.clone();
+            record["seq"] = seq.into();
+            if record.get("at_ms").is_none() {
+                record["at_ms"] = (1_795_791_521_140u64 + seq as u64).into();
+            }
+            record.to_string()
+        })
+        .collect();
+    std::fs::write(dir.join("events.jsonl"), log.join("\n") + "\n").unwrap();
+}
+
+/// A goal with a part no tool gives, and a plan that computes the other part.
+const AAPL_GOAL: &str = "What is 12*4+5, and what is the price of the AAPL stock right now?";
+const AAPL_STEPS: &str =
+    r#"[{"id": "s1", "description": "compute 12*4+5", "tool": "calculator", "args": {"expression": "12*4+5"}}]"#;
 
 /// The events of `tandem run --plan` for `goal`, with no replans allowed, and the run's JSON.
 fn joined_on(scratch: &Scratch, goal: &str, steps: &str) -> (Value, Value) {
@@ -182,10 +194,7 @@ fn results_that_answer_the_goal_are_answered_not_sent_back() {
 #[test]
 fn a_part_of_the_goal_no_step_gives_is_judged_not_met() {
     let scratch = Scratch::new();
-    let goal = "What is 12*4+5, and what is the price of the AAPL stock right now?";
-    let steps =
-        r#"[{"id": "s1", "description": "compute 12*4+5", "tool": "calculator", "args": {"expression": "12*4+5"}}]"#;
-    let (json, joined) = joined_on(&scratch, goal, steps);
+    let (json, joined) = joined_on(&scratch, AAPL_GOAL, AAPL_STEPS);
     assert_eq!(joined["verdict"], "not_met", "{joined}");
     assert!(joined["text"].as_str().unwrap().chars().any(char::is_alphabetic), "{joined}");
     assert_eq!(json["answer"], "53", "{json}");
@@ -199,10 +208,7 @@ fn a_part_of_the_goal_no_step_gives_is_judged_not_met() {
 #[test]
 fn a_revision_with_results_already_judged_answers_instead_of_replanning() {
     let scratch = Scratch::new();
-    let goal = "What is 12*4+5, and what is the price of the AAPL stock right now?";
-    let steps =
-        r#"[{"id": "s1", "description": "compute 12*4+5", "tool": "calculator", "args": {"expression": "12*4+5"}}]"#;
-    let (_, joined) = joined_on(&scratch, goal, steps);
+    let (_, joined) = joined_on(&scratch, AAPL_GOAL, AAPL_STEPS);
     assert_eq!(joined["verdict"], "not_met", "{joined}");
     // The log up to the judgement, with replans allowed, then the revision: the same call under another id.
     let mut events: Vec<Value> = scratch.latest_events().into_iter().take_while(|e| e["event"] != "answer").collect();
@@ -218,17 +224,7 @@ fn a_revision_with_results_already_judged_answers_instead_of_replanning() {
     // The run's own log is rewritten so: it is the latest run, which `resume latest` takes.
     let mut runs: Vec<_> = std::fs::read_dir(scratch.path("runs")).unwrap().map(|e| e.unwrap().path()).collect();
     runs.sort();
-    let dir = runs.pop().expect("the run");
-    let log: Vec<String> = events
-        .iter()
-        .enumerate()
-        .map(|(seq, event)| {
-            let mut record = event.clone();
-            record["seq"] = seq.into();
-            record.to_string()
-        })
-        .collect();
-    std::fs::write(dir.join("events.jsonl"), log.join("\n") + "\n").unwrap();
+    write_log(&runs.pop().expect("the run"), &events);
 
     let (json, _) = scratch.tandem_json(&["resume", "latest"]);
     let events = scratch.latest_events();
