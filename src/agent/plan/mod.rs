@@ -5,6 +5,7 @@
 //! (see [`refs`]) count as dependencies.
 
 pub mod fallbacks;
+pub mod file_writes;
 pub mod goal_effects;
 pub mod issues;
 pub mod mend;
