@@ -278,9 +278,9 @@ impl RunState {
                     self.doubted = Some((*version, from_steps.clone()));
                 }
                 if verdict == "not_met" && *version == self.version() {
-                    let judged = self.plan.iter().flat_map(|plan| &plan.steps).filter(|s| s.tool != Llm::NAME);
-                    let results: Vec<(String, Value)> = judged
-                        .filter_map(|s| Some((s.tool.clone(), self.outputs.get(&s.id)?.clone())))
+                    let results: Vec<(String, Value)> = self
+                        .tool_results()
+                        .into_iter()
                         .filter(|result| !self.judged_not_met.contains(result))
                         .collect();
                     self.judged_not_met.extend(results);
@@ -386,6 +386,12 @@ impl RunState {
     }
 
     /// The newest plan's revision number.
+    /// The tool results of the newest plan: (tool, output) of each finished step, `llm` steps aside.
+    pub fn tool_results(&self) -> Vec<(String, Value)> {
+        let steps = self.plan.iter().flat_map(|plan| &plan.steps).filter(|s| s.tool != Llm::NAME);
+        steps.filter_map(|s| Some((s.tool.clone(), self.outputs.get(&s.id)?.clone()))).collect()
+    }
+
     pub fn version(&self) -> u32 {
         self.plan.as_ref().map_or(0, |p| p.version)
     }

@@ -147,8 +147,9 @@ pub(crate) fn model_rewrites(plan: &Plan, registry: &ToolRegistry) -> Option<Str
         }
         by_model && rests
     };
+    let changing = changing_tools(registry);
     // Only where another tool changes things: with one writing tool, a whole write is the only way to change.
-    let writes = |tool: &str| changes_things(registry, tool) && changing_tools(registry).iter().any(|t| t != tool);
+    let writes = |tool: &str| changing.iter().any(|t| t == tool) && changing.iter().any(|t| t != tool);
     let found = plan.steps.iter().enumerate().filter(|(_, s)| writes(&s.tool)).find_map(|(at, write)| {
         let path = write.args.values().filter_map(Value::as_str).find(|t| file_name(t).is_some())?;
         let read = plan.steps[..at]
@@ -163,7 +164,6 @@ pub(crate) fn model_rewrites(plan: &Plan, registry: &ToolRegistry) -> Option<Str
             write.id, read.id, read.tool
         ))
     })?;
-    let changing = changing_tools(registry);
     Some(format!(
         "{REWRITE_MARKER}: {found}. A model's answer about a file is not the file's new content: to change part of a \
          file, edit it, giving the text to replace and its replacement as the goal says them. Tools that make \

@@ -258,10 +258,11 @@ fn missing_changes(plan: &Plan, registry: &ToolRegistry) -> Option<String> {
     })
 }
 
-/// The feedback of this module's checks on `plan`, in the order a run asks them: `questions-only-read` and
-/// `deletions-asked` always, `changes-asked` and `contents-not-made-up` unless `asked_before` says their marker
-/// ([`CHANGE_MARKER`], [`CONTENT_MARKER`]) is in an earlier revision's feedback (they send a plan back once). The
-/// workspace (`workspace`) is walked only where a step writes made-up text beside a file name.
+/// The feedback of this module's checks and `file_writes`' on `plan`, in the order a run asks them:
+/// `questions-only-read` and `deletions-asked` always, `changes-asked`, `contents-not-made-up` and
+/// `edits-not-rewrites` unless `asked_before` says their marker ([`CHANGE_MARKER`], [`CONTENT_MARKER`],
+/// [`REWRITE_MARKER`]) is in an earlier revision's feedback (they send a plan back once). The workspace
+/// (`workspace`) is walked only where a step writes made-up text beside a file name.
 pub fn goal_effects(
     plan: &Plan,
     registry: &ToolRegistry,

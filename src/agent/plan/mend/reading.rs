@@ -95,13 +95,9 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn plan(goal: &str, steps: Value) -> Plan {
-        serde_json::from_value(json!({"goal": goal, "steps": steps})).unwrap()
-    }
-
     #[test]
     fn the_last_reading_asks_the_goal_over_the_results_and_its_paraphrases_go() {
-        let mut p = plan(
+        let mut p = Plan::for_goal(
             "Can I go to the library on Sunday? The hours are posted at http://x/library.html",
             json!([
                 {"id": "s1", "tool": "fetch", "args": {"url": "http://x/library.html"}},
@@ -125,9 +121,9 @@ mod tests {
             {"id": "s1", "tool": "read_file", "args": {"path": "a.txt"}},
             {"id": "s2", "tool": "llm", "args": {"prompt": "Summarise: $s1.content$"}}
         ]);
-        let mut statement = plan("Summarise a.txt.", steps.clone());
+        let mut statement = Plan::for_goal("Summarise a.txt.", steps.clone());
         assert!(ask_the_goal(&mut statement).is_empty());
-        let mut then_written = plan(
+        let mut then_written = Plan::for_goal(
             "What does a.txt say?",
             json!([
                 {"id": "s1", "tool": "read_file", "args": {"path": "a.txt"}},
@@ -137,15 +133,17 @@ mod tests {
         );
         assert!(ask_the_goal(&mut then_written).is_empty());
         // A reading of nothing (no result to ask over) keeps its prompt.
-        let mut alone =
-            plan("What rhymes with cat?", json!([{"id": "s1", "tool": "llm", "args": {"prompt": "Rhymes?"}}]));
+        let mut alone = Plan::for_goal(
+            "What rhymes with cat?",
+            json!([{"id": "s1", "tool": "llm", "args": {"prompt": "Rhymes?"}}]),
+        );
         assert!(ask_the_goal(&mut alone).is_empty());
     }
 
     #[test]
     fn a_reading_other_steps_use_and_a_reading_of_nothing_are_kept_as_sources() {
         // s2 writes text from nothing: it is a source, not a paraphrase; s3 feeds a calculator, so it stays.
-        let mut p = plan(
+        let mut p = Plan::for_goal(
             "How much do 6 notebooks cost, and is $5 enough? Also, what rhymes with cat?",
             json!([
                 {"id": "s1", "tool": "fetch", "args": {"url": "http://x/shop.html"}},

@@ -18,13 +18,12 @@ pub fn drop_unasked_reads(plan: &mut Plan) -> Vec<String> {
     if names_workspace(&plan.goal) {
         return Vec::new();
     }
-    // Only a reference reads a result: a `depends_on` alone orders steps, and a read changes nothing to wait for.
-    let read_by_others = |id: &str, plan: &Plan| plan.steps.iter().any(|s| s.references().iter().any(|r| r.step == id));
     let unread: Vec<String> = plan
         .steps
         .iter()
         .filter(|s| reads_workspace(&s.tool))
-        .filter(|s| !read_by_others(&s.id, plan))
+        // Only a reference reads a result: a read changes nothing a `depends_on` could wait for.
+        .filter(|s| !plan.is_referenced(&s.id))
         .map(|s| s.id.clone())
         .collect();
     // A plan of nothing but such reads stays whole: the check sends it back with its reason.

@@ -23,9 +23,10 @@ pub fn drop_unused_workings(plan: &mut Plan) -> Vec<String> {
     }
     let mut lines = Vec::new();
     loop {
-        let referenced = |id: &str| plan.steps.iter().any(|s| s.references().iter().any(|r| r.step == id));
         let unused = plan.steps.iter().position(|s| {
-            (s.tool == Llm::NAME || s.tool == Calculator::NAME) && !s.references().is_empty() && !referenced(&s.id)
+            (s.tool == Llm::NAME || s.tool == Calculator::NAME)
+                && !s.references().is_empty()
+                && !plan.is_referenced(&s.id)
         });
         // A plan of nothing but workings is left whole: it changes nothing, which the run's checks answer.
         let Some(at) = unused.filter(|_| plan.steps.len() > 1) else { break };
@@ -44,11 +45,7 @@ pub fn drop_unused_workings(plan: &mut Plan) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::{json, Value};
-
-    fn plan(goal: &str, steps: Value) -> Plan {
-        serde_json::from_value(json!({"goal": goal, "steps": steps})).unwrap()
-    }
+    use serde_json::json;
 
     fn ids(plan: &Plan) -> Vec<&str> {
         plan.steps.iter().map(|s| s.id.as_str()).collect()
@@ -62,21 +59,23 @@ mod tests {
             {"id": "s3", "tool": "calculator", "args": {"expression": "$s2.text$ = 'Thursday'"}},
             {"id": "s4", "tool": "edit_file", "args": {"path": "invite.txt", "edits": [{"oldText": "Tuesday", "newText": "Thursday"}]}, "depends_on": ["s3"]}
         ]);
-        let mut fix =
-            plan("In invite.txt, the party moved from Tuesday to Thursday. Please fix the day.", steps.clone());
+        let mut fix = Plan::for_goal(
+            "In invite.txt, the party moved from Tuesday to Thursday. Please fix the day.",
+            steps.clone(),
+        );
         let lines = drop_unused_workings(&mut fix);
         assert_eq!(ids(&fix), ["s1", "s4"], "{lines:?}");
         assert!(fix.steps[1].depends_on.is_empty());
         // A goal that also asks to be told keeps them: a working may be what it asks.
-        let mut told = plan("Fix the day in invite.txt and tell me what the party is.", steps.clone());
+        let mut told = Plan::for_goal("Fix the day in invite.txt and tell me what the party is.", steps.clone());
         assert!(drop_unused_workings(&mut told).is_empty());
-        let mut question = plan("Can you fix the day in invite.txt? What day was it?", steps);
+        let mut question = Plan::for_goal("Can you fix the day in invite.txt? What day was it?", steps);
         assert!(drop_unused_workings(&mut question).is_empty());
     }
 
     #[test]
     fn a_used_working_or_one_from_nothing_is_kept() {
-        let mut p = plan(
+        let mut p = Plan::for_goal(
             "Work out 15% of 80, and save the total of 3 and 4 to sum.txt.",
             json!([
                 {"id": "s1", "tool": "calculator", "args": {"expression": "0.15 * 80"}},

@@ -15,7 +15,6 @@ use crate::agent::plan::{resolve_args, Plan, Step};
 use crate::agent::run::evaluation::{checkable, doubts, evaluate};
 use crate::agent::run::joiner::{join, StepResult, Verdict};
 use crate::settings::{Evaluator, Joiner, Mend};
-use crate::tools::llm::Llm;
 use crate::tools::ToolError;
 use crate::Result;
 
@@ -90,7 +89,7 @@ impl Agent<'_> {
             }
             Verdict::NotMet(reason) => {
                 // Rule `same-results-answer`: results the joiner already judged give a revision nothing to go on.
-                let nothing_new = self.settings.mend != Mend::Off && self.nothing_new(&results);
+                let nothing_new = self.settings.mend != Mend::Off && self.nothing_new();
                 let text = match nothing_new {
                     true => format!(
                         "{reason} (every tool result of this plan was judged before, so a revision has nothing new \
@@ -128,13 +127,11 @@ impl Agent<'_> {
         }
     }
 
-    /// Whether every tool result of a plan (`results`; `llm` steps aside) is among those of the plans the joiner
-    /// judged not met before (read before this judgement is logged); false where it has none.
-    fn nothing_new(&self, results: &[StepResult]) -> bool {
-        let mut of_tools = results.iter().filter(|r| r.tool != Llm::NAME).map(|r| (r.tool.clone(), r.output.clone()));
-        let judged = &self.state.judged_not_met;
-        let first = of_tools.next();
-        first.is_some_and(|one| judged.contains(&one)) && of_tools.all(|result| judged.contains(&result))
+    /// Whether every tool result of the newest plan is among those of the plans the joiner judged not met before
+    /// (read before this judgement is logged); false where it has none.
+    fn nothing_new(&self) -> bool {
+        let results = self.state.tool_results();
+        !results.is_empty() && results.iter().all(|result| self.state.judged_not_met.contains(result))
     }
 
     /// Checks the finished calculator steps of `plan` (step evaluation, when the settings ask for it) and logs
