@@ -1,7 +1,8 @@
 //! The agent, in rooms that follow the life of a goal:
 //!
 //! - `plan`: the plan itself (steps, references, validation, the plan grammar's schema), the planner model's
-//!   calls, plan search, the tool lines it reads and the mends it applies;
+//!   calls, plan search and the tool lines it reads;
+//! - `rules`: the rule book, every rule that mends, checks or steers a written plan, one file per rule;
 //! - `run`: the orchestrator that runs a plan with budgets, approval and replanning, the executor, the step
 //!   evaluation that doubts wrong results and the joiner that writes the answer;
 //! - `log`: the append-only audit log of runs (events), the runs directory and run summaries;
@@ -17,6 +18,7 @@ pub mod model_call;
 pub mod models;
 pub mod numbers;
 pub mod plan;
+pub mod rules;
 pub mod run;
 pub mod setup;
 pub mod usage;

@@ -31,6 +31,7 @@ pub fn run_settings(agent: &AgentSettings, context: &ToolContext, approve: Appro
         tools_top_k: agent.tools.tools_top_k,
         plans: agent.plans,
         mend: agent.mend,
+        rules_off: agent.rules_off.clone(),
         budgets: agent.budgets,
         seed: 0,
         approve,

@@ -6,13 +6,14 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
+use crate::agent::rules::RuleSet;
 use crate::agent::{LazyModels, ModelSource};
 use crate::bench::records::{run_samples, BenchRecorder};
 use crate::bench::task_servers::WebServer;
 use crate::bench::tasks::{parse_suite, run_task, Task, TaskSetup, TaskSuite, BUILTIN_TASKS};
 use crate::engine::Engine;
 use crate::progress::Reporter;
-use crate::settings::{Drafting, Mend, Mode, SuiteSettings};
+use crate::settings::{Drafting, Mode, SuiteSettings};
 use crate::store::ModelStore;
 use crate::{Error, Result};
 
@@ -312,6 +313,7 @@ pub fn run_suite(suite: Suite, args: &SuiteSettings, pair: &Pair, reporter: &dyn
                 tools_top_k: args.tools_top_k,
                 plans: args.plans,
                 mend: args.mend_for(false),
+                rules_off: &args.rules_off,
                 servers: &task_suite.servers,
                 web: web.as_ref().map(WebServer::address),
             };
@@ -359,7 +361,7 @@ pub const MENDED_RECORDS: &str = "samples.mended.jsonl";
 /// `mend`, a NESTFUL run's plans are first read again from the planner's text through today's plan mends of that
 /// profile (`data`: the
 /// NESTFUL data directory, as `bench nestful --data`), and those records are written to [`MENDED_RECORDS`].
-pub fn rescore(dir: &Path, mend: Option<Mend>, data: Option<&Path>) -> Result<()> {
+pub fn rescore(dir: &Path, mend: Option<RuleSet>, data: Option<&Path>) -> Result<()> {
     let summary_path = dir.join("summary.json");
     let suite_name = std::fs::read_to_string(&summary_path)
         .ok()

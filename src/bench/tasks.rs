@@ -190,6 +190,8 @@ pub struct TaskSetup<'a> {
     pub plans: usize,
     /// Which plan mends run.
     pub mend: crate::settings::Mend,
+    /// Rules of the profile turned off one by one.
+    pub rules_off: &'a [String],
     /// The suite's MCP servers, by name.
     pub servers: &'a BTreeMap<String, Value>,
     /// The address of the suite's web server, when it has pages.
@@ -240,6 +242,7 @@ pub fn run_task(task: &Task, setup: &TaskSetup, models: &mut dyn ModelSource) ->
     settings.evaluate = setup.evaluate;
     settings.plans = setup.plans;
     settings.mend = setup.mend;
+    settings.rules_off = setup.rules_off.to_vec();
     settings.budgets.max_seconds = 300;
     if !task.mcp.is_empty() {
         settings.mcp_config = Some(mcp_file);

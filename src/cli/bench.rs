@@ -60,6 +60,9 @@ pub enum BenchCommand {
         /// a bare --mend.
         #[arg(long, value_enum, value_name = "PROFILE", num_args = 0..=1, default_missing_value = "nestful")]
         mend: Option<Mend>,
+        /// With --mend: turn these rules of the profile off, one by one (names from `tandem rules`).
+        #[arg(long, value_name = "RULE,...", value_delimiter = ',', value_parser = super::common::rule_name, requires = "mend")]
+        rules_off: Vec<String>,
         /// The NESTFUL data directory, for --mend (default: ../shared/data/nestful).
         #[arg(long, value_name = "DIR", requires = "mend")]
         data: Option<PathBuf>,
@@ -179,7 +182,7 @@ pub struct CategoriesArg {
 }
 
 /// Which plan mends a suite that writes plans runs.
-#[derive(Debug, Clone, Copy, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct MendProfileArg {
     /// Plan mends (tasks and NESTFUL): `off`, `general` (the rules that follow from the tools' schemas and the
     /// goal, as `run`), or `nestful` (also the rules that match NESTFUL's gold conventions). Default: `nestful` for
@@ -187,6 +190,10 @@ pub struct MendProfileArg {
     /// otherwise.
     #[arg(long, value_enum, value_name = "PROFILE")]
     pub mend: Option<Mend>,
+    /// Turn these rules of the profile off, one by one (names from `tandem rules`): each rule off alone is the
+    /// rule book's ablation (docs/benchmarks.md).
+    #[arg(long, value_name = "RULE,...", value_delimiter = ',', value_parser = super::common::rule_name)]
+    pub rules_off: Vec<String>,
 }
 
 /// `tandem bench tasks`.
@@ -278,6 +285,7 @@ fn suite_settings(
         compute: run.compute.settings(),
         shard: run.shard,
         mend: None,
+        rules_off: Vec::new(),
         asks: Asks::default(),
     }
 }
@@ -288,7 +296,7 @@ impl TasksArgs {
         let (task, categories) = (Some(&self.task), Some(&self.categories));
         let settings =
             suite_settings(&self.models, &self.run, Some(self.search), task, None, Some(self.top_k), categories);
-        SuiteSettings { mend: self.mend.mend, ..settings }
+        SuiteSettings { mend: self.mend.mend, rules_off: self.mend.rules_off.clone(), ..settings }
     }
 }
 
@@ -298,7 +306,7 @@ impl NestfulArgs {
         let catalogue = Some(&self.catalogue);
         let settings =
             suite_settings(&self.models, &self.run, Some(self.search), None, catalogue, Some(self.top_k), None);
-        SuiteSettings { mend: self.mend.mend, ..settings }
+        SuiteSettings { mend: self.mend.mend, rules_off: self.mend.rules_off.clone(), ..settings }
     }
 }
 
@@ -366,7 +374,7 @@ impl PairsArgs {
             Some(self.top_k),
             Some(&self.categories),
         );
-        SuiteSettings { mend: self.mend.mend, ..settings }
+        SuiteSettings { mend: self.mend.mend, rules_off: self.mend.rules_off.clone(), ..settings }
     }
 }
 

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use crate::agent::rules::RuleSet;
 use crate::settings::{self, Compute, DeviceKind, Drafting, Mend, ToolSettings};
 
 /// The warning for a deprecated flag that was given: one line naming the command and the flag to use instead.
@@ -142,17 +143,33 @@ impl ToolArgs {
     }
 }
 
-/// Which plan mends run, for the commands that write plans to run or print (`run`, `plan`, `batch`, `serve`);
-/// `bench` has its own `--mend`, which also offers NESTFUL's profile.
-#[derive(Debug, Clone, Copy, Args)]
+/// Which rules of the rule book run, for the commands that write plans to run or print (`run`, `plan`, `batch`,
+/// `serve`); `bench` has its own `--mend`, which also offers NESTFUL's profile.
+#[derive(Debug, Clone, Args)]
 pub struct MendArg {
-    /// Plan mends [possible values: off, general]: `general` mends a written plan where the tools' schemas and
-    /// the goal give its mistake one reading (a reference to a field the tool lacks, a duration in the unit the
-    /// parameter names, …) and shows each change; `off` runs the plan as the planner wrote it. The `nestful`
-    /// profile matches one benchmark's conventions and only `tandem bench` offers it. docs/reliability.md lists
-    /// the rules.
+    /// The rule book's profile [possible values: off, general]: `general` runs the rules stated on what tools
+    /// declare, what the plan holds and what the goal writes (a reference to a field the tool lacks, a date in the
+    /// form its schema declares, a value a tool refused not passed again, …) and shows each change and each plan
+    /// sent back; `off` runs the plan as the planner wrote it. The `nestful` profile matches one benchmark's
+    /// conventions and only `tandem bench` offers it. `tandem rules` lists the rules; docs/rules.md explains each.
     #[arg(long, value_name = "PROFILE", default_value = "general", value_parser = run_mend)]
     pub mend: Mend,
+    /// Turn these rules of the profile off, one by one (comma-separated names from `tandem rules`), e.g.
+    /// `--rules-off records-by-name,time-zones`.
+    #[arg(long, value_name = "RULE,...", value_delimiter = ',', value_parser = rule_name)]
+    pub rules_off: Vec<String>,
+}
+
+impl MendArg {
+    /// The rules these flags turn on.
+    pub fn rules(&self) -> RuleSet {
+        RuleSet::new(self.mend, &self.rules_off).expect("the names were checked when parsed")
+    }
+}
+
+/// A rule's name from `tandem rules`; another is refused with the list.
+pub(crate) fn rule_name(text: &str) -> std::result::Result<String, String> {
+    RuleSet::new(Mend::General, &[text.to_string()]).map(|_| text.trim().to_string())
 }
 
 /// `off` or `general`; `nestful` is refused with what to do instead.

@@ -55,7 +55,7 @@ impl Cli {
             Command::Plan(args) => args.compute.threads,
             Command::Serve(args) => args.compute.threads,
             Command::Bench(bench) => bench.threads(),
-            Command::Runs(_) | Command::Models(_) | Command::Tools(_) | Command::Config(_) => None,
+            Command::Runs(_) | Command::Models(_) | Command::Tools(_) | Command::Rules(_) | Command::Config(_) => None,
         }
     }
 
@@ -135,6 +135,15 @@ pub enum Command {
     /// Show the tools a run would offer the planner (built-ins, --tools, MCP servers).
     #[command(subcommand)]
     Tools(ToolsCommand),
+    /// List the rule book: every rule that mends, checks or steers a written plan, with its stage, the profiles
+    /// that run it (`--mend`), what it keys on and where docs/rules.md explains it. Any one turns off with
+    /// `--rules-off NAME`; `tandem plan --from FILE GOAL` shows what they do to a plan.
+    ///
+    /// Examples:
+    ///   tandem rules
+    ///   tandem rules --json | jq -r '.[] | select(.profiles | index("general")) | .name'
+    #[command(verbatim_doc_comment)]
+    Rules(RulesArgs),
     /// Serve the models over HTTP with OpenAI's chat-completions API (tool calls and json_schema answers
     /// grammar-constrained, so always valid). See docs/serve.md.
     ///
@@ -150,4 +159,12 @@ pub enum Command {
     /// configuration file is read. docs/cli.md (Configuration file) lists the keys.
     #[command(subcommand)]
     Config(ConfigCommand),
+}
+
+/// `tandem rules`.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct RulesArgs {
+    /// One JSON array, a rule an object: `name`, `stage`, `profiles`, `keys_on`, `docs`.
+    #[arg(long)]
+    pub json: bool,
 }

@@ -58,6 +58,12 @@ pub struct GenerateArgs {
 pub struct PlanArgs {
     /// The goal, in plain words.
     pub goal: String,
+    /// Put this plan (the JSON `tandem plan --json` prints, or a plan file as `tandem run --plan` takes) through
+    /// the rule book instead of asking the planner: the same mends and checks a planner's plan meets, with the same
+    /// tools (--tools, --mcp, --workspace). Prints the plan after the rules, each change and each refusal with its
+    /// feedback; with --json one object with `plan`, `changes` and `refusals`. No model is loaded.
+    #[arg(long, value_name = "FILE")]
+    pub from: Option<PathBuf>,
     /// The planner: a model id or a .gguf path.
     #[arg(long, default_value = settings::DEFAULT_PLANNER)]
     pub planner: String,
@@ -79,7 +85,7 @@ pub struct PlanArgs {
     #[command(flatten)]
     pub mend: MendArg,
     /// Print the plan as JSON instead of a numbered list (with the mends as `mends` and what a run would send back
-    /// to the planner as `sent_back`).
+    /// to the planner as `sent_back`; with --from: `plan`, `changes` and `refusals`).
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]

@@ -84,6 +84,7 @@ impl AgentArgs {
             evaluate: self.evaluate,
             plans: self.search.plans,
             mend: self.mend.mend,
+            rules_off: self.mend.rules_off.clone(),
             tools: self.tools.settings(),
             budgets: self.budgets(),
         }

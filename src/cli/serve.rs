@@ -153,6 +153,7 @@ impl ServeArgs {
             },
             tools: self.tools.settings(),
             mend: self.mend.mend,
+            rules_off: self.mend.rules_off.clone(),
             max_body_bytes: self.max_body,
             queue: self.queue,
             parallel: usize::from(self.parallel),

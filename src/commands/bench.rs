@@ -1,5 +1,6 @@
 //! `tandem bench …`: runs a benchmark and prints its report.
 
+use crate::agent::rules::RuleSet;
 use crate::bench::speed::{measure, SpeedSettings};
 use crate::bench::suites::{self, PairsSettings, Suite};
 use crate::cli::{BenchCommand, DraftsArgs, GrammarBenchArgs, PairsArgs, ServeBenchArgs, SpeedArgs, SuiteName};
@@ -24,7 +25,10 @@ pub fn run(cmd: BenchCommand, reporter: &dyn Reporter) -> Result<()> {
         BenchCommand::Bfcl(args) => suite(Suite::Bfcl, &args.settings(), reporter),
         BenchCommand::Pairs(args) => suites::pairs(&pairs_settings(&args), reporter),
         BenchCommand::Serve(args) => serve(args, reporter),
-        BenchCommand::Rescore { dir, mend, data } => suites::rescore(&dir, mend, data.as_deref()),
+        BenchCommand::Rescore { dir, mend, rules_off, data } => {
+            let rules = mend.map(|mend| RuleSet::new(mend, &rules_off)).transpose().map_err(crate::Error::Usage)?;
+            suites::rescore(&dir, rules, data.as_deref())
+        }
         BenchCommand::Merge { dirs, out } => crate::bench::merge::merge(&dirs, &out),
     }
 }

@@ -8,6 +8,7 @@ pub mod model_info;
 pub mod models;
 pub mod plan;
 pub mod reporter;
+pub mod rules;
 pub mod run;
 pub mod run_view;
 pub mod runs;
@@ -50,6 +51,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
         Command::Plan(args) => done(plan::run(args, &reporter)),
         Command::Models(cmd) => done(models::run(cmd, &reporter)),
         Command::Tools(cmd) => done(tools::run(cmd)),
+        Command::Rules(args) => done(rules::run(args)),
         Command::Serve(args) => done(serve::run(args, &reporter)),
         Command::Bench(cmd) => done(bench::run(cmd, &reporter)),
         Command::Config(cmd) => done(config::run(cmd)),

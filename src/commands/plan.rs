@@ -1,36 +1,38 @@
-//! `tandem plan "goal"`: the planner writes a plan under the grammar; it is validated and printed, not run.
+//! `tandem plan "goal"`: the planner writes a plan under the grammar, the rule book mends and checks it, and it is
+//! validated and printed, not run. `--from FILE` puts a given plan through the same rules without a model.
 
-use crate::agent::plan::goal_effects::{first_plan_checks, planning_catalogue};
+use std::path::Path;
+
+use crate::agent::plan::catalogue::planning_catalogue;
 use crate::agent::plan::planner::{plan_grammar, write_plan};
+use crate::agent::plan::validate::PlanIssue;
+use crate::agent::plan::Plan;
+use crate::agent::rules::{check_plan, mend_plan, MendChange, Refusal, RuleSet};
 use crate::cli::PlanArgs;
 use crate::commands::generate::model_engine;
 use crate::progress::Reporter;
-use crate::settings::Mend;
 use crate::tools::toolbox::build_tools;
+use crate::tools::ToolRegistry;
 use crate::{Error, Result};
 
 /// Runs `tandem plan`.
 pub fn run(args: PlanArgs, reporter: &dyn Reporter) -> Result<()> {
     let settings = args.tools.settings();
     let (context, registry) = build_tools(&settings)?;
-    let catalogue = planning_catalogue(&args.goal, &registry, settings.tools_top_k, args.mend.mend)?;
-    if let Some(catalogue) = &catalogue {
-        if let Some(selected) = &catalogue.selected {
-            reporter.message(&format!(
-                "the planner sees {} of {} tools (--tools-top-k {}): {}",
-                selected.len(),
-                registry.len(),
-                settings.tools_top_k,
-                selected.join(", ")
-            ));
-        }
-        if !catalogue.left_out.is_empty() {
-            reporter.message(&format!(
-                "left out for this goal (--mend {}): {}",
-                args.mend.mend.name(),
-                catalogue.left_out.join(", ")
-            ));
-        }
+    let rules = args.mend.rules();
+    let workspace = context.workspace.root();
+    if let Some(file) = &args.from {
+        return replay(file, &args, &registry, rules, workspace);
+    }
+    let catalogue = planning_catalogue(&args.goal, &registry, settings.tools_top_k)?;
+    if let Some(selected) = catalogue.as_ref().and_then(|c| c.selected.as_ref()) {
+        reporter.message(&format!(
+            "the planner sees {} of {} tools (--tools-top-k {}): {}",
+            selected.len(),
+            registry.len(),
+            settings.tools_top_k,
+            selected.join(", ")
+        ));
     }
     let tools = catalogue.as_ref().map_or(&registry, |c| &c.registry);
     let model_args = args.model_args();
@@ -41,13 +43,10 @@ pub fn run(args: PlanArgs, reporter: &dyn Reporter) -> Result<()> {
     let grammar = plan_grammar(tools)?;
     let (mut model, _) = engine.load(&args.planner, "planner", &[grammar], reporter)?;
     reporter.message(&format!("planning with {} …", args.planner));
-    let outcome = write_plan(&mut model, &args.goal, tools, args.plan_tokens, args.search.plans, args.mend.mend)?;
-    // What a run would send back before running this plan (the checks of a planner-written plan; off with
-    // `--mend off`, as in a run).
-    let sent_back = match args.mend.mend {
-        Mend::Off => Vec::new(),
-        _ => first_plan_checks(&outcome.plan, &registry, context.workspace.root()),
-    };
+    let outcome = write_plan(&mut model, &args.goal, tools, args.plan_tokens, args.search.plans, rules)?;
+    // What a run would send back before running this plan (the rule book's checks of a planner-written plan).
+    let sent_back: Vec<String> =
+        check_plan(&outcome.plan, &registry, workspace, rules, |_| false).into_iter().map(|r| r.feedback).collect();
     if args.json {
         // The plan's own keys, and what the mends changed beside them (`run --plan` reads the plan and ignores it).
         let mut json = serde_json::to_value(&outcome.plan).map_err(Error::encode("the plan"))?;
@@ -56,31 +55,8 @@ pub fn run(args: PlanArgs, reporter: &dyn Reporter) -> Result<()> {
         let json = serde_json::to_string_pretty(&json).map_err(Error::encode("the plan"))?;
         println!("{json}");
     } else {
-        println!("Plan for: {}", outcome.plan.goal);
-        for (i, step) in outcome.plan.steps.iter().enumerate() {
-            let args = serde_json::Value::Object(step.args.clone());
-            let after = if step.depends_on.is_empty() {
-                String::new()
-            } else {
-                format!("  (after {})", step.depends_on.join(", "))
-            };
-            println!("{:>3}. [{}] {} {}{}", i + 1, step.id, step.tool, args, after);
-            if !step.description.is_empty() {
-                println!("       {}", step.description);
-            }
-        }
-        if !outcome.mends.is_empty() {
-            println!("Mended (--mend {}):", args.mend.mend.name());
-            for mend in &outcome.mends {
-                println!("     {mend}");
-            }
-        }
-        if !sent_back.is_empty() {
-            println!("A run would send this plan back to the planner first (--mend {}):", args.mend.mend.name());
-            for feedback in &sent_back {
-                println!("     {feedback}");
-            }
-        }
+        print_plan(&outcome.plan);
+        print_rules(&args, &outcome.mends, &sent_back);
     }
     let t = &outcome.timings;
     reporter.message(&format!(
@@ -101,9 +77,89 @@ pub fn run(args: PlanArgs, reporter: &dyn Reporter) -> Result<()> {
             search.candidates, search.valid, search.chosen, search.agreeing
         ));
     }
-    if !outcome.issues.is_empty() {
-        let list: Vec<String> = outcome.issues.iter().map(|i| format!("  - {i}")).collect();
-        return Err(Error::Agent(format!("the plan does not validate:\n{}", list.join("\n"))));
+    invalid(&outcome.issues)
+}
+
+/// `tandem plan --from FILE GOAL`: the plan in `file` for the goal, through the mends and checks of `rules` with
+/// the run's tools, printed with each change and refusal. Users debug their plans with it; tests replay plans.
+fn replay(file: &Path, args: &PlanArgs, registry: &ToolRegistry, rules: RuleSet, workspace: &Path) -> Result<()> {
+    let text =
+        std::fs::read_to_string(file).map_err(|e| Error::io(format!("reading the plan {}", file.display()), e))?;
+    let mut plan = Plan::from_json(&text).map_err(|e| {
+        Error::Usage(format!(
+            "{} is not a plan ({e}); give the JSON `tandem plan --json` prints: {{\"steps\": [{{\"id\": \"s1\", \
+             \"tool\": …, \"args\": {{…}}}}]}}",
+            file.display()
+        ))
+    })?;
+    plan.goal = args.goal.clone();
+    let mended = mend_plan(&mut plan, registry, rules, "");
+    let refusals: Vec<Refusal> = check_plan(&plan, registry, workspace, rules, |_| false);
+    let issues = plan.validate(registry);
+    if args.json {
+        let json = serde_json::json!({
+            "plan": plan,
+            "changes": mended.changes,
+            "refusals": refusals,
+            "issues": issues.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        });
+        println!("{}", serde_json::to_string_pretty(&json).map_err(Error::encode("the plan"))?);
+    } else {
+        print_plan(&plan);
+        let sent_back: Vec<String> = refusals.iter().map(|r| format!("[{}] {}", r.rule, r.feedback)).collect();
+        print_rules(args, &mended.changes, &sent_back);
+        if mended.changes.is_empty() && refusals.is_empty() {
+            println!("No rule changed or refused it (rules: {}).", rule_list(rules));
+        }
     }
-    Ok(())
+    invalid(&issues)
+}
+
+/// The rules that ran, by name, or `none (--mend off)`.
+fn rule_list(rules: RuleSet) -> String {
+    match rules.names() {
+        names if names.is_empty() => "none (--mend off)".to_string(),
+        names => names.join(", "),
+    }
+}
+
+/// A plan as a numbered list, each step with its call, dependencies and description.
+fn print_plan(plan: &Plan) {
+    println!("Plan for: {}", plan.goal);
+    for (i, step) in plan.steps.iter().enumerate() {
+        let args = serde_json::Value::Object(step.args.clone());
+        let after = match step.depends_on.is_empty() {
+            true => String::new(),
+            false => format!("  (after {})", step.depends_on.join(", ")),
+        };
+        println!("{:>3}. [{}] {} {}{}", i + 1, step.id, step.tool, args, after);
+        if !step.description.is_empty() {
+            println!("       {}", step.description);
+        }
+    }
+}
+
+/// What the rule book changed, and what a run would send back.
+fn print_rules(args: &PlanArgs, changes: &[MendChange], sent_back: &[String]) {
+    if !changes.is_empty() {
+        println!("Mended (--mend {}):", args.mend.mend.name());
+        for change in changes {
+            println!("     {change}");
+        }
+    }
+    if !sent_back.is_empty() {
+        println!("A run would send this plan back to the planner first (--mend {}):", args.mend.mend.name());
+        for feedback in sent_back {
+            println!("     {feedback}");
+        }
+    }
+}
+
+/// An error listing `issues`, where the plan does not validate.
+fn invalid(issues: &[PlanIssue]) -> Result<()> {
+    if issues.is_empty() {
+        return Ok(());
+    }
+    let list: Vec<String> = issues.iter().map(|i| format!("  - {i}")).collect();
+    Err(Error::Agent(format!("the plan does not validate:\n{}", list.join("\n"))))
 }

@@ -249,6 +249,7 @@ pub fn serve(settings: &ServeSettings, reporter: &dyn Reporter, on_ready: &dyn F
                 executor: settings.executor.clone(),
                 tools: settings.tools.clone(),
                 mend: settings.mend,
+                rules_off: settings.rules_off.clone(),
                 ..AgentSettings::default()
             },
             tool_sets,

@@ -104,7 +104,7 @@ pub enum ServeAsks {
     List,
 }
 
-/// Which plan mends (`agent::mend`) run on a plan the planner wrote, before validation.
+/// Which profile of the rule book (`agent::rules`) runs on a plan the planner wrote.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mend {
@@ -279,6 +279,8 @@ pub struct SuiteSettings {
     pub no_grammar: bool,
     /// Which plan mends run (`None`: the suite's default, [`SuiteSettings::mend_for`]).
     pub mend: Option<Mend>,
+    /// Rules of the profile turned off one by one (`--rules-off`; `tandem rules` lists them).
+    pub rules_off: Vec<String>,
     /// The categories to run: BFCL's (empty: [`DEFAULT_BFCL_CATEGORIES`]) or the tasks suite's (empty: all).
     pub categories: Vec<String>,
     /// Only the first N samples (per category for bfcl).
@@ -372,6 +374,8 @@ pub struct AgentSettings {
     pub plans: usize,
     /// Which plan mends run.
     pub mend: Mend,
+    /// Rules of the profile turned off one by one (`--rules-off`; `tandem rules` lists them).
+    pub rules_off: Vec<String>,
     /// The tools and their policy.
     pub tools: ToolSettings,
     /// The run's limits.
@@ -388,6 +392,7 @@ impl Default for AgentSettings {
             evaluate: Evaluator::default(),
             plans: PLANS,
             mend: Mend::default(),
+            rules_off: Vec::new(),
             tools: ToolSettings::default(),
             budgets: Budgets::default(),
         }
@@ -580,6 +585,8 @@ pub struct ServeSettings {
     pub tools: ToolSettings,
     /// Which plan mends agent runs over HTTP run (never `nestful`).
     pub mend: Mend,
+    /// Rules of the profile turned off one by one for agent runs over HTTP.
+    pub rules_off: Vec<String>,
     /// Largest request body, in bytes (larger: 413).
     pub max_body_bytes: usize,
     /// Requests waiting for a free generation slot; more are refused with 503.
@@ -657,6 +664,7 @@ impl Default for ServeSettings {
             runner: RunnerSettings::default(),
             tools: ToolSettings::default(),
             mend: Mend::default(),
+            rules_off: Vec::new(),
             max_body_bytes: Self::MAX_BODY_BYTES,
             queue: Self::QUEUE,
             parallel: Self::PARALLEL,

@@ -46,6 +46,7 @@ mod prefix_store;
 mod properties;
 mod real_models;
 mod retrieval;
+mod rule_book;
 mod serve;
 mod serve_api;
 mod serve_asks;

@@ -1,15 +1,15 @@
-//! Plan mends (`agent::mend`): each rewrites a model-written plan only where its mistake has one reading, and
-//! names what it changed; what has another reading is left as written.
+//! The rule book's mends (`agent::rules`): each rewrites a model-written plan only where its mistake has one
+//! reading, and names what it changed; what has another reading is left as written.
 
 use std::collections::HashMap;
 
 use serde_json::{json, Value};
 use tandem::agent::log::events::{Event, EventLog, PlanOrigin, RunSettings};
-use tandem::agent::plan::mend::{
-    drop_invented_steps, drop_repeated_calls, drop_unmentioned_optional, mend_durations, mend_languages,
-    mend_percentages, mend_plan, mend_references, mend_unused_dependencies, rule_names, MendChange,
-};
 use tandem::agent::plan::refs::resolve_value;
+use tandem::agent::rules::{
+    drop_invented_steps, drop_repeated_calls, drop_unmentioned_optional, mend_durations, mend_languages,
+    mend_percentages, mend_plan, mend_references, mend_unused_dependencies, rule_names, MendChange, RuleSet,
+};
 use tandem::agent::{IssueKind, Plan};
 use tandem::settings::Mend;
 use tandem::tools::{ToolContext, ToolRegistry, Workspace, BUILTIN_TOOLS};
@@ -243,7 +243,7 @@ fn the_plan_mends_run_in_turn() {
         "Borrow 1000 at 5%.",
         json!([{"id": "s1", "tool": "loan", "args": {"amount": 1000, "rate": 0.05, "currency": "EUR"}}]),
     );
-    let mends = mend_plan(&mut plan, &registry, Mend::Nestful, "").lines;
+    let mends = mend_plan(&mut plan, &registry, RuleSet::profile(Mend::Nestful), "").lines;
     assert_eq!(
         mends,
         [
@@ -597,27 +597,18 @@ fn each_mend_profile_runs_only_its_rules() {
     };
 
     let mut off = written.clone();
-    let mended = mend_plan(&mut off, &registry, Mend::Off, "");
+    let mended = mend_plan(&mut off, &registry, RuleSet::profile(Mend::Off), "");
     assert_eq!(off, written, "--mend off leaves the plan untouched");
     assert!(mended.changes.is_empty() && mended.lines.is_empty(), "{mended:?}");
 
+    // Percentages and durations key on words of a parameter's description (decimal, seconds): NESTFUL's rules.
     let mut general = written.clone();
-    let mended = mend_plan(&mut general, &registry, Mend::General, "");
-    assert_eq!(
-        mended.changes,
-        [
-            change("percentages-as-fractions", "tax", json!(8), json!(0.08)),
-            change("durations", "duration", json!(5), json!(300))
-        ],
-        "{mended:#?}"
-    );
-    assert_eq!(mended.lines.len(), 2, "{:?}", mended.lines);
-    let args = json!({"duration": 300, "tax": 0.08, "rate": 0.05, "format": "mp3"});
-    assert_eq!(Value::Object(general.steps[0].args.clone()), args);
-    assert_eq!(mended.changes[1].to_string(), "s1 duration: 5 → 300 [durations]");
+    let mended = mend_plan(&mut general, &registry, RuleSet::profile(Mend::General), "");
+    assert_eq!(general, written, "{mended:#?}");
+    assert!(mended.changes.is_empty(), "{mended:#?}");
 
     let mut nestful = written.clone();
-    let mended = mend_plan(&mut nestful, &registry, Mend::Nestful, "");
+    let mended = mend_plan(&mut nestful, &registry, RuleSet::profile(Mend::Nestful), "");
     assert_eq!(
         mended.changes,
         [
@@ -630,10 +621,25 @@ fn each_mend_profile_runs_only_its_rules() {
     );
     assert_eq!(Value::Object(nestful.steps[0].args.clone()), json!({"duration": 300, "tax": 0.08, "rate": 5}));
     assert!(mended.changes[3].to_string().ends_with("\"mp3\" → left out [optional]"), "{}", mended.changes[3]);
+    assert_eq!(mended.changes[2].to_string(), "s1 duration: 5 → 300 [durations]");
+    // One rule turned off alone leaves the others on.
+    let mut without = written.clone();
+    let rules = RuleSet::new(Mend::Nestful, &["durations".to_string()]).unwrap();
+    let mended = mend_plan(&mut without, &registry, rules, "");
+    assert_eq!(mended.changes.len(), 3, "{mended:#?}");
+    assert_eq!(without.steps[0].args["duration"], json!(5));
 
     let (general, nestful) = (rule_names(Mend::General), rule_names(Mend::Nestful));
     assert!(rule_names(Mend::Off).is_empty());
-    for rule in ["percentages-as-written", "language-names", "optional", "invented"] {
+    for rule in [
+        "percentages-as-fractions",
+        "percentages-as-written",
+        "durations",
+        "language-codes",
+        "language-names",
+        "optional",
+        "invented",
+    ] {
         assert!(nestful.contains(&rule) && !general.contains(&rule), "{rule}: {general:?}");
     }
     assert!(general.iter().all(|rule| nestful.contains(rule)), "nestful runs every general rule as well");
@@ -648,7 +654,7 @@ fn a_dropped_step_is_reported_with_its_call() {
         json!([{"id": "s1", "tool": "calculator", "args": {"expression": "2+2"}},
                {"id": "s2", "tool": "calculator", "args": {"expression": "2+2"}}]),
     );
-    let mended = mend_plan(&mut plan, &registry, Mend::General, "");
+    let mended = mend_plan(&mut plan, &registry, RuleSet::profile(Mend::General), "");
     assert_eq!(plan.steps.len(), 1);
     let dropped = &mended.changes[0];
     assert_eq!((dropped.rule.as_str(), dropped.step.as_str(), &dropped.argument), ("duplicates", "s2", &None));
@@ -662,7 +668,7 @@ fn a_dropped_step_is_reported_with_its_call() {
 fn mends_are_logged_and_summarised_and_old_logs_still_read() {
     let dir = tempfile::tempdir().unwrap();
     let (registry, mut plan) = profile_case();
-    let mends = mend_plan(&mut plan, &registry, Mend::General, "").changes;
+    let mends = mend_plan(&mut plan, &registry, RuleSet::profile(Mend::Nestful), "").changes;
     let mut log = EventLog::create(dir.path()).unwrap();
     let settings = RunSettings::new("p", "e", dir.path());
     log.append(Event::RunStarted { goal: plan.goal.clone(), settings, plan: None }).unwrap();
@@ -679,11 +685,11 @@ fn mends_are_logged_and_summarised_and_old_logs_still_read() {
     log.append(written).unwrap();
     drop(log);
     let summary = tandem::agent::log::summary::run_summary("r1", dir.path()).unwrap();
-    assert_eq!(summary["mends"].as_array().unwrap().len(), 2, "{summary}");
-    assert_eq!(summary["mends"][1]["rule"], "durations");
-    assert_eq!(summary["mends"][1]["before"], 5);
-    assert_eq!(summary["mends"][1]["after"], 300);
-    assert_eq!(summary["mends"][1]["plan_version"], 1);
+    assert_eq!(summary["mends"].as_array().unwrap().len(), 4, "{summary}");
+    assert_eq!(summary["mends"][2]["rule"], "durations");
+    assert_eq!(summary["mends"][2]["before"], 5);
+    assert_eq!(summary["mends"][2]["after"], 300);
+    assert_eq!(summary["mends"][2]["plan_version"], 1);
 
     let text = std::fs::read_to_string(dir.path().join("events.jsonl")).unwrap();
     let old: String = text
@@ -719,38 +725,28 @@ fn only_bench_offers_the_nestful_profile() {
     assert!(bench.status.success(), "{}", String::from_utf8_lossy(&bench.stderr));
 }
 
-/// `declared-defaults`: a number the goal never gave, passed to an optional parameter with a declared default, is
-/// left out (the default applies); a number the goal writes and a switch stay. `paths-as-written`: a file the goal
-/// names goes where the goal writes it, unless the folder was shown. Both are general rules, off with `off`.
+/// A number the goal never gave passed to an optional parameter with a declared default, a switch, and a file put
+/// in a folder the goal does not write are the planner's choices: no `general` rule changes them (the rules that
+/// did, `declared-defaults`, `switches-asked` and `paths-as-written`, keyed on words and are gone; a commit count
+/// planned with `max_count: 1000` had lost it and counted ten).
 #[test]
-fn unasked_numbers_take_their_default_and_named_files_their_written_path() {
+fn the_planners_numbers_switches_and_paths_are_left_as_written() {
     let fetch = r#"{"url": {"type": "string"}, "start_index": {"type": "integer", "default": 0},
-        "max_length": {"type": "integer", "default": 5000}, "raw": {"type": "boolean", "default": false}}"#;
+        "max_length": {"type": "integer", "default": 5000}, "raw": {"type": "boolean", "default": false,
+        "description": "Get the actual HTML content of the requested page, without simplification."}}"#;
     let save = r#"{"path": {"type": "string"}, "content": {"type": "string"}}"#;
     let registry = with_tools(&[("fetch_page", fetch, &["url"], ""), ("save", save, &["path", "content"], "")]);
-    let goal = "Read the first 2000 characters of http://127.0.0.1:8000/c.html and save them to notes.txt";
+    let goal = "Read the content of http://127.0.0.1:8000/c.html and save it to notes.txt";
     let steps = json!([
-        {"id": "s1", "tool": "fetch_page",
-         "args": {"url": "http://127.0.0.1:8000/c.html", "start_index": 100, "max_length": 2000, "raw": true}},
+        {"id": "s1", "tool": "fetch_page", "args": {"url": "http://127.0.0.1:8000/c.html", "start_index": 100}},
         {"id": "s2", "tool": "save", "args": {"path": "pages/notes.txt", "content": "$s1.text$"}}
     ]);
-    let mut off = goal_plan(goal, steps.clone());
-    assert!(mend_plan(&mut off, &registry, Mend::Off, "").changes.is_empty());
-
-    let mut general = goal_plan(goal, steps.clone());
-    let mended = mend_plan(&mut general, &registry, Mend::General, "");
-    let rules: Vec<&str> = mended.changes.iter().map(|c| c.rule.as_str()).collect();
-    assert_eq!(rules, ["paths-as-written", "declared-defaults"], "{mended:#?}");
-    assert_eq!(
-        Value::Object(general.steps[0].args.clone()),
-        json!({"url": "http://127.0.0.1:8000/c.html", "max_length": 2000, "raw": true})
-    );
-    assert_eq!(general.steps[1].args["path"], json!("notes.txt"));
-
-    // A folder an earlier result showed is the planner's to use.
-    let mut shown = goal_plan(goal, steps);
-    mend_plan(&mut shown, &registry, Mend::General, r#"{"entries": [{"name": "pages", "kind": "dir"}]}"#);
-    assert_eq!(shown.steps[1].args["path"], json!("pages/notes.txt"));
+    for profile in [Mend::General, Mend::Off] {
+        let mut plan = goal_plan(goal, steps.clone());
+        let mended = mend_plan(&mut plan, &registry, RuleSet::profile(profile), "");
+        assert!(mended.changes.is_empty(), "{profile:?}: {mended:#?}");
+        assert_eq!(plan, goal_plan(goal, steps.clone()));
+    }
 }
 
 /// A model's prompt that names a field the referenced tool does not declare, where it declares several, reads the
@@ -770,7 +766,7 @@ fn a_prompt_reads_the_whole_output_where_its_field_is_not_declared() {
             {"id": "s6", "tool": "read_file", "args": {"path": "$s4.path$"}}
         ]),
     );
-    let mended = mend_plan(&mut plan, &registry, Mend::General, "");
+    let mended = mend_plan(&mut plan, &registry, RuleSet::profile(Mend::General), "");
     assert_eq!(plan.steps[1].args["prompt"], json!("Which of these are Markdown files? $s1$"), "{mended:#?}");
     assert_eq!(plan.steps[2].args["path"], json!("$s1.content$"));
     assert_eq!(plan.steps[3].args["prompt"], json!("List them: $s1.entries$"));
@@ -783,7 +779,7 @@ fn a_prompt_reads_the_whole_output_where_its_field_is_not_declared() {
         json!([{"id": "s1", "tool": "list_dir", "args": {"path": "."}},
         {"id": "s2", "tool": "llm", "args": {"prompt": "$s1.content$ here"}}]),
     );
-    mend_plan(&mut off, &registry, Mend::Off, "");
+    mend_plan(&mut off, &registry, RuleSet::profile(Mend::Off), "");
     assert_eq!(off.steps[1].args["prompt"], json!("$s1.content$ here"));
 }
 
@@ -805,7 +801,7 @@ fn zone_names_the_database_lacks_become_their_places_zones() {
     // The zone arguments of a one-step plan for `goal` after the general mends, and the changes' lines.
     let mend = |goal: &str, tool: &str, args: Value| {
         let mut plan = goal_plan(goal, json!([{"id": "s1", "tool": tool, "args": args}]));
-        let mended = mend_plan(&mut plan, &registry, Mend::General, "");
+        let mended = mend_plan(&mut plan, &registry, RuleSet::profile(Mend::General), "");
         let lines: Vec<String> =
             mended.changes.iter().filter(|c| c.rule == "time-zones").map(|c| c.to_string()).collect();
         let zones = &plan.steps[0].args;
@@ -840,7 +836,7 @@ fn zone_names_the_database_lacks_become_their_places_zones() {
     assert!(lines.is_empty(), "the parameter does not take the database's names: {lines:?}");
     let mut plan =
         goal_plan(goal, json!([{"id": "s1", "tool": "convert_time", "args": args("America/Honolulu", "Asia/Seoul")}]));
-    assert!(mend_plan(&mut plan, &registry, Mend::Off, "").changes.is_empty());
+    assert!(mend_plan(&mut plan, &registry, RuleSet::profile(Mend::Off), "").changes.is_empty());
 
     // The lookup alone leaves two places free; the conversion decides what the name stands for.
     let mut plan = goal_plan(
@@ -848,7 +844,7 @@ fn zone_names_the_database_lacks_become_their_places_zones() {
         json!([{"id": "s1", "tool": "get_current_time", "args": {"timezone": "Asia/Makati"}},
                {"id": "s2", "tool": "convert_time", "args": args("UTC", "Asia/Makati")}]),
     );
-    let mended = mend_plan(&mut plan, &registry, Mend::General, "");
+    let mended = mend_plan(&mut plan, &registry, RuleSet::profile(Mend::General), "");
     assert_eq!(plan.steps[0].args["timezone"], "Asia/Manila", "{mended:#?}");
     assert_eq!(plan.steps[1].args["target_timezone"], "Asia/Manila");
     assert!(mended.lines.iter().any(|l| l.contains("s2 passes it as Asia/Manila")), "{:#?}", mended.lines);

@@ -4,6 +4,7 @@
 use candle_core::Device;
 use tandem::agent::plan::planner::{system_prompt_with, write_plan};
 use tandem::agent::plan::tool_lines::ToolListing;
+use tandem::agent::rules::RuleSet;
 use tandem::decode::Model;
 use tandem::llm::LoadOptions;
 use tandem::settings::Mend;
@@ -39,7 +40,8 @@ fn a_real_planner_writes_a_valid_calculator_plan() {
     let registry = registry(dir.path());
     let path = crate::common::real_model("qwen2.5-coder-0.5b-instruct-q4_k_m");
     let mut model = Model::load(&path, &Device::Cpu, &LoadOptions::default()).unwrap();
-    let outcome = write_plan(&mut model, "What is 12*4+5?", &registry, 200, 1, Mend::General).unwrap();
+    let outcome =
+        write_plan(&mut model, "What is 12*4+5?", &registry, 200, 1, RuleSet::profile(Mend::General)).unwrap();
     assert!(outcome.issues.is_empty(), "{:?}\n{}", outcome.issues, outcome.text);
     assert!(outcome.plan.steps.iter().any(|s| s.tool == "calculator"), "{}", outcome.text);
     assert!(outcome.timings.forced_tokens > 0, "the grammar should force the JSON keys");
@@ -68,7 +70,8 @@ fn a_tool_the_grammar_cannot_express_is_left_out_and_planning_goes_on() {
     let engine = model.grammar_engine().unwrap();
     let whole = tandem::decode::constraint::ConstraintSpec::JsonSchema(tandem::agent::plan_json_schema(&registry));
     assert!(engine.matcher(&whole).is_err(), "the check needs a schema the engine rejects");
-    let outcome = write_plan(&mut model, "What is 12*4+5?", &registry, 200, 1, Mend::General).unwrap();
+    let outcome =
+        write_plan(&mut model, "What is 12*4+5?", &registry, 200, 1, RuleSet::profile(Mend::General)).unwrap();
     assert!(outcome.issues.is_empty(), "{:?}\n{}", outcome.issues, outcome.text);
     assert!(outcome.plan.steps.iter().all(|s| s.tool != "Codes.Check"), "{}", outcome.text);
 }
@@ -77,9 +80,9 @@ fn a_tool_the_grammar_cannot_express_is_left_out_and_planning_goes_on() {
 fn plan_search_keeps_a_valid_candidate_and_says_what_it_saw() {
     let (_dir, registry, mut model) = small_planner();
     let goal = "What is 12*4+5?";
-    let greedy = write_plan(&mut model, goal, &registry, 200, 1, Mend::General).unwrap();
+    let greedy = write_plan(&mut model, goal, &registry, 200, 1, RuleSet::profile(Mend::General)).unwrap();
     assert!(greedy.search.is_none());
-    let searched = write_plan(&mut model, goal, &registry, 200, 3, Mend::General).unwrap();
+    let searched = write_plan(&mut model, goal, &registry, 200, 3, RuleSet::profile(Mend::General)).unwrap();
     let report = searched.search.expect("three candidates make a search");
     assert_eq!(report.candidates, 3);
     assert!(report.valid >= 1 && report.agreeing >= 1 && report.agreeing <= report.valid, "{report:?}");
@@ -110,8 +113,8 @@ fn a_planner_loaded_warm_finds_its_plan_grammar_compiled_and_plans_the_same() {
     cold.grammar_engine().unwrap().clear_cache();
     let goal = "What is 12*4+5?";
     let (a, b) = (
-        write_plan(&mut warm, goal, &registry, 200, 1, Mend::General).unwrap(),
-        write_plan(&mut cold, goal, &registry, 200, 1, Mend::General).unwrap(),
+        write_plan(&mut warm, goal, &registry, 200, 1, RuleSet::profile(Mend::General)).unwrap(),
+        write_plan(&mut cold, goal, &registry, 200, 1, RuleSet::profile(Mend::General)).unwrap(),
     );
     assert_eq!(a.text, b.text);
 }
@@ -123,13 +126,13 @@ fn a_sampled_revision_is_one_the_caller_accepts() {
     use tandem::agent::plan::planner::{sampled_revision, Revision};
     let (_dir, registry, mut model) = small_planner();
     let goal = "What is 12*4+5?";
-    let greedy = write_plan(&mut model, goal, &registry, 200, 1, Mend::General).unwrap();
+    let greedy = write_plan(&mut model, goal, &registry, 200, 1, RuleSet::profile(Mend::General)).unwrap();
     let history = [Revision {
         plan_text: greedy.text.clone(),
         feedback: "Running that plan: step s1 failed. Write a corrected plan.".into(),
     }];
     let seen = std::cell::RefCell::new(Vec::new());
-    let kept = sampled_revision(&mut model, goal, &registry, &history, 200, Mend::General, |plan| {
+    let kept = sampled_revision(&mut model, goal, &registry, &history, 200, RuleSet::profile(Mend::General), |plan| {
         seen.borrow_mut().push(plan.clone());
         seen.borrow().len() == 2
     })
@@ -139,6 +142,7 @@ fn a_sampled_revision_is_one_the_caller_accepts() {
     assert_eq!(seen.len(), 2, "candidates are offered until one is accepted");
     assert_eq!(kept.plan, seen[1]);
     assert!(kept.issues.is_empty() && kept.search.is_none());
-    let none = sampled_revision(&mut model, goal, &registry, &history, 200, Mend::General, |_| false).unwrap();
+    let none = sampled_revision(&mut model, goal, &registry, &history, 200, RuleSet::profile(Mend::General), |_| false)
+        .unwrap();
     assert!(none.is_none());
 }

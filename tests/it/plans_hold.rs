@@ -52,8 +52,8 @@ fn run_given_plan(
 /// Asked as people ask, the time question brings the planner to `convert_time`, whose `time` must be `HH:MM`:
 /// no call that failed is made again with the same arguments, and the conversion runs on 09:30 (Tokyo and
 /// Kolkata keep no daylight saving time, so 09:30 in Tokyo is 06:00 in Kolkata on any date). The 1.5B plans a
-/// lookup of the current time and passes its timestamp; the `unused-dates-and-times` mend gives the goal's 9:30
-/// to `time` instead, and the repair and no-repeat rules are what is left if a call still fails.
+/// lookup of the current time and may pass its timestamp; the repair (from the tool's error) and the
+/// `dates-and-times` and no-repeat rules bring the goal's 9:30 to `time` in the form the tool asks.
 #[test]
 fn a_failed_call_is_not_repeated_and_the_time_reaches_the_tool_as_it_asks() {
     real_model(PLANNER);
@@ -136,9 +136,9 @@ fn a_failed_call_is_repaired_from_the_tools_error() {
     assert!(answer.contains("23:15") || answer.contains("11:15"), "{json:#}");
 }
 
-/// A date and a time the user writes reach a tool as written where its schema asks for no form, and in the form it
-/// asks for where it asks (code writes it): `tandem plan` with a tool whose `day` is "YYYY-MM-DD" and whose `time`
-/// shows no form.
+/// A date and a time the user writes reach a tool in the form its schema asks for where it asks (code writes it),
+/// and as the planner wrote them where it asks for none (no rule rewrites a correct value into the goal's form):
+/// `tandem plan` with a tool whose `day` is "YYYY-MM-DD" and whose `time` shows no form.
 #[test]
 fn the_users_date_and_time_reach_the_tool_as_written_or_as_the_schema_asks() {
     real_model(PLANNER);
@@ -168,7 +168,8 @@ fn the_users_date_and_time_reach_the_tool_as_written_or_as_the_schema_asks() {
     let steps = json["plan"]["steps"].as_array().or_else(|| json["steps"].as_array()).cloned().unwrap_or_default();
     let booking = steps.iter().find(|s| s["tool"] == "book_table").unwrap_or_else(|| panic!("no booking: {json:#}"));
     assert_eq!(booking["args"]["day"], "2024-01-15", "{json:#}");
-    assert_eq!(booking["args"]["time"], "7:00 PM", "{json:#}");
+    let time = booking["args"]["time"].as_str().unwrap_or_default();
+    assert!(["7:00 PM", "19:00", "7:00 pm", "7 PM", "19:00:00"].contains(&time), "7 PM in some form: {json:#}");
 }
 
 /// A field the plan guesses of a tool's text output is read from the text (`fields-read-from-text`): a given plan
@@ -274,99 +275,4 @@ fn a_value_the_tool_refused_is_not_passed_again_and_its_accents_come_off() {
     let (_, _, args, _) = converted.unwrap_or_else(|| panic!("no conversion succeeded: {calls:#?} {json:#}"));
     assert_eq!(args["source_timezone"], "America/Bogota", "{calls:#?}");
     assert!(json["answer"].as_str().unwrap_or_default().contains("17:30"), "{json:#}");
-}
-
-/// A search that found nothing is asked again one word of its query at a time: a given plan asks the real
-/// `server-memory` (a knowledge graph in the workspace) for "Alice's birthday", which matches no entity, then has
-/// the executor read the date from what it found. Under the general rules the search is asked again for "Alice"
-/// (logged `via: narrowed`), which finds her, and the answer holds her birthday; with `--mend off` no narrower
-/// call is made.
-#[test]
-fn a_search_that_found_nothing_is_asked_again_one_word_at_a_time_and_off_turns_it_off() {
-    real_model(EXECUTOR);
-    let scratch = Scratch::new();
-    let ws = scratch.workspace();
-    let graph = [
-        json!({"type": "entity", "name": "Alice", "entityType": "person",
-               "observations": ["birthday is 03/14", "works at Globex"]}),
-        json!({"type": "entity", "name": "Bob", "entityType": "person", "observations": ["works at Initech"]}),
-    ];
-    let memory = ws.join("memory.jsonl");
-    std::fs::write(&memory, graph.iter().map(|e| format!("{e}\n")).collect::<String>()).unwrap();
-    let program = installed_program("npm/node_modules/.bin/mcp-server-memory");
-    let config = scratch.write(
-        "mcp.json",
-        &json!({"mcpServers": {"memory": {"command": program, "env": {"MEMORY_FILE_PATH": memory}}}}).to_string(),
-    );
-    let plan = scratch.write(
-        "plan.json",
-        &json!({"steps": [
-            {"id": "s1", "description": "search the memory", "tool": "search_nodes",
-             "args": {"query": "Alice's birthday"}},
-            {"id": "s2", "description": "read the date", "tool": "llm",
-             "args": {"prompt": "When is Alice's birthday? Answer with the date only. $s1.entities$"}}]})
-        .to_string(),
-    );
-    let goal = "When is Alice's birthday?";
-    let run = |mend: &str| {
-        let json = run_given_plan(&scratch, &config, &plan, mend, goal);
-        let events = scratch.latest_events();
-        let narrowed: Vec<Value> = events
-            .iter()
-            .filter(|e| e["event"] == "step_finished" && e["via"] == "narrowed")
-            .map(|e| e["args"]["query"].clone())
-            .collect();
-        (json, calls(&events), narrowed)
-    };
-
-    let (json, calls_on, narrowed) = run("general");
-    let (_, tool, args, error) = calls_on.first().unwrap_or_else(|| panic!("no call: {json:#}"));
-    assert_eq!((tool.as_str(), &args["query"], error), ("search_nodes", &json!("Alice's birthday"), &Value::Null));
-    assert_eq!(narrowed, [json!("Alice")], "the first narrower query finds her: {calls_on:#?}");
-    let answer = json["answer"].as_str().unwrap_or_default().to_lowercase();
-    // March 14 in any common form (on a Zen 5 the 0.5B wrote `2023-03-14`, a year of its own beside the date).
-    assert!(["03/14", "march 14", "03-14", "3/14"].iter().any(|d| answer.contains(d)), "{json:#}");
-
-    let (json, calls_off, narrowed) = run("off");
-    assert!(narrowed.is_empty(), "off: {calls_off:#?} {json:#}");
-    assert_eq!(calls_off.iter().filter(|(_, tool, ..)| tool == "search_nodes").count(), 1, "{calls_off:#?}");
-}
-
-/// Rule `fallback-values` with the real planner and the real `mcp-server-time`, whose timezone parameters say
-/// "Use 'Etc/UTC' as local timezone if no timezone provided by the user": asked about a time in Cairo, the 1.5B
-/// copies `Etc/UTC` (`--mend off` shows the plan as written); under the general mends the plan is written again
-/// shown those parameters without that sentence, and its zone for Cairo replaces the fallback, named in the
-/// mends. A goal that names no place keeps `Etc/UTC`.
-#[test]
-fn a_fallback_where_the_goal_names_a_value_is_replaced_by_it() {
-    real_model(PLANNER);
-    let scratch = Scratch::new();
-    let config = time_server(&scratch);
-    let ws = scratch.workspace();
-    let plan = |mend: &str, goal: &str| {
-        let args = ["plan", "--threads", "2", "--workspace", ws.to_str().unwrap()];
-        let more = ["--mcp", config.to_str().unwrap(), "--mcp-timeout", "60", "--mend", mend, goal];
-        scratch.tandem_json(&[&args[..], &more[..]].concat()).0
-    };
-    let zones = |json: &Value| -> Vec<String> {
-        let steps = json["steps"].as_array().cloned().unwrap_or_default();
-        let zone =
-            |s: &Value| s["args"]["source_timezone"].as_str().or(s["args"]["timezone"].as_str()).map(String::from);
-        steps.iter().filter_map(zone).collect()
-    };
-    let goal = "Our call is at 9:05 AM Cairo time. What time is that for me in Seoul?";
-    let off = plan("off", goal);
-    assert!(zones(&off).iter().any(|z| z == "Etc/UTC"), "the planner copies the fallback: {off:#}");
-    let general = plan("general", goal);
-    let mended: Vec<&Value> =
-        general["mends"].as_array().into_iter().flatten().filter(|m| m["rule"] == "fallback-values").collect();
-    assert!(!mended.is_empty(), "{general:#}");
-    for change in &mended {
-        assert_eq!(change["before"], "Etc/UTC", "{general:#}");
-        assert!(change["after"].as_str().is_some_and(|a| a.contains("Cairo")), "{general:#}");
-    }
-    assert!(zones(&general).iter().all(|z| z != "Etc/UTC"), "{general:#}");
-    let now = plan("general", "What time is it right now?");
-    assert!(zones(&now).iter().all(|z| z == "Etc/UTC"), "no place named, the fallback stays: {now:#}");
-    assert!(now["mends"].as_array().into_iter().flatten().all(|m| m["rule"] != "fallback-values"), "{now:#}");
 }

@@ -13,8 +13,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::agent::plan::mend::MendChange;
 use crate::agent::plan::Plan;
+use crate::agent::rules::MendChange;
 use crate::agent::run::evaluation::Judgment;
 use crate::settings::{Approval, Budgets, Evaluator, Joiner, Mend, Mode, ToolSettings, MCP_TIMEOUT_S, SHELL_TIMEOUT_S};
 use crate::{Error, Result};
@@ -61,6 +61,9 @@ pub struct RunSettings {
     /// absent).
     #[serde(default, skip_serializing_if = "is_general_mend")]
     pub mend: Mend,
+    /// Rules of the profile turned off one by one (`--rules-off`; absent: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules_off: Vec<String>,
     /// The run's limits (written into the log as their own keys: `max_replans`, `max_steps`, …).
     #[serde(flatten)]
     pub budgets: Budgets,
@@ -90,6 +93,7 @@ impl RunSettings {
             tools_top_k: 0,
             plans: crate::settings::PLANS,
             mend: Mend::General,
+            rules_off: Vec::new(),
             budgets: Budgets::default(),
             seed: 0,
             approve: Approval::None,

@@ -4,17 +4,13 @@
 //! `s1`, `s2`, … in order (see [`schema`]). Dependencies point to earlier steps; references in arguments
 //! (see [`refs`]) count as dependencies.
 
-pub mod fallbacks;
-pub mod file_writes;
-pub mod goal_effects;
+pub mod catalogue;
 pub mod issues;
-pub mod mend;
 pub mod planner;
 pub mod refs;
 pub mod schema;
 pub mod search;
 pub mod tool_lines;
-pub mod unasked_reads;
 pub mod validate;
 
 use std::collections::{HashMap, HashSet};

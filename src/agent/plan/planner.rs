@@ -7,18 +7,16 @@ use minijinja::Environment;
 use serde_json::{json, Value};
 
 use crate::agent::model_call::{chat_call, chat_candidates};
-use crate::agent::plan::fallbacks;
-use crate::agent::plan::mend::{mend_plan, MendChange, Mended};
 use crate::agent::plan::schema::{next_step_json_schema, plan_json_schema_with, PlanSchemaOptions};
 use crate::agent::plan::search::{self, SearchReport};
 use crate::agent::plan::tool_lines::{self, ToolListing};
 use crate::agent::plan::validate::PlanIssue;
 use crate::agent::plan::{Plan, Step};
+use crate::agent::rules::{mend_plan, MendChange, Mended, ReplansFromTheFeedback, RuleSet};
 use crate::decode::constraint::ConstraintSpec;
 use crate::decode::Model;
 use crate::decode::Timings;
 use crate::llm::ChatMessage;
-use crate::settings::Mend;
 use crate::tools::ToolRegistry;
 use crate::{Error, Result};
 
@@ -95,16 +93,16 @@ fn render_prompt(name: &str, source: &str, registry: &ToolRegistry, listing: Too
 }
 
 /// Writes a plan for `goal` with `model` (greedy, under the plan grammar; with `plans` > 1, the plan most of that
-/// many candidates agree with most, see [`plan_search`]), mends it as `mend` says and validates it.
+/// many candidates agree with most, see [`plan_search`]), mends it with the rules `rules` turns on and validates it.
 pub fn write_plan(
     model: &mut Model,
     goal: &str,
     registry: &ToolRegistry,
     max_tokens: usize,
     plans: usize,
-    mend: Mend,
+    rules: RuleSet,
 ) -> Result<PlanOutcome> {
-    revise_plan(model, goal, registry, &[], max_tokens, plans, mend)
+    revise_plan(model, goal, registry, &[], max_tokens, plans, rules)
 }
 
 /// One earlier plan and what became of it, replayed to the planner as conversation so it can correct itself.
@@ -126,35 +124,20 @@ pub fn revise_plan(
     history: &[Revision],
     max_tokens: usize,
     plans: usize,
-    mend: Mend,
-) -> Result<PlanOutcome> {
-    let mut outcome = written_revision(model, goal, registry, history, max_tokens, plans, mend)?;
-    check_fallbacks(model, &mut outcome, registry, history, max_tokens, mend);
-    Ok(outcome)
-}
-
-/// [`revise_plan`] before the `fallback-values` check.
-fn written_revision(
-    model: &mut Model,
-    goal: &str,
-    registry: &ToolRegistry,
-    history: &[Revision],
-    max_tokens: usize,
-    plans: usize,
-    mend: Mend,
+    rules: RuleSet,
 ) -> Result<PlanOutcome> {
     let started = Instant::now();
     let Revising { spec, messages, seen } = revising(model, goal, registry, history)?;
     if plans <= 1 {
         let (text, timings) = chat_call(model, "planner", &messages, Some(&spec), max_tokens)?;
-        let written = read_plan(text, timings, goal, &seen, registry, mend)?;
+        let written = read_plan(text, timings, goal, &seen, registry, rules)?;
         return Ok(written.into_outcome(started.elapsed()));
     }
     let samplings = search::samplings(plans);
     let written = chat_candidates(model, "planner", &messages, Some(&spec), max_tokens, &samplings)?;
     let read: Vec<Result<Written>> = written
         .into_iter()
-        .map(|w| w.and_then(|(text, timings)| read_plan(text, timings, goal, &seen, registry, mend)))
+        .map(|w| w.and_then(|(text, timings)| read_plan(text, timings, goal, &seen, registry, rules)))
         .collect();
     let views: Vec<Option<(&Plan, bool)>> =
         read.iter().map(|r| r.as_ref().ok().map(|w| (&w.plan, w.issues.is_empty()))).collect();
@@ -209,24 +192,7 @@ pub fn sampled_revision(
     registry: &ToolRegistry,
     history: &[Revision],
     max_tokens: usize,
-    mend: Mend,
-    acceptable: impl Fn(&Plan) -> bool,
-) -> Result<Option<PlanOutcome>> {
-    let mut sampled = sampled_candidates(model, goal, registry, history, max_tokens, mend, acceptable)?;
-    if let Some(outcome) = sampled.as_mut() {
-        check_fallbacks(model, outcome, registry, history, max_tokens, mend);
-    }
-    Ok(sampled)
-}
-
-/// [`sampled_revision`] before the `fallback-values` check.
-fn sampled_candidates(
-    model: &mut Model,
-    goal: &str,
-    registry: &ToolRegistry,
-    history: &[Revision],
-    max_tokens: usize,
-    mend: Mend,
+    rules: RuleSet,
     acceptable: impl Fn(&Plan) -> bool,
 ) -> Result<Option<PlanOutcome>> {
     let started = Instant::now();
@@ -236,10 +202,11 @@ fn sampled_candidates(
     // earlier turn, so a round shown the goal and the last feedback alone, without the plans that drew it, writes
     // candidates of its own (greedy and sampled). The 1.5B sampled the plan it had been told not to write, three
     // times in three ("Make a folder called archive and put old.txt in it." with a made-up `archive/old.txt`).
-    let fresh = history.last().zip(messages.first()).map(|(last, system)| {
-        let user = format!("{goal}\n\nAn earlier plan for this goal was sent back: {}", last.feedback);
-        ("fresh", vec![system.clone(), ChatMessage::user(&user)], search::samplings(REPLAN_SAMPLES))
-    });
+    let fresh =
+        history.last().zip(messages.first()).filter(|_| rules.on(&ReplansFromTheFeedback)).map(|(last, system)| {
+            let user = format!("{goal}\n\nAn earlier plan for this goal was sent back: {}", last.feedback);
+            ("fresh", vec![system.clone(), ChatMessage::user(&user)], search::samplings(REPLAN_SAMPLES))
+        });
     let mut tokens = 0;
     for (round, messages, samplings) in std::iter::once(("with the plans", messages, samplings)).chain(fresh) {
         let written = chat_candidates(model, "planner", &messages, Some(&spec), max_tokens, &samplings)?;
@@ -247,7 +214,7 @@ fn sampled_candidates(
         tokens += written.iter().flatten().map(|(_, t)| t.generated_tokens).sum::<usize>();
         for candidate in written {
             let Ok((text, timings)) = candidate else { continue };
-            let Ok(mut written) = read_plan(text, timings, goal, &seen, registry, mend) else { continue };
+            let Ok(mut written) = read_plan(text, timings, goal, &seen, registry, rules) else { continue };
             // Each candidate's calls at debug level: why no sampled replan was kept is otherwise not in the log.
             let calls: Vec<String> =
                 written.plan.steps.iter().map(|s| format!("{} {}", s.tool, Value::Object(s.args.clone()))).collect();
@@ -259,59 +226,6 @@ fn sampled_candidates(
         }
     }
     Ok(None)
-}
-
-/// The `fallback-values` check ([`fallbacks`]) on a written plan, in the profiles that mend: where the plan passes
-/// a parameter's fallback the goal does not write, the planner writes the plan again (greedy, once) shown those
-/// parameters without their fallback sentences, and the values [`fallbacks::take_values`] accepts from it replace
-/// the fallbacks; the rest of the plan is kept.
-/// The changes join the mends, the second plan's tokens the plan's, and the plan is validated again. A plan the
-/// planner could not write again leaves the plan as it was.
-fn check_fallbacks(
-    model: &mut Model,
-    outcome: &mut PlanOutcome,
-    registry: &ToolRegistry,
-    history: &[Revision],
-    max_tokens: usize,
-    mend: Mend,
-) {
-    if mend == Mend::Off {
-        return;
-    }
-    let suspects = fallbacks::suspects(&outcome.plan, registry);
-    if suspects.is_empty() {
-        return;
-    }
-    // The planner copies the fallback it is shown (the 1.5B, for "Dubai": `Etc/UTC`); shown the same tools with
-    // those parameters' fallback sentences left out, it writes the goal's value (`Asia/Dubai`).
-    // Every description that keeps one of those values is shown without it (a target timezone's sentence left in
-    // view is copied into the source).
-    let redescribed = std::cell::Cell::new(false);
-    let shown = registry.redescribed(|_, _, description| {
-        let kept = fallbacks::description_fallbacks(description);
-        let suspect = kept.iter().any(|k| suspects.iter().any(|s| s.fallback.eq_ignore_ascii_case(k)));
-        redescribed.set(redescribed.get() || suspect);
-        suspect.then(|| fallbacks::without_fallbacks(description))
-    });
-    // A fallback only a schema's `default` keeps is still in view: the greedy planner would write the same plan.
-    if !redescribed.get() {
-        return;
-    }
-    let goal = outcome.plan.goal.clone();
-    match written_revision(model, &goal, &shown, history, max_tokens, 1, mend) {
-        Ok(again) => {
-            tracing::debug!(plan = %again.text, "fallback-values: the plan written without the fallbacks");
-            outcome.timings.prompt_tokens += again.timings.prompt_tokens;
-            outcome.timings.generated_tokens += again.timings.generated_tokens;
-            let (lines, changes) = fallbacks::take_values(&mut outcome.plan, &suspects, &again.plan, registry);
-            if !changes.is_empty() {
-                outcome.mended.extend(lines);
-                outcome.mends.extend(changes);
-                outcome.issues = outcome.plan.validate(registry);
-            }
-        }
-        Err(e) => tracing::warn!("the fallback-values check could not have the plan written again ({e}); it is kept"),
-    }
 }
 
 /// One plan as the planner wrote it, parsed and validated.
@@ -340,25 +254,25 @@ fn read_plan(
     goal: &str,
     seen: &str,
     registry: &ToolRegistry,
-    mend: Mend,
+    rules: RuleSet,
 ) -> Result<Written> {
-    let (plan, mended, issues) = read_written_plan(&text, goal, seen, registry, mend)?;
+    let (plan, mended, issues) = read_written_plan(&text, goal, seen, registry, rules)?;
     Ok(Written { plan, issues, text, timings, mended })
 }
 
-/// A plan read from a planner's text for `goal` as every written plan is read: parsed, mended (`agent::mend`)
-/// (with the rules of `mend`; `seen`: what the planner was shown beside the goal) and validated. Returns the plan,
+/// A plan read from a planner's text for `goal` as every written plan is read: parsed, mended (`agent::rules`)
+/// (with the rules `rules` turns on; `seen`: what the planner was shown beside the goal) and validated. Returns the plan,
 /// what the mends did and what validation found; `bench rescore --mend` reads recorded plans again with it.
 pub fn read_written_plan(
     text: &str,
     goal: &str,
     seen: &str,
     registry: &ToolRegistry,
-    mend: Mend,
+    rules: RuleSet,
 ) -> Result<(Plan, Mended, Vec<PlanIssue>)> {
     let mut plan = Plan::from_json(text)?;
     plan.goal = goal.to_string();
-    let mended = mend_plan(&mut plan, registry, mend, seen);
+    let mended = mend_plan(&mut plan, registry, rules, seen);
     let issues = plan.validate(registry);
     Ok((plan, mended, issues))
 }

@@ -18,7 +18,7 @@
 
 use std::collections::HashMap;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::agent::plan::issues::PlanError;
 
@@ -360,39 +360,6 @@ pub fn reference_fits(arg_types: &[&str], field_type: Option<&str>) -> bool {
     numeric(field_type) && arg_types.iter().any(|t| numeric(t))
 }
 
-/// Rule `records-by-name` (at run time): a list of records passed to a parameter that takes a list of strings, named
-/// in the plural of a text field every record has (`names` and records with a `name`, `paths` and a `path`),
-/// becomes that field of each record. Why: told `open_nodes {"names": "$s2.entities$"}` after a search, the memory
-/// server got each entity written out as JSON for a name and found none (tasks-mcp `mem-jazz`).
-/// Applied to a step's top-level arguments by [`records_by_name_in`].
-fn records_by_name(parameter: &str, value: Value, schema: &Value) -> Value {
-    let Some(field) = parameter.strip_suffix('s').filter(|f| !f.is_empty()) else { return value };
-    let wants_strings = schema_types(schema).contains(&"array")
-        && schema.get("items").is_some_and(|items| schema_types(items) == ["string"]);
-    let Value::Array(items) = &value else { return value };
-    let named: Option<Vec<Value>> =
-        items.iter().map(|item| item.get(field).filter(|v| v.is_string()).cloned()).collect();
-    match named {
-        Some(names) if wants_strings && !names.is_empty() && items.iter().all(Value::is_object) => Value::Array(names),
-        _ => value,
-    }
-}
-
-/// [`records_by_name`] on each top-level argument of `args`, whose argument schema is `schema` (the general mend
-/// profile's rule: the caller leaves it out under `--mend off`).
-pub fn records_by_name_in(args: Map<String, Value>, schema: &Value) -> Map<String, Value> {
-    let properties = schema.get("properties");
-    args.into_iter()
-        .map(|(k, v)| match properties.and_then(|p| p.get(&k)) {
-            Some(sub) => {
-                let named = records_by_name(&k, v, sub);
-                (k, named)
-            }
-            None => (k, v),
-        })
-        .collect()
-}
-
 /// Adjusts resolved arguments to the types their schema asks for, where a reference brought another type:
 /// non-strings become text where a string is wanted, numeric strings become numbers where a number is wanted.
 /// Everything else is left for the schema check to report.
@@ -465,23 +432,5 @@ mod tests {
         let calculated = HashMap::from([("s1".to_string(), json!({"result": 53, "text": "53"}))]);
         let (restated, count) = prompt_with(&calculated, "The result is $s1.result$", true);
         assert_eq!((restated.as_str(), count), ("The result is 53", 0), "a field that restates it adds nothing");
-    }
-
-    #[test]
-    fn records_passed_for_names_give_their_names() {
-        let schema = json!({"type": "object", "properties": {
-            "names": {"type": "array", "items": {"type": "string"}},
-            "tags": {"type": "array", "items": {"type": "object"}}
-        }});
-        let people = json!([{"name": "Alice", "likes": "jazz"}, {"name": "Dave"}]);
-        let args = json!({"names": people, "tags": people});
-        let Value::Object(args) = args else { unreachable!() };
-        let coerced = coerce_to_schema(Value::Object(records_by_name_in(args, &schema)), &schema);
-        assert_eq!(coerced["names"], json!(["Alice", "Dave"]));
-        assert_eq!(coerced["tags"], people, "a list of objects where objects are asked stays");
-        // A record without the field is written out as text, as before.
-        let Value::Object(unnamed) = json!({"names": [{"title": "x"}]}) else { unreachable!() };
-        let unnamed = coerce_to_schema(Value::Object(records_by_name_in(unnamed, &schema)), &schema);
-        assert_eq!(unnamed["names"], json!(["{\"title\":\"x\"}"]));
     }
 }

@@ -140,7 +140,7 @@ pub fn repair_arguments(
 /// `America/Bogota`), or `None` where it has none to take off: the names tools key on (time zones, codes, ids) are
 /// mostly plain ASCII, and a model that copied the goal's spelling writes it again.
 pub fn without_accents(args: &Map<String, Value>, refused: &str) -> Option<Map<String, Value>> {
-    let plain = crate::agent::plan::fallbacks::accents_off(refused);
+    let plain = crate::agent::rules::support::accents_off(refused);
     if plain == refused {
         return None;
     }

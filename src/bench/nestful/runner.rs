@@ -12,14 +12,15 @@ use super::{
     NestfulSample, NestfulTool, RecallAtK, SampleScore,
 };
 use crate::agent::model_call::chat_call;
-use crate::agent::plan::goal_effects::planning_catalogue;
+use crate::agent::plan::catalogue::planning_catalogue;
 use crate::agent::plan::planner::{read_written_plan, system_prompt, write_plan};
 use crate::agent::plan::search::step_keys;
+use crate::agent::rules::RuleSet;
 use crate::agent::{ModelSource, Plan};
 use crate::bench::records::{run_samples, BenchRecorder};
 use crate::llm::ChatMessage;
 use crate::progress::Reporter;
-use crate::settings::{Mend, SuiteSettings};
+use crate::settings::SuiteSettings;
 use crate::tools::{DeclaredTool, ToolRegistry};
 use crate::{Error, Result};
 
@@ -135,12 +136,12 @@ fn plan_sample(
     args: &SuiteSettings,
     models: &mut dyn ModelSource,
 ) -> Result<Value> {
-    let (no_grammar, top_k, mend) = (args.no_grammar, args.tools_top_k, args.mend_for(true));
+    let (no_grammar, top_k) = (args.no_grammar, args.tools_top_k);
+    let rules = RuleSet::from_log(args.mend_for(true), &args.rules_off);
     let registry = registry_of(catalogue)?;
-    // The planner sees what a run would show it (`planning_catalogue`): with the mends on, not the tools the goal
-    // cannot use (`tools-the-goal-allows`); with --tools-top-k only those retrieval picks. The plan is still
-    // checked against all.
-    let catalogue = planning_catalogue(&sample.input, &registry, top_k, mend)?;
+    // The planner sees what a run would show it (`planning_catalogue`): with --tools-top-k only the tools
+    // retrieval picks. The plan is still checked against all.
+    let catalogue = planning_catalogue(&sample.input, &registry, top_k)?;
     let planning = catalogue.as_ref().map_or(&registry, |c| &c.registry);
     let model = models.planner()?;
     let (mut search, mut candidates, mut mended) = (None, Vec::new(), Vec::new());
@@ -150,7 +151,7 @@ fn plan_sample(
         let plan = first_json(&text).and_then(|v| serde_json::from_value::<Plan>(v).ok());
         (plan, text, timings)
     } else {
-        let outcome = write_plan(model, &sample.input, planning, PLAN_TOKENS, args.plans, mend)?;
+        let outcome = write_plan(model, &sample.input, planning, PLAN_TOKENS, args.plans, rules)?;
         search = outcome.search;
         mended = outcome.mended;
         // Each candidate scored as if kept, so that selection rules can be compared on the same candidates.
@@ -165,7 +166,7 @@ fn plan_sample(
             .collect();
         (Some(outcome.plan), outcome.text, outcome.timings)
     };
-    let (retrieved, left_out) = catalogue.map_or((None, Vec::new()), |c| (c.selected, c.left_out));
+    let retrieved = catalogue.and_then(|c| c.selected);
     let valid = plan.as_ref().is_some_and(|p| p.validate(&registry).is_empty());
     let predicted: Vec<Call> = plan.as_ref().map(plan_to_calls).unwrap_or_default();
     Ok(json!({
@@ -177,21 +178,21 @@ fn plan_sample(
         "tokens_out": usage.generated_tokens,
         "planner_timings": usage,
         "retrieved": retrieved,
-        "left_out": left_out,
         "search": search,
         "candidates": candidates,
         "mended": mended,
-        "mend": mend,
+        "mend": rules.mend(),
+        "rules_off": rules.off_names(),
     }))
 }
 
-/// A record's plan read again from the planner's own text (`raw`) through today's plan mends of `profile` (`bench
+/// A record's plan read again from the planner's own text (`raw`) through today's plan mends of `rules` (`bench
 /// rescore --mend` defaults to `nestful`, which every NESTFUL run before the profiles used), then scored: what
 /// the mends make of the same plans, without the model (`bench rescore --mend`; the planner is greedy, so a new
 /// run would write the same text). `tools` is the NESTFUL catalogue; the record's `catalogue` names the tools the
 /// plan was written for. A record with no plan text to read (an error, a run without the grammar) is only
 /// rescored.
-pub fn remend(mut record: Value, tools: &[NestfulTool], profile: Mend) -> Value {
+pub fn remend(mut record: Value, tools: &[NestfulTool], rules: RuleSet) -> Value {
     if record["grammar"] == json!(false) {
         return rescore(record);
     }
@@ -199,14 +200,15 @@ pub fn remend(mut record: Value, tools: &[NestfulTool], profile: Mend) -> Value 
     let catalogue: Vec<NestfulTool> = tools.iter().filter(|t| names.contains(&t.name.as_str())).cloned().collect();
     let goal = record["input"].as_str().unwrap_or_default();
     let read = match (record["raw"].as_str(), registry_of(&catalogue)) {
-        (Some(raw), Ok(registry)) => read_written_plan(raw, goal, "", &registry, profile).ok(),
+        (Some(raw), Ok(registry)) => read_written_plan(raw, goal, "", &registry, rules).ok(),
         _ => None,
     };
     let Some((plan, mended, issues)) = read else { return rescore(record) };
     record["valid_plan"] = json!(issues.is_empty());
     record["prediction"] = json!(plan_to_calls(&plan));
     record["mended"] = json!(mended.lines);
-    record["mend"] = json!(profile);
+    record["mend"] = json!(rules.mend());
+    record["rules_off"] = json!(rules.off_names());
     rescore(record)
 }
 

@@ -7,22 +7,19 @@ use std::time::Instant;
 use serde_json::{Map, Value};
 
 use super::judging::{output_text, step_results};
-use super::narrowing::found_nothing;
 use super::{Agent, Approval, Execution, Prepared, Stop};
 use crate::agent::log::events::Event;
 use crate::agent::log::runs::{call_key, RunState};
-use crate::agent::plan::mend::zones_from_results;
-use crate::agent::plan::refs::{
-    coerce_to_schema, output_as_text, parse_reference, records_by_name_in, value_text, Reference, Resolution,
-};
+use crate::agent::plan::refs::{coerce_to_schema, output_as_text, parse_reference, value_text, Reference, Resolution};
 use crate::agent::plan::resolve_args_with;
 use crate::agent::plan::{Plan, Step};
+use crate::agent::rules::records_by_name::records_by_name_in;
+use crate::agent::rules::{log_run_change, FieldsReadFromText, PromptsReadWholeResults, RecordsByName};
 use crate::agent::run::evaluation::{invented_number, work_out};
 use crate::agent::run::executor::{fill_arguments, read_value, write_text, ExecutorCall};
 use crate::agent::run::joiner::StepResult;
 use crate::agent::run::repair::failed_step_text;
 use crate::agent::usage::ModelUsage;
-use crate::settings::Mend;
 use crate::tools::{Calculator, Llm, ToolError};
 use crate::Result;
 
@@ -62,13 +59,7 @@ impl Agent<'_> {
             self.emit(Event::StepStarted { version, step: step.id.clone(), tool: step.tool.clone() })?;
             match self.prepare(plan, step) {
                 Ok(Prepared::Cached(args, output)) => {
-                    // A search that found nothing is narrowed again where a revision repeats it, as it was the
-                    // first time: else the revision reads the empty result the first run did not keep.
-                    let nothing = found_nothing(&output);
-                    self.finish_step(version, step, args.clone(), Ok(output), 0, "cache")?;
-                    if nothing {
-                        self.narrow_search(version, step, &args)?;
-                    }
+                    self.finish_step(version, step, args, Ok(output), 0, "cache")?;
                 }
                 Ok(Prepared::Known(args, output)) => {
                     tracing::info!(step = %step.id, "dropped: it recomputes a result already known");
@@ -118,10 +109,6 @@ impl Agent<'_> {
                 Err(e) => Err(e),
             };
             match outcome {
-                Ok(output) if found_nothing(&output) => {
-                    self.finish_step(version, &step, args.clone(), Ok(output), ms, "tool")?;
-                    self.narrow_search(version, &step, &args)?;
-                }
                 Ok(output) => self.finish_step(version, &step, args, Ok(output), ms, "tool")?,
                 Err(e) if retryable(&e) && !step.references().is_empty() && failure.is_none() => {
                     // A reference brought text the tool cannot take: the executor pulls the value out of it.
@@ -142,25 +129,23 @@ impl Agent<'_> {
     /// Resolves a step's references and decides who runs it.
     fn prepare(&self, plan: &Plan, step: &Step) -> Result<Prepared> {
         let spec = self.spec_of(step)?;
-        // Under the general mends, a field missing from an output that is only text (an MCP tool's answer, an
-        // `llm` step's) reads that text: small planners guess fields (`$s1.commit_id$`) of outputs they cannot see.
-        // Rule `prompts-read-whole-results` (general): a prompt that names a short field of a small result with
-        // other fields reads the whole result; a planner picks one field of a result it has not seen
-        // (`$s1.time_difference$` of a conversion whose answer is its target time, `$s1.entities$` of a search whose
-        // answer is in `relations`).
-        let mends = self.settings.mend != Mend::Off;
-        let mut how =
-            Resolution { read_text: mends, widen_short_fields: mends && spec.needs_model, ..Resolution::default() };
-        let mut args =
-            coerced(resolve_args_with(step, &self.state.outputs, &mut how)?, &spec.args_schema, self.settings.mend);
-        self.zones_from_results(step, &spec, &mut args);
+        // Rules `fields-read-from-text` and `prompts-read-whole-results` (agent::rules) decide how references
+        // resolve: a field missing from a text output reads the text; a prompt naming a short field of a small
+        // result with other fields reads the whole result.
+        let rules = self.rules();
+        let mut how = Resolution {
+            read_text: rules.on(&FieldsReadFromText),
+            widen_short_fields: rules.on(&PromptsReadWholeResults) && spec.needs_model,
+            ..Resolution::default()
+        };
+        let args = self.coerced(step, resolve_args_with(step, &self.state.outputs, &mut how)?, &spec.args_schema);
         if !how.read_from_text.is_empty() {
             let fields: Vec<String> = how.read_from_text.iter().map(ToString::to_string).collect();
-            tracing::info!(step = %step.id, fields = %fields.join(", "), "fields read from text outputs");
+            log_run_change(&FieldsReadFromText, &step.id, &format!("{} read from text outputs", fields.join(", ")));
         }
         if !how.widened.is_empty() {
             let fields: Vec<String> = how.widened.iter().map(ToString::to_string).collect();
-            tracing::info!(step = %step.id, fields = %fields.join(", "), "prompt reads whole results");
+            log_run_change(&PromptsReadWholeResults, &step.id, &format!("{} read as whole results", fields.join(", ")));
         }
         if spec.needs_model {
             return Ok(Prepared::Text(args));
@@ -321,12 +306,8 @@ impl Agent<'_> {
                 insert_field(output, field, value);
             }
         }
-        let mut args = coerced(
-            resolve_args_with(step, &outputs, &mut Resolution::default())?,
-            &spec.args_schema,
-            self.settings.mend,
-        );
-        self.zones_from_results(step, &spec, &mut args);
+        let args =
+            self.coerced(step, resolve_args_with(step, &outputs, &mut Resolution::default())?, &spec.args_schema);
         if let Some(problems) = self.arg_problems(step, &args)? {
             return self.run_fill_step(version, step, &args, &problems);
         }
@@ -334,20 +315,19 @@ impl Agent<'_> {
         self.call_written(version, step, ExecutorCall { tool: step.tool.clone(), args })
     }
 
-    /// Rule `zones-from-results` (general; `mend::zones_from_results`): a zone argument left at its parameter's
-    /// value for "no value given" takes the one place the results the step reads name. Logged with the step.
-    fn zones_from_results(&self, step: &Step, spec: &crate::tools::ToolSpec, args: &mut Map<String, Value>) {
-        if self.settings.mend == Mend::Off {
-            return;
-        }
-        let texts: Vec<&str> = step
-            .references()
-            .iter()
-            .filter_map(|r| self.state.outputs.get(&r.step))
-            .filter_map(output_as_text)
-            .collect();
-        for line in zones_from_results(args, spec, &texts, &self.state.goal) {
-            tracing::info!(step = %step.id, "{line}");
+    /// Resolved arguments coerced to the tool's argument schema; where rule `records-by-name` is on, records passed
+    /// for names first give their names (each change logged).
+    fn coerced(&self, step: &Step, args: Map<String, Value>, schema: &Value) -> Map<String, Value> {
+        let args = if self.rules().on(&RecordsByName) {
+            let (args, lines) = records_by_name_in(args, schema);
+            lines.iter().for_each(|line| log_run_change(&RecordsByName, &step.id, line));
+            args
+        } else {
+            args
+        };
+        match coerce_to_schema(Value::Object(args), schema) {
+            Value::Object(map) => map,
+            _ => unreachable!("coercing an object keeps it an object"),
         }
     }
 
@@ -475,16 +455,6 @@ fn with_unreferenced_inputs(step: &Step, prompt: &str, state: &RunState) -> Stri
         prompt.to_string()
     } else {
         format!("{prompt}\n\nInput:\n{}", inputs.join("\n\n"))
-    }
-}
-
-/// Resolved arguments coerced to the tool's argument schema; in the profiles that mend, records passed for names
-/// first give their names (rule `records-by-name`).
-fn coerced(args: Map<String, Value>, schema: &Value, mend: Mend) -> Map<String, Value> {
-    let args = if mend == Mend::Off { args } else { records_by_name_in(args, schema) };
-    match coerce_to_schema(Value::Object(args), schema) {
-        Value::Object(map) => map,
-        _ => unreachable!("coercing an object keeps it an object"),
     }
 }
 

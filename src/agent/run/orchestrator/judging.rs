@@ -12,9 +12,10 @@ use crate::agent::log::runs::RunState;
 use crate::agent::numbers::{numbers_in, Number};
 use crate::agent::plan::refs::value_text;
 use crate::agent::plan::{resolve_args, Plan, Step};
+use crate::agent::rules::SameResultsAnswer;
 use crate::agent::run::evaluation::{checkable, doubts, evaluate};
 use crate::agent::run::joiner::{join, StepResult, Verdict};
-use crate::settings::{Evaluator, Joiner, Mend};
+use crate::settings::{Evaluator, Joiner};
 use crate::tools::ToolError;
 use crate::Result;
 
@@ -89,7 +90,7 @@ impl Agent<'_> {
             }
             Verdict::NotMet(reason) => {
                 // Rule `same-results-answer`: results the joiner already judged give a revision nothing to go on.
-                let nothing_new = self.settings.mend != Mend::Off && self.nothing_new();
+                let nothing_new = self.rules().on(&SameResultsAnswer) && self.nothing_new();
                 let text = match nothing_new {
                     true => format!(
                         "{reason} (every tool result of this plan was judged before, so a revision has nothing new \

@@ -10,7 +10,6 @@
 mod approval;
 mod execution;
 mod judging;
-mod narrowing;
 mod planning;
 mod repair;
 mod step_mode;
@@ -24,9 +23,10 @@ pub use self::judging::final_answer;
 use crate::agent::log::events::{Event, EventLog, Record, RunSettings, StopReason};
 use crate::agent::log::runs::RunState;
 use crate::agent::models::ModelSource;
-use crate::agent::plan::goal_effects::planning_catalogue;
+use crate::agent::plan::catalogue::planning_catalogue;
 use crate::agent::plan::refs::Reference;
 use crate::agent::plan::Plan;
+use crate::agent::rules::RuleSet;
 pub use crate::settings::Mode;
 use crate::tools::{ToolContext, ToolRegistry};
 use crate::Result;
@@ -175,12 +175,12 @@ impl<'a> Agent<'a> {
         let top_k = self.settings.tools_top_k;
         let settings = self.settings.clone();
         self.emit(Event::RunStarted { goal: goal.clone(), settings, plan: given_plan.cloned() })?;
-        if let Some(catalogue) = planning_catalogue(&goal, self.registry, top_k, self.settings.mend)? {
-            tracing::debug!(tools = ?catalogue.selected, left_out = ?catalogue.left_out, "the planner's tools");
+        if let Some(catalogue) = planning_catalogue(&goal, self.registry, top_k)? {
+            tracing::debug!(tools = ?catalogue.selected, "the planner's tools");
             let tools = catalogue.registry.names().iter().map(|n| n.to_string()).collect();
             let tools = catalogue.selected.unwrap_or(tools);
             let offered = self.registry.len();
-            self.emit(Event::ToolsSelected { top_k, offered, tools, left_out: catalogue.left_out })?;
+            self.emit(Event::ToolsSelected { top_k, offered, tools, left_out: Vec::new() })?;
             self.planning = Some(catalogue.registry);
         }
         Ok(())
@@ -206,8 +206,7 @@ impl<'a> Agent<'a> {
             .clone()
             .ok_or_else(|| crate::Error::Run("the run's log has no settings (no run_started event)".into()))?;
         // The same goal, catalogue and k select the same tools the run started with.
-        let planning =
-            planning_catalogue(&state.goal, registry, settings.tools_top_k, settings.mend)?.map(|c| c.registry);
+        let planning = planning_catalogue(&state.goal, registry, settings.tools_top_k)?.map(|c| c.registry);
         let rerun = in_doubt_steps(&state, registry, rerun_in_doubt)?;
         let mut agent = Self {
             registry,
@@ -226,6 +225,11 @@ impl<'a> Agent<'a> {
         completed.sort();
         agent.emit(Event::Resumed { completed, rerun })?;
         Ok(agent)
+    }
+
+    /// The rules of the rule book this run turns on (its profile, less the rules its settings turn off).
+    fn rules(&self) -> RuleSet {
+        RuleSet::from_log(self.settings.mend, &self.settings.rules_off)
     }
 
     /// The run's state as logged so far.

@@ -2,15 +2,14 @@
 
 use std::time::Instant;
 
-use super::repair::{goal_effects, repeated_failures, unasked_reads};
+use super::repair::{plan_checks, repeated_failures};
 use super::{Agent, Execution, PlanDecision, Stop};
 use crate::agent::log::events::{Event, PlanOrigin, StopReason};
-use crate::agent::plan::mend::MendChange;
 use crate::agent::plan::planner::{plan_grammar, revise_plan, sampled_revision, PlanOutcome};
 use crate::agent::plan::search::SearchReport;
 use crate::agent::plan::Plan;
+use crate::agent::rules::{MendChange, ReplansResampled};
 use crate::agent::usage::ModelUsage;
-use crate::settings::Mend;
 use crate::Result;
 
 impl Agent<'_> {
@@ -27,37 +26,29 @@ impl Agent<'_> {
         }
         loop {
             let plan = self.state.plan.clone().expect("a plan was recorded above");
-            // Reads of the workspace are judged on plans the planner wrote; a given or edited plan runs as given.
+            // The rule book's checks judge plans the planner wrote; a given or edited plan runs as given.
             let planner_written = !matches!(self.state.plan_origin, Some(PlanOrigin::Given | PlanOrigin::Edited));
             let issues = plan.validate(self.registry);
             if !issues.is_empty() {
                 let list: Vec<String> = issues.iter().map(|i| format!("- {i}")).collect();
                 let mut feedback = format!("That plan cannot run:\n{}\nWrite a corrected plan.", list.join("\n"));
-                // A plan that also reads the workspace unasked hears both at once: told only of its references,
-                // the 1.5B mended them and listed the folder again (tasks-mcp `mem-moved`).
-                if let Some(unasked) = unasked_reads(&self.state, self.settings.mend, &plan).filter(|_| planner_written)
-                {
-                    feedback = format!("{feedback}\n{unasked}");
-                }
-                // So does one that changes or deletes what the goal does not ask to.
+                // A plan that also breaks a check hears both at once: told only of its references, the 1.5B mended
+                // them and broke the check again.
                 let root = self.context.workspace.root();
-                if let Some(effects) = goal_effects(&self.state, self.registry, root, self.settings.mend, &plan)
-                    .filter(|_| planner_written)
+                if let Some(checked) =
+                    plan_checks(&self.state, self.registry, root, self.rules(), &plan).filter(|_| planner_written)
                 {
-                    feedback = format!("{feedback}\n{effects}");
+                    feedback = format!("{feedback}\n{checked}");
                 }
                 if let Some(stop) = self.replan(feedback)? {
                     return Ok(stop);
                 }
                 continue;
             }
-            let sent_back = self
-                .repeated_failures(&plan)
-                .or_else(|| unasked_reads(&self.state, self.settings.mend, &plan).filter(|_| planner_written))
-                .or_else(|| {
-                    goal_effects(&self.state, self.registry, self.context.workspace.root(), self.settings.mend, &plan)
-                        .filter(|_| planner_written)
-                });
+            let sent_back = self.repeated_failures(&plan).or_else(|| {
+                plan_checks(&self.state, self.registry, self.context.workspace.root(), self.rules(), &plan)
+                    .filter(|_| planner_written)
+            });
             if let Some(feedback) = sent_back {
                 if let Some(stop) = self.replan(feedback)? {
                     return Ok(stop);
@@ -152,15 +143,15 @@ impl Agent<'_> {
         // The plan grammar compiles beside the planner's load; a grammar that cannot be built is reported by
         // planning itself, as a planner failure.
         let grammars: Vec<_> = plan_grammar(tools).into_iter().collect();
+        let rules = self.rules();
         let model = self.models.planner_for(&grammars)?;
         let started = Instant::now();
-        let mend = self.settings.mend;
-        let mut written = revise_plan(model, &goal, tools, &history, tokens, self.settings.plans, mend);
+        let mut written = revise_plan(model, &goal, tools, &history, tokens, self.settings.plans, rules);
         let mut resampled = false;
         // A planner that wrote no plan (a greedy loop that ran into the token limit: "The prices are in the
         // format … The prices are in the format …") is asked again by sampling before the run stops on it.
         if written.is_err() {
-            if let Ok(Some(outcome)) = sampled_revision(model, &goal, tools, &history, tokens, mend, |_| true) {
+            if let Ok(Some(outcome)) = sampled_revision(model, &goal, tools, &history, tokens, rules, |_| true) {
                 tracing::info!("the greedy plan could not be written; a sampled one was");
                 written = Ok(outcome);
                 resampled = true;
@@ -176,13 +167,12 @@ impl Agent<'_> {
             let failed_calls = self.state.plan.as_ref().map(calls).unwrap_or_default();
             let repeats = |plan: &Plan| {
                 calls(plan) == failed_calls
-                    || repeated_failures(&self.state, self.registry, mend, plan).is_some()
-                    || unasked_reads(&self.state, mend, plan).is_some()
-                    || goal_effects(&self.state, self.registry, self.context.workspace.root(), mend, plan).is_some()
+                    || repeated_failures(&self.state, self.registry, rules, plan).is_some()
+                    || plan_checks(&self.state, self.registry, self.context.workspace.root(), rules, plan).is_some()
             };
             let rejected = !outcome.issues.is_empty() || repeats(&outcome.plan);
-            if origin == PlanOrigin::Replan && mend != Mend::Off && rejected {
-                let sampled = sampled_revision(model, &goal, tools, &history, tokens, mend, |plan| !repeats(plan));
+            if origin == PlanOrigin::Replan && rules.on(&ReplansResampled) && rejected {
+                let sampled = sampled_revision(model, &goal, tools, &history, tokens, rules, |plan| !repeats(plan));
                 if let Ok(Some(outcome)) = sampled {
                     written = Ok(outcome);
                     resampled = true;

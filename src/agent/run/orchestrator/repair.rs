@@ -9,13 +9,11 @@ use serde_json::Value;
 use super::Agent;
 use crate::agent::log::events::{Event, PlanOrigin};
 use crate::agent::log::runs::RunState;
-use crate::agent::plan::mend::mend_plan;
 use crate::agent::plan::search::samplings;
 use crate::agent::plan::Plan;
-use crate::agent::plan::{goal_effects, unasked_reads};
+use crate::agent::rules::{check_plan, mend_plan, RefusedValuesNotRepeated, RuleSet};
 use crate::agent::run::repair::{failed_step_text, repair_arguments, without_accents, RepairRequest};
 use crate::decode::Sampling;
-use crate::settings::Mend;
 use crate::tools::{Calculator, ToolRegistry};
 use crate::Result;
 
@@ -130,7 +128,7 @@ impl Agent<'_> {
         plan: &Plan,
         index: usize,
         args: serde_json::Map<String, Value>,
-    ) -> Option<(Plan, crate::agent::plan::mend::Mended, serde_json::Map<String, Value>)> {
+    ) -> Option<(Plan, crate::agent::rules::Mended, serde_json::Map<String, Value>)> {
         let step = &plan.steps[index];
         if let Some(error) = self.state.failed_call(&step.tool, &args) {
             tracing::info!(step = %step.id, "the repair repeats a call that failed ({error})");
@@ -145,7 +143,7 @@ impl Agent<'_> {
         // The repaired arguments go through the run's mends too (a time in the form its parameter asks for).
         // What the repair's writer was shown: the results so far (a folder a listing showed is a known one).
         let seen = self.state.outputs.values().map(Value::to_string).collect::<Vec<_>>().join("\n");
-        let mended = mend_plan(&mut repaired_plan, self.registry, self.settings.mend, &seen);
+        let mended = mend_plan(&mut repaired_plan, self.registry, self.rules(), &seen);
         let call_args = repaired_plan.steps[index].args.clone();
         if let Some(error) = self.state.failed_call(&step.tool, &call_args) {
             tracing::info!(step = %step.id, "the mended repair repeats a call that failed ({error})");
@@ -158,18 +156,23 @@ impl Agent<'_> {
     /// with that call's error and the tool's parameters: the feedback that sends such a plan back.
     /// Also the steps that pass a value a tool refused by name (rule `refused-values-not-repeated`).
     pub(super) fn repeated_failures(&self, plan: &Plan) -> Option<String> {
-        repeated_failures(&self.state, self.registry, self.settings.mend, plan)
+        repeated_failures(&self.state, self.registry, self.rules(), plan)
     }
 
     /// A value in `args` that a tool refused by name, and that tool (rule `refused-values-not-repeated`; the
     /// general mend profile's, like the plan mends: `--mend off` turns it off).
     fn refused_value(&self, args: &serde_json::Map<String, Value>) -> Option<(String, String)> {
-        refused_value(&self.state, self.settings.mend, args)
+        refused_value(&self.state, self.rules(), args)
     }
 }
 
 /// [`Agent::repeated_failures`] on a run's state, its tools and its mend profile.
-pub(super) fn repeated_failures(state: &RunState, registry: &ToolRegistry, mend: Mend, plan: &Plan) -> Option<String> {
+pub(super) fn repeated_failures(
+    state: &RunState,
+    registry: &ToolRegistry,
+    rules: RuleSet,
+    plan: &Plan,
+) -> Option<String> {
     let repeats: Vec<String> = plan
         .steps
         .iter()
@@ -185,7 +188,7 @@ pub(super) fn repeated_failures(state: &RunState, registry: &ToolRegistry, mend:
         .iter()
         .filter(|s| state.failed_call(&s.tool, &s.args).is_none())
         .filter_map(|s| {
-            let (value, tool) = refused_value(state, mend, &s.args)?;
+            let (value, tool) = refused_value(state, rules, &s.args)?;
             Some(format!("Step {} passes {value:?}, which {tool} refused; write another value.", s.id))
         })
         .collect();
@@ -203,41 +206,23 @@ pub(super) fn repeated_failures(state: &RunState, registry: &ToolRegistry, mend:
     (!feedback.is_empty()).then(|| feedback.join("\n"))
 }
 
-/// Rule `workspace-unasked` (general) on a plan the planner wrote (a plan given with `--plan` or edited at approval
-/// is the user's, and runs as given): the feedback that sends back its reads of the workspace where the goal names
-/// no file, while at most one revision was sent back for them, so they cost at most two replans and the last plan
-/// runs.
-pub(super) fn unasked_reads(state: &RunState, mend: Mend, plan: &Plan) -> Option<String> {
-    let sent_back = state.revisions.iter().filter(|r| r.feedback.contains(unasked_reads::MARKER)).count();
-    if mend == Mend::Off || sent_back > 1 {
-        return None;
-    }
-    unasked_reads::unasked_reads(plan)
-}
-
-/// Rules `questions-only-read`, `deletions-asked`, `changes-asked`, `contents-not-made-up` and `edits-not-rewrites`
-/// (general) on a plan the planner wrote: the feedback that sends back its calls of tools that change things where
-/// the goal only asks, or of tools that delete where it asks no deletion (both always: nothing is changed or lost
-/// unasked), a plan that only reads where the goal asks for a change, one that writes made-up text where a file of
-/// the workspace (`workspace`) belongs, or one that writes a model's answer about a file over it (these three once:
-/// the plan written then runs).
-pub(super) fn goal_effects(
+/// The rule book's checks (`agent::rules::check_plan`) on a plan the planner wrote: the feedback of the first that
+/// sends it back, where one does. A check sends a plan back once: a check whose marker is in an earlier revision's
+/// feedback is not asked again, so the plan written then runs.
+pub(super) fn plan_checks(
     state: &RunState,
     registry: &ToolRegistry,
     workspace: &Path,
-    mend: Mend,
+    rules: RuleSet,
     plan: &Plan,
 ) -> Option<String> {
-    if mend == Mend::Off {
-        return None;
-    }
     let sent_back = |marker: &str| state.revisions.iter().any(|r| r.feedback.contains(marker));
-    goal_effects::goal_effects(plan, registry, workspace, sent_back).into_iter().next()
+    check_plan(plan, registry, workspace, rules, sent_back).into_iter().next().map(|refusal| refusal.feedback)
 }
 
-/// A value in `args` that a tool refused by name, and that tool; none under `--mend off`.
-fn refused_value(state: &RunState, mend: Mend, args: &serde_json::Map<String, Value>) -> Option<(String, String)> {
-    if mend == Mend::Off {
+/// A value in `args` that a tool refused by name, and that tool; none where `refused-values-not-repeated` is off.
+fn refused_value(state: &RunState, rules: RuleSet, args: &serde_json::Map<String, Value>) -> Option<(String, String)> {
+    if !rules.on(&RefusedValuesNotRepeated) {
         return None;
     }
     state.refused_value_in(args).map(|(value, tool)| (value, tool.to_string()))

@@ -2,7 +2,7 @@
 //! names another: "record audio for 5 minutes" planned as `duration: 5` where the description says "in seconds"
 //! (300), "a loan term of 36 months" as `time_period: 36` "in years" (3).
 //!
-//! Rule `durations`, profile `general`: the parameter's description names the unit, the goal the number and its
+//! Rule `durations`, profile `nestful` (it keys on unit words of a description): the parameter's description names the unit, the goal the number and its
 //! unit.
 //!
 //! Why: the rule to copy numbers as written meets a tool that states its own unit, and the 1.5B planner copies
@@ -101,6 +101,24 @@ fn unit_of(word: &str, short: bool) -> Option<&'static Unit> {
     let full = if short { SHORT_FORMS.iter().find(|(s, _)| *s == word).map_or(word, |(_, f)| *f) } else { word };
     let singular = full.strip_suffix('s').unwrap_or(full);
     UNITS.iter().find(|u| u.name == singular)
+}
+
+/// Rule `durations` (mend, nestful).
+pub struct Durations;
+
+impl super::Rule for Durations {
+    fn about(&self) -> super::About {
+        super::About {
+            name: "durations",
+            stage: super::Stage::Mend,
+            profile: super::Profile::Nestful,
+            keys_on: "a duration the goal writes in one unit, passed unconverted to a parameter whose description names one other unit: converted",
+        }
+    }
+
+    fn mend(&self, plan: &mut Plan, tools: &ToolRegistry, _seen: &str) -> Vec<String> {
+        mend_durations(plan, tools)
+    }
 }
 
 #[cfg(test)]

@@ -193,3 +193,21 @@ fn close_in(value: &mut Value, earlier: &[String]) {
         _ => {}
     }
 }
+
+/// Rule `references` (mend, general).
+pub struct References;
+
+impl super::Rule for References {
+    fn about(&self) -> super::About {
+        super::About {
+            name: "references",
+            stage: super::Stage::Mend,
+            profile: super::Profile::General,
+            keys_on: "a reference to an output field the tool does not declare where it declares one field (and lists of one reference to a list field): that field",
+        }
+    }
+
+    fn mend(&self, plan: &mut Plan, tools: &ToolRegistry, _seen: &str) -> Vec<String> {
+        mend_references(plan, tools)
+    }
+}

@@ -22,6 +22,7 @@ use serde_json::Value;
 
 use crate::agent::plan::{Plan, Step};
 use crate::tools::llm::Llm;
+use crate::tools::ToolRegistry;
 
 /// Rewrites the last reading's prompt (see the module's documentation); returns one line per change.
 pub fn ask_the_goal(plan: &mut Plan) -> Vec<String> {
@@ -88,6 +89,24 @@ fn reading_sources(plan: &Plan, id: &str) -> (Vec<String>, HashSet<String>) {
     }
     let ordered = plan.steps.iter().filter(|s| sources.contains(&s.id)).map(|s| s.id.clone()).collect();
     (ordered, passed)
+}
+
+/// Rule `reading-asks-the-goal` (mend, general).
+pub struct ReadingAsksTheGoal;
+
+impl super::Rule for ReadingAsksTheGoal {
+    fn about(&self) -> super::About {
+        super::About {
+            name: "reading-asks-the-goal",
+            stage: super::Stage::Mend,
+            profile: super::Profile::General,
+            keys_on: "a goal with a '?' and a plan ending in an llm step nothing reads: its prompt is the goal as written and the whole results it rests on",
+        }
+    }
+
+    fn mend(&self, plan: &mut Plan, _tools: &ToolRegistry, _seen: &str) -> Vec<String> {
+        ask_the_goal(plan)
+    }
 }
 
 #[cfg(test)]

@@ -1,26 +1,20 @@
-//! Mends a date or time the plan passes in another form than the one it should reach the tool in: the form the
-//! parameter's schema asks for (`format`, a `pattern`, or a description that shows the form, like `HH:MM` or
-//! `MM/DD/YYYY`), else the form the goal wrote it in.
+//! Rule `dates-and-times` (mend, general): a date or time the plan passes in another form than the one its
+//! parameter's schema declares (`format` `date`/`time`/`date-time`, a `pattern`, or a form its description shows,
+//! like `HH:MM` or `MM/DD/YYYY`) is written in that form by code (`9:30 AM` → `09:30` for "24-hour format
+//! (HH:MM)", `01/15/2024` → `2024-01-15` for `format: date`; a `pattern` takes the first common form it accepts).
+//! Where the schema declares no form, the value is left as the plan writes it: a correct `2024-01-15` for a
+//! parameter that says only "ISO 8601" is not rewritten to the goal's `01/15/2024` (an earlier version did).
 //!
-//! Rule `dates-and-times`, profile `general`:
-//! - where the parameter asks for a form, a date or time the plan passes in any other form is written in that one
-//!   (`9:30 AM` → `09:30` for "24-hour format (HH:MM)", `01/15/2024` → `2024-01-15` for `format: date`; a `pattern`
-//!   takes the first common form it accepts);
-//! - where it asks for none, a date or time the goal writes, passed in another form, is passed as the goal writes
-//!   it (`2024-01-15` → `01/15/2024`, `07:00` → `7:00 AM`).
-//!
-//! Why: models reformat the values they copy (the 1.5B planner wrote 2024-01-15 for the user's 01/15/2024 and
-//! 07:00 for 7:00 AM, against the prompt's rule to copy values as written), and fail to reformat them where a tool
-//! asks (a real MCP time server answers "Expected HH:MM" to `9:30 AM`). Code reads both forms without guessing.
+//! Why: models fail to reformat the values they copy where a tool asks (a real MCP time server answers "Expected
+//! HH:MM" to `9:30 AM`). Code reads both forms without guessing.
 
 use serde_json::Value;
 
-use super::forms::{asked_form, every_form, find_moments, read_value, write_as};
+use super::support::forms::{asked_form, every_form, find_moments, read_value, write_as};
 use crate::agent::plan::Plan;
 use crate::tools::ToolRegistry;
 
-/// Rewrites top-level string arguments that write a date or time as the parameter's schema, else the goal, writes
-/// it; returns one line per change (`s1: time "9:30 AM" → "09:30" (the parameter asks for HH:MM)`).
+/// Rewrites top-level string arguments that write a date or time in the form the parameter's schema declares; returns one line per change (`s1: time "9:30 AM" → "09:30" (the parameter asks for HH:MM)`).
 pub fn mend_dates_and_times(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> {
     let in_goal = find_moments(&plan.goal);
     let mut lines = Vec::new();
@@ -50,10 +44,7 @@ pub fn mend_dates_and_times(plan: &mut Plan, registry: &ToolRegistry) -> Vec<Str
                     None => continue,
                 }
             } else {
-                match as_written {
-                    Some(written) => (written, "as the goal writes it".to_string()),
-                    None => continue,
-                }
+                continue;
             };
             if new != text {
                 lines.push(format!("{}: {name} {value} → {:?} ({why})", step.id, new));
@@ -68,6 +59,24 @@ pub fn mend_dates_and_times(plan: &mut Plan, registry: &ToolRegistry) -> Vec<Str
 fn fits(property: &Value, text: &str) -> bool {
     // A schema the validator cannot read (a broken pattern) fits nothing: the value is left as written.
     jsonschema::validator_for(property).is_ok_and(|v| v.is_valid(&Value::String(text.to_string())))
+}
+
+/// Rule `dates-and-times` (mend, general).
+pub struct DatesAndTimes;
+
+impl super::Rule for DatesAndTimes {
+    fn about(&self) -> super::About {
+        super::About {
+            name: "dates-and-times",
+            stage: super::Stage::Mend,
+            profile: super::Profile::General,
+            keys_on: "a date or time passed in another form than its schema declares (format, pattern, a form shown as HH:MM or YYYY-MM-DD): written in that form",
+        }
+    }
+
+    fn mend(&self, plan: &mut Plan, tools: &ToolRegistry, _seen: &str) -> Vec<String> {
+        mend_dates_and_times(plan, tools)
+    }
 }
 
 #[cfg(test)]
@@ -123,16 +132,16 @@ mod tests {
     }
 
     #[test]
-    fn without_an_asked_form_the_goals_form_is_kept() {
-        let tools = registry(json!({"day": {"type": "string", "description": "The day"}, "at": {"type": "string"}}));
+    fn without_a_declared_form_the_plans_value_is_left_as_written() {
+        // "ISO 8601" in words declares no form the rule reads: a correct 2024-01-15 is not rewritten to the goal's
+        // 01/15/2024, nor 07:00 to 7:00 AM.
+        let tools =
+            registry(json!({"day": {"type": "string", "description": "The day, ISO 8601"}, "at": {"type": "string"}}));
         let mut p = plan("Book a table on 01/15/2024 at 7:00 AM", json!({"day": "2024-01-15", "at": "07:00"}));
         let lines = mend_dates_and_times(&mut p, &tools);
-        assert_eq!(p.steps[0].args["day"], "01/15/2024", "{lines:?}");
-        assert_eq!(p.steps[0].args["at"], "7:00 AM");
-        assert_eq!(lines.len(), 2);
-        // A value the goal does not write is left as the planner wrote it.
-        let mut p = plan("Book a table for tomorrow", json!({"day": "2024-01-16"}));
-        assert!(mend_dates_and_times(&mut p, &tools).is_empty());
+        assert!(lines.is_empty(), "{lines:?}");
+        assert_eq!(p.steps[0].args["day"], "2024-01-15");
+        assert_eq!(p.steps[0].args["at"], "07:00");
     }
 
     #[test]

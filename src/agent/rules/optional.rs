@@ -20,3 +20,21 @@ use crate::tools::ToolRegistry;
 pub fn drop_unmentioned_optional(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> {
     leave_out_unasked(plan, registry, |_, _| Some(String::new()))
 }
+
+/// Rule `optional` (mend, nestful).
+pub struct Optional;
+
+impl super::Rule for Optional {
+    fn about(&self) -> super::About {
+        super::About {
+            name: "optional",
+            stage: super::Stage::Mend,
+            profile: super::Profile::Nestful,
+            keys_on: "an optional argument the goal names neither by value nor by the parameter's name: left out (NESTFUL's gold)",
+        }
+    }
+
+    fn mend(&self, plan: &mut Plan, tools: &ToolRegistry, _seen: &str) -> Vec<String> {
+        drop_unmentioned_optional(plan, tools)
+    }
+}

@@ -3,9 +3,9 @@
 //! goal's words; a code for a language the goal does not name becomes its English name), or `"French"` where the
 //! parameter's description asks for a code (`fr`).
 //!
-//! Two directions, in two profiles: a name where the description asks for a code becomes the code, as the schema
-//! says (`general`); a code where the description does not ask for one becomes the name, which is NESTFUL's gold
-//! convention and not the schema's word: many APIs take codes without saying so (`nestful` only).
+//! Two directions, two rules, both in the `nestful` profile (they key on words of a parameter's description, which
+//! `general` does not): a name where the description asks for a code becomes the code (`language-codes`); a code
+//! where the description does not ask for one becomes the name (`language-names`), NESTFUL's gold convention.
 //!
 //! Why: the 1.5B planner turned the languages of NESTFUL goals into ISO codes that no tool description asked for,
 //! against the prompt's rule; what replaying NESTFUL's plans through it gives is in docs/benchmarks.md ("Plans
@@ -144,6 +144,25 @@ fn code_of(text: &str) -> Option<String> {
     let region_ok = text.len() == language.len() || text.len() == language.len() + 3;
     (language.len() == 2 && region_ok && language.chars().all(|c| c.is_ascii_alphabetic()))
         .then(|| language.to_ascii_lowercase())
+}
+
+/// Rule `language-codes` (mend, nestful).
+pub struct LanguageCodes;
+
+impl super::Rule for LanguageCodes {
+    fn about(&self) -> super::About {
+        super::About {
+            name: "language-codes",
+            stage: super::Stage::Mend,
+            profile: super::Profile::Nestful,
+            keys_on:
+                "a language the goal names, passed by name to a parameter whose description asks for a code: its code",
+        }
+    }
+
+    fn mend(&self, plan: &mut Plan, tools: &ToolRegistry, _seen: &str) -> Vec<String> {
+        mend_languages_to_codes(plan, tools)
+    }
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@
 
 use serde_json::Value;
 
-use super::goal_words::GoalWords;
+use super::support::goal_words::GoalWords;
 use crate::agent::plan::refs::{
     parse_reference, reference_fits, references_in, rewrite_references, schema_types, Reference,
 };
@@ -172,4 +172,22 @@ fn result_instead(plan: &Plan, k: usize, registry: &ToolRegistry, goal: &GoalWor
         }
     };
     Some(Reference { step: source.id.clone(), field: Some(field) })
+}
+
+/// Rule `invented` (mend, nestful).
+pub struct Invented;
+
+impl super::Rule for Invented {
+    fn about(&self) -> super::About {
+        super::About {
+            name: "invented",
+            stage: super::Stage::Mend,
+            profile: super::Profile::Nestful,
+            keys_on: "a call of a tool the goal does not name, with values it does not write, whose result is read: dropped (NESTFUL's distractors)",
+        }
+    }
+
+    fn mend(&self, plan: &mut Plan, tools: &ToolRegistry, _seen: &str) -> Vec<String> {
+        drop_invented_steps(plan, tools)
+    }
 }

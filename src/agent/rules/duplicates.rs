@@ -11,6 +11,7 @@
 
 use crate::agent::plan::refs::{rewrite_references, Reference};
 use crate::agent::plan::{Plan, Step};
+use crate::tools::ToolRegistry;
 
 /// Removes each step whose tool and arguments equal an earlier kept step's, rewriting references to it and
 /// dependencies on it to that step. Returns one line per step dropped (`s2: dropped, the same call as s1`).
@@ -49,4 +50,22 @@ pub fn drop_repeated_calls(plan: &mut Plan) -> Vec<String> {
     }
     plan.steps = kept;
     dropped
+}
+
+/// Rule `duplicates` (mend, general).
+pub struct Duplicates;
+
+impl super::Rule for Duplicates {
+    fn about(&self) -> super::About {
+        super::About {
+            name: "duplicates",
+            stage: super::Stage::Mend,
+            profile: super::Profile::General,
+            keys_on: "a step with the same tool and arguments as an earlier one: dropped, its readers pointed at the earlier step",
+        }
+    }
+
+    fn mend(&self, plan: &mut Plan, _tools: &ToolRegistry, _seen: &str) -> Vec<String> {
+        drop_repeated_calls(plan)
+    }
 }

@@ -1,9 +1,9 @@
 //! Mends a number the goal writes as a percentage and the plan passes in the form the parameter does not take.
 //!
-//! Two directions, in two profiles: where the parameter's description asks for a decimal or a fraction, the
-//! number as written (`8` for "8%") becomes the fraction (`0.08`): the schema says so (`general`). Where the
-//! description says neither, the fraction (`0.05` for "5%") becomes the number as written (`5`): that is NESTFUL's
-//! gold convention, not the schema's word, and an API that takes 0.05 would get 5 (`nestful` only).
+//! Two directions, two rules, both in the `nestful` profile (they key on words of a parameter's description, which
+//! `general` does not): where the description asks for a decimal or a fraction, the number as written (`8` for
+//! "8%") becomes the fraction (`0.08`, `percentages-as-fractions`); where it says neither, the fraction (`0.05` for
+//! "5%") becomes the number as written (`5`, `percentages-as-written`): NESTFUL's gold convention.
 
 use serde_json::Value;
 
@@ -84,6 +84,24 @@ fn as_written(text: &str, value: f64) -> Option<serde_json::Number> {
     match text.parse::<i64>() {
         Ok(whole) => Some(whole.into()),
         Err(_) => serde_json::Number::from_f64(value),
+    }
+}
+
+/// Rule `percentages-as-fractions` (mend, nestful).
+pub struct PercentagesAsFractions;
+
+impl super::Rule for PercentagesAsFractions {
+    fn about(&self) -> super::About {
+        super::About {
+            name: "percentages-as-fractions",
+            stage: super::Stage::Mend,
+            profile: super::Profile::Nestful,
+            keys_on: "a percentage the goal writes, passed as written to a parameter whose description says decimal or fraction: the fraction",
+        }
+    }
+
+    fn mend(&self, plan: &mut Plan, tools: &ToolRegistry, _seen: &str) -> Vec<String> {
+        mend_percentages_to_fractions(plan, tools)
     }
 }
 

@@ -24,9 +24,9 @@ use std::ops::Range;
 
 use serde_json::Value;
 
-use super::goal_words::GoalWords;
-use super::languages::is_language_name;
-use super::percentages::percentages_in;
+use super::language_codes::is_language_name;
+use super::percentages_as_fractions::percentages_in;
+use super::support::goal_words::GoalWords;
 use super::{only_output_field, parameter_description};
 use crate::agent::numbers::{numbers_in, same_value};
 use crate::agent::plan::refs::references_in;
@@ -198,4 +198,22 @@ fn expression_numbers(text: &str) -> Option<Vec<(Range<usize>, f64)>> {
         numbers.push((start..i, text[start..i].parse().ok()?));
     }
     Some(numbers)
+}
+
+/// Rule `dependencies` (mend, general).
+pub struct Dependencies;
+
+impl super::Rule for Dependencies {
+    fn about(&self) -> super::About {
+        super::About {
+            name: "dependencies",
+            stage: super::Stage::Mend,
+            profile: super::Profile::General,
+            keys_on: "a step listing an earlier one in depends_on but passing a value where that step's one declared result belongs: a reference to it",
+        }
+    }
+
+    fn mend(&self, plan: &mut Plan, tools: &ToolRegistry, _seen: &str) -> Vec<String> {
+        mend_unused_dependencies(plan, tools)
+    }
 }

@@ -1,4 +1,4 @@
-//! Mends a time zone the plan passes under a name the time zone database does not have, to a parameter whose
+//! Rule `time-zones` (mend, general). Mends a time zone the plan passes under a name the time zone database does not have, to a parameter whose
 //! schema asks for the database's names (its description says "IANA", or shows one as an example):
 //! `America/Honolulu` → `Pacific/Honolulu` (the place the value names has one zone), `Asia/Makati` for "the time
 //! in Manila" → `Asia/Manila` (the value names no zone's place, and Manila is the one place the goal writes that
@@ -15,7 +15,7 @@ use std::sync::OnceLock;
 use serde_json::{Map, Value};
 
 use super::parameter_description;
-use crate::agent::plan::fallbacks::{accents_off, fallback_values};
+use super::support::accents_off;
 use crate::agent::plan::refs::references_in;
 use crate::agent::plan::Plan;
 use crate::tools::{ToolRegistry, ToolSpec};
@@ -63,39 +63,6 @@ pub fn mend_time_zones(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> 
         let step = &mut plan.steps[index];
         lines.push(format!("{}: {name} {written:?} → {zone:?} ({why})", step.id));
         step.args.insert(name, Value::String(zone));
-    }
-    lines
-}
-
-/// Rule `zones-from-results` (general, at run time): each top-level zone argument of a call (a parameter that takes
-/// the database's names) that holds its parameter's value for "no value given" (the time server's `Etc/UTC`, a
-/// text `default`), where the goal does not write that value, takes the zone of the one place that `texts` (the
-/// earlier results the call reads) write with a capital and no other zone argument of the call takes. The planner
-/// wrote the fallback because the place is in a result it had not seen: "When does the keynote announced on
-/// {page} start for someone watching from Kolkata?", whose page says "14:00 Tokyo time", was planned as a
-/// conversion from `Etc/UTC`. Returns one line per change (`source_timezone "Etc/UTC" → "Asia/Tokyo" (…)`).
-pub fn zones_from_results(args: &mut Map<String, Value>, spec: &ToolSpec, texts: &[&str], goal: &str) -> Vec<String> {
-    let zone_parameters = zone_parameters(args, spec);
-    let mut lines = Vec::new();
-    for name in &zone_parameters {
-        let Some(written) = args[name].as_str().map(str::trim).map(str::to_string) else { continue };
-        let fallbacks = fallback_values(&spec.args_schema["properties"][name]);
-        if !fallbacks.contains(&written) || goal.contains(place_of(&written)) {
-            continue;
-        }
-        let mut places: Vec<(String, String)> = Vec::new();
-        for (key, as_written) in texts.iter().flat_map(|text| places_written(text)) {
-            if !places.iter().any(|(k, _)| *k == key) {
-                places.push((key, as_written));
-            }
-        }
-        let Some((zone, as_written)) = one_free_place(&places, &places_taken(args, &zone_parameters, name)) else {
-            continue;
-        };
-        lines.push(format!(
-            "{name} {written:?} → {zone:?} (the parameter's value for none given; the result it reads names {as_written})"
-        ));
-        args.insert(name.clone(), Value::String(zone));
     }
     lines
 }
@@ -227,6 +194,24 @@ fn places_written(goal: &str) -> Vec<(String, String)> {
     found
 }
 
+/// Rule `time-zones` (mend, general).
+pub struct TimeZones;
+
+impl super::Rule for TimeZones {
+    fn about(&self) -> super::About {
+        super::About {
+            name: "time-zones",
+            stage: super::Stage::Mend,
+            profile: super::Profile::General,
+            keys_on: "a zone argument the time zone database does not have, to a parameter whose schema names the database or shows one of its names: the zone of the place it names",
+        }
+    }
+
+    fn mend(&self, plan: &mut Plan, tools: &ToolRegistry, _seen: &str) -> Vec<String> {
+        mend_time_zones(plan, tools)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -249,34 +234,6 @@ mod tests {
         assert_eq!(zone_of_place("Istanbul").as_deref(), Some("Europe/Istanbul"));
         assert_eq!(zone_of_place("Asia/Makati"), None);
         assert!(is_zone("Etc/UTC") && is_zone("UTC") && !is_zone("America/Honolulu"));
-    }
-
-    #[test]
-    fn a_fallback_zone_takes_the_one_place_the_results_read_name() {
-        let zone = serde_json::json!({"type": "string",
-            "description": "Source IANA timezone name. Use 'Etc/UTC' as local timezone if no timezone provided by the user."});
-        let spec = ToolSpec {
-            name: "convert_time".into(),
-            description: "Convert a time.".into(),
-            args_schema: serde_json::json!({"type": "object", "properties": {"source_timezone": zone, "target_timezone": zone, "time": {"type": "string"}}}),
-            output_schema: None,
-            needs_model: false,
-            changes_things: None,
-        };
-        let goal = "When does the keynote on the page start for someone watching from Kolkata?";
-        let page = "<h1>PlanetConf 2025</h1><p>The keynote starts at 14:00 Tokyo time (JST) in Hall A.</p>";
-        let call =
-            serde_json::json!({"source_timezone": "Etc/UTC", "time": "14:00", "target_timezone": "Asia/Kolkata"});
-        let mut args = call.as_object().unwrap().clone();
-        let lines = zones_from_results(&mut args, &spec, &[page], goal);
-        assert_eq!(args["source_timezone"], "Asia/Tokyo", "{lines:?}");
-        assert_eq!(args["target_timezone"], "Asia/Kolkata");
-        // A goal that writes the fallback's place, a text naming two free places, no text: left as written.
-        let mut args = call.as_object().unwrap().clone();
-        assert!(zones_from_results(&mut args, &spec, &[page], "At 14:00 UTC, what time is it in Kolkata?").is_empty());
-        assert!(zones_from_results(&mut args, &spec, &["Tokyo or Seoul?"], goal).is_empty());
-        assert!(zones_from_results(&mut args, &spec, &[], goal).is_empty());
-        assert_eq!(args["source_timezone"], "Etc/UTC");
     }
 
     #[test]
