@@ -5,16 +5,13 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     // Exit codes (docs/cli.md): 0 done, 1 error, 2 usage error, 3 a run stopped before finishing.
-    let mut cli = match tandem::cli::parse() {
+    let cli = match tandem::cli::parse() {
         Ok(cli) => cli,
         Err(error) => {
             eprintln!("error: {error}");
             return ExitCode::from(error.exit_code());
         }
     };
-    for warning in cli.take_deprecated() {
-        eprintln!("{warning}");
-    }
     if let Some(threads) = cli.threads().filter(|n| *n > 0) {
         // candle's gemm splits its work by RAYON_NUM_THREADS, read from the environment. It is set here, before
         // any thread exists, because changing the environment while other threads run is a data race.

@@ -32,4 +32,5 @@ pub use plan::schema::{plan_json_schema, plan_json_schema_with, PlanSchemaOption
 pub use plan::{refs_in, resolve_args, Plan, Step};
 pub use run::orchestrator::{
     in_doubt_steps, Agent, Approval, Approver, AutoApprove, Mode, NoObserver, Observer, PlanDecision, RunOutcome,
+    RunParts,
 };

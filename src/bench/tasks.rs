@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::agent::log::events::{EventLog, RunSettings, StopReason};
-use crate::agent::{Agent, AutoApprove, ModelSource, NoObserver, RunOutcome};
+use crate::agent::{Agent, AutoApprove, ModelSource, NoObserver, RunOutcome, RunParts};
 use crate::bench::task_servers;
 use crate::tools::{ToolContext, ToolRegistry, Workspace};
 use crate::{Error, Result};
@@ -253,11 +253,7 @@ pub fn run_task(task: &Task, setup: &TaskSetup, models: &mut dyn ModelSource) ->
         &goal,
         settings,
         EventLog::create(&run_dir)?,
-        &registry,
-        &context,
-        models,
-        &mut approver,
-        &NoObserver,
+        RunParts { registry: &registry, context: &context, models, approver: &mut approver, observer: &NoObserver },
     )?;
     let outcome: RunOutcome = agent.run(None)?;
     let (passed, why) = check(task, outcome.answer.as_deref(), &workspace);

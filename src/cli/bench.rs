@@ -4,7 +4,6 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand, ValueEnum};
 
-use super::common::deprecated;
 use super::{ComputeArgs, ModelArgs};
 use crate::settings::{self, Asks, Evaluator, Joiner, Mend, Mode, Shard, SuiteSettings};
 
@@ -140,9 +139,6 @@ pub struct CatalogueOptions {
     /// distractors drawn with --seed).
     #[arg(long, value_name = "all|gold+K", default_value = "gold+5")]
     pub catalogue: String,
-    /// Deprecated spelling of --catalogue.
-    #[arg(long = "tools", hide = true, conflicts_with = "catalogue")]
-    pub deprecated_tools: Option<String>,
     /// Seed for the distractor tools of `gold+K`.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -151,15 +147,7 @@ pub struct CatalogueOptions {
     pub no_grammar: bool,
 }
 
-impl CatalogueOptions {
-    /// Folds `--tools` into `--catalogue`, with a warning when it was given.
-    pub fn take_deprecated(&mut self, command: &str, warnings: &mut Vec<String>) {
-        if let Some(catalogue) = self.deprecated_tools.take() {
-            warnings.push(deprecated(command, "--tools", "--catalogue"));
-            self.catalogue = catalogue;
-        }
-    }
-}
+impl CatalogueOptions {}
 
 /// Tool retrieval for the planner (nestful and tasks).
 #[derive(Debug, Clone, Copy, Args)]
@@ -263,8 +251,7 @@ fn suite_settings(
     top_k: Option<TopKArg>,
     categories: Option<&CategoriesArg>,
 ) -> SuiteSettings {
-    let catalogue_default =
-        || CatalogueOptions { catalogue: "gold+5".into(), deprecated_tools: None, seed: 0, no_grammar: false };
+    let catalogue_default = || CatalogueOptions { catalogue: "gold+5".into(), seed: 0, no_grammar: false };
     let catalogue = catalogue.cloned().unwrap_or_else(catalogue_default);
     SuiteSettings {
         planner: models.planner.clone(),
@@ -461,9 +448,6 @@ pub struct ServeBenchArgs {
     /// `max_tokens` of every request: the most new tokens of one completion.
     #[arg(long, value_name = "N", default_value_t = 64)]
     pub max_completion_tokens: usize,
-    /// Deprecated spelling of --max-completion-tokens.
-    #[arg(long = "max-tokens", value_name = "N", hide = true, conflicts_with = "max_completion_tokens")]
-    pub deprecated_max_tokens: Option<usize>,
     /// Compute threads of each server started (default: all cores).
     #[arg(long, short)]
     pub threads: Option<usize>,
@@ -485,21 +469,6 @@ pub struct ServeBenchArgs {
 }
 
 impl BenchCommand {
-    /// Folds the deprecated spellings into the new flags, with a warning for each one given.
-    pub fn take_deprecated(&mut self, warnings: &mut Vec<String>) {
-        match self {
-            BenchCommand::Nestful(args) => args.catalogue.take_deprecated("bench nestful", warnings),
-            BenchCommand::Pairs(args) => args.catalogue.take_deprecated("bench pairs", warnings),
-            BenchCommand::Serve(args) => {
-                if let Some(n) = args.deprecated_max_tokens.take() {
-                    warnings.push(deprecated("bench serve", "--max-tokens", "--max-completion-tokens"));
-                    args.max_completion_tokens = n;
-                }
-            }
-            _ => {}
-        }
-    }
-
     /// The `--threads` the command was given, where it takes one.
     pub fn threads(&self) -> Option<usize> {
         match self {

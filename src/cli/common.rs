@@ -7,11 +7,6 @@ use clap::Args;
 use crate::agent::rules::RuleSet;
 use crate::settings::{self, Compute, DeviceKind, Drafting, Mend, ToolSettings};
 
-/// The warning for a deprecated flag that was given: one line naming the command and the flag to use instead.
-pub(crate) fn deprecated(command: &str, old: &str, new: &str) -> String {
-    format!("warning: {old} is deprecated for `tandem {command}`; use {new} (the old name goes in the next release)")
-}
-
 /// Where a command computes: `--threads` and `--device`, declared once and flattened into every command that
 /// loads a model.
 #[derive(Debug, Clone, Copy, Args)]

@@ -58,22 +58,6 @@ impl Cli {
             Command::Runs(_) | Command::Models(_) | Command::Tools(_) | Command::Rules(_) | Command::Config(_) => None,
         }
     }
-
-    /// Folds the deprecated flag spellings that were given into the new flags, and returns one warning line for
-    /// each.
-    pub fn take_deprecated(&mut self) -> Vec<String> {
-        let mut warnings = Vec::new();
-        match &mut self.command {
-            Command::Generate(args) => args.take_deprecated(&mut warnings),
-            Command::Plan(args) => args.take_deprecated(&mut warnings),
-            Command::Run(args) => args.agent.take_deprecated("run", &mut warnings),
-            Command::Batch(args) => args.agent.take_deprecated("batch", &mut warnings),
-            Command::Serve(args) => args.take_deprecated(&mut warnings),
-            Command::Bench(bench) => bench.take_deprecated(&mut warnings),
-            _ => {}
-        }
-        warnings
-    }
 }
 
 /// The subcommands.

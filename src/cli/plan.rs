@@ -4,7 +4,6 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::common::deprecated;
 use super::{ComputeArgs, MendArg, ModelArgs, PlanSearchArg, SpeculateArg, ToolArgs};
 use crate::settings::{self, Budgets};
 
@@ -24,9 +23,6 @@ pub struct GenerateArgs {
     /// Most new tokens to generate.
     #[arg(long, short = 'n', value_name = "N", default_value_t = 256)]
     pub max_new_tokens: usize,
-    /// Deprecated spelling of --max-new-tokens.
-    #[arg(long = "max-tokens", value_name = "N", hide = true, conflicts_with = "max_new_tokens")]
-    pub deprecated_max_tokens: Option<usize>,
     /// Sampling temperature; 0 means greedy (argmax).
     #[arg(long, default_value_t = 0.0)]
     pub temperature: f64,
@@ -67,9 +63,6 @@ pub struct PlanArgs {
     /// The planner: a model id or a .gguf path.
     #[arg(long, default_value = settings::DEFAULT_PLANNER)]
     pub planner: String,
-    /// Deprecated spelling of --planner.
-    #[arg(long = "model", short = 'm', hide = true, conflicts_with = "planner")]
-    pub deprecated_model: Option<String>,
     #[command(flatten)]
     pub compute: ComputeArgs,
     #[command(flatten)]
@@ -77,9 +70,6 @@ pub struct PlanArgs {
     /// Token budget of the plan (as `tandem run --plan-tokens`).
     #[arg(long, value_name = "N", default_value_t = Budgets::PLAN_TOKENS)]
     pub plan_tokens: usize,
-    /// Deprecated spelling of --plan-tokens.
-    #[arg(long = "max-tokens", value_name = "N", hide = true, conflicts_with = "plan_tokens")]
-    pub deprecated_max_tokens: Option<usize>,
     #[command(flatten)]
     pub search: PlanSearchArg,
     #[command(flatten)]
@@ -96,29 +86,7 @@ pub struct PlanArgs {
     pub no_prefix_store: bool,
 }
 
-impl GenerateArgs {
-    /// Folds the deprecated spellings into the new flags, with a warning for each one given.
-    pub fn take_deprecated(&mut self, warnings: &mut Vec<String>) {
-        if let Some(n) = self.deprecated_max_tokens.take() {
-            warnings.push(deprecated("generate", "--max-tokens", "--max-new-tokens"));
-            self.max_new_tokens = n;
-        }
-    }
-}
-
 impl PlanArgs {
-    /// Folds the deprecated spellings into the new flags, with a warning for each one given.
-    pub fn take_deprecated(&mut self, warnings: &mut Vec<String>) {
-        if let Some(model) = self.deprecated_model.take() {
-            warnings.push(deprecated("plan", "-m/--model", "--planner"));
-            self.planner = model;
-        }
-        if let Some(n) = self.deprecated_max_tokens.take() {
-            warnings.push(deprecated("plan", "--max-tokens", "--plan-tokens"));
-            self.plan_tokens = n;
-        }
-    }
-
     /// The model options these flags describe.
     pub fn model_args(&self) -> ModelArgs {
         ModelArgs {

@@ -4,7 +4,6 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
-use super::common::deprecated;
 use super::{ComputeArgs, MendArg, PlanSearchArg, RunsDirArg, SpeculateArg, ToolArgs};
 use crate::settings::{
     self, AgentSettings, Approval, BatchSettings, Budgets, Evaluator, Joiner, Mode, RunnerSettings, Shard,
@@ -50,9 +49,6 @@ pub struct AgentArgs {
     /// Most generated tokens in the run, planner and executor together.
     #[arg(long, value_name = "N", default_value_t = Budgets::MAX_TOKENS)]
     pub max_run_tokens: usize,
-    /// Deprecated spelling of --max-run-tokens.
-    #[arg(long = "max-tokens", value_name = "N", hide = true, conflicts_with = "max_run_tokens")]
-    pub deprecated_max_tokens: Option<usize>,
     /// Wall-time limit, in seconds (checked between steps).
     #[arg(long, value_name = "SECONDS", default_value_t = Budgets::MAX_SECONDS)]
     pub max_time: u64,
@@ -65,15 +61,6 @@ pub struct AgentArgs {
 }
 
 impl AgentArgs {
-    /// Folds the deprecated spellings into the new flags, with a warning for each one given (`command`: `run` or
-    /// `batch`).
-    pub fn take_deprecated(&mut self, command: &str, warnings: &mut Vec<String>) {
-        if let Some(n) = self.deprecated_max_tokens.take() {
-            warnings.push(deprecated(command, "--max-tokens", "--max-run-tokens"));
-            self.max_run_tokens = n;
-        }
-    }
-
     /// The settings these flags give.
     pub fn settings(&self) -> AgentSettings {
         AgentSettings {

@@ -4,7 +4,6 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::common::deprecated;
 use super::{ComputeArgs, MendArg, SpeculateArg, ToolArgs};
 use crate::settings::{self, RunnerSettings, ServeAsks, ServeSettings};
 
@@ -47,9 +46,6 @@ pub struct ServeArgs {
     /// Most new tokens of one completion; also the default when a request gives no max_tokens.
     #[arg(long, value_name = "N", default_value_t = ServeSettings::MAX_TOKENS)]
     pub max_completion_tokens: usize,
-    /// Deprecated spelling of --max-completion-tokens.
-    #[arg(long = "max-tokens", value_name = "N", hide = true, conflicts_with = "max_completion_tokens")]
-    pub deprecated_max_tokens: Option<usize>,
     /// Tools of agent runs (`POST /v1/runs`), with the same policy as `tandem run`.
     #[command(flatten)]
     pub tools: ToolArgs,
@@ -129,14 +125,6 @@ fn named_file(text: &str) -> std::result::Result<(String, PathBuf), String> {
 }
 
 impl ServeArgs {
-    /// Folds the deprecated spellings into the new flags, with a warning for each one given.
-    pub fn take_deprecated(&mut self, warnings: &mut Vec<String>) {
-        if let Some(n) = self.deprecated_max_tokens.take() {
-            warnings.push(deprecated("serve", "--max-tokens", "--max-completion-tokens"));
-            self.max_completion_tokens = n;
-        }
-    }
-
     /// The settings these flags give.
     pub fn settings(&self) -> ServeSettings {
         ServeSettings {

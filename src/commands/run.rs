@@ -8,7 +8,7 @@ use crate::agent::log::events::EventLog;
 use crate::agent::log::runs::lock_run;
 use crate::agent::log::summary::run_summary;
 use crate::agent::setup::{open_runs_dir, run_settings, runner_models};
-use crate::agent::{Agent, Approval, Approver, AutoApprove, Plan, RunOutcome, StopReason};
+use crate::agent::{Agent, Approval, Approver, AutoApprove, Plan, RunOutcome, RunParts, StopReason};
 use crate::cli::{ResumeArgs, RunArgs};
 use crate::commands::run_view::{TerminalApprover, TerminalObserver};
 use crate::commands::Outcome;
@@ -45,7 +45,18 @@ pub fn run(args: RunArgs, reporter: &dyn Reporter, quiet: bool) -> Result<Outcom
     let mut models = runner_models(&settings, &args.runner.settings(), reporter)?;
     let observer = TerminalObserver::new(quiet || args.runner.json);
     let mut approver = approver_for(args.yes, &dir);
-    let agent = Agent::start(&goal, settings, log, &registry, &context, &mut models, approver.as_mut(), &observer)?;
+    let agent = Agent::start(
+        &goal,
+        settings,
+        log,
+        RunParts {
+            registry: &registry,
+            context: &context,
+            models: &mut models,
+            approver: approver.as_mut(),
+            observer: &observer,
+        },
+    )?;
     let outcome = agent.run(given_plan)?;
     finish(&id, &dir, &outcome, args.runner.json)
 }
@@ -80,11 +91,13 @@ pub fn resume(args: ResumeArgs, reporter: &dyn Reporter, quiet: bool) -> Result<
         log,
         &contents.records,
         args.rerun_in_doubt,
-        &registry,
-        &context,
-        &mut models,
-        approver.as_mut(),
-        &observer,
+        RunParts {
+            registry: &registry,
+            context: &context,
+            models: &mut models,
+            approver: approver.as_mut(),
+            observer: &observer,
+        },
     )?;
     let outcome = agent.run(None)?;
     finish(&id, &dir, &outcome, args.runner.json)

@@ -14,8 +14,8 @@ use serde_json::{Map, Value};
 
 use crate::agent::log::runs::lock_run;
 use crate::agent::{
-    Agent, Approver, Event, EventLog, LazyModels, NoObserver, Plan, PlanDecision, RunSettings, RunState, Step,
-    StopReason,
+    Agent, Approver, Event, EventLog, LazyModels, NoObserver, Plan, PlanDecision, RunParts, RunSettings, RunState,
+    Step, StopReason,
 };
 use crate::settings::ToolSettings;
 use crate::tools::toolbox;
@@ -244,7 +244,18 @@ fn run(models: &mut LazyModels<'_>, dir: &std::path::Path, kind: RunKind, handle
             };
             let mut approver = HttpApprover { decision: None, stop: handle.stop.clone() };
             let log = log.close_when(handle.stop.clone());
-            let agent = Agent::start(&goal, *settings, log, &registry, &context, models, &mut approver, &NoObserver)?;
+            let agent = Agent::start(
+                &goal,
+                *settings,
+                log,
+                RunParts {
+                    registry: &registry,
+                    context: &context,
+                    models,
+                    approver: &mut approver,
+                    observer: &NoObserver,
+                },
+            )?;
             agent.run(None)?;
         }
         RunKind::Resume { decision, rerun_in_doubt } => {
@@ -262,11 +273,13 @@ fn run(models: &mut LazyModels<'_>, dir: &std::path::Path, kind: RunKind, handle
                 log,
                 &contents.records,
                 rerun_in_doubt,
-                &registry,
-                &context,
-                models,
-                &mut approver,
-                &NoObserver,
+                RunParts {
+                    registry: &registry,
+                    context: &context,
+                    models,
+                    approver: &mut approver,
+                    observer: &NoObserver,
+                },
             )?;
             agent.run(None)?;
         }

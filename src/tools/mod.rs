@@ -18,7 +18,6 @@ pub mod llm;
 pub mod mcp;
 mod process;
 pub mod read_file;
-pub mod redescribed;
 pub mod registry;
 pub mod retrieval;
 pub mod schema_fit;

@@ -195,25 +195,6 @@ impl ToolRegistry {
         kept
     }
 
-    /// The same tools, each parameter's description rewritten where `describe(tool, parameter, description)` gives
-    /// a new one: what a planner is shown changes, what the tools take and do does not.
-    pub fn redescribed(&self, describe: impl Fn(&str, &str, &str) -> Option<String>) -> Self {
-        let mut shown = Self::new();
-        for entry in &self.entries {
-            let name = entry.spec.name.as_str();
-            let tool = match super::redescribed::Redescribed::new(&entry.tool, &entry.spec.args_schema, |p, d| {
-                describe(name, p, d)
-            }) {
-                Some(redescribed) => Arc::new(redescribed) as Arc<dyn Tool>,
-                None => entry.tool.clone(),
-            };
-            // These registered once already: their names are distinct and their schemas compile as fitted.
-            let _ = shown.register_arc(tool);
-        }
-        shown.warnings = self.warnings.clone();
-        shown
-    }
-
     /// The same tools but those named in `left_out`, with a warning for each saying `why` (the planner leaves out
     /// tools whose steps the grammar engine cannot express).
     pub fn without(&self, left_out: &[String], why: &str) -> Self {

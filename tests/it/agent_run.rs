@@ -10,7 +10,8 @@ use serde_json::{json, Map, Value};
 use tandem::agent::log::events::read_log;
 use tandem::agent::run::executor::{enforce_step_tool, ExecutorCall};
 use tandem::agent::{
-    Agent, Approver, EventLog, NoObserver, Plan, PlanDecision, RunSettings, RunState, RunsDir, Step, StopReason,
+    Agent, Approver, EventLog, NoObserver, Plan, PlanDecision, RunParts, RunSettings, RunState, RunsDir, Step,
+    StopReason,
 };
 use tandem::progress::SilentReporter;
 use tandem::tools::{ToolContext, ToolRegistry, Workspace};
@@ -62,7 +63,13 @@ fn run_with(
         &SilentReporter,
     );
     let goal = given.goal.clone();
-    let agent = Agent::start(&goal, settings, log, &registry, &context, &mut models, approver, &NoObserver).unwrap();
+    let agent = Agent::start(
+        &goal,
+        settings,
+        log,
+        RunParts { registry: &registry, context: &context, models: &mut models, approver, observer: &NoObserver },
+    )
+    .unwrap();
     let outcome = agent.run(Some(given)).unwrap();
     (outcome, scratch.latest_events())
 }

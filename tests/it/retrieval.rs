@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use tandem::agent::plan::planner::system_prompt_with;
 use tandem::agent::plan::schema::plan_json_schema;
 use tandem::agent::plan::tool_lines::ToolListing;
-use tandem::agent::{Agent, AutoApprove, EventLog, NoObserver, Plan, RunSettings, RunsDir, StopReason};
+use tandem::agent::{Agent, AutoApprove, EventLog, NoObserver, Plan, RunParts, RunSettings, RunsDir, StopReason};
 use tandem::progress::SilentReporter;
 use tandem::tools::retrieval::{planning_selection, restrict, select, ToolIndex};
 use tandem::tools::{DeclaredTool, Llm, ToolContext, ToolRegistry, ToolSpec, Workspace};
@@ -175,11 +175,13 @@ fn a_run_with_top_k_logs_the_selection_and_still_executes_with_every_tool() {
         goal,
         settings,
         EventLog::create(&dir).unwrap(),
-        &registry,
-        &context,
-        &mut models,
-        &mut approver,
-        &NoObserver,
+        RunParts {
+            registry: &registry,
+            context: &context,
+            models: &mut models,
+            approver: &mut approver,
+            observer: &NoObserver,
+        },
     )
     .unwrap();
     // A given plan may use a tool the planner was not shown: validation and execution know every tool.

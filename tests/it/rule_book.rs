@@ -98,7 +98,7 @@ fn plans_a_user_would_write_come_through_the_rules_unharmed() {
             "Write a summary of report.txt to summary.txt",
             json!([
                 {"id": "s1", "tool": "read_text_file", "args": {"path": path("report.txt")}},
-                {"id": "s2", "tool": "llm", "args": {"prompt": "Summarise in one sentence: $s1$"}},
+                {"id": "s2", "tool": "llm", "args": {"prompt": "Summarise in one sentence: $s1.content$"}},
                 {"id": "s3", "tool": "write_file", "args": {"path": path("summary.txt"), "content": "$s2.text$"}}
             ]),
         ),
@@ -118,16 +118,13 @@ fn plans_a_user_would_write_come_through_the_rules_unharmed() {
             "Summarize my README",
             json!([
                 {"id": "s1", "tool": "read_text_file", "args": {"path": path("README.md")}},
-                {"id": "s2", "tool": "llm", "args": {"prompt": "Summarize my README: $s1$"}}
+                {"id": "s2", "tool": "llm", "args": {"prompt": "Summarize my README: $s1.content$"}}
             ]),
         ),
         // `switches-asked` turned on `fetch`'s `raw` for any goal that says "content".
         (
-            "What is the main content of http://127.0.0.1:9/page.html?",
-            json!([
-                {"id": "s1", "tool": "fetch", "args": {"url": "http://127.0.0.1:9/page.html"}},
-                {"id": "s2", "tool": "llm", "args": {"prompt": "What is the main content of the page? $s1$"}}
-            ]),
+            "Get the content of http://127.0.0.1:9/page.html",
+            json!([{"id": "s1", "tool": "fetch", "args": {"url": "http://127.0.0.1:9/page.html"}}]),
         ),
     ];
     for (goal, steps) in cases {

@@ -17,7 +17,7 @@ use crate::agent::batch::{
 use crate::agent::log::events::EventLog;
 use crate::agent::log::runs::{lock_run, RunState, RunsDir};
 use crate::agent::models::LazyModels;
-use crate::agent::run::orchestrator::{Agent, AutoApprove, NoObserver, RunOutcome};
+use crate::agent::run::orchestrator::{Agent, AutoApprove, NoObserver, RunOutcome, RunParts};
 use crate::agent::setup::{open_runs_dir, run_settings, runner_models};
 use crate::progress::{clip, Progress, ProgressUnit, Reporter};
 use crate::settings::{Approval, BatchSettings};
@@ -304,7 +304,12 @@ fn attempt(
     models.begin_run();
     // Batch never asks: approval stays off, and the approver is never consulted.
     let mut approver = AutoApprove;
-    let agent = Agent::start(&goal.goal, settings, log, registry, context, models, &mut approver, &NoObserver)?;
+    let agent = Agent::start(
+        &goal.goal,
+        settings,
+        log,
+        RunParts { registry, context, models, approver: &mut approver, observer: &NoObserver },
+    )?;
     agent.run(None)
 }
 
@@ -343,7 +348,12 @@ fn resume(
     let (context, registry) = build_tools(&settings.tool_settings())?;
     models.begin_run();
     let mut approver = AutoApprove;
-    let agent = Agent::resume(log, &contents.records, false, &registry, &context, models, &mut approver, &NoObserver)?;
+    let agent = Agent::resume(
+        log,
+        &contents.records,
+        false,
+        RunParts { registry: &registry, context: &context, models, approver: &mut approver, observer: &NoObserver },
+    )?;
     agent.run(None).map(Some)
 }
 

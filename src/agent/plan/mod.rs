@@ -76,12 +76,6 @@ impl Step {
 }
 
 impl Plan {
-    /// Whether a step's references read the result of step `id` (a `depends_on` alone orders steps, it reads
-    /// nothing).
-    pub fn is_referenced(&self, id: &str) -> bool {
-        self.steps.iter().any(|s| s.references().iter().any(|r| r.step == id))
-    }
-
     /// A plan for `goal` of these steps (JSON), for the unit tests of the checks and mends.
     #[cfg(test)]
     pub(crate) fn for_goal(goal: &str, steps: serde_json::Value) -> Self {

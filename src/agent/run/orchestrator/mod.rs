@@ -141,20 +141,26 @@ pub struct Agent<'a> {
     started: Instant,
 }
 
+/// What a run works with besides its settings and log: the tools and their policy, the models, who approves and who
+/// watches. The caller owns them; the run borrows them for its length.
+pub struct RunParts<'a> {
+    /// Tools the plan may call.
+    pub registry: &'a ToolRegistry,
+    /// Workspace and policy for tool calls.
+    pub context: &'a ToolContext,
+    /// Planner and executor.
+    pub models: &'a mut dyn ModelSource,
+    /// Who approves (consulted only when the settings ask for approval).
+    pub approver: &'a mut dyn Approver,
+    /// Live view.
+    pub observer: &'a dyn Observer,
+}
+
 impl<'a> Agent<'a> {
     /// Starts a new run in `log` (a fresh `events.jsonl`); the first events are logged when [`Agent::run`]
     /// begins, so that a given plan is part of the run's first event.
-    #[allow(clippy::too_many_arguments)]
-    pub fn start(
-        goal: &str,
-        settings: RunSettings,
-        log: EventLog,
-        registry: &'a ToolRegistry,
-        context: &'a ToolContext,
-        models: &'a mut dyn ModelSource,
-        approver: &'a mut dyn Approver,
-        observer: &'a dyn Observer,
-    ) -> Result<Self> {
+    pub fn start(goal: &str, settings: RunSettings, log: EventLog, parts: RunParts<'a>) -> Result<Self> {
+        let RunParts { registry, context, models, approver, observer } = parts;
         Ok(Self {
             registry,
             context,
@@ -189,17 +195,8 @@ impl<'a> Agent<'a> {
     /// Picks up a run from its log: completed steps of the current plan are not run again. A step whose tool was
     /// called but whose result was never logged is in doubt: it runs again when its call is safe to repeat (or
     /// `rerun_in_doubt` says so), else resuming is refused with the step named, before anything is logged.
-    #[allow(clippy::too_many_arguments)]
-    pub fn resume(
-        log: EventLog,
-        records: &[Record],
-        rerun_in_doubt: bool,
-        registry: &'a ToolRegistry,
-        context: &'a ToolContext,
-        models: &'a mut dyn ModelSource,
-        approver: &'a mut dyn Approver,
-        observer: &'a dyn Observer,
-    ) -> Result<Self> {
+    pub fn resume(log: EventLog, records: &[Record], rerun_in_doubt: bool, parts: RunParts<'a>) -> Result<Self> {
+        let RunParts { registry, context, models, approver, observer } = parts;
         let state = RunState::replay(records);
         let settings = state
             .settings
