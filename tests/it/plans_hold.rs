@@ -52,8 +52,9 @@ fn run_given_plan(
 /// Asked as people ask, the time question brings the planner to `convert_time`, whose `time` must be `HH:MM`:
 /// no call that failed is made again with the same arguments, and the conversion runs on 09:30 (Tokyo and
 /// Kolkata keep no daylight saving time, so 09:30 in Tokyo is 06:00 in Kolkata on any date). The 1.5B plans a
-/// lookup of the current time and may pass its timestamp; the repair (from the tool's error) and the
-/// `dates-and-times` and no-repeat rules bring the goal's 9:30 to `time` in the form the tool asks.
+/// lookup of the current time and passes its timestamp; the `unused-dates-and-times` mend gives the goal's 9:30 to
+/// `time`, whose schema declares `HH:MM`, instead, and the repair and no-repeat rules are what is left if a call
+/// still fails.
 #[test]
 fn a_failed_call_is_not_repeated_and_the_time_reaches_the_tool_as_it_asks() {
     real_model(PLANNER);
@@ -136,9 +137,9 @@ fn a_failed_call_is_repaired_from_the_tools_error() {
     assert!(answer.contains("23:15") || answer.contains("11:15"), "{json:#}");
 }
 
-/// A date and a time the user writes reach a tool in the form its schema asks for where it asks (code writes it),
-/// and as the planner wrote them where it asks for none (no rule rewrites a correct value into the goal's form):
-/// `tandem plan` with a tool whose `day` is "YYYY-MM-DD" and whose `time` shows no form.
+/// A date the user writes reaches a tool in the form its schema asks for (code writes it), and a time whose
+/// parameter asks for no form is left as the planner wrote it (no rule rewrites a correct value into the goal's
+/// form): `tandem plan` with a tool whose `day` is "YYYY-MM-DD" and whose `time` shows no form.
 #[test]
 fn the_users_date_and_time_reach_the_tool_as_written_or_as_the_schema_asks() {
     real_model(PLANNER);
@@ -168,8 +169,12 @@ fn the_users_date_and_time_reach_the_tool_as_written_or_as_the_schema_asks() {
     let steps = json["plan"]["steps"].as_array().or_else(|| json["steps"].as_array()).cloned().unwrap_or_default();
     let booking = steps.iter().find(|s| s["tool"] == "book_table").unwrap_or_else(|| panic!("no booking: {json:#}"));
     assert_eq!(booking["args"]["day"], "2024-01-15", "{json:#}");
-    let time = booking["args"]["time"].as_str().unwrap_or_default();
-    assert!(["7:00 PM", "19:00", "7:00 pm", "7 PM", "19:00:00"].contains(&time), "7 PM in some form: {json:#}");
+    // `time` declares no form, so no rule gives it the goal's 7:00 PM where the planner left it out (the rule that
+    // did matched the word "time": a word list, gone); where the planner passes it, it is 7 PM in some form.
+    if let Some(time) = booking["args"].get("time") {
+        let time = time.as_str().unwrap_or_default();
+        assert!(["7:00 PM", "19:00", "7:00 pm", "7 PM", "19:00:00"].contains(&time), "7 PM in some form: {json:#}");
+    }
 }
 
 /// A field the plan guesses of a tool's text output is read from the text (`fields-read-from-text`): a given plan

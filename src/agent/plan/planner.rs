@@ -12,7 +12,7 @@ use crate::agent::plan::search::{self, SearchReport};
 use crate::agent::plan::tool_lines::{self, ToolListing};
 use crate::agent::plan::validate::PlanIssue;
 use crate::agent::plan::{Plan, Step};
-use crate::agent::rules::{mend_plan, MendChange, Mended, ReplansFromTheFeedback, RuleSet};
+use crate::agent::rules::{mend_plan, MendChange, Mended, RuleSet};
 use crate::decode::constraint::ConstraintSpec;
 use crate::decode::Model;
 use crate::decode::Timings;
@@ -198,15 +198,14 @@ pub fn sampled_revision(
     let started = Instant::now();
     let Revising { spec, messages, seen } = revising(model, goal, registry, history)?;
     let samplings: Vec<_> = search::samplings(REPLAN_SAMPLES + 1).into_iter().skip(1).collect();
-    // Rule `replans-from-the-feedback` (where every sample repeats what was refused): the planner copies its own
+    // The last round of rule `replans-resampled` (where every sample repeats what was refused): the planner copies its own
     // earlier turn, so a round shown the goal and the last feedback alone, without the plans that drew it, writes
     // candidates of its own (greedy and sampled). The 1.5B sampled the plan it had been told not to write, three
     // times in three ("Make a folder called archive and put old.txt in it." with a made-up `archive/old.txt`).
-    let fresh =
-        history.last().zip(messages.first()).filter(|_| rules.on(&ReplansFromTheFeedback)).map(|(last, system)| {
-            let user = format!("{goal}\n\nAn earlier plan for this goal was sent back: {}", last.feedback);
-            ("fresh", vec![system.clone(), ChatMessage::user(&user)], search::samplings(REPLAN_SAMPLES))
-        });
+    let fresh = history.last().zip(messages.first()).map(|(last, system)| {
+        let user = format!("{goal}\n\nAn earlier plan for this goal was sent back: {}", last.feedback);
+        ("fresh", vec![system.clone(), ChatMessage::user(&user)], search::samplings(REPLAN_SAMPLES))
+    });
     let mut tokens = 0;
     for (round, messages, samplings) in std::iter::once(("with the plans", messages, samplings)).chain(fresh) {
         let written = chat_candidates(model, "planner", &messages, Some(&spec), max_tokens, &samplings)?;

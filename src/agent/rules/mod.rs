@@ -35,11 +35,11 @@ mod reading_asks_the_goal;
 pub mod records_by_name;
 mod references;
 mod refused_values_not_repeated;
-mod replans_from_the_feedback;
 mod replans_resampled;
 mod same_results_answer;
 pub mod support;
 mod time_zones;
+mod unused_dates_and_times;
 
 use std::path::Path;
 
@@ -66,11 +66,11 @@ pub use reading_asks_the_goal::{ask_the_goal, ReadingAsksTheGoal};
 pub use records_by_name::RecordsByName;
 pub use references::{mend_references, References};
 pub use refused_values_not_repeated::RefusedValuesNotRepeated;
-pub use replans_from_the_feedback::ReplansFromTheFeedback;
 pub use replans_resampled::ReplansResampled;
 pub use same_results_answer::SameResultsAnswer;
 pub(crate) use support::arguments::{leave_out_unasked, only_output_field, parameter_description, rewrite_arguments};
 pub use time_zones::{mend_time_zones, TimeZones};
+pub use unused_dates_and_times::{mend_unused_dates_and_times, UnusedDatesAndTimes};
 
 use crate::agent::plan::Plan;
 use crate::settings::Mend;
@@ -167,6 +167,7 @@ pub static RULES: &[&dyn Rule] = &[
     &PercentagesAsWritten,
     &Durations,
     &DatesAndTimes,
+    &UnusedDatesAndTimes,
     &TimeZones,
     &LanguageCodes,
     &LanguageNames,
@@ -181,7 +182,6 @@ pub static RULES: &[&dyn Rule] = &[
     &RecordsByName,
     &RefusedValuesNotRepeated,
     &ReplansResampled,
-    &ReplansFromTheFeedback,
     &SameResultsAnswer,
 ];
 
