@@ -119,6 +119,29 @@ fn serve_refuses_cross_site_requests_unless_allowed_and_caps_each_request() {
     let (status, answer) = call("POST", &chat, Some(KEY), Some(&long.to_string()));
     assert_eq!((status, code(&answer)), (400, "prompt_too_long"), "{answer}");
     assert!(answer["error"]["message"].as_str().unwrap().contains("--max-prompt-tokens"), "{answer}");
+
+    // The same with tools and `parallel_tool_calls` left on, where the listing pass would run first (it reads
+    // the long message too): refused on the rendered prompt before it, so the model computes nothing. Chat and
+    // the Responses API alike.
+    let evaluated = || {
+        let (status, health) = call("GET", &server.url("/health"), None, None);
+        assert_eq!(status, 200, "{health}");
+        health["evaluated_tokens"].as_u64().expect("evaluated_tokens in /health")
+    };
+    let weather = json!({"type": "function", "function": {"name": "get_weather", "description": "The weather.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}});
+    let ask = "What is the weather in Paris and in Oslo? ".repeat(40);
+    let tool_request = json!({"model": MODEL, "max_tokens": 1, "tools": [weather],
+        "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": ask}]});
+    let flat = json!({"type": "function", "name": "get_weather", "description": "The weather.",
+        "parameters": weather["function"]["parameters"]});
+    let response_request = json!({"model": MODEL, "max_output_tokens": 16, "tools": [flat], "input": ask});
+    let before = evaluated();
+    let (status, answer) = call("POST", &chat, Some(KEY), Some(&tool_request.to_string()));
+    assert_eq!((status, code(&answer), answer["error"]["param"].as_str()), (400, "prompt_too_long", Some("messages")));
+    let (status, answer) = call("POST", &server.url("/v1/responses"), Some(KEY), Some(&response_request.to_string()));
+    assert_eq!((status, code(&answer)), (400, "prompt_too_long"), "{answer}");
+    assert_eq!(evaluated(), before, "an over-long tool request cost model work (the listing pass ran)\n{}", log());
 }
 
 #[test]
