@@ -56,6 +56,15 @@ fn example() -> [ChatMessage; 2] {
     ]
 }
 
+/// The listing call's conversation: the instructions with the functions, the worked example, then `turns` (their
+/// system messages left out).
+pub fn listing_messages(turns: &[ChatMessage], functions: &[(String, String)]) -> Vec<ChatMessage> {
+    let mut messages = vec![ChatMessage::system(asks_system(functions))];
+    messages.extend(example());
+    messages.extend(turns.iter().filter(|m| m.role != "system").cloned());
+    messages
+}
+
 /// The actions the user turns of `turns` ask for, listed by `model`; duplicates (as written, ignoring case) are
 /// dropped. `functions` are the (name, description) of the functions the calls may use.
 pub fn list_asks(
@@ -64,9 +73,7 @@ pub fn list_asks(
     turns: &[ChatMessage],
     functions: &[(String, String)],
 ) -> Result<(Vec<String>, Timings)> {
-    let mut messages = vec![ChatMessage::system(asks_system(functions))];
-    messages.extend(example());
-    messages.extend(turns.iter().filter(|m| m.role != "system").cloned());
+    let messages = listing_messages(turns, functions);
     let spec = ConstraintSpec::JsonSchema(asks_schema());
     let (text, timings) = chat_call(model, role, &messages, Some(&spec), ASKS_TOKENS)?;
     Ok((parse_asks(&text), timings))

@@ -5,12 +5,13 @@
 //! Why: a small model asked for "weather in Paris and in Oslo" writes one call and ends the turn; listing the
 //! actions is a short step it does well, and the count then fixes the grammar. Under `auto` a text answer stays
 //! possible: only the number of calls, when it writes calls, is fixed. A list of one action, or one that does not
-//! parse, leaves the request as it came.
+//! parse, leaves the request as it came. The request's prompt is within its caps before the pass runs
+//! (`engine::run_job` checks it first), and so is the pass's own.
 
 use serde_json::{json, Value};
 
 use super::request::{ChatRequest, ToolChoice};
-use crate::agent::asks::{asks_note, list_asks};
+use crate::agent::asks::{asks_note, list_asks, listing_messages};
 use crate::decode::{Model, Timings};
 use crate::llm::ChatMessage;
 
@@ -43,13 +44,31 @@ fn turns(request: &ChatRequest) -> Vec<ChatMessage> {
 
 /// Runs the listing pass on `model` and fits `request` to its list: the numbered actions in the system prompt and
 /// exactly that many calls, when it lists two or more. Returns what the pass cost (nothing spent when it failed:
-/// the request then runs as it came).
-pub fn list_and_fit(model: &mut Model, request: &mut ChatRequest) -> crate::Result<Timings> {
+/// the request then runs as it came). The pass's own prompt is held to `max_prompt_tokens` too (the functions'
+/// descriptions are in it even where the model's template leaves tools out): past it, no pass runs.
+pub fn list_and_fit(model: &mut Model, request: &mut ChatRequest, max_prompt_tokens: usize) -> crate::Result<Timings> {
     let functions: Vec<(String, String)> =
         request.functions.iter().map(|f| (f.name.clone(), f.description.clone())).collect();
-    let (asks, timings) = list_asks(model, "listing", &turns(request), &functions)?;
+    let turns = turns(request);
+    let length = listing_prompt_tokens(model, &listing_messages(&turns, &functions))?;
+    if length > max_prompt_tokens || length >= model.weights.context_length() {
+        return Err(crate::Error::Model(format!(
+            "the listing pass's prompt is {length} tokens, over the server's cap of {max_prompt_tokens}"
+        )));
+    }
+    let (asks, timings) = list_asks(model, "listing", &turns, &functions)?;
     fit(request, &asks);
     Ok(timings)
+}
+
+/// How many tokens `messages` are, rendered with the model's chat template.
+fn listing_prompt_tokens(model: &Model, messages: &[ChatMessage]) -> crate::Result<usize> {
+    let template = model
+        .chat_template
+        .as_ref()
+        .ok_or_else(|| crate::Error::Model("the model has no chat template: no listing pass".into()))?;
+    let text = template.render(messages, None, true)?;
+    Ok(model.tokenizer.encode(&text, model.tokenizer.add_bos_by_default())?.len())
 }
 
 /// `request` fitted to the listed `asks` (see [`list_and_fit`]); one action or none leaves it as it is.

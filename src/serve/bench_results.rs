@@ -2,7 +2,8 @@
 //! `tandem bench` writes a directory per run: `summary.json`, `summary.md`, `samples.jsonl`, a pairs run's
 //! `chart.svg`). Read-only: `GET /v1/bench` lists the runs, `GET /v1/bench/{name}` gives one run's summary and
 //! chart, `GET /v1/bench/{name}/samples` pages through its records. Names are directory names inside DIR, never
-//! paths; without the flag every route answers 404 saying how to turn it on.
+//! paths; without the flag every route answers 404 saying how to turn it on. Every file is read off the HTTP
+//! threads (`runs::off_runtime`): a run's records may be 64 MiB, and the runtime has two workers.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use axum::Json;
 use serde_json::{json, Value};
 
 use super::error::ApiError;
+use super::runs::off_runtime;
 use super::AppState;
 
 /// Most records one samples page holds.
@@ -56,8 +58,9 @@ fn read(dir: &Path, file: &str) -> Result<Option<String>, ApiError> {
     }
 }
 
-fn answer(result: Result<Value, ApiError>) -> Response {
-    match result {
+/// The answer of `work`, run on a blocking thread.
+async fn answer(work: impl FnOnce() -> Result<Value, ApiError> + Send + 'static) -> Response {
+    match off_runtime(work).await {
         Ok(value) => Json(value).into_response(),
         Err(e) => e.into_response(),
     }
@@ -66,7 +69,7 @@ fn answer(result: Result<Value, ApiError>) -> Response {
 /// `GET /v1/bench`: the runs in the results directory, newest name first, each with its suite and whether it has
 /// a summary, records and a chart.
 pub async fn list(State(state): State<Arc<AppState>>) -> Response {
-    answer((|| {
+    answer(move || {
         let root = root(&state)?;
         let entries =
             std::fs::read_dir(root).map_err(|e| ApiError::internal(format!("listing {}: {e}", root.display())))?;
@@ -93,12 +96,13 @@ pub async fn list(State(state): State<Arc<AppState>>) -> Response {
             })
             .collect();
         Ok(json!({"object": "list", "data": data}))
-    })())
+    })
+    .await
 }
 
 /// `GET /v1/bench/{name}`: the run's `summary.json`, `summary.md` and `chart.svg` (each null when absent).
 pub async fn show(State(state): State<Arc<AppState>>, UrlPath(name): UrlPath<String>) -> Response {
-    answer((|| {
+    answer(move || {
         let dir = run_dir(&state, &name)?;
         let summary =
             read(&dir, "summary.json")?.map(|text| serde_json::from_str::<Value>(&text).unwrap_or(Value::String(text)));
@@ -108,7 +112,8 @@ pub async fn show(State(state): State<Arc<AppState>>, UrlPath(name): UrlPath<Str
             "markdown": read(&dir, "summary.md")?,
             "chart": read(&dir, "chart.svg")?,
         }))
-    })())
+    })
+    .await
 }
 
 /// `GET /v1/bench/{name}/samples?offset=N&limit=M`: records of `samples.jsonl` (50 unless `limit` says, at most
@@ -118,7 +123,7 @@ pub async fn samples(
     UrlPath(name): UrlPath<String>,
     Query(query): Query<std::collections::HashMap<String, String>>,
 ) -> Response {
-    answer((|| {
+    answer(move || {
         let number = |key: &str, default: usize, max: usize| match query.get(key) {
             None => Ok(default),
             Some(text) => text
@@ -138,5 +143,6 @@ pub async fn samples(
             .map(|l| serde_json::from_str(l).unwrap_or_else(|_| json!({"unreadable": l})))
             .collect();
         Ok(json!({"object": "list", "data": data, "offset": offset, "total": lines.len()}))
-    })())
+    })
+    .await
 }

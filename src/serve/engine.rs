@@ -300,23 +300,34 @@ fn same_model(models: &mut LazyModels<'_>) -> bool {
 
 /// Runs one job; `None` when its client went away before the end.
 fn run_job(model: &mut Model, job: &Job, halt: &AtomicBool) -> Option<Result<Finished, ApiError>> {
+    // Every cap on the prompt is checked on the rendered prompt before any model work, the listing pass included:
+    // an over-long request is refused before it costs a single forward pass.
+    let mut prompt = match checked_prompt(model, &job.request, job.limits) {
+        Ok(prompt) => prompt,
+        Err(e) => return Some(Err(e)),
+    };
     // Several calls when several are asked: the listing pass runs here, on this slot's model, before the job is
     // accepted (so before a streamed answer's first chunk); a failed pass leaves the request as it came.
     let mut listing = Timings::default();
-    let fitted = asks::wants_listing(&job.request).then(|| {
+    let mut fitted = None;
+    if asks::wants_listing(&job.request) {
         let mut request = job.request.clone();
-        if let Ok(timings) = asks::list_and_fit(model, &mut request) {
+        if let Ok(timings) = asks::list_and_fit(model, &mut request, job.limits.max_prompt_tokens) {
             listing = timings;
+            // The listed actions lengthen the prompt: one they take past a cap runs as it came.
+            if request.exact_calls.is_some() {
+                if let Ok(longer) = checked_prompt(model, &request, job.limits) {
+                    (prompt, fitted) = (longer, Some(request));
+                }
+            }
         }
-        request
-    });
+    }
     if job.cancel.load(Ordering::Relaxed) {
         return None;
     }
     let request = fitted.as_ref().unwrap_or(&job.request);
-    let prepared = prepare(model, request, job.limits, &job.cancel);
-    let (prompt, mut matcher) = match prepared {
-        Ok(ready) => ready,
+    let mut matcher = match answer_grammar(model, request, job.limits, &job.cancel) {
+        Ok(matcher) => matcher,
         Err(_) if job.cancel.load(Ordering::Relaxed) => return None,
         Err(e) => return Some(Err(e)),
     };
@@ -433,13 +444,8 @@ impl GenerationObserver for Observer<'_> {
     }
 }
 
-/// The prompt's tokens and the answer's grammar; errors here are the request's (400) or the model's.
-fn prepare(
-    model: &Model,
-    request: &ChatRequest,
-    limits: Limits,
-    cancel: &AtomicBool,
-) -> Result<(Vec<u32>, Option<crate::decode::constraint::ConstraintMatcher>), ApiError> {
+/// The prompt's tokens, within the caps (`--max-prompt-tokens`, the model's context); errors are the request's.
+fn checked_prompt(model: &Model, request: &ChatRequest, limits: Limits) -> Result<Vec<u32>, ApiError> {
     let prompt = prompt_tokens(model, request)?;
     let param = if request.raw_prompt.is_some() { "prompt" } else { "messages" };
     if prompt.is_empty() {
@@ -449,7 +455,8 @@ fn prepare(
         return Err(ApiError::over_cap(
             param,
             format!(
-                "the prompt is {} tokens; this server takes at most {} prompt tokens (--max-prompt-tokens)",
+                "the prompt is {} tokens; this server takes at most {} prompt tokens (--max-prompt-tokens): \
+                 shorten the messages or the tools",
                 prompt.len(),
                 limits.max_prompt_tokens
             ),
@@ -463,21 +470,27 @@ fn prepare(
             Some("context_length_exceeded"),
         ));
     }
-    let matcher = match grammar::constraint(request, &model.call_syntax()) {
-        None => None,
-        Some(spec) => {
-            let engine =
-                model.grammar_engine().map_err(|e| ApiError::internal(format!("building the grammar engine: {e}")))?;
-            let param =
-                if request.json_schema.is_some() && request.functions.is_empty() { "response_format" } else { "tools" };
-            let user = request.options.user.clone();
-            Some(compile_within(engine, spec, user, limits.compile, cancel, param)?.map_err(|e| match e {
-                ConstraintError::TokenTable(_) => ApiError::internal(e.to_string()),
-                other => ApiError::invalid(param, other.to_string()),
-            })?)
-        }
+    Ok(prompt)
+}
+
+/// The answer's grammar (tools, `response_format`), compiled within `--max-compile-ms`; none for free text.
+fn answer_grammar(
+    model: &Model,
+    request: &ChatRequest,
+    limits: Limits,
+    cancel: &AtomicBool,
+) -> Result<Option<ConstraintMatcher>, ApiError> {
+    let Some(spec) = grammar::constraint(request, &model.call_syntax()) else {
+        return Ok(None);
     };
-    Ok((prompt, matcher))
+    let engine = model.grammar_engine().map_err(|e| ApiError::internal(format!("building the grammar engine: {e}")))?;
+    let param = if request.json_schema.is_some() && request.functions.is_empty() { "response_format" } else { "tools" };
+    let user = request.options.user.clone();
+    let matcher = compile_within(engine, spec, user, limits.compile, cancel, param)?.map_err(|e| match e {
+        ConstraintError::TokenTable(_) => ApiError::internal(e.to_string()),
+        other => ApiError::invalid(param, other.to_string()),
+    })?;
+    Ok(Some(matcher))
 }
 
 /// The prompt's tokens: a completion's prompt as it is, or the conversation rendered with the model's template.

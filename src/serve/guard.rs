@@ -3,7 +3,9 @@
 //! refused (403), so is a foreign `Host` (a DNS-rebinding page reaches this port under its own name), and so is a
 //! body that is not declared JSON (415): a `text/plain` or form POST needs no CORS preflight, so without this
 //! check any page could start work here blind. Requests without an `Origin` (curl, SDKs) are not a browser's
-//! cross-site requests and pass. Allowed origins get CORS headers, and their preflights an answer.
+//! cross-site requests and pass. Allowed origins get CORS headers, and their preflights an answer. The web page
+//! served under an `--allow-host` name posts with its own origin (`http://box.lan:8080`): an origin on an allowed
+//! name and this server's own port is that page, and is allowed; the same name on another port is another site.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -11,7 +13,8 @@ use std::sync::Arc;
 use axum::extract::{Request, State};
 use axum::http::header::{
     ACCESS_CONTROL_ALLOW_HEADERS, ACCESS_CONTROL_ALLOW_METHODS, ACCESS_CONTROL_ALLOW_ORIGIN, ACCESS_CONTROL_MAX_AGE,
-    ACCESS_CONTROL_REQUEST_METHOD, CONTENT_LENGTH, CONTENT_TYPE, HOST, ORIGIN, TRANSFER_ENCODING, VARY,
+    ACCESS_CONTROL_REQUEST_HEADERS, ACCESS_CONTROL_REQUEST_METHOD, CONTENT_LENGTH, CONTENT_TYPE, HOST, ORIGIN,
+    TRANSFER_ENCODING, VARY,
 };
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
@@ -34,11 +37,14 @@ pub struct Allowed {
     any_host: bool,
     /// More origins, exactly (`--allow-origin`, lowercase, no trailing `/`).
     origins: Vec<String>,
+    /// The port the server is bound to: an origin on an `--allow-host` name with this port is the page's own.
+    port: u16,
 }
 
 impl Allowed {
-    /// Loopback names, the bound address `bind` when it is one specific address, and the extra hosts and origins.
-    pub fn new(bind: &str, hosts: &[String], origins: &[String]) -> Self {
+    /// Loopback names, the bound address `bind` when it is one specific address, and the extra hosts and origins;
+    /// `port` is the port bound.
+    pub fn new(bind: &str, port: u16, hosts: &[String], origins: &[String]) -> Self {
         let mut names: Vec<String> = LOOPBACK.iter().map(|n| n.to_string()).collect();
         let bind = bind.trim().to_ascii_lowercase();
         let unspecified = bind.trim_matches(['[', ']']).parse::<IpAddr>().is_ok_and(|ip| ip.is_unspecified());
@@ -51,7 +57,7 @@ impl Allowed {
         let any_host = hosts.iter().any(|h| h.trim() == "*");
         let hosts = hosts.iter().filter(|h| h.trim() != "*").map(|h| host_name(h.trim())).collect();
         let origins = origins.iter().map(|o| o.trim().trim_end_matches('/').to_ascii_lowercase()).collect();
-        Self { names, hosts, any_host, origins }
+        Self { names, hosts, any_host, origins, port }
     }
 
     /// Whether a `Host` header's value is one this server answers to.
@@ -60,16 +66,34 @@ impl Allowed {
         self.any_host || self.names.contains(&name) || self.hosts.contains(&name)
     }
 
-    /// Whether an `Origin` may call: a loopback (or bound) host on http or https with any port, or one given.
+    /// Whether an `Origin` may call: a loopback (or bound) host on http or https with any port; an `--allow-host`
+    /// name on this server's own port (the page served under that name: `*` names none); or one given.
     pub fn origin(&self, value: &str) -> bool {
         let origin = value.trim().trim_end_matches('/').to_ascii_lowercase();
         if self.origins.contains(&origin) {
             return true;
         }
-        let Some(rest) = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")) else {
-            return false;
+        let (rest, default_port) = match origin.strip_prefix("http://") {
+            Some(rest) => (rest, 80),
+            None => match origin.strip_prefix("https://") {
+                Some(rest) => (rest, 443),
+                None => return false,
+            },
         };
-        !rest.contains(['/', '@']) && self.names.contains(&host_name(rest))
+        if rest.contains(['/', '@']) {
+            return false;
+        }
+        let name = host_name(rest);
+        if self.names.contains(&name) {
+            return true;
+        }
+        // The port as written after the name; none is the scheme's own (a browser leaves 80 and 443 out).
+        let port = match rest.strip_prefix(name.as_str()) {
+            Some("") => Some(default_port),
+            Some(written) => written.strip_prefix(':').and_then(|p| p.parse::<u16>().ok()),
+            None => None,
+        };
+        self.hosts.contains(&name) && port == Some(self.port)
     }
 }
 
@@ -100,6 +124,23 @@ fn has_body(headers: &HeaderMap) -> bool {
 /// Whether a `Content-Type` is JSON: `application/json`, with or without parameters (`; charset=utf-8`).
 fn is_json(value: &str) -> bool {
     value.split(';').next().is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// The request headers an allowed origin's preflight is told it may send: the key and the JSON type always, and
+/// of those it asks for, the ones OpenAI's browser SDK adds (`x-stainless-*`: its version, platform, retry count
+/// and timeout; `openai-organization`, `openai-project` and the like). Without them that SDK's preflight fails
+/// and its first request never leaves the browser. Other headers are not granted: the browser then refuses.
+fn preflight_headers(asked: Option<&HeaderValue>) -> HeaderValue {
+    let mut allowed = vec!["authorization".to_string(), "content-type".to_string()];
+    let asked = asked.and_then(|v| v.to_str().ok()).unwrap_or("");
+    for name in asked.split(',').map(|n| n.trim().to_ascii_lowercase()) {
+        let sdk = name.starts_with("x-stainless-") || name.starts_with("openai-");
+        let token = name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+        if sdk && token && !allowed.contains(&name) {
+            allowed.push(name);
+        }
+    }
+    HeaderValue::from_str(&allowed.join(", ")).unwrap_or(HeaderValue::from_static("authorization, content-type"))
 }
 
 /// The middleware: host, origin, then content type; preflights of allowed origins are answered here.
@@ -144,7 +185,7 @@ pub async fn check(State(state): State<Arc<AppState>>, request: Request, next: N
             let out = preflight.headers_mut();
             out.insert(ACCESS_CONTROL_ALLOW_ORIGIN, origin.clone());
             out.insert(ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static("GET, POST, OPTIONS"));
-            out.insert(ACCESS_CONTROL_ALLOW_HEADERS, HeaderValue::from_static("authorization, content-type"));
+            out.insert(ACCESS_CONTROL_ALLOW_HEADERS, preflight_headers(headers.get(ACCESS_CONTROL_REQUEST_HEADERS)));
             out.insert(ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("600"));
             out.insert(VARY, HeaderValue::from_static("origin"));
             return preflight;
@@ -174,7 +215,7 @@ mod tests {
 
     #[test]
     fn hosts_and_origins_default_to_loopback_and_widen_only_as_told() {
-        let open = Allowed::new("0.0.0.0", &[], &[]);
+        let open = Allowed::new("0.0.0.0", 8080, &[], &[]);
         for host in ["localhost", "localhost:8080", "127.0.0.1:9", "[::1]:8080", "LOCALHOST"] {
             assert!(open.host(host), "{host}");
         }
@@ -187,11 +228,56 @@ mod tests {
         for origin in ["null", "https://evil.example", "http://localhost@evil.example", "file://", "http://evil:80"] {
             assert!(!open.origin(origin), "{origin}");
         }
-        let bound = Allowed::new("192.168.1.5", &["Box.lan".into()], &["https://App.example.com/".into()]);
+        let bound = Allowed::new("192.168.1.5", 8080, &["Box.lan".into()], &["https://App.example.com/".into()]);
         assert!(bound.host("192.168.1.5:8080") && bound.host("box.lan") && !bound.host("other.lan"));
         assert!(bound.origin("http://192.168.1.5:8080") && bound.origin("https://app.example.com"));
-        assert!(!bound.origin("http://box.lan"), "--allow-host does not allow that name as an origin");
-        assert!(Allowed::new("::1", &["*".into()], &[]).host("anything.example"));
+        assert!(!bound.origin("http://box.lan"), "an --allow-host name on another port (80) is another site");
+        assert!(Allowed::new("::1", 0, &["*".into()], &[]).host("anything.example"));
+    }
+
+    #[test]
+    fn the_pages_own_origin_under_an_allowed_host_name_is_allowed_on_the_bound_port_only() {
+        let lan = Allowed::new("127.0.0.1", 8080, &["box.lan".into(), "*".into()], &[]);
+        for origin in ["http://box.lan:8080", "https://BOX.lan:8080/", "http://localhost:3000"] {
+            assert!(lan.origin(origin), "{origin}");
+        }
+        for origin in [
+            "http://box.lan:8081",
+            "http://box.lan",
+            "https://box.lan",
+            "http://box.lan:8080.evil.example",
+            "http://box.lan.evil.example:8080",
+            "http://evil.example:8080",
+            "http://box.lan:8080@evil.example",
+            "http://box.lan:8080/path",
+            "ftp://box.lan:8080",
+            "http://box.lan:",
+            "http://box.lan:99999",
+            "http://\u{3000}box.lan:8080",
+        ] {
+            assert!(!lan.origin(origin), "{origin}");
+        }
+        // On the schemes' own ports a browser leaves the port out.
+        assert!(Allowed::new("0.0.0.0", 80, &["box.lan".into()], &[]).origin("http://box.lan"));
+        assert!(Allowed::new("0.0.0.0", 443, &["box.lan".into()], &[]).origin("https://box.lan"));
+        assert!(!Allowed::new("0.0.0.0", 443, &["box.lan".into()], &[]).origin("http://box.lan"));
+        // `*` lets any Host in, not any page: a name must be given to be an origin.
+        assert!(!Allowed::new("0.0.0.0", 8080, &["*".into()], &[]).origin("http://anything.example:8080"));
+    }
+
+    #[test]
+    fn preflights_grant_the_openai_browser_sdks_headers_and_no_others() {
+        let asked = HeaderValue::from_static(
+            "Authorization, Content-Type, X-Stainless-OS, x-stainless-retry-count, x-stainless-timeout, \
+             openai-organization, x-forwarded-for, cookie, x-stainless-bad name",
+        );
+        let granted = preflight_headers(Some(&asked));
+        assert_eq!(
+            granted.to_str().unwrap(),
+            "authorization, content-type, x-stainless-os, x-stainless-retry-count, x-stainless-timeout, \
+             openai-organization"
+        );
+        assert_eq!(preflight_headers(None).to_str().unwrap(), "authorization, content-type");
     }
 
     #[test]

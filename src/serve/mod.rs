@@ -256,7 +256,7 @@ pub fn serve(settings: &ServeSettings, reporter: &dyn Reporter, on_ready: &dyn F
             runs: RunsDir::new(settings.runner.runs_dir.clone().unwrap_or_else(default_serve_runs_dir)),
             active: run_jobs::ActiveRuns::default(),
             stopping: Arc::new(AtomicBool::new(false)),
-            allowed: guard::Allowed::new(&settings.host, &settings.allow_hosts, &settings.allow_origins),
+            allowed: guard::Allowed::new(&settings.host, bound.port(), &settings.allow_hosts, &settings.allow_origins),
             allow_runs: settings.allow_runs,
             max_schema_bytes: settings.max_schema_bytes,
             limits: Limits {

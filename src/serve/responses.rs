@@ -367,17 +367,13 @@ fn stream_answer(mut builder: Builder, submitted: Submitted) -> Sse<ReceiverStre
             };
             match next {
                 Some(JobEvent::Done(Ok(finished))) => pending = builder.finish(&finished).0,
-                Some(JobEvent::Done(Err(e))) => {
-                    let mut error = e.body()["error"].clone();
-                    error["type"] = json!("error");
-                    let _ = events.send(Ok(typed(&error))).await;
-                    return;
-                }
+                // Headers are out: a failure is told in the stream, and it still ends with a `response.*` event.
+                Some(JobEvent::Done(Err(e))) => pending = builder.fail(&e),
                 Some(event) => {
                     pending = builder.push(event);
                     continue;
                 }
-                None => return,
+                None => pending = builder.fail(&ApiError::internal("the generation slot stopped mid-answer")),
             }
             for event in pending.drain(..) {
                 if events.send(Ok(typed(&event))).await.is_err() {

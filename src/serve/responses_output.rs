@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 
 use super::chat::call_id;
 use super::engine::{Finished, JobEvent};
+use super::error::ApiError;
 use super::logprobs::{self, Logprob};
 use super::output::Piece;
 
@@ -115,6 +116,12 @@ impl Builder {
 
     /// Ends the item being written: its `.done` events, and the item completed in the output.
     fn close(&mut self, out: &mut Vec<Value>) {
+        self.close_as(out, "completed");
+    }
+
+    /// Ends the item being written with `status` (`incomplete` when the answer was cut inside it): its `.done`
+    /// events, and the item in the output.
+    fn close_as(&mut self, out: &mut Vec<Value>, status: &str) {
         match self.open.take() {
             None => {}
             Some(Open::Message { index, id, text, logprobs }) => {
@@ -124,7 +131,7 @@ impl Builder {
                 let part = json!({"type": "output_text", "text": text, "annotations": [], "logprobs": logprobs});
                 let body = json!({"item_id": id, "output_index": index, "content_index": 0, "part": part});
                 out.push(self.event("response.content_part.done", body));
-                let item = json!({"type": "message", "id": id, "status": "completed", "role": "assistant",
+                let item = json!({"type": "message", "id": id, "status": status, "role": "assistant",
                                   "content": [part]});
                 self.output[index] = item.clone();
                 out.push(self.event("response.output_item.done", json!({"output_index": index, "item": item})));
@@ -133,11 +140,29 @@ impl Builder {
                 let body = json!({"item_id": id, "output_index": index, "name": name, "arguments": arguments});
                 out.push(self.event("response.function_call_arguments.done", body));
                 let item = json!({"type": "function_call", "id": id, "call_id": call_id, "name": name,
-                                  "arguments": arguments, "status": "completed"});
+                                  "arguments": arguments, "status": status});
                 self.output[index] = item.clone();
                 out.push(self.event("response.output_item.done", json!({"output_index": index, "item": item})));
             }
         }
+    }
+
+    /// The last events of an answer that failed midway (its slot failed or stopped): OpenAI's `error` event, then
+    /// `response.failed` with the response as it stood (an item cut off `incomplete`) and the error, both numbered
+    /// in sequence, so a stream always ends with a `response.*` event an SDK waits for.
+    pub fn fail(&mut self, error: &ApiError) -> Vec<Value> {
+        let mut out = Vec::new();
+        self.close_as(&mut out, "incomplete");
+        let body = error.body();
+        // OpenAI's code for a failure of its own is `server_error`; ours name theirs where they have one.
+        let code = Some(&body["error"]["code"]).filter(|c| c.is_string()).cloned().unwrap_or(json!("server_error"));
+        let message = body["error"]["message"].clone();
+        let event = json!({"code": code, "message": message, "param": body["error"]["param"].clone()});
+        out.push(self.event("error", event));
+        let mut response = self.snapshot("failed");
+        response["error"] = json!({"code": code, "message": message});
+        out.push(self.event("response.failed", json!({"response": response})));
+        out
     }
 
     /// The last events and the whole response: `response.completed`, or `response.incomplete` when the token
@@ -148,8 +173,9 @@ impl Builder {
             // An empty answer is still a message, so `output_text` is "" rather than missing.
             out = self.push(JobEvent::Piece(Piece::Text(String::new())));
         }
-        self.close(&mut out);
+        // Cut by the token limit: the item it was writing is `incomplete`, as the response is.
         let cut = finished.reason == "length";
+        self.close_as(&mut out, if cut { "incomplete" } else { "completed" });
         let mut response = self.snapshot(if cut { "incomplete" } else { "completed" });
         if cut {
             response["incomplete_details"] = json!({"reason": "max_output_tokens"});
@@ -216,5 +242,49 @@ mod tests {
         assert_eq!(response["output"].as_array().unwrap().len(), 1);
         let (_, cut) = Builder::new(json!({})).finish(&finished("length"));
         assert_eq!(cut["status"], "incomplete");
+    }
+
+    #[test]
+    fn an_answer_cut_by_the_limit_is_incomplete_down_to_the_item_it_was_writing() {
+        let mut b = Builder::new(json!({}));
+        b.start();
+        b.push(JobEvent::Piece(Piece::Text("The answer is".into())));
+        let (events, response) = b.finish(&finished("length"));
+        assert_eq!(
+            (response["status"].as_str(), response["output"][0]["status"].as_str()),
+            (Some("incomplete"), Some("incomplete"))
+        );
+        assert_eq!(response["incomplete_details"], json!({"reason": "max_output_tokens"}));
+        let done = events.iter().find(|e| e["type"] == "response.output_item.done").unwrap();
+        assert_eq!(done["item"]["status"], "incomplete");
+        assert_eq!(events.last().unwrap()["type"], "response.incomplete");
+        let (_, whole) = Builder::new(json!({})).finish(&finished("stop"));
+        assert_eq!(
+            (whole["output"][0]["status"].as_str(), &whole["incomplete_details"]),
+            (Some("completed"), &Value::Null)
+        );
+    }
+
+    #[test]
+    fn a_failure_midway_ends_the_stream_with_an_error_and_response_failed_in_sequence() {
+        let mut b = Builder::new(json!({"id": "resp_1"}));
+        let mut events = b.start();
+        events.extend(b.push(JobEvent::Piece(Piece::Text("Hel".into()))));
+        events.extend(b.fail(&ApiError::internal("generation failed: boom")));
+        let seqs: Vec<u64> = events.iter().map(|e| e["sequence_number"].as_u64().unwrap()).collect();
+        assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "{seqs:?}");
+        let n = events.len();
+        assert_eq!(
+            (events[n - 2]["type"].as_str(), events[n - 1]["type"].as_str()),
+            (Some("error"), Some("response.failed"))
+        );
+        assert!(events[n - 2]["message"].as_str().unwrap().contains("boom"));
+        let failed = &events[n - 1]["response"];
+        assert_eq!((failed["status"].as_str(), failed["id"].as_str()), (Some("failed"), Some("resp_1")));
+        assert!(failed["error"]["message"].as_str().unwrap().contains("boom") && failed["error"]["code"].is_string());
+        assert_eq!(
+            (failed["output"][0]["status"].as_str(), failed["output"][0]["content"][0]["text"].as_str()),
+            (Some("incomplete"), Some("Hel"))
+        );
     }
 }

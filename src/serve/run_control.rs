@@ -19,7 +19,7 @@ use super::chat::json_body;
 use super::engine::Work;
 use super::error::ApiError;
 use super::run_jobs::{append_finish, Cancel, RunJob, RunKind};
-use super::runs::{read_run, run_dir, status_of, summary};
+use super::runs::{logged_run, off_runtime, run_dir, status_of, summary_of};
 use super::AppState;
 use crate::agent::log::runs::lock_run;
 use crate::agent::{in_doubt_steps, Plan, PlanDecision, PlanIssue, RunSettings, RunState, StopReason};
@@ -129,9 +129,9 @@ async fn decide(
     if state.stopping.load(Ordering::SeqCst) {
         return Err(ApiError::shutting_down());
     }
-    let dir = run_dir(state, id)?;
+    // The log is read off the HTTP threads (as every file here is): a long one must not stall other clients.
+    let (dir, run) = logged_run(state, id).await?;
     let fields = fields(state, body, &["plan"])?;
-    let run = read_run(id, &dir)?;
     if let Some(handle) = state.active.get(id) {
         let status = status_of(&run, Some(handle.as_ref()));
         return Err(ApiError::conflict(
@@ -214,14 +214,13 @@ async fn restart(state: &Arc<AppState>, id: &str, body: Result<Bytes, BytesRejec
     if state.stopping.load(Ordering::SeqCst) {
         return Err(ApiError::shutting_down());
     }
-    let dir = run_dir(state, id)?;
+    let (dir, run) = logged_run(state, id).await?;
     let fields = fields(state, body, &["rerun_in_doubt"])?;
     let rerun_in_doubt = match fields.get("rerun_in_doubt") {
         None => false,
         Some(Value::Bool(yes)) => *yes,
         Some(_) => return Err(ApiError::invalid("rerun_in_doubt", "rerun_in_doubt must be true or false")),
     };
-    let run = read_run(id, &dir)?;
     if let Some(handle) = state.active.get(id) {
         let status = status_of(&run, Some(handle.as_ref()));
         return Err(ApiError::conflict(format!("run {id} is {status} on this server already"), "run_not_resumable"));
@@ -262,7 +261,10 @@ fn already_finished(id: &str, stop: impl std::fmt::Display) -> ApiError {
 }
 
 async fn stop(state: &Arc<AppState>, id: &str) -> Result<Response, ApiError> {
-    let dir = run_dir(state, id)?;
+    let dir = {
+        let (state, id) = (state.clone(), id.to_string());
+        off_runtime(move || run_dir(&state, &id)).await?
+    };
     if let Some(handle) = state.active.get(id) {
         let cancel = {
             let (handle, dir) = (handle.clone(), dir.clone());
@@ -285,7 +287,7 @@ async fn stop(state: &Arc<AppState>, id: &str) -> Result<Response, ApiError> {
             }
         }
     } else {
-        let run = read_run(id, &dir)?;
+        let (_, run) = logged_run(state, id).await?;
         if let Some((stop, _)) = &run.finished {
             return Err(already_finished(id, stop));
         }
@@ -300,5 +302,5 @@ async fn stop(state: &Arc<AppState>, id: &str) -> Result<Response, ApiError> {
         .await
         .map_err(|e| ApiError::internal(format!("cancelling: {e}")))??;
     }
-    Ok(Json(summary(state, id)?).into_response())
+    Ok(Json(summary_of(state, id).await?).into_response())
 }

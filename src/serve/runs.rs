@@ -117,13 +117,26 @@ fn at_most(field: &Value, key: &str, cap: u64) -> Result<u64, ApiError> {
     Ok(asked)
 }
 
-/// Runs blocking file work (the runs directory, a run's log) on tokio's blocking threads, off the async ones.
+/// Runs blocking file work (the runs directory, a run's log, benchmark results) on tokio's blocking threads, off
+/// the async ones: the runtime has two workers, and a read that stalls one stalls every connection it holds
+/// (streams and their disconnect detection included).
 pub async fn off_runtime<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(work)
         .await
-        .unwrap_or_else(|e| Err(ApiError::internal(format!("reading the runs directory failed: {e}"))))
+        .unwrap_or_else(|e| Err(ApiError::internal(format!("reading files off the HTTP threads failed: {e}"))))
+}
+
+/// A run's directory and its log replayed (404 when there is no such run), read off the HTTP threads.
+pub async fn logged_run(state: &Arc<AppState>, id: &str) -> Result<(PathBuf, RunState), ApiError> {
+    let (state, id) = (state.clone(), id.to_string());
+    off_runtime(move || {
+        let dir = run_dir(&state, &id)?;
+        let run = read_run(&id, &dir)?;
+        Ok((dir, run))
+    })
+    .await
 }
 
 /// A set's name: the request names what the server offers, never a path.
@@ -221,9 +234,15 @@ pub fn summary(state: &AppState, id: &str) -> Result<Value, ApiError> {
     Ok(summary)
 }
 
+/// [`summary`], read off the HTTP threads.
+pub async fn summary_of(state: &Arc<AppState>, id: &str) -> Result<Value, ApiError> {
+    let (state, id) = (state.clone(), id.to_string());
+    off_runtime(move || summary(&state, &id)).await
+}
+
 /// `GET /v1/runs/{id}`: the run's summary with its `status` (see [`status_of`]).
 pub async fn show(State(state): State<Arc<AppState>>, UrlPath(id): UrlPath<String>) -> Response {
-    match off_runtime(move || summary(&state, &id)).await {
+    match summary_of(&state, &id).await {
         Ok(summary) => Json(summary).into_response(),
         Err(e) => e.into_response(),
     }

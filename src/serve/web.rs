@@ -22,7 +22,7 @@ use serde_json::{json, Value};
 use super::chat::json_body;
 use super::error::ApiError;
 use super::run_control::checked_edit;
-use super::runs::{read_run, run_dir};
+use super::runs::logged_run;
 use super::AppState;
 
 const INDEX: &str = include_str!("web/index.html");
@@ -83,7 +83,8 @@ pub async fn check(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let checked = async {
-        let dir = run_dir(&state, &id)?;
+        // The log is read off the HTTP threads first (a 404 before the body is looked at, as before).
+        let (_, run) = logged_run(&state, &id).await?;
         let value = json_body(&state, body)?;
         let Some(object) = value.as_object() else {
             return Err(ApiError::bad_request("the body must be a JSON object", None));
@@ -92,7 +93,6 @@ pub async fn check(
             return Err(ApiError::invalid(other, format!("unknown field {other:?}; this takes plan")));
         }
         let plan = object.get("plan").ok_or_else(|| ApiError::invalid("plan", "the body needs a plan to check"))?;
-        let run = read_run(&id, &dir)?;
         let settings = run.settings.ok_or_else(|| {
             ApiError::conflict(format!("run {id} has not started yet: no tools to check against"), "run_not_started")
         })?;

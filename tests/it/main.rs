@@ -51,6 +51,7 @@ mod serve;
 mod serve_api;
 mod serve_asks;
 mod serve_prompt_cache;
+mod serve_reads;
 mod serve_runs;
 mod serve_safety;
 mod shard;

@@ -1,8 +1,9 @@
 //! `tandem serve` against hostile requests, over real HTTP to the real binary with the real 0.5B model: bodies
 //! not declared JSON (415), foreign `Origin` and `Host` headers (403) and an origin allowed by flag, a
 //! non-loopback address without a key and an empty key (refused at start, exit 2), the run routes while runs are
-//! off, and each per-request cap (schema bytes, prompt tokens, run budgets, open event streams), every refusal
-//! naming its cap.
+//! off, and each per-request cap (schema bytes, prompt tokens, before the listing pass too, run budgets, open event
+//! streams), every refusal naming its cap; the page's own origin behind `--allow-host`, and the browser SDK's
+//! preflight.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -119,6 +120,74 @@ fn serve_refuses_cross_site_requests_unless_allowed_and_caps_each_request() {
     let (status, answer) = call("POST", &chat, Some(KEY), Some(&long.to_string()));
     assert_eq!((status, code(&answer)), (400, "prompt_too_long"), "{answer}");
     assert!(answer["error"]["message"].as_str().unwrap().contains("--max-prompt-tokens"), "{answer}");
+
+    // The same with tools and `parallel_tool_calls` left on, where the listing pass would run first (it reads
+    // the long message too): refused on the rendered prompt before it, so the model computes nothing. Chat and
+    // the Responses API alike.
+    let evaluated = || {
+        let (status, health) = call("GET", &server.url("/health"), None, None);
+        assert_eq!(status, 200, "{health}");
+        health["evaluated_tokens"].as_u64().expect("evaluated_tokens in /health")
+    };
+    let weather = json!({"type": "function", "function": {"name": "get_weather", "description": "The weather.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}});
+    let ask = "What is the weather in Paris and in Oslo? ".repeat(40);
+    let tool_request = json!({"model": MODEL, "max_tokens": 1, "tools": [weather],
+        "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": ask}]});
+    let flat = json!({"type": "function", "name": "get_weather", "description": "The weather.",
+        "parameters": weather["function"]["parameters"]});
+    let response_request = json!({"model": MODEL, "max_output_tokens": 16, "tools": [flat], "input": ask});
+    let before = evaluated();
+    let (status, answer) = call("POST", &chat, Some(KEY), Some(&tool_request.to_string()));
+    assert_eq!((status, code(&answer), answer["error"]["param"].as_str()), (400, "prompt_too_long", Some("messages")));
+    let (status, answer) = call("POST", &server.url("/v1/responses"), Some(KEY), Some(&response_request.to_string()));
+    assert_eq!((status, code(&answer)), (400, "prompt_too_long"), "{answer}");
+    assert_eq!(evaluated(), before, "an over-long tool request cost model work (the listing pass ran)\n{}", log());
+}
+
+#[test]
+fn serve_takes_posts_from_the_pages_own_origin_behind_allow_host_and_refuses_other_sites() {
+    let server = Server::start(&["--api-key", KEY, "--host", "127.0.0.1", "--allow-host", "box.lan"]);
+    let port: u16 = server.base.rsplit(':').next().unwrap().parse().unwrap();
+    let (own, other_port) = (format!("http://box.lan:{port}"), format!("http://box.lan:{}", port.wrapping_add(1)));
+    let host = format!("box.lan:{port}");
+    let chat = server.url("/v1/chat/completions");
+    // A request the guard lets through is answered by the handler (404 for an unknown model, no model work).
+    let body = json!({"model": "no-such-model", "messages": [{"role": "user", "content": "Hi"}]}).to_string();
+    let post = |origin: &str| {
+        let headers = [("Content-Type", "application/json"), ("Host", host.as_str()), ("Origin", origin)];
+        send("POST", &chat, &headers, Some(&body))
+    };
+    // The page loaded from http://box.lan:PORT posts with that origin: its own, taken, with no CORS header.
+    let (status, answer, allow) = post(&own);
+    assert_eq!((status, code(&answer), allow), (404, "model_not_found", None), "{answer}");
+    // Another site, or the same name on another port (another server there), is still refused.
+    let lookalike = format!("http://box.lan.evil.example:{port}");
+    for origin in ["http://evil.example", other_port.as_str(), lookalike.as_str()] {
+        let (status, answer, allow) = post(origin);
+        assert_eq!((status, code(&answer), allow), (403, "origin_not_allowed", None), "{origin}: {answer}");
+    }
+    // A run route too (off here): the guard passes the page's own POST on to the route's own answer.
+    let runs = server.url("/v1/runs/some-run/approve");
+    let headers = [("Content-Type", "application/json"), ("Host", host.as_str()), ("Origin", own.as_str())];
+    let (status, answer, _) = send("POST", &runs, &headers, Some("{}"));
+    assert_eq!((status, code(&answer)), (403, "runs_disabled"), "{answer}");
+
+    // The browser OpenAI SDK's preflight from an allowed origin: its `x-stainless-*` headers are granted.
+    let preflight = [
+        ("Origin", "http://localhost:5173"),
+        ("Access-Control-Request-Method", "POST"),
+        ("Access-Control-Request-Headers", "authorization,content-type,x-stainless-os,x-stainless-retry-count"),
+    ];
+    let response = agent().request("OPTIONS", &chat).set(preflight[0].0, preflight[0].1);
+    let response = response.set(preflight[1].0, preflight[1].1).set(preflight[2].0, preflight[2].1).call().unwrap();
+    assert_eq!(response.status(), 204);
+    assert_eq!(response.header("access-control-allow-origin"), Some("http://localhost:5173"));
+    let granted = response.header("access-control-allow-headers").unwrap_or_default().to_string();
+    assert!(granted.contains("x-stainless-os") && granted.contains("x-stainless-retry-count"), "{granted}");
+    let foreign = agent().request("OPTIONS", &chat).set("Origin", "http://evil.example");
+    let foreign = foreign.set("Access-Control-Request-Method", "POST").call();
+    assert!(matches!(foreign, Err(ureq::Error::Status(403, _))), "{foreign:?}");
 }
 
 #[test]

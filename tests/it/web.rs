@@ -2,8 +2,9 @@
 //! (both installed by scripts/install-browser-test.sh on first use), against the real server and the real 0.5B
 //! model as planner and executor. The driver (tests/web/drive.py) starts runs with plan approval, edits and
 //! approves a plan, follows the timeline to the answer, reloads a run's link, rejects a plan, filters the runs list
-//! and checks that a wrong key is refused on the page. Here: the page's headers (a strict CSP, no CORS) and the
-//! routes it uses.
+//! and checks that a wrong key is refused on the page; tests/web/lan.py loads the page under an `--allow-host`
+//! name (mapped to loopback in the browser) and starts and approves a run from it. Here: the page's headers (a
+//! strict CSP, no CORS) and the routes it uses.
 
 use std::path::Path;
 use std::process::Command;
@@ -158,4 +159,39 @@ fn the_page_starts_edits_approves_rejects_and_lists_runs_in_a_real_browser() {
         let png = std::fs::read(shots.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(png.starts_with(b"\x89PNG"), "{name} is not a PNG");
     }
+}
+
+#[test]
+fn the_page_starts_and_approves_a_run_under_an_allow_host_name_in_a_real_browser() {
+    let python = browser_python();
+    let scratch = tempfile::tempdir().unwrap();
+    let (runs, workspace) = (scratch.path().join("runs"), scratch.path().join("ws"));
+    std::fs::create_dir_all(&workspace).unwrap();
+    let server = Server::start(&[
+        "--host",
+        "127.0.0.1",
+        "--allow-host",
+        "box.lan",
+        "--allow-runs",
+        "--runs-dir",
+        runs.to_str().unwrap(),
+        "--workspace",
+        workspace.to_str().unwrap(),
+        "--api-key",
+        KEY,
+    ]);
+    let port = server.base.rsplit(':').next().unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/web/lan.py");
+    let output = Command::new(python)
+        .arg(script)
+        .args([format!("http://box.lan:{port}").as_str(), KEY])
+        .output()
+        .expect("run the browser driver");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && stdout.contains("all checks passed"),
+        "browser checks under --allow-host failed:\n{stdout}\n{}\nserver log:\n{}",
+        String::from_utf8_lossy(&output.stderr),
+        server.log.lock().unwrap()
+    );
 }

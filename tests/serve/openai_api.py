@@ -164,6 +164,17 @@ check(
     final.output,
 )
 
+# Cut by the token limit: the response and the message it was writing are incomplete, and say why.
+cut = client.responses.create(
+    model=model, input="Count from 1 to 50, one number per line.", max_output_tokens=3, temperature=0,
+)
+check(
+    "a response cut by max_output_tokens is incomplete",
+    cut.status == "incomplete" and cut.incomplete_details is not None
+    and cut.incomplete_details.reason == "max_output_tokens" and cut.output[0].status == "incomplete",
+    cut,
+)
+
 try:
     client.responses.create(model=model, input="hi", previous_response_id="resp_1")
     check("previous_response_id refused", False, "no error")
