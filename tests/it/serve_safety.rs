@@ -196,7 +196,7 @@ fn serve_caps_run_budgets_and_open_event_streams() {
     let runs = scratch.path().join("runs");
     let flags = ["--api-key", KEY, "--allow-runs", "--runs-dir", runs.to_str().unwrap(), "--parallel", "1"];
     let mut flags = flags.to_vec();
-    flags.extend(["--max-event-streams", "1", "--max-tokens", "2000"]);
+    flags.extend(["--max-event-streams", "1", "--max-completion-tokens", "2000"]);
     let server = Server::start(&flags);
     let post = |path: &str, body: Value| call("POST", &server.url(path), Some(KEY), Some(&body.to_string()));
 
