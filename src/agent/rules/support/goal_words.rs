@@ -92,12 +92,12 @@ impl GoalWords {
 const SETTING_VERBS: &[&str] = &["include", "enable", "use", "allow", "show", "has", "with", "should"];
 
 /// The words of a lowercase text: runs of letters and digits.
-pub(crate) fn words(text: &str) -> impl Iterator<Item = &str> {
+fn words(text: &str) -> impl Iterator<Item = &str> {
     text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty())
 }
 
 /// A parameter's name as lowercase words: `_`, `-` and camelCase humps split it.
-pub(crate) fn split_name(name: &str) -> String {
+fn split_name(name: &str) -> String {
     let mut spaced = String::with_capacity(name.len() + 4);
     let mut previous_lower = false;
     for c in name.chars() {

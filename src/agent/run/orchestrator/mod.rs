@@ -138,6 +138,8 @@ pub struct Agent<'a> {
     log: EventLog,
     state: RunState,
     settings: RunSettings,
+    /// The rules the settings turn on, resolved once (a log naming a rule this version lacks warns once).
+    rules: RuleSet,
     started: Instant,
 }
 
@@ -171,6 +173,7 @@ impl<'a> Agent<'a> {
             pending_goal: Some(goal.to_string()),
             log,
             state: RunState::default(),
+            rules: RuleSet::from_log(settings.mend, &settings.rules_off),
             settings,
             started: Instant::now(),
         })
@@ -215,6 +218,7 @@ impl<'a> Agent<'a> {
             pending_goal: None,
             log,
             state,
+            rules: RuleSet::from_log(settings.mend, &settings.rules_off),
             settings,
             started: Instant::now(),
         };
@@ -226,7 +230,7 @@ impl<'a> Agent<'a> {
 
     /// The rules of the rule book this run turns on (its profile, less the rules its settings turn off).
     fn rules(&self) -> RuleSet {
-        RuleSet::from_log(self.settings.mend, &self.settings.rules_off)
+        self.rules
     }
 
     /// The run's state as logged so far.
