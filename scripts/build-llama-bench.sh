@@ -40,6 +40,38 @@ case "$isa" in
 esac
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
+# A CPU may list AMX that its kernel or hypervisor does not let a program run: seen on a sandboxed Xeon whose
+# cpuid says amx_tile and whose kernel grants the tile permission, yet `tilezero` raises SIGILL, so every
+# llama.cpp matrix product through ggml's AMX path killed the process. A native build there leaves AMX out
+# (GCC's explicit -mno-* flags win over -march=native); where AMX runs, the native build keeps it.
+amx_runs() {
+    local probe="$out/amx-probe"
+    cat >"$probe.c" <<'PROBE'
+#include <immintrin.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+int main(void) {
+    unsigned char config[64];
+    if (syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */)) return 1;
+    memset(config, 0, sizeof config);
+    config[0] = 1;      /* palette 1 */
+    config[16] = 64;    /* tile 0: 64 bytes a row */
+    config[48] = 16;    /* tile 0: 16 rows */
+    _tile_loadconfig(config);
+    _tile_zero(0);
+    _tile_release();
+    return 0;
+}
+PROBE
+    # In a subshell, so that the shell's own "Illegal instruction" report goes to /dev/null too.
+    cc -O1 -mamx-tile "$probe.c" -o "$probe" 2>/dev/null && ("$probe"; exit $?) 2>/dev/null
+}
+if [[ "$isa" == native ]] && grep -qw amx_tile /proc/cpuinfo 2>/dev/null && ! amx_runs; then
+    echo "this CPU lists AMX but a program may not run it here: llama.cpp is built without AMX" >&2
+    isa_flags+=(-DCMAKE_C_FLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+        -DCMAKE_CXX_FLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16")
+fi
 bin="$out/$build_dir/bin/$target"
 if [[ "$target" == llama ]]; then
     bin="$out/$build_dir/src/libllama.a"

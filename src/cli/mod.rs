@@ -6,6 +6,7 @@ mod bench;
 mod common;
 mod config;
 mod inspect;
+mod mcp;
 mod plan;
 mod run;
 mod serve;
@@ -19,6 +20,7 @@ pub use bench::{
 pub use common::{ComputeArgs, MendArg, ModelArgs, PlanSearchArg, RunsDirArg, SpeculateArg, ToolArgs};
 pub use config::{config_path, parse, parse_from, ConfigCommand, ConfigShowArgs, Resolved, Source};
 pub use inspect::{ModelsCommand, RunsCommand, ToolsCommand, ToolsListArgs};
+pub use mcp::{McpApprove, McpArgs};
 pub use plan::{GenerateArgs, PlanArgs};
 pub use run::{parse_shard, AgentArgs, BatchArgs, BatchCommand, BatchMergeArgs, ResumeArgs, RunArgs, RunnerArgs};
 pub use serve::ServeArgs;
@@ -54,6 +56,7 @@ impl Cli {
             Command::Batch(args) => args.runner.compute.threads,
             Command::Plan(args) => args.compute.threads,
             Command::Serve(args) => args.compute.threads,
+            Command::Mcp(args) => args.compute.threads,
             Command::Bench(bench) => bench.threads(),
             Command::Runs(_) | Command::Models(_) | Command::Tools(_) | Command::Rules(_) | Command::Config(_) => None,
         }
@@ -136,6 +139,16 @@ pub enum Command {
     ///   TANDEM_API_KEY=secret tandem serve --host 0.0.0.0 --parallel 8
     #[command(verbatim_doc_comment)]
     Serve(ServeArgs),
+    /// Serve Tandem as an MCP server on stdin and stdout: other agents (Claude Desktop, Cursor, VS Code, any MCP
+    /// client) hand it goals with run_goal, plan_goal, get_run, resume_run and approve_plan. The tools, MCP
+    /// servers, workspace and budgets of its runs are fixed here; runs are logged as `tandem run`'s. See
+    /// docs/mcp-server.md (`tandem serve --allow-runs` offers the same at /mcp over HTTP).
+    ///
+    /// Examples:
+    ///   tandem mcp
+    ///   tandem mcp --mcp servers.json --workspace ~/notes --approve plan
+    #[command(verbatim_doc_comment)]
+    Mcp(McpArgs),
     /// Benchmarks (`tandem bench speed --model ID`).
     #[command(subcommand)]
     Bench(BenchCommand),

@@ -4,6 +4,7 @@ pub mod batch;
 pub mod bench;
 pub mod config;
 pub mod generate;
+pub mod mcp;
 pub mod model_info;
 pub mod models;
 pub mod plan;
@@ -53,6 +54,7 @@ pub fn run(cli: Cli) -> Result<Outcome> {
         Command::Tools(cmd) => done(tools::run(cmd)),
         Command::Rules(args) => done(rules::run(args)),
         Command::Serve(args) => done(serve::run(args, &reporter)),
+        Command::Mcp(args) => done(mcp::run(args, &reporter)),
         Command::Bench(cmd) => done(bench::run(cmd, &reporter)),
         Command::Config(cmd) => done(config::run(cmd)),
     }

@@ -28,6 +28,7 @@ mod halt;
 mod histogram;
 mod ignore_eos;
 mod logprobs;
+mod mcp;
 mod metrics;
 mod output;
 mod partial_call;
@@ -57,7 +58,7 @@ use serde_json::json;
 use crate::agent::log::runs::default_runs_dir;
 use crate::agent::RunsDir;
 use crate::progress::Reporter;
-use crate::settings::{AgentSettings, ServeAsks, ServeSettings};
+use crate::settings::{AgentSettings, Approval, McpSettings, ServeAsks, ServeSettings};
 use crate::{Error, Result};
 use engine::{Engine, Limits, Role};
 pub use error::ApiError;
@@ -100,6 +101,8 @@ struct AppState {
     http: metrics::HttpMetrics,
     /// Generation slots (`--parallel`).
     slots: usize,
+    /// What MCP clients may ask of runs (`/mcp`, `tandem mcp`).
+    mcp: mcp::McpPolicy,
 }
 
 impl AppState {
@@ -198,6 +201,38 @@ fn served_id(model: &str) -> String {
 
 /// Loads the models, binds, calls `on_ready` with the address bound, and serves until Ctrl-C or SIGTERM.
 pub fn serve(settings: &ServeSettings, reporter: &dyn Reporter, on_ready: &dyn Fn(SocketAddr)) -> Result<()> {
+    let mcp = mcp::McpPolicy { approve: Approval::None };
+    run_server(settings, settings.runs_agent(), mcp, reporter, Front::Http(on_ready))
+}
+
+/// `tandem mcp`: loads the models and serves MCP over stdin and stdout until the client closes them, Ctrl-C or
+/// SIGTERM; runs are logged in the CLI's runs directory unless told otherwise.
+pub fn serve_mcp_stdio(settings: &McpSettings, reporter: &dyn Reporter) -> Result<()> {
+    let mut serve = settings.serve.clone();
+    serve.allow_runs = true;
+    if serve.runner.runs_dir.is_none() {
+        serve.runner.runs_dir = Some(default_runs_dir());
+    }
+    let mcp = mcp::McpPolicy { approve: settings.approve };
+    run_server(&serve, settings.agent.clone(), mcp, reporter, Front::Stdio)
+}
+
+/// What a server answers on.
+enum Front<'a> {
+    /// HTTP on `host:port` (the OpenAI API, runs, the page and `/mcp`), with a call once it listens.
+    Http(&'a dyn Fn(SocketAddr)),
+    /// MCP over this process's stdin and stdout.
+    Stdio,
+}
+
+/// Loads the models, assembles the server's state once, and answers on `front` until told to stop.
+fn run_server(
+    settings: &ServeSettings,
+    agent: AgentSettings,
+    mcp: mcp::McpPolicy,
+    reporter: &dyn Reporter,
+    front: Front<'_>,
+) -> Result<()> {
     if settings.parallel == 0 {
         return Err(Error::Usage("--parallel must be at least 1".into()));
     }
@@ -230,11 +265,20 @@ pub fn serve(settings: &ServeSettings, reporter: &dyn Reporter, on_ready: &dyn F
     if settings.executor != settings.planner {
         served.push((served_id(&settings.executor), Role::Executor));
     }
-    let address = format!("{}:{}", settings.host, settings.port);
-    let listener = runtime
-        .block_on(tokio::net::TcpListener::bind(&address))
-        .map_err(|e| Error::io(format!("binding {address} (is the port in use? try --port)"), e))?;
-    let bound = listener.local_addr().map_err(|e| Error::io("reading the bound address", e))?;
+    let listener = match front {
+        Front::Http(_) => {
+            let address = format!("{}:{}", settings.host, settings.port);
+            let listener = runtime
+                .block_on(tokio::net::TcpListener::bind(&address))
+                .map_err(|e| Error::io(format!("binding {address} (is the port in use? try --port)"), e))?;
+            Some(listener)
+        }
+        Front::Stdio => None,
+    };
+    let bound = match &listener {
+        Some(listener) => Some(listener.local_addr().map_err(|e| Error::io("reading the bound address", e))?),
+        None => None,
+    };
     std::thread::scope(|scope| {
         let state = Arc::new(AppState {
             engine: Engine::start(scope, sources, settings.queue),
@@ -244,19 +288,17 @@ pub fn serve(settings: &ServeSettings, reporter: &dyn Reporter, on_ready: &dyn F
             asks: settings.asks == ServeAsks::List,
             max_body_bytes: settings.max_body_bytes,
             created: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
-            agent: AgentSettings {
-                planner: settings.planner.clone(),
-                executor: settings.executor.clone(),
-                tools: settings.tools.clone(),
-                mend: settings.mend,
-                rules_off: settings.rules_off.clone(),
-                ..AgentSettings::default()
-            },
+            agent,
             tool_sets,
             runs: RunsDir::new(settings.runner.runs_dir.clone().unwrap_or_else(default_serve_runs_dir)),
             active: run_jobs::ActiveRuns::default(),
             stopping: Arc::new(AtomicBool::new(false)),
-            allowed: guard::Allowed::new(&settings.host, bound.port(), &settings.allow_hosts, &settings.allow_origins),
+            allowed: guard::Allowed::new(
+                &settings.host,
+                bound.map_or(0, |b| b.port()),
+                &settings.allow_hosts,
+                &settings.allow_origins,
+            ),
             allow_runs: settings.allow_runs,
             max_schema_bytes: settings.max_schema_bytes,
             limits: Limits {
@@ -268,22 +310,39 @@ pub fn serve(settings: &ServeSettings, reporter: &dyn Reporter, on_ready: &dyn F
             bench_results: settings.bench_results.clone(),
             http: metrics::HttpMetrics::default(),
             slots: settings.parallel,
+            mcp,
         });
-        let app = router(state.clone(), settings.max_body_bytes);
         let grace = Duration::from_secs(settings.shutdown_grace_s);
-        signals.listening();
-        on_ready(bound);
-        let served = runtime.block_on(async move {
-            let stop = async move {
-                signals.received().await;
-                state.begin_shutdown(grace);
-            };
-            axum::serve(listener, app).with_graceful_shutdown(stop).await
-        });
+        let served = match (front, listener, bound) {
+            (Front::Http(on_ready), Some(listener), Some(bound)) => {
+                let app = router(state.clone(), settings.max_body_bytes);
+                signals.listening();
+                on_ready(bound);
+                runtime.block_on(async move {
+                    let stop = async move {
+                        signals.received().await;
+                        state.begin_shutdown(grace);
+                    };
+                    axum::serve(listener, app).with_graceful_shutdown(stop).await
+                })
+            }
+            _ => {
+                signals.listening();
+                runtime.block_on(async move {
+                    let served = tokio::select! {
+                        served = mcp::serve_stdio(state.clone()) => served,
+                        () = signals.received() => Ok(()),
+                    };
+                    // The client is gone or a signal came: runs stop at their next event, resumable.
+                    state.begin_shutdown(grace);
+                    served
+                })
+            }
+        };
         // The runtime's tasks hold the last references to the engine: ending them ends the slots, which first
         // leave the runs still queued resumable and answer the chat requests still queued.
         runtime.shutdown_timeout(Duration::from_secs(2));
-        served.map_err(|e| Error::io("serving HTTP", e))
+        served.map_err(|e| Error::io("serving", e))
     })
 }
 
@@ -298,6 +357,8 @@ fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
         .route("/v1/runs/{id}/resume", post(run_control::resume))
         .route("/v1/runs/{id}/cancel", post(run_control::cancel))
         .route("/v1/runs/{id}/check", post(web::check))
+        // MCP over Streamable HTTP: the same runs, behind the same key and --allow-runs.
+        .route_service("/mcp", mcp::http_service(state.clone(), max_body_bytes))
         .route_layer(middleware::from_fn_with_state(state.clone(), runs_allowed));
     let v1 = Router::new()
         .route("/v1/models", get(list_models))

@@ -34,7 +34,7 @@ pub async fn approve(
     UrlPath(id): UrlPath<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    answer(decide(&state, &id, body, true).await)
+    answer(decide_over_http(&state, &id, body, true).await)
 }
 
 /// `POST /v1/runs/{id}/reject`: ends the run without running the plan, or runs the edited `plan` given instead.
@@ -43,7 +43,7 @@ pub async fn reject(
     UrlPath(id): UrlPath<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    answer(decide(&state, &id, body, false).await)
+    answer(decide_over_http(&state, &id, body, false).await)
 }
 
 /// `POST /v1/runs/{id}/resume`: continues a run stopped before its end (`rerun_in_doubt` as `tandem resume`'s).
@@ -52,13 +52,17 @@ pub async fn resume(
     UrlPath(id): UrlPath<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    answer(restart(&state, &id, body).await)
+    let restarted = async {
+        let fields = fields(&state, body, &["rerun_in_doubt"])?;
+        restart(&state, &id, &fields).await.map(|()| queued(&id))
+    };
+    answer(restarted.await)
 }
 
 /// `POST /v1/runs/{id}/cancel`: stops the run at its next event and ends its log (`stop`: `cancelled`); answers
 /// its summary.
 pub async fn cancel(State(state): State<Arc<AppState>>, UrlPath(id): UrlPath<String>) -> Response {
-    answer(stop(&state, &id).await)
+    answer(stop(&state, &id).await.map(|summary| Json(summary).into_response()))
 }
 
 fn answer(result: Result<Response, ApiError>) -> Response {
@@ -120,18 +124,28 @@ fn check_runs_here(state: &AppState, id: &str, settings: &RunSettings) -> Result
     })
 }
 
-async fn decide(
+async fn decide_over_http(
     state: &Arc<AppState>,
     id: &str,
     body: Result<Bytes, BytesRejection>,
     approve: bool,
 ) -> Result<Response, ApiError> {
+    let fields = fields(state, body, &["plan"])?;
+    decide(state, id, fields.get("plan"), approve).await.map(|()| queued(id))
+}
+
+/// Approves (or rejects) the plan run `id` waits on, or runs the `edited` plan instead; queues the run's resume.
+pub(super) async fn decide(
+    state: &Arc<AppState>,
+    id: &str,
+    edited: Option<&Value>,
+    approve: bool,
+) -> Result<(), ApiError> {
     if state.stopping.load(Ordering::SeqCst) {
         return Err(ApiError::shutting_down());
     }
     // The log is read off the HTTP threads (as every file here is): a long one must not stall other clients.
     let (dir, run) = logged_run(state, id).await?;
-    let fields = fields(state, body, &["plan"])?;
     if let Some(handle) = state.active.get(id) {
         let status = status_of(&run, Some(handle.as_ref()));
         return Err(ApiError::conflict(
@@ -149,7 +163,7 @@ async fn decide(
     };
     let settings = run.settings.clone().expect("a run waiting for approval has its settings");
     check_runs_here(state, id, &settings)?;
-    let decision = match fields.get("plan") {
+    let decision = match edited {
         None if approve => PlanDecision::Approve,
         None => PlanDecision::Reject,
         Some(value) => PlanDecision::Edit(checked_edit(value, &settings).await?),
@@ -159,7 +173,7 @@ async fn decide(
     })?;
     let kind = RunKind::Resume { decision: Some((version, decision)), rerun_in_doubt: false };
     state.engine.submit(Work::Run(Box::new(RunJob { id: id.to_string(), dir, kind, handle, guard })))?;
-    Ok(queued(id))
+    Ok(())
 }
 
 /// An edited plan, read and validated against the run's tools as the agent validates plans; 400 naming the field
@@ -210,12 +224,12 @@ fn issue_param(plan: &Plan, issue: &PlanIssue) -> String {
     }
 }
 
-async fn restart(state: &Arc<AppState>, id: &str, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+/// Queues the resume of run `id`, stopped before its end (`rerun_in_doubt` as `tandem resume`'s).
+pub(super) async fn restart(state: &Arc<AppState>, id: &str, fields: &Map<String, Value>) -> Result<(), ApiError> {
     if state.stopping.load(Ordering::SeqCst) {
         return Err(ApiError::shutting_down());
     }
     let (dir, run) = logged_run(state, id).await?;
-    let fields = fields(state, body, &["rerun_in_doubt"])?;
     let rerun_in_doubt = match fields.get("rerun_in_doubt") {
         None => false,
         Some(Value::Bool(yes)) => *yes,
@@ -252,7 +266,7 @@ async fn restart(state: &Arc<AppState>, id: &str, body: Result<Bytes, BytesRejec
     })?;
     let kind = RunKind::Resume { decision: None, rerun_in_doubt };
     state.engine.submit(Work::Run(Box::new(RunJob { id: id.to_string(), dir, kind, handle, guard })))?;
-    Ok(queued(id))
+    Ok(())
 }
 
 /// 409: the run's log already ends (`stop` says how).
@@ -260,7 +274,8 @@ fn already_finished(id: &str, stop: impl std::fmt::Display) -> ApiError {
     ApiError::conflict(format!("run {id} already finished ({stop}); there is nothing to cancel"), "run_finished")
 }
 
-async fn stop(state: &Arc<AppState>, id: &str) -> Result<Response, ApiError> {
+/// Cancels run `id` (a running one once it has stopped); its summary.
+pub(super) async fn stop(state: &Arc<AppState>, id: &str) -> Result<Value, ApiError> {
     let dir = {
         let (state, id) = (state.clone(), id.to_string());
         off_runtime(move || run_dir(&state, &id)).await?
@@ -302,5 +317,5 @@ async fn stop(state: &Arc<AppState>, id: &str) -> Result<Response, ApiError> {
         .await
         .map_err(|e| ApiError::internal(format!("cancelling: {e}")))??;
     }
-    Ok(Json(summary_of(state, id).await?).into_response())
+    summary_of(state, id).await
 }

@@ -158,9 +158,16 @@ fn start(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<String
     if state.stopping.load(Ordering::SeqCst) {
         return Err(ApiError::shutting_down());
     }
-    let value = json_body(state, body)?;
+    start_run(state, &json_body(state, body)?)
+}
+
+/// Logs and queues the run a request's fields ask for (as `POST /v1/runs` takes them); its id.
+pub fn start_run(state: &AppState, value: &Value) -> Result<String, ApiError> {
+    if state.stopping.load(Ordering::SeqCst) {
+        return Err(ApiError::shutting_down());
+    }
     let mut agent = state.agent.clone();
-    let (goal, approve, tools) = parse(&value, &mut agent, &state.tool_sets)?;
+    let (goal, approve, tools) = parse(value, &mut agent, &state.tool_sets)?;
     // The workspace and policy only: the tool files and MCP servers are set up when the run starts.
     let context = toolbox::context(&tools).map_err(|e| ApiError::internal(format!("the run's workspace: {e}")))?;
     agent.tools = tools.clone();

@@ -628,7 +628,32 @@ pub struct ServeSettings {
     pub bench_results: Option<PathBuf>,
 }
 
+/// Settings of `tandem mcp`: Tandem as an MCP server over stdio, on the machinery of `tandem serve` (one slot, no
+/// HTTP), its runs planned and budgeted as `tandem run`'s.
+#[derive(Debug, Clone)]
+pub struct McpSettings {
+    /// The models, tools, compute and runs directory (the HTTP fields are unused).
+    pub serve: ServeSettings,
+    /// What runs plan and execute with, and their budgets: a client may lower them, never raise them.
+    pub agent: AgentSettings,
+    /// Plans wait for approval (`approve_plan`) when `Plan`; a client may ask for that, never skip it.
+    pub approve: Approval,
+}
+
 impl ServeSettings {
+    /// What agent runs on this server plan and execute with: the served models, the tool policy and rules, and
+    /// the default budgets.
+    pub fn runs_agent(&self) -> AgentSettings {
+        AgentSettings {
+            planner: self.planner.clone(),
+            executor: self.executor.clone(),
+            tools: self.tools.clone(),
+            mend: self.mend,
+            rules_off: self.rules_off.clone(),
+            ..AgentSettings::default()
+        }
+    }
+
     /// Default of [`ServeSettings::port`].
     pub const PORT: u16 = 8080;
     /// Default of [`ServeSettings::max_body_bytes`]: 4 MiB.

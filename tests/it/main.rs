@@ -38,6 +38,7 @@ mod loader;
 mod mcp;
 mod mcp_agent;
 mod mcp_http;
+mod mcp_server;
 mod mends;
 mod plan;
 mod planner;
