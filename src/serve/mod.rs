@@ -33,6 +33,7 @@ mod metrics;
 mod output;
 mod partial_call;
 mod request;
+mod response_store;
 mod responses;
 mod responses_output;
 mod run_control;
@@ -103,6 +104,8 @@ struct AppState {
     slots: usize,
     /// What MCP clients may ask of runs (`/mcp`, `tandem mcp`).
     mcp: mcp::McpPolicy,
+    /// Responses kept for `previous_response_id` (memory only).
+    responses: response_store::ResponseStore,
 }
 
 impl AppState {
@@ -311,6 +314,7 @@ fn run_server(
             http: metrics::HttpMetrics::default(),
             slots: settings.parallel,
             mcp,
+            responses: response_store::ResponseStore::default(),
         });
         let grace = Duration::from_secs(settings.shutdown_grace_s);
         let served = match (front, listener, bound) {

@@ -22,6 +22,7 @@ use super::chat::{check_schema_bytes, json_body, now, submit, Submitted};
 use super::engine::JobEvent;
 use super::error::ApiError;
 use super::request::{self, MAX_TOP_LOGPROBS};
+use super::response_store::{ResponseStore, MAX_AGE, MAX_STORED};
 use super::responses_output::Builder;
 use super::AppState;
 
@@ -33,28 +34,60 @@ pub async fn responses(State(state): State<Arc<AppState>>, body: Result<Bytes, B
     }
 }
 
-async fn start(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+async fn start(state: &Arc<AppState>, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
     let value = json_body(state, body)?;
     let Value::Object(fields) = &value else {
         return Err(ApiError::bad_request("the request body must be a JSON object", None));
     };
-    let (chat_body, sources) = translate(fields)?;
+    let (chat_body, sources) = translate(fields, &state.responses)?;
     check_schema_bytes(state, &chat_body)?;
+    let store = match fields.get("store") {
+        None | Some(Value::Null) => true,
+        Some(Value::Bool(store)) => *store,
+        Some(_) => return Err(ApiError::invalid("store", "store must be true or false")),
+    };
     let mut request = request::parse(&chat_body).map_err(|e| rename(e, &sources))?;
     request.options.logprobs = parse_logprobs(fields)?;
     let stream = request.options.stream;
     let submitted = submit(state, request, "max_output_tokens").await?;
-    let builder = Builder::new(base(fields, &state.id_of(submitted.role)));
+    let builder = Builder::new(base(fields, &state.id_of(submitted.role), store));
+    // The conversation so far, kept with the answer's output items for a later `previous_response_id`.
+    let conversation = chat_body["messages"].as_array().cloned().unwrap_or_default();
+    let keep: Keep = match store {
+        true => {
+            let state = state.clone();
+            Box::new(move |response: &Value| keep_response(&state, conversation, response))
+        }
+        false => Box::new(|_: &Value| {}),
+    };
     if stream {
-        Ok(stream_answer(builder, submitted).into_response())
+        Ok(stream_answer(builder, submitted, keep).into_response())
     } else {
-        whole_answer(builder, submitted).await.map(|answer| Json(answer).into_response())
+        let answer = whole_answer(builder, submitted).await?;
+        keep(&answer);
+        Ok(Json(answer).into_response())
     }
+}
+
+/// What to do with a finished response (store it, or not).
+type Keep = Box<dyn FnOnce(&Value) + Send>;
+
+/// Stores a response: the conversation that asked for it, then its output items as chat messages.
+fn keep_response(state: &AppState, mut conversation: Vec<Value>, response: &Value) {
+    let (Some(id), Some(output)) = (response["id"].as_str(), response["output"].as_array()) else { return };
+    let mut sources = Sources::new();
+    for (i, item) in output.iter().enumerate() {
+        // The server's own items always translate; one that did not would only leave the conversation shorter.
+        if add_item(item, &format!("output[{i}]"), &mut conversation, &mut sources).is_err() {
+            return;
+        }
+    }
+    state.responses.keep(id, conversation);
 }
 
 /// The response object's fields that do not depend on the answer: its id and model, and the request's settings
 /// as OpenAI echoes them.
-fn base(fields: &Map<String, Value>, model: &str) -> Value {
+fn base(fields: &Map<String, Value>, model: &str, store: bool) -> Value {
     let get = |name: &str, default: Value| fields.get(name).filter(|v| !v.is_null()).cloned().unwrap_or(default);
     json!({
         "id": format!("resp_{:016x}", rand::random::<u64>()),
@@ -72,7 +105,8 @@ fn base(fields: &Map<String, Value>, model: &str) -> Value {
         "tool_choice": get("tool_choice", json!("auto")),
         "tools": get("tools", json!([])),
         "text": get("text", json!({"format": {"type": "text"}})),
-        "store": false,
+        "store": store,
+        "previous_response_id": get("previous_response_id", Value::Null),
         "truncation": "disabled",
         "usage": null,
     })
@@ -123,15 +157,18 @@ fn rename(mut error: ApiError, sources: &Sources) -> ApiError {
 }
 
 /// Fields of the Responses API this server does not do: refused, never ignored.
-const REFUSED: [(&str, &str); 4] = [
-    ("previous_response_id", "responses are not stored here: send the whole conversation as input items"),
-    ("conversation", "conversations are not stored here: send the whole conversation as input items"),
+const REFUSED: [(&str, &str); 3] = [
+    (
+        "conversation",
+        "conversations are not stored here: continue one with previous_response_id, or send it whole \
+                      as input items",
+    ),
     ("background", "background responses are not supported"),
     ("prompt", "stored prompt templates are not supported: send instructions and input"),
 ];
 
 /// The chat-completions body a Responses request means, and where each of its messages came from.
-fn translate(fields: &Map<String, Value>) -> Result<(Value, Sources), ApiError> {
+fn translate(fields: &Map<String, Value>, stored: &ResponseStore) -> Result<(Value, Sources), ApiError> {
     for (name, why) in REFUSED {
         match fields.get(name) {
             None | Some(Value::Null) | Some(Value::Bool(false)) => {}
@@ -147,6 +184,25 @@ fn translate(fields: &Map<String, Value>) -> Result<(Value, Sources), ApiError> 
             sources.push("instructions".into());
         }
         Some(_) => return Err(ApiError::invalid("instructions", "instructions must be a string")),
+    }
+    match fields.get("previous_response_id") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(id)) => {
+            let earlier = stored.conversation(id).ok_or_else(|| {
+                ApiError::invalid(
+                    "previous_response_id",
+                    format!(
+                        "previous_response_id: no stored response {id:?}: this server keeps the newest \
+                         {MAX_STORED} responses for {} minutes, in memory (not those sent with store: false, nor across a restart); send the \
+                         whole conversation as input items instead",
+                        MAX_AGE.as_secs() / 60
+                    ),
+                )
+            })?;
+            sources.extend(std::iter::repeat_n("previous_response_id".to_string(), earlier.len()));
+            messages.extend(earlier);
+        }
+        Some(_) => return Err(ApiError::invalid("previous_response_id", "previous_response_id must be a string")),
     }
     match fields.get("input") {
         Some(Value::String(text)) => {
@@ -348,7 +404,11 @@ fn typed(event: &Value) -> Event {
 }
 
 /// Streams the answer's typed events; the client's leaving cancels the job (as chat's).
-fn stream_answer(mut builder: Builder, submitted: Submitted) -> Sse<ReceiverStream<Result<Event, Infallible>>> {
+fn stream_answer(
+    mut builder: Builder,
+    submitted: Submitted,
+    keep: Keep,
+) -> Sse<ReceiverStream<Result<Event, Infallible>>> {
     let (events, stream) = mpsc::channel::<Result<Event, Infallible>>(16);
     let Submitted { mut answers, guard, .. } = submitted;
     tokio::spawn(async move {
@@ -366,7 +426,11 @@ fn stream_answer(mut builder: Builder, submitted: Submitted) -> Sse<ReceiverStre
                 () = events.closed() => return,
             };
             match next {
-                Some(JobEvent::Done(Ok(finished))) => pending = builder.finish(&finished).0,
+                Some(JobEvent::Done(Ok(finished))) => {
+                    let (events, response) = builder.finish(&finished);
+                    keep(&response);
+                    pending = events;
+                }
                 // Headers are out: a failure is told in the stream, and it still ends with a `response.*` event.
                 Some(JobEvent::Done(Err(e))) => pending = builder.fail(&e),
                 Some(event) => {
@@ -405,7 +469,7 @@ mod tests {
             "tool_choice": {"type": "function", "name": "get_weather"},
             "text": {"format": {"type": "json_schema", "name": "w", "schema": {"type": "object"}, "strict": true}}
         });
-        let (chat, sources) = translate(body.as_object().unwrap()).unwrap();
+        let (chat, sources) = translate(body.as_object().unwrap(), &ResponseStore::default()).unwrap();
         let request = request::parse(&chat).unwrap();
         assert_eq!(request.messages.len(), 5, "{chat}");
         assert_eq!(request.messages[0]["role"], "system");
@@ -419,10 +483,30 @@ mod tests {
     }
 
     #[test]
+    fn a_stored_response_continues_under_the_new_instructions() {
+        let store = ResponseStore::default();
+        store.keep(
+            "resp_1",
+            vec![
+                json!({"role": "system", "content": "old"}),
+                json!({"role": "user", "content": "My name is Ada."}),
+                json!({"role": "assistant", "content": "OK"}),
+            ],
+        );
+        let body = json!({"model": "m", "instructions": "new", "previous_response_id": "resp_1",
+                          "input": "What is my name?"});
+        let (chat, sources) = translate(body.as_object().unwrap(), &store).unwrap();
+        let contents: Vec<&str> =
+            chat["messages"].as_array().unwrap().iter().map(|m| m["content"].as_str().unwrap()).collect();
+        assert_eq!(contents, ["new", "My name is Ada.", "OK", "What is my name?"]);
+        assert_eq!(sources, ["instructions", "previous_response_id", "previous_response_id", "input"]);
+    }
+
+    #[test]
     fn errors_name_the_responses_field() {
         let fail = |body: Value| {
             let fields = body.as_object().unwrap().clone();
-            let e = match translate(&fields) {
+            let e = match translate(&fields, &ResponseStore::default()) {
                 Err(e) => e,
                 Ok((chat, sources)) => rename(request::parse(&chat).unwrap_err(), &sources),
             };

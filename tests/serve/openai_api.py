@@ -175,10 +175,45 @@ check(
     cut,
 )
 
-try:
-    client.responses.create(model=model, input="hi", previous_response_id="resp_1")
-    check("previous_response_id refused", False, "no error")
-except openai.BadRequestError as e:
-    check("previous_response_id refused", e.status_code == 400 and "previous_response_id" in str(e), e)
+# A conversation continued by previous_response_id: the server keeps each response (store defaults to true).
+first = client.responses.create(
+    model=model, input="My name is Ada. Reply with the word OK.", max_output_tokens=4, temperature=0,
+)
+check("responses are stored by default", first.store is True, first)
+second = client.responses.create(
+    model=model, previous_response_id=first.id, input="What is my name? Answer with the name only.",
+    max_output_tokens=6, temperature=0,
+)
+check(
+    "the second turn sees the first",
+    "Ada" in second.output_text and second.previous_response_id == first.id,
+    second,
+)
+# A tool call answered by function_call_output alone, the call itself read from the stored response.
+outputs = [
+    {"type": "function_call_output", "call_id": c.call_id, "output": json.dumps({"temperature": 18, "unit": "celsius"})}
+    for c in calls
+]
+continued = client.responses.create(
+    model=model, previous_response_id=called.id, input=outputs, tools=[WEATHER], tool_choice="none",
+    max_output_tokens=24, temperature=0,
+)
+check(
+    "a stored call's output comes back as an answer",
+    continued.output[0].type == "message" and continued.output_text.strip() != "",
+    continued,
+)
+# store: false keeps nothing; an unknown id is a 400 that says what to do.
+unstored = client.responses.create(model=model, input="hi", store=False, max_output_tokens=2, temperature=0)
+for missing in (unstored.id, "resp_unknown"):
+    try:
+        client.responses.create(model=model, input="hi", previous_response_id=missing)
+        check("an unstored previous_response_id is refused", False, "no error")
+    except openai.BadRequestError as e:
+        check(
+            "an unstored previous_response_id is refused",
+            e.status_code == 400 and "previous_response_id" in str(e) and "no stored response" in str(e),
+            e,
+        )
 
 print("all checks passed")

@@ -6,7 +6,8 @@
 //! must be one of the goal's or the results' (or that number rounded to the decimals written, or to a whole number
 //! next to it), and a number written with a minus sign a negative one. A failed check is retried once with the
 //! offending numbers named; a second failure leaves the answer to the caller's fallback. An incomplete answer that
-//! names no missing part (no word) is asked again the same way.
+//! names no missing part (no word), and an answer that is no answer (a step reference such as `$s2.result$`, the
+//! goal written back, one sentence over and over: [`degenerate`]) are asked again the same way.
 
 use std::time::Instant;
 
@@ -15,6 +16,7 @@ use serde_json::{json, Value};
 
 use crate::agent::model_call::chat_call;
 use crate::agent::numbers::{numbers_in, same_value, Number};
+use crate::agent::plan::refs::references_in;
 use crate::agent::usage::ModelUsage;
 use crate::decode::constraint::ConstraintSpec;
 use crate::decode::Model;
@@ -177,12 +179,15 @@ pub fn join(
         let unsupported = unsupported_numbers(&answer, &known);
         let missing = missing_results(&answer, required);
         let says_nothing = !answer.chars().any(char::is_alphanumeric);
-        if unsupported.is_empty() && missing.is_empty() && !says_nothing {
+        let degenerate = degenerate(&answer, goal);
+        if unsupported.is_empty() && missing.is_empty() && !says_nothing && degenerate.is_none() {
             usage.ms = started.elapsed().as_millis() as u64;
             return Ok((Verdict::Answer(answer), usage));
         }
         let problem = if says_nothing {
             "That is not an answer. Write the answer as a sentence.".to_string()
+        } else if let Some(problem) = degenerate {
+            problem.to_string()
         } else if !unsupported.is_empty() {
             format!(
                 "These numbers are not in the goal or the results: {}. Write the answer again, copying \
@@ -198,6 +203,34 @@ pub fn join(
     }
     usage.ms = started.elapsed().as_millis() as u64;
     Ok((Verdict::Unchecked(rejected), usage))
+}
+
+/// Why an answer is no answer, checked in code whatever the model judged: it holds a plan reference
+/// (`$s2.result$`: a placeholder, never a value), it is the goal written back, or it says one sentence over and
+/// over (a reading that looped until its token limit).
+fn degenerate(answer: &str, goal: &str) -> Option<&'static str> {
+    if !references_in(&Value::String(answer.to_string())).is_empty() {
+        return Some(
+            "That holds a reference to a step's result, not the value. Write the answer with the values the \
+             results give.",
+        );
+    }
+    let words = |text: &str| -> Vec<String> {
+        text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
+    };
+    let (said, asked) = (words(answer), words(goal));
+    if !said.is_empty() && said == asked {
+        return Some("That repeats the goal. Write the answer the results give.");
+    }
+    let mut sentences: Vec<Vec<String>> =
+        answer.split(['.', '!', '?', '\n']).map(words).filter(|w| w.len() >= 3).collect();
+    let total = sentences.len();
+    sentences.sort();
+    sentences.dedup();
+    if total >= 3 && sentences.len() * 2 <= total {
+        return Some("That says the same sentence again and again. Write the answer once, from the results.");
+    }
+    None
 }
 
 /// Whether a missing part's name says nothing: no word in it (the format's `...`, a `}`), or a word for nothing.
@@ -271,6 +304,19 @@ pub fn missing_results(answer: &str, required: &[Number]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn placeholders_the_goal_written_back_and_loops_are_no_answers() {
+        let goal = "What is the total of the order?";
+        assert!(degenerate("The total is $s2.result$.", goal).is_some_and(|p| p.contains("reference")));
+        assert!(degenerate("What is the total of the order", goal).is_some_and(|p| p.contains("repeats")));
+        let looped = "The total is due. The total is due. The total is due. The total is due.";
+        assert!(degenerate(looped, goal).is_some_and(|p| p.contains("again")));
+        assert_eq!(degenerate("The total of the order is 53 dollars.", goal), None);
+        assert_eq!(degenerate("It costs $5, paid in cash.", goal), None, "a dollar sign is not a reference");
+        let list = "Alice lives in Paris. Bob lives in Rome. Carol lives in Oslo.";
+        assert_eq!(degenerate(list, goal), None, "sentences alike in shape are not a loop");
+    }
 
     #[test]
     fn answers_may_copy_or_round_results_but_not_invent_numbers() {
