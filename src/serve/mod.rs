@@ -1,47 +1,24 @@
-//! `tandem serve`: an OpenAI-compatible HTTP server (axum on tokio) over the loaded planner and executor.
+//! `tandem serve`: an OpenAI-compatible HTTP server (axum on tokio) over the loaded planner and executor, and
+//! `tandem mcp`, the same machinery as an MCP server on stdio.
 //!
-//! Handlers check requests (`request`), build the answer's grammar (`grammar`: tool calls and `json_schema`
-//! answers can only come out valid) and queue jobs for the generation slots (`engine`), whose generations share
-//! each model's forward passes; answers go back whole or streamed (`chat`, `output`). Text completions
-//! (`completions`) and the Responses API (`responses`, `responses_output`) run on the same machinery, with token
-//! log-probabilities in OpenAI's shapes (`logprobs`); `GET /metrics` reports the server in Prometheus's format
-//! (`metrics`, `histogram`). Agent runs are created,
-//! listed and streamed in `runs`, decided on, resumed and cancelled in `run_control`, executed in `run_jobs` with
-//! the tools `tool_sets` allows; the web page at `/` (`web`) drives them in a browser. Errors are OpenAI's error
-//! objects (`error`). Ctrl-C and SIGTERM stop it gracefully (`shutdown`). Binds 127.0.0.1 unless told otherwise;
-//! `--api-key` guards every `/v1` route, and a non-loopback address needs one (or `--no-auth`). Every request
-//! passes `guard` (its `Host`, `Origin` and content type); agent runs are off unless `--allow-runs`, and log to a
-//! runs directory of the server's own.
+//! Four rooms follow a request. `plumbing`: what every request passes (the `guard` on its `Host`, `Origin` and
+//! content type; the generation slots of `engine`, whose generations share each model's forward passes; the
+//! graceful stop on Ctrl-C and SIGTERM; metrics; OpenAI's error object). `openai`: chat completions, text
+//! completions and the Responses API, tool calls and `json_schema` answers under a grammar so they come out valid.
+//! `runs`: agent runs over HTTP (off unless `--allow-runs`, logged to a runs directory of the server's own) and
+//! over MCP. `page`: the web page at `/` that drives runs in a browser. This file assembles the state once
+//! (`run_server`) and routes. Binds 127.0.0.1 unless told otherwise; `--api-key` guards every `/v1` route and
+//! `/mcp`, and a non-loopback address needs one (or `--no-auth`).
 
-mod asks;
-mod bench_results;
-#[cfg(test)]
-mod call_grammar_tests;
-mod chat;
-mod completions;
-mod echo;
-mod engine;
-mod error;
-mod grammar;
-mod guard;
-mod halt;
-mod histogram;
-mod ignore_eos;
-mod logprobs;
-mod mcp;
-mod metrics;
-mod output;
-mod partial_call;
-mod request;
-mod response_store;
-mod responses;
-mod responses_output;
-mod run_control;
-mod run_jobs;
+mod openai;
+mod page;
+mod plumbing;
 mod runs;
-mod shutdown;
-mod tool_sets;
-mod web;
+
+use openai::{chat, completions, response_store, responses};
+use page::{bench_results, web};
+use plumbing::{engine, error, guard, metrics, shutdown};
+use runs::{mcp, routes, run_control, run_jobs, tool_sets};
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -352,10 +329,10 @@ fn run_server(
 
 fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
     let runs = Router::new()
-        .route("/v1/runs", post(runs::create).get(runs::list))
+        .route("/v1/runs", post(routes::create).get(routes::list))
         .route("/v1/runs/options", get(web::options))
-        .route("/v1/runs/{id}", get(runs::show))
-        .route("/v1/runs/{id}/events", get(runs::events))
+        .route("/v1/runs/{id}", get(routes::show))
+        .route("/v1/runs/{id}/events", get(routes::events))
         .route("/v1/runs/{id}/approve", post(run_control::approve))
         .route("/v1/runs/{id}/reject", post(run_control::reject))
         .route("/v1/runs/{id}/resume", post(run_control::resume))

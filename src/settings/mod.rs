@@ -96,7 +96,7 @@ pub enum Asks {
     Planner,
 }
 
-/// Whether `tandem serve` lists a tool-calling request's actions before its calls (`serve::asks`).
+/// Whether `tandem serve` lists a tool-calling request's actions before its calls (`serve::openai::asks`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ServeAsks {

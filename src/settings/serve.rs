@@ -36,7 +36,7 @@ pub struct ServeSettings {
     pub parallel: usize,
     /// Most new tokens of one completion (also the default when a request gives none).
     pub max_tokens: usize,
-    /// Tool-calling turns that may write several calls list the request's actions first (`serve::asks`).
+    /// Tool-calling turns that may write several calls list the request's actions first (`serve::openai::asks`).
     pub asks: ServeAsks,
     /// User tool files an agent run may name (`"tools": NAME`), by name; a request never gives a path.
     pub tool_sets: Vec<(String, PathBuf)>,

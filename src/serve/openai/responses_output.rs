@@ -6,11 +6,11 @@
 
 use serde_json::{json, Value};
 
-use super::chat::call_id;
-use super::engine::{Finished, JobEvent};
-use super::error::ApiError;
-use super::logprobs::{self, Logprob};
-use super::output::Piece;
+use crate::serve::openai::chat::call_id;
+use crate::serve::openai::logprobs::{self, Logprob};
+use crate::serve::openai::output::Piece;
+use crate::serve::plumbing::engine::{Finished, JobEvent};
+use crate::serve::plumbing::error::ApiError;
 
 /// The item being written.
 enum Open {
@@ -197,7 +197,7 @@ impl Builder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::serve::grammar::ToolCall;
+    use crate::serve::openai::grammar::ToolCall;
 
     fn finished(reason: &'static str) -> Finished {
         Finished { reason, prompt_tokens: 10, completion_tokens: 3, cached_tokens: 4, listing_tokens: 0 }

@@ -21,16 +21,16 @@ use axum::Json;
 use serde_json::{json, Value};
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::chat::json_body;
-use super::engine::Work;
-use super::error::ApiError;
-use super::run_jobs::{Phase, RunHandle, RunJob, RunKind};
-use super::tool_sets::ToolSets;
-use super::AppState;
 use crate::agent::log::runs::load_run;
 use crate::agent::log::summary::run_summary;
 use crate::agent::setup::run_settings;
 use crate::agent::{EventLog, RunState, StopReason};
+use crate::serve::openai::chat::json_body;
+use crate::serve::plumbing::engine::Work;
+use crate::serve::plumbing::error::ApiError;
+use crate::serve::runs::run_jobs::{Phase, RunHandle, RunJob, RunKind};
+use crate::serve::runs::tool_sets::ToolSets;
+use crate::serve::AppState;
 use crate::settings::{AgentSettings, Approval, ToolSettings};
 use crate::tools::toolbox;
 

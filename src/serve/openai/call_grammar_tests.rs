@@ -9,12 +9,12 @@ use std::sync::Arc;
 use candle_core::quantized::gguf_file::Value as GgufValue;
 use serde_json::{json, Value};
 
-use super::grammar::{call_openings, constraint, ToolCall};
-use super::output::{OutputSplitter, Piece};
-use super::request::{parse, ChatRequest};
 use crate::decode::constraint::GrammarEngine;
 use crate::llm::chat::{CallFormat, CallSyntax};
 use crate::llm::tokenizer::{gpt2_byte_to_char, GgufTokenizer};
+use crate::serve::openai::grammar::{call_openings, constraint, ToolCall};
+use crate::serve::openai::output::{OutputSplitter, Piece};
+use crate::serve::openai::request::{parse, ChatRequest};
 
 /// Every family's markers and end-of-turn tokens.
 const MARKERS: [&str; 6] =

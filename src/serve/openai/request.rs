@@ -6,8 +6,8 @@ use std::collections::HashSet;
 
 use serde_json::{json, Map, Value};
 
-use super::error::ApiError;
 use crate::decode::Sampling;
+use crate::serve::plumbing::error::ApiError;
 use crate::tools::schema_fit;
 
 /// Stop sequences a request may give (OpenAI's limit).
@@ -60,7 +60,7 @@ pub struct ChatRequest {
     pub raw_prompt: Option<RawPrompt>,
     /// Choices to generate (chat's `n`): one job each, on the slots together.
     pub n: usize,
-    /// The request's actions may be listed first (`serve::asks`): the extension field `asks` (default true),
+    /// The request's actions may be listed first (`serve::openai::asks`): the extension field `asks` (default true),
     /// turned off for every request by `--asks off`.
     pub asks: bool,
     /// Exactly this many calls when the answer is calls (set by the listing pass; `None`: as many as allowed).
@@ -239,7 +239,7 @@ pub fn parse(body: &Value) -> Result<ChatRequest, ApiError> {
     })
 }
 
-pub(super) fn optional_bool(fields: &Map<String, Value>, name: &str) -> Result<Option<bool>, ApiError> {
+pub(crate) fn optional_bool(fields: &Map<String, Value>, name: &str) -> Result<Option<bool>, ApiError> {
     match fields.get(name) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Bool(b)) => Ok(Some(*b)),
@@ -247,7 +247,7 @@ pub(super) fn optional_bool(fields: &Map<String, Value>, name: &str) -> Result<O
     }
 }
 
-pub(super) fn optional_number(
+pub(crate) fn optional_number(
     fields: &Map<String, Value>,
     name: &str,
     low: f64,
@@ -262,7 +262,7 @@ pub(super) fn optional_number(
     }
 }
 
-pub(super) fn optional_count(fields: &Map<String, Value>, name: &str) -> Result<Option<usize>, ApiError> {
+pub(crate) fn optional_count(fields: &Map<String, Value>, name: &str) -> Result<Option<usize>, ApiError> {
     match fields.get(name) {
         None | Some(Value::Null) => Ok(None),
         Some(value) => match value.as_u64() {

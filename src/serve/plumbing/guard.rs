@@ -20,8 +20,8 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::error::ApiError;
-use super::AppState;
+use crate::serve::plumbing::error::ApiError;
+use crate::serve::AppState;
 
 /// Names always answered to: this machine's loopback names.
 const LOOPBACK: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];

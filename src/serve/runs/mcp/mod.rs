@@ -19,10 +19,10 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{json, Map, Value};
 
-use super::error::ApiError;
-use super::run_control;
-use super::runs::{off_runtime, run_dir, start_run, summary_of};
-use super::AppState;
+use crate::serve::plumbing::error::ApiError;
+use crate::serve::runs::routes::{off_runtime, run_dir, start_run, summary_of};
+use crate::serve::runs::run_control;
+use crate::serve::AppState;
 use crate::settings::Approval;
 use follow::Rest;
 

@@ -7,11 +7,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use candle_core::DType;
 
-use super::error::ApiError;
-use super::logprobs::{Logprob, Named, TextToken};
-use super::request::{ChatRequest, RawPrompt};
 use crate::decode::logprobs::token_logprob;
 use crate::decode::Model;
+use crate::serve::openai::logprobs::{Logprob, Named, TextToken};
+use crate::serve::openai::request::{ChatRequest, RawPrompt};
+use crate::serve::plumbing::error::ApiError;
 
 /// Prompt tokens a scoring pass takes at once: its logits are this many rows of the vocabulary's width (39 MB of
 /// floats for Qwen2.5's 151,936 tokens), so a long prompt is not one huge tensor.

@@ -10,10 +10,10 @@
 
 use serde_json::{json, Value};
 
-use super::request::{ChatRequest, ToolChoice};
 use crate::agent::asks::{asks_note, list_asks, listing_messages};
 use crate::decode::{Model, Timings};
 use crate::llm::ChatMessage;
+use crate::serve::openai::request::{ChatRequest, ToolChoice};
 
 /// Whether `request` gets a listing pass: it may be listed (`asks`, and the server's `--asks`), it declares
 /// functions, it may call any of them (`auto` or `required`, not `none` nor one named function), several calls are
@@ -90,7 +90,7 @@ pub fn fit(request: &mut ChatRequest, asks: &[String]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::serve::request::parse;
+    use crate::serve::openai::request::parse;
 
     fn request(extra: Value) -> ChatRequest {
         let mut body = json!({"model": "m", "messages": [{"role": "user", "content": "weather in Paris and Oslo"}],

@@ -19,11 +19,11 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{json, Value};
 
-use super::chat::json_body;
-use super::error::ApiError;
-use super::run_control::checked_edit;
-use super::runs::logged_run;
-use super::AppState;
+use crate::serve::openai::chat::json_body;
+use crate::serve::plumbing::error::ApiError;
+use crate::serve::runs::routes::logged_run;
+use crate::serve::runs::run_control::checked_edit;
+use crate::serve::AppState;
 
 const INDEX: &str = include_str!("web/index.html");
 const APP: &str = include_str!("web/app.js");

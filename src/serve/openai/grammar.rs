@@ -16,10 +16,10 @@
 
 use serde_json::{json, Value};
 
-use super::request::{ChatRequest, Function, ToolChoice};
 use crate::decode::constraint::ConstraintSpec;
 pub use crate::llm::chat::ToolCall;
 use crate::llm::chat::{CallFormat, CallSyntax, Marker};
+use crate::serve::openai::request::{ChatRequest, Function, ToolChoice};
 
 /// What opens calls written bare: a JSON object, or a JSON code block holding one.
 pub const BARE_OPENINGS: [&str; 2] = ["{", "```json\n{"];

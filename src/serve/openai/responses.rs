@@ -18,13 +18,13 @@ use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::chat::{check_schema_bytes, json_body, now, submit, Submitted};
-use super::engine::JobEvent;
-use super::error::ApiError;
-use super::request::{self, MAX_TOP_LOGPROBS};
-use super::response_store::{ResponseStore, MAX_AGE, MAX_STORED};
-use super::responses_output::Builder;
-use super::AppState;
+use crate::serve::openai::chat::{check_schema_bytes, json_body, now, submit, Submitted};
+use crate::serve::openai::request::{self, MAX_TOP_LOGPROBS};
+use crate::serve::openai::response_store::{ResponseStore, MAX_AGE, MAX_STORED};
+use crate::serve::openai::responses_output::Builder;
+use crate::serve::plumbing::engine::JobEvent;
+use crate::serve::plumbing::error::ApiError;
+use crate::serve::AppState;
 
 /// The handler.
 pub async fn responses(State(state): State<Arc<AppState>>, body: Result<Bytes, BytesRejection>) -> Response {

@@ -20,12 +20,12 @@ use tokio::sync::mpsc::{self, UnboundedReceiver};
 use tokio_stream::wrappers::{ReceiverStream, UnboundedReceiverStream};
 use tokio_stream::{StreamExt, StreamMap};
 
-use super::engine::{Finished, Job, JobEvent, Role, Work};
-use super::error::ApiError;
-use super::logprobs::{self, Logprob};
-use super::output::Piece;
-use super::request::{self, ChatRequest};
-use super::AppState;
+use crate::serve::openai::logprobs::{self, Logprob};
+use crate::serve::openai::output::Piece;
+use crate::serve::openai::request::{self, ChatRequest};
+use crate::serve::plumbing::engine::{Finished, Job, JobEvent, Role, Work};
+use crate::serve::plumbing::error::ApiError;
+use crate::serve::AppState;
 
 /// Sets the job's cancel flag when the request's handler or stream is dropped (the client went away).
 pub struct CancelOnDrop(Arc<AtomicBool>);

@@ -13,9 +13,9 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
-use super::error::ApiError;
-use super::runs::off_runtime;
-use super::AppState;
+use crate::serve::plumbing::error::ApiError;
+use crate::serve::runs::routes::off_runtime;
+use crate::serve::AppState;
 
 /// Most records one samples page holds.
 const MAX_PAGE: usize = 200;

@@ -4,8 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::error::ApiError;
 use crate::agent::RunSettings;
+use crate::serve::plumbing::error::ApiError;
 use crate::settings::ToolSettings;
 use crate::tools::toolbox;
 use crate::{Error, Result};

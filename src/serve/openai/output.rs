@@ -5,8 +5,8 @@
 //! (`<tool_call>`, `[TOOL_CALLS][`, `, `, ```` ```json ````, none of which holds a `{`) come between calls, so calls
 //! in any model's format (`grammar`) are the JSON objects of the output.
 
-use super::grammar::{read_call, ToolCall};
-use super::partial_call::{read_partial, PartialCall};
+use crate::serve::openai::grammar::{read_call, ToolCall};
+use crate::serve::openai::partial_call::{read_partial, PartialCall};
 
 /// A piece of the answer ready to send.
 #[derive(Debug, Clone, PartialEq)]
@@ -213,7 +213,7 @@ mod tests {
 
     /// What opens Hermes calls, and bare ones too with `bare`.
     fn hermes(bare: bool) -> Vec<String> {
-        let bare_openings = if bare { &super::super::grammar::BARE_OPENINGS[..] } else { &[] };
+        let bare_openings = if bare { &crate::serve::openai::grammar::BARE_OPENINGS[..] } else { &[] };
         ["<tool_call>"].iter().chain(bare_openings).map(|o| o.to_string()).collect()
     }
 

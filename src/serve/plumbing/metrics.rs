@@ -13,8 +13,8 @@ use axum::http::header::CONTENT_TYPE;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::histogram::Histogram;
-use super::AppState;
+use crate::serve::plumbing::histogram::Histogram;
+use crate::serve::AppState;
 
 /// HTTP requests answered, counted by route and status, and the time to their response's headers.
 #[derive(Debug, Default)]

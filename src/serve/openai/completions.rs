@@ -17,17 +17,19 @@ use serde_json::{json, Map, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::chat::{
+use crate::serve::openai::chat::{
     data, json_body, now, stream_chunks, submit_choices, usage, whole_choices, CancelOnDrop, ChoicesUsage, Chunk,
     Submitted,
 };
-use super::echo::Echo;
-use super::engine::JobEvent;
-use super::error::ApiError;
-use super::logprobs::{self, TextToken};
-use super::output::Piece;
-use super::request::{optional_bool, parse_n, parse_options, ChatRequest, RawPrompt, ToolChoice, MAX_TOP_LOGPROBS};
-use super::AppState;
+use crate::serve::openai::echo::Echo;
+use crate::serve::openai::logprobs::{self, TextToken};
+use crate::serve::openai::output::Piece;
+use crate::serve::openai::request::{
+    optional_bool, parse_n, parse_options, ChatRequest, RawPrompt, ToolChoice, MAX_TOP_LOGPROBS,
+};
+use crate::serve::plumbing::engine::JobEvent;
+use crate::serve::plumbing::error::ApiError;
+use crate::serve::AppState;
 
 /// The handler.
 pub async fn completions(State(state): State<Arc<AppState>>, body: Result<Bytes, BytesRejection>) -> Response {

@@ -15,14 +15,14 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Map, Value};
 
-use super::chat::json_body;
-use super::engine::Work;
-use super::error::ApiError;
-use super::run_jobs::{append_finish, Cancel, RunJob, RunKind};
-use super::runs::{logged_run, off_runtime, run_dir, status_of, summary_of};
-use super::AppState;
 use crate::agent::log::runs::lock_run;
 use crate::agent::{in_doubt_steps, Plan, PlanDecision, PlanIssue, RunSettings, RunState, StopReason};
+use crate::serve::openai::chat::json_body;
+use crate::serve::plumbing::engine::Work;
+use crate::serve::plumbing::error::ApiError;
+use crate::serve::runs::routes::{logged_run, off_runtime, run_dir, status_of, summary_of};
+use crate::serve::runs::run_jobs::{append_finish, Cancel, RunJob, RunKind};
+use crate::serve::AppState;
 use crate::tools::toolbox;
 
 /// How long a cancel waits for a running run to reach its next event.
@@ -135,7 +135,7 @@ async fn decide_over_http(
 }
 
 /// Approves (or rejects) the plan run `id` waits on, or runs the `edited` plan instead; queues the run's resume.
-pub(super) async fn decide(
+pub(crate) async fn decide(
     state: &Arc<AppState>,
     id: &str,
     edited: Option<&Value>,
@@ -178,7 +178,7 @@ pub(super) async fn decide(
 
 /// An edited plan, read and validated against the run's tools as the agent validates plans; 400 naming the field
 /// of the first problem (`plan.steps[1].tool`).
-pub(super) async fn checked_edit(value: &Value, settings: &RunSettings) -> Result<Plan, ApiError> {
+pub(crate) async fn checked_edit(value: &Value, settings: &RunSettings) -> Result<Plan, ApiError> {
     let plan: Plan = serde_json::from_value(value.clone())
         .map_err(|e| ApiError::invalid("plan", format!("the edited plan is not a valid plan document: {e}")))?;
     let tools = settings.tool_settings();
@@ -225,7 +225,7 @@ fn issue_param(plan: &Plan, issue: &PlanIssue) -> String {
 }
 
 /// Queues the resume of run `id`, stopped before its end (`rerun_in_doubt` as `tandem resume`'s).
-pub(super) async fn restart(state: &Arc<AppState>, id: &str, fields: &Map<String, Value>) -> Result<(), ApiError> {
+pub(crate) async fn restart(state: &Arc<AppState>, id: &str, fields: &Map<String, Value>) -> Result<(), ApiError> {
     if state.stopping.load(Ordering::SeqCst) {
         return Err(ApiError::shutting_down());
     }
@@ -275,7 +275,7 @@ fn already_finished(id: &str, stop: impl std::fmt::Display) -> ApiError {
 }
 
 /// Cancels run `id` (a running one once it has stopped); its summary.
-pub(super) async fn stop(state: &Arc<AppState>, id: &str) -> Result<Value, ApiError> {
+pub(crate) async fn stop(state: &Arc<AppState>, id: &str) -> Result<Value, ApiError> {
     let dir = {
         let (state, id) = (state.clone(), id.to_string());
         off_runtime(move || run_dir(&state, &id)).await?

@@ -10,10 +10,10 @@ use rmcp::model::ProgressNotificationParam;
 use rmcp::service::RequestContext;
 use rmcp::RoleServer;
 
-use super::super::error::ApiError;
-use super::super::runs::{off_runtime, run_dir};
-use super::super::AppState;
 use crate::agent::{Event, Record};
+use crate::serve::plumbing::error::ApiError;
+use crate::serve::runs::routes::{off_runtime, run_dir};
+use crate::serve::AppState;
 
 /// How often the log is read for new lines.
 const POLL: Duration = Duration::from_millis(200);

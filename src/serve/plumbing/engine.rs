@@ -12,17 +12,6 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::asks;
-use super::echo::{echo, Echo};
-use super::error::ApiError;
-use super::grammar;
-use super::halt::{make_haltable, Stops};
-use super::histogram::Histogram;
-use super::ignore_eos::NoStopTokens;
-use super::logprobs::Logprob;
-use super::output::{OutputSplitter, Piece};
-use super::request::{ChatRequest, RawPrompt};
-use super::run_jobs::{execute_run, RunJob};
 use crate::agent::LazyModels;
 use crate::decode::constraint::{ConstraintError, ConstraintMatcher, ConstraintSpec, GrammarEngine};
 use crate::decode::token_constraint::TokenConstraint;
@@ -30,6 +19,17 @@ use crate::decode::{
     generate_observing, GenerateError, GenerateRequest, GenerationObserver, Model, StopReason, Timings, TokenLogprob,
 };
 use crate::llm::chat::TemplateError;
+use crate::serve::openai::asks;
+use crate::serve::openai::echo::{echo, Echo};
+use crate::serve::openai::grammar;
+use crate::serve::openai::ignore_eos::NoStopTokens;
+use crate::serve::openai::logprobs::Logprob;
+use crate::serve::openai::output::{OutputSplitter, Piece};
+use crate::serve::openai::request::{ChatRequest, RawPrompt};
+use crate::serve::plumbing::error::ApiError;
+use crate::serve::plumbing::halt::{make_haltable, Stops};
+use crate::serve::plumbing::histogram::Histogram;
+use crate::serve::runs::run_jobs::{execute_run, RunJob};
 use crate::Error;
 
 /// Which of the two loaded models a job runs on.
@@ -102,7 +102,7 @@ pub struct Finished {
     pub completion_tokens: usize,
     /// Prompt tokens reused from the KV cache or the prefix store (not computed).
     pub cached_tokens: usize,
-    /// Of the generated tokens, those of the listing pass (`serve::asks`): reported as `reasoning_tokens`.
+    /// Of the generated tokens, those of the listing pass (`serve::openai::asks`): reported as `reasoning_tokens`.
     pub listing_tokens: usize,
 }
 
