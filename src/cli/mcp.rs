@@ -30,7 +30,8 @@ pub struct McpArgs {
     pub compute: ComputeArgs,
     #[command(flatten)]
     pub speculate: SpeculateArg,
-    /// Don't keep prompt-prefix KV snapshots on disk (<model cache>/prefixes).
+    /// Don't keep prompt-prefix KV snapshots on disk (<model cache>/prefixes). With them, as with `tandem run`, a
+    /// goal computes only its own part of the planner's prompt.
     #[arg(long)]
     pub no_prefix_store: bool,
     /// Directory of the runs' logs (default: the CLI's, $XDG_DATA_HOME/tandem/runs or
@@ -57,6 +58,9 @@ impl McpArgs {
             rules_off: agent.rules_off.clone(),
             parallel: 1,
             allow_runs: true,
+            // The user's own runs, as `tandem run`'s: the planner's long opening is kept on disk, so a goal after
+            // a restart computes only itself (serve keeps clients' prompts in memory only).
+            persist_prefixes: !self.no_prefix_store,
             ..ServeSettings::default()
         };
         let approve = match self.approve {

@@ -12,6 +12,7 @@ messages it received.
 import asyncio
 import json
 import sys
+import time
 
 import anyio
 
@@ -68,7 +69,9 @@ async def drive(session, script):
                     break
                 await anyio.sleep(0.2)
         else:
+            started = time.monotonic()
             result = await session.call_tool(call["tool"], args, progress_callback=on_progress)
+            call["seconds"] = round(time.monotonic() - started, 3)
         structured = result.structured_content
         if isinstance(structured, dict) and structured.get("run_id"):
             run_id = structured["run_id"]
@@ -79,6 +82,7 @@ async def drive(session, script):
                 "text": "\n".join(block.text for block in result.content if getattr(block, "text", None)),
                 "structured": structured,
                 "progress": progress,
+                "seconds": call.get("seconds"),
             }
         )
     return report
