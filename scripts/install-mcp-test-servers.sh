@@ -6,7 +6,8 @@
 #          pip), and the MCP Python SDK (`mcp`) that tests/fixtures/mcp/http_server.py, the Streamable HTTP test
 #          server, runs on
 #   npm/   @modelcontextprotocol/server-filesystem and server-memory (npm registry, through npm; skipped with a note
-#          when npm is missing)
+#          when npm is missing), and the MCP Inspector (`mcp-inspector --cli`), a client tests/it/mcp_server.rs
+#          drives `tandem mcp` with
 # The tasks-mcp suite (benches/tasks-mcp.toml) runs these servers by name: put venv/bin and npm/node_modules/.bin
 # on PATH for it.
 # Idempotent: a stamp file records what was installed, and a second run with the same pins does nothing.
@@ -15,7 +16,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 dir="${1:-target/mcp-servers}"
 python_pins=("mcp-server-time==2026.10.19" "mcp-server-git==2026.10.19" "mcp==2.3.0" "mcp-server-fetch==2026.10.24")
-npm_pins=("@modelcontextprotocol/server-filesystem@2026.8.31" "@modelcontextprotocol/server-memory@2026.8.31")
+npm_pins=("@modelcontextprotocol/server-filesystem@2026.8.31" "@modelcontextprotocol/server-memory@2026.8.31"
+    "@modelcontextprotocol/inspector@2.12.0")
 mkdir -p "$dir"
 
 stamp="$dir/venv/.installed"

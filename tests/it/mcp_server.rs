@@ -251,3 +251,38 @@ fn a_cancelled_request_interrupts_its_run_and_resume_run_finishes_it() {
     assert_eq!(resumed["structured"]["stop"], "done", "{resumed}");
     assert!(gives(resumed["text"].as_str().unwrap(), 53.0), "{resumed}");
 }
+
+#[test]
+fn the_mcp_inspector_cli_lists_and_calls_tandems_tools() {
+    let model = crate::serve::MODEL;
+    real_model(model);
+    let inspector = installed_program("npm/node_modules/.bin/mcp-inspector");
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let inspect = |method: &[&str]| -> Value {
+        let output = Command::new(&inspector)
+            // The Inspector keeps a catalog under HOME: a scratch one, not the user's.
+            .env("HOME", dir.path())
+            .args(["--cli", "--connect-timeout", "600000", env!("CARGO_BIN_EXE_tandem"), "--quiet", "mcp"])
+            .args(["--planner", model, "--executor", model, "--no-prefix-store", "--runs-dir"])
+            .arg(&runs)
+            .args(method)
+            .output()
+            .expect("run the MCP Inspector");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        // The Inspector prints the result as JSON (and a line of its own after a tool error).
+        let json_end = stdout.rfind("\n}").map_or(stdout.len(), |i| i + 2);
+        serde_json::from_str(&stdout[..json_end]).unwrap_or_else(|e| {
+            panic!("the Inspector's answer is not JSON ({e}):\n{stdout}\n{}", String::from_utf8_lossy(&output.stderr))
+        })
+    };
+    let listed = inspect(&["--method", "tools/list"]);
+    let names: Vec<&str> = listed["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert!(names.contains(&"run_goal") && names.contains(&"plan_goal"), "{listed}");
+    assert!(listed["tools"][0]["outputSchema"].is_object(), "{listed}");
+    let planned = inspect(&["--method", "tools/call", "--tool-name", "plan_goal", "--tool-arg", "goal=What is 7*6?"]);
+    assert_eq!(planned["structuredContent"]["status"], "awaiting_approval", "{planned}");
+    assert!(planned["structuredContent"]["plan"]["steps"].is_array(), "{planned}");
+    let missing = inspect(&["--method", "tools/call", "--tool-name", "get_run", "--tool-arg", "run_id=nope"]);
+    assert_eq!(missing["isError"], true, "{missing}");
+}
