@@ -57,7 +57,6 @@ impl McpArgs {
             mend: agent.mend,
             rules_off: agent.rules_off.clone(),
             parallel: 1,
-            allow_runs: true,
             // The user's own runs, as `tandem run`'s: the planner's long opening is kept on disk, so a goal after
             // a restart computes only itself (serve keeps clients' prompts in memory only).
             persist_prefixes: !self.no_prefix_store,

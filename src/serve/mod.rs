@@ -245,19 +245,17 @@ fn run_server(
     if settings.executor != settings.planner {
         served.push((served_id(&settings.executor), Role::Executor));
     }
-    let listener = match front {
-        Front::Http(_) => {
+    // HTTP binds before the state is assembled: the guard needs the port bound.
+    let http = match front {
+        Front::Http(on_ready) => {
             let address = format!("{}:{}", settings.host, settings.port);
             let listener = runtime
                 .block_on(tokio::net::TcpListener::bind(&address))
                 .map_err(|e| Error::io(format!("binding {address} (is the port in use? try --port)"), e))?;
-            Some(listener)
+            let bound = listener.local_addr().map_err(|e| Error::io("reading the bound address", e))?;
+            Some((listener, bound, on_ready))
         }
         Front::Stdio => None,
-    };
-    let bound = match &listener {
-        Some(listener) => Some(listener.local_addr().map_err(|e| Error::io("reading the bound address", e))?),
-        None => None,
     };
     std::thread::scope(|scope| {
         let state = Arc::new(AppState {
@@ -275,7 +273,7 @@ fn run_server(
             stopping: Arc::new(AtomicBool::new(false)),
             allowed: guard::Allowed::new(
                 &settings.host,
-                bound.map_or(0, |b| b.port()),
+                http.as_ref().map_or(0, |(_, bound, _)| bound.port()),
                 &settings.allow_hosts,
                 &settings.allow_origins,
             ),
@@ -294,8 +292,8 @@ fn run_server(
             responses: response_store::ResponseStore::default(),
         });
         let grace = Duration::from_secs(settings.shutdown_grace_s);
-        let served = match (front, listener, bound) {
-            (Front::Http(on_ready), Some(listener), Some(bound)) => {
+        let served = match http {
+            Some((listener, bound, on_ready)) => {
                 let app = router(state.clone(), settings.max_body_bytes);
                 signals.listening();
                 on_ready(bound);
@@ -307,7 +305,7 @@ fn run_server(
                     axum::serve(listener, app).with_graceful_shutdown(stop).await
                 })
             }
-            _ => {
+            None => {
                 signals.listening();
                 runtime.block_on(async move {
                     let served = tokio::select! {

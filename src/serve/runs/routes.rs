@@ -398,7 +398,7 @@ impl Drop for StreamSlot {
 }
 
 /// The log's bytes from `offset` on (read off the async threads).
-async fn read_from(path: &Path, offset: u64) -> std::io::Result<Vec<u8>> {
+pub(crate) async fn read_from(path: &Path, offset: u64) -> std::io::Result<Vec<u8>> {
     let path = path.to_path_buf();
     let read = tokio::task::spawn_blocking(move || {
         use std::io::{Read, Seek};

@@ -12,7 +12,7 @@ use rmcp::RoleServer;
 
 use crate::agent::{Event, Record};
 use crate::serve::plumbing::error::ApiError;
-use crate::serve::runs::routes::{off_runtime, run_dir};
+use crate::serve::runs::routes::{off_runtime, read_from, run_dir};
 use crate::serve::AppState;
 
 /// How often the log is read for new lines.
@@ -108,19 +108,9 @@ impl LogReader {
 
     /// The events written since the last call (an unreadable line is skipped: the log's own reader says so).
     async fn new_events(&mut self) -> Result<Vec<Event>, ApiError> {
-        let (path, offset) = (self.path.clone(), self.offset);
-        let bytes = off_runtime(move || {
-            use std::io::{Read, Seek};
-            let read = || -> std::io::Result<Vec<u8>> {
-                let mut file = std::fs::File::open(&path)?;
-                file.seek(std::io::SeekFrom::Start(offset))?;
-                let mut bytes = Vec::new();
-                file.read_to_end(&mut bytes)?;
-                Ok(bytes)
-            };
-            read().map_err(|e| ApiError::internal(format!("reading the run's log {}: {e}", path.display())))
-        })
-        .await?;
+        let bytes = read_from(&self.path, self.offset)
+            .await
+            .map_err(|e| ApiError::internal(format!("reading the run's log {}: {e}", self.path.display())))?;
         self.offset += bytes.len() as u64;
         self.pending.extend_from_slice(&bytes);
         let mut events = Vec::new();

@@ -124,7 +124,7 @@ impl TandemMcp {
         plan_only: bool,
     ) -> Result<CallToolResult, ApiError> {
         let mut allowed = vec!["goal"];
-        allowed.extend(tools::BUDGETS);
+        allowed.extend(tools::BUDGETS.map(|(name, _)| name));
         if !plan_only {
             allowed.push("approve");
         }

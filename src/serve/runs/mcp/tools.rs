@@ -17,8 +17,13 @@ pub const RESUME_RUN: &str = "resume_run";
 /// `approve_plan`: run (or reject, or replace) the plan a run waits on.
 pub const APPROVE_PLAN: &str = "approve_plan";
 
-/// The budget fields a run may lower (never raise above the server's).
-pub const BUDGETS: [&str; 4] = ["max_steps", "max_replans", "max_seconds", "max_tokens"];
+/// The budget fields a run may lower (never raise above the server's), with what each bounds.
+pub const BUDGETS: [(&str, &str); 4] = [
+    ("max_steps", "most tool and model steps"),
+    ("max_replans", "most plan revisions after failures"),
+    ("max_seconds", "most seconds the run may take"),
+    ("max_tokens", "most model tokens the run may use"),
+];
 
 /// Every tool, built once.
 pub fn all() -> &'static [Tool] {
@@ -34,12 +39,7 @@ pub fn named(name: &str) -> Option<&'static Tool> {
 fn build() -> Vec<Tool> {
     let run_id = json!({"type": "string", "description": "The run's id, as run_goal or plan_goal returned it."});
     let mut budgets = serde_json::Map::new();
-    for (name, what) in [
-        ("max_steps", "most tool and model steps"),
-        ("max_replans", "most plan revisions after failures"),
-        ("max_seconds", "most seconds the run may take"),
-        ("max_tokens", "most model tokens the run may use"),
-    ] {
+    for (name, what) in BUDGETS {
         budgets.insert(
             name.into(),
             json!({"type": "integer", "minimum": 0,
@@ -217,7 +217,7 @@ mod tests {
         }
         let run = named(RUN_GOAL).unwrap();
         let properties = run.input_schema["properties"].as_object().unwrap();
-        for budget in BUDGETS {
+        for (budget, _) in BUDGETS {
             assert!(properties.contains_key(budget), "{budget}");
         }
         assert_eq!(named(GET_RUN).unwrap().annotations.as_ref().unwrap().read_only_hint, Some(true));
