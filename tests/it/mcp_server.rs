@@ -205,8 +205,10 @@ fn serve_offers_mcp_at_slash_mcp_behind_its_key_and_allow_runs() {
         {"tool": "get_run", "args": {"run_id": "no-such-run"}},
         {"tool": "plan_goal", "args": {"goal": "What is 7*6?", "max_replans": 0}},
         {"tool": "approve_plan", "args": {"run_id": "$run_id", "approve": false}},
+        {"tool": "run_goal", "args": {"goal": "What is 7*6?", "approve": "plan", "max_replans": 0}},
     ]);
-    let report = sdk_client(&script, "http", &[&url, KEY]);
+    // The client's user says yes to every plan shown: over HTTP the question comes on the request's stream.
+    let report = sdk_client(&script, "http", &["--answer", "approve", &url, KEY]);
     let names: Vec<&str> = report["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
     assert!(names.contains(&"run_goal") && names.contains(&"plan_goal"), "{report}");
     let calls = report["calls"].as_array().unwrap();
@@ -220,6 +222,65 @@ fn serve_offers_mcp_at_slash_mcp_behind_its_key_and_allow_runs() {
     let id = rejected["run_id"].as_str().unwrap();
     let (status, shown) = call("GET", &server.url(&format!("/v1/runs/{id}")), Some(KEY), None);
     assert_eq!((status, shown["stop"].as_str()), (200, Some("rejected")), "{shown}");
+    // run_goal asking for approval: the user is asked once (plan_goal asked no one), says yes, and the plan runs.
+    assert_eq!(report["elicited"].as_array().unwrap().len(), 1, "{report}");
+    let approved = &calls[3]["structured"];
+    assert_eq!(approved["status"], "finished", "{report}");
+    assert!(approved["steps"].as_array().is_some_and(|s| !s.is_empty()), "the approved plan did not run: {report}");
+}
+
+#[test]
+fn the_clients_user_approves_or_rejects_the_plan_through_elicitation() {
+    real_model(PLANNER);
+    real_model(EXECUTOR);
+    let runs = tempfile::tempdir().unwrap();
+    let goal = "What is 12*4+5?";
+    let ask = |script: &Value, client: &[&str], server: &[&str]| {
+        let command = tandem_mcp_command(runs.path(), server);
+        let mut target: Vec<&str> = client.to_vec();
+        target.push("--");
+        target.extend(command.iter().map(String::as_str));
+        sdk_client(script, "stdio", &target)
+    };
+
+    // The handshake of protocols before 2026-07-28: the server asks by an elicitation/create request.
+    let script = json!([
+        {"tool": "run_goal", "args": {"goal": goal, "approve": "plan", "max_replans": 0}},
+        {"tool": "get_run", "args": {"run_id": "$run_id"}},
+    ]);
+    let report = ask(&script, &["--answer", "approve"], &[]);
+    assert!(report["protocol"].as_str().is_some_and(|v| v < "2026-07-28"), "{report}");
+    let elicited = report["elicited"].as_array().unwrap();
+    assert_eq!(elicited.len(), 1, "{report}");
+    let shown = elicited[0]["message"].as_str().unwrap();
+    assert!(shown.contains(goal) && shown.contains("calculator"), "the form shows the goal and its plan: {shown}");
+    assert_eq!(elicited[0]["schema"]["required"], json!(["approve"]), "{report}");
+    let calls = report["calls"].as_array().unwrap();
+    assert_eq!(calls[0]["structured"]["status"], "finished", "{report}");
+    assert!(gives(calls[0]["text"].as_str().unwrap(), 53.0), "{report}");
+    let timeline = calls[1]["structured"]["timeline"].to_string();
+    assert!(timeline.contains("approved by mcp client's user"), "the log names who approved: {timeline}");
+
+    // Protocol 2026-07-28: the call returns input_required, the client asks its user and calls again with the
+    // answer. The server asks for every plan (--approve plan); the user says no, so nothing runs.
+    let script = json!([
+        {"tool": "run_goal", "args": {"goal": goal, "max_replans": 0}},
+        {"tool": "plan_goal", "args": {"goal": goal, "max_replans": 0}},
+    ]);
+    let report = ask(&script, &["--answer", "reject", "--modern"], &["--approve", "plan"]);
+    assert_eq!(report["protocol"], "2026-07-28", "{report}");
+    assert_eq!(report["elicited"].as_array().unwrap().len(), 1, "plan_goal returns its plan, asking no one: {report}");
+    let calls = report["calls"].as_array().unwrap();
+    let rejected = &calls[0]["structured"];
+    assert_eq!((&rejected["status"], &rejected["stop"]), (&json!("finished"), &json!("rejected")), "{report}");
+    assert_eq!(rejected["steps"], json!([]), "a rejected plan ran: {report}");
+    assert_eq!(calls[1]["structured"]["status"], "awaiting_approval", "{report}");
+
+    // A client without elicitation gets the plan back, as before.
+    let script = json!([{"tool": "run_goal", "args": {"goal": goal, "approve": "plan", "max_replans": 0}}]);
+    let report = ask(&script, &["--modern"], &[]);
+    assert_eq!(report["calls"][0]["structured"]["status"], "awaiting_approval", "{report}");
+    assert!(report["calls"][0]["text"].as_str().unwrap().contains("approve_plan"), "{report}");
 }
 
 #[test]

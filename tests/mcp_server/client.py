@@ -1,12 +1,17 @@
 """A real MCP client (the MCP Python SDK) driving Tandem as an MCP server, for tests/it/mcp_server.rs.
 
-    client.py stdio SCRIPT -- COMMAND [ARGS...]
-    client.py http SCRIPT URL [KEY]
+    client.py stdio SCRIPT [--answer approve|reject] [--modern] -- COMMAND [ARGS...]
+    client.py http SCRIPT [--answer approve|reject] URL [KEY]
 
 SCRIPT is a JSON list of calls, each {"tool": NAME, "args": {...}}; an argument value "$run_id" is the run id of
-the previous call's structured result. Prints one JSON object: the server's name, its tools (name, annotations,
-whether it has an output schema), and each call's result (text, structured content, is_error) with the progress
-messages it received.
+the previous call's structured result. Prints one JSON object: the server's name, the protocol version agreed,
+its tools (name, annotations, whether it has an output schema), each call's result (text, structured content,
+is_error) with the progress messages it received, and the elicitations the server asked for.
+
+--answer declares elicitation and answers every form with approve: true (approve) or false (reject), as a user
+clicking yes or no would. --modern connects as mcp.Client does by default (protocol 2026-07-28 when the server
+offers it: elicitation comes as an input_required result the client answers by calling again); without it, the
+initialize handshake of earlier protocols (elicitation comes as a request from the server).
 """
 
 import asyncio
@@ -16,15 +21,29 @@ import time
 
 import anyio
 
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import Client, ClientSession, StdioServerParameters, stdio_client, types
 from mcp.client.streamable_http import streamable_http_client
 
 
-async def drive(session, script):
-    init = await session.initialize()
+def answering(answer, elicited):
+    """The elicitation callback of a user who answers every form `answer` (None: no elicitation declared)."""
+    if answer is None:
+        return None
+
+    async def on_elicit(context, params):
+        elicited.append({"message": params.message, "schema": params.requested_schema})
+        return types.ElicitResult(action="accept", content={"approve": answer == "approve"})
+
+    return on_elicit
+
+
+async def drive(session, script, elicited):
+    """Runs SCRIPT on a connected ClientSession or entered Client."""
     listed = await session.list_tools()
     report = {
-        "server": init.server_info.name,
+        "server": session.server_info.name if session.server_info else None,
+        "protocol": session.protocol_version,
+        "elicited": elicited,
         "tools": [
             {
                 "name": tool.name,
@@ -88,24 +107,53 @@ async def drive(session, script):
     return report
 
 
+def options(args):
+    """Takes --answer VALUE and --modern out of ARGS (up to a "--"): (answer, modern, the rest)."""
+    answer, modern, rest = None, False, []
+    i = 0
+    while i < len(args):
+        if args[i] == "--":
+            rest.extend(args[i:])
+            break
+        if args[i] == "--answer":
+            answer = args[i + 1]
+            i += 2
+        elif args[i] == "--modern":
+            modern = True
+            i += 1
+        else:
+            rest.append(args[i])
+            i += 1
+    return answer, modern, rest
+
+
 async def main():
     mode, script = sys.argv[1], json.loads(sys.argv[2])
+    answer, modern, rest = options(sys.argv[3:])
+    elicited = []
+    on_elicit = answering(answer, elicited)
     if mode == "stdio":
-        command = sys.argv[sys.argv.index("--") + 1 :]
+        command = rest[rest.index("--") + 1 :]
         params = StdioServerParameters(command=command[0], args=command[1:])
-        async with stdio_client(params) as (read, write):
-            async with ClientSession(read, write) as session:
-                report = await drive(session, script)
+        if modern:
+            async with Client(params, elicitation_callback=on_elicit, read_timeout_seconds=600) as client:
+                report = await drive(client, script, elicited)
+        else:
+            async with stdio_client(params) as (read, write):
+                async with ClientSession(read, write, elicitation_callback=on_elicit) as session:
+                    await session.initialize()
+                    report = await drive(session, script, elicited)
     else:
         import httpx2
 
-        url = sys.argv[3]
-        headers = {"Authorization": f"Bearer {sys.argv[4]}"} if len(sys.argv) > 4 else {}
+        url = rest[0]
+        headers = {"Authorization": f"Bearer {rest[1]}"} if len(rest) > 1 else {}
         async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(600.0)) as http:
             async with streamable_http_client(url, http_client=http) as streams:
                 read, write = streams[0], streams[1]
-                async with ClientSession(read, write) as session:
-                    report = await drive(session, script)
+                async with ClientSession(read, write, elicitation_callback=on_elicit) as session:
+                    await session.initialize()
+                    report = await drive(session, script, elicited)
     print(json.dumps(report))
 
 

@@ -21,7 +21,7 @@ use crate::serve::openai::chat::json_body;
 use crate::serve::plumbing::engine::Work;
 use crate::serve::plumbing::error::ApiError;
 use crate::serve::runs::routes::{logged_run, off_runtime, run_dir, status_of, summary_of};
-use crate::serve::runs::run_jobs::{append_finish, Cancel, RunJob, RunKind};
+use crate::serve::runs::run_jobs::{self, append_finish, Cancel, RunJob, RunKind, Verdict};
 use crate::serve::AppState;
 use crate::tools::toolbox;
 
@@ -131,7 +131,7 @@ async fn decide_over_http(
     approve: bool,
 ) -> Result<Response, ApiError> {
     let fields = fields(state, body, &["plan"])?;
-    decide(state, id, fields.get("plan"), approve).await.map(|()| queued(id))
+    decide(state, id, fields.get("plan"), approve, run_jobs::HTTP).await.map(|()| queued(id))
 }
 
 /// Approves (or rejects) the plan run `id` waits on, or runs the `edited` plan instead; queues the run's resume.
@@ -140,6 +140,7 @@ pub(crate) async fn decide(
     id: &str,
     edited: Option<&Value>,
     approve: bool,
+    by: &'static str,
 ) -> Result<(), ApiError> {
     if state.stopping.load(Ordering::SeqCst) {
         return Err(ApiError::shutting_down());
@@ -171,7 +172,7 @@ pub(crate) async fn decide(
     let (handle, guard) = state.active.register(id, None).ok_or_else(|| {
         ApiError::conflict(format!("run {id} was just queued by another request"), "run_not_awaiting_approval")
     })?;
-    let kind = RunKind::Resume { decision: Some((version, decision)), rerun_in_doubt: false };
+    let kind = RunKind::Resume { decision: Some(Verdict { version, decision, by }), rerun_in_doubt: false };
     state.engine.submit(Work::Run(Box::new(RunJob { id: id.to_string(), dir, kind, handle, guard })))?;
     Ok(())
 }

@@ -168,8 +168,8 @@ pub enum RunKind {
     },
     /// A run picked up from its log, with the decision on the plan it waits on, if any.
     Resume {
-        /// `(plan version, decision)`: applies only to that version.
-        decision: Option<(u32, PlanDecision)>,
+        /// The decision on the plan it waits on: applies only to that version.
+        decision: Option<Verdict>,
         /// Run again steps a stop left in doubt even when their tools are not safe to repeat.
         rerun_in_doubt: bool,
     },
@@ -242,7 +242,7 @@ fn run(models: &mut LazyModels<'_>, dir: &std::path::Path, kind: RunKind, handle
                     return Err(e);
                 }
             };
-            let mut approver = HttpApprover { decision: None, stop: handle.stop.clone() };
+            let mut approver = HttpApprover { decision: None, by: HTTP, stop: handle.stop.clone() };
             let log = log.close_when(handle.stop.clone());
             let agent = Agent::start(
                 &goal,
@@ -267,7 +267,7 @@ fn run(models: &mut LazyModels<'_>, dir: &std::path::Path, kind: RunKind, handle
             let settings =
                 state.settings.as_ref().ok_or_else(|| Error::Run("the run's log has no run_started event".into()))?;
             let (context, registry) = toolbox::build_tools(&settings.tool_settings())?;
-            let mut approver = HttpApprover { decision, stop: handle.stop.clone() };
+            let mut approver = HttpApprover { decision, by: HTTP, stop: handle.stop.clone() };
             let log = log.close_when(handle.stop.clone());
             let agent = Agent::resume(
                 log,
@@ -309,18 +309,35 @@ pub fn append_finish(dir: &std::path::Path, stop: StopReason, detail: &str) -> R
     finish_unstarted(dir, None, stop, detail)
 }
 
+/// A decision on a plan a run waits on, and who made it (as the run's log records it).
+pub struct Verdict {
+    /// The plan version decided on: the decision applies to it only.
+    pub version: u32,
+    pub decision: PlanDecision,
+    /// Who decided: [`HTTP`] for `/v1/runs/{id}/approve`, or the MCP route it came by.
+    pub by: &'static str,
+}
+
+/// Who approves plans through `/v1/runs` (the name the run's log records).
+pub const HTTP: &str = "http";
+
 /// Approval over HTTP: no one to ask while the run runs, so a plan that needs approval pauses the run (its log
 /// closed before anything else happens); `POST /v1/runs/{id}/approve` or `reject` resumes it with the decision,
 /// which applies only to the plan version it was made on.
 struct HttpApprover {
-    decision: Option<(u32, PlanDecision)>,
+    decision: Option<Verdict>,
+    /// Who decided the plan this run goes on with.
+    by: &'static str,
     stop: Arc<AtomicBool>,
 }
 
 impl Approver for HttpApprover {
     fn review_plan(&mut self, plan: &Plan) -> Result<PlanDecision> {
         match self.decision.take() {
-            Some((version, decision)) if version == plan.version => Ok(decision),
+            Some(verdict) if verdict.version == plan.version => {
+                self.by = verdict.by;
+                Ok(verdict.decision)
+            }
             _ => {
                 self.stop.store(true, Ordering::SeqCst);
                 Err(Error::Interrupted(format!("plan v{} waits for approval", plan.version)))
@@ -335,6 +352,6 @@ impl Approver for HttpApprover {
     }
 
     fn name(&self) -> &str {
-        "http"
+        self.by
     }
 }

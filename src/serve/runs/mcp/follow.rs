@@ -27,29 +27,41 @@ pub enum Rest {
     Cancelled,
 }
 
+/// Where a request is in following its run: a run followed again after an approval goes on from there, so
+/// the client sees each event once.
+#[derive(Default)]
+pub struct Place {
+    reader: Option<LogReader>,
+    progress: f64,
+}
+
 /// Follows run `id` until it is no longer queued or running here.
 pub async fn until_settled(
     state: &Arc<AppState>,
     id: &str,
     context: &RequestContext<RoleServer>,
+    place: &mut Place,
 ) -> Result<Rest, ApiError> {
-    let dir = {
-        let (state, id) = (state.clone(), id.to_string());
-        off_runtime(move || run_dir(&state, &id)).await?
-    };
     let token = context.meta.get_progress_token();
-    let mut reader = LogReader::new(&dir);
-    let mut progress = 0.0;
-    // The run's id first: a client that cancels the request resumes the run by it.
-    let mut notes = vec![format!("run {id}")];
+    let mut notes = Vec::new();
+    if place.reader.is_none() {
+        let dir = {
+            let (state, id) = (state.clone(), id.to_string());
+            off_runtime(move || run_dir(&state, &id)).await?
+        };
+        place.reader = Some(LogReader::new(&dir));
+        // The run's id first: a client that cancels the request resumes the run by it.
+        notes.push(format!("run {id}"));
+    }
+    let Place { reader: Some(reader), progress } = place else { unreachable!("the reader was just made") };
     loop {
         // Looked at before reading: a run that ends between the two has its last lines read this time.
         let active = state.active.get(id).is_some();
         notes.extend(reader.new_events().await?.iter().filter_map(describe));
         for message in notes.drain(..) {
-            progress += 1.0;
+            *progress += 1.0;
             if let Some(token) = &token {
-                let mut note = ProgressNotificationParam::new(token.clone(), progress);
+                let mut note = ProgressNotificationParam::new(token.clone(), *progress);
                 note.message = Some(message);
                 // A client that stopped listening for progress still gets its answer.
                 let _ = context.peer.notify_progress(note).await;

@@ -6,6 +6,7 @@
 //! workspace, budgets) is fixed when the server starts: a client may lower budgets and ask for plan approval,
 //! nothing more.
 
+mod ask;
 mod follow;
 mod tools;
 
@@ -32,6 +33,11 @@ pub struct McpPolicy {
     /// `Plan`: every run stops at its plan for `approve_plan` (a client cannot skip it).
     pub approve: Approval,
 }
+
+/// Who decided a plan, as the run's log records it: the `approve_plan` tool, or the client's user asked by
+/// elicitation.
+const BY_TOOL: &str = "mcp approve_plan";
+const BY_USER: &str = "mcp client's user";
 
 /// What the server tells a client when it connects.
 const INSTRUCTIONS: &str = "Tandem runs goals on local models: a planner writes a plan of tool calls, an executor \
@@ -94,6 +100,11 @@ impl ServerHandler for TandemMcp {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        // A call again with the user's answer to the plan's approval form (protocol 2026-07-28's rounds).
+        if let Some(state) = request.request_state.as_deref() {
+            let answered = self.answered(state, request.input_responses.as_ref(), &context).await;
+            return Ok(answered.unwrap_or_else(|e| tool_error(e).into()));
+        }
         let args = request.arguments.unwrap_or_default();
         let outcome = match request.name.as_ref() {
             tools::RUN_GOAL => self.run_goal(&args, &context, false).await,
@@ -110,9 +121,13 @@ impl ServerHandler for TandemMcp {
                 ))
             }
         };
-        // Errors a caller should read come back as tool errors (protocol errors reach users as opaque failures).
-        Ok(outcome.unwrap_or_else(|e| CallToolResult::error(vec![ContentBlock::text(e.message)])).into())
+        Ok(outcome.unwrap_or_else(|e| tool_error(e).into()))
     }
+}
+
+/// Errors a caller should read come back as tool errors (protocol errors reach users as opaque failures).
+fn tool_error(e: ApiError) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(e.message)])
 }
 
 impl TandemMcp {
@@ -122,7 +137,7 @@ impl TandemMcp {
         args: &JsonObject,
         context: &RequestContext<RoleServer>,
         plan_only: bool,
-    ) -> Result<CallToolResult, ApiError> {
+    ) -> Result<CallToolResponse, ApiError> {
         let mut allowed = vec!["goal"];
         allowed.extend(tools::BUDGETS.map(|(name, _)| name));
         if !plan_only {
@@ -148,11 +163,12 @@ impl TandemMcp {
             let state = self.state.clone();
             off_runtime(move || start_run(&state, &Value::Object(body))).await?
         };
-        self.follow(&id, context).await
+        // plan_goal asked for the plan itself; a run that waits on one asks the client's user where it can.
+        self.follow(&id, context, !plan_only).await
     }
 
     /// `get_run`: the run as it stands, with its timeline.
-    async fn get_run(&self, args: &JsonObject) -> Result<CallToolResult, ApiError> {
+    async fn get_run(&self, args: &JsonObject) -> Result<CallToolResponse, ApiError> {
         only(args, &["run_id"])?;
         let id = run_id(args)?;
         let dir = {
@@ -164,7 +180,7 @@ impl TandemMcp {
         if let Some(object) = result.structured_content.as_mut() {
             object["timeline"] = json!(timeline);
         }
-        Ok(result)
+        Ok(result.into())
     }
 
     /// `resume_run`: queues the resume, then follows it as `run_goal` does.
@@ -172,7 +188,7 @@ impl TandemMcp {
         &self,
         args: &JsonObject,
         context: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, ApiError> {
+    ) -> Result<CallToolResponse, ApiError> {
         only(args, &["run_id", "rerun_in_doubt"])?;
         let id = run_id(args)?;
         let mut fields = Map::new();
@@ -180,7 +196,7 @@ impl TandemMcp {
             fields.insert("rerun_in_doubt".into(), rerun.clone());
         }
         run_control::restart(&self.state, &id, &fields).await?;
-        self.follow(&id, context).await
+        self.follow(&id, context, true).await
     }
 
     /// `approve_plan`: approves, rejects or replaces the plan a run waits on, then follows the run.
@@ -188,7 +204,7 @@ impl TandemMcp {
         &self,
         args: &JsonObject,
         context: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, ApiError> {
+    ) -> Result<CallToolResponse, ApiError> {
         only(args, &["run_id", "approve", "plan"])?;
         let id = run_id(args)?;
         let approve = match args.get("approve") {
@@ -196,13 +212,67 @@ impl TandemMcp {
             Some(Value::Bool(yes)) => *yes,
             Some(_) => return Err(ApiError::invalid("approve", "approve must be true or false")),
         };
-        run_control::decide(&self.state, &id, args.get("plan"), approve).await?;
-        self.follow(&id, context).await
+        run_control::decide(&self.state, &id, args.get("plan"), approve, BY_TOOL).await?;
+        self.follow(&id, context, true).await
     }
 
-    async fn follow(&self, id: &str, context: &RequestContext<RoleServer>) -> Result<CallToolResult, ApiError> {
-        let rest = follow::until_settled(&self.state, id, context).await?;
-        self.outcome(id, rest).await
+    /// The retry of a call that asked for approval in rounds: the user's answer decides the run's plan.
+    async fn answered(
+        &self,
+        state: &str,
+        responses: Option<&rmcp::model::InputResponses>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ApiError> {
+        let id = ask::run_of_state(state)?;
+        if !self.decide_by(id, ask::answer_in(responses)).await? {
+            // Not decided: the plan comes back, for approve_plan.
+            return Ok(self.outcome(id, Rest::Settled).await?.into());
+        }
+        self.follow(id, context, true).await
+    }
+
+    /// Follows run `id` to its end; where it waits for approval and `ask` holds, asks the client's user (MCP
+    /// elicitation) and goes on with the answer, or returns the plan for `approve_plan`.
+    async fn follow(
+        &self,
+        id: &str,
+        context: &RequestContext<RoleServer>,
+        ask: bool,
+    ) -> Result<CallToolResponse, ApiError> {
+        let mut place = follow::Place::default();
+        loop {
+            let rest = follow::until_settled(&self.state, id, context, &mut place).await?;
+            let result = self.outcome(id, rest).await?;
+            let run = result.structured_content.clone().unwrap_or_default();
+            if !ask || rest != Rest::Settled || run["status"] != "awaiting_approval" {
+                return Ok(result.into());
+            }
+            let goal = run["goal"].as_str().unwrap_or_default();
+            let plan = plan_lines(&run["plan"]);
+            let answer = match ask::how(context) {
+                ask::Asking::Not => return Ok(result.into()),
+                ask::Asking::InRounds => return Ok(ask::in_rounds(id, goal, &plan).into()),
+                ask::Asking::ByRequest => tokio::select! {
+                    answer = ask::by_request(context, goal, &plan) => answer,
+                    // The request was cancelled while the user looked at the plan: it still waits.
+                    () = context.ct.cancelled() => return Ok(result.into()),
+                },
+            };
+            if !self.decide_by(id, answer).await? {
+                return Ok(result.into());
+            }
+        }
+    }
+
+    /// Approves or rejects run `id`'s plan as the user answered; false where the user did not decide.
+    async fn decide_by(&self, id: &str, answer: ask::Answer) -> Result<bool, ApiError> {
+        let approve = match answer {
+            ask::Answer::Approve => true,
+            ask::Answer::Reject => false,
+            ask::Answer::Undecided => return Ok(false),
+        };
+        run_control::decide(&self.state, id, None, approve, BY_USER).await?;
+        Ok(true)
     }
 
     /// The run as a tool result: its answer (or what it waits on) as text, the run as structured content.
