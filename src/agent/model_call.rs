@@ -10,6 +10,7 @@ use crate::decode::Model;
 use crate::decode::{generate_candidates, Candidate, Sampling, Timings};
 use crate::llm::prefix_store::common_prefix;
 use crate::llm::ChatMessage;
+use crate::llm::chat::thinking_off;
 use crate::{Error, Result};
 
 /// Renders `messages` with the model's chat template and generates greedily (under `spec` when given).
@@ -84,7 +85,7 @@ fn chat_prompt(model: &Model, role: &str, messages: &[ChatMessage]) -> Result<(V
         .chat_template
         .as_ref()
         .ok_or_else(|| Error::Model(format!("the {role} model has no chat template; choose an instruct model")))?;
-    let prompt = template.render(messages, None, true)?;
+    let prompt = template.render_kwargs(messages, None, true, &thinking_off())?;
     let bos = model.tokenizer.add_bos_by_default();
     let tokens = model.tokenizer.encode(&prompt, bos)?;
     let stable = stable_opening(model, messages, &tokens, bos);
@@ -98,7 +99,7 @@ fn chat_prompt(model: &Model, role: &str, messages: &[ChatMessage]) -> Result<(V
 fn stable_opening(model: &Model, messages: &[ChatMessage], tokens: &[u32], bos: bool) -> Option<usize> {
     let system = messages.first().filter(|m| m.role == "system" && messages.len() > 1)?;
     let template = model.chat_template.as_ref()?;
-    let opening = template.render(std::slice::from_ref(system), None, false).ok()?;
+    let opening = template.render_kwargs(std::slice::from_ref(system), None, false, &thinking_off()).ok()?;
     let opening = model.tokenizer.encode(&opening, bos).ok()?;
     Some(common_prefix(&opening, tokens))
 }

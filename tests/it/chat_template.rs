@@ -211,7 +211,8 @@ fn family_templates_render_as_hugging_face_renders_them() {
             let spec = &reference["cases"][case];
             let messages = spec["messages"].as_array().unwrap();
             let tools = spec["tools"].as_array().map(|_| &spec["tools"]);
-            let got = template.render_json(messages, tools, true);
+            let kwargs = spec["kwargs"].as_object().cloned().unwrap_or_default();
+            let got = template.render_json(messages, tools, true, &kwargs);
             match want {
                 serde_json::Value::String(want) => {
                     let got = got.unwrap_or_else(|e| panic!("{name}/{case}: {e}")).replace(&today, date);

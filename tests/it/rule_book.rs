@@ -214,3 +214,42 @@ fn the_docs_table_is_the_rule_book() {
         assert_eq!(docs_link, format!("docs/rules.md#{}", rule["name"].as_str().unwrap()));
     }
 }
+
+/// Rule `writes-keep-data`: a plan that writes one item over a to-do list through the real filesystem server's
+/// whole write (`write_file`, declared idempotent) is refused before the call, with the lines it would lose named,
+/// and the file keeps them; a write that keeps the old lines goes through; with the rule off the file is replaced.
+#[test]
+fn a_whole_write_that_would_lose_a_files_lines_is_refused() {
+    let scratch = Scratch::new();
+    let ws = scratch.workspace();
+    std::fs::create_dir_all(&ws).unwrap();
+    let todo = ws.join("todo.txt");
+    let items = "water the plants\ncall the bank\npay rent\n";
+    std::fs::write(&todo, items).unwrap();
+    let ws_root = std::fs::canonicalize(&ws).unwrap();
+    let files = installed_program("npm/node_modules/.bin/mcp-server-filesystem");
+    let config = servers(&scratch, json!({"files": {"command": files, "args": [&ws_root]}}));
+    let goal = "Add buy milk to my to-do list in todo.txt.";
+    let run = |content: &str, more: &[&str]| -> Value {
+        let plan = json!({"goal": goal, "steps": [{"id": "s1", "tool": "write_file",
+            "args": {"path": ws_root.join("todo.txt"), "content": content}}]});
+        let file = scratch.write("given-plan.json", &plan.to_string());
+        let args = ["run", "--plan", file.to_str().unwrap(), "--max-replans", "0", "--workspace"];
+        let args = [&args[..], &[ws.to_str().unwrap(), "--mcp", config.to_str().unwrap(), "--mcp-timeout", "60"], more];
+        scratch.tandem_json(&args.concat()).0
+    };
+
+    let refused = run("buy milk\n", &[]);
+    let error = refused["steps"][0]["error"].as_str().unwrap_or_default();
+    assert!(error.contains("would lose") && error.contains("\"call the bank\""), "{refused:#}");
+    assert_eq!(std::fs::read_to_string(&todo).unwrap(), items, "the refused write changed the file");
+
+    let kept = format!("{items}buy milk\n");
+    let added = run(&kept, &[]);
+    assert_eq!(added["steps"][0]["error"], Value::Null, "{added:#}");
+    assert_eq!(std::fs::read_to_string(&todo).unwrap(), kept);
+
+    let replaced = run("buy milk\n", &["--rules-off", "writes-keep-data"]);
+    assert_eq!(replaced["steps"][0]["error"], Value::Null, "{replaced:#}");
+    assert_eq!(std::fs::read_to_string(&todo).unwrap(), "buy milk\n", "with the rule off the write is made");
+}

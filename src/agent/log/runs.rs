@@ -143,6 +143,8 @@ pub struct RunState {
     pub failed_calls: Vec<(String, Map<String, Value>, String)>,
     /// Calls whose tool process failed once (they may be made once more unchanged).
     pub tried_calls: Vec<(String, Map<String, Value>)>,
+    /// Rule `writes-keep-data`: how many whole writes it refused in this run (it refuses once).
+    pub lost_data_refused: u32,
     /// The newest failed tool call: what a repair rewrites.
     pub last_failure: Option<FailedStep>,
     /// How the newest plan came about.
@@ -296,6 +298,9 @@ impl RunState {
             }
             Event::StepFinished { version, step, tool, args, output, error, .. } => {
                 self.steps_run += 1;
+                if error.as_deref().is_some_and(|e| e.contains(crate::agent::rules::LOSES_DATA)) {
+                    self.lost_data_refused += 1;
+                }
                 // The call as made: a failed step whose arguments a model wrote (read out of a text, filled in)
                 // finishes with the arguments it was prepared with, and its tool was called with the ones written;
                 // those are the call that must not be repeated.

@@ -22,7 +22,6 @@ mod dates_and_times;
 mod dependencies;
 mod duplicates;
 mod durations;
-mod edits_not_rewrites;
 mod fields_read_from_text;
 mod invented;
 mod language_codes;
@@ -40,6 +39,7 @@ mod same_results_answer;
 pub mod support;
 mod time_zones;
 mod unused_dates_and_times;
+mod writes_keep_data;
 
 use std::path::Path;
 
@@ -51,7 +51,6 @@ pub use dates_and_times::{mend_dates_and_times, DatesAndTimes};
 pub use dependencies::{mend_unused_dependencies, Dependencies};
 pub use duplicates::{drop_repeated_calls, Duplicates};
 pub use durations::{mend_durations, Durations};
-pub use edits_not_rewrites::EditsNotRewrites;
 pub use fields_read_from_text::FieldsReadFromText;
 pub use invented::{drop_invented_steps, Invented};
 pub use language_codes::{mend_languages, mend_languages_to_codes, mend_languages_to_names, LanguageCodes};
@@ -71,6 +70,8 @@ pub use same_results_answer::SameResultsAnswer;
 pub(crate) use support::arguments::{leave_out_unasked, only_output_field, parameter_description, rewrite_arguments};
 pub use time_zones::{mend_time_zones, TimeZones};
 pub use unused_dates_and_times::{mend_unused_dates_and_times, UnusedDatesAndTimes};
+pub(crate) use writes_keep_data::lost_data;
+pub use writes_keep_data::{WritesKeepData, LOSES_DATA};
 
 use crate::agent::plan::Plan;
 use crate::settings::Mend;
@@ -176,11 +177,11 @@ pub static RULES: &[&dyn Rule] = &[
     &Dependencies,
     &Invented,
     &ContentsNotMadeUp,
-    &EditsNotRewrites,
     &FieldsReadFromText,
     &PromptsReadWholeResults,
     &RecordsByName,
     &RefusedValuesNotRepeated,
+    &WritesKeepData,
     &ReplansResampled,
     &SameResultsAnswer,
 ];

@@ -18,7 +18,7 @@ mod tojson;
 use std::collections::HashMap;
 
 use candle_core::quantized::gguf_file::Value;
-use minijinja::{context, Environment, Error as JinjaError};
+use minijinja::{Environment, Error as JinjaError};
 
 pub use self::call_format::{CallFormat, CallSyntax, Marker, ToolCall};
 pub(crate) use self::functions::civil_from_days;
@@ -109,6 +109,19 @@ impl std::fmt::Debug for ChatTemplate {
 
 const TEMPLATE_NAME: &str = "chat_template";
 
+/// Values a caller adds to a template's context beside the conversation (Hugging Face's `**kwargs` of
+/// `apply_chat_template`, the OpenAI servers' `chat_template_kwargs`).
+pub type TemplateKwargs = serde_json::Map<String, serde_json::Value>;
+
+/// The values agent roles render with: thinking off where a template has the switch (`enable_thinking`, read by
+/// Qwen3's and SmolLM3's templates): the agent's grammars ask for the plan, call or answer at once, and a model
+/// rendered in thinking mode would start with a `<think>` block the grammar forbids.
+pub fn thinking_off() -> TemplateKwargs {
+    let mut kwargs = TemplateKwargs::new();
+    kwargs.insert("enable_thinking".into(), serde_json::Value::Bool(false));
+    kwargs
+}
+
 impl ChatTemplate {
     /// Compiles `source`; syntax errors are reported here, not at render time.
     pub fn new(source: &str, bos_token: &str, eos_token: &str) -> Result<Self, TemplateError> {
@@ -161,28 +174,44 @@ impl ChatTemplate {
         tools: Option<&serde_json::Value>,
         add_generation_prompt: bool,
     ) -> Result<String, TemplateError> {
-        self.render_with(minijinja::Value::from_serialize(messages), tools, add_generation_prompt)
+        self.render_kwargs(messages, tools, add_generation_prompt, &TemplateKwargs::new())
+    }
+
+    /// As [`ChatTemplate::render`], with `kwargs` added to the template's context as Hugging Face's
+    /// `apply_chat_template(**kwargs)` adds them (`enable_thinking` for Qwen3's and SmolLM3's switch; a template
+    /// that does not read a value ignores it).
+    pub fn render_kwargs(
+        &self,
+        messages: &[ChatMessage],
+        tools: Option<&serde_json::Value>,
+        add_generation_prompt: bool,
+        kwargs: &TemplateKwargs,
+    ) -> Result<String, TemplateError> {
+        self.render_with(minijinja::Value::from_serialize(messages), tools, add_generation_prompt, kwargs)
     }
 
     /// Renders a conversation given as JSON messages (`{"role", "content", "tool_calls", "tool_call_id", …}`, the
     /// shape Hugging Face templates read, with key order kept): for conversations whose messages carry more than
-    /// a role and a text, such as an assistant's tool calls. Otherwise as [`ChatTemplate::render`].
+    /// a role and a text, such as an assistant's tool calls. Otherwise as [`ChatTemplate::render_kwargs`].
     pub fn render_json(
         &self,
         messages: &[serde_json::Value],
         tools: Option<&serde_json::Value>,
         add_generation_prompt: bool,
+        kwargs: &TemplateKwargs,
     ) -> Result<String, TemplateError> {
         let messages: Vec<minijinja::Value> = messages.iter().map(ordered_json).collect();
-        self.render_with(minijinja::Value::from(messages), tools, add_generation_prompt)
+        self.render_with(minijinja::Value::from(messages), tools, add_generation_prompt, kwargs)
     }
 
     /// Renders the template with messages already in the template's value model; `tools` must be a JSON array.
+    /// The caller's `kwargs` come first, so the conversation's own names (`messages`, `tools`, …) always win.
     fn render_with(
         &self,
         messages: minijinja::Value,
         tools: Option<&serde_json::Value>,
         add_generation_prompt: bool,
+        kwargs: &TemplateKwargs,
     ) -> Result<String, TemplateError> {
         let tools = match tools {
             None => None,
@@ -190,19 +219,21 @@ impl ChatTemplate {
             Some(other) => return Err(TemplateError::ToolsNotAnArray(json_kind(other))),
         };
         let template = self.env.get_template(TEMPLATE_NAME).map_err(|e| TemplateError::Render(describe(&e)))?;
-        template
-            .render(context! {
-                messages => messages,
-                tools => tools,
-                add_generation_prompt => add_generation_prompt,
-                bos_token => self.bos_token,
-                eos_token => self.eos_token,
-            })
-            .map_err(|e| match raised_message(&e) {
-                Some(message) => TemplateError::Raised(message),
-                None => TemplateError::Render(describe(&e)),
-            })
+        let mut values: std::collections::BTreeMap<&str, minijinja::Value> =
+            kwargs.iter().map(|(name, value)| (name.as_str(), ordered_json(value))).collect();
+        values.insert("messages", messages);
+        values.insert("tools", minijinja::Value::from_serialize(tools));
+        values.insert("add_generation_prompt", minijinja::Value::from(add_generation_prompt));
+        values.insert("bos_token", minijinja::Value::from(self.bos_token.as_str()));
+        values.insert("eos_token", minijinja::Value::from(self.eos_token.as_str()));
+        template.render(values).map_err(|e| match raised_message(&e) {
+            Some(message) => TemplateError::Raised(message),
+            None => TemplateError::Render(describe(&e)),
+        })
     }
+
+    /// The names a caller's template values may not take: the conversation's own.
+    pub const RESERVED: [&'static str; 5] = ["messages", "tools", "add_generation_prompt", "bos_token", "eos_token"];
 
     /// The template's source.
     pub fn source(&self) -> &str {

@@ -97,6 +97,7 @@ fn parse(body: &Value) -> Result<ChatRequest, ApiError> {
         n,
         asks: false,
         exact_calls: None,
+        template_kwargs: Default::default(),
     })
 }
 

@@ -6,6 +6,7 @@ use std::collections::HashSet;
 
 use serde_json::{json, Map, Value};
 
+use crate::llm::chat::{ChatTemplate, TemplateKwargs};
 use crate::decode::Sampling;
 use crate::serve::plumbing::error::ApiError;
 use crate::tools::schema_fit;
@@ -65,7 +66,13 @@ pub struct ChatRequest {
     pub asks: bool,
     /// Exactly this many calls when the answer is calls (set by the listing pass; `None`: as many as allowed).
     pub exact_calls: Option<usize>,
+    /// Values the chat template renders with beside the conversation (`chat_template_kwargs`; `reasoning_effort:
+    /// "none"` is `enable_thinking: false`).
+    pub template_kwargs: TemplateKwargs,
 }
+
+/// Most bytes of `chat_template_kwargs`, as JSON.
+const MAX_TEMPLATE_KWARGS_BYTES: usize = 4096;
 
 /// Most choices one chat request may ask for.
 pub const MAX_N: u64 = 8;
@@ -223,6 +230,7 @@ pub fn parse(body: &Value) -> Result<ChatRequest, ApiError> {
     let mut options = parse_options(fields, &["max_completion_tokens", "max_tokens"])?;
     options.logprobs = parse_chat_logprobs(fields)?;
     let n = parse_n(fields)?;
+    let template_kwargs = parse_template_kwargs(fields)?;
     Ok(ChatRequest {
         model,
         messages,
@@ -236,7 +244,50 @@ pub fn parse(body: &Value) -> Result<ChatRequest, ApiError> {
         n,
         asks,
         exact_calls: None,
+        template_kwargs,
     })
+}
+
+/// `chat_template_kwargs` (an object of values for the template, as vLLM and llama-server take it) and
+/// `reasoning_effort` (OpenAI's; `"none"` turns a template's thinking switch off, the other efforts leave the
+/// template's default, since the templates we run have no levels).
+fn parse_template_kwargs(fields: &Map<String, Value>) -> Result<TemplateKwargs, ApiError> {
+    let mut kwargs = match fields.get("chat_template_kwargs") {
+        None | Some(Value::Null) => TemplateKwargs::new(),
+        Some(Value::Object(kwargs)) => kwargs.clone(),
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "chat_template_kwargs",
+                "chat_template_kwargs must be an object of values for the chat template, as {\"enable_thinking\": false}",
+            ))
+        }
+    };
+    if let Some(name) = kwargs.keys().find(|name| ChatTemplate::RESERVED.contains(&name.as_str())) {
+        return Err(ApiError::invalid(
+            "chat_template_kwargs",
+            format!("chat_template_kwargs cannot set {name:?}: the request's own fields give it"),
+        ));
+    }
+    if serde_json::to_vec(&kwargs).map_or(usize::MAX, |bytes| bytes.len()) > MAX_TEMPLATE_KWARGS_BYTES {
+        return Err(ApiError::invalid(
+            "chat_template_kwargs",
+            format!("chat_template_kwargs takes at most {MAX_TEMPLATE_KWARGS_BYTES} bytes of JSON"),
+        ));
+    }
+    match fields.get("reasoning_effort") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(effort)) if effort == "none" => {
+            kwargs.entry("enable_thinking").or_insert(Value::Bool(false));
+        }
+        Some(Value::String(effort)) if ["minimal", "low", "medium", "high"].contains(&effort.as_str()) => {}
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "reasoning_effort",
+                "reasoning_effort is one of none, minimal, low, medium, high",
+            ))
+        }
+    }
+    Ok(kwargs)
 }
 
 pub(crate) fn optional_bool(fields: &Map<String, Value>, name: &str) -> Result<Option<bool>, ApiError> {
@@ -538,5 +589,34 @@ fn parse_response_format(value: Option<&Value>) -> Result<Option<Value>, ApiErro
             )),
         },
         _ => Err(ApiError::invalid("response_format.type", "response_format.type is text, json_object or json_schema")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kwargs_of(extra: Value) -> Result<TemplateKwargs, String> {
+        let mut body = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
+        body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        parse(&body).map(|request| request.template_kwargs).map_err(|e| e.message)
+    }
+
+    #[test]
+    fn template_values_come_from_chat_template_kwargs_and_reasoning_effort_none() {
+        assert_eq!(kwargs_of(json!({})).unwrap(), TemplateKwargs::new());
+        let off = json!({"enable_thinking": false});
+        assert_eq!(Value::Object(kwargs_of(json!({"chat_template_kwargs": off})).unwrap()), off);
+        assert_eq!(Value::Object(kwargs_of(json!({"reasoning_effort": "none"})).unwrap()), off);
+        // The client's own switch wins over the effort; efforts the templates have no levels for change nothing.
+        let on = json!({"chat_template_kwargs": {"enable_thinking": true}, "reasoning_effort": "none"});
+        assert_eq!(kwargs_of(on).unwrap()["enable_thinking"], true);
+        assert_eq!(kwargs_of(json!({"reasoning_effort": "high"})).unwrap(), TemplateKwargs::new());
+        assert!(kwargs_of(json!({"reasoning_effort": "max"})).unwrap_err().contains("none, minimal"));
+        assert!(kwargs_of(json!({"chat_template_kwargs": "x"})).unwrap_err().contains("object"));
+        let reserved = kwargs_of(json!({"chat_template_kwargs": {"messages": []}})).unwrap_err();
+        assert!(reserved.contains("\"messages\""), "{reserved}");
+        let long = json!({"chat_template_kwargs": {"x": "y".repeat(5000)}});
+        assert!(kwargs_of(long).unwrap_err().contains("4096 bytes"));
     }
 }

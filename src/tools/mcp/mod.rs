@@ -125,6 +125,10 @@ pub fn register_config(registry: &mut ToolRegistry, config: &McpConfig, limits: 
                 // MCP's default for a tool with annotations is `readOnlyHint: false`; a tool without any says
                 // nothing.
                 changes_things: info.annotations.as_ref().map(|a| !a.read_only_hint.unwrap_or(false)),
+                repeat_safe: info
+                    .annotations
+                    .as_ref()
+                    .is_some_and(|a| a.read_only_hint == Some(true) || a.idempotent_hint == Some(true)),
                 max_output_bytes: limits.max_output_bytes,
                 server: Arc::clone(&server),
             };

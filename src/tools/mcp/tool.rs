@@ -29,6 +29,9 @@ pub struct McpTool {
     pub(crate) output_schema: Option<Value>,
     /// What the server's annotations say of changes (`readOnlyHint`), where it gives annotations.
     pub(crate) changes_things: Option<bool>,
+    /// Whether a call twice leaves what a call once does, where the annotations say so (`readOnlyHint` or
+    /// `idempotentHint`): a whole write of a file, not an edit or an append.
+    pub(crate) repeat_safe: bool,
     pub(crate) max_output_bytes: usize,
     pub(crate) server: Arc<Server>,
 }
@@ -65,6 +68,10 @@ impl Tool for McpTool {
 
     fn changes_things(&self) -> Option<bool> {
         self.changes_things
+    }
+
+    fn repeat_safe(&self, _args: &Value) -> bool {
+        self.repeat_safe
     }
 
     fn call(&self, args: &Value, _ctx: &ToolContext) -> ToolResult<Value> {

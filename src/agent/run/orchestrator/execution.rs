@@ -14,7 +14,9 @@ use crate::agent::plan::refs::{coerce_to_schema, output_as_text, parse_reference
 use crate::agent::plan::resolve_args_with;
 use crate::agent::plan::{Plan, Step};
 use crate::agent::rules::records_by_name::records_by_name_in;
-use crate::agent::rules::{log_run_change, FieldsReadFromText, PromptsReadWholeResults, RecordsByName};
+use crate::agent::rules::{
+    log_run_change, lost_data, FieldsReadFromText, PromptsReadWholeResults, RecordsByName, WritesKeepData,
+};
 use crate::agent::run::evaluation::{invented_number, work_out};
 use crate::agent::run::executor::{fill_arguments, read_value, write_text, ExecutorCall};
 use crate::agent::run::joiner::StepResult;
@@ -158,6 +160,7 @@ impl Agent<'_> {
             return Ok(Prepared::Fill(args, problems));
         }
         self.refuse_failed_call(step, &args)?;
+        self.refuse_lost_data(step, &args)?;
         if let Some(output) = self.state.call_cache.get(&call_key(&step.tool, &args)) {
             return Ok(Prepared::Cached(args, output.clone()));
         }
@@ -352,6 +355,21 @@ impl Agent<'_> {
                 "{} was already called with these arguments and failed ({error}); the call is not made again",
                 step.tool
             ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Rule `writes-keep-data` (agent::rules): a whole write that would lose most of a file's lines is refused,
+    /// once a run.
+    fn refuse_lost_data(&self, step: &Step, args: &Map<String, Value>) -> Result<()> {
+        if !self.rules().on(&WritesKeepData) || self.state.lost_data_refused > 0 {
+            return Ok(());
+        }
+        match lost_data(self.registry, self.context, &step.tool, args) {
+            Some(feedback) => {
+                log_run_change(&WritesKeepData, &step.id, &feedback);
+                Err(crate::Error::Agent(feedback))
+            }
             None => Ok(()),
         }
     }
