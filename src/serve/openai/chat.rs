@@ -22,6 +22,7 @@ use tokio_stream::{StreamExt, StreamMap};
 
 use crate::serve::openai::logprobs::{self, Logprob};
 use crate::serve::openai::output::Piece;
+use crate::serve::openai::reasoning;
 use crate::serve::openai::request::{self, ChatRequest};
 use crate::serve::plumbing::engine::{Finished, Job, JobEvent, Role, Work};
 use crate::serve::plumbing::error::ApiError;
@@ -248,6 +249,22 @@ pub fn usage(finished: &Finished) -> Value {
     })
 }
 
+/// `finished` with the answer's thinking counted in `reasoning_tokens` (beside the listing pass's).
+fn with_reasoning(finished: &Finished, split: &reasoning::Split) -> Finished {
+    Finished { listing_tokens: finished.listing_tokens + split.reasoning_tokens(), ..*finished }
+}
+
+/// The deltas of an answer's parts: thinking as `reasoning_content`, the rest as `content`.
+fn part_deltas(parts: Vec<reasoning::Part>) -> Vec<Value> {
+    parts
+        .into_iter()
+        .map(|part| match part {
+            reasoning::Part::Reasoning(r) => json!({"reasoning_content": r}),
+            reasoning::Part::Content(c) => json!({"content": c}),
+        })
+        .collect()
+}
+
 fn call_json(name: &str, arguments: &str) -> Value {
     json!({"id": call_id(), "type": "function", "function": {"name": name, "arguments": arguments}})
 }
@@ -259,20 +276,34 @@ async fn whole_answer(
     _guard: CancelOnDrop,
     want_logprobs: bool,
 ) -> Result<Value, ApiError> {
-    let mut text = String::new();
+    let (mut text, mut reasoning) = (String::new(), None::<String>);
+    let mut split = reasoning::Split::default();
+    let take = |parts: Vec<reasoning::Part>, text: &mut String, reasoning: &mut Option<String>| {
+        for part in parts {
+            match part {
+                reasoning::Part::Reasoning(r) => reasoning.get_or_insert_with(String::new).push_str(&r),
+                reasoning::Part::Content(c) => text.push_str(&c),
+            }
+        }
+    };
     let mut calls = Vec::new();
     let mut lps: Vec<Logprob> = Vec::new();
     loop {
         match answers.recv().await {
             Some(JobEvent::Logprob(lp)) => lps.push(lp),
-            Some(JobEvent::Piece(Piece::Text(piece))) => text.push_str(&piece),
+            Some(JobEvent::Piece(Piece::Text(piece))) => take(split.push(&piece), &mut text, &mut reasoning),
             Some(JobEvent::Piece(Piece::CallEnd(call))) => calls.push(call_json(&call.name, &call.arguments)),
             Some(
                 JobEvent::Piece(Piece::CallBegin(_) | Piece::CallArguments(_)) | JobEvent::Accepted | JobEvent::Echo(_),
             ) => {}
             Some(JobEvent::Done(Ok(finished))) => {
+                take(split.finish(), &mut text, &mut reasoning);
+                let finished = with_reasoning(&finished, &split);
                 let mut message =
                     json!({"role": "assistant", "content": if calls.is_empty() { json!(text) } else { Value::Null }});
+                if let Some(reasoning) = reasoning {
+                    message["reasoning_content"] = json!(reasoning);
+                }
                 if !calls.is_empty() {
                     message["tool_calls"] = Value::Array(calls);
                 }
@@ -309,8 +340,8 @@ pub fn data(value: Value) -> Event {
 
 /// What a streamed answer makes of one job event (see [`stream_chunks`]).
 pub enum Chunk {
-    /// An event to send now.
-    Send(Event),
+    /// Events to send now (none: nothing for this one).
+    Send(Vec<Event>),
     /// Nothing to send for this one.
     Skip,
     /// The choice is finished: these go out (after the last choice's, `[DONE]`).
@@ -363,9 +394,11 @@ pub fn stream_chunks(
                     return;
                 }
                 Some((i, event)) => match translate(i, event) {
-                    Chunk::Send(event) => {
-                        if !send(event).await {
-                            return;
+                    Chunk::Send(events) => {
+                        for event in events {
+                            if !send(event).await {
+                                return;
+                            }
                         }
                     }
                     Chunk::Skip => {}
@@ -398,6 +431,7 @@ fn stream_answer(
     // Per choice: its calls so far, and the log-probabilities of tokens whose text has not gone out yet (they go
     // with the next delta).
     let mut calls = vec![0usize; n];
+    let mut splits: Vec<reasoning::Split> = (0..n).map(|_| reasoning::Split::default()).collect();
     let mut pending: Vec<Vec<Logprob>> = vec![Vec::new(); n];
     let mut usage_of = ChoicesUsage::new(n);
     let take_lps = |lps: &mut Vec<Logprob>| {
@@ -412,24 +446,33 @@ fn stream_answer(
             pending[i].push(lp);
             Chunk::Skip
         }
-        JobEvent::Piece(Piece::Text(piece)) => {
-            Chunk::Send(chunk(&header, i, json!({"content": piece}), None, take_lps(&mut pending[i])))
-        }
+        // The log-probabilities go with the first delta the piece makes (a piece held back waits with them).
+        JobEvent::Piece(Piece::Text(piece)) => Chunk::Send(
+            part_deltas(splits[i].push(&piece))
+                .into_iter()
+                .map(|delta| chunk(&header, i, delta, None, take_lps(&mut pending[i])))
+                .collect(),
+        ),
         // OpenAI's shape: the first delta of a call has its index, id, type and name, the next ones its index and
         // a part of its arguments.
         JobEvent::Piece(Piece::CallBegin(name)) => {
             let mut delta = call_json(&name, "");
             delta["index"] = json!(calls[i]);
             calls[i] += 1;
-            Chunk::Send(chunk(&header, i, json!({"tool_calls": [delta]}), None, take_lps(&mut pending[i])))
+            Chunk::Send(vec![chunk(&header, i, json!({"tool_calls": [delta]}), None, take_lps(&mut pending[i]))])
         }
         JobEvent::Piece(Piece::CallArguments(part)) => {
             let delta = json!({"index": calls[i].saturating_sub(1), "function": {"arguments": part}});
-            Chunk::Send(chunk(&header, i, json!({"tool_calls": [delta]}), None, take_lps(&mut pending[i])))
+            Chunk::Send(vec![chunk(&header, i, json!({"tool_calls": [delta]}), None, take_lps(&mut pending[i]))])
         }
         JobEvent::Piece(Piece::CallEnd(_)) | JobEvent::Accepted | JobEvent::Echo(_) => Chunk::Skip,
         JobEvent::Done(Ok(finished)) => {
-            let mut last = vec![chunk(&header, i, json!({}), Some(finished.reason), take_lps(&mut pending[i]))];
+            let finished = with_reasoning(&finished, &splits[i]);
+            let mut last: Vec<Event> = part_deltas(splits[i].finish())
+                .into_iter()
+                .map(|delta| chunk(&header, i, delta, None, Value::Null))
+                .collect();
+            last.push(chunk(&header, i, json!({}), Some(finished.reason), take_lps(&mut pending[i])));
             if let Some(usage) = usage_of.end(&finished).filter(|_| include_usage) {
                 last.push(data(json!({
                     "id": header.id, "object": "chat.completion.chunk", "created": header.created,

@@ -226,7 +226,7 @@ fn stream_answer(
             let (text, mut lps) = echoed(echo, want_logprobs);
             let lp = take_lps(&mut lps, offsets[i]);
             offsets[i] += text.chars().count();
-            Chunk::Send(text_chunk(&header, i, &text, lp, None))
+            Chunk::Send(vec![text_chunk(&header, i, &text, lp, None)])
         }
         JobEvent::Logprob(lp) => {
             pending[i].push(TextToken::Scored(lp));
@@ -235,7 +235,7 @@ fn stream_answer(
         JobEvent::Piece(Piece::Text(piece)) => {
             let lp = take_lps(&mut pending[i], offsets[i]);
             offsets[i] += piece.chars().count();
-            Chunk::Send(text_chunk(&header, i, &piece, lp, None))
+            Chunk::Send(vec![text_chunk(&header, i, &piece, lp, None)])
         }
         JobEvent::Piece(_) | JobEvent::Accepted => Chunk::Skip,
         JobEvent::Done(Ok(finished)) => {
