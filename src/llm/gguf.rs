@@ -52,7 +52,16 @@ impl GgufFile {
                 .map_err(|panic| {
                     bad_header(format!("the header reader gave up: {}", crate::panics::panic_text(&*panic)))
                 })?
-                .map_err(|e| bad_header(e.to_string()))?;
+                .map_err(|e| match super::gguf_types::first_unreadable(&mmap) {
+                    // candle names a type it does not read by number only: say which tensor, and its name.
+                    Some((tensor, number)) => LoadError::UnsupportedTensorType {
+                        path: path.to_path_buf(),
+                        tensor,
+                        type_name: super::gguf_types::type_name(number),
+                        number,
+                    },
+                    None => bad_header(e.to_string()),
+                })?;
         Ok(Self { path: path.to_path_buf(), mmap, content })
     }
 

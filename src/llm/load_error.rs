@@ -16,6 +16,8 @@ pub enum LoadError {
     BadMagic { path: PathBuf, found: String },
     #[error("{path}: cannot read the GGUF header: {message} (the file may be truncated or corrupt; `tandem models verify` checks cached models)")]
     BadHeader { path: PathBuf, message: String },
+    #[error("{path}: tensor '{tensor}' is {type_name} (ggml type {number}), a type Tandem does not run; use a file of F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 or the K-quants Q2_K to Q6_K (Q4_K_M is the usual choice), or requantize this one with llama.cpp's llama-quantize")]
+    UnsupportedTensorType { path: PathBuf, tensor: String, type_name: &'static str, number: u32 },
     #[error("{path}: metadata key '{key}' is missing")]
     MissingKey { path: PathBuf, key: String },
     #[error("{path}: metadata key '{key}' should be {expected}")]

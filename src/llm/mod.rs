@@ -4,6 +4,7 @@ pub mod chat;
 pub mod decoder;
 pub mod device;
 pub mod gguf;
+pub mod gguf_types;
 pub mod kv_cache;
 #[cfg(all(test, feature = "cuda"))]
 mod kv_cache_gpu_tests;
