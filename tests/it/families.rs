@@ -24,7 +24,7 @@ use candle_core::quantized::gguf_file;
 use candle_core::{Device, Tensor};
 use tandem::llm::{LoadOptions, LoadedModel};
 
-use crate::common::twins::{write_twin, write_twin_with, Family, Quant, Tweak, PHI_ORIGINAL_CONTEXT};
+use crate::common::twins::{write_twin, write_twin_with, Family, Quant, Tweak, CONTEXT, PHI_ORIGINAL_CONTEXT};
 
 const PROMPT_LEN: usize = 64;
 const GREEDY_LEN: usize = 32;
@@ -317,6 +317,24 @@ fn each_twin_feature_moves_llama_cpp_logits(#[case] family: Family, #[case] twea
     eprintln!("{family:?} {tweak:?} n_ctx {n_ctx}: logits move by up to {moved:.3} relative RMS");
     // Measured: 24 % (llama3), 26 % (phi4-mini), 13 % (smollm3: one RoPE-less layer of four), 28 % (gemma3).
     assert!(moved > 3.0 * TOLERANCE, "{family:?}: taking out {tweak:?} moves llama.cpp's logits by only {moved}");
+}
+
+/// A RoPE scaling we do not apply (YaRN) keeps the context at the length the model was trained at, rather than
+/// rotating positions past it unscaled; `none`, and a file without scaling, keep the file's context.
+#[test]
+fn a_rope_scaling_not_applied_keeps_the_context_at_the_original_length() {
+    use tandem::llm::decoder::family::{family, DecoderConfig};
+    let dir = tempfile::tempdir().unwrap();
+    let context = |tweak: Tweak| {
+        let path = dir.path().join("scaled.gguf");
+        write_twin_with(&path, Family::Qwen3, Quant::Q8_0, &tweak);
+        let file = tandem::llm::gguf::GgufFile::open(&path).unwrap();
+        let family = family(file.architecture().unwrap()).unwrap();
+        DecoderConfig::from_gguf(&file, family).unwrap().context_length
+    };
+    assert_eq!(context(Tweak { rope_scaling: Some(("yarn", 256)), ..Tweak::default() }), 256);
+    assert_eq!(context(Tweak { rope_scaling: Some(("none", 256)), ..Tweak::default() }), CONTEXT);
+    assert_eq!(context(Tweak::default()), CONTEXT);
 }
 
 /// Real files of families other than Qwen2 (SmolLM2-135M-Instruct: `llama` at Q4_1; Gemma 3 270M: `gemma3` at

@@ -159,15 +159,29 @@ impl DecoderConfig {
             return Err(bad(format!("RoPE over {rotary} of {head_dim} values per head")));
         }
         let mut context_length = file.usize(&key("context_length")).unwrap_or(4096);
-        // Linear position scaling (`rope.scaling.factor` with type `linear`, Gemma 3's larger models).
+        let original = file.usize(&key("rope.scaling.original_context_length")).ok();
+        // Linear position scaling (`rope.scaling.factor` with type `linear`, Gemma 3's larger models). Another
+        // scaling (YaRN) is not applied: unscaled positions past the length the model was trained at give
+        // garbage, so the context stops there, and the load says so.
         let linear_scale = match file.string(&key("rope.scaling.type")) {
             Ok("linear") => file.f32(&key("rope.scaling.factor")).unwrap_or(1.0),
+            Ok(kind) if kind != "none" => {
+                let kept = original.unwrap_or(context_length).min(context_length);
+                if kept < context_length {
+                    tracing::warn!(
+                        "{}: RoPE scaling '{kind}' is not applied yet: the context is kept at the {kept} tokens the \
+                         model was trained at, not the {context_length} the file allows with it",
+                        file.path().display()
+                    );
+                }
+                context_length = kept;
+                1.0
+            }
             _ => 1.0,
         };
         // Phi-3's LongRoPE: the file carries short and long frequency factors; we rotate with the short ones, as
         // llama.cpp does for a context up to the original length, and keep the context there so a sequence never
         // outgrows them (the long factors would change every cached position's rotation).
-        let original = file.usize(&key("rope.scaling.original_context_length")).ok();
         let short_factors = file.has_tensor("rope_factors_short.weight");
         if let (true, Some(original)) = (short_factors, original) {
             context_length = context_length.min(original);

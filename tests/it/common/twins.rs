@@ -263,6 +263,8 @@ pub struct Tweak {
     pub architecture: Option<&'static str>,
     /// Another `attention.sliding_window` (gemma3).
     pub window: Option<usize>,
+    /// `rope.scaling.type` and `rope.scaling.original_context_length`.
+    pub rope_scaling: Option<(&'static str, usize)>,
 }
 
 /// [`write_twin`] with one feature changed.
@@ -398,6 +400,10 @@ pub fn write_twin_with(path: &Path, family: Family, quant: Quant, tweak: &Tweak)
             metadata.push(u32_key("attention.sliding_window", 0));
         }
         Family::Qwen2 => {}
+    }
+    if let Some((kind, original)) = tweak.rope_scaling {
+        metadata.push((format!("{arch}.rope.scaling.type"), Value::String(kind.into())));
+        metadata.push(u32_key("rope.scaling.original_context_length", original));
     }
     let strings = |v: &[String]| Value::Array(v.iter().map(|s| Value::String(s.clone())).collect());
     metadata.push(("tokenizer.ggml.tokens".into(), strings(&vocab.tokens)));
