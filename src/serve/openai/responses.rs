@@ -306,12 +306,15 @@ fn add_item(item: &Value, at: &str, messages: &mut Vec<Value>, sources: &mut Sou
             messages.push(json!({"role": "tool", "tool_call_id": string("call_id")?, "content": output}));
             sources.push(at.to_string());
         }
+        // A model's thinking from an earlier output, sent back with it: the templates leave earlier thinking
+        // out, and so does the conversation.
+        "reasoning" => {}
         other => {
             return Err(ApiError::invalid(
                 format!("{at}.type"),
                 format!(
-                    "input items of type {other:?} are not supported: use message, function_call and \
-                     function_call_output"
+                    "input items of type {other:?} are not supported: use message, function_call, \
+                     function_call_output and reasoning"
                 ),
             ))
         }

@@ -1,5 +1,5 @@
-//! The Responses API's answer, built from a job's events: output items (one assistant message of `output_text`,
-//! or function calls) and the typed stream events that add up to them (`response.created`,
+//! The Responses API's answer, built from a job's events: output items (a reasoning item where the model thought
+//! first, one assistant message of `output_text`, or function calls) and the typed stream events that add up to them (`response.created`,
 //! `response.output_item.added`, `response.output_text.delta`, `response.function_call_arguments.delta`,
 //! `response.output_item.done`, `response.completed`, ...). A whole answer is the same builder with its events
 //! dropped, so the two cannot disagree.
@@ -9,11 +9,13 @@ use serde_json::{json, Value};
 use crate::serve::openai::chat::call_id;
 use crate::serve::openai::logprobs::{self, Logprob};
 use crate::serve::openai::output::Piece;
+use crate::serve::openai::reasoning::{Part, Split};
 use crate::serve::plumbing::engine::{Finished, JobEvent};
 use crate::serve::plumbing::error::ApiError;
 
 /// The item being written.
 enum Open {
+    Reasoning { index: usize, id: String, text: String },
     Message { index: usize, id: String, text: String, logprobs: Vec<Value> },
     Call { index: usize, id: String, call_id: String, name: String, arguments: String },
 }
@@ -27,6 +29,8 @@ pub struct Builder {
     sequence: u64,
     /// Log-probabilities of tokens whose text has not been added yet.
     pending: Vec<Logprob>,
+    /// The answer's thinking, apart from its text.
+    split: Split,
 }
 
 fn item_id(prefix: &str) -> String {
@@ -36,7 +40,7 @@ fn item_id(prefix: &str) -> String {
 impl Builder {
     /// A builder for the response `base` describes (`id`, `model`, `created_at`, the echoed request fields).
     pub fn new(base: Value) -> Self {
-        Builder { base, output: Vec::new(), open: None, sequence: 0, pending: Vec::new() }
+        Builder { base, output: Vec::new(), open: None, sequence: 0, pending: Vec::new(), split: Split::default() }
     }
 
     fn event(&mut self, kind: &str, mut body: Value) -> Value {
@@ -68,25 +72,8 @@ impl Builder {
         match event {
             JobEvent::Logprob(lp) => self.pending.push(lp),
             JobEvent::Piece(Piece::Text(text)) => {
-                if !matches!(self.open, Some(Open::Message { .. })) {
-                    self.close(&mut out);
-                    let (index, id) = (self.output.len(), item_id("msg"));
-                    let item = json!({"type": "message", "id": id, "status": "in_progress", "role": "assistant",
-                                      "content": []});
-                    self.output.push(item.clone());
-                    out.push(self.event("response.output_item.added", json!({"output_index": index, "item": item})));
-                    let part = json!({"type": "output_text", "text": "", "annotations": [], "logprobs": []});
-                    let body = json!({"item_id": id, "output_index": index, "content_index": 0, "part": part});
-                    out.push(self.event("response.content_part.added", body));
-                    self.open = Some(Open::Message { index, id, text: String::new(), logprobs: Vec::new() });
-                }
-                let lps: Vec<Value> = self.pending.drain(..).map(|lp| logprobs::entry(&lp)).collect();
-                if let Some(Open::Message { index, id, text: so_far, logprobs }) = &mut self.open {
-                    so_far.push_str(&text);
-                    logprobs.extend(lps.iter().cloned());
-                    let body = json!({"item_id": id, "output_index": index, "content_index": 0, "delta": text,
-                                      "logprobs": lps});
-                    out.push(self.event("response.output_text.delta", body));
+                for part in self.split.push(&text) {
+                    self.add(part, &mut out);
                 }
             }
             JobEvent::Piece(Piece::CallBegin(name)) => {
@@ -114,6 +101,56 @@ impl Builder {
         out
     }
 
+    /// Adds a part of the answer's text: thinking to the reasoning item, the rest to the message (each opened
+    /// when its first text comes).
+    fn add(&mut self, part: Part, out: &mut Vec<Value>) {
+        match part {
+            Part::Reasoning(text) => self.add_reasoning(text, out),
+            Part::Content(text) => self.add_text(text, out),
+        }
+    }
+
+    fn add_reasoning(&mut self, text: String, out: &mut Vec<Value>) {
+        if !matches!(self.open, Some(Open::Reasoning { .. })) {
+            self.close(out);
+            let (index, id) = (self.output.len(), item_id("rs"));
+            let item = json!({"type": "reasoning", "id": id, "summary": [], "content": [], "status": "in_progress"});
+            self.output.push(item.clone());
+            out.push(self.event("response.output_item.added", json!({"output_index": index, "item": item})));
+            self.open = Some(Open::Reasoning { index, id, text: String::new() });
+        }
+        // Thinking tokens' log-probabilities are not reported (OpenAI reports none for reasoning).
+        self.pending.clear();
+        if let Some(Open::Reasoning { index, id, text: so_far }) = &mut self.open {
+            so_far.push_str(&text);
+            let body = json!({"item_id": id, "output_index": index, "content_index": 0, "delta": text});
+            out.push(self.event("response.reasoning_text.delta", body));
+        }
+    }
+
+    fn add_text(&mut self, text: String, out: &mut Vec<Value>) {
+        if !matches!(self.open, Some(Open::Message { .. })) {
+            self.close(out);
+            let (index, id) = (self.output.len(), item_id("msg"));
+            let item = json!({"type": "message", "id": id, "status": "in_progress", "role": "assistant",
+                              "content": []});
+            self.output.push(item.clone());
+            out.push(self.event("response.output_item.added", json!({"output_index": index, "item": item})));
+            let part = json!({"type": "output_text", "text": "", "annotations": [], "logprobs": []});
+            let body = json!({"item_id": id, "output_index": index, "content_index": 0, "part": part});
+            out.push(self.event("response.content_part.added", body));
+            self.open = Some(Open::Message { index, id, text: String::new(), logprobs: Vec::new() });
+        }
+        let lps: Vec<Value> = self.pending.drain(..).map(|lp| logprobs::entry(&lp)).collect();
+        if let Some(Open::Message { index, id, text: so_far, logprobs }) = &mut self.open {
+            so_far.push_str(&text);
+            logprobs.extend(lps.iter().cloned());
+            let body = json!({"item_id": id, "output_index": index, "content_index": 0, "delta": text,
+                              "logprobs": lps});
+            out.push(self.event("response.output_text.delta", body));
+        }
+    }
+
     /// Ends the item being written: its `.done` events, and the item completed in the output.
     fn close(&mut self, out: &mut Vec<Value>) {
         self.close_as(out, "completed");
@@ -124,6 +161,14 @@ impl Builder {
     fn close_as(&mut self, out: &mut Vec<Value>, status: &str) {
         match self.open.take() {
             None => {}
+            Some(Open::Reasoning { index, id, text }) => {
+                let body = json!({"item_id": id, "output_index": index, "content_index": 0, "text": text});
+                out.push(self.event("response.reasoning_text.done", body));
+                let item = json!({"type": "reasoning", "id": id, "summary": [],
+                                  "content": [{"type": "reasoning_text", "text": text}], "status": status});
+                self.output[index] = item.clone();
+                out.push(self.event("response.output_item.done", json!({"output_index": index, "item": item})));
+            }
             Some(Open::Message { index, id, text, logprobs }) => {
                 let body = json!({"item_id": id, "output_index": index, "content_index": 0, "text": text,
                                   "logprobs": logprobs});
@@ -169,9 +214,13 @@ impl Builder {
     /// limit cut the answer.
     pub fn finish(&mut self, finished: &Finished) -> (Vec<Value>, Value) {
         let mut out = Vec::new();
-        if self.output.is_empty() {
-            // An empty answer is still a message, so `output_text` is "" rather than missing.
-            out = self.push(JobEvent::Piece(Piece::Text(String::new())));
+        for part in self.split.finish() {
+            self.add(part, &mut out);
+        }
+        if !self.output.iter().any(|item| item["type"] == "message" || item["type"] == "function_call") {
+            // An empty answer (or one that only thought) is still a message, so `output_text` is "" rather than
+            // missing.
+            self.add_text(String::new(), &mut out);
         }
         // Cut by the token limit: the item it was writing is `incomplete`, as the response is.
         let cut = finished.reason == "length";
@@ -184,7 +233,7 @@ impl Builder {
             "input_tokens": finished.prompt_tokens,
             "input_tokens_details": {"cached_tokens": finished.cached_tokens},
             "output_tokens": finished.completion_tokens,
-            "output_tokens_details": {"reasoning_tokens": finished.listing_tokens},
+            "output_tokens_details": {"reasoning_tokens": finished.listing_tokens + self.split.reasoning_tokens()},
             "total_tokens": finished.prompt_tokens + finished.completion_tokens,
         });
         let kind = if cut { "response.incomplete" } else { "response.completed" };
@@ -201,6 +250,30 @@ mod tests {
 
     fn finished(reason: &'static str) -> Finished {
         Finished { reason, prompt_tokens: 10, completion_tokens: 3, cached_tokens: 4, listing_tokens: 0 }
+    }
+
+    #[test]
+    fn thinking_is_a_reasoning_item_before_the_message() {
+        let mut b = Builder::new(json!({"id": "resp_1", "object": "response"}));
+        let mut events = b.start();
+        for piece in ["<think>", "Two and two", "</think>", "It is 4."] {
+            events.extend(b.push(JobEvent::Piece(Piece::Text(piece.into()))));
+        }
+        let (last, response) = b.finish(&finished("stop"));
+        events.extend(last);
+        assert_eq!(response["output"][0]["type"], "reasoning", "{response}");
+        assert_eq!(response["output"][0]["content"][0]["text"], "Two and two");
+        assert_eq!(response["output"][1]["content"][0]["text"], "It is 4.");
+        assert_eq!(response["usage"]["output_tokens_details"]["reasoning_tokens"], 3);
+        let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+        assert!(kinds.contains(&"response.reasoning_text.delta") && kinds.contains(&"response.reasoning_text.done"));
+        // Only thinking, cut off: the reasoning item and an empty message.
+        let mut b = Builder::new(json!({"id": "resp_2", "object": "response"}));
+        b.start();
+        b.push(JobEvent::Piece(Piece::Text("<think>Two".into())));
+        let (_, response) = b.finish(&finished("length"));
+        assert_eq!(response["output"][0]["content"][0]["text"], "Two", "{response}");
+        assert_eq!(response["output"][1]["content"][0]["text"], "", "{response}");
     }
 
     #[test]
