@@ -8,9 +8,9 @@ use crate::decode::constraint::ConstraintSpec;
 use crate::decode::token_constraint::TokenConstraint;
 use crate::decode::Model;
 use crate::decode::{generate_candidates, Candidate, Sampling, Timings};
+use crate::llm::chat::thinking_off;
 use crate::llm::prefix_store::common_prefix;
 use crate::llm::ChatMessage;
-use crate::llm::chat::thinking_off;
 use crate::{Error, Result};
 
 /// Renders `messages` with the model's chat template and generates greedily (under `spec` when given).

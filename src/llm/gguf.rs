@@ -258,3 +258,20 @@ impl GgufFile {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::gguf_types::tests::header_with;
+
+    #[test]
+    fn opening_a_file_with_a_type_candle_does_not_read_names_the_tensor_its_type_and_what_to_do() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("model.gguf");
+        std::fs::write(&path, header_with(&[("token_embd.weight", 12), ("blk.0.ffn_down.weight", 23)])).unwrap();
+        let error = GgufFile::open(&path).err().expect("an IQ4_XS tensor is refused").to_string();
+        for part in ["model.gguf", "'blk.0.ffn_down.weight'", "IQ4_XS (ggml type 23)", "Q4_K_M", "llama-quantize"] {
+            assert!(error.contains(part), "{part:?} missing from: {error}");
+        }
+    }
+}

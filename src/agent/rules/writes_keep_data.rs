@@ -119,7 +119,10 @@ mod tests {
     fn a_whole_write_that_drops_most_lines_is_refused_and_one_that_keeps_them_is_not() {
         let (dir, registry, context) = setup("water the plants\ncall the bank\npay rent\n");
         let lost = lost_data(&registry, &context, "write_file", &write("todo.txt", "buy milk", false)).unwrap();
-        assert!(lost.starts_with(LOSES_DATA) && lost.contains("\"call the bank\"") && lost.contains("keep 0"), "{lost}");
+        assert!(
+            lost.starts_with(LOSES_DATA) && lost.contains("\"call the bank\"") && lost.contains("keep 0"),
+            "{lost}"
+        );
         // The same file by its absolute path.
         let absolute = dir.path().canonicalize().unwrap().join("todo.txt");
         assert!(lost_data(&registry, &context, "write_file", &write(absolute.to_str().unwrap(), "x", false)).is_some());

@@ -6,8 +6,8 @@ use std::collections::HashSet;
 
 use serde_json::{json, Map, Value};
 
-use crate::llm::chat::{ChatTemplate, TemplateKwargs};
 use crate::decode::Sampling;
+use crate::llm::chat::{ChatTemplate, TemplateKwargs};
 use crate::serve::plumbing::error::ApiError;
 use crate::tools::schema_fit;
 
@@ -255,12 +255,10 @@ fn parse_template_kwargs(fields: &Map<String, Value>) -> Result<TemplateKwargs, 
     let mut kwargs = match fields.get("chat_template_kwargs") {
         None | Some(Value::Null) => TemplateKwargs::new(),
         Some(Value::Object(kwargs)) => kwargs.clone(),
-        Some(_) => {
-            return Err(ApiError::invalid(
-                "chat_template_kwargs",
-                "chat_template_kwargs must be an object of values for the chat template, as {\"enable_thinking\": false}",
-            ))
-        }
+        Some(_) => return Err(ApiError::invalid(
+            "chat_template_kwargs",
+            "chat_template_kwargs must be an object of values for the chat template, as {\"enable_thinking\": false}",
+        )),
     };
     if let Some(name) = kwargs.keys().find(|name| ChatTemplate::RESERVED.contains(&name.as_str())) {
         return Err(ApiError::invalid(

@@ -514,13 +514,15 @@ fn prompt_tokens(model: &Model, request: &ChatRequest) -> Result<Vec<u32>, ApiEr
                     None,
                 )
             })?;
-            template.render_json(&request.messages, request.tools.as_ref(), true, &request.template_kwargs).map_err(|e| match e {
-                TemplateError::Raised(message) => ApiError::invalid(
-                    "messages",
-                    format!("the model's chat template refused the conversation: {message}"),
-                ),
-                other => ApiError::invalid("messages", other.to_string()),
-            })?
+            template.render_json(&request.messages, request.tools.as_ref(), true, &request.template_kwargs).map_err(
+                |e| match e {
+                    TemplateError::Raised(message) => ApiError::invalid(
+                        "messages",
+                        format!("the model's chat template refused the conversation: {message}"),
+                    ),
+                    other => ApiError::invalid("messages", other.to_string()),
+                },
+            )?
         }
     };
     let param = if request.raw_prompt.is_some() { "prompt" } else { "messages" };

@@ -70,7 +70,8 @@ pub fn form(goal: &str, plan: &str) -> ElicitRequestParams {
     ElicitRequestParams::FormElicitationParams {
         meta: None,
         message: format!("Tandem planned this for the goal \"{goal}\":\n{plan}\nRun it?"),
-        requested_schema: ElicitationSchema::from_json_schema(schema).expect("the form's schema is an elicitation schema"),
+        requested_schema: ElicitationSchema::from_json_schema(schema)
+            .expect("the form's schema is an elicitation schema"),
     }
 }
 
