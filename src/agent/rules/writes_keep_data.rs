@@ -37,8 +37,8 @@ pub(crate) fn lost_data(
     tool: &str,
     args: &Map<String, Value>,
 ) -> Option<String> {
-    let call = Value::Object(args.clone());
-    if !changes_things(registry, tool) || !registry.repeat_safe(tool, &call) {
+    // Most steps change nothing: asked first, before the arguments are copied for the repeat check.
+    if !changes_things(registry, tool) || !registry.repeat_safe(tool, &Value::Object(args.clone())) {
         return None;
     }
     let texts: Vec<&str> = args.values().filter_map(Value::as_str).collect();

@@ -249,9 +249,9 @@ pub fn usage(finished: &Finished) -> Value {
     })
 }
 
-/// `finished` with the answer's thinking counted in `reasoning_tokens` (beside the listing pass's).
-fn with_reasoning(finished: &Finished, split: &reasoning::Split) -> Finished {
-    Finished { listing_tokens: finished.listing_tokens + split.reasoning_tokens(), ..*finished }
+/// `finished` with the answer's `thought` tokens counted in `reasoning_tokens` (beside the listing pass's).
+fn with_reasoning(finished: &Finished, thought: usize) -> Finished {
+    Finished { listing_tokens: finished.listing_tokens + thought, ..*finished }
 }
 
 /// The deltas of an answer's parts: thinking as `reasoning_content`, the rest as `content`.
@@ -276,29 +276,20 @@ async fn whole_answer(
     _guard: CancelOnDrop,
     want_logprobs: bool,
 ) -> Result<Value, ApiError> {
-    let (mut text, mut reasoning) = (String::new(), None::<String>);
-    let mut split = reasoning::Split::default();
-    let take = |parts: Vec<reasoning::Part>, text: &mut String, reasoning: &mut Option<String>| {
-        for part in parts {
-            match part {
-                reasoning::Part::Reasoning(r) => reasoning.get_or_insert_with(String::new).push_str(&r),
-                reasoning::Part::Content(c) => text.push_str(&c),
-            }
-        }
-    };
+    let mut whole = reasoning::Whole::default();
     let mut calls = Vec::new();
     let mut lps: Vec<Logprob> = Vec::new();
     loop {
         match answers.recv().await {
             Some(JobEvent::Logprob(lp)) => lps.push(lp),
-            Some(JobEvent::Piece(Piece::Text(piece))) => take(split.push(&piece), &mut text, &mut reasoning),
+            Some(JobEvent::Piece(Piece::Text(piece))) => whole.push(piece),
             Some(JobEvent::Piece(Piece::CallEnd(call))) => calls.push(call_json(&call.name, &call.arguments)),
             Some(
                 JobEvent::Piece(Piece::CallBegin(_) | Piece::CallArguments(_)) | JobEvent::Accepted | JobEvent::Echo(_),
             ) => {}
             Some(JobEvent::Done(Ok(finished))) => {
-                take(split.finish(), &mut text, &mut reasoning);
-                let finished = with_reasoning(&finished, &split);
+                let (reasoning, text, thought) = std::mem::take(&mut whole).finish();
+                let finished = with_reasoning(&finished, thought);
                 let mut message =
                     json!({"role": "assistant", "content": if calls.is_empty() { json!(text) } else { Value::Null }});
                 if let Some(reasoning) = reasoning {
@@ -340,7 +331,7 @@ pub fn data(value: Value) -> Event {
 
 /// What a streamed answer makes of one job event (see [`stream_chunks`]).
 pub enum Chunk {
-    /// Events to send now (none: nothing for this one).
+    /// Events to send now (a piece of text may make none, or two: see `reasoning`).
     Send(Vec<Event>),
     /// Nothing to send for this one.
     Skip,
@@ -448,7 +439,7 @@ fn stream_answer(
         }
         // The log-probabilities go with the first delta the piece makes (a piece held back waits with them).
         JobEvent::Piece(Piece::Text(piece)) => Chunk::Send(
-            part_deltas(splits[i].push(&piece))
+            part_deltas(splits[i].push(piece))
                 .into_iter()
                 .map(|delta| chunk(&header, i, delta, None, take_lps(&mut pending[i])))
                 .collect(),
@@ -467,7 +458,7 @@ fn stream_answer(
         }
         JobEvent::Piece(Piece::CallEnd(_)) | JobEvent::Accepted | JobEvent::Echo(_) => Chunk::Skip,
         JobEvent::Done(Ok(finished)) => {
-            let finished = with_reasoning(&finished, &splits[i]);
+            let finished = with_reasoning(&finished, splits[i].reasoning_tokens());
             let mut last: Vec<Event> = part_deltas(splits[i].finish())
                 .into_iter()
                 .map(|delta| chunk(&header, i, delta, None, Value::Null))

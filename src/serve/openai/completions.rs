@@ -25,7 +25,7 @@ use crate::serve::openai::echo::Echo;
 use crate::serve::openai::logprobs::{self, TextToken};
 use crate::serve::openai::output::Piece;
 use crate::serve::openai::request::{
-    optional_bool, parse_n, parse_options, ChatRequest, RawPrompt, ToolChoice, MAX_TOP_LOGPROBS,
+    fields_and_model, optional_bool, parse_n, parse_options, ChatRequest, RawPrompt, ToolChoice, MAX_TOP_LOGPROBS,
 };
 use crate::serve::plumbing::engine::JobEvent;
 use crate::serve::plumbing::error::ApiError;
@@ -59,14 +59,7 @@ async fn start(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<
 
 /// Checks a completions body.
 fn parse(body: &Value) -> Result<ChatRequest, ApiError> {
-    let Value::Object(fields) = body else {
-        return Err(ApiError::bad_request("the request body must be a JSON object", None));
-    };
-    let model = match fields.get("model") {
-        Some(Value::String(model)) if !model.is_empty() => model.clone(),
-        Some(_) => return Err(ApiError::invalid("model", "model must be a non-empty string")),
-        None => return Err(ApiError::invalid("model", "model is required: one of the ids GET /v1/models lists")),
-    };
+    let (fields, model) = fields_and_model(body)?;
     refuse_unsupported(fields)?;
     let raw_prompt = parse_prompt(fields.get("prompt"))?;
     let mut options = parse_options(fields, &["max_tokens"])?;

@@ -38,14 +38,13 @@ pub struct Split {
 
 impl Split {
     /// The parts `piece` completes.
-    pub fn push(&mut self, piece: &str) -> Vec<Part> {
-        if self.state == State::Thinking || (self.state == State::Start && !piece.trim().is_empty()) {
-            self.reasoning_pieces += usize::from(self.state == State::Thinking || self.held_opens(piece));
-        }
+    pub fn push(&mut self, piece: String) -> Vec<Part> {
         match self.state {
             State::Answer => return self.lead_trimmed(piece).map(Part::Content).into_iter().collect(),
-            State::Start | State::Thinking => self.held.push_str(piece),
+            State::Thinking => self.reasoning_pieces += 1,
+            State::Start => {}
         }
+        self.held.push_str(&piece);
         let mut parts = Vec::new();
         if self.state == State::Start {
             let text = self.held.trim_start();
@@ -53,6 +52,8 @@ impl Split {
                 return parts;
             }
             if let Some(thought) = text.strip_prefix(OPEN) {
+                // The piece that completes `<think>` is the first of the thinking.
+                self.reasoning_pieces += 1;
                 self.held = thought.to_string();
                 self.state = State::Thinking;
                 self.trim_lead = true;
@@ -68,27 +69,31 @@ impl Split {
             let thought = self.held[..end].trim_end().to_string();
             let rest = self.held[end + CLOSE.len()..].to_string();
             self.held.clear();
-            parts.extend(self.lead_trimmed(&thought).map(Part::Reasoning));
+            parts.extend(self.lead_trimmed(thought).map(Part::Reasoning));
             self.state = State::Answer;
             self.trim_lead = true;
-            parts.extend(self.lead_trimmed(&rest).map(Part::Content));
+            parts.extend(self.lead_trimmed(rest).map(Part::Content));
         } else {
             let tag = (1..CLOSE.len()).rev().find(|&n| self.held.ends_with(&CLOSE[..n])).unwrap_or(0);
             let cut = self.held[..self.held.len() - tag].trim_end().len();
             let thought: String = self.held.drain(..cut).collect();
-            parts.extend(self.lead_trimmed(&thought).map(Part::Reasoning));
+            parts.extend(self.lead_trimmed(thought).map(Part::Reasoning));
         }
         parts
     }
 
-    /// `text` without the white space that opens a part; `None` when nothing is left of it.
-    fn lead_trimmed(&mut self, text: &str) -> Option<String> {
-        let text = if self.trim_lead { text.trim_start() } else { text };
+    /// `text` without the white space that opens a part (taken as it is otherwise: no copy per token of an
+    /// answer that does not think); `None` when nothing is left of it.
+    fn lead_trimmed(&mut self, text: String) -> Option<String> {
+        let text = match self.trim_lead {
+            true => text.trim_start().to_string(),
+            false => text,
+        };
         if text.is_empty() {
             return None;
         }
         self.trim_lead = false;
-        Some(text.to_string())
+        Some(text)
     }
 
     /// What is still held when the answer ends: unfinished thinking stays thinking.
@@ -96,7 +101,9 @@ impl Split {
         let held = std::mem::take(&mut self.held);
         match self.state {
             _ if held.is_empty() => Vec::new(),
-            State::Thinking => self.lead_trimmed(held.trim_end()).map(Part::Reasoning).into_iter().collect(),
+            State::Thinking => {
+                self.lead_trimmed(held.trim_end().to_string()).map(Part::Reasoning).into_iter().collect()
+            }
             State::Start | State::Answer => vec![Part::Content(held)],
         }
     }
@@ -105,39 +112,58 @@ impl Split {
     pub fn reasoning_tokens(&self) -> usize {
         self.reasoning_pieces
     }
-
-    /// Whether the text held with `piece` opens the thinking (the piece that completes `<think>` counts).
-    fn held_opens(&self, piece: &str) -> bool {
-        format!("{}{piece}", self.held).trim_start().starts_with(OPEN)
-    }
 }
 
-/// A whole answer's text split into its thinking (if it opened with one) and its answer.
-#[cfg(test)]
-pub fn split_whole(text: &str) -> (Option<String>, String) {
-    let mut split = Split::default();
-    let mut parts = split.push(text);
-    parts.extend(split.finish());
-    let (mut reasoning, mut content) = (None::<String>, String::new());
-    for part in parts {
-        match part {
-            Part::Reasoning(r) => reasoning.get_or_insert_with(String::new).push_str(&r),
-            Part::Content(c) => content.push_str(&c),
+/// A whole answer gathered piece by piece: its thinking (where it opened with one) and its text.
+#[derive(Debug, Default)]
+pub struct Whole {
+    split: Split,
+    reasoning: Option<String>,
+    content: String,
+}
+
+impl Whole {
+    /// Adds a generated piece.
+    pub fn push(&mut self, piece: String) {
+        let parts = self.split.push(piece);
+        self.take(parts);
+    }
+
+    /// Ends the answer: its thinking, its text, and the pieces that were thinking (`reasoning_tokens`).
+    pub fn finish(mut self) -> (Option<String>, String, usize) {
+        let parts = self.split.finish();
+        self.take(parts);
+        (self.reasoning, self.content, self.split.reasoning_tokens())
+    }
+
+    fn take(&mut self, parts: Vec<Part>) {
+        for part in parts {
+            match part {
+                Part::Reasoning(r) => self.reasoning.get_or_insert_with(String::new).push_str(&r),
+                Part::Content(c) => self.content.push_str(&c),
+            }
         }
     }
-    (reasoning, content)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// A whole answer's text split into its thinking and its answer.
+    fn split_whole(text: &str) -> (Option<String>, String) {
+        let mut whole = Whole::default();
+        whole.push(text.to_string());
+        let (reasoning, content, _) = whole.finish();
+        (reasoning, content)
+    }
+
     /// The parts of `pieces` fed one by one, adjacent parts of one kind joined.
     fn streamed(pieces: &[&str]) -> (Vec<Part>, usize) {
         let mut split = Split::default();
         let mut parts: Vec<Part> = Vec::new();
         for piece in pieces {
-            split.push(piece).into_iter().for_each(|part| joined(&mut parts, part));
+            split.push(piece.to_string()).into_iter().for_each(|part| joined(&mut parts, part));
         }
         split.finish().into_iter().for_each(|part| joined(&mut parts, part));
         (parts, split.reasoning_tokens())

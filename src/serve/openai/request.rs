@@ -211,8 +211,8 @@ fn parse_chat_logprobs(fields: &Map<String, Value>) -> Result<Option<usize>, Api
     }
 }
 
-/// Checks a parsed body.
-pub fn parse(body: &Value) -> Result<ChatRequest, ApiError> {
+/// A body's fields and the `model` it asks for, checked as chat and text completions check them.
+pub(crate) fn fields_and_model(body: &Value) -> Result<(&Map<String, Value>, String), ApiError> {
     let Value::Object(fields) = body else {
         return Err(ApiError::bad_request("the request body must be a JSON object", None));
     };
@@ -221,6 +221,12 @@ pub fn parse(body: &Value) -> Result<ChatRequest, ApiError> {
         Some(_) => return Err(ApiError::invalid("model", "model must be a non-empty string")),
         None => return Err(ApiError::invalid("model", "model is required: one of the ids GET /v1/models lists")),
     };
+    Ok((fields, model))
+}
+
+/// Checks a parsed body.
+pub fn parse(body: &Value) -> Result<ChatRequest, ApiError> {
+    let (fields, model) = fields_and_model(body)?;
     let messages = parse_messages(fields.get("messages"))?;
     let (functions, tools) = parse_tools(fields.get("tools"))?;
     let tool_choice = parse_tool_choice(fields.get("tool_choice"), &functions)?;

@@ -72,7 +72,7 @@ impl Builder {
         match event {
             JobEvent::Logprob(lp) => self.pending.push(lp),
             JobEvent::Piece(Piece::Text(text)) => {
-                for part in self.split.push(&text) {
+                for part in self.split.push(text) {
                     self.add(part, &mut out);
                 }
             }

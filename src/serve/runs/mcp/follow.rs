@@ -29,10 +29,22 @@ pub enum Rest {
 
 /// Where a request is in following its run: a run followed again after an approval goes on from there, so
 /// the client sees each event once.
-#[derive(Default)]
 pub struct Place {
-    reader: Option<LogReader>,
+    reader: LogReader,
     progress: f64,
+    /// Notes not sent yet: the run's id first, so a client that cancels the request resumes the run by it.
+    notes: Vec<String>,
+}
+
+impl Place {
+    /// The start of run `id`'s log.
+    pub async fn open(state: &Arc<AppState>, id: &str) -> Result<Self, ApiError> {
+        let dir = {
+            let (state, id) = (state.clone(), id.to_string());
+            off_runtime(move || run_dir(&state, &id)).await?
+        };
+        Ok(Self { reader: LogReader::new(&dir), progress: 0.0, notes: vec![format!("run {id}")] })
+    }
 }
 
 /// Follows run `id` until it is no longer queued or running here.
@@ -43,17 +55,7 @@ pub async fn until_settled(
     place: &mut Place,
 ) -> Result<Rest, ApiError> {
     let token = context.meta.get_progress_token();
-    let mut notes = Vec::new();
-    if place.reader.is_none() {
-        let dir = {
-            let (state, id) = (state.clone(), id.to_string());
-            off_runtime(move || run_dir(&state, &id)).await?
-        };
-        place.reader = Some(LogReader::new(&dir));
-        // The run's id first: a client that cancels the request resumes the run by it.
-        notes.push(format!("run {id}"));
-    }
-    let Place { reader: Some(reader), progress } = place else { unreachable!("the reader was just made") };
+    let Place { reader, progress, notes } = place;
     loop {
         // Looked at before reading: a run that ends between the two has its last lines read this time.
         let active = state.active.get(id).is_some();

@@ -239,21 +239,20 @@ impl TandemMcp {
         context: &RequestContext<RoleServer>,
         ask: bool,
     ) -> Result<CallToolResponse, ApiError> {
-        let mut place = follow::Place::default();
+        let mut place = follow::Place::open(&self.state, id).await?;
         loop {
             let rest = follow::until_settled(&self.state, id, context, &mut place).await?;
             let result = self.outcome(id, rest).await?;
-            let run = result.structured_content.clone().unwrap_or_default();
-            if !ask || rest != Rest::Settled || run["status"] != "awaiting_approval" {
-                return Ok(result.into());
-            }
-            let goal = run["goal"].as_str().unwrap_or_default();
-            let plan = plan_lines(&run["plan"]);
+            let run = match &result.structured_content {
+                Some(run) if ask && rest == Rest::Settled && run["status"] == "awaiting_approval" => run,
+                _ => return Ok(result.into()),
+            };
+            let (goal, plan) = (run["goal"].as_str().unwrap_or_default().to_string(), plan_lines(&run["plan"]));
             let answer = match ask::how(context) {
                 ask::Asking::Not => return Ok(result.into()),
-                ask::Asking::InRounds => return Ok(ask::in_rounds(id, goal, &plan).into()),
+                ask::Asking::InRounds => return Ok(ask::in_rounds(id, &goal, &plan).into()),
                 ask::Asking::ByRequest => tokio::select! {
-                    answer = ask::by_request(context, goal, &plan) => answer,
+                    answer = ask::by_request(context, &goal, &plan) => answer,
                     // The request was cancelled while the user looked at the plan: it still waits.
                     () = context.ct.cancelled() => return Ok(result.into()),
                 },
