@@ -37,11 +37,13 @@ pub enum BenchCommand {
     /// Example: tandem bench pairs --planners qwen2.5-coder-1.5b-instruct-q4_k_m --executors
     /// qwen2.5-coder-0.5b-instruct-q4_k_m --suite tasks --limit 10
     Pairs(PairsArgs),
-    /// Load test of an OpenAI-compatible server: N concurrent clients stream chat requests
-    /// (benches/serve/requests.json; text of a fixed length, and required tool calls) to the served model; per
-    /// workload and level requests/s, time to first token p50/p99, completion tok/s, prompt tokens evaluated and
-    /// errors, after every slot is warmed. Starts `tandem serve` itself per level (as many slots as clients), or
-    /// loads --url; with --vs-llama-server also llama.cpp's server on the same file, alternating, with ratios.
+    /// Load test of an OpenAI-compatible server as users load it: N concurrent clients stream chat requests, each
+    /// with a prompt of its own (benches/serve/requests.json's templates filled anew; text of a fixed length,
+    /// required tool calls, and long documents with a question), sampled as clients sample (temperature 1, a seed
+    /// each) and greedy; per workload, sampling and level requests/s, time to first token p50/p99, completion
+    /// tok/s, tokens an answer, prompt tokens evaluated and errors, after every slot is warmed. Starts `tandem
+    /// serve` itself per level (as many slots as clients), or loads --url; with --vs-llama-server also llama.cpp's
+    /// server as it comes (--jinja) on the same file, alternating, with ratios.
     ///
     /// Example: tandem bench serve --threads 2 --clients 1,4,16 --vs-llama-server target/llama.cpp/build/bin/llama-server
     Serve(ServeBenchArgs),
@@ -438,10 +440,16 @@ pub struct ServeBenchArgs {
     #[arg(long, value_delimiter = ',', value_name = "N,..", default_value = "1,4,16")]
     pub clients: Vec<usize>,
     /// Workloads, each reported apart (comma-separated): text (no tools, exactly --max-completion-tokens tokens
-    /// with ignore_eos) and tools (the tool list, tool_choice required).
-    #[arg(long, value_delimiter = ',', value_name = "text|tools", default_value = "text,tools",
-        value_parser = ["text", "tools"])]
+    /// with ignore_eos), tools (the tool list, tool_choice required) and long (a new document of 1,500+ tokens and
+    /// a question, answered as text is).
+    #[arg(long, value_delimiter = ',', value_name = "text|tools|long", default_value = "text,tools,long",
+        value_parser = ["text", "tools", "long"])]
     pub workload: Vec<String>,
+    /// How answers are chosen, each reported apart (comma-separated): sampled (temperature 1 with a seed per
+    /// request, as OpenAI clients send by default) and greedy (temperature 0).
+    #[arg(long, value_delimiter = ',', value_name = "sampled|greedy", default_value = "sampled,greedy",
+        value_parser = ["sampled", "greedy"])]
+    pub sampling: Vec<String>,
     /// Requests each client sends per level, one after another, after every slot is warmed.
     #[arg(long, value_name = "N", default_value_t = 20)]
     pub requests: usize,
@@ -458,9 +466,9 @@ pub struct ServeBenchArgs {
     /// must serve --model under its id.
     #[arg(long, value_name = "URL")]
     pub url: Option<String>,
-    /// Also start llama.cpp's llama-server at this path on the same file (`-np` clients, the same threads,
-    /// `--jinja`, `--kv-unified`, `--cache-reuse 256`), alternating with tandem serve, and print Tandem ÷ llama-server for each figure (build it with
-    /// scripts/build-llama-server.sh).
+    /// Also start llama.cpp's llama-server at this path on the same file as it comes (`-np` clients, the same
+    /// threads, `--jinja`, 4096 tokens of context a slot, its other defaults), alternating with tandem serve, and
+    /// print Tandem ÷ llama-server for each figure (build it with scripts/build-llama-server.sh).
     #[arg(long, value_name = "LLAMA_SERVER")]
     pub vs_llama_server: Option<PathBuf>,
     /// Where the run directory (samples.jsonl, summary.json, summary.md) is written.

@@ -280,7 +280,7 @@ fn speed(args: SpeedArgs, reporter: &dyn Reporter) -> Result<()> {
 
 /// `tandem bench serve`: the model's file resolved (pulled if needed), the load run, the table printed.
 fn serve(args: ServeBenchArgs, reporter: &dyn Reporter) -> Result<()> {
-    use crate::bench::serve::workload::Kind;
+    use crate::bench::serve::workload::{Kind, Sampling};
     use crate::bench::serve::{run, ServeBenchSettings};
     let resolved = crate::store::ModelStore::open()?.resolve(&args.model, reporter)?;
     // tandem serve serves a file under its stem; llama-server is given the same name (--alias).
@@ -291,6 +291,7 @@ fn serve(args: ServeBenchArgs, reporter: &dyn Reporter) -> Result<()> {
         model: resolved.path,
         model_name,
         workloads: args.workload.iter().map(|name| Kind::parse(name)).collect::<Result<Vec<_>>>()?,
+        samplings: args.sampling.iter().map(|name| Sampling::parse(name)).collect::<Result<Vec<_>>>()?,
         clients: args.clients.clone(),
         requests_per_client: args.requests,
         max_tokens: args.max_completion_tokens,

@@ -1,8 +1,9 @@
 //! `tandem bench serve` end to end: the real binary starts `tandem serve` on the real 0.5B model per workload and
 //! level, warms every slot, drives it with concurrent streamed requests (text of a fixed length; required tool
 //! calls), and writes its run directory; the summary must hold every figure for every workload, phase and level,
-//! every request answered, text answers exactly max_tokens long. Answers are kept short (48 tokens: room for a
-//! call). Against llama.cpp's real `llama-server`, the `tools` answers must be calls on both servers.
+//! every request answered with a prompt of its own, text answers exactly max_tokens long. Answers are kept short
+//! (48 tokens: room for a call). Against llama.cpp's real `llama-server` as it comes, both servers answer the
+//! same new prompts, long ones included, and Tandem's `tools` answers are calls.
 
 use serde_json::{json, Value};
 
@@ -27,6 +28,10 @@ fn bench_serve_loads_tandem_serve_and_reports_every_level() {
         "2",
         "--max-completion-tokens",
         "48",
+        "--workload",
+        "text,tools",
+        "--sampling",
+        "sampled",
         "--threads",
         "2",
         "--out",
@@ -38,8 +43,9 @@ fn bench_serve_loads_tandem_serve_and_reports_every_level() {
     assert_eq!(dirs.len(), 1, "one run directory: {dirs:?}");
     let summary: Value = serde_json::from_str(&std::fs::read_to_string(dirs[0].join("summary.json")).unwrap()).unwrap();
     let levels = summary["levels"].as_array().expect("levels");
-    // Both workloads by default, each with its warm-up (cold) and measured (warm) phase, at both levels.
+    // Both workloads, each with its warm-up (cold) and measured (warm) phase, at both levels.
     assert_eq!(levels.len(), 8, "one row per workload, phase and level: {summary:#}");
+    assert_eq!(summary["repeated_prompts"], 0, "every prompt new: {summary:#}");
     let level = |workload: &str, phase: &str, clients: usize| {
         levels
             .iter()
@@ -52,7 +58,7 @@ fn bench_serve_loads_tandem_serve_and_reports_every_level() {
             let cold = level(workload, "cold", clients);
             assert_eq!((cold["requests"].clone(), cold["errors"].clone()), (json!(clients), json!(0)), "{cold}");
             let warm = level(workload, "warm", clients);
-            assert_eq!(warm["server"], "tandem");
+            assert_eq!((warm["server"].clone(), warm["sampling"].clone()), (json!("tandem"), json!("sampled")));
             assert_eq!(warm["requests"], clients * 2, "{warm}");
             assert_eq!(warm["errors"], 0, "every request answered: {warm}");
             for figure in ["requests_per_s", "ttft_p50_s", "ttft_p99_s", "tokens_per_s"] {
@@ -65,9 +71,10 @@ fn bench_serve_loads_tandem_serve_and_reports_every_level() {
                 // ignore_eos: every text answer is exactly max_tokens long.
                 assert_eq!(tokens, 48 * clients * 2, "{warm}");
             } else {
-                assert!(tokens > 0 && tokens <= 48 * clients * 2, "{warm}");
+                assert!(tokens > 0, "{warm}");
             }
-            // The warmed slots reuse the shared prompt: fewer tokens evaluated than sent.
+            // The warmed slots reuse the shared prompt (the system prompt, and the tools): fewer tokens evaluated
+            // than sent, though every user message is new.
             let evaluated = warm["prompt_evaluated"].as_u64().expect("tandem reports cached tokens");
             assert!(evaluated < warm["prompt_tokens"].as_u64().unwrap(), "{warm}");
         }
@@ -79,6 +86,8 @@ fn bench_serve_loads_tandem_serve_and_reports_every_level() {
     assert_eq!(records.len(), 2 * (1 + 2 + 2 + 4), "{samples}");
     let ids: std::collections::HashSet<_> = records.iter().map(|r| r["sample"].to_string()).collect();
     assert_eq!(ids.len(), records.len(), "{samples}");
+    let prompts: std::collections::HashSet<_> = records.iter().map(|r| r["prompt"].as_u64().unwrap()).collect();
+    assert_eq!(prompts.len(), records.len(), "each request its own message: {samples}");
     for record in &records {
         assert!(record["error"].is_null() && record["ttft_s"].as_f64().is_some(), "{record}");
         assert!(
@@ -91,13 +100,16 @@ fn bench_serve_loads_tandem_serve_and_reports_every_level() {
         } else {
             // tool_choice required: every answer is a call (one that outgrew the 48 tokens ends as `length`).
             assert!(record["tool_calls"].as_u64() > Some(0), "{record}");
+            // The listing pass's tokens are counted as reasoning tokens, beside the answer's at most 48.
+            let answer = record["completion_tokens"].as_u64().unwrap() - record["reasoning_tokens"].as_u64().unwrap();
+            assert!(answer > 0 && answer <= 48, "{record}");
             assert!(["tool_calls", "length"].contains(&record["finish_reason"].as_str().unwrap_or("")), "{record}");
         }
     }
     assert!(records.iter().any(|r| r["finish_reason"] == "tool_calls"), "{samples}");
     let table = std::fs::read_to_string(dirs[0].join("summary.md")).unwrap();
-    assert!(table.contains("| text | 2 | tandem | 4 | 0 |"), "{table}");
-    assert!(table.contains("| tools | 2 | tandem | 4 | 0 |"), "{table}");
+    assert!(table.contains("| text | sampled | 2 | tandem | 4 | 0 |"), "{table}");
+    assert!(table.contains("| tools | sampled | 2 | tandem | 4 | 0 |"), "{table}");
     assert!(table.contains("Warm-up (cold) phase"), "{table}");
     assert!(stdout.contains("TTFT p50"), "{stdout}");
 }
@@ -139,7 +151,7 @@ fn llama_server() -> std::path::PathBuf {
 }
 
 #[test]
-fn bench_serve_tools_answers_are_calls_on_llama_server_too() {
+fn bench_serve_sends_both_servers_the_same_new_prompts_long_ones_included() {
     real_model(MODEL);
     let scratch = Scratch::new();
     let out = scratch.path("results");
@@ -151,13 +163,15 @@ fn bench_serve_tools_answers_are_calls_on_llama_server_too() {
         "--model",
         MODEL,
         "--workload",
-        "tools",
+        "tools,long",
+        "--sampling",
+        "greedy",
         "--clients",
         "1",
         "--requests",
-        "2",
+        "1",
         "--max-completion-tokens",
-        "64",
+        "48",
         "--threads",
         "2",
         "--out",
@@ -169,20 +183,33 @@ fn bench_serve_tools_answers_are_calls_on_llama_server_too() {
     assert!(output.status.success(), "bench serve failed:\n{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
     let dir = std::fs::read_dir(&out).unwrap().next().unwrap().unwrap().path();
     let summary: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
-    assert_eq!(summary["llama_server_tools_prefill"], "<tool_call>\n", "Qwen's template writes Hermes blocks");
+    assert_eq!(summary["repeated_prompts"], 0, "{summary:#}");
+    assert_eq!(summary["ratios"].as_array().map(Vec::len), Some(2), "a ratio row per workload: {summary:#}");
     let samples = std::fs::read_to_string(dir.join("samples.jsonl")).unwrap();
     let records: Vec<Value> = samples.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    for server in ["tandem", "llama-server"] {
-        let answers: Vec<&Value> = records.iter().filter(|r| r["server"] == server).collect();
-        // One warm-up request and two measured ones.
-        assert_eq!(answers.len(), 3, "{server}: {samples}");
-        for answer in &answers {
-            assert!(answer["error"].is_null() && answer["tool_calls"].as_u64() > Some(0), "{server}: {answer}");
+    let of = |server: &str, workload: &str| -> Vec<&Value> {
+        records.iter().filter(|r| r["server"] == server && r["workload"] == workload).collect()
+    };
+    for workload in ["tools", "long"] {
+        let (ours, theirs) = (of("tandem", workload), of("llama-server", workload));
+        // One warm-up request and one measured one each, every one answered.
+        assert_eq!((ours.len(), theirs.len()), (2, 2), "{workload}: {samples}");
+        for (a, b) in ours.iter().zip(&theirs) {
+            assert!(a["error"].is_null() && b["error"].is_null(), "{a}\n{b}");
+            assert_eq!(a["prompt"], b["prompt"], "both servers answer the same request numbers");
         }
-        assert!(answers.iter().any(|a| a["finish_reason"] == "tool_calls"), "{server}: {samples}");
+        assert_ne!(ours[0]["prompt"], ours[1]["prompt"], "the warm-up and the measured request differ");
+    }
+    for record in of("tandem", "long").into_iter().chain(of("llama-server", "long")) {
+        assert!(record["prompt_tokens"].as_u64() >= Some(1500), "a long prompt: {record}");
+        assert_eq!(record["completion_tokens"], 48, "{record}");
+    }
+    // Tandem's grammar makes every required answer a call; llama-server's answers are recorded as they come.
+    for answer in of("tandem", "tools") {
+        assert!(answer["tool_calls"].as_u64() > Some(0), "{answer}");
     }
     let table = std::fs::read_to_string(dir.join("summary.md")).unwrap();
-    assert!(table.contains("llama-server"), "{table}");
+    assert!(table.contains("| long | greedy | 1 | llama-server | 1 | 0 |"), "{table}");
 }
 
 /// The children of process `pid` (Linux's `/proc/PID/task/*/children`).

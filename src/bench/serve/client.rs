@@ -7,7 +7,26 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::workload::{Kind, Workload};
+use super::workload::{Kind, Sampling, Workload};
+
+/// What every request of one phase of a level is: its kind, sampling, model and limit, and the run's number of
+/// its first request (request `r` of client `c` is number `first + c × per_client + r`: each its own message).
+#[derive(Debug, Clone, Copy)]
+pub struct Batch<'a> {
+    pub workload: &'a Workload,
+    pub kind: Kind,
+    pub sampling: Sampling,
+    pub model: &'a str,
+    pub max_tokens: usize,
+    pub first: u64,
+}
+
+impl Batch<'_> {
+    /// The run's number of request `request` of client `client`, each sending `per_client`.
+    pub fn number(&self, client: usize, request: usize, per_client: usize) -> u64 {
+        self.first + (client * per_client + request) as u64
+    }
+}
 
 /// What one request gave.
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -15,12 +34,16 @@ pub struct RequestOutcome {
     /// Which client sent it, and its number among that client's requests.
     pub client: usize,
     pub request: usize,
+    /// The run's number of the request: which message it sent (see `Workload::message`).
+    pub prompt: u64,
     /// Seconds from sending to the first chunk with answer text or a tool call (not the empty role chunk).
     pub ttft_s: Option<f64>,
     /// Seconds from sending to the end of the stream.
     pub total_s: f64,
     /// `usage.completion_tokens` of the last chunk: the answer's tokens, as OpenAI counts them.
     pub completion_tokens: usize,
+    /// Of those, `completion_tokens_details.reasoning_tokens`: thinking, and Tandem's listing pass.
+    pub reasoning_tokens: usize,
     pub prompt_tokens: usize,
     /// Prompt tokens the server computed (not reused from a cache): llama-server's `timings.prompt_n`, else
     /// `prompt_tokens` less `usage.prompt_tokens_details.cached_tokens`; `None` when the server says neither.
@@ -49,15 +72,7 @@ const ANSWER_KEPT: usize = 200;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Runs one level: `clients` threads, each sending `per_client` requests in turn to `base` (`http://host:port`).
-pub fn run_level(
-    base: &str,
-    model: &str,
-    workload: &Workload,
-    kind: Kind,
-    clients: usize,
-    per_client: usize,
-    max_tokens: usize,
-) -> LevelOutcome {
+pub fn run_level(base: &str, batch: Batch, clients: usize, per_client: usize) -> LevelOutcome {
     let agent = ureq::AgentBuilder::new().timeout(REQUEST_TIMEOUT).max_idle_connections_per_host(clients).build();
     let url = format!("{}/v1/chat/completions", base.trim_end_matches('/'));
     let started = Instant::now();
@@ -68,10 +83,11 @@ pub fn run_level(
                 scope.spawn(move || {
                     (0..per_client)
                         .map(|request| {
-                            let message = workload.message_for(client, request, per_client);
-                            let body = workload.body(kind, model, message, max_tokens);
+                            let n = batch.number(client, request, per_client);
+                            let body =
+                                batch.workload.body(batch.kind, batch.sampling, batch.model, n, batch.max_tokens);
                             let mut outcome = send(&agent, url, &body);
-                            (outcome.client, outcome.request) = (client, request);
+                            (outcome.client, outcome.request, outcome.prompt) = (client, request, n);
                             outcome
                         })
                         .collect::<Vec<_>>()
@@ -86,15 +102,8 @@ pub fn run_level(
 /// The cold phase: as many requests at once as the server has slots, one each, so every slot holds the shared
 /// prompt (system prompt, and the tools for `tools`) before the measured phase, on llama-server as on Tandem.
 /// Its outcome is reported apart; a failed request fails the warm-up.
-pub fn warm_up(
-    base: &str,
-    model: &str,
-    workload: &Workload,
-    kind: Kind,
-    slots: usize,
-    max_tokens: usize,
-) -> Result<LevelOutcome, String> {
-    let outcome = run_level(base, model, workload, kind, slots, 1, max_tokens);
+pub fn warm_up(base: &str, batch: Batch, slots: usize) -> Result<LevelOutcome, String> {
+    let outcome = run_level(base, batch, slots, 1);
     match outcome.requests.iter().find_map(|r| r.error.clone()) {
         Some(error) => Err(error),
         None => Ok(outcome),
@@ -176,6 +185,7 @@ fn read_timings(chunk: &Value, outcome: &mut RequestOutcome) {
 fn read_usage(usage: &Value, outcome: &mut RequestOutcome) {
     let count = |pointer: &str| usage.pointer(pointer).and_then(Value::as_u64).map(|n| n as usize);
     outcome.completion_tokens = count("/completion_tokens").unwrap_or(0);
+    outcome.reasoning_tokens = count("/completion_tokens_details/reasoning_tokens").unwrap_or(0);
     outcome.prompt_tokens = count("/prompt_tokens").unwrap_or(0);
     if outcome.prompt_evaluated.is_none() {
         outcome.prompt_evaluated =
@@ -253,10 +263,11 @@ mod tests {
     #[test]
     fn prompt_tokens_evaluated_come_from_the_cached_count_or_llama_servers_timings() {
         let usage = json!({"prompt_tokens": 450, "completion_tokens": 64,
-            "prompt_tokens_details": {"cached_tokens": 430}});
+            "prompt_tokens_details": {"cached_tokens": 430}, "completion_tokens_details": {"reasoning_tokens": 9}});
         let mut tandem = fresh();
         read_usage(&usage, &mut tandem);
         assert_eq!((tandem.prompt_tokens, tandem.completion_tokens, tandem.prompt_evaluated), (450, 64, Some(20)));
+        assert_eq!(tandem.reasoning_tokens, 9);
         // llama-server's timings (read from its chunks first) win over its usage.
         let mut llama = fresh();
         let last = json!({"choices": [{"delta": {}, "finish_reason": "length"}],

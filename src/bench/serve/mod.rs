@@ -1,21 +1,24 @@
-//! `tandem bench serve`: concurrent clients streaming chat requests at an OpenAI-compatible server, workload by
-//! workload (`text`: a fixed number of tokens without tools; `tools`: a required call) and level by level (1, 4,
-//! 16 clients); per level requests/s, time to first token p50/p99, completion tokens/s, prompt tokens evaluated
-//! and errors. It starts `tandem serve` itself (or loads a server at `--url`), and with a `llama-server` binary
-//! runs llama.cpp's server on the same file, threads and slots with its own prefix reuse on, alternating the two,
-//! and reports the ratios. Every slot of either server is warmed (one request a slot, all at once) before the
-//! measured requests; the warm-up is reported apart. The run is written as the other benchmarks' are:
-//! `samples.jsonl` (every request, both phases), `summary.json`, `summary.md`.
+//! `tandem bench serve`: concurrent clients streaming chat requests at an OpenAI-compatible server as users send
+//! them (every prompt new, sampled as clients sample, or greedy), workload by workload (`text`: a fixed number of
+//! tokens without tools; `tools`: a required call; `long`: a new 1,500-token document and a question) and level
+//! by level (1, 4, 16 clients); per level requests/s, time to first token p50/p99, completion tokens/s, tokens an
+//! answer, prompt tokens evaluated and errors. It starts `tandem serve` itself (or loads a server at `--url`),
+//! and with a `llama-server` binary runs llama.cpp's server as it comes (`--jinja`, its defaults) on the same
+//! file, threads and slots, alternating the two, and reports the ratios. Every slot of either server is warmed
+//! (one request a slot, all at once) before the measured requests; the warm-up is reported apart. The run is
+//! written as the other benchmarks' are: `samples.jsonl` (every request, both phases), `summary.json`
+//! (with `repeated_prompts`: requests whose prompt an earlier one had sent, 0 unless the messages ran out),
+//! `summary.md`.
 //!
-//! Parts: the requests (`workload`), the clients (`client`), the servers as child processes (`servers`),
-//! llama-server's prefill under a required call (`prefill`), the figures and their table (`report`).
+//! Parts: the requests (`workload`), the clients (`client`), the servers as child processes (`servers`), the
+//! figures and their table (`report`).
 
 pub mod client;
-pub mod prefill;
 pub mod report;
 pub mod servers;
 pub mod workload;
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 
 use serde_json::json;
@@ -23,10 +26,10 @@ use serde_json::json;
 use super::records::BenchRecorder;
 use crate::progress::{ProgressUnit, Reporter};
 use crate::{Error, Result};
-use client::{run_level, warm_up};
-use report::{markdown, LevelFigures, Phase, Ratios};
+use client::{run_level, warm_up, Batch};
+use report::{markdown, LevelFigures, Phase, Ratios, Row};
 use servers::{Launch, RunningServer, ServerKind};
-use workload::{Kind, Workload};
+use workload::{Kind, Sampling, Workload};
 
 /// What `tandem bench serve` runs.
 #[derive(Debug, Clone)]
@@ -37,6 +40,8 @@ pub struct ServeBenchSettings {
     pub model_name: String,
     /// The workloads, each run and reported apart.
     pub workloads: Vec<Kind>,
+    /// How answers are chosen, each run and reported apart.
+    pub samplings: Vec<Sampling>,
     /// Concurrent clients, one level each.
     pub clients: Vec<usize>,
     /// Requests each client sends per level, one after another.
@@ -63,6 +68,8 @@ pub struct ServeBenchReport {
     pub levels: Vec<LevelFigures>,
     pub runs: Vec<LevelFigures>,
     pub ratios: Vec<Ratios>,
+    /// Requests (on each server) whose prompt an earlier request of the run had sent.
+    pub repeated_prompts: usize,
     /// The run directory.
     pub dir: PathBuf,
 }
@@ -81,7 +88,10 @@ pub fn run(settings: &ServeBenchSettings, reporter: &dyn Reporter) -> Result<Ser
         return Err(Error::Usage("--clients needs one or more numbers of clients, each at least 1".into()));
     }
     if settings.workloads.is_empty() {
-        return Err(Error::Usage("--workload needs text, tools or both (text,tools)".into()));
+        return Err(Error::Usage("--workload needs text, tools, long or several (text,tools,long)".into()));
+    }
+    if settings.samplings.is_empty() {
+        return Err(Error::Usage("--sampling needs sampled, greedy or both (sampled,greedy)".into()));
     }
     if settings.requests_per_client == 0 || settings.max_tokens == 0 {
         return Err(Error::Usage("--requests and --max-completion-tokens must be at least 1".into()));
@@ -100,12 +110,6 @@ pub fn run(settings: &ServeBenchSettings, reporter: &dyn Reporter) -> Result<Ser
         }
     }
     let workload = Workload::builtin()?;
-    // llama-server's own grammar under `required` lets text come before the call; see `prefill`.
-    let llama_prefill = match settings.llama_server {
-        Some(_) => prefill::required_call_prefill(&settings.model)?,
-        None => None,
-    };
-    let llama_workload = workload.with_call_prefill(llama_prefill.clone());
     let mut recorder = BenchRecorder::create(&settings.out, "serve")?;
     let load_before = load_average();
     let repeats = settings.repeats.max(1);
@@ -113,37 +117,48 @@ pub fn run(settings: &ServeBenchSettings, reporter: &dyn Reporter) -> Result<Ser
         Some(_) => vec![ServerKind::Tandem, ServerKind::LlamaServer],
         None => vec![ServerKind::Tandem],
     };
-    let progress = reporter.start(
-        "bench serve",
-        Some((settings.workloads.len() * settings.clients.len() * repeats * servers.len()) as u64),
-        ProgressUnit::Items,
-    );
+    let levels_run = settings.workloads.len() * settings.samplings.len() * settings.clients.len() * repeats;
+    let progress = reporter.start("bench serve", Some((levels_run * servers.len()) as u64), ProgressUnit::Items);
     let mut runs = Vec::new();
+    // The run's request numbers: each level's repetition gets its own, the same on both servers (so both answer
+    // the same prompts), and no two requests of the run share one.
+    let mut next = 0u64;
+    let mut sent = HashSet::new();
+    let mut repeated_prompts = 0;
     for &kind in &settings.workloads {
-        for &clients in &settings.clients {
-            for repeat in 0..repeats {
-                // Alternating which server goes first, so drift in the machine's load falls on both.
-                let mut order = servers.clone();
-                if repeat % 2 == 1 {
-                    order.reverse();
-                }
-                for server in order {
-                    let level = Level { kind, server, clients, repeat };
-                    let these = if server == ServerKind::LlamaServer { &llama_workload } else { &workload };
-                    let (cold, warm) = run_one(settings, these, level, &mut recorder)?;
-                    progress.inc(1);
-                    reporter.message(&format!(
-                        "{} with {} clients on {}: {:.2} requests/s, TTFT p50 {:.3} s, {:.1} tok/s, {} errors",
-                        kind.name(),
-                        clients,
-                        server.name(),
-                        warm.requests_per_s,
-                        warm.ttft_p50_s,
-                        warm.tokens_per_s,
-                        warm.errors + cold.errors
-                    ));
-                    runs.push(cold);
-                    runs.push(warm);
+        for &sampling in &settings.samplings {
+            for &clients in &settings.clients {
+                for repeat in 0..repeats {
+                    let first = next;
+                    next += (clients + clients * settings.requests_per_client) as u64;
+                    for n in first..next {
+                        if !sent.insert((kind == Kind::Tools, workload.message(kind, n))) {
+                            repeated_prompts += 1;
+                        }
+                    }
+                    // Alternating which server goes first, so drift in the machine's load falls on both.
+                    let mut order = servers.clone();
+                    if repeat % 2 == 1 {
+                        order.reverse();
+                    }
+                    for server in order {
+                        let level = Level { kind, sampling, server, clients, repeat, first };
+                        let (cold, warm) = run_one(settings, &workload, level, &mut recorder)?;
+                        progress.inc(1);
+                        reporter.message(&format!(
+                            "{} {} with {} clients on {}: {:.2} requests/s, TTFT p50 {:.3} s, {:.1} tok/s, {} errors",
+                            kind.name(),
+                            sampling.name(),
+                            clients,
+                            server.name(),
+                            warm.requests_per_s,
+                            warm.ttft_p50_s,
+                            warm.tokens_per_s,
+                            warm.errors + cold.errors
+                        ));
+                        runs.push(cold);
+                        runs.push(warm);
+                    }
                 }
             }
         }
@@ -152,34 +167,33 @@ pub fn run(settings: &ServeBenchSettings, reporter: &dyn Reporter) -> Result<Ser
     let mut levels = Vec::new();
     let mut ratios = Vec::new();
     for &kind in &settings.workloads {
-        for phase in [Phase::Warm, Phase::Cold] {
-            for &clients in &settings.clients {
-                let of = |server: ServerKind| {
-                    let these: Vec<LevelFigures> = runs
-                        .iter()
-                        .filter(|r| {
-                            r.workload == kind && r.phase == phase && r.clients == clients && r.server == server
-                        })
-                        .cloned()
-                        .collect();
-                    LevelFigures::median_of(&these)
-                };
-                let ours = of(ServerKind::Tandem);
-                let theirs = of(ServerKind::LlamaServer);
-                if let (Phase::Warm, Some(ours), Some(theirs)) = (phase, &ours, &theirs) {
-                    ratios.push(Ratios::of(ours, theirs));
+        for &sampling in &settings.samplings {
+            for phase in [Phase::Warm, Phase::Cold] {
+                for &clients in &settings.clients {
+                    let of = |server: ServerKind| {
+                        let row = Row { workload: kind, sampling, phase, server, clients };
+                        let these: Vec<LevelFigures> = runs.iter().filter(|r| r.row() == row).cloned().collect();
+                        LevelFigures::median_of(&these)
+                    };
+                    let ours = of(ServerKind::Tandem);
+                    let theirs = of(ServerKind::LlamaServer);
+                    if let (Phase::Warm, Some(ours), Some(theirs)) = (phase, &ours, &theirs) {
+                        ratios.push(Ratios::of(ours, theirs));
+                    }
+                    levels.extend(ours);
+                    levels.extend(theirs);
                 }
-                levels.extend(ours);
-                levels.extend(theirs);
             }
         }
     }
     let load_after = load_average();
     let heading = format!(
-        "bench serve: {} ({}; {} threads a server, every slot warmed first, then {} requests a client, max_tokens {}, medians of {} alternating runs; load average {} before, {} after)",
+        "bench serve: {} ({}; {}; {} threads a server, every prompt new ({} repeated), every slot warmed first, then {} requests a client, max_tokens {}, medians of {} alternating runs; load average {} before, {} after)",
         settings.model_name,
-        settings.workloads.iter().map(|k| k.name()).collect::<Vec<_>>().join(" and "),
+        settings.workloads.iter().map(|k| k.name()).collect::<Vec<_>>().join(", "),
+        settings.samplings.iter().map(|s| s.name()).collect::<Vec<_>>().join(" and "),
         settings.threads,
+        repeated_prompts,
         settings.requests_per_client,
         settings.max_tokens,
         repeats,
@@ -194,13 +208,14 @@ pub fn run(settings: &ServeBenchSettings, reporter: &dyn Reporter) -> Result<Ser
         "model_name": settings.model_name,
         "url": settings.url,
         "llama_server": settings.llama_server,
-        "llama_server_tools_prefill": llama_prefill,
         "threads": settings.threads,
         "workloads": settings.workloads,
+        "samplings": settings.samplings,
         "clients": settings.clients,
         "requests_per_client": settings.requests_per_client,
         "max_tokens": settings.max_tokens,
         "repeats": repeats,
+        "repeated_prompts": repeated_prompts,
         "load_average_before": load_before,
         "load_average_after": load_after,
         "finished_unix_ms": crate::agent::log::events::now_ms(),
@@ -210,16 +225,19 @@ pub fn run(settings: &ServeBenchSettings, reporter: &dyn Reporter) -> Result<Ser
     });
     recorder.write("summary.json", &serde_json::to_string_pretty(&document).map_err(Error::encode("the summary"))?)?;
     recorder.write("summary.md", &table)?;
-    Ok(ServeBenchReport { levels, runs, ratios, dir: recorder.dir().to_path_buf() })
+    Ok(ServeBenchReport { levels, runs, ratios, repeated_prompts, dir: recorder.dir().to_path_buf() })
 }
 
 /// Which run of which level.
 #[derive(Debug, Clone, Copy)]
 struct Level {
     kind: Kind,
+    sampling: Sampling,
     server: ServerKind,
     clients: usize,
     repeat: usize,
+    /// The run's number of the level's first request (its warm-up's).
+    first: u64,
 }
 
 /// One level on one server: started with as many slots as clients (unless it is `--url`'s), every slot warmed
@@ -231,13 +249,12 @@ fn run_one(
     level: Level,
     recorder: &mut BenchRecorder,
 ) -> Result<(LevelFigures, LevelFigures)> {
-    let Level { kind, server, clients, repeat } = level;
+    let Level { kind, sampling, server, clients, repeat, first } = level;
     let launch = Launch {
         model: settings.model.clone(),
         model_name: settings.model_name.clone(),
         threads: settings.threads,
         slots: clients,
-        max_tokens: settings.max_tokens,
     };
     let running = match (server, &settings.url, &settings.llama_server) {
         (ServerKind::Tandem, Some(_), _) => None,
@@ -251,17 +268,19 @@ fn run_one(
         (None, None) => return Err(Error::Internal("no server to load".into())),
     };
     let log = || running.as_ref().map(|r| format!("; its log ends:\n{}", r.log_tail())).unwrap_or_default();
-    let model = &settings.model_name;
-    let cold = warm_up(&base, model, workload, kind, clients, settings.max_tokens)
+    let batch = Batch { workload, kind, sampling, model: &settings.model_name, max_tokens: settings.max_tokens, first };
+    let cold = warm_up(&base, batch, clients)
         .map_err(|e| Error::Bench(format!("{}'s warm-up request failed: {e}{}", server.name(), log())))?;
-    let warm = run_level(&base, model, workload, kind, clients, settings.requests_per_client, settings.max_tokens);
+    let measured = Batch { first: first + clients as u64, ..batch };
+    let warm = run_level(&base, measured, clients, settings.requests_per_client);
     for (phase, outcome) in [(Phase::Cold, &cold), (Phase::Warm, &warm)] {
         for request in &outcome.requests {
             let phase_name = if phase == Phase::Cold { "cold" } else { "warm" };
             let sample = format!(
-                "{}-{}-c{clients}-r{repeat}-{phase_name}-{}-{}",
+                "{}-{}-{}-c{clients}-r{repeat}-{phase_name}-{}-{}",
                 server.name(),
                 kind.name(),
+                sampling.name(),
                 request.client,
                 request.request
             );
@@ -269,6 +288,7 @@ fn run_one(
             record["sample"] = json!(sample);
             record["server"] = json!(server.name());
             record["workload"] = json!(kind.name());
+            record["sampling"] = json!(sampling.name());
             record["phase"] = json!(phase_name);
             record["clients"] = json!(clients);
             record["repeat"] = json!(repeat);
@@ -278,8 +298,6 @@ fn run_one(
     if let Some(first) = warm.requests.iter().find_map(|r| r.error.as_deref()) {
         tracing::warn!("{} at {clients} clients: a request failed: {first}{}", server.name(), log());
     }
-    Ok((
-        LevelFigures::of(kind, Phase::Cold, server, clients, &cold),
-        LevelFigures::of(kind, Phase::Warm, server, clients, &warm),
-    ))
+    let row = |phase| Row { workload: kind, sampling, phase, server, clients };
+    Ok((LevelFigures::of(row(Phase::Cold), &cold), LevelFigures::of(row(Phase::Warm), &warm)))
 }

@@ -1,10 +1,10 @@
-//! A level's figures from its requests (requests/s, time to first token p50/p99, completion tokens/s, prompt
-//! tokens evaluated, errors), medians over repetitions, the ratios of Tandem to llama-server, and the Markdown
+//! A level's figures from its requests (requests/s, time to first token p50/p99, completion tokens/s, tokens an
+//! answer, prompt tokens evaluated, errors), medians over repetitions, the ratios of Tandem to llama-server, and the Markdown
 //! tables: the measured (warm) phase, the warm-up (cold) phase apart, the ratios.
 
 use super::client::LevelOutcome;
 use super::servers::ServerKind;
-use super::workload::Kind;
+use super::workload::{Kind, Sampling};
 use crate::bench::median;
 
 /// Which phase of a level figures are of.
@@ -17,10 +17,21 @@ pub enum Phase {
     Warm,
 }
 
+/// Which row of the report figures are of: workload, sampling, phase, server and clients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Row {
+    pub workload: Kind,
+    pub sampling: Sampling,
+    pub phase: Phase,
+    pub server: ServerKind,
+    pub clients: usize,
+}
+
 /// One level on one server, one phase, one repetition.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct LevelFigures {
     pub workload: Kind,
+    pub sampling: Sampling,
     pub phase: Phase,
     pub server: ServerKind,
     pub clients: usize,
@@ -34,8 +45,10 @@ pub struct LevelFigures {
     pub ttft_p99_s: f64,
     /// Completion tokens (the usage's `completion_tokens`, summed) a second over the level's wall time.
     pub tokens_per_s: f64,
-    /// Completion tokens over the level.
+    /// Completion tokens over the level, and a median answer's (how long each server's answers are: a call
+    /// written compactly costs fewer tokens).
     pub completion_tokens: usize,
+    pub tokens_per_answer: f64,
     /// Prompt tokens over the level, and of those the ones the server computed rather than reused (`None`
     /// when the server reported no cached or evaluated count).
     pub prompt_tokens: usize,
@@ -45,21 +58,29 @@ pub struct LevelFigures {
 }
 
 impl LevelFigures {
+    /// Which row these are.
+    pub fn row(&self) -> Row {
+        Row {
+            workload: self.workload,
+            sampling: self.sampling,
+            phase: self.phase,
+            server: self.server,
+            clients: self.clients,
+        }
+    }
+
     /// The figures of one level's outcome.
-    pub fn of(
-        workload: Kind,
-        phase: Phase,
-        server: ServerKind,
-        clients: usize,
-        outcome: &LevelOutcome,
-    ) -> LevelFigures {
+    pub fn of(level: Row, outcome: &LevelOutcome) -> LevelFigures {
+        let Row { workload, sampling, phase, server, clients } = level;
         let ok: Vec<_> = outcome.requests.iter().filter(|r| r.error.is_none()).collect();
         let ttfts: Vec<f64> = ok.iter().map(|r| r.ttft_s.unwrap_or(r.total_s)).collect();
         let completion_tokens: usize = ok.iter().map(|r| r.completion_tokens).sum();
         let evaluated: Vec<usize> = ok.iter().filter_map(|r| r.prompt_evaluated).collect();
         let wall = outcome.wall_s.max(1e-9);
+        let lengths: Vec<f64> = ok.iter().map(|r| r.completion_tokens as f64).collect();
         LevelFigures {
             workload,
+            sampling,
             phase,
             server,
             clients,
@@ -71,6 +92,7 @@ impl LevelFigures {
             ttft_p99_s: percentile(&ttfts, 0.99),
             tokens_per_s: completion_tokens as f64 / wall,
             completion_tokens,
+            tokens_per_answer: median(&lengths),
             prompt_tokens: ok.iter().map(|r| r.prompt_tokens).sum(),
             prompt_evaluated: (!evaluated.is_empty()).then(|| evaluated.iter().sum()),
             tool_call_answers: ok.iter().filter(|r| r.tool_calls > 0).count(),
@@ -84,6 +106,7 @@ impl LevelFigures {
         let evaluated: Vec<usize> = runs.iter().filter_map(|r| r.prompt_evaluated).collect();
         Some(LevelFigures {
             workload: first.workload,
+            sampling: first.sampling,
             phase: first.phase,
             server: first.server,
             clients: first.clients,
@@ -95,6 +118,7 @@ impl LevelFigures {
             ttft_p99_s: of(|r| r.ttft_p99_s),
             tokens_per_s: of(|r| r.tokens_per_s),
             completion_tokens: runs.iter().map(|r| r.completion_tokens).sum(),
+            tokens_per_answer: of(|r| r.tokens_per_answer),
             prompt_tokens: runs.iter().map(|r| r.prompt_tokens).sum(),
             prompt_evaluated: (!evaluated.is_empty()).then(|| evaluated.iter().sum()),
             tool_call_answers: runs.iter().map(|r| r.tool_call_answers).sum(),
@@ -106,6 +130,7 @@ impl LevelFigures {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Ratios {
     pub workload: Kind,
+    pub sampling: Sampling,
     pub clients: usize,
     pub requests_per_s: f64,
     pub ttft_p50: f64,
@@ -119,6 +144,7 @@ impl Ratios {
         let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::NAN };
         Ratios {
             workload: ours.workload,
+            sampling: ours.sampling,
             clients: ours.clients,
             requests_per_s: ratio(ours.requests_per_s, theirs.requests_per_s),
             ttft_p50: ratio(ours.ttft_p50_s, theirs.ttft_p50_s),
@@ -145,16 +171,17 @@ fn evaluated_per_request(l: &LevelFigures) -> String {
     l.prompt_evaluated.map_or("?".into(), |n| format!("{:.0}", n as f64 / answered as f64))
 }
 
-/// The Markdown report: the measured (warm) phase, one row per workload, level and server; the warm-up (cold)
-/// phase apart; then the ratios when there is a peer.
+/// The Markdown report: the measured (warm) phase, one row per workload, sampling, level and server; the warm-up
+/// (cold) phase apart; then the ratios when there is a peer.
 pub fn markdown(levels: &[LevelFigures], ratios: &[Ratios], heading: &str) -> String {
     let mut out = format!("{heading}\n\nMeasured (warm) phase:\n\n");
-    out.push_str("| workload | clients | server | requests | errors | requests/s | TTFT p50 s | TTFT p99 s | completion tok/s | prompt tokens evaluated / request | tool-call answers |\n");
-    out.push_str("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+    out.push_str("| workload | sampling | clients | server | requests | errors | requests/s | TTFT p50 s | TTFT p99 s | completion tok/s | tokens / answer | prompt tokens evaluated / request | tool-call answers |\n");
+    out.push_str("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
     for l in levels.iter().filter(|l| l.phase == Phase::Warm) {
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {:.2} | {:.3} | {:.3} | {:.1} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {:.2} | {:.3} | {:.3} | {:.1} | {:.0} | {} | {} |\n",
             l.workload.name(),
+            l.sampling.name(),
             l.clients,
             l.server.name(),
             l.requests,
@@ -163,17 +190,19 @@ pub fn markdown(levels: &[LevelFigures], ratios: &[Ratios], heading: &str) -> St
             l.ttft_p50_s,
             l.ttft_p99_s,
             l.tokens_per_s,
+            l.tokens_per_answer,
             evaluated_per_request(l),
             l.tool_call_answers
         ));
     }
     out.push_str("\nWarm-up (cold) phase, one request a slot at once, not in the figures above:\n\n");
-    out.push_str("| workload | clients | server | requests | errors | TTFT p50 s | wall s | prompt tokens evaluated / request |\n");
-    out.push_str("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+    out.push_str("| workload | sampling | clients | server | requests | errors | TTFT p50 s | wall s | prompt tokens evaluated / request |\n");
+    out.push_str("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
     for l in levels.iter().filter(|l| l.phase == Phase::Cold) {
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {:.3} | {:.2} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {:.3} | {:.2} | {} |\n",
             l.workload.name(),
+            l.sampling.name(),
             l.clients,
             l.server.name(),
             l.requests,
@@ -187,12 +216,13 @@ pub fn markdown(levels: &[LevelFigures], ratios: &[Ratios], heading: &str) -> St
         out.push_str(
             "\ntandem ÷ llama-server, measured phase (rates: above 1 is faster; times: below 1 is sooner)\n\n",
         );
-        out.push_str("| workload | clients | requests/s | TTFT p50 | TTFT p99 | completion tok/s |\n");
-        out.push_str("| --- | --- | --- | --- | --- | --- |\n");
+        out.push_str("| workload | sampling | clients | requests/s | TTFT p50 | TTFT p99 | completion tok/s |\n");
+        out.push_str("| --- | --- | --- | --- | --- | --- | --- |\n");
         for r in ratios {
             out.push_str(&format!(
-                "| {} | {} | {:.2}× | {:.2}× | {:.2}× | {:.2}× |\n",
+                "| {} | {} | {} | {:.2}× | {:.2}× | {:.2}× | {:.2}× |\n",
                 r.workload.name(),
+                r.sampling.name(),
                 r.clients,
                 r.requests_per_s,
                 r.ttft_p50,
@@ -209,13 +239,19 @@ mod tests {
     use super::super::client::RequestOutcome;
     use super::*;
 
+    fn row(workload: Kind, phase: Phase, server: ServerKind, clients: usize) -> Row {
+        Row { workload, sampling: Sampling::Sampled, phase, server, clients }
+    }
+
     fn request(ttft: Option<f64>, tokens: usize, error: bool) -> RequestOutcome {
         RequestOutcome {
             client: 0,
             request: 0,
+            prompt: 0,
             ttft_s: ttft,
             total_s: 2.0,
             completion_tokens: tokens,
+            reasoning_tokens: 0,
             prompt_tokens: 100,
             prompt_evaluated: Some(20),
             finish_reason: Some("stop".into()),
@@ -231,12 +267,13 @@ mod tests {
             wall_s: 4.0,
             requests: vec![request(Some(0.5), 10, false), request(Some(1.5), 30, false), request(None, 0, true)],
         };
-        let f = LevelFigures::of(Kind::Text, Phase::Warm, ServerKind::Tandem, 2, &outcome);
+        let f = LevelFigures::of(row(Kind::Text, Phase::Warm, ServerKind::Tandem, 2), &outcome);
         assert_eq!((f.requests, f.errors), (3, 1));
         // Prompt tokens and evaluated ones of the answered requests only.
         assert_eq!((f.prompt_tokens, f.prompt_evaluated), (200, Some(40)));
         assert_eq!(f.requests_per_s, 0.5);
         assert_eq!(f.tokens_per_s, 10.0);
+        assert_eq!(f.tokens_per_answer, 20.0, "the median answer's length");
         assert_eq!(f.ttft_p50_s, 1.0);
         assert_eq!(f.ttft_p99_s, 1.5);
     }
@@ -246,21 +283,23 @@ mod tests {
         let warm = LevelOutcome { wall_s: 2.0, requests: vec![request(Some(0.5), 10, false)] };
         let cold_requests = vec![RequestOutcome { prompt_evaluated: Some(450), ..request(Some(3.0), 10, false) }];
         let cold = LevelOutcome { wall_s: 3.0, requests: cold_requests };
-        let mut unknown = LevelFigures::of(Kind::Tools, Phase::Warm, ServerKind::LlamaServer, 1, &warm);
+        let mut unknown = LevelFigures::of(row(Kind::Tools, Phase::Warm, ServerKind::LlamaServer, 1), &warm);
         unknown.prompt_evaluated = None;
         let levels = vec![
-            LevelFigures::of(Kind::Tools, Phase::Warm, ServerKind::Tandem, 1, &warm),
+            LevelFigures::of(row(Kind::Tools, Phase::Warm, ServerKind::Tandem, 1), &warm),
             unknown.clone(),
-            LevelFigures::of(Kind::Tools, Phase::Cold, ServerKind::Tandem, 1, &cold),
+            LevelFigures::of(row(Kind::Tools, Phase::Cold, ServerKind::Tandem, 1), &cold),
         ];
         let ratios = vec![Ratios::of(&levels[0], &unknown)];
         let table = markdown(&levels, &ratios, "heading");
         let (measured, rest) = table.split_once("Warm-up (cold)").unwrap();
-        assert!(measured.contains("| tools | 1 | tandem | 1 | 0 | 0.50 | 0.500 | 0.500 | 5.0 | 20 | 0 |"), "{table}");
-        assert!(measured.contains("| tools | 1 | llama-server | 1 | 0 | 0.50 | 0.500 | 0.500 | 5.0 | ? | 0 |"));
+        let tandem = "| tools | sampled | 1 | tandem | 1 | 0 | 0.50 | 0.500 | 0.500 | 5.0 | 10 | 20 | 0 |";
+        assert!(measured.contains(tandem), "{table}");
+        assert!(measured
+            .contains("| tools | sampled | 1 | llama-server | 1 | 0 | 0.50 | 0.500 | 0.500 | 5.0 | 10 | ? | 0 |"));
         assert!(!measured.contains("450"), "the warm-up is not in the measured rows: {table}");
-        assert!(rest.contains("| tools | 1 | tandem | 1 | 0 | 3.000 | 3.00 | 450 |"), "{table}");
-        assert!(rest.contains("| tools | 1 | 1.00× |"), "{table}");
+        assert!(rest.contains("| tools | sampled | 1 | tandem | 1 | 0 | 3.000 | 3.00 | 450 |"), "{table}");
+        assert!(rest.contains("| tools | sampled | 1 | 1.00× |"), "{table}");
     }
 
     #[test]

@@ -41,15 +41,12 @@ pub struct Launch {
     pub threads: usize,
     /// Generation slots (`--parallel`, llama-server's `-np`): the level's number of clients.
     pub slots: usize,
-    /// Most new tokens a request asks for (the servers' context and limits are sized for it).
-    pub max_tokens: usize,
 }
 
-/// Context each llama-server slot gets: the workload's prompt (about 500 tokens with the tools) and its answer.
-const SLOT_CONTEXT: usize = 2048;
-
-/// llama-server's `--cache-reuse`: the shortest cached chunk it reuses by shifting (what its own docs suggest).
-const CACHE_REUSE: usize = 256;
+/// Context each llama-server slot gets: the longest prompt (a `long` request, about 2,000 tokens) and its answer.
+/// llama-server splits `-c` among its slots; left at the model's own, 16 slots of a 32k model would get 2,048
+/// each, too few for a `long` request.
+const SLOT_CONTEXT: usize = 4096;
 
 /// How long a server may take to load its model and answer `/health`.
 const START_TIMEOUT: Duration = Duration::from_secs(300);
@@ -80,7 +77,6 @@ impl RunningServer {
             .args(["--planner", &model, "--executor", &model])
             .args(["--threads", &launch.threads.to_string(), "--parallel", &launch.slots.to_string()])
             .args(["--queue", &(launch.slots * 4).max(64).to_string()])
-            .args(["--max-completion-tokens", &launch.max_tokens.max(1).to_string()])
             .env_remove("TANDEM_API_KEY");
         let (mut child, log) = spawn(command, tandem)?;
         // `--port 0`: the server prints the address it bound.
@@ -99,11 +95,10 @@ impl RunningServer {
         Ok(server)
     }
 
-    /// llama.cpp's `llama-server` at `bin` on the same file: `-np` slots sharing a context big enough for all of
-    /// them, the same threads for prompt and generation, all layers on the CPU, `--jinja` so it takes tools, and
-    /// its own prefix reuse on: one KV buffer for all slots (`--kv-unified`) and reuse of cached chunks of 256
-    /// tokens or more by shifting them (`--cache-reuse`), beside its default prompt caching per slot and in RAM;
-    /// `--prefill-assistant` (its default, named because the `tools` workload relies on it: see `prefill`).
+    /// llama.cpp's `llama-server` at `bin` on the same file, as a user starts it: `-np` slots with a context
+    /// big enough for each, the same threads for prompt and generation, all layers on the CPU, and `--jinja` so it
+    /// takes tools (its own template handling and call parsing); everything else, prompt caching included, at its
+    /// defaults.
     pub fn llama_server(bin: &Path, launch: &Launch) -> Result<RunningServer> {
         let port = free_port()?;
         let mut command = Command::new(bin);
@@ -113,8 +108,7 @@ impl RunningServer {
             .args(["--alias", &launch.model_name, "--host", "127.0.0.1", "--port", &port.to_string()])
             .args(["-t", &launch.threads.to_string(), "-tb", &launch.threads.to_string(), "-ngl", "0"])
             .args(["-np", &launch.slots.to_string(), "-c", &(launch.slots * SLOT_CONTEXT).to_string()])
-            .args(["-n", &launch.max_tokens.max(1).to_string(), "--jinja"])
-            .args(["--kv-unified", "--cache-reuse", &CACHE_REUSE.to_string(), "--prefill-assistant"]);
+            .arg("--jinja");
         let (child, log) = spawn(command, bin)?;
         let server = RunningServer { child, base: format!("http://127.0.0.1:{port}"), log };
         server.wait_healthy("llama-server", Instant::now() + START_TIMEOUT)?;
