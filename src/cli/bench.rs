@@ -42,8 +42,8 @@ pub enum BenchCommand {
     /// required tool calls, and long documents with a question), sampled as clients sample (temperature 1, a seed
     /// each) and greedy; per workload, sampling and level requests/s, time to first token p50/p99, completion
     /// tok/s, tokens an answer, prompt tokens evaluated and errors, after every slot is warmed. Starts `tandem
-    /// serve` itself per level (as many slots as clients), or loads --url; with --vs-llama-server also llama.cpp's
-    /// server as it comes (--jinja) on the same file, alternating, with ratios.
+    /// serve` itself per level (as many slots as clients) or loads the server at --url instead, and with
+    /// --vs-llama-server also llama.cpp's server as it comes (--jinja) on the same file, alternating, with ratios.
     ///
     /// Example: tandem bench serve --threads 2 --clients 1,4,16 --vs-llama-server target/llama.cpp/build/bin/llama-server
     Serve(ServeBenchArgs),
