@@ -51,6 +51,13 @@ pub struct Task {
     /// That file must contain one of these (normalised).
     #[serde(default)]
     pub file_any: Vec<String>,
+    /// That file must contain every one of these (normalised): what a change must keep, beside what it adds.
+    #[serde(default)]
+    pub file_all: Vec<String>,
+    /// Commands run (`sh -c`) in the workspace after the run, each of which must exit 0: checks of state a file
+    /// check cannot read (a database's rows, a spreadsheet's cells). What one prints is the reason it failed.
+    #[serde(default)]
+    pub verify: Vec<String>,
     /// MCP servers of the suite's `[servers]` whose tools this task is offered, started in its workspace.
     #[serde(default)]
     pub mcp: Vec<String>,
@@ -112,10 +119,16 @@ pub fn parse_suite(text: &str, origin: &Path) -> Result<TaskSuite> {
                 message: format!("task '{}' uses {{web}}, but the suite has no [pages] to serve", task.id),
             });
         }
-        if task.answer_any.is_empty() && task.answer_all.is_empty() && task.file.is_none() {
+        if task.answer_any.is_empty() && task.answer_all.is_empty() && task.file.is_none() && task.verify.is_empty() {
             return Err(Error::InvalidInput {
                 path: origin.to_path_buf(),
-                message: format!("task '{}' has no check (answer_any, answer_all or file)", task.id),
+                message: format!("task '{}' has no check (answer_any, answer_all, file or verify)", task.id),
+            });
+        }
+        if task.file.is_none() && !(task.file_any.is_empty() && task.file_all.is_empty()) {
+            return Err(Error::InvalidInput {
+                path: origin.to_path_buf(),
+                message: format!("task '{}' has file_any or file_all but no file to read them in", task.id),
             });
         }
     }
@@ -163,8 +176,24 @@ pub fn check(task: &Task, answer: Option<&str>, workspace: &Path) -> (bool, Stri
     if let Some(file) = &task.file {
         let content = std::fs::read_to_string(workspace.join(file)).unwrap_or_default();
         let got = normalise(&content);
-        if !task.file_any.iter().any(|want| mentions(&got, &normalise(want))) {
+        if !task.file_any.is_empty() && !task.file_any.iter().any(|want| mentions(&got, &normalise(want))) {
             return (false, format!("{file} holds {content:?}, which contains none of {:?}", task.file_any));
+        }
+        let lost: Vec<&String> = task.file_all.iter().filter(|want| !mentions(&got, &normalise(want))).collect();
+        if !lost.is_empty() {
+            return (false, format!("{file} holds {content:?}, which lacks {lost:?}"));
+        }
+    }
+    for command in &task.verify {
+        let output = std::process::Command::new("sh").arg("-c").arg(command).current_dir(workspace).output();
+        match output {
+            Ok(output) if output.status.success() => {}
+            Ok(output) => {
+                let said = String::from_utf8_lossy(&output.stdout).trim().to_string()
+                    + String::from_utf8_lossy(&output.stderr).trim();
+                return (false, format!("check `{command}` failed: {}", said.chars().take(400).collect::<String>()));
+            }
+            Err(e) => return (false, format!("check `{command}` could not run: {e}")),
         }
     }
     (true, String::new())
@@ -263,7 +292,8 @@ pub fn run_task(task: &Task, setup: &TaskSetup, models: &mut dyn ModelSource) ->
         "category": task.category,
         "input": goal,
         "prediction": outcome.answer,
-        "gold": {"answer_any": task.answer_any, "answer_all": task.answer_all, "file": task.file, "file_any": task.file_any},
+        "gold": {"answer_any": task.answer_any, "answer_all": task.answer_all, "file": task.file,
+            "file_any": task.file_any, "file_all": task.file_all, "verify": task.verify},
         "score": {"success": passed && outcome.stop == StopReason::Done, "why": why},
         "stop": outcome.stop,
         "detail": outcome.detail,
@@ -300,4 +330,40 @@ pub fn summarise(records: &[Value]) -> Value {
         "median_seconds": super::median(&ms) / 1000.0,
         "by_category": by_category.iter().map(|(k, (n, ok))| (k.clone(), json!({"samples": n, "success": ok}))).collect::<serde_json::Map<_, _>>(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(extra: &str) -> Task {
+        let text = format!("[[task]]\nid = \"t\"\ncategory = \"c\"\ngoal = \"g\"\n{extra}\n");
+        parse_tasks(&text, Path::new("t.toml")).unwrap().remove(0)
+    }
+
+    #[test]
+    fn a_change_must_keep_every_line_file_all_names_and_pass_every_verify_command() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("todo.txt"), "call the bank\nbuy milk\n").unwrap();
+        let kept = task("file = \"todo.txt\"\nfile_any = [\"milk\"]\nfile_all = [\"call the bank\", \"buy milk\"]");
+        assert_eq!(check(&kept, None, dir.path()), (true, String::new()));
+        let lost = task("file = \"todo.txt\"\nfile_all = [\"pay rent\", \"buy milk\"]");
+        let (passed, why) = check(&lost, None, dir.path());
+        assert!(!passed && why.contains("pay rent") && !why.contains("\"buy milk\"]"), "{why}");
+        let verified = task("verify = [\"grep -q milk todo.txt\", \"echo rows: 2; test 2 -eq 3\"]");
+        let (passed, why) = check(&verified, None, dir.path());
+        assert!(!passed && why.contains("test 2 -eq 3") && why.contains("rows: 2"), "the second check failed: {why}");
+        assert!(check(&task("verify = [\"grep -q milk todo.txt\"]"), None, dir.path()).0);
+    }
+
+    #[test]
+    fn file_checks_without_a_file_and_tasks_without_checks_are_refused() {
+        let text = "[[task]]\nid = \"t\"\ncategory = \"c\"\ngoal = \"g\"\nanswer_any = [\"1\"]\nfile_all = [\"x\"]\n";
+        let error = parse_tasks(text, Path::new("t.toml")).unwrap_err().to_string();
+        assert!(error.contains("no file"), "{error}");
+        let error = parse_tasks("[[task]]\nid = \"t\"\ncategory = \"c\"\ngoal = \"g\"\n", Path::new("t.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("verify"), "{error}");
+    }
 }

@@ -106,6 +106,32 @@ fn the_mcp_suite_parses_with_its_servers_pages_and_forty_goals() {
 }
 
 #[test]
+fn the_apps_suite_and_its_held_out_twin_parse_with_checks_on_every_change() {
+    let read = |name: &str| {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches").join(name);
+        parse_suite(&std::fs::read_to_string(&path).unwrap(), &path).unwrap()
+    };
+    let dev = read("tasks-apps.toml");
+    assert!(dev.task.len() >= 40, "{}", dev.task.len());
+    let held_out = read("tasks-apps-holdout.toml");
+    assert!(held_out.task.len() >= 10, "{}", held_out.task.len());
+    for server in ["todo", "db", "sheets"] {
+        assert!(dev.task.iter().any(|t| t.mcp.iter().any(|m| m == server)), "no goal uses {server}");
+    }
+    // The held-out twin has a server the dev suite does not, and none of its goals.
+    assert!(held_out.servers.keys().any(|s| !dev.servers.contains_key(s)), "{:?}", held_out.servers.keys());
+    let goals: BTreeSet<&str> = dev.task.iter().map(|t| t.goal.as_str()).collect();
+    assert!(held_out.task.iter().all(|t| !goals.contains(t.goal.as_str())));
+    // Every goal is checked, and every change also for what it must keep (a file's other lines, other rows).
+    for task in dev.task.iter().chain(&held_out.task) {
+        let changes = !task.file_any.is_empty() || (task.answer_any.is_empty() && task.answer_all.is_empty());
+        if changes {
+            assert!(!task.file_all.is_empty() || !task.verify.is_empty(), "{} changes but keeps nothing", task.id);
+        }
+    }
+}
+
+#[test]
 fn numbers_in_answers_must_stand_alone_and_every_part_must_be_there() {
     assert!(mentions("x = 9.", "9") && mentions("9.0 km", "9") && mentions("the 9th", "9"));
     assert!(!mentions("x = 19", "9") && !mentions("-9", "9") && !mentions("9.5", "9") && !mentions("95", "9"));
