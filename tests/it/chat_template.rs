@@ -188,9 +188,12 @@ fn tools_that_are_not_an_array_are_rejected() {
     assert!(matches!(err, TemplateError::ToolsNotAnArray(_)), "{err}");
 }
 
-/// The chat templates of the families we run (Llama 3.1/3.2, Qwen3, SmolLM2/3, Phi-3.5/4-mini, Mistral Nemo), each
-/// rendered for a plain turn, a system prompt with tools, a tool call and its result, and Phi-4's tools-in-the-
-/// system-message form, must give exactly what Python's jinja2 gives in Hugging Face's setup. The expected texts
+/// The chat templates of the families we run (Llama 3.1/3.2, Qwen3, SmolLM2/3, Phi-3.5/4-mini, Mistral Nemo, and
+/// the built-in Gemma 3 one), each rendered for a plain turn, a system prompt with tools, a tool call and its
+/// result, Phi-4's tools-in-the-system-message form, and a request's tools placed where the template shows them
+/// (tandem serve's rendering: as `tools`, Phi-4-mini's system field, or the documented system text), must give
+/// exactly what Python's jinja2 gives in Hugging Face's setup, and each template's tools must be told to show where
+/// the reference's own probe found them. The expected texts
 /// come from `tests/fixtures/chat_templates/render.py`, which renders with a fixed date; today's date is put back
 /// to that one here.
 #[test]
@@ -201,18 +204,30 @@ fn family_templates_render_as_hugging_face_renders_them() {
     let date = reference["date"].as_str().unwrap();
     let today = ChatTemplate::new("{{ strftime_now('%d %b %Y') }}", "", "").unwrap().render(&[], None, false).unwrap();
     let expected = reference["expected"].as_object().unwrap();
-    assert!(expected.len() >= 8, "every family's template has a reference: {:?}", expected.keys());
+    assert!(expected.len() >= 9, "every family's template has a reference: {:?}", expected.keys());
+    // The Gemma 3 fixture is the built-in template Tandem gives Gemma files without one.
+    assert_eq!(std::fs::read_to_string(dir.join("gemma3.jinja")).unwrap(), GEMMA3_TEMPLATE);
     let mut checked = 0;
     for (name, results) in expected {
         let source = std::fs::read_to_string(dir.join(format!("{name}.jinja"))).unwrap();
         let (bos, eos) = if name.starts_with("llama") { ("<|begin_of_text|>", "<|eot_id|>") } else { ("<s>", "</s>") };
         let template = ChatTemplate::new(&source, bos, eos).unwrap_or_else(|e| panic!("{name}: {e}"));
         for (case, want) in results.as_object().unwrap() {
+            if case == "tools_shown" {
+                // Where the template shows tools, as the reference's own probe found it.
+                assert_eq!(template.tools_shown().name(), want, "{name}");
+                continue;
+            }
             let spec = &reference["cases"][case];
             let messages = spec["messages"].as_array().unwrap();
             let tools = spec["tools"].as_array().map(|_| &spec["tools"]);
             let kwargs = spec["kwargs"].as_object().cloned().unwrap_or_default();
-            let got = template.render_json(messages, tools, true, &kwargs);
+            // "placed": the request's tools where the template shows them, as tandem serve renders a request.
+            let got = if spec["placed"] == true {
+                template.render_request(messages, tools, true, &kwargs)
+            } else {
+                template.render_json(messages, tools, true, &kwargs)
+            };
             match want {
                 serde_json::Value::String(want) => {
                     let got = got.unwrap_or_else(|e| panic!("{name}/{case}: {e}")).replace(&today, date);

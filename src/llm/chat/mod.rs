@@ -6,7 +6,7 @@
 //! schemas are shown to them in that exact form.
 //!
 //! This module compiles and renders templates; `call_format` tells a template's tool-call format and reads calls
-//! back in it; `templates` holds the built-in ones, `functions` the functions
+//! back in it; `tools_shown` where it shows a request's tools; `templates` holds the built-in ones, `functions` the functions
 //! Hugging Face's environment provides (`raise_exception`, `strftime_now`), and `tojson` the JSON written into
 //! prompts (the `tojson` filter, and JSON as template values with key order kept).
 
@@ -14,6 +14,7 @@ mod call_format;
 mod functions;
 mod templates;
 mod tojson;
+mod tools_shown;
 
 use std::collections::HashMap;
 
@@ -25,6 +26,7 @@ pub(crate) use self::functions::civil_from_days;
 use self::functions::{raise_exception, raised_message, strftime_now};
 pub use self::templates::GEMMA3_TEMPLATE;
 use self::tojson::{ordered_json, tojson};
+pub use self::tools_shown::{place_tools, system_text, ToolsShown};
 
 /// Errors loading or rendering a chat template.
 #[derive(Debug, thiserror::Error)]
@@ -94,6 +96,8 @@ pub struct ChatTemplate {
     eos_token: String,
     /// The tool-call format the template asks for, told once here from its source.
     call_format: CallFormat,
+    /// Where it shows a request's tools, told once here by rendering it.
+    tools_shown: ToolsShown,
 }
 
 impl std::fmt::Debug for ChatTemplate {
@@ -103,6 +107,7 @@ impl std::fmt::Debug for ChatTemplate {
             .field("bos_token", &self.bos_token)
             .field("eos_token", &self.eos_token)
             .field("call_format", &self.call_format)
+            .field("tools_shown", &self.tools_shown)
             .finish()
     }
 }
@@ -136,13 +141,16 @@ impl ChatTemplate {
         env.add_filter("tojson", tojson);
         env.add_template_owned(TEMPLATE_NAME, source.to_string())
             .map_err(|e| TemplateError::Syntax { message: describe(&e), line: e.line() })?;
-        Ok(Self {
+        let mut template = Self {
             env,
             source: source.to_string(),
             bos_token: bos_token.to_string(),
             eos_token: eos_token.to_string(),
             call_format: CallFormat::from_template(source),
-        })
+            tools_shown: ToolsShown::Tools,
+        };
+        template.tools_shown = ToolsShown::probe(&template);
+        Ok(template)
     }
 
     /// The template from GGUF metadata (`tokenizer.chat_template`, with BOS/EOS texts looked up from
@@ -204,6 +212,23 @@ impl ChatTemplate {
         self.render_with(minijinja::Value::from(messages), tools, add_generation_prompt, kwargs)
     }
 
+    /// Renders a request's conversation with its `tools` (an OpenAI tools array) placed where the template shows
+    /// them ([`ToolsShown`]): passed as `tools`, or written into the system message for a template that reads
+    /// them there or shows none. Otherwise as [`ChatTemplate::render_json`].
+    pub fn render_request(
+        &self,
+        messages: &[serde_json::Value],
+        tools: Option<&serde_json::Value>,
+        add_generation_prompt: bool,
+        kwargs: &TemplateKwargs,
+    ) -> Result<String, TemplateError> {
+        let Some(tools) = tools.filter(|t| t.as_array().is_some_and(|a| !a.is_empty())) else {
+            return self.render_json(messages, tools, add_generation_prompt, kwargs);
+        };
+        let (placed, pass_tools) = place_tools(self.tools_shown, self.call_format, messages, tools);
+        self.render_json(&placed, pass_tools.then_some(tools), add_generation_prompt, kwargs)
+    }
+
     /// Renders the template with messages already in the template's value model; `tools` must be a JSON array.
     /// The caller's `kwargs` come first, so the conversation's own names (`messages`, `tools`, …) always win.
     fn render_with(
@@ -243,6 +268,11 @@ impl ChatTemplate {
     /// The tool-call format the template asks for (Hermes when it names none).
     pub fn call_format(&self) -> CallFormat {
         self.call_format
+    }
+
+    /// Where the template shows a request's tools.
+    pub fn tools_shown(&self) -> ToolsShown {
+        self.tools_shown
     }
 
     /// The text `bos_token` renders to.

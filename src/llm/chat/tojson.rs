@@ -57,6 +57,17 @@ pub(super) fn tojson(value: &JinjaValue, kwargs: Kwargs) -> Result<JinjaValue, J
     Ok(JinjaValue::from(out))
 }
 
+/// `json.dumps(value, ensure_ascii=False)` of a JSON value, keys in their given order: JSON Tandem itself writes
+/// into a prompt (tools shown in a system message) in the form the templates' `tojson` writes.
+pub(super) fn dumps(value: &serde_json::Value) -> String {
+    let writer =
+        PyJson { indent: None, item_sep: ", ".into(), key_sep: ": ".into(), ensure_ascii: false, sort_keys: false };
+    let mut out = String::new();
+    // Every value made from JSON is JSON again: the writer's only error (a value JSON has no form for) cannot occur.
+    let _ = writer.write(&ordered_json(value), 0, &mut out);
+    out
+}
+
 /// Python's `json.dumps` layout.
 struct PyJson {
     indent: Option<String>,
@@ -237,6 +248,12 @@ pub(super) fn ordered_json(value: &serde_json::Value) -> JinjaValue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dumps_writes_as_python_does_in_the_given_key_order() {
+        let value: serde_json::Value = serde_json::from_str(r#"{"name": "f", "a": [1, 2.5, "é\n"], "b": {}}"#).unwrap();
+        assert_eq!(dumps(&value), r#"{"name": "f", "a": [1, 2.5, "é\n"], "b": {}}"#);
+    }
 
     #[test]
     fn python_floats() {

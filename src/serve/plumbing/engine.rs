@@ -514,7 +514,7 @@ fn prompt_tokens(model: &Model, request: &ChatRequest) -> Result<Vec<u32>, ApiEr
                     None,
                 )
             })?;
-            template.render_json(&request.messages, request.tools.as_ref(), true, &request.template_kwargs).map_err(
+            template.render_request(&request.messages, request.tools.as_ref(), true, &request.template_kwargs).map_err(
                 |e| match e {
                     TemplateError::Raised(message) => ApiError::invalid(
                         "messages",
