@@ -26,7 +26,8 @@ pub(crate) use self::functions::civil_from_days;
 use self::functions::{raise_exception, raised_message, strftime_now};
 pub use self::templates::GEMMA3_TEMPLATE;
 use self::tojson::{ordered_json, tojson};
-pub use self::tools_shown::{place_tools, system_text, ToolsShown};
+use self::tools_shown::place_tools;
+pub use self::tools_shown::ToolsShown;
 
 /// Errors loading or rendering a chat template.
 #[derive(Debug, thiserror::Error)]
@@ -96,8 +97,9 @@ pub struct ChatTemplate {
     eos_token: String,
     /// The tool-call format the template asks for, told once here from its source.
     call_format: CallFormat,
-    /// Where it shows a request's tools, told once here by rendering it.
-    tools_shown: ToolsShown,
+    /// Where it shows a request's tools, told by rendering it the first time a request brings tools (the agent's
+    /// roles never do, so their loads skip the probe).
+    tools_shown: std::sync::OnceLock<ToolsShown>,
 }
 
 impl std::fmt::Debug for ChatTemplate {
@@ -107,7 +109,7 @@ impl std::fmt::Debug for ChatTemplate {
             .field("bos_token", &self.bos_token)
             .field("eos_token", &self.eos_token)
             .field("call_format", &self.call_format)
-            .field("tools_shown", &self.tools_shown)
+            .field("tools_shown", &self.tools_shown.get())
             .finish()
     }
 }
@@ -141,16 +143,14 @@ impl ChatTemplate {
         env.add_filter("tojson", tojson);
         env.add_template_owned(TEMPLATE_NAME, source.to_string())
             .map_err(|e| TemplateError::Syntax { message: describe(&e), line: e.line() })?;
-        let mut template = Self {
+        Ok(Self {
             env,
             source: source.to_string(),
             bos_token: bos_token.to_string(),
             eos_token: eos_token.to_string(),
             call_format: CallFormat::from_template(source),
-            tools_shown: ToolsShown::Tools,
-        };
-        template.tools_shown = ToolsShown::probe(&template);
-        Ok(template)
+            tools_shown: std::sync::OnceLock::new(),
+        })
     }
 
     /// The template from GGUF metadata (`tokenizer.chat_template`, with BOS/EOS texts looked up from
@@ -225,7 +225,7 @@ impl ChatTemplate {
         let Some(tools) = tools.filter(|t| t.as_array().is_some_and(|a| !a.is_empty())) else {
             return self.render_json(messages, tools, add_generation_prompt, kwargs);
         };
-        let (placed, pass_tools) = place_tools(self.tools_shown, self.call_format, messages, tools);
+        let (placed, pass_tools) = place_tools(self.tools_shown(), self.call_format, messages, tools);
         self.render_json(&placed, pass_tools.then_some(tools), add_generation_prompt, kwargs)
     }
 
@@ -272,7 +272,7 @@ impl ChatTemplate {
 
     /// Where the template shows a request's tools.
     pub fn tools_shown(&self) -> ToolsShown {
-        self.tools_shown
+        *self.tools_shown.get_or_init(|| ToolsShown::probe(self))
     }
 
     /// The text `bos_token` renders to.

@@ -17,7 +17,7 @@ pub enum ToolsShown {
     Tools,
     /// It reads the system message's `tools` field, a JSON text of the functions (Phi-4-mini).
     SystemField,
-    /// It shows none: Tandem writes them at the end of the system message (see [`system_text`]).
+    /// It shows none: Tandem writes them at the end of the system message (see `system_text`).
     SystemText,
 }
 
@@ -59,7 +59,12 @@ const PROBE: &str = "tandem_probe_function";
 /// The conversation and the `tools` value to render so that a template showing tools as `shown` shows `tools` (an
 /// OpenAI tools array): as they are for [`ToolsShown::Tools`]; otherwise in the system message (one is added first
 /// where the conversation has none), as its `tools` field or at the end of its text, and no `tools` value.
-pub fn place_tools(shown: ToolsShown, format: CallFormat, messages: &[Value], tools: &Value) -> (Vec<Value>, bool) {
+pub(super) fn place_tools(
+    shown: ToolsShown,
+    format: CallFormat,
+    messages: &[Value],
+    tools: &Value,
+) -> (Vec<Value>, bool) {
     if shown == ToolsShown::Tools {
         return (messages.to_vec(), true);
     }
@@ -89,7 +94,7 @@ pub fn place_tools(shown: ToolsShown, format: CallFormat, messages: &[Value], to
 
 /// The tools as Tandem writes them into a system message for a template that shows none: a heading, the functions
 /// one JSON object a line (as Python's `json.dumps` writes them), and how to call one in the template's format.
-pub fn system_text(functions: &[Value], format: CallFormat) -> String {
+fn system_text(functions: &[Value], format: CallFormat) -> String {
     let lines: Vec<String> = functions.iter().map(dumps).collect();
     let call = format!("{{\"name\": <function name>, \"{}\": <arguments as a JSON object>}}", format.arguments_key());
     let block = match (format, format.close()) {
