@@ -45,6 +45,10 @@ pub struct Task {
     /// The answer must contain every one of these (goals with several parts).
     #[serde(default)]
     pub answer_all: Vec<String>,
+    /// The answer must contain none of these (normalised): what a wrong answer says, where the right one's words
+    /// can stand in it too ("yes" in "Yes, you haven't paid it").
+    #[serde(default)]
+    pub answer_none: Vec<String>,
     /// A file the run must leave in the workspace.
     #[serde(default)]
     pub file: Option<String>,
@@ -173,6 +177,10 @@ pub fn check(task: &Task, answer: Option<&str>, workspace: &Path) -> (bool, Stri
     if !missing.is_empty() {
         return (false, format!("answer {:?} lacks {missing:?}", answer.unwrap_or_default()));
     }
+    let wrong: Vec<&String> = task.answer_none.iter().filter(|said| mentions(&got, &normalise(said))).collect();
+    if !wrong.is_empty() {
+        return (false, format!("answer {:?} says {wrong:?}", answer.unwrap_or_default()));
+    }
     if let Some(file) = &task.file {
         let content = std::fs::read_to_string(workspace.join(file)).unwrap_or_default();
         let got = normalise(&content);
@@ -292,7 +300,7 @@ pub fn run_task(task: &Task, setup: &TaskSetup, models: &mut dyn ModelSource) ->
         "category": task.category,
         "input": goal,
         "prediction": outcome.answer,
-        "gold": {"answer_any": task.answer_any, "answer_all": task.answer_all, "file": task.file,
+        "gold": {"answer_any": task.answer_any, "answer_all": task.answer_all, "answer_none": task.answer_none, "file": task.file,
             "file_any": task.file_any, "file_all": task.file_all, "verify": task.verify},
         "score": {"success": passed && outcome.stop == StopReason::Done, "why": why},
         "stop": outcome.stop,
@@ -339,6 +347,15 @@ mod tests {
     fn task(extra: &str) -> Task {
         let text = format!("[[task]]\nid = \"t\"\ncategory = \"c\"\ngoal = \"g\"\n{extra}\n");
         parse_tasks(&text, Path::new("t.toml")).unwrap().remove(0)
+    }
+
+    #[test]
+    fn an_answer_that_says_what_answer_none_lists_fails_though_it_has_the_right_word() {
+        let dir = tempfile::tempdir().unwrap();
+        let paid = task("answer_any = [\"yes\"]\nanswer_none = [\"not\", \"n't\"]");
+        assert!(check(&paid, Some("Yes, it was paid on 2026-11-28."), dir.path()).0);
+        let (passed, why) = check(&paid, Some("Yes, I haven't paid my electricity bill."), dir.path());
+        assert!(!passed && why.contains("n't"), "{why}");
     }
 
     #[test]
