@@ -237,3 +237,42 @@ fn a_revision_with_results_already_judged_answers_instead_of_replanning() {
     // The answer is the steps' result, as when the replans run out after a doubt.
     assert_eq!(json["answer"], "53", "{json}");
 }
+
+/// A plan that calls none of the tools connected to the run (here a tool file's), answered by a model step alone,
+/// is sent back once before any model reads its results, naming those tools; without such tools the same plan is
+/// answered.
+#[test]
+fn a_plan_that_calls_no_connected_tool_is_sent_back_once() {
+    let scratch = Scratch::new();
+    let tools = crate::common::runs::shell_tool(
+        "list_chores",
+        "List the chores on the household list.",
+        "{}",
+        "echo '{\"chores\": [\"water the plants\", \"take out the bins\"]}'",
+    );
+    let tools_path = scratch.write("tools.toml", &tools);
+    let plan = scratch.write(
+        "plan.json",
+        r#"{"goal": "chores", "steps": [
+            {"id": "s1", "description": "answer", "tool": "llm", "args": {"prompt": "Name a household chore."}}]}"#,
+    );
+    let goal = "Which chores are on my household list?";
+    let args = ["run", "--plan", plan.to_str().unwrap(), "--joiner", "planner", "--max-replans", "1"];
+    let (_, output) = scratch.tandem_json(&[&args[..], &["--tools", tools_path.to_str().unwrap(), goal]].concat());
+    assert!(output.status.code().is_some(), "{}", String::from_utf8_lossy(&output.stderr));
+    let events = scratch.latest_events();
+    let sent_back: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"] == "joined" && e["text"].as_str().is_some_and(|t| t.contains("No step called")))
+        .collect();
+    assert_eq!(sent_back.len(), 1, "sent back once: {events:?}");
+    assert_eq!(sent_back[0]["verdict"], "not_met");
+    assert!(sent_back[0]["text"].as_str().unwrap().contains("list_chores"), "{:?}", sent_back[0]);
+    let replan = events.iter().find(|e| e["event"] == "replan").expect("a replan");
+    assert!(replan["reason"].as_str().unwrap().contains("list_chores"), "{replan}");
+
+    let (json, output) = scratch.tandem_json(&[&args[..], &[goal]].concat());
+    assert!(output.status.code().is_some(), "{}", String::from_utf8_lossy(&output.stderr));
+    let said = |e: &Value| e["text"].as_str().is_some_and(|t| t.contains("No step called"));
+    assert!(!scratch.latest_events().iter().any(said), "no tool is connected: {json}");
+}

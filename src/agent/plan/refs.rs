@@ -21,6 +21,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use crate::agent::plan::issues::PlanError;
+use crate::agent::records::readable;
 
 /// One reference found in an argument.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -200,6 +201,9 @@ pub struct Resolution {
     pub widen_short_fields: bool,
     /// The references that took their whole output so, in document order.
     pub widened: Vec<Reference>,
+    /// Whether a list or record inside text is written as a model reads it (model prompts:
+    /// [`crate::agent::records::readable`], a list counted and one item a line) rather than as compact JSON.
+    pub records_in_text: bool,
 }
 
 /// A field this short (as JSON) is taken for a piece of its output, not what a question is about (`"+3.0h"`).
@@ -319,7 +323,10 @@ pub fn resolve_value_with(
                                 value = whole;
                             }
                         }
-                        resolved.push_str(&value_text(&value))
+                        resolved.push_str(&match how.records_in_text {
+                            true => readable(&value),
+                            false => value_text(&value),
+                        })
                     }
                 }
             }

@@ -2,9 +2,12 @@
 //! writes the answer — every part of the goal, each number as a tool produced it — and then judges it: an answer
 //! that leaves a part of the goal without a result names that part, which sends the run back to the planner.
 //!
-//! Small models miscopy numbers, so the answer is checked in code ([`unsupported_numbers`]): every number in it
-//! must be one of the goal's or the results' (or that number rounded to the decimals written, or to a whole number
-//! next to it), and a number written with a minus sign a negative one. A failed check is retried once with the
+//! Results are shown as a model reads them (`agent::records`: a list counted by code, one item a line). Before the
+//! joiner reads, the run checks in code that the plan called a tool connected to it, where it has any (the
+//! orchestrator's `no_tool_called`). Small models miscopy numbers, so the answer is checked in code
+//! ([`unsupported_numbers`]): every number in it must be one of the goal's or the results' (a list's length among
+//! them), or that number rounded to the decimals written, or a whole number next to it, and a number written with a
+//! minus sign a negative one. A failed check is retried once with the
 //! offending numbers named; a second failure leaves the answer to the caller's fallback. An incomplete answer that
 //! names no missing part (no word), and an answer that is no answer (a step reference such as `$s2.result$`, the
 //! goal written back, one sentence over and over: [`degenerate`]) are asked again the same way.
@@ -17,6 +20,7 @@ use serde_json::{json, Value};
 use crate::agent::model_call::chat_call;
 use crate::agent::numbers::{numbers_in, same_value, Number};
 use crate::agent::plan::refs::references_in;
+use crate::agent::records::{list_lengths, readable};
 use crate::agent::usage::ModelUsage;
 use crate::decode::constraint::ConstraintSpec;
 use crate::decode::Model;
@@ -39,8 +43,9 @@ break.\", \"complete\": true}. For the goal \"What is 6*7, and what is the weath
 calculator with {\"expression\":\"6*7\"} -> {\"result\":42}\", reply {\"answer\": \"6*7 is 42; no result gives the \
 weather in Oslo.\", \"complete\": false, \"missing\": \"the weather in Oslo\"}";
 
-/// Characters of one result shown to the joiner (file contents can be long; the answer needs the gist).
-const RESULT_CHARS: usize = 600;
+/// Characters of one result shown to the joiner (file contents can be long; the answer needs the gist). A list of
+/// a dozen records, one a line, fits: cut at 600, a to-do list showed 2 of its 6 items.
+const RESULT_CHARS: usize = 1500;
 /// Characters of the answer (the grammar's bound: a short sentence or two).
 const ANSWER_CHARS: usize = 400;
 /// Tries before giving up on a checked answer.
@@ -111,17 +116,9 @@ fn step_line(r: &StepResult) -> String {
     format!("{} {}{what} with {} -> {}", r.id, r.tool, r.args, shown_output(&r.output))
 }
 
-/// A step's output as a model is shown it: a lone string as itself, anything else as compact JSON, clipped.
+/// A step's output as a model is shown it ([`readable`]: a list counted and one item a line), clipped.
 pub(crate) fn shown_output(output: &Value) -> String {
-    clip(&result_text(output), RESULT_CHARS)
-}
-
-/// An output as the joiner reads it: a lone string as itself, anything else as compact JSON.
-fn result_text(output: &Value) -> String {
-    match output {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
+    clip(&readable(output), RESULT_CHARS)
 }
 
 fn clip(text: &str, chars: usize) -> String {
@@ -239,12 +236,15 @@ fn gives_no_reason(reason: &str) -> bool {
     !reason.chars().any(char::is_alphabetic) || matches!(words.as_str(), "none" | "nothing" | "n/a" | "null" | "no")
 }
 
-/// Every number the answer may use: those in the goal and in each step's arguments and output.
+/// Every number the answer may use: those in the goal and in each step's arguments and output, and the length of
+/// each list an output holds (a count the code made, shown with the list).
 pub(crate) fn known_numbers(goal: &str, results: &[StepResult]) -> Vec<Number> {
     let mut known = numbers_in(goal);
     for r in results {
         known.extend(numbers_in(&r.args.to_string()));
         collect_numbers(&r.output, &mut known);
+        let counts = list_lengths(&r.output).into_iter();
+        known.extend(counts.map(|n| Number { value: n as f64, text: n.to_string(), negative: false }));
     }
     known
 }
@@ -369,6 +369,24 @@ mod tests {
         assert!(text.contains("- s1 read_file (read it) with {\"path\":\"a.txt\"} -> xxx"), "{text}");
         assert!(text.contains(" …"), "{text}");
         assert!(text.len() < RESULT_CHARS + 200);
+    }
+
+    #[test]
+    fn a_listed_result_is_shown_counted_and_its_count_is_a_number_the_answer_may_give() {
+        let todos =
+            json!({"todos": [{"text": "Call the dentist"}, {"text": "Water the plants"}, {"text": "Pay rent"}]});
+        let results = [StepResult {
+            id: "s1".into(),
+            tool: "list_todos".into(),
+            description: String::new(),
+            args: json!({}),
+            output: todos,
+        }];
+        let text = prompt("How many things are on my list?", &results);
+        assert!(text.contains("-> todos (3 items):\n1. text: Call the dentist\n2. text: Water"), "{text}");
+        let known = known_numbers("How many things are on my list?", &results);
+        assert!(unsupported_numbers("There are 3 things on your list.", &known).is_empty());
+        assert_eq!(unsupported_numbers("There are 4 things on your list.", &known), ["4"]);
     }
 
     #[test]

@@ -6,13 +6,14 @@ use std::time::Instant;
 
 use serde_json::{Map, Value};
 
-use super::judging::{output_text, step_results};
+use super::judging::step_results;
 use super::{Agent, Approval, Execution, Prepared, Stop};
 use crate::agent::log::events::Event;
 use crate::agent::log::runs::{call_key, RunState};
-use crate::agent::plan::refs::{coerce_to_schema, output_as_text, parse_reference, value_text, Reference, Resolution};
+use crate::agent::plan::refs::{coerce_to_schema, output_as_text, parse_reference, Reference, Resolution};
 use crate::agent::plan::resolve_args_with;
 use crate::agent::plan::{Plan, Step};
+use crate::agent::records::readable;
 use crate::agent::rules::records_by_name::records_by_name_in;
 use crate::agent::rules::{
     log_run_change, lost_data, FieldsReadFromText, PromptsReadWholeResults, RecordsByName, WritesKeepData,
@@ -138,6 +139,8 @@ impl Agent<'_> {
         let mut how = Resolution {
             read_text: rules.on(&FieldsReadFromText),
             widen_short_fields: rules.on(&PromptsReadWholeResults) && spec.needs_model,
+            // A model's prompt shows a list counted and one item a line (agent::records), not compact JSON.
+            records_in_text: spec.needs_model,
             ..Resolution::default()
         };
         let args = self.coerced(step, resolve_args_with(step, &self.state.outputs, &mut how)?, &spec.args_schema);
@@ -232,8 +235,8 @@ impl Agent<'_> {
         step: &Step,
         args: &Map<String, Value>,
     ) -> Result<(Map<String, Value>, Value)> {
-        let prompt =
-            with_unreferenced_inputs(step, &args.get("prompt").map(value_text).unwrap_or_default(), &self.state);
+        // A prompt that is a whole result (`$s1$`) is shown as a model reads it, as results inside a prompt are.
+        let prompt = with_unreferenced_inputs(step, &args.get("prompt").map(readable).unwrap_or_default(), &self.state);
         let tokens = self.settings.budgets.executor_tokens;
         let model = self.models.executor()?;
         let written = write_text(model, &prompt, tokens);
@@ -467,7 +470,7 @@ fn with_unreferenced_inputs(step: &Step, prompt: &str, state: &RunState) -> Stri
         .dependencies()
         .into_iter()
         .filter(|dep| !referenced.contains(dep))
-        .filter_map(|dep| state.outputs.get(&dep).map(output_text))
+        .filter_map(|dep| state.outputs.get(&dep).map(readable))
         .collect();
     if inputs.is_empty() {
         prompt.to_string()

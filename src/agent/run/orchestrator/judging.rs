@@ -16,7 +16,7 @@ use crate::agent::rules::SameResultsAnswer;
 use crate::agent::run::evaluation::{checkable, doubts, evaluate};
 use crate::agent::run::joiner::{join, StepResult, Verdict};
 use crate::settings::{Evaluator, Joiner};
-use crate::tools::ToolError;
+use crate::tools::{ToolError, BUILTIN_TOOLS};
 use crate::Result;
 
 impl Agent<'_> {
@@ -60,6 +60,15 @@ impl Agent<'_> {
             Joiner::Planner => "planner",
             Joiner::Executor => "executor",
         };
+        if let Some(feedback) = self.no_tool_called(plan) {
+            // Checked in code before any model reads: an answer that rests on no tool is sent back once.
+            tracing::warn!(target: "tandem::joiner", "plan sent back: {feedback}");
+            let (version, role) = (plan.version, role.to_string());
+            let text = feedback.clone();
+            let usage = Default::default();
+            self.emit(Event::Joined { version, verdict: "not_met".into(), text, role, from_steps: fallback, usage })?;
+            return Ok(Some(feedback));
+        }
         let results = step_results(plan, &self.state);
         let required = final_numbers(plan, &self.state);
         let goal = self.state.goal.clone();
@@ -126,6 +135,31 @@ impl Agent<'_> {
                 Ok(None)
             }
         }
+    }
+
+    /// The joiner's first check, in code: a plan none of whose steps called a tool connected to the run (an MCP
+    /// server's, a tool file's: any but the built-ins), where the catalogue the planner saw has such tools, answers
+    /// from no data of the user's. It is sent back once a run, within the replan budget, naming those tools; a
+    /// revision that again calls none is answered (a goal no tool serves: "write a haiku").
+    ///
+    /// Why: told "I watered the plants, tick that off." beside a to-do list server, the 1.5B planned one `llm` step,
+    /// and the run answered "The task 'Watering' was ticked off." with the list untouched.
+    fn no_tool_called(&self, plan: &Plan) -> Option<String> {
+        let catalogue = self.planning.as_ref().unwrap_or(self.registry);
+        let connected: Vec<&str> = catalogue.names().into_iter().filter(|name| !BUILTIN_TOOLS.contains(name)).collect();
+        let calls_one = plan.steps.iter().any(|step| !BUILTIN_TOOLS.contains(&step.tool.as_str()));
+        let sent_back = self.state.revisions.iter().any(|revision| revision.feedback.contains(NO_TOOL_MARKER));
+        if connected.is_empty() || calls_one || sent_back || self.state.replans >= self.settings.budgets.max_replans {
+            return None;
+        }
+        let shown: Vec<&str> = connected.iter().copied().take(SHOWN_TOOLS).collect();
+        let more = connected.len().saturating_sub(SHOWN_TOOLS);
+        let more = if more > 0 { format!(" and {more} more") } else { String::new() };
+        Some(format!(
+            "{NO_TOOL_MARKER} ({}{more}), so its answer rests on none of the user's data or tools. If one of them \
+             gives or does what the goal asks, write the plan again with it; if none does, write the same plan again.",
+            shown.join(", ")
+        ))
     }
 
     /// Whether every tool result of the newest plan is among those of the plans the joiner judged not met before
@@ -202,6 +236,11 @@ impl Agent<'_> {
         })
     }
 }
+
+/// The words that open the feedback of a plan that called no connected tool (sent back once a run).
+pub const NO_TOOL_MARKER: &str = "No step called one of the tools connected to this run";
+/// Tool names that feedback lists.
+const SHOWN_TOOLS: usize = 12;
 
 /// The answer from the outputs: the output of the step(s) nothing else depends on, as text.
 pub fn final_answer(plan: &Plan, state: &RunState) -> String {
