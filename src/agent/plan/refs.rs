@@ -201,6 +201,11 @@ pub struct Resolution {
     pub widen_short_fields: bool,
     /// The references that took their whole output so, in document order.
     pub widened: Vec<Reference>,
+    /// Whether a field missing from a result that has exactly one field takes that field (rule `references` at run
+    /// time: a tool that declares no output schema showed its one field only when it answered).
+    pub one_field: bool,
+    /// The references that took a result's one field so, with that field, in document order.
+    pub took_one_field: Vec<(Reference, String)>,
     /// Whether a list or record inside text is written as a model reads it (model prompts:
     /// [`crate::agent::records::readable`], a list counted and one item a line) rather than as compact JSON.
     pub records_in_text: bool,
@@ -244,7 +249,20 @@ fn lookup(
     outputs: &HashMap<String, Value>,
     how: &mut Resolution,
 ) -> Result<Value, PlanError> {
-    match strict_lookup(step, reference, outputs) {
+    let strict = strict_lookup(step, reference, outputs);
+    if let (Err(PlanError::MissingField { .. }), true) = (&strict, how.one_field) {
+        if let Some(Value::Object(output)) = outputs.get(&reference.step) {
+            if let ([(only, _)], Some(top)) = (output.iter().collect::<Vec<_>>().as_slice(), reference.top_field()) {
+                let rest = reference.field.as_deref().and_then(|f| f.strip_prefix(top)).unwrap_or_default();
+                let taken = Reference { step: reference.step.clone(), field: Some(format!("{only}{rest}")) };
+                if let Ok(value) = strict_lookup(step, &taken, outputs) {
+                    how.took_one_field.push((reference.clone(), (*only).clone()));
+                    return Ok(value);
+                }
+            }
+        }
+    }
+    match strict {
         Err(PlanError::MissingField { .. }) if how.read_text => {
             let text = outputs.get(&reference.step).and_then(output_as_text);
             let Some(text) = text else { return strict_lookup(step, reference, outputs) };
@@ -439,5 +457,21 @@ mod tests {
         let calculated = HashMap::from([("s1".to_string(), json!({"result": 53, "text": "53"}))]);
         let (restated, count) = prompt_with(&calculated, "The result is $s1.result$", true);
         assert_eq!((restated.as_str(), count), ("The result is 53", 0), "a field that restates it adds nothing");
+    }
+
+    #[test]
+    fn a_field_missing_from_a_result_of_one_field_takes_that_field_where_asked() {
+        let outputs = HashMap::from([
+            ("s1".to_string(), json!({"todos": [{"id": "0", "text": "Call the dentist"}]})),
+            ("s2".to_string(), json!({"todos": [], "count": 0})),
+        ]);
+        let mut how = Resolution { one_field: true, ..Resolution::default() };
+        let value = resolve_value_with("s3", &json!("$s1.entries.0.text$"), &outputs, &mut how).unwrap();
+        assert_eq!(value, json!("Call the dentist"));
+        assert_eq!(how.took_one_field, [(parse_reference("$s1.entries.0.text$").unwrap(), "todos".to_string())]);
+        let two_fields = resolve_value_with("s3", &json!("$s2.entries$"), &outputs, &mut how);
+        assert!(matches!(two_fields, Err(PlanError::MissingField { .. })), "two fields: no one reading");
+        let strict = resolve_value_with("s3", &json!("$s1.entries$"), &outputs, &mut Resolution::default());
+        assert!(matches!(strict, Err(PlanError::MissingField { .. })), "off: the field as written");
     }
 }

@@ -2,6 +2,8 @@
 //! exactly one output field, a whole-output reference inside longer text to such a tool, a list of one reference
 //! to a field that is a list already, a reference to an earlier step written as text (`$$s2.joke$$`,
 //! `$s1.results`), and, in a model's prompt, a field the tool does not declare (the whole output is read instead).
+//! At run time, a field missing from a result with exactly one field takes that field (applied where references
+//! resolve: `agent::plan::refs::Resolution::one_field`, logged by the orchestrator).
 //!
 //! Rule `references`, profile `general`: it follows from the output fields the tool's schema declares.
 
@@ -203,7 +205,7 @@ impl super::Rule for References {
             name: "references",
             stage: super::Stage::Mend,
             profile: super::Profile::General,
-            keys_on: "a reference to an output field the tool does not declare where it declares one field (and lists of one reference to a list field): that field",
+            keys_on: "a reference to an output field the tool does not declare where it declares one field, or (at run time) its result has one (and lists of one reference to a list field): that field",
         }
     }
 

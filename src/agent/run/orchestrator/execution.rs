@@ -16,7 +16,7 @@ use crate::agent::plan::{Plan, Step};
 use crate::agent::records::readable;
 use crate::agent::rules::records_by_name::records_by_name_in;
 use crate::agent::rules::{
-    log_run_change, lost_data, FieldsReadFromText, PromptsReadWholeResults, RecordsByName, WritesKeepData,
+    log_run_change, lost_data, FieldsReadFromText, References, PromptsReadWholeResults, RecordsByName, WritesKeepData,
 };
 use crate::agent::run::evaluation::{invented_number, work_out};
 use crate::agent::run::executor::{fill_arguments, read_value, write_text, ExecutorCall};
@@ -138,6 +138,7 @@ impl Agent<'_> {
         let rules = self.rules();
         let mut how = Resolution {
             read_text: rules.on(&FieldsReadFromText),
+            one_field: rules.on(&References),
             widen_short_fields: rules.on(&PromptsReadWholeResults) && spec.needs_model,
             // A model's prompt shows a list counted and one item a line (agent::records), not compact JSON.
             records_in_text: spec.needs_model,
@@ -147,6 +148,9 @@ impl Agent<'_> {
         if !how.read_from_text.is_empty() {
             let fields: Vec<String> = how.read_from_text.iter().map(ToString::to_string).collect();
             log_run_change(&FieldsReadFromText, &step.id, &format!("{} read from text outputs", fields.join(", ")));
+        }
+        for (reference, field) in &how.took_one_field {
+            log_run_change(&References, &step.id, &format!("{reference} read as the result's one field, `{field}`"));
         }
         if !how.widened.is_empty() {
             let fields: Vec<String> = how.widened.iter().map(ToString::to_string).collect();
