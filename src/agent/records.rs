@@ -1,5 +1,5 @@
 //! Results as a model reads them ([`readable`]): a list counted by code and shown one item a line, numbered; a
-//! record's fields that hold nothing left out; and a text that is a whole JSON or Python literal (many MCP servers
+//! record's fields that hold nothing left out (a record without a list stays compact JSON); and a text that is a whole JSON or Python literal (many MCP servers
 //! answer `str(rows)`: `[{'name': 'Ben Carter', 'city': 'Leeds'}]`) read as the data it writes.
 //!
 //! Why: shown compact JSON, the 0.5B counted "3 things you still have to do" in a list of 6 open items and the
@@ -24,8 +24,19 @@ pub fn readable(value: &Value) -> String {
         Value::Object(map) if map.len() == 1 && map.values().all(Value::is_string) => {
             readable(map.values().next().expect("one value"))
         }
-        Value::Object(map) => object(map),
+        // Where a record holds a list, the list is what a reader counts and compares: it is shown counted, one
+        // item a line. A record of plain values (a calculation's `{"result": 42}`) stays compact JSON.
+        Value::Object(map) if map.values().any(holds_list) => object(map),
         other => other.to_string(),
+    }
+}
+
+/// Whether a field is a list, or a text that writes one.
+fn holds_list(value: &Value) -> bool {
+    match value {
+        Value::Array(_) => true,
+        Value::String(text) => structured(text).is_some_and(|data| data.is_array()),
+        _ => false,
     }
 }
 
@@ -284,7 +295,11 @@ mod tests {
              2. id: 1; text: Water the plants; completed: false"
         );
         assert_eq!(readable(&json!([])), "0 items:");
-        assert_eq!(readable(&json!({"path": "a.txt", "size": 12})), "path: a.txt\nsize: 12");
+        assert_eq!(readable(&json!({"path": "a.txt", "size": 12})), r#"{"path":"a.txt","size":12}"#, "no list");
+        assert_eq!(
+            readable(&json!({"path": ".", "entries": [{"name": "a.txt"}]})),
+            "path: .\nentries (1 item):\n1. name: a.txt"
+        );
         assert_eq!(readable(&json!("plain words [not a literal")), "plain words [not a literal");
         assert_eq!(readable(&json!({"text": "Done."})), "Done.");
     }

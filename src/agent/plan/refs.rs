@@ -201,10 +201,10 @@ pub struct Resolution {
     pub widen_short_fields: bool,
     /// The references that took their whole output so, in document order.
     pub widened: Vec<Reference>,
-    /// Whether a field missing from a result that has exactly one field takes that field (rule `references` at run
-    /// time: a tool that declares no output schema showed its one field only when it answered).
+    /// Whether a field missing from a result takes the result's one field, or its one list where the reference is
+    /// read as a list (rule `references` at run time: the planner named a result's list before it saw the result).
     pub one_field: bool,
-    /// The references that took a result's one field so, with that field, in document order.
+    /// The references that took a result's one field or list so, with that field, in document order.
     pub took_one_field: Vec<(Reference, String)>,
     /// Whether a list or record inside text is written as a model reads it (model prompts:
     /// [`crate::agent::records::readable`], a list counted and one item a line) rather than as compact JSON.
@@ -251,12 +251,22 @@ fn lookup(
 ) -> Result<Value, PlanError> {
     let strict = strict_lookup(step, reference, outputs);
     if let (Err(PlanError::MissingField { .. }), true) = (&strict, how.one_field) {
-        if let Some(Value::Object(output)) = outputs.get(&reference.step) {
-            if let ([(only, _)], Some(top)) = (output.iter().collect::<Vec<_>>().as_slice(), reference.top_field()) {
-                let rest = reference.field.as_deref().and_then(|f| f.strip_prefix(top)).unwrap_or_default();
-                let taken = Reference { step: reference.step.clone(), field: Some(format!("{only}{rest}")) };
+        if let (Some(Value::Object(output)), Some(top)) = (outputs.get(&reference.step), reference.top_field()) {
+            let rest = reference.field.as_deref().and_then(|f| f.strip_prefix(top)).unwrap_or_default();
+            // The one field there is; else the one list there is, where the reference is read as a list (a path
+            // that goes on with an index, or a model's prompt, which reads the list whole).
+            let lists: Vec<&String> = output.iter().filter(|(_, v)| v.is_array()).map(|(k, _)| k).collect();
+            let read_as_list =
+                how.records_in_text || rest.split('.').nth(1).is_some_and(|i| i.parse::<usize>().is_ok());
+            let field = match (output.len(), lists.as_slice()) {
+                (1, _) => output.keys().next(),
+                (_, [list]) if read_as_list => Some(*list),
+                _ => None,
+            };
+            if let Some(field) = field {
+                let taken = Reference { step: reference.step.clone(), field: Some(format!("{field}{rest}")) };
                 if let Ok(value) = strict_lookup(step, &taken, outputs) {
-                    how.took_one_field.push((reference.clone(), (*only).clone()));
+                    how.took_one_field.push((reference.clone(), field.clone()));
                     return Ok(value);
                 }
             }
@@ -463,14 +473,23 @@ mod tests {
     fn a_field_missing_from_a_result_of_one_field_takes_that_field_where_asked() {
         let outputs = HashMap::from([
             ("s1".to_string(), json!({"todos": [{"id": "0", "text": "Call the dentist"}]})),
-            ("s2".to_string(), json!({"todos": [], "count": 0})),
+            ("s2".to_string(), json!({"todos": [{"id": "4"}], "count": 1})),
+            ("s4".to_string(), json!({"todos": [], "done": [], "count": 0})),
         ]);
         let mut how = Resolution { one_field: true, ..Resolution::default() };
         let value = resolve_value_with("s3", &json!("$s1.entries.0.text$"), &outputs, &mut how).unwrap();
         assert_eq!(value, json!("Call the dentist"));
         assert_eq!(how.took_one_field, [(parse_reference("$s1.entries.0.text$").unwrap(), "todos".to_string())]);
+        let listed = resolve_value_with("s3", &json!("$s2.entries.0.id$"), &outputs, &mut how).unwrap();
+        assert_eq!(listed, json!("4"), "read as a list: the one list");
         let two_fields = resolve_value_with("s3", &json!("$s2.entries$"), &outputs, &mut how);
-        assert!(matches!(two_fields, Err(PlanError::MissingField { .. })), "two fields: no one reading");
+        assert!(matches!(two_fields, Err(PlanError::MissingField { .. })), "not read as a list: no one reading");
+        let two_lists = resolve_value_with("s3", &json!("$s4.entries.0$"), &outputs, &mut how);
+        assert!(matches!(two_lists, Err(PlanError::MissingField { .. })), "two lists: no one reading");
+        let text = "What is the title of the task 'Watering'? $s1.entries$";
+        let mut how = Resolution { one_field: true, read_text: true, records_in_text: true, ..Resolution::default() };
+        let inside = resolve_value_with("s3", &json!(text), &outputs, &mut how).unwrap();
+        assert!(inside.as_str().unwrap().ends_with("? 1 item:\n1. id: 0; text: Call the dentist"), "{inside}");
         let strict = resolve_value_with("s3", &json!("$s1.entries$"), &outputs, &mut Resolution::default());
         assert!(matches!(strict, Err(PlanError::MissingField { .. })), "off: the field as written");
     }

@@ -2,7 +2,8 @@
 //! exactly one output field, a whole-output reference inside longer text to such a tool, a list of one reference
 //! to a field that is a list already, a reference to an earlier step written as text (`$$s2.joke$$`,
 //! `$s1.results`), and, in a model's prompt, a field the tool does not declare (the whole output is read instead).
-//! At run time, a field missing from a result with exactly one field takes that field (applied where references
+//! At run time, a field missing from a result takes its one field, or its one list where the reference reads a
+//! list (an index follows, or a model's prompt reads it; applied where references
 //! resolve: `agent::plan::refs::Resolution::one_field`, logged by the orchestrator).
 //!
 //! Rule `references`, profile `general`: it follows from the output fields the tool's schema declares.
@@ -178,6 +179,12 @@ fn close_references(plan: &mut Plan) -> Vec<String> {
 fn close_in(value: &mut Value, earlier: &[String]) {
     match value {
         Value::String(text) => {
+            if let Some(joined) = path_written_apart(text) {
+                if parse_reference(&joined).is_some_and(|r| earlier.contains(&r.step)) {
+                    *text = joined;
+                }
+                return;
+            }
             let inner = match text.strip_prefix("$$").and_then(|t| t.strip_suffix("$$")) {
                 Some(escaped) => escaped,
                 None => match text.strip_prefix('$') {
@@ -196,6 +203,34 @@ fn close_in(value: &mut Value, earlier: &[String]) {
     }
 }
 
+/// A path into a result written after the reference or inside it in the index form of JSON paths
+/// (`$s2.todos$[0].id`, `$s2.todos[0].id$`), as the one reference it means (`$s2.todos.0.id$`); `None` for any other
+/// text (`$s1.result$ dollars`, a plain reference).
+fn path_written_apart(text: &str) -> Option<String> {
+    let rest = text.strip_prefix('$')?;
+    let end = rest.find('$')?;
+    let (inner, after) = (&rest[..end], &rest[end + 1..]);
+    if !(after.starts_with(['[', '.']) || after.is_empty() && inner.contains('[')) {
+        return None;
+    }
+    let mut path = String::new();
+    let mut index: Option<String> = None;
+    for c in inner.chars().chain(after.chars()) {
+        match (c, index.as_mut()) {
+            ('[', None) => index = Some(String::new()),
+            (']', Some(digits)) if !digits.is_empty() => {
+                path.push('.');
+                path.push_str(digits);
+                index = None;
+            }
+            (c, Some(digits)) if c.is_ascii_digit() => digits.push(c),
+            (c, None) if c.is_alphanumeric() || "._-".contains(c) => path.push(c),
+            _ => return None,
+        }
+    }
+    (index.is_none() && !path.contains("..")).then(|| format!("${path}$"))
+}
+
 /// Rule `references` (mend, general).
 pub struct References;
 
@@ -205,11 +240,26 @@ impl super::Rule for References {
             name: "references",
             stage: super::Stage::Mend,
             profile: super::Profile::General,
-            keys_on: "a reference to an output field the tool does not declare where it declares one field, or (at run time) its result has one (and lists of one reference to a list field): that field",
+            keys_on: "a reference to an output field the tool does not declare where it declares one field, or (at run time) its result has one, or one list the reference reads as a list (and lists of one reference to a list field): that field",
         }
     }
 
     fn mend(&self, plan: &mut Plan, tools: &ToolRegistry, _seen: &str) -> Vec<String> {
         mend_references(plan, tools)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_written_beside_or_inside_a_reference_joins_it() {
+        assert_eq!(path_written_apart("$s2.todos$[0].id").as_deref(), Some("$s2.todos.0.id$"));
+        assert_eq!(path_written_apart("$s2.todos[0].id$").as_deref(), Some("$s2.todos.0.id$"));
+        assert_eq!(path_written_apart("$s2$.rows[12]").as_deref(), Some("$s2.rows.12$"));
+        for other in ["$s2.todos$", "$s1.result$ dollars", "$s1.rows$[x]", "$s1.rows$[]", "$s1$[0", "total: $s1$[0]"] {
+            assert_eq!(path_written_apart(other), None, "{other}");
+        }
     }
 }

@@ -10,7 +10,9 @@
 //! minus sign a negative one. A failed check is retried once with the
 //! offending numbers named; a second failure leaves the answer to the caller's fallback. An incomplete answer that
 //! names no missing part (no word), and an answer that is no answer (a step reference such as `$s2.result$`, the
-//! goal written back, one sentence over and over: [`degenerate`]) are asked again the same way.
+//! goal written back, one sentence over and over: [`degenerate`]) are asked again the same way. So is an answer that
+//! names a value (a capitalised name, a quoted text) found in neither the goal nor a tool's result or arguments
+//! (`provenance`); written twice, it sends the run back to the planner.
 
 use std::time::Instant;
 
@@ -21,10 +23,12 @@ use crate::agent::model_call::chat_call;
 use crate::agent::numbers::{numbers_in, same_value, Number};
 use crate::agent::plan::refs::references_in;
 use crate::agent::records::{list_lengths, readable};
+use crate::agent::run::provenance::unsupported_names;
 use crate::agent::usage::ModelUsage;
 use crate::decode::constraint::ConstraintSpec;
 use crate::decode::Model;
 use crate::llm::ChatMessage;
+use crate::tools::Llm;
 use crate::Result;
 
 /// The joiner's instructions. The reply writes the answer first and judges it after: asked to choose between an
@@ -32,8 +36,10 @@ use crate::Result;
 /// answer to the goal", also when asked to look again, and its replans then read files no goal named.
 const SYSTEM: &str = "You write the final answer of a tool-using agent. You are given the user's goal and the \
 results of the steps that ran. Answer every part of the goal in one or two short sentences, and copy each number \
-exactly as a result gives it: do not round, recompute or convert it. After the answer, \"complete\" is false only \
-when a part of the goal has no result (or its result is an error), and then \"missing\" names that part. \
+exactly as a result gives it: do not round, recompute or convert it. Where the goal asks which things, name each \
+of them as a result writes it; a count alone answers only how many. After the answer, \"complete\" is false only \
+when a part of the goal has no result (or its result is an error), and then \"missing\" names that part. A small \
+model's reading can be wrong: where it disagrees with a tool's result, the tool's result is right. \
 Reply as JSON: {\"answer\": \"...\", \"complete\": true} or {\"answer\": \"...\", \"complete\": false, \"missing\": \
 \"...\"}.\n\
 Example: for the goal \"A box holds 6 eggs. How many eggs are in 7 boxes, and how many are left after 5 break?\" \
@@ -110,9 +116,13 @@ fn prompt(goal: &str, results: &[StepResult]) -> String {
     text
 }
 
-/// One finished step on one line: `s2 calculator (what it was for) with {args} -> output`, the output clipped.
+/// One finished step: `s2 calculator (what it was for) with {args} -> output`, the output clipped. A model step
+/// shows no arguments: its prompt holds the results it read, which the joiner is shown as they are.
 fn step_line(r: &StepResult) -> String {
     let what = if r.description.is_empty() { String::new() } else { format!(" ({})", r.description) };
+    if r.tool == Llm::NAME {
+        return format!("{} {}{what}, a small model's reading -> {}", r.id, r.tool, shown_output(&r.output));
+    }
     format!("{} {}{what} with {} -> {}", r.id, r.tool, r.args, shown_output(&r.output))
 }
 
@@ -140,9 +150,11 @@ pub fn join(
     let started = Instant::now();
     let schema = ConstraintSpec::JsonSchema(reply_schema());
     let known = known_numbers(goal, results);
+    let sources = name_sources(goal, results);
     let mut messages = vec![ChatMessage::system(SYSTEM), ChatMessage::user(prompt(goal, results))];
     let mut usage = ModelUsage { tokens_in: 0, tokens_out: 0, ms: 0 };
     let mut rejected = Vec::new();
+    let mut unsourced: Vec<String> = Vec::new();
     for _ in 0..ATTEMPTS {
         // Room for the longest reply the grammar allows, in tokens (a token is at least one character).
         let (text, timings) = chat_call(model, "joiner", &messages, Some(&schema), ANSWER_CHARS + 16)?;
@@ -159,14 +171,15 @@ pub fn join(
         };
         if !reply.complete {
             let reason = reply.missing.trim().to_string();
-            if !gives_no_reason(&reason) {
+            if !gives_no_reason(&reason) && !copies_the_example(&reason, goal) {
                 usage.ms = started.elapsed().as_millis() as u64;
                 return Ok((Verdict::NotMet(reason), usage));
             }
             // "Not complete" without naming a part gives the planner nothing to go on (the 1.5B wrote `}` for
-            // right results): ask again.
-            let problem = "That names no missing part. Write the answer from the results, or name in words the part \
-                           of the goal they do not give.";
+            // right results), nor does the instructions' own example (it named "the weather in Oslo" missing from
+            // a to-do list's results, and the replan read a weather file): ask again.
+            let problem = "That names no missing part of this goal. Write the answer from the results, or name in \
+                           words the part of the goal they do not give.";
             rejected.push(format!("not complete: {reason:?} ({problem})"));
             messages.push(ChatMessage::assistant(text.clone()));
             messages.push(ChatMessage::user(problem.to_string()));
@@ -177,7 +190,9 @@ pub fn join(
         let missing = missing_results(&answer, required);
         let says_nothing = !answer.chars().any(char::is_alphanumeric);
         let degenerate = degenerate(&answer, goal);
-        if unsupported.is_empty() && missing.is_empty() && !says_nothing && degenerate.is_none() {
+        unsourced = sources.as_deref().map(|sources| unsupported_names(&answer, sources)).unwrap_or_default();
+        if unsupported.is_empty() && missing.is_empty() && !says_nothing && degenerate.is_none() && unsourced.is_empty()
+        {
             usage.ms = started.elapsed().as_millis() as u64;
             return Ok((Verdict::Answer(answer), usage));
         }
@@ -191,15 +206,41 @@ pub fn join(
                  each number exactly from the results.",
                 unsupported.join(", ")
             )
-        } else {
+        } else if !missing.is_empty() {
             format!("The answer leaves out the result {}. Write the answer again with it.", missing.join(", "))
+        } else {
+            format!(
+                "No tool result holds {}. Write the answer again from the results; where they do not give what \
+                 the goal asks, say so.",
+                unsourced.join(", ")
+            )
         };
         rejected.push(format!("{answer} ({problem})"));
         messages.push(ChatMessage::assistant(text.clone()));
         messages.push(ChatMessage::user(problem));
     }
     usage.ms = started.elapsed().as_millis() as u64;
+    // Names no result holds, written twice, are no reading of the results: the planner gets another go.
+    if !unsourced.is_empty() {
+        let reason = format!("the answer named {}, which no tool result holds", unsourced.join(", "));
+        return Ok((Verdict::NotMet(reason), usage));
+    }
     Ok((Verdict::Unchecked(rejected), usage))
+}
+
+/// What an answer's names may come from, lower-cased: the goal and each tool step's arguments and result (a model's
+/// reading is what is checked, not a source). `None` where no tool step ran: an answer from a model alone has no
+/// results to hold its names to.
+fn name_sources(goal: &str, results: &[StepResult]) -> Option<String> {
+    let tools: Vec<&StepResult> = results.iter().filter(|r| r.tool != Llm::NAME).collect();
+    if tools.is_empty() {
+        return None;
+    }
+    let mut sources = goal.to_string();
+    for r in tools {
+        sources.push_str(&format!("\n{}\n{}\n{}", r.args, r.output, readable(&r.output)));
+    }
+    Some(sources.to_lowercase())
 }
 
 /// Why an answer is no answer, checked in code whatever the model judged: it holds a plan reference
@@ -228,6 +269,15 @@ fn degenerate(answer: &str, goal: &str) -> Option<&'static str> {
         return Some("That says the same sentence again and again. Write the answer once, from the results.");
     }
     None
+}
+
+/// The missing part the instructions' example names.
+const EXAMPLE_MISSING: &str = "the weather in Oslo";
+
+/// Whether a missing part's name is the instructions' example's, where the goal does not ask it.
+fn copies_the_example(reason: &str, goal: &str) -> bool {
+    let example = EXAMPLE_MISSING.to_lowercase();
+    reason.to_lowercase().contains(&example) && !goal.to_lowercase().contains(&example)
 }
 
 /// Whether a missing part's name says nothing: no word in it (the format's `...`, a `}`), or a word for nothing.
@@ -397,6 +447,10 @@ mod tests {
         for reason in ["the price of AAPL", "no result gives the total", "What is missing is the tip"] {
             assert!(!gives_no_reason(reason), "{reason:?}");
         }
+        assert!(SYSTEM.contains(EXAMPLE_MISSING));
+        assert!(copies_the_example("The weather in Oslo", "What's the most urgent thing on my to-do list?"));
+        assert!(!copies_the_example("the weather in Oslo", "What is the weather in Oslo today?"));
+        assert!(!copies_the_example("the price of AAPL", "What is AAPL's price?"));
     }
 
     #[test]

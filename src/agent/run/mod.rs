@@ -1,8 +1,10 @@
 //! Running a plan: the orchestrator (budgets, approval, replanning, step mode), the executor model's steps, the
-//! step evaluation that works calculator steps out again, and the joiner that writes the answer.
+//! step evaluation that works calculator steps out again, and the joiner that writes the answer, its names checked
+//! against the results (`provenance`).
 
 pub mod evaluation;
 pub mod executor;
 pub mod joiner;
 pub mod orchestrator;
+pub mod provenance;
 pub mod repair;

@@ -16,7 +16,7 @@ use crate::agent::plan::{Plan, Step};
 use crate::agent::records::readable;
 use crate::agent::rules::records_by_name::records_by_name_in;
 use crate::agent::rules::{
-    log_run_change, lost_data, FieldsReadFromText, References, PromptsReadWholeResults, RecordsByName, WritesKeepData,
+    log_run_change, lost_data, FieldsReadFromText, PromptsReadWholeResults, RecordsByName, References, WritesKeepData,
 };
 use crate::agent::run::evaluation::{invented_number, work_out};
 use crate::agent::run::executor::{fill_arguments, read_value, write_text, ExecutorCall};

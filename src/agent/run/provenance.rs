@@ -1,0 +1,147 @@
+//! Where an answer's names come from: the values an answer writes as names (a run of capitalised words that does
+//! not merely open a sentence: "John Doe", "Leeds") or quotes ('Watering'), each of which must be in the goal or in
+//! a tool's result or arguments ([`unsupported_names`]). A model's reading (an `llm` step's text) is no source: it is
+//! what is being checked.
+//!
+//! Why: over a database's error text ("no such column: signup_date") the 0.5B read "The most recent customer to sign
+//! up was John Doe", and over a to-do list it ticked off "the task 'Watering'"; the joiner copied both. Stated on the
+//! answer's writing (capitals and quotes, as Latin-script text writes names), never on a list of words; numbers have
+//! their own check (`joiner::unsupported_numbers`).
+
+/// The longest quoted text checked (a longer one is a sentence quoted, not a value).
+const QUOTE_CHARS: usize = 80;
+
+/// The names and quoted values of `answer` that `sources` (lower-cased: the goal and the tools' results and
+/// arguments) does not hold, each once, as the answer writes them.
+pub fn unsupported_names(answer: &str, sources: &str) -> Vec<String> {
+    let held = |value: &str| {
+        let value = value.to_lowercase();
+        sources.contains(&value) || value.split_whitespace().all(|word| sources.contains(word))
+    };
+    let mut unsupported: Vec<String> = Vec::new();
+    for value in names(answer).into_iter().chain(quoted(answer)) {
+        if !held(&value) && !unsupported.contains(&value) {
+            unsupported.push(value);
+        }
+    }
+    unsupported
+}
+
+/// Runs of capitalised words (a capital, then at least one lower-case letter), the word that opens a sentence
+/// left out.
+fn names(text: &str) -> Vec<String> {
+    let mut runs = Vec::new();
+    let mut run: Vec<&str> = Vec::new();
+    let mut sentence_start = true;
+    for (word, ends_sentence) in words(text) {
+        let capitalised = word.chars().next().is_some_and(char::is_uppercase) && word.chars().any(char::is_lowercase);
+        if capitalised && !sentence_start {
+            // "Ben's" names Ben.
+            run.push(word.strip_suffix("'s").or_else(|| word.strip_suffix("’s")).unwrap_or(word));
+        } else if !run.is_empty() {
+            runs.push(run.join(" "));
+            run.clear();
+        }
+        if capitalised && sentence_start && !ends_sentence {
+            // The opening word may be a name or mere capitals: the words after it decide.
+            sentence_start = false;
+            continue;
+        }
+        if ends_sentence && !run.is_empty() {
+            runs.push(run.join(" "));
+            run.clear();
+        }
+        sentence_start = ends_sentence;
+    }
+    if !run.is_empty() {
+        runs.push(run.join(" "));
+    }
+    runs
+}
+
+/// The words of `text` (letters, digits, inner apostrophes and hyphens), each with whether a sentence ends after it.
+fn words(text: &str) -> Vec<(&str, bool)> {
+    let mut found = Vec::new();
+    let mut start: Option<usize> = None;
+    let chars: Vec<(usize, char)> = text.char_indices().collect();
+    for (i, &(at, c)) in chars.iter().enumerate() {
+        let inner = (c == '\'' || c == '-' || c == '’')
+            && start.is_some()
+            && chars.get(i + 1).is_some_and(|(_, next)| next.is_alphanumeric());
+        if c.is_alphanumeric() || inner {
+            start.get_or_insert(at);
+            continue;
+        }
+        if let Some(from) = start.take() {
+            found.push((&text[from..at], false));
+        }
+        if matches!(c, '.' | '!' | '?' | '\n') {
+            if let Some(last) = found.last_mut() {
+                last.1 = true;
+            }
+        }
+    }
+    if let Some(from) = start {
+        found.push((&text[from..], false));
+    }
+    found
+}
+
+/// Texts in quotes (' " ‘ ’ “ ” `), a quote opening after no letter and closing before none.
+fn quoted(text: &str) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let close = match chars[i] {
+            '\'' => '\'',
+            '"' => '"',
+            '`' => '`',
+            '‘' => '’',
+            '“' => '”',
+            _ => {
+                i += 1;
+                continue;
+            }
+        };
+        let opens = i == 0 || !chars[i - 1].is_alphanumeric();
+        let end = (i + 1..chars.len())
+            .find(|&j| chars[j] == close && chars.get(j + 1).is_none_or(|next| !next.is_alphanumeric()));
+        match end {
+            Some(j) if opens && j > i + 1 => {
+                let inside: String = chars[i + 1..j].iter().collect();
+                if inside.trim().chars().count() <= QUOTE_CHARS && inside.chars().any(char::is_alphanumeric) {
+                    found.push(inside.trim().to_string());
+                }
+                i = j + 1;
+            }
+            _ => i += 1,
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_quotes_the_results_do_not_hold_are_unsupported() {
+        let sources = "customers: ben carter (leeds), farid haddad. goal: who signed up last?".to_lowercase();
+        assert_eq!(unsupported_names("The most recent customer to sign up was John Doe.", &sources), ["John Doe"]);
+        assert!(unsupported_names("The most recent customer is Farid Haddad.", &sources).is_empty());
+        assert!(unsupported_names("Ben Carter lives in Leeds.", &sources).is_empty(), "a name may open a sentence");
+        assert_eq!(unsupported_names("John Doe signed up last.", &sources), ["Doe"], "the words after it decide");
+        assert_eq!(unsupported_names("The task 'Watering' was ticked off.", &sources), ["Watering"]);
+        assert!(unsupported_names("Yes. No orders. I haven't paid, it's Ben's.", &sources).is_empty());
+        assert!(unsupported_names("There are 3 things on your list: call the bank.", &sources).is_empty());
+        assert!(unsupported_names("It is stored as \"farid haddad\" in the table.", &sources).is_empty());
+    }
+
+    #[test]
+    fn words_know_where_sentences_end_and_keep_their_apostrophes() {
+        let found = words("It's Ben's turn. Next: Mia-Rose!");
+        assert_eq!(found, [("It's", false), ("Ben's", false), ("turn", true), ("Next", false), ("Mia-Rose", true)]);
+        assert_eq!(quoted("Say 'hi' and don't 'forget' \"this one\""), ["hi", "forget", "this one"]);
+    }
+}
