@@ -108,15 +108,14 @@ fn object(map: &Map<String, Value>) -> String {
     lines.join("\n")
 }
 
-/// A list: its count, then its items one a line, numbered from 1.
+/// A list: its items one a line, numbered from 1, then its count. The count comes last: written first ("todos (2
+/// items):"), the 1.5B answered "Which of my tasks are phone calls?" with "There are 2 phone calls".
 fn list(key: Option<&str>, items: &[Value]) -> String {
     let noun = if items.len() == 1 { "item" } else { "items" };
-    let head = match key {
-        Some(key) => format!("{key} ({} {noun}):", items.len()),
-        None => format!("{} {noun}:", items.len()),
-    };
+    let head = key.map(|key| format!("{key}:"));
     let rows = items.iter().enumerate().map(|(i, item)| format!("{}. {}", i + 1, row(item)));
-    std::iter::once(head).chain(rows).collect::<Vec<_>>().join("\n")
+    let count = format!("({} {noun})", items.len());
+    head.into_iter().chain(rows).chain(std::iter::once(count)).collect::<Vec<_>>().join("\n")
 }
 
 /// One item on one line: a record's fields that hold something as `key: value`, separated by `; `.
@@ -291,14 +290,14 @@ mod tests {
         ], "note": ""});
         assert_eq!(
             readable(&todos),
-            "todos (2 items):\n1. id: 0; text: Call the dentist; completed: false; priority: A; projects: health\n\
-             2. id: 1; text: Water the plants; completed: false"
+            "todos:\n1. id: 0; text: Call the dentist; completed: false; priority: A; projects: health\n\
+             2. id: 1; text: Water the plants; completed: false\n(2 items)"
         );
-        assert_eq!(readable(&json!([])), "0 items:");
+        assert_eq!(readable(&json!([])), "(0 items)");
         assert_eq!(readable(&json!({"path": "a.txt", "size": 12})), r#"{"path":"a.txt","size":12}"#, "no list");
         assert_eq!(
             readable(&json!({"path": ".", "entries": [{"name": "a.txt"}]})),
-            "path: .\nentries (1 item):\n1. name: a.txt"
+            "path: .\nentries:\n1. name: a.txt\n(1 item)"
         );
         assert_eq!(readable(&json!("plain words [not a literal")), "plain words [not a literal");
         assert_eq!(readable(&json!({"text": "Done."})), "Done.");
@@ -315,7 +314,7 @@ mod tests {
         );
         assert_eq!(
             readable(&json!({"text": rows})),
-            "2 items:\n1. name: Ben Carter; city: Leeds\n2. name: Dev O'Neil; vip: true; spent: -12.5"
+            "1. name: Ben Carter; city: Leeds\n2. name: Dev O'Neil; vip: true; spent: -12.5\n(2 items)"
         );
         assert_eq!(structured("(1, 'a')"), Some(json!([1, "a"])));
         assert_eq!(structured("{'a': 1}"), Some(json!({"a": 1})));

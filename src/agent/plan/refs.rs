@@ -489,7 +489,7 @@ mod tests {
         let text = "What is the title of the task 'Watering'? $s1.entries$";
         let mut how = Resolution { one_field: true, read_text: true, records_in_text: true, ..Resolution::default() };
         let inside = resolve_value_with("s3", &json!(text), &outputs, &mut how).unwrap();
-        assert!(inside.as_str().unwrap().ends_with("? 1 item:\n1. id: 0; text: Call the dentist"), "{inside}");
+        assert!(inside.as_str().unwrap().ends_with("? 1. id: 0; text: Call the dentist\n(1 item)"), "{inside}");
         let strict = resolve_value_with("s3", &json!("$s1.entries$"), &outputs, &mut Resolution::default());
         assert!(matches!(strict, Err(PlanError::MissingField { .. })), "off: the field as written");
     }

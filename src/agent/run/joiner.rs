@@ -155,6 +155,8 @@ pub fn join(
     let mut usage = ModelUsage { tokens_in: 0, tokens_out: 0, ms: 0 };
     let mut rejected = Vec::new();
     let mut unsourced: Vec<String> = Vec::new();
+    // What the joiner was told after a rejected reply: an answer made of its words is no answer.
+    let mut told = String::new();
     for _ in 0..ATTEMPTS {
         // Room for the longest reply the grammar allows, in tokens (a token is at least one character).
         let (text, timings) = chat_call(model, "joiner", &messages, Some(&schema), ANSWER_CHARS + 16)?;
@@ -181,6 +183,7 @@ pub fn join(
             let problem = "That names no missing part of this goal. Write the answer from the results, or name in \
                            words the part of the goal they do not give.";
             rejected.push(format!("not complete: {reason:?} ({problem})"));
+            told.push_str(problem);
             messages.push(ChatMessage::assistant(text.clone()));
             messages.push(ChatMessage::user(problem.to_string()));
             continue;
@@ -189,7 +192,7 @@ pub fn join(
         let unsupported = unsupported_numbers(&answer, &known);
         let missing = missing_results(&answer, required);
         let says_nothing = !answer.chars().any(char::is_alphanumeric);
-        let degenerate = degenerate(&answer, goal);
+        let degenerate = degenerate(&answer, goal, &told);
         unsourced = sources.as_deref().map(|sources| unsupported_names(&answer, sources)).unwrap_or_default();
         if unsupported.is_empty() && missing.is_empty() && !says_nothing && degenerate.is_none() && unsourced.is_empty()
         {
@@ -216,6 +219,7 @@ pub fn join(
             )
         };
         rejected.push(format!("{answer} ({problem})"));
+        told.push_str(&problem);
         messages.push(ChatMessage::assistant(text.clone()));
         messages.push(ChatMessage::user(problem));
     }
@@ -244,9 +248,10 @@ fn name_sources(goal: &str, results: &[StepResult]) -> Option<String> {
 }
 
 /// Why an answer is no answer, checked in code whatever the model judged: it holds a plan reference
-/// (`$s2.result$`: a placeholder, never a value), it is the goal written back, or it says one sentence over and
-/// over (a reading that looped until its token limit).
-fn degenerate(answer: &str, goal: &str) -> Option<&'static str> {
+/// (`$s2.result$`: a placeholder, never a value), it is the goal written back, it is made of the words the joiner
+/// was `told` after a rejected reply (asked to name a missing part, the 1.5B answered "No missing part of this
+/// goal."), or it says one sentence over and over (a reading that looped until its token limit).
+fn degenerate(answer: &str, goal: &str, told: &str) -> Option<&'static str> {
     if !references_in(&Value::String(answer.to_string())).is_empty() {
         return Some(
             "That holds a reference to a step's result, not the value. Write the answer with the values the \
@@ -259,6 +264,10 @@ fn degenerate(answer: &str, goal: &str) -> Option<&'static str> {
     let (said, asked) = (words(answer), words(goal));
     if !said.is_empty() && said == asked {
         return Some("That repeats the goal. Write the answer the results give.");
+    }
+    let feedback = words(told);
+    if said.len() >= 2 && said.iter().all(|word| feedback.contains(word)) {
+        return Some("That repeats what you were told, not the results. Write the answer the results give.");
     }
     let mut sentences: Vec<Vec<String>> =
         answer.split(['.', '!', '?', '\n']).map(words).filter(|w| w.len() >= 3).collect();
@@ -358,14 +367,17 @@ mod tests {
     #[test]
     fn placeholders_the_goal_written_back_and_loops_are_no_answers() {
         let goal = "What is the total of the order?";
-        assert!(degenerate("The total is $s2.result$.", goal).is_some_and(|p| p.contains("reference")));
-        assert!(degenerate("What is the total of the order", goal).is_some_and(|p| p.contains("repeats")));
+        assert!(degenerate("The total is $s2.result$.", goal, "").is_some_and(|p| p.contains("reference")));
+        assert!(degenerate("What is the total of the order", goal, "").is_some_and(|p| p.contains("repeats")));
         let looped = "The total is due. The total is due. The total is due. The total is due.";
-        assert!(degenerate(looped, goal).is_some_and(|p| p.contains("again")));
-        assert_eq!(degenerate("The total of the order is 53 dollars.", goal), None);
-        assert_eq!(degenerate("It costs $5, paid in cash.", goal), None, "a dollar sign is not a reference");
+        assert!(degenerate(looped, goal, "").is_some_and(|p| p.contains("again")));
+        assert_eq!(degenerate("The total of the order is 53 dollars.", goal, ""), None);
+        assert_eq!(degenerate("It costs $5, paid in cash.", goal, ""), None, "a dollar sign is not a reference");
         let list = "Alice lives in Paris. Bob lives in Rome. Carol lives in Oslo.";
-        assert_eq!(degenerate(list, goal), None, "sentences alike in shape are not a loop");
+        assert_eq!(degenerate(list, goal, ""), None, "sentences alike in shape are not a loop");
+        let told = "That names no missing part of this goal. Write the answer from the results.";
+        assert!(degenerate("No missing part of this goal.", goal, told).is_some_and(|p| p.contains("told")));
+        assert_eq!(degenerate("The total of the order is 53 dollars.", goal, told), None);
     }
 
     #[test]
@@ -433,7 +445,8 @@ mod tests {
             output: todos,
         }];
         let text = prompt("How many things are on my list?", &results);
-        assert!(text.contains("-> todos (3 items):\n1. text: Call the dentist\n2. text: Water"), "{text}");
+        assert!(text.contains("-> todos:\n1. text: Call the dentist\n2. text: Water"), "{text}");
+        assert!(text.contains("3. text: Pay rent\n(3 items)"), "{text}");
         let known = known_numbers("How many things are on my list?", &results);
         assert!(unsupported_numbers("There are 3 things on your list.", &known).is_empty());
         assert_eq!(unsupported_numbers("There are 4 things on your list.", &known), ["4"]);
