@@ -11,7 +11,7 @@
 //! offending numbers named; a second failure leaves the answer to the caller's fallback. An incomplete answer that
 //! names no missing part (no word), and an answer that is no answer (a step reference such as `$s2.result$`, the
 //! goal written back, one sentence over and over: [`degenerate`]) are asked again the same way. So is an answer that
-//! names a value (a capitalised name, a quoted text) found in neither the goal nor a tool's result or arguments
+//! names a value (a capitalised name, a quoted text) found in neither the goal nor a tool's result
 //! (`provenance`); written twice, it sends the run back to the planner.
 
 use std::time::Instant;
@@ -232,9 +232,10 @@ pub fn join(
     Ok((Verdict::Unchecked(rejected), usage))
 }
 
-/// What an answer's names may come from, lower-cased: the goal and each tool step's arguments and result (a model's
-/// reading is what is checked, not a source). `None` where no tool step ran: an answer from a model alone has no
-/// results to hold its names to.
+/// What an answer's names may come from, lower-cased: the goal and each tool step's result. A model's reading is
+/// what is checked, not a source, and so are arguments, which a reading can fill (a query `WHERE signup_date = 'The
+/// most recent customer to sign up was John Doe.'` vouched for that name). `None` where no tool step ran: an answer
+/// from a model alone has no results to hold its names to.
 fn name_sources(goal: &str, results: &[StepResult]) -> Option<String> {
     let tools: Vec<&StepResult> = results.iter().filter(|r| r.tool != Llm::NAME).collect();
     if tools.is_empty() {
@@ -242,7 +243,7 @@ fn name_sources(goal: &str, results: &[StepResult]) -> Option<String> {
     }
     let mut sources = goal.to_string();
     for r in tools {
-        sources.push_str(&format!("\n{}\n{}\n{}", r.args, r.output, readable(&r.output)));
+        sources.push_str(&format!("\n{}\n{}", r.output, readable(&r.output)));
     }
     Some(sources.to_lowercase())
 }

@@ -1,7 +1,7 @@
 //! Where an answer's names come from: the values an answer writes as names (a run of capitalised words that does
 //! not merely open a sentence: "John Doe", "Leeds") or quotes ('Watering'), each of which must be in the goal or in
-//! a tool's result or arguments ([`unsupported_names`]). A model's reading (an `llm` step's text) is no source: it is
-//! what is being checked.
+//! a tool's result ([`unsupported_names`]). A model's reading (an `llm` step's text) is no source: it is what is
+//! being checked.
 //!
 //! Why: over a database's error text ("no such column: signup_date") the 0.5B read "The most recent customer to sign
 //! up was John Doe", and over a to-do list it ticked off "the task 'Watering'"; the joiner copied both. Stated on the
@@ -11,8 +11,8 @@
 /// The longest quoted text checked (a longer one is a sentence quoted, not a value).
 const QUOTE_CHARS: usize = 80;
 
-/// The names and quoted values of `answer` that `sources` (lower-cased: the goal and the tools' results and
-/// arguments) does not hold, each once, as the answer writes them.
+/// The names and quoted values of `answer` that `sources` (lower-cased: the goal and the tools' results) does not
+/// hold, each once, as the answer writes them.
 pub fn unsupported_names(answer: &str, sources: &str) -> Vec<String> {
     let held = |value: &str| {
         let value = value.to_lowercase();
