@@ -80,8 +80,8 @@ fn collect_lengths(value: &Value, into: &mut Vec<usize>) {
     }
 }
 
-/// Whether a field holds nothing a reader needs: null, an empty text, list or record.
-fn empty(value: &Value) -> bool {
+/// Whether a value holds nothing a reader needs: null, a blank text, an empty list or record.
+pub fn holds_nothing(value: &Value) -> bool {
     match value {
         Value::Null => true,
         Value::String(s) => s.trim().is_empty(),
@@ -94,7 +94,7 @@ fn empty(value: &Value) -> bool {
 /// A record's fields, one a line; a field that is a list is counted and its items follow, one a line.
 fn object(map: &Map<String, Value>) -> String {
     let mut lines = Vec::new();
-    for (key, value) in map.iter().filter(|(_, v)| !empty(v)) {
+    for (key, value) in map.iter().filter(|(_, v)| !holds_nothing(v)) {
         match value {
             Value::Array(items) => lines.push(list(Some(key), items)),
             Value::String(text) => match structured(text) {
@@ -123,7 +123,7 @@ fn row(item: &Value) -> String {
     match item {
         Value::Object(map) => map
             .iter()
-            .filter(|(_, v)| !empty(v))
+            .filter(|(_, v)| !holds_nothing(v))
             .map(|(key, value)| format!("{key}: {}", cell(value)))
             .collect::<Vec<_>>()
             .join("; "),

@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use crate::agent::plan::issues::PlanError;
-use crate::agent::records::readable;
+use crate::agent::records::{holds_nothing, readable};
 
 /// One reference found in an argument.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -230,17 +230,6 @@ fn widened(reference: &Reference, value: &Value, outputs: &HashMap<String, Value
     }
     let whole = Value::Object(output.clone());
     (whole.to_string().chars().count() <= WHOLE_OUTPUT_CHARS).then_some(whole)
-}
-
-/// Whether a value holds nothing: null, a blank text, an empty list or object.
-pub fn holds_nothing(value: &Value) -> bool {
-    match value {
-        Value::Null => true,
-        Value::String(s) => s.trim().is_empty(),
-        Value::Array(items) => items.is_empty(),
-        Value::Object(map) => map.is_empty(),
-        _ => false,
-    }
 }
 
 fn lookup(

@@ -3,7 +3,7 @@
 //! that leaves a part of the goal without a result names that part, which sends the run back to the planner.
 //!
 //! Results are shown as a model reads them (`agent::records`: a list counted by code, one item a line). Before the
-//! joiner reads, the run checks in code that the plan called a tool connected to it, where it has any (the
+//! joiner reads, the run checks in code that the plan called a tool where tools are connected to it (the
 //! orchestrator's `no_tool_called`). Small models miscopy numbers, so the answer is checked in code
 //! ([`unsupported_numbers`]): every number in it must be one of the goal's or the results' (a list's length among
 //! them), or that number rounded to the decimals written, or a whole number next to it, and a number written with a

@@ -16,7 +16,7 @@ use crate::agent::rules::SameResultsAnswer;
 use crate::agent::run::evaluation::{checkable, doubts, evaluate};
 use crate::agent::run::joiner::{join, StepResult, Verdict};
 use crate::settings::{Evaluator, Joiner};
-use crate::tools::{ToolError, BUILTIN_TOOLS};
+use crate::tools::{Llm, ToolError, BUILTIN_TOOLS};
 use crate::Result;
 
 impl Agent<'_> {
@@ -137,17 +137,19 @@ impl Agent<'_> {
         }
     }
 
-    /// The joiner's first check, in code: a plan none of whose steps called a tool connected to the run (an MCP
-    /// server's, a tool file's: any but the built-ins), where the catalogue the planner saw has such tools, answers
-    /// from no data of the user's. It is sent back once a run, within the replan budget, naming those tools; a
-    /// revision that again calls none is answered (a goal no tool serves: "write a haiku").
+    /// The joiner's first check, in code: a plan whose steps are all model steps (`llm`), where the catalogue the
+    /// planner saw has tools connected to the run (an MCP server's, a tool file's: any but the built-ins), answers
+    /// from no tool at all. It is sent back once a run, within the replan budget, naming those tools; a revision that
+    /// again calls none is answered (a goal no tool serves: "write a haiku"). A plan that called any tool, a
+    /// built-in one included, is not: the built-in calculator answers arithmetic beside a connected calculator, and
+    /// sent back, the 1.5B wandered to file reads and spent its budget (the held-out suite's recipe goal).
     ///
     /// Why: told "I watered the plants, tick that off." beside a to-do list server, the 1.5B planned one `llm` step,
     /// and the run answered "The task 'Watering' was ticked off." with the list untouched.
     fn no_tool_called(&self, plan: &Plan) -> Option<String> {
         let catalogue = self.planning.as_ref().unwrap_or(self.registry);
         let connected: Vec<&str> = catalogue.names().into_iter().filter(|name| !BUILTIN_TOOLS.contains(name)).collect();
-        let calls_one = plan.steps.iter().any(|step| !BUILTIN_TOOLS.contains(&step.tool.as_str()));
+        let calls_one = plan.steps.iter().any(|step| step.tool != Llm::NAME);
         let sent_back = self.state.revisions.iter().any(|revision| revision.feedback.contains(NO_TOOL_MARKER));
         if connected.is_empty() || calls_one || sent_back || self.state.replans >= self.settings.budgets.max_replans {
             return None;
@@ -237,8 +239,8 @@ impl Agent<'_> {
     }
 }
 
-/// The words that open the feedback of a plan that called no connected tool (sent back once a run).
-pub const NO_TOOL_MARKER: &str = "No step called one of the tools connected to this run";
+/// The words that open the feedback of a plan that called no tool (sent back once a run).
+pub const NO_TOOL_MARKER: &str = "No step called a tool, though tools are connected to this run";
 /// Tool names that feedback lists.
 const SHOWN_TOOLS: usize = 12;
 
