@@ -247,8 +247,10 @@ fn lookup(
             let lists: Vec<&String> = output.iter().filter(|(_, v)| v.is_array()).map(|(k, _)| k).collect();
             let read_as_list =
                 how.records_in_text || rest.split('.').nth(1).is_some_and(|i| i.parse::<usize>().is_ok());
+            // A lone text is `fields-read-from-text`'s: a value is read out of it, not the text taken whole.
+            let data = output.values().all(|v| v.is_array() || v.is_object());
             let field = match (output.len(), lists.as_slice()) {
-                (1, _) => output.keys().next(),
+                (1, _) if data => output.keys().next(),
                 (_, [list]) if read_as_list => Some(*list),
                 _ => None,
             };
@@ -479,6 +481,14 @@ mod tests {
         let mut how = Resolution { one_field: true, read_text: true, records_in_text: true, ..Resolution::default() };
         let inside = resolve_value_with("s3", &json!(text), &outputs, &mut how).unwrap();
         assert!(inside.as_str().unwrap().ends_with("? 1. id: 0; text: Call the dentist\n(1 item)"), "{inside}");
+        let text = HashMap::from([("s1".to_string(), json!({"text": "commit 4f2a\nSow the beans"}))]);
+        let lone_text = resolve_value_with(
+            "s3",
+            &json!("$s1.commit_id$"),
+            &text,
+            &mut Resolution { one_field: true, ..Resolution::default() },
+        );
+        assert!(matches!(lone_text, Err(PlanError::MissingField { .. })), "a lone text is read, not taken whole");
         let strict = resolve_value_with("s3", &json!("$s1.entries$"), &outputs, &mut Resolution::default());
         assert!(matches!(strict, Err(PlanError::MissingField { .. })), "off: the field as written");
     }
