@@ -137,17 +137,23 @@ fn cell(value: &Value) -> String {
     let text = match value {
         Value::String(s) => s.replace('\n', " "),
         Value::Array(items) if items.iter().all(|v| !v.is_array() && !v.is_object()) => {
-            items.iter().map(plain).collect::<Vec<_>>().join(", ")
+            items.iter().map(value_text).collect::<Vec<_>>().join(", ")
         }
         other => other.to_string(),
     };
-    match text.char_indices().nth(CELL_CHARS) {
+    clip(&text, CELL_CHARS)
+}
+
+/// `text` cut to `chars` characters, an ellipsis marking the cut.
+pub fn clip(text: &str, chars: usize) -> String {
+    match text.char_indices().nth(chars) {
         Some((cut, _)) => format!("{} …", &text[..cut]),
-        None => text,
+        None => text.to_string(),
     }
 }
 
-fn plain(value: &Value) -> String {
+/// The text a value takes inside a longer string: a string as itself, anything else as compact JSON.
+pub fn value_text(value: &Value) -> String {
     match value {
         Value::String(s) => s.clone(),
         other => other.to_string(),

@@ -21,6 +21,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use crate::agent::plan::issues::PlanError;
+pub use crate::agent::records::value_text;
 use crate::agent::records::{holds_nothing, readable};
 
 /// One reference found in an argument.
@@ -301,14 +302,6 @@ fn truncate(text: &str, max_chars: usize) -> String {
     match text.char_indices().nth(max_chars) {
         Some((at, _)) => format!("{}…", &text[..at]),
         None => text.to_string(),
-    }
-}
-
-/// The text a value takes inside a longer string.
-pub fn value_text(value: &Value) -> String {
-    match value {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
     }
 }
 

@@ -22,7 +22,7 @@ use serde_json::{json, Value};
 use crate::agent::model_call::chat_call;
 use crate::agent::numbers::{numbers_in, same_value, Number};
 use crate::agent::plan::refs::references_in;
-use crate::agent::records::{list_lengths, readable};
+use crate::agent::records::{clip, list_lengths, readable};
 use crate::agent::run::provenance::unsupported_names;
 use crate::agent::usage::ModelUsage;
 use crate::decode::constraint::ConstraintSpec;
@@ -129,13 +129,6 @@ fn step_line(r: &StepResult) -> String {
 /// A step's output as a model is shown it ([`readable`]: a list counted and one item a line), clipped.
 pub(crate) fn shown_output(output: &Value) -> String {
     clip(&readable(output), RESULT_CHARS)
-}
-
-fn clip(text: &str, chars: usize) -> String {
-    match text.char_indices().nth(chars) {
-        Some((cut, _)) => format!("{} …", &text[..cut]),
-        None => text.to_string(),
-    }
 }
 
 /// Runs the joiner on `model`; returns its verdict and what the calls cost together.

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use serde_json::{Map, Value};
 
-use super::judging::{output_text, step_results};
+use super::judging::{output_part, step_results};
 use super::{Agent, Approval, Execution, Prepared, Stop};
 use crate::agent::log::events::Event;
 use crate::agent::log::runs::{call_key, RunState};
@@ -475,7 +475,7 @@ fn with_unreferenced_inputs(step: &Step, prompt: &str, state: &RunState) -> Stri
         .into_iter()
         .filter(|dep| !referenced.contains(dep))
         // An output's text (a file's `content`, a tool's `text`) as before, and a list in it as a model reads it.
-        .filter_map(|dep| state.outputs.get(&dep).map(|output| readable(&Value::String(output_text(output)))))
+        .filter_map(|dep| state.outputs.get(&dep).map(|output| readable(output_part(output))))
         .collect();
     if inputs.is_empty() {
         prompt.to_string()

@@ -301,14 +301,19 @@ pub(super) fn step_results(plan: &Plan, state: &RunState) -> Vec<StepResult> {
         .collect()
 }
 
-/// An output as text: a single field's value, else its `text`, `result` or `content` field, else compact JSON.
+/// An output as text: [`output_part`] as text (a JSON value as compact JSON).
 pub(super) fn output_text(output: &Value) -> String {
+    value_text(output_part(output))
+}
+
+/// The part of an output that is its answer: a single field's value, else its `text`, `result` or `content` field,
+/// else the whole output.
+pub(super) fn output_part(output: &Value) -> &Value {
     match output {
-        Value::Object(map) if map.len() == 1 => value_text(map.values().next().expect("one value")),
-        Value::Object(map) => match map.get("text").or_else(|| map.get("result")).or_else(|| map.get("content")) {
-            Some(value) => value_text(value),
-            None => value_text(output),
-        },
-        other => value_text(other),
+        Value::Object(map) if map.len() == 1 => map.values().next().expect("one value"),
+        Value::Object(map) => {
+            map.get("text").or_else(|| map.get("result")).or_else(|| map.get("content")).unwrap_or(output)
+        }
+        other => other,
     }
 }
