@@ -9,7 +9,8 @@
 //! - `batch`: many goals in one process (goal and results files, merging shards).
 //!
 //! Beside the rooms: the model calls and usage every room shares (`model_call`, `usage`), the numbers found in
-//! text (`numbers`), results as a model reads them (`records`), the run's models (`models`) and what a run starts from (`setup`).
+//! text (`numbers`), results as a model reads them (`records`), where an answer's or a call's names come from
+//! (`provenance`), the run's models (`models`) and what a run starts from (`setup`).
 
 pub mod asks;
 pub mod batch;
@@ -18,6 +19,7 @@ pub mod model_call;
 pub mod models;
 pub mod numbers;
 pub mod plan;
+pub mod provenance;
 pub mod records;
 pub mod rules;
 pub mod run;

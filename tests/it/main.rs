@@ -59,4 +59,5 @@ mod shard;
 mod store;
 mod tokenizer;
 mod tools;
+mod user_data;
 mod web;

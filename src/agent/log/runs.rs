@@ -335,7 +335,11 @@ impl RunState {
                 }
             }
             Event::Replan { reason, .. } => {
-                self.replans += 1;
+                // A plan written again because its steps were written before the results they wait for were seen
+                // (rule `dependencies`, at run time) is no failure to count against `--max-replans`.
+                if !reason.starts_with(crate::agent::rules::WRITTEN_BEFORE_SEEN) {
+                    self.replans += 1;
+                }
                 let plan_text = self.plan.as_ref().and_then(|p| serde_json::to_string(p).ok()).unwrap_or_default();
                 self.revisions.push(Revision { plan_text, feedback: reason.clone() });
             }

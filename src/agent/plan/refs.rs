@@ -107,6 +107,19 @@ fn pieces(text: &str) -> Vec<Piece> {
     out
 }
 
+/// The text of a string argument as the plan writes it, its references cut out: each is a line break, so that no
+/// quote or name runs across one.
+pub fn literal_text(text: &str) -> String {
+    let parts: Vec<String> = pieces(text)
+        .into_iter()
+        .map(|piece| match piece {
+            Piece::Text(text) => text,
+            Piece::Ref(_) => "\n".to_string(),
+        })
+        .collect();
+    parts.concat()
+}
+
 /// The reference a string stands for when it is exactly one reference.
 pub fn parse_reference(text: &str) -> Option<Reference> {
     match pieces(text).as_slice() {

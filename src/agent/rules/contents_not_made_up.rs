@@ -8,6 +8,17 @@
 //! Why: told "Make a folder called archive and put old.txt in it.", the 1.5B created the folder and wrote
 //! `archive/old.txt` with the text "This is an old file." (tasks-mcp `fs-folder-move`): the user's file stayed where
 //! it was and a made-up copy was reported as moved.
+//!
+//! At run time (stated on the same ground: nothing made up goes into the user's data), just before a call of a
+//! tool that is not declared read-only (it says it changes things, or says nothing), the text the planner wrote
+//! into its arguments, references cut out, is read for values: the runs of capitalised words that do not merely
+//! open a sentence and the quoted values (`agent::provenance`, as the joiner reads an answer's names). A value that
+//! neither the goal nor an earlier tool's result holds is made up: the call is not made, and the step fails with
+//! feedback ([`MADE_UP`]) naming the values and where values may come from, so that the step is repaired or the
+//! plan written again. Asked which customers live in a city, the 1.5B had inserted invented customers into the
+//! user's database (`INSERT INTO customers VALUES ('John Doe', …)`). A model's reading (an `llm` step's text) is no
+//! source, and a value reached by a reference is the earlier result's, not checked here. Applied by the
+//! orchestrator as it prepares a tool step (`agent::run::orchestrator::execution`).
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -15,7 +26,9 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::support::files::{changes_things, changing_tools, file_name, squeeze};
-use crate::agent::plan::Plan;
+use crate::agent::plan::refs::{literal_text, visit_strings};
+use crate::agent::plan::{Plan, Step};
+use crate::agent::provenance::unsupported_names;
 use crate::tools::ToolRegistry;
 
 /// The words that open `contents-not-made-up`'s feedback.
@@ -110,6 +123,41 @@ pub(crate) fn made_up_contents(
     ))
 }
 
+/// The words that open the feedback of the rule's run-time part.
+pub const MADE_UP: &str = "This call would put values into the user's data that nothing gave";
+
+/// The feedback refusing `step`'s call where the text its arguments were written with holds values that `sources`
+/// (the goal and the earlier tools' results, lower-cased: `agent::provenance::sources`) does not.
+pub(crate) fn made_up_values(registry: &ToolRegistry, step: &Step, sources: &str) -> Option<String> {
+    let spec = registry.spec(&step.tool)?;
+    if spec.needs_model || spec.changes_things == Some(false) {
+        return None;
+    }
+    let mut made_up: Vec<String> = Vec::new();
+    let mut texts = Vec::new();
+    visit_strings(&Value::Object(step.args.clone()), String::new(), &mut |_, text| texts.push(literal_text(text)));
+    for text in texts {
+        for value in unsupported_names(&text, sources) {
+            if !made_up.contains(&value) {
+                made_up.push(value);
+            }
+        }
+    }
+    if made_up.is_empty() {
+        return None;
+    }
+    let quoted: Vec<String> = made_up.iter().map(|value| format!("{value:?}")).collect();
+    Some(format!(
+        "{MADE_UP}: step {} passes {} to {}, and neither the goal nor any tool's result so far holds {}. A tool \
+         that may change the user's data gets only values the goal gives or a tool returned: take them from the \
+         goal, or call the tool that shows them first and pass its result (a reference to that step)",
+        step.id,
+        quoted.join(", "),
+        step.tool,
+        if made_up.len() == 1 { "it" } else { "them" },
+    ))
+}
+
 /// Rule `contents-not-made-up` (check, general).
 pub struct ContentsNotMadeUp;
 
@@ -119,7 +167,7 @@ impl super::Rule for ContentsNotMadeUp {
             name: "contents-not-made-up",
             stage: super::Stage::Check,
             profile: super::Profile::General,
-            keys_on: "a step of a tool declared to change things writing text the goal does not give beside the name of a file the workspace holds: sent back once",
+            keys_on: "a step of a tool declared to change things writing text the goal does not give beside the name of a file the workspace holds: sent back once; at run time, a call of a tool not declared read-only whose planned arguments write a name or a quoted value that neither the goal nor an earlier tool result holds: refused",
         }
     }
 
@@ -135,6 +183,7 @@ impl super::Rule for ContentsNotMadeUp {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::{Tool, ToolContext, ToolError};
 
     fn files_registry() -> ToolRegistry {
         let workspace = crate::tools::workspace::Workspace::new(std::env::temp_dir()).unwrap();
@@ -169,5 +218,65 @@ mod tests {
             serde_json::json!([{"id": "s1", "tool": "write_file", "args": {"path": "new.txt", "content": "x y"}}]),
         );
         assert_eq!(made_up_contents(&new_file, &registry, || existing.clone()), None);
+    }
+
+    /// A tool that declares what it does to the user's data.
+    struct Query(Option<bool>);
+
+    impl Tool for Query {
+        fn name(&self) -> &str {
+            if self.0 == Some(false) {
+                "read_query"
+            } else {
+                "write_query"
+            }
+        }
+        fn description(&self) -> &str {
+            "Runs a query"
+        }
+        fn args_schema(&self) -> Value {
+            serde_json::json!({"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]})
+        }
+        fn changes_things(&self) -> Option<bool> {
+            self.0
+        }
+        fn call(&self, _args: &Value, _context: &ToolContext) -> Result<Value, ToolError> {
+            Ok(Value::Null)
+        }
+    }
+
+    fn step(tool: &str, query: &str) -> Step {
+        serde_json::from_value(serde_json::json!({
+            "id": "s2", "description": "", "tool": tool, "args": {"query": query}, "depends_on": []
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn values_no_source_holds_are_refused_and_values_the_goal_or_a_result_gives_are_not() {
+        let mut registry = ToolRegistry::new();
+        registry.register(Query(None)).unwrap();
+        registry.register(Query(Some(false))).unwrap();
+        let goal = "Add Hugo Weber from Zurich as a customer.";
+        let results = [serde_json::json!({"text": "[{'name': 'Ben Carter', 'city': 'Leeds'}]"})];
+        let sources = crate::agent::provenance::sources(goal, results.iter());
+        let invented = step("write_query", "INSERT INTO customers (name, city) VALUES ('John Doe', 'Leeds')");
+        let refused = made_up_values(&registry, &invented, &sources).expect("John Doe comes from nowhere");
+        assert!(
+            refused.starts_with(MADE_UP) && refused.contains("\"John Doe\"") && !refused.contains("Leeds"),
+            "{refused}"
+        );
+        // From the goal, from a result, or through a reference: the call is made.
+        let asked = step("write_query", "INSERT INTO customers (name, city) VALUES ('Hugo Weber', 'Zurich')");
+        assert_eq!(made_up_values(&registry, &asked, &sources), None);
+        let found = step("write_query", "UPDATE customers SET city = 'Leeds' WHERE name = 'Ben Carter'");
+        assert_eq!(made_up_values(&registry, &found, &sources), None);
+        let referenced = step("write_query", "DELETE FROM customers WHERE name = '$s1.text$'");
+        assert_eq!(made_up_values(&registry, &referenced, &sources), None);
+        // SQL's own capitals are no names; a tool declared read-only is not checked.
+        let keywords = step("write_query", "CREATE TABLE IF NOT EXISTS notes (body TEXT)");
+        assert_eq!(made_up_values(&registry, &keywords, &sources), None);
+        let read = step("read_query", "SELECT * FROM customers WHERE name = 'John Doe'");
+        assert_eq!(made_up_values(&registry, &read, &sources), None);
     }
 }

@@ -19,7 +19,19 @@
 //! answers dev suite's "how far in 5 hours at that speed", planned `150*5` after `150/2`). A step that passes a path
 //! inside one its dependency passes (a file written into the folder the dependency made) depends on it for order,
 //! and is left as written.
+//!
+//! At run time, where the earlier step's result has no one reading (its tool declares no one result), the rule's
+//! other part acts, once a run, in plan-ahead mode: a tool step that lists an earlier tool step in `depends_on`,
+//! reads none of its result and passes a text the goal does not hold was written before the result it waits for
+//! was seen: the planner guessed what that step would show (a table's columns, a folder's files, a list's ids).
+//! Once the earlier step has run, the steps after it are not run as guessed: the plan is written again with its
+//! result in view ([`WRITTEN_BEFORE_SEEN`]; the steps that ran are not run again, a step with the same call takes
+//! its result), and the revision does not count against `--max-replans`. On a shop's database the 1.5B planned
+//! `list_tables`, then `describe_table("orders")` and queries naming columns it had not seen (`signup_date`, a
+//! table `customer_orders`); the server answered "no such column", and the reading made up an answer. Applied by
+//! the orchestrator after each round of steps (`agent::run::orchestrator::execution`).
 
+use std::collections::HashSet;
 use std::ops::Range;
 
 use serde_json::Value;
@@ -29,9 +41,9 @@ use super::percentages_as_fractions::percentages_in;
 use super::support::goal_words::GoalWords;
 use super::{only_output_field, parameter_description};
 use crate::agent::numbers::{numbers_in, same_value};
-use crate::agent::plan::refs::references_in;
+use crate::agent::plan::refs::{literal_text, references_in, visit_strings};
 use crate::agent::plan::{Plan, Step};
-use crate::tools::ToolRegistry;
+use crate::tools::{Calculator, ToolRegistry};
 
 /// Whether `step` passes a path inside one `source` passes (`archive/old.txt` after `create_directory(path:
 /// "archive")`): it then depends on `source` for order, acting inside what `source` made, and no argument stands in
@@ -200,6 +212,58 @@ fn expression_numbers(text: &str) -> Option<Vec<(Range<usize>, f64)>> {
     Some(numbers)
 }
 
+/// The words that open the feedback of the rule's run-time part.
+pub const WRITTEN_BEFORE_SEEN: &str = "Steps were written before the results they wait for were seen";
+
+/// The steps of `plan` not yet done (`done`) that wait for one of the steps just called (`called`) without reading
+/// its result and pass a text the goal does not hold, each with the step it waits for.
+pub(crate) fn written_before_seen(
+    plan: &Plan,
+    registry: &ToolRegistry,
+    called: &[String],
+    done: &HashSet<String>,
+) -> Vec<(String, String)> {
+    let model_step = |step: &Step| registry.spec(&step.tool).is_none_or(|spec| spec.needs_model);
+    let goal = plan.goal.to_lowercase();
+    let mut blind = Vec::new();
+    for step in plan.steps.iter().filter(|s| !done.contains(&s.id) && !model_step(s)) {
+        let read: HashSet<String> = step.references().into_iter().map(|r| r.step).collect();
+        let waited = step.depends_on.iter().find(|id| {
+            called.contains(id)
+                && !read.contains(*id)
+                && plan.step(id).is_some_and(|earlier| !model_step(earlier) && earlier.tool != Calculator::NAME)
+        });
+        if let Some(waited) = waited.filter(|_| guesses(step, &goal)) {
+            blind.push((step.id.clone(), waited.clone()));
+        }
+    }
+    blind
+}
+
+/// Whether `step` passes a text (references cut out) that `goal` (lower-cased) does not hold.
+fn guesses(step: &Step, goal: &str) -> bool {
+    let mut guessed = false;
+    visit_strings(&Value::Object(step.args.clone()), String::new(), &mut |_, text| {
+        let literal = literal_text(text);
+        let literal = literal.trim();
+        guessed |= !literal.is_empty() && !goal.contains(&literal.to_lowercase());
+    });
+    guessed
+}
+
+/// The feedback that has the plan written again, with the results of the steps that ran (`results`: one line
+/// each, as the execution record writes them).
+pub(crate) fn feedback(blind: &[(String, String)], results: &[String]) -> String {
+    let pairs: Vec<String> = blind.iter().map(|(step, waited)| format!("{step} waits for {waited}")).collect();
+    format!(
+        "{WRITTEN_BEFORE_SEEN} ({}), so their arguments are guesses. What has run so far:\n{}\nWrite the plan again \
+         for the whole goal, with the names and values these results show (tables, columns, files, ids, fields); \
+         keep the steps that ran as they are (a step with the same tool and arguments is not run again).",
+        pairs.join(", "),
+        results.join("\n")
+    )
+}
+
 /// Rule `dependencies` (mend, general).
 pub struct Dependencies;
 
@@ -209,11 +273,73 @@ impl super::Rule for Dependencies {
             name: "dependencies",
             stage: super::Stage::Mend,
             profile: super::Profile::General,
-            keys_on: "a step listing an earlier one in depends_on but passing a value where that step's one declared result belongs: a reference to it",
+            keys_on: "a step listing an earlier one in depends_on but passing a value where that step's one declared result belongs: a reference to it; at run time (once a run), where it reads none of that result and passes a text the goal does not hold: the plan is written again once that result is seen",
         }
     }
 
     fn mend(&self, plan: &mut Plan, tools: &ToolRegistry, _seen: &str) -> Vec<String> {
         mend_unused_dependencies(plan, tools)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::{Llm, Tool, ToolContext, ToolError};
+
+    /// A tool of a server that says nothing of what it changes or returns.
+    struct Named(&'static str);
+
+    impl Tool for Named {
+        fn name(&self) -> &str {
+            self.0
+        }
+        fn description(&self) -> &str {
+            "a server's tool"
+        }
+        fn args_schema(&self) -> Value {
+            serde_json::json!({"type": "object", "properties": {"query": {"type": "string"}}})
+        }
+        fn call(&self, _args: &Value, _context: &ToolContext) -> Result<Value, ToolError> {
+            Ok(Value::Null)
+        }
+    }
+
+    fn registry() -> ToolRegistry {
+        let mut registry = ToolRegistry::new();
+        registry.register(Named("list_tables")).unwrap();
+        registry.register(Named("read_query")).unwrap();
+        registry.register(Llm).unwrap();
+        registry
+    }
+
+    fn plan(goal: &str, query: &str, depends_on: &[&str]) -> Plan {
+        Plan::for_goal(
+            goal,
+            serde_json::json!([
+                {"id": "s1", "tool": "list_tables", "args": {}},
+                {"id": "s2", "tool": "read_query", "args": {"query": query}, "depends_on": depends_on},
+                {"id": "s3", "tool": "llm", "args": {"prompt": "Answer: $s2$"}, "depends_on": ["s2"]}
+            ]),
+        )
+    }
+
+    #[test]
+    fn a_call_waiting_for_a_result_it_does_not_read_is_written_again_after_it() {
+        let registry = registry();
+        let called = ["s1".to_string()];
+        let done: HashSet<String> = ["s1".to_string()].into();
+        let guessed = plan("Who signed up last?", "SELECT name FROM customers ORDER BY signup_date", &["s1"]);
+        assert_eq!(written_before_seen(&guessed, &registry, &called, &done), [("s2".into(), "s1".into())]);
+        // Not where it reads the result, does not wait for it, passes only the goal's text, or the step it waits
+        // for came from the cache (its result was in view).
+        let reads = plan("Who signed up last?", "SELECT * FROM $s1.text$", &["s1"]);
+        assert!(written_before_seen(&reads, &registry, &called, &done).is_empty());
+        assert!(written_before_seen(&plan("Who?", "SELECT 1", &[]), &registry, &called, &done).is_empty());
+        let asked = plan("Run SELECT 1 for me", "SELECT 1", &["s1"]);
+        assert!(written_before_seen(&asked, &registry, &called, &done).is_empty());
+        assert!(written_before_seen(&guessed, &registry, &[], &done).is_empty());
+        let text = feedback(&[("s2".into(), "s1".into())], &["- s1 (list_tables) succeeded with output x".into()]);
+        assert!(text.starts_with(WRITTEN_BEFORE_SEEN) && text.contains("s2 waits for s1") && text.contains("output x"));
     }
 }

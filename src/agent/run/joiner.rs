@@ -22,8 +22,8 @@ use serde_json::{json, Value};
 use crate::agent::model_call::chat_call;
 use crate::agent::numbers::{numbers_in, same_value, Number};
 use crate::agent::plan::refs::references_in;
+use crate::agent::provenance::{sources, unsupported_names};
 use crate::agent::records::{clip, list_lengths, readable};
-use crate::agent::run::provenance::unsupported_names;
 use crate::agent::usage::ModelUsage;
 use crate::decode::constraint::ConstraintSpec;
 use crate::decode::Model;
@@ -234,11 +234,7 @@ fn name_sources(goal: &str, results: &[StepResult]) -> Option<String> {
     if tools.is_empty() {
         return None;
     }
-    let mut sources = goal.to_string();
-    for r in tools {
-        sources.push_str(&format!("\n{}\n{}", r.output, readable(&r.output)));
-    }
-    Some(sources.to_lowercase())
+    Some(sources(goal, tools.iter().map(|r| &r.output)))
 }
 
 /// Why an answer is no answer, checked in code whatever the model judged: it holds a plan reference

@@ -1,10 +1,9 @@
 //! Running a plan: the orchestrator (budgets, approval, replanning, step mode), the executor model's steps, the
 //! step evaluation that works calculator steps out again, and the joiner that writes the answer, its names checked
-//! against the results (`provenance`).
+//! against the results (`agent::provenance`).
 
 pub mod evaluation;
 pub mod executor;
 pub mod joiner;
 pub mod orchestrator;
-pub mod provenance;
 pub mod repair;

@@ -7,16 +7,21 @@ use std::time::Instant;
 use serde_json::{Map, Value};
 
 use super::judging::{output_part, step_results};
-use super::{Agent, Approval, Execution, Prepared, Stop};
+use super::{Agent, Approval, Execution, Mode, Prepared, Stop};
 use crate::agent::log::events::Event;
+use crate::agent::log::events::PlanOrigin;
 use crate::agent::log::runs::{call_key, RunState};
 use crate::agent::plan::refs::{coerce_to_schema, output_as_text, parse_reference, Reference, Resolution};
 use crate::agent::plan::resolve_args_with;
 use crate::agent::plan::{Plan, Step};
+use crate::agent::provenance::sources;
+use crate::agent::records::clip;
 use crate::agent::records::readable;
 use crate::agent::rules::records_by_name::records_by_name_in;
 use crate::agent::rules::{
-    log_run_change, lost_data, FieldsReadFromText, PromptsReadWholeResults, RecordsByName, References, WritesKeepData,
+    discovery_feedback, log_run_change, lost_data, made_up_values, written_before_seen, ContentsNotMadeUp,
+    Dependencies, FieldsReadFromText, PromptsReadWholeResults, RecordsByName, References, WritesKeepData,
+    WRITTEN_BEFORE_SEEN,
 };
 use crate::agent::run::evaluation::{invented_number, work_out};
 use crate::agent::run::executor::{fill_arguments, read_value, write_text, ExecutorCall};
@@ -24,6 +29,9 @@ use crate::agent::run::joiner::StepResult;
 use crate::agent::run::repair::failed_step_text;
 use crate::agent::usage::ModelUsage;
 use crate::tools::{Calculator, Llm, ToolError};
+
+/// The characters of a result shown where the plan is written again after it (`dependencies`).
+const RESULT_CHARS: usize = 1500;
 use crate::Result;
 
 impl Agent<'_> {
@@ -43,17 +51,28 @@ impl Agent<'_> {
             if let Some(stop) = self.spent_budget(ready.len()) {
                 return Ok(Execution::Stopped(stop));
             }
-            match self.run_round(plan, &ready)? {
+            let mut called = Vec::new();
+            match self.run_round(plan, &ready, &mut called)? {
                 Some(Ok(failure)) => return Ok(Execution::Failed(self.execution_record(plan, &failure))),
                 Some(Err(stop)) => return Ok(Execution::Stopped(stop)),
-                None => {}
+                None => {
+                    if let Some(feedback) = self.calls_written_before_seen(plan, &called) {
+                        return Ok(Execution::Rewrite(feedback));
+                    }
+                }
             }
         }
     }
 
     /// Runs one round of ready steps: tool calls on threads while the model steps run here. Returns the first
-    /// failure (`Ok`) or a stop (`Err`), or `None` when every step succeeded.
-    fn run_round(&mut self, plan: &Plan, ready: &[Step]) -> Result<Option<std::result::Result<String, Stop>>> {
+    /// failure (`Ok`) or a stop (`Err`), or `None` when every step succeeded; `called` gets the steps whose tool was
+    /// called with their planned arguments and answered.
+    fn run_round(
+        &mut self,
+        plan: &Plan,
+        ready: &[Step],
+        called: &mut Vec<String>,
+    ) -> Result<Option<std::result::Result<String, Stop>>> {
         let version = plan.version;
         let mut direct = Vec::new();
         let mut model_steps = Vec::new();
@@ -112,7 +131,10 @@ impl Agent<'_> {
                 Err(e) => Err(e),
             };
             match outcome {
-                Ok(output) => self.finish_step(version, &step, args, Ok(output), ms, "tool")?,
+                Ok(output) => {
+                    self.finish_step(version, &step, args, Ok(output), ms, "tool")?;
+                    called.push(step.id.clone());
+                }
                 Err(e) if retryable(&e) && !step.references().is_empty() && failure.is_none() => {
                     // A reference brought text the tool cannot take: the executor pulls the value out of it.
                     let problem = e.to_string();
@@ -168,6 +190,7 @@ impl Agent<'_> {
         }
         self.refuse_failed_call(step, &args)?;
         self.refuse_lost_data(step, &args)?;
+        self.refuse_made_up_values(step)?;
         if let Some(output) = self.state.call_cache.get(&call_key(&step.tool, &args)) {
             return Ok(Prepared::Cached(args, output.clone()));
         }
@@ -379,6 +402,58 @@ impl Agent<'_> {
             }
             None => Ok(()),
         }
+    }
+
+    /// Rule `contents-not-made-up`'s run-time part (agent::rules): a call that may change the user's data, planned with names or
+    /// quoted values that neither the goal nor an earlier tool's result holds, is not made.
+    fn refuse_made_up_values(&self, step: &Step) -> Result<()> {
+        if !self.rules().on(&ContentsNotMadeUp) {
+            return Ok(());
+        }
+        // A model's reading is no source: only tools' results (the call cache holds every result of the run).
+        let reading = format!("{}\u{0}", Llm::NAME);
+        let results = self.state.call_cache.iter().filter(|(key, _)| !key.starts_with(&reading)).map(|(_, v)| v);
+        match made_up_values(self.registry, step, &sources(&self.state.goal, results)) {
+            Some(feedback) => {
+                log_run_change(&ContentsNotMadeUp, &step.id, &feedback);
+                Err(crate::Error::Agent(feedback))
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Rule `dependencies`' run-time part (agent::rules), once a run in plan-ahead mode, on a plan the planner wrote: where
+    /// steps still to run wait for a step just `called` without reading its result, the feedback that has the plan
+    /// written again with the results in view.
+    fn calls_written_before_seen(&self, plan: &Plan, called: &[String]) -> Option<String> {
+        let planner_written = !matches!(self.state.plan_origin, Some(PlanOrigin::Given | PlanOrigin::Edited));
+        let applied = self.state.revisions.iter().any(|r| r.feedback.starts_with(WRITTEN_BEFORE_SEEN));
+        if called.is_empty()
+            || applied
+            || !planner_written
+            || self.settings.mode != Mode::PlanAhead
+            || !self.rules().on(&Dependencies)
+        {
+            return None;
+        }
+        let done: HashSet<String> = self.state.outputs.keys().cloned().collect();
+        let blind = written_before_seen(plan, self.registry, called, &done);
+        if blind.is_empty() {
+            return None;
+        }
+        // The results as a model reads them: a list one item a line, counted.
+        let results: Vec<String> = plan
+            .steps
+            .iter()
+            .filter_map(|s| {
+                let output = self.state.outputs.get(&s.id)?;
+                Some(format!("- {} ({}) gave: {}", s.id, s.tool, clip(&readable(output), RESULT_CHARS)))
+            })
+            .collect();
+        let feedback = discovery_feedback(&blind, &results);
+        let (step, waited) = &blind[0];
+        log_run_change(&Dependencies, step, &format!("waits for {waited} without reading it: plan written again"));
+        Some(feedback)
     }
 
     /// Calls a step's tool with arguments a model wrote (asking for approval first where steps need it).

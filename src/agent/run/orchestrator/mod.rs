@@ -100,6 +100,9 @@ enum Execution {
     Failed(String),
     /// The run must stop.
     Stopped(Stop),
+    /// Steps ran that later steps wait for without reading them (rule `dependencies`, at run time): the feedback that
+    /// has the plan written again with their results in view.
+    Rewrite(String),
 }
 
 /// A step ready to run, after its references were resolved.

@@ -8,7 +8,7 @@ use crate::agent::log::events::{Event, PlanOrigin, StopReason};
 use crate::agent::plan::planner::{plan_grammar, revise_plan, sampled_revision, PlanOutcome};
 use crate::agent::plan::search::SearchReport;
 use crate::agent::plan::Plan;
-use crate::agent::rules::{MendChange, ReplansResampled};
+use crate::agent::rules::{MendChange, ReplansResampled, WRITTEN_BEFORE_SEEN};
 use crate::agent::usage::ModelUsage;
 use crate::Result;
 
@@ -102,6 +102,11 @@ impl Agent<'_> {
                         return Ok(stop);
                     }
                 }
+                Execution::Rewrite(feedback) => {
+                    if let Some(stop) = self.replan(feedback)? {
+                        return Ok(stop);
+                    }
+                }
                 Execution::Stopped(stop) => return Ok(stop),
             }
         }
@@ -165,8 +170,11 @@ impl Agent<'_> {
             // refused plan without its `depends_on` had passed for a new plan and run.
             let calls = |plan: &Plan| plan.steps.iter().map(|s| (s.tool.clone(), s.args.clone())).collect::<Vec<_>>();
             let failed_calls = self.state.plan.as_ref().map(calls).unwrap_or_default();
+            // After `dependencies` had a plan written again, the same calls are no refused plan: the plan was not refused, only
+            // written again with results in view, and the same plan may be the right one.
+            let rewrite = history.last().is_some_and(|r| r.feedback.starts_with(WRITTEN_BEFORE_SEEN));
             let repeats = |plan: &Plan| {
-                calls(plan) == failed_calls
+                (!rewrite && calls(plan) == failed_calls)
                     || repeated_failures(&self.state, self.registry, rules, plan).is_some()
                     || plan_checks(&self.state, self.registry, self.context.workspace.root(), rules, plan).is_some()
             };

@@ -68,6 +68,8 @@ impl Agent<'_> {
                         })?;
                         continue;
                     }
+                    // Plan-ahead only: step mode writes each step after seeing the results so far.
+                    Execution::Rewrite(_) => {}
                     Execution::Stopped(stop) => return Ok(stop),
                 }
             }

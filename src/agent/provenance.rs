@@ -8,8 +8,22 @@
 //! answer's writing (capitals and quotes, as Latin-script text writes names), never on a list of words; numbers have
 //! their own check (`joiner::unsupported_numbers`).
 
+use serde_json::Value;
+
+use crate::agent::records::readable;
+
 /// The longest quoted text checked (a longer one is a sentence quoted, not a value).
 const QUOTE_CHARS: usize = 80;
+
+/// What names are looked up in: the goal and each tool result, as returned and as a model reads it
+/// ([`readable`]: a literal's rows), lower-cased.
+pub fn sources<'a>(goal: &str, results: impl IntoIterator<Item = &'a Value>) -> String {
+    let mut sources = goal.to_string();
+    for output in results {
+        sources.push_str(&format!("\n{output}\n{}", readable(output)));
+    }
+    sources.to_lowercase()
+}
 
 /// The names and quoted values of `answer` that `sources` (lower-cased: the goal and the tools' results) does not
 /// hold, each once, as the answer writes them.
@@ -33,7 +47,15 @@ fn names(text: &str) -> Vec<String> {
     let mut runs = Vec::new();
     let mut run: Vec<&str> = Vec::new();
     let mut sentence_start = true;
+    let mut previous_end = 0;
     for (word, ends_sentence) in words(text) {
+        // A run is words apart by spaces only: "'John Doe', 'Leeds'" and "Ben Carter, Dev Patel" are two each.
+        let start = word.as_ptr() as usize - text.as_ptr() as usize;
+        if !text[previous_end..start].trim().is_empty() && !run.is_empty() {
+            runs.push(run.join(" "));
+            run.clear();
+        }
+        previous_end = start + word.len();
         let capitalised = word.chars().next().is_some_and(char::is_uppercase) && word.chars().any(char::is_lowercase);
         if capitalised && !sentence_start {
             // "Ben's" names Ben.
@@ -136,6 +158,11 @@ mod tests {
         assert!(unsupported_names("Yes. No orders. I haven't paid, it's Ben's.", &sources).is_empty());
         assert!(unsupported_names("There are 3 things on your list: call the bank.", &sources).is_empty());
         assert!(unsupported_names("It is stored as \"farid haddad\" in the table.", &sources).is_empty());
+        // Runs end at punctuation: each name is looked up alone.
+        assert_eq!(
+            names("Customers: Ben Carter, Dev Patel and 'John Doe', 'Leeds'"),
+            ["Ben Carter", "Dev Patel", "John Doe", "Leeds"]
+        );
     }
 
     #[test]
