@@ -80,6 +80,22 @@ fn collect_lengths(value: &Value, into: &mut Vec<usize>) {
     }
 }
 
+/// The rows of the one list `value` holds, each as [`readable`] shows it (one line, without its number): the value
+/// itself where it is a list, the list a text writes, or the one field of a record that holds a list. `None` where
+/// it holds no list, or several.
+pub fn list_rows(value: &Value) -> Option<Vec<String>> {
+    match value {
+        Value::Array(items) => Some(items.iter().map(row).collect()),
+        Value::String(text) => list_rows(&structured(text)?),
+        Value::Object(map) => {
+            let mut lists = map.values().filter(|v| holds_list(v));
+            let one = lists.next()?;
+            lists.next().is_none().then(|| list_rows(one)).flatten()
+        }
+        _ => None,
+    }
+}
+
 /// Whether a value holds nothing a reader needs: null, a blank text, an empty list or record.
 pub fn holds_nothing(value: &Value) -> bool {
     match value {
@@ -287,6 +303,15 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn the_rows_of_a_results_one_list_are_its_items_as_shown() {
+        let listed = json!({"content": "[{'name': 'Ann', 'price': 3}, {'name': 'Bo', 'price': 2}]"});
+        assert_eq!(list_rows(&listed).unwrap(), ["name: Ann; price: 3", "name: Bo; price: 2"]);
+        assert_eq!(list_rows(&json!(["a", "b"])).unwrap(), ["a", "b"]);
+        assert_eq!(list_rows(&json!({"result": 4})), None);
+        assert_eq!(list_rows(&json!({"a": [1], "b": [2]})), None, "two lists: none is the one");
+    }
 
     #[test]
     fn a_list_is_counted_and_shown_one_item_a_line_without_empty_fields() {

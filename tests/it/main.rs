@@ -45,6 +45,7 @@ mod planner;
 mod plans_hold;
 mod prefix_store;
 mod properties;
+mod readings;
 mod real_models;
 mod retrieval;
 mod rule_book;

@@ -150,7 +150,7 @@ pub(crate) fn made_up_values(registry: &ToolRegistry, step: &Step, sources: &str
     Some(format!(
         "{MADE_UP}: step {} passes {} to {}, and neither the goal nor any tool's result so far holds {}. A tool \
          that may change the user's data gets only values the goal gives or a tool returned: take them from the \
-         goal, or call the tool that shows them first and pass its result (a reference to that step)",
+         goal, call the tool that shows them first and pass its result (a reference to that step), or leave them out",
         step.id,
         quoted.join(", "),
         step.tool,

@@ -15,6 +15,13 @@
 //! runs of five whole tasks-mcp runs (the last reading asked again with the executor, the same settings, checked
 //! as the suite checks answers), the goal's own question over the results answered 1–3 more goals in each run than
 //! the planner's prompt (e.g. 10 → 13 of 18), and one fewer elsewhere in two of them (docs/benchmarks.md).
+//!
+//! At run time, the same reading can only say what is there where its question asks for one or more items of a
+//! list: where it reads one result that holds one list (2 to 60 items), the planner model judges under a grammar of
+//! three labels whether the question asks for one item, several items or anything else, and for items copies them
+//! under a grammar whose only words are the list's rows; the reading is those rows as the result holds them
+//! (`agent::run::picking`, applied in `agent::run::orchestrator::execution`). Over a shop's customers the 0.5B had
+//! read "The most recent customer to sign up was John Doe", a name the result did not hold.
 
 use std::collections::HashSet;
 
@@ -100,7 +107,7 @@ impl super::Rule for ReadingAsksTheGoal {
             name: "reading-asks-the-goal",
             stage: super::Stage::Mend,
             profile: super::Profile::General,
-            keys_on: "a goal with a '?' and a plan ending in an llm step nothing reads: its prompt is the goal as written and the whole results it rests on",
+            keys_on: "a goal with a '?' and a plan ending in an llm step nothing reads: its prompt is the goal as written and the whole results it rests on; at run time, where that reading reads one result holding one list and its question asks for items of it (the planner's pick among fixed labels): those items, copied under a grammar of the list's rows",
         }
     }
 

@@ -148,7 +148,7 @@ pub fn text_pieces(text: &str) -> Vec<String> {
 }
 
 /// `text` as a regular expression that matches exactly it.
-fn escape_regex(text: &str) -> String {
+pub(crate) fn escape_regex(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 8);
     for c in text.chars() {
         if "\\.+*?()|[]{}^$#&-~".contains(c) {

@@ -11,21 +11,24 @@ use super::{Agent, Approval, Execution, Mode, Prepared, Stop};
 use crate::agent::log::events::Event;
 use crate::agent::log::events::PlanOrigin;
 use crate::agent::log::runs::{call_key, RunState};
-use crate::agent::plan::refs::{coerce_to_schema, output_as_text, parse_reference, Reference, Resolution};
+use crate::agent::plan::refs::{
+    coerce_to_schema, literal_text, output_as_text, parse_reference, Reference, Resolution,
+};
 use crate::agent::plan::resolve_args_with;
 use crate::agent::plan::{Plan, Step};
 use crate::agent::provenance::sources;
 use crate::agent::records::clip;
-use crate::agent::records::readable;
+use crate::agent::records::{list_rows, readable};
 use crate::agent::rules::records_by_name::records_by_name_in;
 use crate::agent::rules::{
     discovery_feedback, log_run_change, lost_data, made_up_values, written_before_seen, ContentsNotMadeUp,
-    Dependencies, FieldsReadFromText, PromptsReadWholeResults, RecordsByName, References, WritesKeepData,
-    WRITTEN_BEFORE_SEEN,
+    Dependencies, FieldsReadFromText, PromptsReadWholeResults, ReadingAsksTheGoal, RecordsByName, References,
+    WritesKeepData, WRITTEN_BEFORE_SEEN,
 };
 use crate::agent::run::evaluation::{invented_number, work_out};
 use crate::agent::run::executor::{fill_arguments, read_value, write_text, ExecutorCall};
 use crate::agent::run::joiner::StepResult;
+use crate::agent::run::picking::{pick_rows, what_it_asks, Asks, MAX_ROWS};
 use crate::agent::run::repair::failed_step_text;
 use crate::agent::usage::ModelUsage;
 use crate::tools::{Calculator, Llm, ToolError};
@@ -262,6 +265,10 @@ impl Agent<'_> {
         step: &Step,
         args: &Map<String, Value>,
     ) -> Result<(Map<String, Value>, Value)> {
+        if let Some(text) = self.picked_reading(version, step)? {
+            let output = self.judge(Llm::NAME, serde_json::json!({ "text": text }))?;
+            return Ok((args.clone(), output));
+        }
         // A prompt that is a whole result (`$s1$`) is shown as a model reads it, as results inside a prompt are.
         let prompt = with_unreferenced_inputs(step, &args.get("prompt").map(readable).unwrap_or_default(), &self.state);
         let tokens = self.settings.budgets.executor_tokens;
@@ -272,6 +279,55 @@ impl Agent<'_> {
         self.emit(Event::ExecutorCall { version, step: step.id.clone(), purpose: "text".into(), role: None, usage })?;
         let output = self.judge(Llm::NAME, serde_json::json!({ "text": text }))?;
         Ok((args.clone(), output))
+    }
+
+    /// Rule `reading-asks-the-goal`'s run-time part (agent::run::picking): the answer's reading (a step no other
+    /// reads) over one result that holds one list, whose question asks for an item or items of it (the planner's
+    /// judgement among fixed labels), is those items, copied under a grammar whose only words are the list's rows.
+    /// `None`: the reading is written in free text.
+    fn picked_reading(&mut self, version: u32, step: &Step) -> Result<Option<String>> {
+        if !self.rules().on(&ReadingAsksTheGoal) {
+            return Ok(None);
+        }
+        let Some(plan) = self.state.plan.as_ref() else { return Ok(None) };
+        if plan.steps.iter().any(|s| s.dependencies().contains(&step.id)) {
+            return Ok(None);
+        }
+        let mut read: Vec<String> = step.references().into_iter().map(|r| r.step).collect();
+        read.sort();
+        read.dedup();
+        let [source] = read.as_slice() else { return Ok(None) };
+        let Some(rows) = self.state.outputs.get(source).and_then(list_rows) else { return Ok(None) };
+        let prompt = step.args.get("prompt").and_then(Value::as_str).unwrap_or_default();
+        let question = literal_text(prompt).split_whitespace().collect::<Vec<_>>().join(" ");
+        if !(2..=MAX_ROWS).contains(&rows.len()) || question.is_empty() {
+            return Ok(None);
+        }
+        let model = self.models.planner()?;
+        let asked = what_it_asks(model, &question, rows.len());
+        self.log_model_loads()?;
+        let (asks, usage) = asked?;
+        let role = Some("planner".to_string());
+        self.emit(Event::ExecutorCall { version, step: step.id.clone(), purpose: "kind".into(), role, usage })?;
+        if asks == Asks::Other {
+            return Ok(None);
+        }
+        // Room for every row copied (a token holds two characters or more), at least an executor call's budget.
+        let copied = rows.iter().map(|row| row.len() / 2 + 2).sum::<usize>();
+        let tokens = copied.clamp(self.settings.budgets.executor_tokens, 2048);
+        let (picked, usage) = pick_rows(self.models.planner()?, &question, &rows, asks, tokens)?;
+        let role = Some("planner".to_string());
+        self.emit(Event::ExecutorCall { version, step: step.id.clone(), purpose: "pick".into(), role, usage })?;
+        if picked.is_empty() {
+            return Ok(None);
+        }
+        let line = format!(
+            "read as {} of the {} items of {source}'s list, copied under a grammar of its rows",
+            picked.len(),
+            rows.len()
+        );
+        log_run_change(&ReadingAsksTheGoal, &step.id, &line);
+        Ok(Some(picked.join("\n")))
     }
 
     fn run_fill_step(
