@@ -21,9 +21,10 @@
 //! and is left as written.
 //!
 //! At run time, where the earlier step's result has no one reading (its tool declares no one result), the rule's
-//! other part acts, once a run, in plan-ahead mode: a tool step that lists an earlier tool step in `depends_on`,
-//! reads none of its result and passes a text the goal does not hold was written before the result it waits for
-//! was seen: the planner guessed what that step would show (a table's columns, a folder's files, a list's ids).
+//! other part acts, once a run, in plan-ahead mode: a tool step that lists an earlier tool step in `depends_on` (one
+//! that shows something: not the calculator, not a tool declared to change things), reads none of its result and
+//! passes a text the goal does not hold (a path inside one the earlier step passes aside) was written before the
+//! result it waits for was seen: the planner guessed what that step would show (a table's columns, a folder's files, a list's ids).
 //! Once the earlier step has run, the steps after it are not run as guessed: the plan is written again with its
 //! result in view ([`WRITTEN_BEFORE_SEEN`]; the steps that ran are not run again, a step with the same call takes
 //! its result), and the revision does not count against `--max-replans`. On a shop's database the 1.5B planned
@@ -224,14 +225,30 @@ pub(crate) fn written_before_seen(
     done: &HashSet<String>,
 ) -> Vec<(String, String)> {
     let model_step = |step: &Step| registry.spec(&step.tool).is_none_or(|spec| spec.needs_model);
+    // A step that shows something: not a model, not the calculator, not a tool declared to change things (a step
+    // after a folder is made waits for it for order, not for what it shows).
+    let shows = |step: &Step| {
+        !model_step(step)
+            && step.tool != Calculator::NAME
+            && registry.spec(&step.tool).is_some_and(|spec| spec.changes_things != Some(true))
+    };
     let goal = plan.goal.to_lowercase();
     let mut blind = Vec::new();
     for step in plan.steps.iter().filter(|s| !done.contains(&s.id) && !model_step(s)) {
         let read: HashSet<String> = step.references().into_iter().map(|r| r.step).collect();
+        let texts = literal_texts(step);
         let waited = step.depends_on.iter().find(|id| {
             called.contains(id)
                 && !read.contains(*id)
-                && plan.step(id).is_some_and(|earlier| !model_step(earlier) && earlier.tool != Calculator::NAME)
+                && plan.step(id).is_some_and(|earlier| {
+                    // A path inside one the earlier step passes (a file in the folder it lists) is no guess at its
+                    // result: the step follows it for order.
+                    let inside = literal_texts(earlier).iter().any(|folder| {
+                        let folder = format!("{}/", folder.trim_end_matches('/'));
+                        texts.iter().any(|own| own.starts_with(&folder))
+                    });
+                    shows(earlier) && !inside
+                })
         });
         if let Some(waited) = waited.filter(|_| guesses(step, &goal)) {
             blind.push((step.id.clone(), waited.clone()));
@@ -240,15 +257,21 @@ pub(crate) fn written_before_seen(
     blind
 }
 
+/// The texts `step` passes, references cut out, trimmed, the empty ones left out.
+fn literal_texts(step: &Step) -> Vec<String> {
+    let mut texts = Vec::new();
+    visit_strings(&Value::Object(step.args.clone()), String::new(), &mut |_, text| {
+        let literal = literal_text(text).trim().to_string();
+        if !literal.is_empty() {
+            texts.push(literal);
+        }
+    });
+    texts
+}
+
 /// Whether `step` passes a text (references cut out) that `goal` (lower-cased) does not hold.
 fn guesses(step: &Step, goal: &str) -> bool {
-    let mut guessed = false;
-    visit_strings(&Value::Object(step.args.clone()), String::new(), &mut |_, text| {
-        let literal = literal_text(text);
-        let literal = literal.trim();
-        guessed |= !literal.is_empty() && !goal.contains(&literal.to_lowercase());
-    });
-    guessed
+    literal_texts(step).iter().any(|text| !goal.contains(&text.to_lowercase()))
 }
 
 /// The feedback that has the plan written again, with the results of the steps that ran (`results`: one line
@@ -339,6 +362,10 @@ mod tests {
         let asked = plan("Run SELECT 1 for me", "SELECT 1", &["s1"]);
         assert!(written_before_seen(&asked, &registry, &called, &done).is_empty());
         assert!(written_before_seen(&guessed, &registry, &[], &done).is_empty());
+        // A path inside the one the earlier step lists waits for it for order only.
+        let mut inside = plan("Read the report in docs", "docs/report.txt", &["s1"]);
+        inside.steps[0].args.insert("query".into(), "docs".into());
+        assert!(written_before_seen(&inside, &registry, &called, &done).is_empty());
         let text = feedback(&[("s2".into(), "s1".into())], &["- s1 (list_tables) succeeded with output x".into()]);
         assert!(text.starts_with(WRITTEN_BEFORE_SEEN) && text.contains("s2 waits for s1") && text.contains("output x"));
     }

@@ -314,7 +314,7 @@ impl Agent<'_> {
         }
         // Room for every row copied (a token holds two characters or more), at least an executor call's budget.
         let copied = rows.iter().map(|row| row.len() / 2 + 2).sum::<usize>();
-        let tokens = copied.clamp(self.settings.budgets.executor_tokens, 2048);
+        let tokens = copied.min(2048).max(self.settings.budgets.executor_tokens);
         let (picked, usage) = pick_rows(self.models.planner()?, &question, &rows, asks, tokens)?;
         let role = Some("planner".to_string());
         self.emit(Event::ExecutorCall { version, step: step.id.clone(), purpose: "pick".into(), role, usage })?;
