@@ -120,6 +120,18 @@ pub fn literal_text(text: &str) -> String {
     parts.concat()
 }
 
+/// Every text of `args` (nested ones too) as the plan writes it ([`literal_text`]), trimmed, the empty ones left out.
+pub fn literal_texts(args: &serde_json::Map<String, Value>) -> Vec<String> {
+    let mut texts = Vec::new();
+    visit_strings(&Value::Object(args.clone()), String::new(), &mut |_, text| {
+        let literal = literal_text(text).trim().to_string();
+        if !literal.is_empty() {
+            texts.push(literal);
+        }
+    });
+    texts
+}
+
 /// The reference a string stands for when it is exactly one reference.
 pub fn parse_reference(text: &str) -> Option<Reference> {
     match pieces(text).as_slice() {

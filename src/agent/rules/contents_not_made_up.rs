@@ -26,7 +26,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::support::files::{changes_things, changing_tools, file_name, squeeze};
-use crate::agent::plan::refs::{literal_text, visit_strings};
+use crate::agent::plan::refs::literal_texts;
 use crate::agent::plan::{Plan, Step};
 use crate::agent::provenance::unsupported_names;
 use crate::tools::ToolRegistry;
@@ -127,17 +127,21 @@ pub(crate) fn made_up_contents(
 pub const MADE_UP: &str = "This call would put values into the user's data that nothing gave";
 
 /// The feedback refusing `step`'s call where the text its arguments were written with holds values that `sources`
-/// (the goal and the earlier tools' results, lower-cased: `agent::provenance::sources`) does not.
-pub(crate) fn made_up_values(registry: &ToolRegistry, step: &Step, sources: &str) -> Option<String> {
+/// (the goal and the earlier tools' results, lower-cased: `agent::provenance::sources`; built only for a call that
+/// may change things) does not.
+pub(crate) fn made_up_values(registry: &ToolRegistry, step: &Step, sources: impl FnOnce() -> String) -> Option<String> {
     let spec = registry.spec(&step.tool)?;
     if spec.needs_model || spec.changes_things == Some(false) {
         return None;
     }
+    let texts = literal_texts(&step.args);
+    if texts.is_empty() {
+        return None;
+    }
+    let sources = sources();
     let mut made_up: Vec<String> = Vec::new();
-    let mut texts = Vec::new();
-    visit_strings(&Value::Object(step.args.clone()), String::new(), &mut |_, text| texts.push(literal_text(text)));
     for text in texts {
-        for value in unsupported_names(&text, sources) {
+        for value in unsupported_names(&text, &sources) {
             if !made_up.contains(&value) {
                 made_up.push(value);
             }
@@ -261,22 +265,22 @@ mod tests {
         let results = [serde_json::json!({"text": "[{'name': 'Ben Carter', 'city': 'Leeds'}]"})];
         let sources = crate::agent::provenance::sources(goal, results.iter());
         let invented = step("write_query", "INSERT INTO customers (name, city) VALUES ('John Doe', 'Leeds')");
-        let refused = made_up_values(&registry, &invented, &sources).expect("John Doe comes from nowhere");
+        let refused = made_up_values(&registry, &invented, || sources.clone()).expect("John Doe comes from nowhere");
         assert!(
             refused.starts_with(MADE_UP) && refused.contains("\"John Doe\"") && !refused.contains("Leeds"),
             "{refused}"
         );
         // From the goal, from a result, or through a reference: the call is made.
         let asked = step("write_query", "INSERT INTO customers (name, city) VALUES ('Hugo Weber', 'Zurich')");
-        assert_eq!(made_up_values(&registry, &asked, &sources), None);
+        assert_eq!(made_up_values(&registry, &asked, || sources.clone()), None);
         let found = step("write_query", "UPDATE customers SET city = 'Leeds' WHERE name = 'Ben Carter'");
-        assert_eq!(made_up_values(&registry, &found, &sources), None);
+        assert_eq!(made_up_values(&registry, &found, || sources.clone()), None);
         let referenced = step("write_query", "DELETE FROM customers WHERE name = '$s1.text$'");
-        assert_eq!(made_up_values(&registry, &referenced, &sources), None);
+        assert_eq!(made_up_values(&registry, &referenced, || sources.clone()), None);
         // SQL's own capitals are no names; a tool declared read-only is not checked.
         let keywords = step("write_query", "CREATE TABLE IF NOT EXISTS notes (body TEXT)");
-        assert_eq!(made_up_values(&registry, &keywords, &sources), None);
+        assert_eq!(made_up_values(&registry, &keywords, || sources.clone()), None);
         let read = step("read_query", "SELECT * FROM customers WHERE name = 'John Doe'");
-        assert_eq!(made_up_values(&registry, &read, &sources), None);
+        assert_eq!(made_up_values(&registry, &read, || sources.clone()), None);
     }
 }

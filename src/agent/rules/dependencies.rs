@@ -24,8 +24,8 @@
 //! other part acts, once a run, in plan-ahead mode: a tool step that lists an earlier tool step in `depends_on` (one
 //! that shows something: not the calculator, not a tool declared to change things), reads none of its result and
 //! passes a text the goal does not hold (a path inside one the earlier step passes aside) was written before the
-//! result it waits for was seen: the planner guessed what that step would show (a table's columns, a folder's files, a list's ids).
-//! Once the earlier step has run, the steps after it are not run as guessed: the plan is written again with its
+//! result it waits for was seen: the planner guessed what that step would show (a table's columns, a folder's files,
+//! a list's ids). Once the earlier step has run, the steps after it are not run as guessed: the plan is written again with its
 //! result in view ([`WRITTEN_BEFORE_SEEN`]; the steps that ran are not run again, a step with the same call takes
 //! its result), and the revision does not count against `--max-replans`. On a shop's database the 1.5B planned
 //! `list_tables`, then `describe_table("orders")` and queries naming columns it had not seen (`signup_date`, a
@@ -42,7 +42,7 @@ use super::percentages_as_fractions::percentages_in;
 use super::support::goal_words::GoalWords;
 use super::{only_output_field, parameter_description};
 use crate::agent::numbers::{numbers_in, same_value};
-use crate::agent::plan::refs::{literal_text, references_in, visit_strings};
+use crate::agent::plan::refs::{literal_texts, references_in};
 use crate::agent::plan::{Plan, Step};
 use crate::tools::{Calculator, ToolRegistry};
 
@@ -236,19 +236,12 @@ pub(crate) fn written_before_seen(
     let mut blind = Vec::new();
     for step in plan.steps.iter().filter(|s| !done.contains(&s.id) && !model_step(s)) {
         let read: HashSet<String> = step.references().into_iter().map(|r| r.step).collect();
-        let texts = literal_texts(step);
+        // A path inside one the earlier step passes (a file in the folder it lists) is no guess at its result: the
+        // step follows it for order ([`acts_inside`], as the mend part reads it).
         let waited = step.depends_on.iter().find(|id| {
             called.contains(id)
                 && !read.contains(*id)
-                && plan.step(id).is_some_and(|earlier| {
-                    // A path inside one the earlier step passes (a file in the folder it lists) is no guess at its
-                    // result: the step follows it for order.
-                    let inside = literal_texts(earlier).iter().any(|folder| {
-                        let folder = format!("{}/", folder.trim_end_matches('/'));
-                        texts.iter().any(|own| own.starts_with(&folder))
-                    });
-                    shows(earlier) && !inside
-                })
+                && plan.step(id).is_some_and(|earlier| shows(earlier) && !acts_inside(step, earlier))
         });
         if let Some(waited) = waited.filter(|_| guesses(step, &goal)) {
             blind.push((step.id.clone(), waited.clone()));
@@ -257,21 +250,9 @@ pub(crate) fn written_before_seen(
     blind
 }
 
-/// The texts `step` passes, references cut out, trimmed, the empty ones left out.
-fn literal_texts(step: &Step) -> Vec<String> {
-    let mut texts = Vec::new();
-    visit_strings(&Value::Object(step.args.clone()), String::new(), &mut |_, text| {
-        let literal = literal_text(text).trim().to_string();
-        if !literal.is_empty() {
-            texts.push(literal);
-        }
-    });
-    texts
-}
-
 /// Whether `step` passes a text (references cut out) that `goal` (lower-cased) does not hold.
 fn guesses(step: &Step, goal: &str) -> bool {
-    literal_texts(step).iter().any(|text| !goal.contains(&text.to_lowercase()))
+    literal_texts(&step.args).iter().any(|text| !goal.contains(&text.to_lowercase()))
 }
 
 /// The feedback that has the plan written again, with the results of the steps that ran (`results`: one line

@@ -8,8 +8,7 @@ use serde_json::{Map, Value};
 
 use super::judging::{output_part, step_results};
 use super::{Agent, Approval, Execution, Mode, Prepared, Stop};
-use crate::agent::log::events::Event;
-use crate::agent::log::events::PlanOrigin;
+use crate::agent::log::events::{Event, PlanOrigin};
 use crate::agent::log::runs::{call_key, RunState};
 use crate::agent::plan::refs::{
     coerce_to_schema, literal_text, output_as_text, parse_reference, Reference, Resolution,
@@ -17,7 +16,6 @@ use crate::agent::plan::refs::{
 use crate::agent::plan::resolve_args_with;
 use crate::agent::plan::{Plan, Step};
 use crate::agent::provenance::sources;
-use crate::agent::records::clip;
 use crate::agent::records::{list_rows, readable};
 use crate::agent::rules::records_by_name::records_by_name_in;
 use crate::agent::rules::{
@@ -27,14 +25,11 @@ use crate::agent::rules::{
 };
 use crate::agent::run::evaluation::{invented_number, work_out};
 use crate::agent::run::executor::{fill_arguments, read_value, write_text, ExecutorCall};
-use crate::agent::run::joiner::StepResult;
+use crate::agent::run::joiner::{shown_output, StepResult};
 use crate::agent::run::picking::{pick_rows, what_it_asks, Asks, MAX_ROWS};
 use crate::agent::run::repair::failed_step_text;
 use crate::agent::usage::ModelUsage;
 use crate::tools::{Calculator, Llm, ToolError};
-
-/// The characters of a result shown where the plan is written again after it (`dependencies`).
-const RESULT_CHARS: usize = 1500;
 use crate::Result;
 
 impl Agent<'_> {
@@ -460,8 +455,8 @@ impl Agent<'_> {
         }
     }
 
-    /// Rule `contents-not-made-up`'s run-time part (agent::rules): a call that may change the user's data, planned with names or
-    /// quoted values that neither the goal nor an earlier tool's result holds, is not made.
+    /// Rule `contents-not-made-up`'s run-time part (agent::rules): a call that may change the user's data, planned
+    /// with names or quoted values that neither the goal nor an earlier tool's result holds, is not made.
     fn refuse_made_up_values(&self, step: &Step) -> Result<()> {
         if !self.rules().on(&ContentsNotMadeUp) {
             return Ok(());
@@ -469,7 +464,7 @@ impl Agent<'_> {
         // A model's reading is no source: only tools' results (the call cache holds every result of the run).
         let reading = format!("{}\u{0}", Llm::NAME);
         let results = self.state.call_cache.iter().filter(|(key, _)| !key.starts_with(&reading)).map(|(_, v)| v);
-        match made_up_values(self.registry, step, &sources(&self.state.goal, results)) {
+        match made_up_values(self.registry, step, || sources(&self.state.goal, results)) {
             Some(feedback) => {
                 log_run_change(&ContentsNotMadeUp, &step.id, &feedback);
                 Err(crate::Error::Agent(feedback))
@@ -478,9 +473,9 @@ impl Agent<'_> {
         }
     }
 
-    /// Rule `dependencies`' run-time part (agent::rules), once a run in plan-ahead mode, on a plan the planner wrote: where
-    /// steps still to run wait for a step just `called` without reading its result, the feedback that has the plan
-    /// written again with the results in view.
+    /// Rule `dependencies`' run-time part (agent::rules), once a run in plan-ahead mode, on a plan the planner
+    /// wrote: where steps still to run wait for a step just `called` without reading its result, the feedback that
+    /// has the plan written again with the results in view.
     fn calls_written_before_seen(&self, plan: &Plan, called: &[String]) -> Option<String> {
         let planner_written = !matches!(self.state.plan_origin, Some(PlanOrigin::Given | PlanOrigin::Edited));
         let applied = self.state.revisions.iter().any(|r| r.feedback.starts_with(WRITTEN_BEFORE_SEEN));
@@ -497,13 +492,12 @@ impl Agent<'_> {
         if blind.is_empty() {
             return None;
         }
-        // The results as a model reads them: a list one item a line, counted.
+        // The results as the joiner is shown them: a list one item a line, counted, clipped.
         let results: Vec<String> = plan
             .steps
             .iter()
             .filter_map(|s| {
-                let output = self.state.outputs.get(&s.id)?;
-                Some(format!("- {} ({}) gave: {}", s.id, s.tool, clip(&readable(output), RESULT_CHARS)))
+                Some(format!("- {} ({}) gave: {}", s.id, s.tool, shown_output(self.state.outputs.get(&s.id)?)))
             })
             .collect();
         let feedback = discovery_feedback(&blind, &results);

@@ -170,8 +170,8 @@ impl Agent<'_> {
             // refused plan without its `depends_on` had passed for a new plan and run.
             let calls = |plan: &Plan| plan.steps.iter().map(|s| (s.tool.clone(), s.args.clone())).collect::<Vec<_>>();
             let failed_calls = self.state.plan.as_ref().map(calls).unwrap_or_default();
-            // After `dependencies` had a plan written again, the same calls are no refused plan: the plan was not refused, only
-            // written again with results in view, and the same plan may be the right one.
+            // After `dependencies` had a plan written again, the same calls are no refused plan: the plan was not
+            // refused, only written again with results in view, and the same plan may be the right one.
             let rewrite = history.last().is_some_and(|r| r.feedback.starts_with(WRITTEN_BEFORE_SEEN));
             let repeats = |plan: &Plan| {
                 (!rewrite && calls(plan) == failed_calls)
