@@ -80,17 +80,17 @@ fn collect_lengths(value: &Value, into: &mut Vec<usize>) {
     }
 }
 
-/// The rows of the one list `value` holds, each as [`readable`] shows it (one line, without its number): the value
-/// itself where it is a list, the list a text writes, or the one field of a record that holds a list. `None` where
-/// it holds no list, or several.
-pub fn list_rows(value: &Value) -> Option<Vec<String>> {
+/// The items of the one list `value` holds: the value itself where it is a list, the list a text writes, or the one
+/// field of a record that holds a list; `None` where it holds no list, or several. Each item reads as [`row`] shows
+/// it (one line, without its number), and is there for code to compare, count and add up.
+pub fn list_items(value: &Value) -> Option<Vec<Value>> {
     match value {
-        Value::Array(items) => Some(items.iter().map(row).collect()),
-        Value::String(text) => list_rows(&structured(text)?),
+        Value::Array(items) => Some(items.clone()),
+        Value::String(text) => list_items(&structured(text)?),
         Value::Object(map) => {
             let mut lists = map.values().filter(|v| holds_list(v));
             let one = lists.next()?;
-            lists.next().is_none().then(|| list_rows(one)).flatten()
+            lists.next().is_none().then(|| list_items(one)).flatten()
         }
         _ => None,
     }
@@ -135,7 +135,7 @@ fn list(key: Option<&str>, items: &[Value]) -> String {
 }
 
 /// One item on one line: a record's fields that hold something as `key: value`, separated by `; `.
-fn row(item: &Value) -> String {
+pub fn row(item: &Value) -> String {
     match item {
         Value::Object(map) => map
             .iter()
@@ -304,13 +304,17 @@ mod tests {
 
     use super::*;
 
+    fn rows(value: &Value) -> Option<Vec<String>> {
+        list_items(value).map(|items| items.iter().map(row).collect())
+    }
+
     #[test]
     fn the_rows_of_a_results_one_list_are_its_items_as_shown() {
         let listed = json!({"content": "[{'name': 'Ann', 'price': 3}, {'name': 'Bo', 'price': 2}]"});
-        assert_eq!(list_rows(&listed).unwrap(), ["name: Ann; price: 3", "name: Bo; price: 2"]);
-        assert_eq!(list_rows(&json!(["a", "b"])).unwrap(), ["a", "b"]);
-        assert_eq!(list_rows(&json!({"result": 4})), None);
-        assert_eq!(list_rows(&json!({"a": [1], "b": [2]})), None, "two lists: none is the one");
+        assert_eq!(rows(&listed).unwrap(), ["name: Ann; price: 3", "name: Bo; price: 2"]);
+        assert_eq!(rows(&json!(["a", "b"])).unwrap(), ["a", "b"]);
+        assert_eq!(rows(&json!({"result": 4})), None);
+        assert_eq!(rows(&json!({"a": [1], "b": [2]})), None, "two lists: none is the one");
     }
 
     #[test]

@@ -22,6 +22,13 @@ pub fn is_equation(text: &str) -> bool {
     text.contains('=')
 }
 
+/// The unknowns of `equation` (names that are neither functions nor constants), in order of first use; `None`
+/// where it is not one equation of two sides.
+pub fn unknowns_of(equation: &str) -> Option<Vec<String>> {
+    let (left, right) = sides(equation).ok()?;
+    Some(unknown_names(&[&left, &right]))
+}
+
 /// Solves `equation` for its one unknown; returns the unknown's name and value, or a sentence saying why not.
 pub fn solve(equation: &str) -> Result<(String, Number), String> {
     if equation.chars().count() > MAX_LEN {

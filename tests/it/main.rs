@@ -22,6 +22,7 @@ mod concurrency;
 mod config;
 mod confinement;
 mod crashes;
+mod equations;
 mod evaluation;
 mod families;
 mod generate;

@@ -1,13 +1,14 @@
-//! Readings that can only say what is there, with the real planner model: the answer's reading over a list, asked
-//! for one item of it, is an item of that list copied from the result (rule `reading-asks-the-goal`'s run-time
-//! part), and `--rules-off` turns it back into free text.
+//! Readings that can only say what is there, with the real planner model (rule `reading-asks-the-goal`'s run-time
+//! part): the answer's reading over a list, asked for the cheapest item of it, a total or a count, is worked out by
+//! code from the Python expression the planner writes; where no expression of the forms code reads is written, items
+//! are copied from the result. `--rules-off` turns it back into free text.
 
 use serde_json::Value;
 
 use crate::common::real_model;
 use crate::common::runs::Scratch;
 
-const GOAL: &str = "Which of these offers is the cheapest?";
+const CHEAPEST: &str = "Which of these offers is the cheapest?";
 
 /// The rows the reading may copy, as the result shows them (agent::records).
 const ROWS: [&str; 4] = [
@@ -17,26 +18,25 @@ const ROWS: [&str; 4] = [
     "name: City Bus; price: 24",
 ];
 
-/// Runs the given plan (read the offers, read the answer off them) with `extra` flags; the run's JSON and events.
-fn run_reading(extra: &[&str]) -> (Value, Vec<Value>) {
+/// Runs the given plan (read the offers, read the answer to `question` off them) with `extra` flags; the run's JSON
+/// and events.
+fn run_reading(question: &str, extra: &[&str]) -> (Value, Vec<Value>) {
     real_model("qwen2.5-coder-1.5b-instruct-q4_k_m");
     real_model("qwen2.5-coder-0.5b-instruct-q4_k_m");
     let scratch = Scratch::new();
     let offers = r#"[{"name": "Harbour Ferry", "price": 31}, {"name": "Night Coach", "price": 19},
         {"name": "Fast Rail", "price": 42}, {"name": "City Bus", "price": 24}]"#;
     std::fs::write(scratch.workspace().join("offers.json"), offers).unwrap();
-    let plan = scratch.write(
-        "plan.json",
-        r#"{"goal": "offers", "steps": [
-            {"id": "s1", "description": "read the offers", "tool": "read_file", "args": {"path": "offers.json"}},
-            {"id": "s2", "description": "the cheapest", "tool": "llm",
-             "args": {"prompt": "Which of these offers is the cheapest?\n\n$s1$"}, "depends_on": ["s1"]}]}"#,
-    );
+    let plan = serde_json::json!({"goal": "offers", "steps": [
+        {"id": "s1", "description": "read the offers", "tool": "read_file", "args": {"path": "offers.json"}},
+        {"id": "s2", "description": "the answer", "tool": "llm",
+         "args": {"prompt": format!("{question}\n\n$s1$")}, "depends_on": ["s1"]}]});
+    let plan = scratch.write("plan.json", &plan.to_string());
     let workspace = scratch.workspace();
     let mut args = vec!["run", "--threads", "2", "--workspace", workspace.to_str().unwrap(), "--plan"];
     args.push(plan.to_str().unwrap());
     args.extend_from_slice(extra);
-    args.push(GOAL);
+    args.push(question);
     let (json, output) = scratch.tandem_json(&args);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     (json, scratch.latest_events())
@@ -46,17 +46,36 @@ fn reading(json: &Value) -> String {
     json["outputs"]["s2"]["text"].as_str().unwrap_or_else(|| panic!("no reading: {json}")).to_string()
 }
 
+/// The purposes of the run's planner calls for the reading, in order.
+fn purposes(events: &[Value]) -> Vec<&str> {
+    events.iter().filter(|e| e["event"] == "executor_call").filter_map(|e| e["purpose"].as_str()).collect()
+}
+
 #[test]
-fn a_reading_asked_for_one_item_copies_an_item_the_result_holds() {
-    let (json, events) = run_reading(&[]);
-    let picked = reading(&json);
-    assert!(ROWS.contains(&picked.as_str()), "the reading {picked:?} is not one of the list's items");
-    let purposes: Vec<&str> =
-        events.iter().filter(|e| e["event"] == "executor_call").filter_map(|e| e["purpose"].as_str()).collect();
-    assert_eq!(purposes, ["kind", "pick"], "{events:?}");
-    eprintln!("picked: {picked}");
+fn the_cheapest_of_a_list_is_found_by_code() {
+    let (json, events) = run_reading(CHEAPEST, &[]);
+    assert_eq!(reading(&json), ROWS[1], "{json}");
+    assert_eq!(purposes(&events), ["query"], "{events:?}");
     // Off, the reading is the model's free text again: no item copied whole.
-    let (json, _) = run_reading(&["--rules-off", "reading-asks-the-goal"]);
+    let (json, _) = run_reading(CHEAPEST, &["--rules-off", "reading-asks-the-goal"]);
     let free = reading(&json);
     assert!(!ROWS.contains(&free.as_str()), "{free:?}");
+}
+
+#[test]
+fn a_total_and_a_count_are_worked_out_by_code() {
+    let (json, events) = run_reading("How much do all of these offers cost together?", &[]);
+    assert_eq!(reading(&json), "116", "{json}");
+    assert_eq!(purposes(&events), ["query"], "{events:?}");
+    let (json, _) = run_reading("How many of these offers cost more than 30?", &[]);
+    assert_eq!(reading(&json), "2", "{json}");
+}
+
+#[test]
+fn a_reading_no_expression_answers_copies_items_the_result_holds() {
+    let (json, events) = run_reading("Which of these offers travel by road?", &[]);
+    let picked = reading(&json);
+    assert!(picked.lines().all(|line| ROWS.contains(&line)), "the reading {picked:?} is not the list's items");
+    assert!(purposes(&events).contains(&"pick"), "{events:?}");
+    eprintln!("picked: {picked}");
 }

@@ -31,11 +31,18 @@
 //! `list_tables`, then `describe_table("orders")` and queries naming columns it had not seen (`signup_date`, a
 //! table `customer_orders`); the server answered "no such column", and the reading made up an answer. Applied by
 //! the orchestrator after each round of steps (`agent::run::orchestrator::execution`).
+//!
+//! Equations across steps are the third part, also at run time: calculator steps whose equations share unknowns
+//! depend on each other whatever `depends_on` says. A calculator step whose equations have more unknowns than
+//! equations (`a + b = 60` alone) is solved with the other equations over those unknowns that the plan's other
+//! calculator steps write, and that calculator calls earlier in the run wrote and had refused as underdetermined
+//! ([`joined_equations`]): one system, so a split with two unknowns planned as two one-equation steps is answered,
+//! and a replan after "underdetermined" that writes one equation again is solved with the equation written before.
 
 use std::collections::HashSet;
 use std::ops::Range;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::language_codes::is_language_name;
 use super::percentages_as_fractions::percentages_in;
@@ -44,6 +51,8 @@ use super::{only_output_field, parameter_description};
 use crate::agent::numbers::{numbers_in, same_value};
 use crate::agent::plan::refs::{literal_texts, references_in};
 use crate::agent::plan::{Plan, Step};
+use crate::tools::equation::{is_equation, unknowns_of};
+use crate::tools::linear_system::{split_equations, MAX_EQUATIONS};
 use crate::tools::{Calculator, ToolRegistry};
 
 /// Whether `step` passes a path inside one `source` passes (`archive/old.txt` after `create_directory(path:
@@ -268,6 +277,74 @@ pub(crate) fn feedback(blind: &[(String, String)], results: &[String]) -> String
     )
 }
 
+/// The equation marker in the run log: `s2: expression a + b = 60 solved with a - b = 10 (s1)`.
+pub const EQUATIONS_JOINED: &str = "solved with the equations over its unknowns that other steps write";
+
+/// Equations across steps: where `expression` (a calculator step's, resolved) is equations only, with more unknowns
+/// than equations, the system of those equations and the ones among `written` (the other calculator expressions of
+/// the plan and of the run's refused calls, in order) over the same unknowns, as one expression (`;` between
+/// equations). Each added equation shares an unknown with the system so far; a piece that is no equation, has no
+/// unknown, writes the same on both sides (`b = b`) or is already in the system is left out; the system stops at
+/// as many equations as unknowns (or [`MAX_EQUATIONS`]). `None` where nothing is added.
+pub fn joined_equations(expression: &str, written: &[String]) -> Option<String> {
+    let normal = |text: &str| text.split_whitespace().collect::<String>();
+    let equations = |text: &str| -> Option<Vec<(String, Vec<String>)>> {
+        split_equations(text)
+            .into_iter()
+            .map(|piece| Some((piece.to_string(), unknowns_of(piece).filter(|_| is_equation(piece))?)))
+            .collect()
+    };
+    let mut system = equations(expression)?;
+    let mut unknowns: Vec<String> = system.iter().flat_map(|(_, names)| names.clone()).collect();
+    unknowns.sort();
+    unknowns.dedup();
+    if system.is_empty() || unknowns.len() <= system.len() {
+        return None;
+    }
+    let mut candidates: Vec<(String, Vec<String>)> =
+        written.iter().filter_map(|text| equations(text)).flatten().collect();
+    candidates.retain(|(piece, names)| {
+        let (left, right) =
+            piece.replace("==", "=").split_once('=').map(|(l, r)| (normal(l), normal(r))).unwrap_or_default();
+        !names.is_empty() && left != right
+    });
+    let added_from = system.len();
+    // Adding an equation may bring a new unknown that a later candidate pins down: look again after each addition.
+    while system.len() < unknowns.len().min(MAX_EQUATIONS) {
+        let next = candidates.iter().position(|(piece, names)| {
+            names.iter().any(|name| unknowns.contains(name))
+                && !system.iter().any(|(held, _)| normal(held) == normal(piece))
+        });
+        let Some(at) = next else { break };
+        let (piece, names) = candidates.remove(at);
+        unknowns.extend(names.into_iter().filter(|name| !unknowns.contains(name)).collect::<Vec<_>>());
+        system.push((piece, Vec::new()));
+    }
+    (system.len() > added_from).then(|| system.iter().map(|(piece, _)| piece.as_str()).collect::<Vec<_>>().join("; "))
+}
+
+/// The calculator expressions `step`'s equations may be joined with ([`joined_equations`]): those of the plan's other
+/// calculator steps that reference no result, then those of the run's `failed` calls of the calculator (tool,
+/// arguments, error), each once.
+pub(crate) fn equations_written(
+    plan: &Plan,
+    step: &Step,
+    failed: &[(String, Map<String, Value>, String)],
+) -> Vec<String> {
+    let planned =
+        plan.steps.iter().filter(|s| s.id != step.id && s.tool == Calculator::NAME && s.references().is_empty());
+    let refused = failed.iter().filter(|(tool, ..)| tool == Calculator::NAME).map(|(_, args, _)| args);
+    let mut written: Vec<String> = Vec::new();
+    for args in planned.map(|s| &s.args).chain(refused) {
+        if let Some(text) = args.get("expression").and_then(Value::as_str) {
+            if !written.iter().any(|held| held == text) {
+                written.push(text.to_string());
+            }
+        }
+    }
+    written
+}
+
 /// Rule `dependencies` (mend, general).
 pub struct Dependencies;
 
@@ -277,7 +354,7 @@ impl super::Rule for Dependencies {
             name: "dependencies",
             stage: super::Stage::Mend,
             profile: super::Profile::General,
-            keys_on: "a step listing an earlier one in depends_on but passing a value where that step's one declared result belongs: a reference to it; at run time (once a run), where it reads none of that result and passes a text the goal does not hold: the plan is written again once that result is seen",
+            keys_on: "a step listing an earlier one in depends_on but passing a value where that step's one declared result belongs: a reference to it; at run time (once a run), where it reads none of that result and passes a text the goal does not hold: the plan is written again once that result is seen; a calculator step with more unknowns than equations: solved with the equations over them that the plan's other calculator steps and the run's refused calculator calls write",
         }
     }
 
@@ -349,5 +426,23 @@ mod tests {
         assert!(written_before_seen(&inside, &registry, &called, &done).is_empty());
         let text = feedback(&[("s2".into(), "s1".into())], &["- s1 (list_tables) succeeded with output x".into()]);
         assert!(text.starts_with(WRITTEN_BEFORE_SEEN) && text.contains("s2 waits for s1") && text.contains("output x"));
+    }
+
+    #[test]
+    fn equations_over_shared_unknowns_are_solved_as_one_system() {
+        let written = |texts: &[&str]| texts.iter().map(ToString::to_string).collect::<Vec<_>>();
+        // A split planned as one equation a step: each step is solved with the other's equation.
+        let others = written(&["a - b = 10", "c * 2 = 8"]);
+        assert_eq!(joined_equations("a + b = 60", &others).as_deref(), Some("a + b = 60; a - b = 10"));
+        // A replan's `b = b` is no equation to add; an equation already held is not added twice.
+        let replanned = written(&["b = b", "a + b = 60", "a = b + 10"]);
+        assert_eq!(joined_equations("a + b = 60", &replanned).as_deref(), Some("a + b = 60; a = b + 10"));
+        // An equation that brings a new unknown is followed by the one that pins it down.
+        let chain = written(&["b = 2 * c", "c + 1 = a"]);
+        assert_eq!(joined_equations("a + b = 9", &chain).as_deref(), Some("a + b = 9; b = 2 * c; c + 1 = a"));
+        // Nothing joins where the step is solvable alone, is arithmetic, or no equation shares its unknowns.
+        assert_eq!(joined_equations("3 * x = 9", &others), None);
+        assert_eq!(joined_equations("6 * 7", &others), None);
+        assert_eq!(joined_equations("p + q = 5", &others), None);
     }
 }

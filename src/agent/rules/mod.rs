@@ -49,8 +49,10 @@ use serde_json::{json, Value};
 pub(crate) use contents_not_made_up::made_up_values;
 pub use contents_not_made_up::{ContentsNotMadeUp, MADE_UP};
 pub use dates_and_times::{mend_dates_and_times, DatesAndTimes};
-pub(crate) use dependencies::{feedback as discovery_feedback, written_before_seen};
-pub use dependencies::{mend_unused_dependencies, Dependencies, WRITTEN_BEFORE_SEEN};
+pub(crate) use dependencies::{equations_written, feedback as discovery_feedback, written_before_seen};
+pub use dependencies::{
+    joined_equations, mend_unused_dependencies, Dependencies, EQUATIONS_JOINED, WRITTEN_BEFORE_SEEN,
+};
 pub use duplicates::{drop_repeated_calls, Duplicates};
 pub use durations::{mend_durations, Durations};
 pub use fields_read_from_text::FieldsReadFromText;

@@ -107,7 +107,7 @@ impl super::Rule for ReadingAsksTheGoal {
             name: "reading-asks-the-goal",
             stage: super::Stage::Mend,
             profile: super::Profile::General,
-            keys_on: "a goal with a '?' and a plan ending in an llm step nothing reads: its prompt is the goal as written and the whole results it rests on; at run time, where that reading reads one result holding one list and its question asks for items of it (the planner's pick among fixed labels): those items, copied under a grammar of the list's rows",
+            keys_on: "a goal with a '?' and a plan ending in an llm step nothing reads: its prompt is the goal as written and the whole results it rests on; at run time, where that reading reads one result holding one list: the planner's Python expression over the list's items, worked out by code where it is one of a few fixed forms (an extreme, a filter, a count, a sum, any or all), else items copied under a grammar of the list's rows where it asks for items (the planner's pick among fixed labels)",
         }
     }
 

@@ -16,17 +16,17 @@ use crate::agent::plan::refs::{
 use crate::agent::plan::resolve_args_with;
 use crate::agent::plan::{Plan, Step};
 use crate::agent::provenance::sources;
-use crate::agent::records::{list_rows, readable};
+use crate::agent::records::{list_items, readable, row};
 use crate::agent::rules::records_by_name::records_by_name_in;
 use crate::agent::rules::{
-    discovery_feedback, log_run_change, lost_data, made_up_values, written_before_seen, ContentsNotMadeUp,
-    Dependencies, FieldsReadFromText, PromptsReadWholeResults, ReadingAsksTheGoal, RecordsByName, References,
-    WritesKeepData, WRITTEN_BEFORE_SEEN,
+    discovery_feedback, equations_written, joined_equations, log_run_change, lost_data, made_up_values,
+    written_before_seen, ContentsNotMadeUp, Dependencies, FieldsReadFromText, PromptsReadWholeResults,
+    ReadingAsksTheGoal, RecordsByName, References, WritesKeepData, EQUATIONS_JOINED, WRITTEN_BEFORE_SEEN,
 };
 use crate::agent::run::evaluation::{invented_number, work_out};
 use crate::agent::run::executor::{fill_arguments, read_value, write_text, ExecutorCall};
 use crate::agent::run::joiner::{shown_output, StepResult};
-use crate::agent::run::picking::{pick_rows, what_it_asks, Asks, MAX_ROWS};
+use crate::agent::run::picking::{read_list, MAX_ROWS};
 use crate::agent::run::repair::failed_step_text;
 use crate::agent::usage::ModelUsage;
 use crate::tools::{Calculator, Llm, ToolError};
@@ -183,6 +183,8 @@ impl Agent<'_> {
             // A tool takes values, not a page of text: each value is read out of its text first.
             return Ok(Prepared::Read(args, how.read_from_text));
         }
+        let mut args = args;
+        self.join_equations(plan, step, &mut args);
         if let Some(problems) = self.arg_problems(step, &args)? {
             return Ok(Prepared::Fill(args, problems));
         }
@@ -196,6 +198,20 @@ impl Agent<'_> {
             return Ok(Prepared::Known(args, output));
         }
         Ok(Prepared::Direct(args))
+    }
+
+    /// Rule `dependencies`' equations across steps: a calculator step whose equations have more unknowns than
+    /// equations is solved with the other equations over them that the plan and the run's refused calls write.
+    fn join_equations(&self, plan: &Plan, step: &Step, args: &mut Map<String, Value>) {
+        if step.tool != Calculator::NAME || !self.rules().on(&Dependencies) {
+            return;
+        }
+        let Some(expression) = args.get("expression").and_then(Value::as_str) else { return };
+        let written = equations_written(plan, step, &self.state.failed_calls);
+        if let Some(system) = joined_equations(expression, &written) {
+            log_run_change(&Dependencies, &step.id, &format!("{expression} {EQUATIONS_JOINED}: {system}"));
+            args.insert("expression".into(), Value::String(system));
+        }
     }
 
     /// The output of a step that only recomputes a result already known: a `calculator` step whose expression is
@@ -277,9 +293,9 @@ impl Agent<'_> {
     }
 
     /// Rule `reading-asks-the-goal`'s run-time part (agent::run::picking): the answer's reading (a step no other
-    /// reads) over one result that holds one list, whose question asks for an item or items of it (the planner's
-    /// judgement among fixed labels), is those items, copied under a grammar whose only words are the list's rows.
-    /// `None`: the reading is written in free text.
+    /// reads) over one result that holds one list, whose question asks for an item, items, a count or a total of it
+    /// (the planner's judgement among fixed labels), is worked out from the list's items: rows copied under a
+    /// grammar of its rows, or found, counted and added up by code. `None`: the reading is written in free text.
     fn picked_reading(&mut self, version: u32, step: &Step) -> Result<Option<String>> {
         if !self.rules().on(&ReadingAsksTheGoal) {
             return Ok(None);
@@ -292,37 +308,28 @@ impl Agent<'_> {
         read.sort();
         read.dedup();
         let [source] = read.as_slice() else { return Ok(None) };
-        let Some(rows) = self.state.outputs.get(source).and_then(list_rows) else { return Ok(None) };
+        let Some(items) = self.state.outputs.get(source).and_then(list_items) else { return Ok(None) };
         let prompt = step.args.get("prompt").and_then(Value::as_str).unwrap_or_default();
         let question = literal_text(prompt).split_whitespace().collect::<Vec<_>>().join(" ");
-        if !(2..=MAX_ROWS).contains(&rows.len()) || question.is_empty() {
-            return Ok(None);
-        }
-        let model = self.models.planner()?;
-        let asked = what_it_asks(model, &question, rows.len());
-        self.log_model_loads()?;
-        let (asks, usage) = asked?;
-        let role = Some("planner".to_string());
-        self.emit(Event::ExecutorCall { version, step: step.id.clone(), purpose: "kind".into(), role, usage })?;
-        if asks == Asks::Other {
+        if !(2..=MAX_ROWS).contains(&items.len()) || question.is_empty() {
             return Ok(None);
         }
         // Room for every row copied (a token holds two characters or more), at least an executor call's budget.
-        let copied = rows.iter().map(|row| row.len() / 2 + 2).sum::<usize>();
+        let copied = items.iter().map(|item| row(item).len() / 2 + 2).sum::<usize>();
         let tokens = copied.min(2048).max(self.settings.budgets.executor_tokens);
-        let (picked, usage) = pick_rows(self.models.planner()?, &question, &rows, asks, tokens)?;
-        let role = Some("planner".to_string());
-        self.emit(Event::ExecutorCall { version, step: step.id.clone(), purpose: "pick".into(), role, usage })?;
-        if picked.is_empty() {
-            return Ok(None);
+        let model = self.models.planner()?;
+        let read = read_list(model, &question, &items, tokens);
+        self.log_model_loads()?;
+        let reading = read?;
+        for (purpose, usage) in reading.calls {
+            let role = Some("planner".to_string());
+            self.emit(Event::ExecutorCall { version, step: step.id.clone(), purpose: purpose.into(), role, usage })?;
         }
-        let line = format!(
-            "read as {} of the {} items of {source}'s list, copied under a grammar of its rows",
-            picked.len(),
-            rows.len()
-        );
-        log_run_change(&ReadingAsksTheGoal, &step.id, &line);
-        Ok(Some(picked.join("\n")))
+        if let Some(text) = &reading.text {
+            log_run_change(&ReadingAsksTheGoal, &step.id, &format!("read off {source}'s list: {}", reading.how));
+            return Ok(Some(text.clone()));
+        }
+        Ok(None)
     }
 
     fn run_fill_step(
