@@ -49,6 +49,8 @@ pub struct Condition {
     pub op: String,
     /// The literal: a number or a text.
     pub value: Value,
+    /// What an item without the field reads as: `v.get('f', default)`'s default, else null.
+    pub missing: Value,
 }
 
 /// What a query works out to: items (their indexes in the list) or a number, as text.
@@ -133,13 +135,22 @@ pub fn answer(query: &Query, items: &[Value]) -> Option<Worked> {
 
 /// Whether `item` meets `condition`: numbers compare as numbers (`$19.50` is 19.5), texts without regard to case.
 fn holds(item: &Value, condition: &Condition) -> bool {
-    let Some(value) = item.get(&condition.field) else { return false };
+    let value = item.get(&condition.field).unwrap_or(&condition.missing);
     let as_text = |v: &Value| match v {
         Value::String(s) => s.trim().to_lowercase(),
         other => other.to_string(),
     };
-    if condition.op == "in" {
-        return as_text(value).contains(&as_text(&condition.value));
+    match condition.op.as_str() {
+        "truthy" => return truthy(value),
+        "falsy" => return !truthy(value),
+        // In a list: one of its values; in a text: part of it.
+        "in" => {
+            return match value {
+                Value::Array(values) => values.iter().any(|v| as_text(v) == as_text(&condition.value)),
+                other => as_text(other).contains(&as_text(&condition.value)),
+            }
+        }
+        _ => {}
     }
     // Numbers and dates compare by value; other texts only for (in)equality.
     let by_value = order(value, &condition.value);
@@ -158,6 +169,18 @@ fn holds(item: &Value, condition: &Condition) -> bool {
     }
 }
 
+/// Whether Python reads `value` as true: not null, false, zero, or empty.
+fn truthy(value: &Value) -> bool {
+    match value {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64() != Some(0.0),
+        Value::String(s) => !s.is_empty(),
+        Value::Array(items) => !items.is_empty(),
+        Value::Object(map) => !map.is_empty(),
+    }
+}
+
 /// A token of the expression: a name, a number, a text literal, or punctuation.
 #[derive(Debug, Clone, PartialEq)]
 enum Token {
@@ -168,7 +191,7 @@ enum Token {
 }
 
 /// The punctuation the forms use, longest first.
-const PUNCTUATION: [&str; 14] = ["==", "!=", "<=", ">=", "<", ">", "(", ")", "[", "]", ",", ":", "=", "-"];
+const PUNCTUATION: [&str; 15] = ["==", "!=", "<=", ">=", "<", ">", "(", ")", "[", "]", ",", ":", "=", "-", "."];
 
 fn tokenize(code: &str) -> Option<Vec<Token>> {
     let mut tokens = Vec::new();
@@ -246,17 +269,51 @@ impl Parser {
                 self.at += 1;
                 serde_json::Number::from_f64(if negative { -n } else { n }).map(Value::Number)
             }
+            Token::Name(name) if !negative => {
+                let value = match name.as_str() {
+                    "True" => Value::Bool(true),
+                    "False" => Value::Bool(false),
+                    "None" => Value::Null,
+                    _ => return None,
+                };
+                self.at += 1;
+                Some(value)
+            }
             _ => None,
         }
     }
 
     /// `v['field']` for the variable `var`.
     fn field_of(&mut self, var: &str) -> Option<String> {
+        self.field_or_default(var).map(|(field, _)| field)
+    }
+
+    /// `v['field']` or `v.get('field'[, default])` for the variable `var`, with what a missing field reads as (the
+    /// default, or null).
+    fn field_or_default(&mut self, var: &str) -> Option<(String, Value)> {
         (self.name()? == var).then_some(())?;
+        if self.eat(".") {
+            self.expect("get")?;
+            self.expect("(")?;
+            let field = self.string()?;
+            let mut missing = Value::Null;
+            if self.eat(",") {
+                missing = match self.literal() {
+                    Some(value) => value,
+                    None => {
+                        self.expect("[")?;
+                        self.expect("]")?;
+                        Value::Array(Vec::new())
+                    }
+                };
+            }
+            self.expect(")")?;
+            return Some((field, missing));
+        }
         self.expect("[")?;
         let field = self.string()?;
         self.expect("]")?;
-        Some(field)
+        Some((field, Value::Null))
     }
 
     /// `key=lambda v: v['field']`.
@@ -413,15 +470,23 @@ impl Parser {
     /// `v['f'] OP literal`, `literal OP v['f']` (turned around), or `literal in v['f']`.
     fn condition(&mut self, var: &str) -> Option<Condition> {
         let at = self.at;
-        if let Some(field) = self.field_of(var) {
+        if self.eat("not") {
+            let (field, missing) = self.field_or_default(var)?;
+            return Some(Condition { field, op: "falsy".into(), value: Value::Null, missing });
+        }
+        if let Some((field, missing)) = self.field_or_default(var) {
+            // A field alone is its truth, as Python reads it.
+            if self.ends_condition() {
+                return Some(Condition { field, op: "truthy".into(), value: Value::Null, missing });
+            }
             let op = self.op()?;
             let value = self.literal()?;
-            return (op != "in").then_some(Condition { field, op, value });
+            return (op != "in").then_some(Condition { field, op, value, missing });
         }
         self.at = at;
         let value = self.literal()?;
         let op = self.op()?;
-        let field = self.field_of(var)?;
+        let (field, missing) = self.field_or_default(var)?;
         let op = match op.as_str() {
             "<" => ">",
             ">" => "<",
@@ -429,10 +494,22 @@ impl Parser {
             ">=" => "<=",
             same => same,
         };
-        Some(Condition { field, op: op.to_string(), value })
+        Some(Condition { field, op: op.to_string(), value, missing })
+    }
+
+    /// Whether the next token ends a condition: `)`, `]`, `and`, `for` or the end.
+    fn ends_condition(&self) -> bool {
+        match self.peek() {
+            None | Some(Token::Punct(")" | "]")) => true,
+            Some(Token::Name(word)) => word == "and" || word == "for",
+            _ => false,
+        }
     }
 
     fn op(&mut self) -> Option<String> {
+        if self.eat("is") {
+            return Some(if self.eat("not") { "!=" } else { "==" }.to_string());
+        }
         for op in ["==", "!=", "<=", ">=", "<", ">", "in"] {
             if self.eat(op) {
                 return Some(op.to_string());
@@ -486,6 +563,20 @@ mod tests {
         assert_eq!(worked(all), Some(Worked::Truth(false, vec![2])));
         assert_eq!(worked("items[2]['price']"), items(&[2]));
         assert_eq!(worked("items[-1]"), items(&[3]));
+        // Truth, `get`, `is` and lists, as Python reads them.
+        let todos = json!([
+            {"text": "Call Mia", "done": false, "contexts": ["phone"]},
+            {"text": "Pay rent", "done": true},
+            {"text": "Call the bank", "contexts": ["phone", "town"]},
+        ]);
+        let todos = todos.as_array().unwrap();
+        let on = |text: &str| answer(&parse(text).unwrap(), todos);
+        assert_eq!(on("len([t for t in items if not t['done']])"), number("2"));
+        assert_eq!(on("[t for t in items if t.get('done', False) == False]"), items(&[0, 2]));
+        assert_eq!(on("[t for t in items if t['done'] is True]"), items(&[1]));
+        assert_eq!(on("[t['text'] for t in items if 'phone' in t.get('contexts', []) and not t.get('done')]"), items(&[0, 2]));
+        assert_eq!(on("[t['text'] for t in items if 'phone' in t['contexts'] and not t['done']]"), items(&[0, 2]));
+        assert_eq!(on("[t for t in items if t['done']]"), items(&[1]));
     }
 
     #[test]

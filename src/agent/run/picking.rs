@@ -61,6 +61,14 @@ pub struct ListReading {
     pub calls: Vec<(&'static str, ModelUsage)>,
 }
 
+/// The `how` of a reading copied after an expression code could not work out.
+fn copied_after(written: &Option<String>, how: String) -> String {
+    match written {
+        Some(code) => format!("{how} (`{code}` is no query code works out)"),
+        None => how,
+    }
+}
+
 /// The system message of the expression.
 const QUERY_SYSTEM: &str = "You write Python expressions.";
 
@@ -76,6 +84,7 @@ pub fn read_list(model: &mut Model, question: &str, items: &[Value], copy_tokens
     let rows: Vec<String> = items.iter().map(row).collect();
     let n = rows.len();
     let mut reading = ListReading { text: None, how: String::new(), calls: Vec::new() };
+    let mut written_code = None;
     if items.iter().any(Value::is_object) {
         let (written, usage) = write_query(model, question, items)?;
         reading.calls.push(("query", usage));
@@ -98,6 +107,7 @@ pub fn read_list(model: &mut Model, question: &str, items: &[Value], copy_tokens
             reading.how = format!("`{}` worked out by code: {what}", code.trim());
             return Ok(reading);
         }
+        written_code = Some(code.trim().to_string());
     }
     let (asks, usage) = what_it_asks(model, question, n)?;
     reading.calls.push(("kind", usage));
@@ -107,7 +117,8 @@ pub fn read_list(model: &mut Model, question: &str, items: &[Value], copy_tokens
     let (picked, usage) = pick_rows(model, question, &rows, asks, copy_tokens)?;
     reading.calls.push(("pick", usage));
     if !picked.is_empty() {
-        reading.how = format!("{} of the {n} items, copied under a grammar of its rows", picked.len());
+        let how = format!("{} of the {n} items, copied under a grammar of its rows", picked.len());
+        reading.how = copied_after(&written_code, how);
         reading.text = Some(picked.join("\n"));
     }
     Ok(reading)
