@@ -1,4 +1,8 @@
-//! The `read_file` tool: reads a text file inside the workspace.
+//! The `read_file` tool: reads a text file inside the workspace. A file that is not text (a NUL byte in its first
+//! 8 KiB, as git tells binary files) is an error that names its kind where its first bytes say it (a SQLite
+//! database, a ZIP archive such as a spreadsheet, a PDF, an image): shown a SQLite database's pages as text, the
+//! 1.5B answered "What did Chloé Martin order?" with "The order file for Chloé Martin is `shop.db`" instead of
+//! turning to the database tools the run had.
 
 use std::io::Read;
 
@@ -8,9 +12,22 @@ use super::error::{ToolError, ToolResult};
 use super::{Tool, ToolContext};
 
 /// Reads `{"path": "notes.txt"}` to `{"path", "content", "bytes", "truncated"}`; at most
-/// [`ToolContext::max_read_bytes`] are returned, invalid UTF-8 is replaced.
+/// [`ToolContext::max_read_bytes`] are returned, invalid UTF-8 is replaced; a file that is not text is an error.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ReadFile;
+
+/// The bytes looked at for a NUL, as git does to tell a binary file.
+const BINARY_PROBE: usize = 8192;
+
+/// The first bytes of common kinds of file that are not text, and the kind's name.
+const MAGIC: [(&[u8], &str); 6] = [
+    (b"SQLite format 3\0", "a SQLite database"),
+    (b"PK\x03\x04", "a ZIP archive, as .xlsx, .docx and .odt files are"),
+    (b"%PDF", "a PDF document"),
+    (b"\x89PNG", "a PNG image"),
+    (b"\xFF\xD8\xFF", "a JPEG image"),
+    (b"GIF8", "a GIF image"),
+];
 
 impl ReadFile {
     /// The tool's name in plans.
@@ -69,6 +86,16 @@ impl Tool for ReadFile {
         let mut bytes = Vec::new();
         file.take(ctx.max_read_bytes as u64).read_to_end(&mut bytes).map_err(io)?;
         let truncated = size > bytes.len() as u64;
+        if bytes.iter().take(BINARY_PROBE).any(|&b| b == 0) {
+            let kind = MAGIC.iter().find(|(magic, _)| bytes.starts_with(magic)).map_or("binary data", |(_, kind)| kind);
+            return Err(ToolError::InvalidArgs {
+                tool: Self::NAME.into(),
+                message: format!(
+                    "'{path}' is not a text file ({kind}, {size} bytes): read_file reads text; a tool made for \
+                     this kind of file reads it, where the run has one"
+                ),
+            });
+        }
         Ok(json!({
             "path": path,
             "content": String::from_utf8_lossy(&bytes),

@@ -582,6 +582,23 @@ fn the_registry_and_context_can_be_shared_across_threads() {
 }
 
 #[test]
+fn a_file_that_is_not_text_is_an_error_naming_its_kind() {
+    let sandbox = sandbox();
+    let mut database = b"SQLite format 3\0".to_vec();
+    database.extend([0u8; 100]);
+    std::fs::write(sandbox.root.join("shop.db"), &database).unwrap();
+    std::fs::write(sandbox.root.join("blob.bin"), b"ab\0cd").unwrap();
+    let ctx = ctx(&sandbox);
+    let err = call(&ctx, "read_file", json!({"path": "shop.db"})).unwrap_err().to_string();
+    assert!(err.contains("not a text file") && err.contains("SQLite database"), "{err}");
+    let err = call(&ctx, "read_file", json!({"path": "blob.bin"})).unwrap_err().to_string();
+    assert!(err.contains("binary data"), "{err}");
+    // Text with bytes that are not UTF-8 is still text, read with them replaced.
+    std::fs::write(sandbox.root.join("latin1.txt"), b"caf\xe9").unwrap();
+    assert_eq!(call(&ctx, "read_file", json!({"path": "latin1.txt"})).unwrap()["content"], "caf\u{fffd}");
+}
+
+#[test]
 fn a_missing_file_names_where_a_file_of_that_name_is() {
     let sandbox = sandbox();
     std::fs::create_dir_all(sandbox.root.join("archive/2024")).unwrap();
