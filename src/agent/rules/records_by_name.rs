@@ -1,10 +1,14 @@
 //! Rule `records-by-name` (run, general): at run time, a list of records passed to a parameter that takes a list
 //! of strings, named in the plural of a text field every record has (`names` and records with a `name`, `paths`
-//! and a `path`), becomes that field of each record. Stated on the schema (an array of strings, the parameter's
-//! name) and the result (records, each with that field as text).
+//! and a `path`), becomes that field of each record; and one record (or a list of exactly one) passed to a
+//! parameter that takes a string or a number, named after one of its fields (`id`, or ending in it: `todo_id`,
+//! `todoId`), becomes that field's value. Stated on the schema (the parameter's type and name) and the result
+//! (records, each with that field).
 //!
 //! Why: told `open_nodes {"names": "$s2.entities$"}` after a search, the memory server got each entity written out
-//! as JSON for a name and found none (tasks-mcp `mem-jazz`).
+//! as JSON for a name and found none (tasks-mcp `mem-jazz`); told `complete_todo {"todo_id": "$s1.todos.0$"}`, the
+//! to-do server got the whole record written out as JSON for an id and found no such to-do (tasks-apps
+//! `todo-finished`).
 
 use serde_json::{Map, Value};
 
@@ -25,6 +29,38 @@ fn records_by_name(parameter: &str, value: Value, schema: &Value) -> Value {
     }
 }
 
+/// One record for `parameter`, given its schema: the value of the record's field the parameter is named after (the
+/// name itself, or its end after `_` or before a capital: `todo_id`, `todoId` → `id`), where the schema takes a
+/// string or a number (not an object) and that field holds one. A list of exactly one record counts as that record.
+fn record_by_name(parameter: &str, value: &Value, schema: &Value) -> Option<(String, Value)> {
+    let types = schema_types(schema);
+    if types.contains(&"object")
+        || !(types.contains(&"string") || types.contains(&"integer") || types.contains(&"number"))
+    {
+        return None;
+    }
+    let record = match value {
+        Value::Object(record) => record,
+        Value::Array(items) if items.len() == 1 => items[0].as_object()?,
+        _ => return None,
+    };
+    let names_it = |field: &str| {
+        if parameter == field {
+            return true;
+        }
+        let lower = parameter.to_lowercase();
+        let Some(start) =
+            lower.len().checked_sub(field.len()).filter(|&s| s > 0 && lower.ends_with(&field.to_lowercase()))
+        else {
+            return false;
+        };
+        parameter[..start].ends_with('_') || parameter[start..].starts_with(|c: char| c.is_uppercase())
+    };
+    let mut named = record.iter().filter(|(field, v)| (v.is_string() || v.is_number()) && names_it(field));
+    let (field, found) = named.clone().find(|(field, _)| *field == parameter).or_else(|| named.next())?;
+    Some((field.clone(), found.clone()))
+}
+
 /// [`records_by_name`] on each top-level argument of `args`, whose argument schema is `schema`; one line per
 /// argument changed (`names: 2 records → their name`). The caller asks [`super::RuleSet::on`] first.
 pub fn records_by_name_in(args: Map<String, Value>, schema: &Value) -> (Map<String, Value>, Vec<String>) {
@@ -34,6 +70,10 @@ pub fn records_by_name_in(args: Map<String, Value>, schema: &Value) -> (Map<Stri
         .into_iter()
         .map(|(k, v)| match properties.and_then(|p| p.get(&k)) {
             Some(sub) => {
+                if let Some((field, found)) = record_by_name(&k, &v, sub) {
+                    lines.push(format!("{k}: a record → its {field} ({found})"));
+                    return (k, found);
+                }
                 let count = v.as_array().map_or(0, Vec::len);
                 let named = records_by_name(&k, v.clone(), sub);
                 if named != v {
@@ -56,7 +96,7 @@ impl super::Rule for RecordsByName {
             name: "records-by-name",
             stage: super::Stage::Run,
             profile: super::Profile::General,
-            keys_on: "a list of records passed to a parameter taking a list of strings named in the plural of a text field every record has: that field of each",
+            keys_on: "a list of records passed to a parameter taking a list of strings named in the plural of a text field every record has: that field of each; one record passed to a parameter taking a string or number named after one of its fields (id, todo_id): that field",
         }
     }
 }
@@ -83,5 +123,26 @@ mod tests {
         let Value::Object(unnamed) = json!({"names": [{"title": "x"}]}) else { unreachable!() };
         let unnamed = coerce_to_schema(Value::Object(records_by_name_in(unnamed, &schema).0), &schema);
         assert_eq!(unnamed["names"], json!(["{\"title\":\"x\"}"]));
+    }
+
+    #[test]
+    fn a_record_passed_for_its_id_gives_its_id() {
+        let schema = json!({"type": "object", "properties": {
+            "todo_id": {"type": "string"}, "todoId": {"type": "string"}, "id": {"type": "integer"},
+            "valid": {"type": "string"}, "record": {"type": "object"}
+        }});
+        let todo = json!({"id": "0", "text": "Water the plants", "valid": true});
+        let one = |name: &str, value: Value| {
+            let args: Map<String, Value> = [(name.to_string(), value)].into_iter().collect();
+            coerce_to_schema(Value::Object(records_by_name_in(args, &schema).0), &schema)[name].clone()
+        };
+        assert_eq!(one("todo_id", todo.clone()), json!("0"));
+        assert_eq!(one("todoId", json!([todo.clone()])), json!("0"), "a list of one record is that record");
+        assert_eq!(one("id", json!({"id": 7})), json!(7));
+        // Not where no field is named (`valid` ends in `id` but not after `_` or a capital), the schema takes a
+        // record, or the list has several records.
+        assert_eq!(one("valid", json!({"id": "0"})), json!("{\"id\":\"0\"}"));
+        assert_eq!(one("record", todo.clone()), todo);
+        assert_eq!(one("todo_id", json!([{"id": "0"}, {"id": "1"}])), json!("[{\"id\":\"0\"},{\"id\":\"1\"}]"));
     }
 }

@@ -574,7 +574,10 @@ mod tests {
         assert_eq!(on("len([t for t in items if not t['done']])"), number("2"));
         assert_eq!(on("[t for t in items if t.get('done', False) == False]"), items(&[0, 2]));
         assert_eq!(on("[t for t in items if t['done'] is True]"), items(&[1]));
-        assert_eq!(on("[t['text'] for t in items if 'phone' in t.get('contexts', []) and not t.get('done')]"), items(&[0, 2]));
+        assert_eq!(
+            on("[t['text'] for t in items if 'phone' in t.get('contexts', []) and not t.get('done')]"),
+            items(&[0, 2])
+        );
         assert_eq!(on("[t['text'] for t in items if 'phone' in t['contexts'] and not t['done']]"), items(&[0, 2]));
         assert_eq!(on("[t for t in items if t['done']]"), items(&[1]));
     }
