@@ -277,7 +277,8 @@ pub(crate) fn feedback(blind: &[(String, String)], results: &[String]) -> String
     )
 }
 
-/// The equation marker in the run log: `s2: expression a + b = 60 solved with a - b = 10 (s1)`.
+/// The words of the run log's line for a joined system: `a + b = 60 solved with the equations … write: a + b = 60;
+/// a - b = 10`.
 pub const EQUATIONS_JOINED: &str = "solved with the equations over its unknowns that other steps write";
 
 /// Equations across steps: where `expression` (a calculator step's, resolved) is equations only, with more unknowns
@@ -294,10 +295,11 @@ pub fn joined_equations(expression: &str, written: &[String]) -> Option<String> 
             .map(|piece| Some((piece.to_string(), unknowns_of(piece).filter(|_| is_equation(piece))?)))
             .collect()
     };
-    let mut system = equations(expression)?;
-    let mut unknowns: Vec<String> = system.iter().flat_map(|(_, names)| names.clone()).collect();
+    let own = equations(expression)?;
+    let mut unknowns: Vec<String> = own.iter().flat_map(|(_, names)| names.clone()).collect();
     unknowns.sort();
     unknowns.dedup();
+    let mut system: Vec<String> = own.into_iter().map(|(piece, _)| piece).collect();
     if system.is_empty() || unknowns.len() <= system.len() {
         return None;
     }
@@ -312,15 +314,14 @@ pub fn joined_equations(expression: &str, written: &[String]) -> Option<String> 
     // Adding an equation may bring a new unknown that a later candidate pins down: look again after each addition.
     while system.len() < unknowns.len().min(MAX_EQUATIONS) {
         let next = candidates.iter().position(|(piece, names)| {
-            names.iter().any(|name| unknowns.contains(name))
-                && !system.iter().any(|(held, _)| normal(held) == normal(piece))
+            names.iter().any(|name| unknowns.contains(name)) && !system.iter().any(|held| normal(held) == normal(piece))
         });
         let Some(at) = next else { break };
         let (piece, names) = candidates.remove(at);
         unknowns.extend(names.into_iter().filter(|name| !unknowns.contains(name)).collect::<Vec<_>>());
-        system.push((piece, Vec::new()));
+        system.push(piece);
     }
-    (system.len() > added_from).then(|| system.iter().map(|(piece, _)| piece.as_str()).collect::<Vec<_>>().join("; "))
+    (system.len() > added_from).then(|| system.join("; "))
 }
 
 /// The calculator expressions `step`'s equations may be joined with ([`joined_equations`]): those of the plan's other

@@ -94,8 +94,7 @@ pub fn answer(query: &Query, items: &[Value]) -> Option<Worked> {
             if *descending {
                 ranked.reverse();
             }
-            let at = if *index < 0 { ranked.len() as i64 + index } else { *index };
-            ranked.get(usize::try_from(at).ok()?).map(|&i| Worked::Items(vec![i]))
+            position(*index, ranked.len()).map(|at| Worked::Items(vec![ranked[at]]))
         }
         Query::Filter { conditions, first } => {
             if !fields_named(conditions) {
@@ -116,10 +115,7 @@ pub fn answer(query: &Query, items: &[Value]) -> Option<Worked> {
             let shown: Vec<usize> = (0..items.len()).filter(|&i| meets(&items[i], conditions) != *every).collect();
             Some(Worked::Truth(shown.is_empty() == *every, shown))
         }
-        Query::At { index } => {
-            let at = if *index < 0 { items.len() as i64 + index } else { *index };
-            usize::try_from(at).ok().filter(|&at| at < items.len()).map(|at| Worked::Items(vec![at]))
-        }
+        Query::At { index } => position(*index, items.len()).map(|at| Worked::Items(vec![at])),
         Query::Sum { field, conditions } => {
             if !named(field) || !fields_named(conditions) {
                 return None;
@@ -131,6 +127,13 @@ pub fn answer(query: &Query, items: &[Value]) -> Option<Worked> {
             total(&kept, field).map(Worked::Number)
         }
     }
+}
+
+/// The place `index` names in a list of `len`, counting from the end where it is negative, as Python does; `None`
+/// past either end.
+fn position(index: i64, len: usize) -> Option<usize> {
+    let at = if index < 0 { len as i64 + index } else { index };
+    usize::try_from(at).ok().filter(|&at| at < len)
 }
 
 /// Whether `item` meets `condition`: numbers compare as numbers (`$19.50` is 19.5), texts without regard to case.
@@ -335,10 +338,9 @@ impl Parser {
         let function = self.name()?;
         if function == "items" {
             self.expect("[")?;
-            let negative = self.eat("-");
-            let index = self.whole()?;
+            let index = self.index()?;
             self.expect("]")?;
-            return Some(Query::At { index: if negative { -index } else { index } });
+            return Some(Query::At { index });
         }
         self.expect("(")?;
         let query = match function.as_str() {
@@ -355,10 +357,9 @@ impl Parser {
                 let descending = self.eat(",") && self.eat("reverse") && self.eat("=") && self.eat("True");
                 self.expect(")")?;
                 self.expect("[")?;
-                let negative = self.eat("-");
-                let index = self.whole()?;
+                let index = self.index()?;
                 self.expect("]")?;
-                return Some(Query::Ranked { field, descending, index: if negative { -index } else { index } });
+                return Some(Query::Ranked { field, descending, index });
             }
             "any" | "all" => {
                 // The condition comes before the variable it names is bound: read the binding first.
@@ -418,11 +419,12 @@ impl Parser {
         Some(query)
     }
 
-    /// A whole number.
-    fn whole(&mut self) -> Option<i64> {
+    /// A list index: a whole number, with an optional minus sign.
+    fn index(&mut self) -> Option<i64> {
+        let negative = self.eat("-");
         let Some(Token::Number(n)) = self.peek().cloned() else { return None };
         self.at += 1;
-        (n.fract() == 0.0).then_some(n as i64)
+        (n.fract() == 0.0).then_some(if negative { -(n as i64) } else { n as i64 })
     }
 
     /// `items` (the list's name in the prompt).

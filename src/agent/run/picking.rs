@@ -79,17 +79,20 @@ const KIND_SYSTEM: &str = "You tell what kind of answer a question asks for. Ans
 const PICK_SYSTEM: &str = "You answer a question about a list by copying the items that answer it.";
 
 /// The reading of `question` over a list of `items` (2 to [`MAX_ROWS`]): see the module's documentation.
-/// `copy_tokens`: the room for a copy of rows.
-pub fn read_list(model: &mut Model, question: &str, items: &[Value], copy_tokens: usize) -> Result<ListReading> {
+/// `least_tokens`: the least room a copy of rows gets (an executor call's budget).
+pub fn read_list(model: &mut Model, question: &str, items: &[Value], least_tokens: usize) -> Result<ListReading> {
     let rows: Vec<String> = items.iter().map(row).collect();
     let n = rows.len();
+    // Room for every row copied (a token holds two characters or more), 2048 at most.
+    let copy_tokens = rows.iter().map(|row| row.len() / 2 + 2).sum::<usize>().min(2048).max(least_tokens);
     let mut reading = ListReading { text: None, how: String::new(), calls: Vec::new() };
     let mut written_code = None;
     if items.iter().any(Value::is_object) {
         let (written, usage) = write_query(model, question, items)?;
         reading.calls.push(("query", usage));
-        let code = written.trim().lines().filter(|l| !l.trim_start().starts_with("```")).collect::<Vec<_>>().join(" ");
-        if let Some(worked) = parse(&code).and_then(|query| answer(&query, items)) {
+        // One line, by the grammar; `parse` reads past blank space and code fences.
+        let code = written.trim();
+        if let Some(worked) = parse(code).and_then(|query| answer(&query, items)) {
             let (text, what) = match worked {
                 Worked::Items(indexes) if indexes.is_empty() => ("none".to_string(), format!("none of {n} items")),
                 Worked::Items(indexes) => {
@@ -104,10 +107,10 @@ pub fn read_list(model: &mut Model, question: &str, items: &[Value], copy_tokens
                 }
             };
             reading.text = Some(text);
-            reading.how = format!("`{}` worked out by code: {what}", code.trim());
+            reading.how = format!("`{code}` worked out by code: {what}");
             return Ok(reading);
         }
-        written_code = Some(code.trim().to_string());
+        written_code = Some(code.to_string());
     }
     let (asks, usage) = what_it_asks(model, question, n)?;
     reading.calls.push(("kind", usage));

@@ -16,7 +16,7 @@ use crate::agent::plan::refs::{
 use crate::agent::plan::resolve_args_with;
 use crate::agent::plan::{Plan, Step};
 use crate::agent::provenance::sources;
-use crate::agent::records::{list_items, readable, row};
+use crate::agent::records::{list_items, readable};
 use crate::agent::rules::records_by_name::records_by_name_in;
 use crate::agent::rules::{
     discovery_feedback, equations_written, joined_equations, log_run_change, lost_data, made_up_values,
@@ -164,7 +164,7 @@ impl Agent<'_> {
             records_in_text: spec.needs_model,
             ..Resolution::default()
         };
-        let args = self.coerced(step, resolve_args_with(step, &self.state.outputs, &mut how)?, &spec.args_schema);
+        let mut args = self.coerced(step, resolve_args_with(step, &self.state.outputs, &mut how)?, &spec.args_schema);
         if !how.read_from_text.is_empty() {
             let fields: Vec<String> = how.read_from_text.iter().map(ToString::to_string).collect();
             log_run_change(&FieldsReadFromText, &step.id, &format!("{} read from text outputs", fields.join(", ")));
@@ -183,7 +183,6 @@ impl Agent<'_> {
             // A tool takes values, not a page of text: each value is read out of its text first.
             return Ok(Prepared::Read(args, how.read_from_text));
         }
-        let mut args = args;
         self.join_equations(plan, step, &mut args);
         if let Some(problems) = self.arg_problems(step, &args)? {
             return Ok(Prepared::Fill(args, problems));
@@ -314,11 +313,9 @@ impl Agent<'_> {
         if !(2..=MAX_ROWS).contains(&items.len()) || question.is_empty() {
             return Ok(None);
         }
-        // Room for every row copied (a token holds two characters or more), at least an executor call's budget.
-        let copied = items.iter().map(|item| row(item).len() / 2 + 2).sum::<usize>();
-        let tokens = copied.min(2048).max(self.settings.budgets.executor_tokens);
+        let least_tokens = self.settings.budgets.executor_tokens;
         let model = self.models.planner()?;
-        let read = read_list(model, &question, &items, tokens);
+        let read = read_list(model, &question, &items, least_tokens);
         self.log_model_loads()?;
         let reading = read?;
         for (purpose, usage) in reading.calls {
