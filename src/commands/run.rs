@@ -3,6 +3,8 @@
 
 use std::io::IsTerminal;
 use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 use crate::agent::log::events::EventLog;
 use crate::agent::log::runs::lock_run;
@@ -10,7 +12,7 @@ use crate::agent::log::summary::run_summary;
 use crate::agent::setup::{open_runs_dir, run_settings, runner_models};
 use crate::agent::{Agent, Approval, Approver, AutoApprove, Plan, RunOutcome, RunParts, StopReason};
 use crate::cli::{ResumeArgs, RunArgs};
-use crate::commands::run_view::{TerminalApprover, TerminalObserver};
+use crate::commands::run_view::{PausingApprover, TerminalApprover, TerminalObserver};
 use crate::commands::Outcome;
 use crate::progress::Reporter;
 use crate::tools::toolbox;
@@ -29,7 +31,7 @@ pub fn run(args: RunArgs, reporter: &dyn Reporter, quiet: bool) -> Result<Outcom
             return Err(Error::Usage("give a goal (tandem run \"...\") or a plan file (--plan FILE)".into()))
         }
     };
-    let approve = args.approve.unwrap_or_default();
+    let approve = args.approve.unwrap_or(Approval::Destructive);
     check_can_ask(approve, args.yes)?;
     let (context, registry) = toolbox::build_tools(&args.agent.tools.settings())?;
     let settings = run_settings(&args.agent.settings(), &context, approve);
@@ -37,14 +39,14 @@ pub fn run(args: RunArgs, reporter: &dyn Reporter, quiet: bool) -> Result<Outcom
     let (id, dir) = runs.create_run()?;
     // Held for the whole run, so a `tandem resume` of it meanwhile is refused.
     let _lock = lock_run(&dir)?;
-    let log = EventLog::create(&dir)?;
+    let mut approver = approver_for(args.yes, &dir);
+    let log = approver.close(EventLog::create(&dir)?);
     if !args.runner.json {
         reporter.message(&format!("run {id} (log: {})", log.path().display()));
         report_confinement(&settings, reporter);
     }
     let mut models = runner_models(&settings, &args.runner.settings(), reporter)?;
     let observer = TerminalObserver::new(quiet || args.runner.json);
-    let mut approver = approver_for(args.yes, &dir);
     let agent = Agent::start(
         &goal,
         settings,
@@ -57,8 +59,8 @@ pub fn run(args: RunArgs, reporter: &dyn Reporter, quiet: bool) -> Result<Outcom
             observer: &observer,
         },
     )?;
-    let outcome = agent.run(given_plan)?;
-    finish(&id, &dir, &outcome, args.runner.json)
+    let ran = agent.run(given_plan);
+    finish(&id, &dir, ran, &approver, args.runner.json)
 }
 
 /// Runs `tandem resume`.
@@ -87,6 +89,7 @@ pub fn resume(args: ResumeArgs, reporter: &dyn Reporter, quiet: bool) -> Result<
     let mut models = runner_models(&settings, &args.runner.settings(), reporter)?;
     let observer = TerminalObserver::new(quiet || args.runner.json);
     let mut approver = approver_for(args.yes, &dir);
+    let log = approver.close(log);
     let agent = Agent::resume(
         log,
         &contents.records,
@@ -99,8 +102,8 @@ pub fn resume(args: ResumeArgs, reporter: &dyn Reporter, quiet: bool) -> Result<
             observer: &observer,
         },
     )?;
-    let outcome = agent.run(None)?;
-    finish(&id, &dir, &outcome, args.runner.json)
+    let ran = agent.run(None);
+    finish(&id, &dir, ran, &approver, args.runner.json)
 }
 
 /// Says what confines the programs tools may start, when the run can start any (`shell`, command tools).
@@ -116,9 +119,11 @@ fn read_plan(path: &Path) -> Result<Plan> {
     Plan::from_json(&text).map_err(|e| Error::InvalidInput { path: path.to_path_buf(), message: e.to_string() })
 }
 
-/// Approval needs someone to ask: a terminal on stdin, or `--yes`.
+/// Approval of a plan or of every call needs someone to ask: a terminal on stdin, or `--yes`. (A destructive call
+/// with no one to ask pauses the run at that call instead: most runs make none.)
 fn check_can_ask(approve: Approval, yes: bool) -> Result<()> {
-    if approve != Approval::None && !yes && !std::io::stdin().is_terminal() {
+    let asks_up_front = matches!(approve, Approval::Plan | Approval::Steps);
+    if asks_up_front && !yes && !std::io::stdin().is_terminal() {
         return Err(Error::Usage(format!(
             "--approve {} asks on a terminal, but stdin is not one: run it in a terminal, or add --yes to approve \
              automatically (approvals are still logged)",
@@ -128,17 +133,64 @@ fn check_can_ask(approve: Approval, yes: bool) -> Result<()> {
     Ok(())
 }
 
-fn approver_for(yes: bool, dir: &Path) -> Box<dyn Approver> {
+/// Who approves a run from the command line: `--yes`, the user on a terminal, or no one (the run pauses).
+enum RunApprover {
+    Auto(AutoApprove),
+    Terminal(TerminalApprover),
+    Pausing(PausingApprover),
+}
+
+impl RunApprover {
+    fn as_mut(&mut self) -> &mut dyn Approver {
+        match self {
+            RunApprover::Auto(a) => a,
+            RunApprover::Terminal(a) => a,
+            RunApprover::Pausing(a) => a,
+        }
+    }
+
+    /// The run's log, closed by the pausing approver when it pauses.
+    fn close(&self, log: EventLog) -> EventLog {
+        match self {
+            RunApprover::Pausing(a) => log.close_when(Arc::clone(&a.stop)),
+            _ => log,
+        }
+    }
+
+    /// What a paused run waits for.
+    fn waits_for(&self) -> Option<&str> {
+        match self {
+            RunApprover::Pausing(a) => a.waits_for.as_deref(),
+            _ => None,
+        }
+    }
+}
+
+fn approver_for(yes: bool, dir: &Path) -> RunApprover {
     if yes {
-        Box::new(AutoApprove)
+        RunApprover::Auto(AutoApprove)
+    } else if std::io::stdin().is_terminal() {
+        RunApprover::Terminal(TerminalApprover { edit_file: dir.join("plan-edit.json") })
     } else {
-        Box::new(TerminalApprover { edit_file: dir.join("plan-edit.json") })
+        RunApprover::Pausing(PausingApprover { stop: Arc::new(AtomicBool::new(false)), waits_for: None })
     }
 }
 
 /// Prints the outcome: the answer last on stdout (or one JSON object, whose `stop` says why it ended); a run that
 /// did not finish is `Outcome::Stopped`.
-fn finish(id: &str, dir: &Path, outcome: &RunOutcome, json: bool) -> Result<Outcome> {
+fn finish(id: &str, dir: &Path, ran: Result<RunOutcome>, approver: &RunApprover, json: bool) -> Result<Outcome> {
+    if let Some(what) = approver.waits_for() {
+        if json {
+            let summary = run_summary(id, dir)?;
+            println!("{}", serde_json::to_string_pretty(&summary).map_err(Error::encode("the run summary"))?);
+        }
+        return Ok(Outcome::Stopped(format!(
+            "run {id} is paused: {what} needs approval (`--approve`; a tool its server marks destructive is asked \
+             about by default), and stdin is not a terminal to ask on. `tandem resume {id} --yes` approves it and \
+             goes on; `tandem resume {id}` in a terminal asks"
+        )));
+    }
+    let outcome = &ran?;
     if json {
         let summary = run_summary(id, dir)?;
         println!("{}", serde_json::to_string_pretty(&summary).map_err(Error::encode("the run summary"))?);

@@ -109,6 +109,10 @@ pub fn describe(event: &Event) -> Option<String> {
         }
         Event::Answer { text } => format!("answer: {text}"),
         Event::RunFinished { stop, detail } => format!("finished ({stop}): {detail}"),
+        Event::RuleApplied { rule, step, detail } => match step.is_empty() {
+            true => format!("rule {rule}: {}", clip(detail, 300)),
+            false => format!("{step}: rule {rule}: {}", clip(detail, 300)),
+        },
         Event::Resumed { completed, rerun } => {
             let mut text = format!(
                 "resumed; already done: {}",
@@ -269,6 +273,39 @@ impl Approver for TerminalApprover {
         let question =
             format!("run {} {} {}? [y/N] ", step.id, step.tool, clip(&Value::Object(args.clone()).to_string(), 200));
         Ok(matches!(ask(&question)?.as_str(), "y" | "yes"))
+    }
+
+    fn name(&self) -> &str {
+        "user"
+    }
+}
+
+/// Approval with no one to ask (stdin is not a terminal, and no `--yes`): a call that needs approval pauses the
+/// run instead of refusing it. The log is closed before anything else happens, so the run is left unfinished and
+/// `tandem resume ID --yes` (or `tandem resume ID` in a terminal) goes on from that call.
+pub struct PausingApprover {
+    /// Set when the run pauses: the run's log refuses events from then on.
+    pub stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// What the run waits for, once it pauses.
+    pub waits_for: Option<String>,
+}
+
+impl PausingApprover {
+    fn pause(&mut self, what: String) -> Error {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.waits_for = Some(what.clone());
+        Error::Interrupted(format!("{what} waits for approval"))
+    }
+}
+
+impl Approver for PausingApprover {
+    fn review_plan(&mut self, plan: &Plan) -> Result<PlanDecision> {
+        Err(self.pause(format!("plan v{}", plan.version)))
+    }
+
+    fn review_step(&mut self, step: &Step, args: &Map<String, Value>) -> Result<bool> {
+        let args = clip(&Value::Object(args.clone()).to_string(), 200);
+        Err(self.pause(format!("step {}, a call of {} {args},", step.id, step.tool)))
     }
 
     fn name(&self) -> &str {

@@ -173,6 +173,10 @@ pub enum Approval {
     #[default]
     #[value(skip)]
     None,
+    /// Ask before each call of a tool its MCP server marks destructive (`destructiveHint`, which MCP takes as
+    /// true for a tool whose annotations say it changes things and say nothing of destruction), as MCP clients
+    /// do; everything else runs as planned. The default of `tandem run`.
+    Destructive,
     /// Show each plan and ask approve / edit (in $EDITOR) / reject before anything runs.
     Plan,
     /// Ask before each tool call.
@@ -184,6 +188,7 @@ impl Approval {
     pub fn name(self) -> &'static str {
         match self {
             Approval::None => "none",
+            Approval::Destructive => "destructive",
             Approval::Plan => "plan",
             Approval::Steps => "steps",
         }
@@ -193,6 +198,7 @@ impl Approval {
     pub fn from_name(name: &str) -> Option<Self> {
         match name {
             "none" => Some(Approval::None),
+            "destructive" => Some(Approval::Destructive),
             "plan" => Some(Approval::Plan),
             "steps" => Some(Approval::Steps),
             _ => None,

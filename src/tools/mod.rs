@@ -67,6 +67,13 @@ pub trait Tool: Send + Sync {
     fn changes_things(&self) -> Option<bool> {
         None
     }
+    /// Whether a call may destroy or overwrite what is there, as the tool declares it: an MCP server's
+    /// `destructiveHint` (which MCP takes as true for a tool whose annotations say it changes things and say
+    /// nothing of destruction). `tandem run` asks before such a call unless `--yes`. Built-ins say false: their
+    /// writes and commands are off unless the user turns them on (`--allow-write`, `--allow-shell`).
+    fn destructive(&self) -> bool {
+        false
+    }
     /// Whether running this call twice leaves the same result as running it once (reading, computing, writing
     /// the same content again). A run resumed after a crash between a call and its logged result repeats only
     /// such calls on its own; others need the user's word (`tandem resume --rerun-in-doubt`).

@@ -121,3 +121,57 @@ fn a_file_goal_goes_through_the_filesystem_server_inside_its_root() {
     let answer = json["answer"].as_str().unwrap_or_default();
     assert!(answer.contains("motto.txt"), "{json:#}");
 }
+
+/// A call of a tool its server marks destructive (the filesystem server's `write_file`: `destructiveHint: true`)
+/// waits for approval, `tandem run`'s default: with no terminal to ask on and no `--yes`, the run pauses before the
+/// call (exit 3, nothing written, its `read_text_file` call made without asking), and `tandem resume --yes` makes
+/// it and finishes the run. With `--yes` from the start the run writes at once, the approval logged.
+#[test]
+fn a_destructive_call_waits_for_approval_and_resume_yes_makes_it() {
+    real_model(PLANNER);
+    real_model(EXECUTOR);
+    let scratch = Scratch::new();
+    let root = scratch.path("shared-notes");
+    std::fs::create_dir(&root).unwrap();
+    std::fs::write(root.join("motto.txt"), "Measure twice, cut once.\n").unwrap();
+    let root = std::fs::canonicalize(&root).unwrap();
+    let program = installed_program("npm/node_modules/.bin/mcp-server-filesystem");
+    let config =
+        scratch.write("mcp.json", &json!({"mcpServers": {"files": {"command": program, "args": [root]}}}).to_string());
+    let copy = root.join("copy.txt");
+    let plan = json!({"goal": "Copy the motto to copy.txt", "steps": [
+        {"id": "s1", "tool": "read_text_file", "args": {"path": root.join("motto.txt")}},
+        {"id": "s2", "tool": "write_file", "args": {"path": copy, "content": "Measure twice."}, "depends_on": ["s1"]}
+    ]});
+    let plan = scratch.write("plan.json", &plan.to_string());
+    let ws = scratch.workspace();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", "--plan", plan.to_str().unwrap(), "--workspace", ws.to_str().unwrap()];
+        args.extend(["--mcp", config.to_str().unwrap(), "--mcp-timeout", "60", "--max-replans", "0"]);
+        args.extend(extra);
+        scratch.tandem(&args)
+    };
+
+    let paused = run(&[]);
+    let stderr = String::from_utf8_lossy(&paused.stderr);
+    assert_eq!(paused.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("is paused") && stderr.contains("write_file") && stderr.contains("--yes"), "{stderr}");
+    assert!(!copy.exists(), "the destructive call was made without approval");
+    let events = scratch.latest_events();
+    assert!(events.iter().any(|e| e["event"] == "tool_call" && e["tool"] == "read_text_file"), "{events:#?}");
+    assert!(!events.iter().any(|e| e["event"] == "tool_call" && e["tool"] == "write_file"), "{events:#?}");
+    assert!(!events.iter().any(|e| e["event"] == "run_finished"), "a paused run is left to resume: {events:#?}");
+
+    let resumed = scratch.tandem(&["resume", "latest", "--yes"]);
+    assert!(resumed.status.success(), "{}", String::from_utf8_lossy(&resumed.stderr));
+    assert_eq!(std::fs::read_to_string(&copy).unwrap(), "Measure twice.");
+    let events = scratch.latest_events();
+    let approval = events.iter().find(|e| e["event"] == "step_approval").expect("the approval is logged");
+    assert_eq!((approval["step"].as_str(), approval["decision"].as_str()), (Some("s2"), Some("approved")));
+    assert_eq!(events.last().unwrap()["stop"], "done", "{events:#?}");
+
+    std::fs::remove_file(&copy).unwrap();
+    let at_once = run(&["--yes"]);
+    assert!(at_once.status.success(), "{}", String::from_utf8_lossy(&at_once.stderr));
+    assert_eq!(std::fs::read_to_string(&copy).unwrap(), "Measure twice.");
+}

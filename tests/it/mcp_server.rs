@@ -166,7 +166,8 @@ fn tandems_own_client_hands_a_goal_to_tandem_mcp() {
     .unwrap();
     let outer_runs = dir.path().join("outer-runs");
     let ran = Command::new(env!("CARGO_BIN_EXE_tandem"))
-        .args(["--quiet", "run", "--json", "--no-prefix-store", "--planner", PLANNER, "--executor", EXECUTOR])
+        // `--yes`: `run_goal` is marked destructive (the inner run may change things), which a run asks about.
+        .args(["--quiet", "run", "--json", "--yes", "--no-prefix-store", "--planner", PLANNER, "--executor", EXECUTOR])
         .arg("--mcp")
         .arg(&config)
         .arg("--plan")

@@ -234,7 +234,8 @@ fn a_whole_write_that_would_lose_a_files_lines_is_refused() {
         let plan = json!({"goal": goal, "steps": [{"id": "s1", "tool": "write_file",
             "args": {"path": ws_root.join("todo.txt"), "content": content}}]});
         let file = scratch.write("given-plan.json", &plan.to_string());
-        let args = ["run", "--plan", file.to_str().unwrap(), "--max-replans", "0", "--workspace"];
+        // `--yes`: the server marks `write_file` destructive, which a run asks about first.
+        let args = ["run", "--plan", file.to_str().unwrap(), "--max-replans", "0", "--yes", "--workspace"];
         let args = [&args[..], &[ws.to_str().unwrap(), "--mcp", config.to_str().unwrap(), "--mcp-timeout", "60"], more];
         scratch.tandem_json(&args.concat()).0
     };

@@ -386,6 +386,16 @@ pub enum Event {
         /// In words.
         detail: String,
     },
+    /// A rule of the rule book changed or refused something while a plan ran (its mends of a written plan are in
+    /// `plan_written`), as logged at `warn` (`tandem rules` lists them).
+    RuleApplied {
+        /// The rule's name.
+        rule: String,
+        /// The step it acted on (empty where it acted on the run: a replan, the answer).
+        step: String,
+        /// What it did.
+        detail: String,
+    },
     /// The run was picked up again by `tandem resume`.
     Resumed {
         /// Steps of the current plan already done (not re-run).

@@ -125,6 +125,7 @@ pub fn register_config(registry: &mut ToolRegistry, config: &McpConfig, limits: 
                 // MCP's default for a tool with annotations is `readOnlyHint: false`; a tool without any says
                 // nothing.
                 changes_things: info.annotations.as_ref().map(|a| !a.read_only_hint.unwrap_or(false)),
+                destructive: destructive(info.annotations.as_ref()),
                 repeat_safe: info
                     .annotations
                     .as_ref()
@@ -141,4 +142,34 @@ pub fn register_config(registry: &mut ToolRegistry, config: &McpConfig, limits: 
         tracing::warn!("{note}");
     }
     Ok(notes)
+}
+
+/// Whether a tool's annotations say a call may destroy or overwrite: `destructiveHint`, whose MCP default is true,
+/// meaningful only where the tool does not only read (`readOnlyHint`, default false). A tool without annotations
+/// says nothing, and is not taken as destructive.
+fn destructive(annotations: Option<&rmcp::model::ToolAnnotations>) -> bool {
+    annotations.is_some_and(|a| a.read_only_hint != Some(true) && a.destructive_hint.unwrap_or(true))
+}
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::ToolAnnotations;
+
+    use super::destructive;
+
+    #[test]
+    fn destructive_follows_the_annotations_and_mcps_defaults() {
+        let with = |read_only: Option<bool>, destroys: Option<bool>| {
+            let mut a = ToolAnnotations::default();
+            a.read_only_hint = read_only;
+            a.destructive_hint = destroys;
+            destructive(Some(&a))
+        };
+        assert!(!destructive(None), "no annotations say nothing");
+        assert!(with(None, None), "annotations without hints: MCP's defaults, a tool that changes and destroys");
+        assert!(with(Some(false), Some(true)));
+        assert!(!with(Some(false), Some(false)), "an additive tool");
+        assert!(!with(Some(true), None), "a tool that only reads");
+        assert!(!with(Some(true), Some(true)), "destructiveHint means nothing for a tool that only reads");
+    }
 }

@@ -29,6 +29,9 @@ pub struct McpTool {
     pub(crate) output_schema: Option<Value>,
     /// What the server's annotations say of changes (`readOnlyHint`), where it gives annotations.
     pub(crate) changes_things: Option<bool>,
+    /// Whether the annotations say a call may destroy or overwrite (`destructiveHint`, MCP's default where they
+    /// say it changes things).
+    pub(crate) destructive: bool,
     /// Whether a call twice leaves what a call once does, where the annotations say so (`readOnlyHint` or
     /// `idempotentHint`): a whole write of a file, not an edit or an append.
     pub(crate) repeat_safe: bool,
@@ -68,6 +71,10 @@ impl Tool for McpTool {
 
     fn changes_things(&self) -> Option<bool> {
         self.changes_things
+    }
+
+    fn destructive(&self) -> bool {
+        self.destructive
     }
 
     fn repeat_safe(&self, _args: &Value) -> bool {

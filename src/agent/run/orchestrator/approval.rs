@@ -1,4 +1,4 @@
-//! Approval: who approves plans and tool calls (`--approve plan|steps`), and how decisions are logged.
+//! Approval: who approves plans and tool calls (`--approve destructive|plan|steps`), and how decisions are logged.
 
 use serde_json::{Map, Value};
 
@@ -49,6 +49,16 @@ impl Agent<'_> {
     pub(super) fn record_approval(&mut self, version: u32, decision: &str) -> Result<()> {
         let by = self.approver.name().to_string();
         self.emit(Event::PlanApproval { version, decision: decision.into(), by })
+    }
+
+    /// Whether a call of `tool` is asked about first: every call with `--approve steps`; with `destructive` (the
+    /// default of `tandem run`), a call of a tool whose server marks it destructive.
+    pub(super) fn asks_before(&self, tool: &str) -> bool {
+        match self.settings.approve {
+            Approval::Steps => true,
+            Approval::Destructive => self.registry.get(tool).is_some_and(|t| t.destructive()),
+            Approval::None | Approval::Plan => false,
+        }
     }
 
     /// Asks for approval of one tool call; a refusal stops the run.

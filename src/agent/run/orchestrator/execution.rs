@@ -7,7 +7,7 @@ use std::time::Instant;
 use serde_json::{Map, Value};
 
 use super::judging::{output_part, step_results};
-use super::{Agent, Approval, Execution, Mode, Prepared, Stop};
+use super::{Agent, Execution, Mode, Prepared, Stop};
 use crate::agent::log::events::{Event, PlanOrigin};
 use crate::agent::log::runs::{call_key, RunState};
 use crate::agent::plan::refs::{
@@ -19,9 +19,9 @@ use crate::agent::provenance::sources;
 use crate::agent::records::{list_items, readable};
 use crate::agent::rules::records_by_name::records_by_name_in;
 use crate::agent::rules::{
-    discovery_feedback, equations_written, joined_equations, log_run_change, lost_data, made_up_values,
-    written_before_seen, ContentsNotMadeUp, Dependencies, FieldsReadFromText, PromptsReadWholeResults,
-    ReadingAsksTheGoal, RecordsByName, References, WritesKeepData, EQUATIONS_JOINED, WRITTEN_BEFORE_SEEN,
+    discovery_feedback, equations_written, joined_equations, lost_data, made_up_values, written_before_seen,
+    ContentsNotMadeUp, Dependencies, FieldsReadFromText, PromptsReadWholeResults, ReadingAsksTheGoal, RecordsByName,
+    References, WritesKeepData, EQUATIONS_JOINED, WRITTEN_BEFORE_SEEN,
 };
 use crate::agent::run::evaluation::{invented_number, work_out};
 use crate::agent::run::executor::{fill_arguments, read_value, write_text, ExecutorCall};
@@ -94,8 +94,8 @@ impl Agent<'_> {
                 }
             }
         }
-        if self.settings.approve == Approval::Steps {
-            for (step, args) in &direct {
+        for (step, args) in &direct {
+            if self.asks_before(&step.tool) {
                 if let Some(stop) = self.approve_step(version, step, args)? {
                     return Ok(Some(Err(stop)));
                 }
@@ -167,14 +167,14 @@ impl Agent<'_> {
         let mut args = self.coerced(step, resolve_args_with(step, &self.state.outputs, &mut how)?, &spec.args_schema);
         if !how.read_from_text.is_empty() {
             let fields: Vec<String> = how.read_from_text.iter().map(ToString::to_string).collect();
-            log_run_change(&FieldsReadFromText, &step.id, &format!("{} read from text outputs", fields.join(", ")));
+            self.note_rule(&FieldsReadFromText, &step.id, &format!("{} read from text outputs", fields.join(", ")));
         }
         for (reference, field) in &how.took_one_field {
-            log_run_change(&References, &step.id, &format!("{reference} read as the result's one field, `{field}`"));
+            self.note_rule(&References, &step.id, &format!("{reference} read as the result's one field, `{field}`"));
         }
         if !how.widened.is_empty() {
             let fields: Vec<String> = how.widened.iter().map(ToString::to_string).collect();
-            log_run_change(&PromptsReadWholeResults, &step.id, &format!("{} read as whole results", fields.join(", ")));
+            self.note_rule(&PromptsReadWholeResults, &step.id, &format!("{} read as whole results", fields.join(", ")));
         }
         if spec.needs_model {
             return Ok(Prepared::Text(args));
@@ -208,7 +208,7 @@ impl Agent<'_> {
         let Some(expression) = args.get("expression").and_then(Value::as_str) else { return };
         let written = equations_written(plan, step, &self.state.failed_calls);
         if let Some(system) = joined_equations(expression, &written) {
-            log_run_change(&Dependencies, &step.id, &format!("{expression} {EQUATIONS_JOINED}: {system}"));
+            self.note_rule(&Dependencies, &step.id, &format!("{expression} {EQUATIONS_JOINED}: {system}"));
             args.insert("expression".into(), Value::String(system));
         }
     }
@@ -323,7 +323,7 @@ impl Agent<'_> {
             self.emit(Event::ExecutorCall { version, step: step.id.clone(), purpose: purpose.into(), role, usage })?;
         }
         if let Some(text) = &reading.text {
-            log_run_change(&ReadingAsksTheGoal, &step.id, &format!("read off {source}'s list: {}", reading.how));
+            self.note_rule(&ReadingAsksTheGoal, &step.id, &format!("read off {source}'s list: {}", reading.how));
             return Ok(Some(text.clone()));
         }
         Ok(None)
@@ -408,7 +408,7 @@ impl Agent<'_> {
     fn coerced(&self, step: &Step, args: Map<String, Value>, schema: &Value) -> Map<String, Value> {
         let args = if self.rules().on(&RecordsByName) {
             let (args, lines) = records_by_name_in(args, schema);
-            lines.iter().for_each(|line| log_run_change(&RecordsByName, &step.id, line));
+            lines.iter().for_each(|line| self.note_rule(&RecordsByName, &step.id, line));
             args
         } else {
             args
@@ -452,7 +452,7 @@ impl Agent<'_> {
         }
         match lost_data(self.registry, self.context, &step.tool, args) {
             Some(feedback) => {
-                log_run_change(&WritesKeepData, &step.id, &feedback);
+                self.note_rule(&WritesKeepData, &step.id, &feedback);
                 Err(crate::Error::Agent(feedback))
             }
             None => Ok(()),
@@ -470,7 +470,7 @@ impl Agent<'_> {
         let results = self.state.call_cache.iter().filter(|(key, _)| !key.starts_with(&reading)).map(|(_, v)| v);
         match made_up_values(self.registry, step, || sources(&self.state.goal, results)) {
             Some(feedback) => {
-                log_run_change(&ContentsNotMadeUp, &step.id, &feedback);
+                self.note_rule(&ContentsNotMadeUp, &step.id, &feedback);
                 Err(crate::Error::Agent(feedback))
             }
             None => Ok(()),
@@ -506,7 +506,7 @@ impl Agent<'_> {
             .collect();
         let feedback = discovery_feedback(&blind, &results);
         let (step, waited) = &blind[0];
-        log_run_change(&Dependencies, step, &format!("waits for {waited} without reading it: plan written again"));
+        self.note_rule(&Dependencies, step, &format!("waits for {waited} without reading it: plan written again"));
         Some(feedback)
     }
 
@@ -517,7 +517,7 @@ impl Agent<'_> {
         step: &Step,
         call: ExecutorCall,
     ) -> Result<(Map<String, Value>, Value)> {
-        if self.settings.approve == Approval::Steps {
+        if self.asks_before(&call.tool) {
             if let Some(stop) = self.approve_step(version, step, &call.args)? {
                 return Err(crate::Error::Agent(stop.detail));
             }

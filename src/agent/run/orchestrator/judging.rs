@@ -100,6 +100,9 @@ impl Agent<'_> {
             Verdict::NotMet(reason) => {
                 // Rule `same-results-answer`: results the joiner already judged give a revision nothing to go on.
                 let nothing_new = self.rules().on(&SameResultsAnswer) && self.nothing_new();
+                if nothing_new {
+                    self.note_rule(&SameResultsAnswer, "", "every tool result was judged before: no revision asked");
+                }
                 let text = match nothing_new {
                     true => format!(
                         "{reason} (every tool result of this plan was judged before, so a revision has nothing new \

@@ -14,6 +14,7 @@ mod planning;
 mod repair;
 mod step_mode;
 
+use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
@@ -26,7 +27,7 @@ use crate::agent::models::ModelSource;
 use crate::agent::plan::catalogue::planning_catalogue;
 use crate::agent::plan::refs::Reference;
 use crate::agent::plan::Plan;
-use crate::agent::rules::RuleSet;
+use crate::agent::rules::{log_run_change, Rule, RuleSet};
 pub use crate::settings::Mode;
 use crate::tools::{ToolContext, ToolRegistry};
 use crate::Result;
@@ -144,6 +145,9 @@ pub struct Agent<'a> {
     /// The rules the settings turn on, resolved once (a log naming a rule this version lacks warns once).
     rules: RuleSet,
     started: Instant,
+    /// What the rule book did since the last event, logged before the next one: rules act where the run only
+    /// reads its state.
+    rule_notes: RefCell<Vec<Event>>,
 }
 
 /// What a run works with besides its settings and log: the tools and their policy, the models, who approves and who
@@ -179,6 +183,7 @@ impl<'a> Agent<'a> {
             rules: RuleSet::from_log(settings.mend, &settings.rules_off),
             settings,
             started: Instant::now(),
+            rule_notes: RefCell::default(),
         })
     }
 
@@ -224,6 +229,7 @@ impl<'a> Agent<'a> {
             rules: RuleSet::from_log(settings.mend, &settings.rules_off),
             settings,
             started: Instant::now(),
+            rule_notes: RefCell::default(),
         };
         let mut completed: Vec<String> = agent.state.outputs.keys().cloned().collect();
         completed.sort();
@@ -269,6 +275,11 @@ impl<'a> Agent<'a> {
     }
 
     fn emit(&mut self, event: Event) -> Result<()> {
+        for note in self.rule_notes.take() {
+            let record = self.log.append(note)?;
+            self.state.apply(&record);
+            self.observer.on_event(&record);
+        }
         let record = self.log.append(event)?;
         self.state.apply(&record);
         self.observer.on_event(&record);
@@ -288,6 +299,13 @@ impl<'a> Agent<'a> {
              the goal"
         ));
         self.emit(Event::Answer { text: answer })
+    }
+
+    /// Logs what a rule did at run time: at `warn` now, and in the run's log before its next event.
+    fn note_rule(&self, rule: &dyn Rule, step: &str, detail: &str) {
+        log_run_change(rule, step, detail);
+        let rule = rule.about().name.to_string();
+        self.rule_notes.borrow_mut().push(Event::RuleApplied { rule, step: step.into(), detail: detail.into() });
     }
 
     fn log_model_loads(&mut self) -> Result<()> {

@@ -8,7 +8,7 @@ use crate::agent::log::events::{Event, PlanOrigin, StopReason};
 use crate::agent::plan::planner::{plan_grammar, revise_plan, sampled_revision, PlanOutcome};
 use crate::agent::plan::search::SearchReport;
 use crate::agent::plan::Plan;
-use crate::agent::rules::{MendChange, ReplansResampled, WRITTEN_BEFORE_SEEN};
+use crate::agent::rules::{rule_named, MendChange, ReplansResampled, WRITTEN_BEFORE_SEEN};
 use crate::agent::usage::ModelUsage;
 use crate::Result;
 
@@ -34,10 +34,7 @@ impl Agent<'_> {
                 let mut feedback = format!("That plan cannot run:\n{}\nWrite a corrected plan.", list.join("\n"));
                 // A plan that also breaks a check hears both at once: told only of its references, the 1.5B mended
                 // them and broke the check again.
-                let root = self.context.workspace.root();
-                if let Some(checked) =
-                    plan_checks(&self.state, self.registry, root, self.rules(), &plan).filter(|_| planner_written)
-                {
+                if let Some(checked) = self.checks_refuse(&plan, planner_written) {
                     feedback = format!("{feedback}\n{checked}");
                 }
                 if let Some(stop) = self.replan(feedback)? {
@@ -45,10 +42,7 @@ impl Agent<'_> {
                 }
                 continue;
             }
-            let sent_back = self.repeated_failures(&plan).or_else(|| {
-                plan_checks(&self.state, self.registry, self.context.workspace.root(), self.rules(), &plan)
-                    .filter(|_| planner_written)
-            });
+            let sent_back = self.repeated_failures(&plan).or_else(|| self.checks_refuse(&plan, planner_written));
             if let Some(feedback) = sent_back {
                 if let Some(stop) = self.replan(feedback)? {
                     return Ok(stop);
@@ -184,6 +178,7 @@ impl Agent<'_> {
                 if let Ok(Some(outcome)) = sampled {
                     written = Ok(outcome);
                     resampled = true;
+                    self.note_rule(&ReplansResampled, "", "the greedy replan was refused: a sampled one is kept");
                 }
             }
         }
@@ -215,6 +210,19 @@ impl Agent<'_> {
     }
 
     /// Asks for a revision, unless a budget forbids it.
+    /// The rule book's checks on a plan the planner wrote (a given or edited plan runs as given): the feedback of
+    /// the first that sends it back, noted in the run's log.
+    fn checks_refuse(&self, plan: &Plan, planner_written: bool) -> Option<String> {
+        if !planner_written {
+            return None;
+        }
+        let refusal = plan_checks(&self.state, self.registry, self.context.workspace.root(), self.rules(), plan)?;
+        if let Some(rule) = rule_named(&refusal.rule) {
+            self.note_rule(rule, "", &refusal.feedback);
+        }
+        Some(refusal.feedback)
+    }
+
     fn replan(&mut self, feedback: String) -> Result<Option<Stop>> {
         if self.state.replans >= self.settings.budgets.max_replans {
             return Ok(Some(Stop::new(

@@ -11,7 +11,7 @@ use crate::agent::log::events::{Event, PlanOrigin};
 use crate::agent::log::runs::RunState;
 use crate::agent::plan::search::samplings;
 use crate::agent::plan::Plan;
-use crate::agent::rules::{check_plan, mend_plan, RefusedValuesNotRepeated, RuleSet};
+use crate::agent::rules::{check_plan, mend_plan, Refusal, RefusedValuesNotRepeated, RuleSet};
 use crate::agent::run::repair::{failed_step_text, repair_arguments, without_accents, RepairRequest};
 use crate::decode::Sampling;
 use crate::tools::{Calculator, ToolRegistry};
@@ -78,6 +78,9 @@ impl Agent<'_> {
             .refused_value(&failed.args)
             .and_then(|(refused, _)| without_accents(&failed.args, &refused))
             .and_then(|plain| self.repaired_plan(plan, index, plain));
+        if accepted.is_some() {
+            self.note_rule(&RefusedValuesNotRepeated, &step.id, "the refused value is tried without its accents");
+        }
         for round in rounds {
             if accepted.is_some() {
                 break;
@@ -135,7 +138,8 @@ impl Agent<'_> {
             return None;
         }
         if let Some((value, tool)) = self.refused_value(&args) {
-            tracing::info!(step = %step.id, "the repair passes {value:?} again, which {tool} refused");
+            let detail = format!("the repair passes {value:?} again, which {tool} refused: not made");
+            self.note_rule(&RefusedValuesNotRepeated, &step.id, &detail);
             return None;
         }
         let mut repaired_plan = plan.clone();
@@ -206,8 +210,8 @@ pub(super) fn repeated_failures(
     (!feedback.is_empty()).then(|| feedback.join("\n"))
 }
 
-/// The rule book's checks (`agent::rules::check_plan`) on a plan the planner wrote: the feedback of the first that
-/// sends it back, where one does. A check sends a plan back once: a check whose marker is in an earlier revision's
+/// The rule book's checks (`agent::rules::check_plan`) on a plan the planner wrote: the first refusal that sends
+/// it back, where one does. A check sends a plan back once: a check whose marker is in an earlier revision's
 /// feedback is not asked again, so the plan written then runs.
 pub(super) fn plan_checks(
     state: &RunState,
@@ -215,9 +219,9 @@ pub(super) fn plan_checks(
     workspace: &Path,
     rules: RuleSet,
     plan: &Plan,
-) -> Option<String> {
+) -> Option<Refusal> {
     let sent_back = |marker: &str| state.revisions.iter().any(|r| r.feedback.contains(marker));
-    check_plan(plan, registry, workspace, rules, sent_back).into_iter().next().map(|refusal| refusal.feedback)
+    check_plan(plan, registry, workspace, rules, sent_back).into_iter().next()
 }
 
 /// A value in `args` that a tool refused by name, and that tool; none where `refused-values-not-repeated` is off.
