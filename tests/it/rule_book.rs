@@ -244,6 +244,10 @@ fn a_whole_write_that_would_lose_a_files_lines_is_refused() {
     let error = refused["steps"][0]["error"].as_str().unwrap_or_default();
     assert!(error.contains("would lose") && error.contains("\"call the bank\""), "{refused:#}");
     assert_eq!(std::fs::read_to_string(&todo).unwrap(), items, "the refused write changed the file");
+    // The run's log records the rule that refused it, as the ablation reads it (scripts/rule-ablation.py).
+    let events = scratch.latest_events();
+    let applied = events.iter().find(|e| e["event"] == "rule_applied").expect("a rule_applied event");
+    assert_eq!((applied["rule"].as_str(), applied["step"].as_str()), (Some("writes-keep-data"), Some("s1")));
 
     let kept = format!("{items}buy milk\n");
     let added = run(&kept, &[]);
