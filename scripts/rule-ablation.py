@@ -92,6 +92,9 @@ def table(run_dir, out_dir):
             print(f"| `{rule}` | {len(ids)} | not run | |")
             continue
         off = {s["sample"]: bool(s["score"]["success"]) for s in samples(rerun_dir)}
+        if any(i not in off for i in ids):
+            print(f"| `{rule}` | {len(ids)} | {sum(i in off for i in ids)} of {len(ids)} run | |")
+            continue
         on_count = sum(base[i] for i in ids)
         off_count = sum(off.get(i, False) for i in ids)
         print(f"| `{rule}` | {len(ids)} | {on_count} → {off_count} | {total - on_count + off_count}/{len(base)} |")
