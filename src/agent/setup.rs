@@ -16,11 +16,7 @@ use crate::Result;
 /// and shell allowlist as the tool context resolved them.
 pub fn run_settings(agent: &AgentSettings, context: &ToolContext, approve: Approval) -> RunSettings {
     RunSettings {
-        planner: agent.planner.clone(),
-        executor: agent.executor.clone(),
-        mode: agent.mode,
-        joiner: agent.joiner,
-        evaluate: agent.evaluate,
+        pair: agent.pair.clone(),
         workspace: context.workspace.root().to_path_buf(),
         allow_write: context.allow_write,
         allow_shell: context.shell_allowlist.clone(),
@@ -29,9 +25,6 @@ pub fn run_settings(agent: &AgentSettings, context: &ToolContext, approve: Appro
         mcp_config: agent.tools.mcp_config.as_ref().map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone())),
         mcp_timeout_s: agent.tools.mcp_timeout_s,
         tools_top_k: agent.tools.tools_top_k,
-        plans: agent.plans,
-        mend: agent.mend,
-        rules_off: agent.rules_off.clone(),
         budgets: agent.budgets,
         seed: 0,
         approve,
@@ -44,7 +37,7 @@ pub fn runner_models<'r>(
     runner: &RunnerSettings,
     reporter: &'r dyn Reporter,
 ) -> Result<LazyModels<'r>> {
-    Ok(Engine::for_runner(runner)?.models(&settings.planner, &settings.executor, reporter))
+    Ok(Engine::for_runner(runner)?.models(&settings.pair.planner, &settings.pair.executor, reporter))
 }
 
 /// The runs directory the settings name (`--runs-dir` or `TANDEM_RUNS_DIR`), else the default.

@@ -13,7 +13,7 @@ use crate::bench::task_servers::WebServer;
 use crate::bench::tasks::{parse_suite, run_task, Task, TaskSetup, TaskSuite, BUILTIN_TASKS};
 use crate::engine::Engine;
 use crate::progress::Reporter;
-use crate::settings::{Drafting, Mode, SuiteSettings};
+use crate::settings::{Drafting, Mode, PairSettings, SuiteSettings};
 use crate::store::ModelStore;
 use crate::{Error, Result};
 
@@ -124,8 +124,8 @@ pub fn settings_record(args: &SuiteSettings) -> Value {
         "categories": args.bfcl_categories(), "limit": args.limit, "seed": args.seed,
     });
     // Only when searching, so the runs of before plan search keep their settings (and can be resumed).
-    if args.plans > 1 {
-        record["plans"] = json!(args.plans);
+    if args.pair.plans > 1 {
+        record["plans"] = json!(args.pair.plans);
     }
     record
 }
@@ -227,7 +227,7 @@ pub fn markdown_table(suite: Suite, rows: &[(Pair, Value)]) -> String {
 
 /// The pair the settings' planner, executor and mode name.
 pub fn pair_of(args: &SuiteSettings) -> Pair {
-    Pair { planner: args.planner.clone(), executor: args.executor.clone(), mode: args.mode }
+    Pair { planner: args.pair.planner.clone(), executor: args.pair.executor.clone(), mode: args.pair.mode }
 }
 
 fn lazy_models<'r>(args: &SuiteSettings, pair: &Pair, reporter: &'r dyn Reporter) -> Result<LazyModels<'r>> {
@@ -305,15 +305,14 @@ pub fn run_suite(suite: Suite, args: &SuiteSettings, pair: &Pair, reporter: &dyn
             }
             let setup = TaskSetup {
                 bench_dir: &dir,
-                planner: &pair.planner,
-                executor: &pair.executor,
-                mode: pair.mode,
-                joiner: args.joiner,
-                evaluate: args.evaluate,
+                // This run's pair: the matrix's models and mode, the suite's settings for the rest.
+                pair: PairSettings {
+                    planner: pair.planner.clone(),
+                    executor: pair.executor.clone(),
+                    mode: pair.mode,
+                    ..args.pair.clone()
+                },
                 tools_top_k: args.tools_top_k,
-                plans: args.plans,
-                mend: args.mend_for(false),
-                rules_off: &args.rules_off,
                 servers: &task_suite.servers,
                 web: web.as_ref().map(WebServer::address),
             };

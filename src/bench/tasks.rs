@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use crate::agent::log::events::{EventLog, RunSettings, StopReason};
 use crate::agent::{Agent, AutoApprove, ModelSource, NoObserver, RunOutcome, RunParts};
 use crate::bench::task_servers;
+use crate::settings::PairSettings;
 use crate::tools::{ToolContext, ToolRegistry, Workspace};
 use crate::{Error, Result};
 
@@ -211,24 +212,10 @@ pub fn check(task: &Task, answer: Option<&str>, workspace: &Path) -> (bool, Stri
 pub struct TaskSetup<'a> {
     /// The benchmark run's directory.
     pub bench_dir: &'a Path,
-    /// Planner id (recorded; the models come from `models`).
-    pub planner: &'a str,
-    /// Executor id.
-    pub executor: &'a str,
-    /// `plan-ahead` or `step`.
-    pub mode: crate::settings::Mode,
-    /// Who writes the final answer.
-    pub joiner: crate::settings::Joiner,
-    /// Who checks the calculator steps.
-    pub evaluate: crate::settings::Evaluator,
+    /// The pair and how it works (its model ids are recorded; the models come from `models`).
+    pub pair: PairSettings,
     /// The planner sees only this many tools, chosen by retrieval (0: all).
     pub tools_top_k: usize,
-    /// Candidate plans per planning call (plan search).
-    pub plans: usize,
-    /// Which plan mends run.
-    pub mend: crate::settings::Mend,
-    /// Rules of the profile turned off one by one.
-    pub rules_off: &'a [String],
     /// The suite's MCP servers, by name.
     pub servers: &'a BTreeMap<String, Value>,
     /// The address of the suite's web server, when it has pages.
@@ -270,16 +257,11 @@ pub fn run_task(task: &Task, setup: &TaskSetup, models: &mut dyn ModelSource) ->
         std::fs::remove_dir_all(&run_dir).map_err(|e| Error::io(format!("clearing {}", run_dir.display()), e))?;
     }
     std::fs::create_dir_all(&run_dir).map_err(|e| Error::io(format!("creating {}", run_dir.display()), e))?;
-    let mut settings = RunSettings::new(setup.planner, setup.executor, &workspace);
+    let mut settings = RunSettings::new(&setup.pair.planner, &setup.pair.executor, &workspace);
+    settings.pair = setup.pair.clone();
     settings.allow_write = task.allow_write;
     settings.allow_shell = task.allow_shell.clone();
     settings.tools_top_k = setup.tools_top_k;
-    settings.mode = setup.mode;
-    settings.joiner = setup.joiner;
-    settings.evaluate = setup.evaluate;
-    settings.plans = setup.plans;
-    settings.mend = setup.mend;
-    settings.rules_off = setup.rules_off.to_vec();
     settings.budgets.max_seconds = 300;
     if !task.mcp.is_empty() {
         settings.mcp_config = Some(mcp_file);

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand, ValueEnum};
 
 use super::{ComputeArgs, ModelArgs};
-use crate::settings::{self, Asks, Evaluator, Joiner, Mend, Mode, Shard, SuiteSettings};
+use crate::settings::{self, Asks, Evaluator, Joiner, Mend, Mode, PairSettings, Shard, SuiteSettings};
 
 /// `tandem bench …`.
 #[derive(Debug, Subcommand)]
@@ -252,16 +252,25 @@ fn suite_settings(
     catalogue: Option<&CatalogueOptions>,
     top_k: Option<TopKArg>,
     categories: Option<&CategoriesArg>,
+    rules: Option<(&MendProfileArg, Mend)>,
 ) -> SuiteSettings {
     let catalogue_default = || CatalogueOptions { catalogue: "gold+5".into(), seed: 0, no_grammar: false };
     let catalogue = catalogue.cloned().unwrap_or_else(catalogue_default);
+    // The rules asked for, else the suite's default profile (`nestful` for NESTFUL, so its figures stay comparable
+    // with those published before the profiles).
+    let (mend, rules_off) = rules
+        .map_or((Mend::General, Vec::new()), |(arg, default)| (arg.mend.unwrap_or(default), arg.rules_off.clone()));
     SuiteSettings {
-        planner: models.planner.clone(),
-        executor: models.executor.clone(),
-        mode: task.map_or_else(Mode::default, |t| t.mode),
-        joiner: task.map_or_else(Joiner::default, |t| t.joiner),
-        evaluate: task.map_or_else(Evaluator::default, |t| t.evaluate),
-        plans: search.map_or(settings::PLANS, |s| s.plans),
+        pair: PairSettings {
+            planner: models.planner.clone(),
+            executor: models.executor.clone(),
+            mode: task.map_or_else(Mode::default, |t| t.mode),
+            joiner: task.map_or_else(Joiner::default, |t| t.joiner),
+            evaluate: task.map_or_else(Evaluator::default, |t| t.evaluate),
+            plans: search.map_or(settings::PLANS, |s| s.plans),
+            mend,
+            rules_off,
+        },
         data: run.data.clone(),
         tools: catalogue.catalogue,
         tools_top_k: top_k.map_or(settings::TOOLS_TOP_K, |k| k.tools_top_k),
@@ -273,8 +282,6 @@ fn suite_settings(
         resume: run.resume.clone(),
         compute: run.compute.settings(),
         shard: run.shard,
-        mend: None,
-        rules_off: Vec::new(),
         asks: Asks::default(),
     }
 }
@@ -282,27 +289,23 @@ fn suite_settings(
 impl TasksArgs {
     /// The settings these flags give.
     pub fn settings(&self) -> SuiteSettings {
-        let (task, categories) = (Some(&self.task), Some(&self.categories));
-        let settings =
-            suite_settings(&self.models, &self.run, Some(self.search), task, None, Some(self.top_k), categories);
-        SuiteSettings { mend: self.mend.mend, rules_off: self.mend.rules_off.clone(), ..settings }
+        let (task, categories, rules) = (Some(&self.task), Some(&self.categories), Some((&self.mend, Mend::General)));
+        suite_settings(&self.models, &self.run, Some(self.search), task, None, Some(self.top_k), categories, rules)
     }
 }
 
 impl NestfulArgs {
     /// The settings these flags give.
     pub fn settings(&self) -> SuiteSettings {
-        let catalogue = Some(&self.catalogue);
-        let settings =
-            suite_settings(&self.models, &self.run, Some(self.search), None, catalogue, Some(self.top_k), None);
-        SuiteSettings { mend: self.mend.mend, rules_off: self.mend.rules_off.clone(), ..settings }
+        let (catalogue, rules) = (Some(&self.catalogue), Some((&self.mend, Mend::Nestful)));
+        suite_settings(&self.models, &self.run, Some(self.search), None, catalogue, Some(self.top_k), None, rules)
     }
 }
 
 impl BfclArgs {
     /// The settings these flags give.
     pub fn settings(&self) -> SuiteSettings {
-        let settings = suite_settings(&self.models, &self.run, None, None, None, None, Some(&self.categories));
+        let settings = suite_settings(&self.models, &self.run, None, None, None, None, Some(&self.categories), None);
         SuiteSettings { asks: self.asks, ..settings }
     }
 }
@@ -354,7 +357,8 @@ impl PairsArgs {
     pub fn suite_settings(&self) -> SuiteSettings {
         let models =
             SuiteModels { planner: settings::DEFAULT_PLANNER.into(), executor: settings::DEFAULT_EXECUTOR.into() };
-        let settings = suite_settings(
+        let default_rules = if self.suite == SuiteName::Nestful { Mend::Nestful } else { Mend::General };
+        suite_settings(
             &models,
             &self.run,
             Some(self.search),
@@ -362,8 +366,8 @@ impl PairsArgs {
             Some(&self.catalogue),
             Some(self.top_k),
             Some(&self.categories),
-        );
-        SuiteSettings { mend: self.mend.mend, rules_off: self.mend.rules_off.clone(), ..settings }
+            Some((&self.mend, default_rules)),
+        )
     }
 }
 

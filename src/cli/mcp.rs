@@ -45,8 +45,8 @@ impl McpArgs {
     pub fn settings(&self) -> McpSettings {
         let agent = self.agent.settings();
         let serve = ServeSettings {
-            planner: agent.planner.clone(),
-            executor: agent.executor.clone(),
+            planner: agent.pair.planner.clone(),
+            executor: agent.pair.executor.clone(),
             runner: RunnerSettings {
                 compute: self.compute.settings(),
                 runs_dir: self.runs_dir.clone(),
@@ -54,8 +54,8 @@ impl McpArgs {
                 prefix_store: !self.no_prefix_store,
             },
             tools: agent.tools.clone(),
-            mend: agent.mend,
-            rules_off: agent.rules_off.clone(),
+            mend: agent.pair.mend,
+            rules_off: agent.pair.rules_off.clone(),
             parallel: 1,
             // The user's own runs, as `tandem run`'s: the planner's long opening is kept on disk, so a goal after
             // a restart computes only itself (serve keeps clients' prompts in memory only).

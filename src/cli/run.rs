@@ -6,7 +6,7 @@ use clap::{Args, Subcommand};
 
 use super::{ComputeArgs, MendArg, PlanSearchArg, RunsDirArg, SpeculateArg, ToolArgs};
 use crate::settings::{
-    self, AgentSettings, Approval, BatchSettings, Budgets, Evaluator, Joiner, Mode, RunnerSettings, Shard,
+    self, AgentSettings, Approval, BatchSettings, Budgets, Evaluator, Joiner, Mode, PairSettings, RunnerSettings, Shard,
 };
 
 /// What a run plans with and within: the models, the planner's mode, the tools and the budgets (shared by `run`
@@ -64,14 +64,16 @@ impl AgentArgs {
     /// The settings these flags give.
     pub fn settings(&self) -> AgentSettings {
         AgentSettings {
-            planner: self.planner.clone(),
-            executor: self.executor.clone(),
-            mode: self.mode,
-            joiner: self.joiner,
-            evaluate: self.evaluate,
-            plans: self.search.plans,
-            mend: self.mend.mend,
-            rules_off: self.mend.rules_off.clone(),
+            pair: PairSettings {
+                planner: self.planner.clone(),
+                executor: self.executor.clone(),
+                mode: self.mode,
+                joiner: self.joiner,
+                evaluate: self.evaluate,
+                plans: self.search.plans,
+                mend: self.mend.mend,
+                rules_off: self.mend.rules_off.clone(),
+            },
             tools: self.tools.settings(),
             budgets: self.budgets(),
         }

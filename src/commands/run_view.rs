@@ -38,9 +38,9 @@ pub fn describe(event: &Event) -> Option<String> {
     Some(match event {
         Event::RunStarted { goal, settings, .. } => format!(
             "run started: \"{goal}\" (planner {}, executor {}, mode {}, workspace {})",
-            settings.planner,
-            settings.executor,
-            settings.mode.name(),
+            settings.pair.planner,
+            settings.pair.executor,
+            settings.pair.mode.name(),
             settings.workspace.display()
         ),
         Event::ToolsSelected { top_k, offered, tools, left_out } => {

@@ -263,21 +263,89 @@ pub const PLANS: usize = 1;
 /// Default of `--tools-top-k`: 0, every tool is shown to the planner (see docs/benchmarks.md, tool retrieval).
 pub const TOOLS_TOP_K: usize = 0;
 
-/// What one benchmark suite reads and how it samples (the library's side of `tandem bench tasks|nestful|bfcl`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SuiteSettings {
+/// The planner–executor pair and how it works a goal: the models, the planner's mode, who answers and who checks,
+/// plan search and the rule book. One struct for every caller: `run` and `batch` ([`AgentSettings`]), the
+/// benchmarks ([`SuiteSettings`]) and the run log (`RunSettings`, which writes these keys as they are named here,
+/// and reads logs from before a key existed with the value those runs had).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PairSettings {
     /// The planner: a model id or a .gguf path.
     pub planner: String,
     /// The executor: a model id or a .gguf path.
     pub executor: String,
-    /// Planner mode for `tasks`.
+    /// How the planner works (`plan-ahead` or `step` in the log).
     pub mode: Mode,
-    /// Who writes the final answer of `tasks` runs.
+    /// Who writes the final answer (`planner`, `executor` or `off`; logs before the joiner: `off`).
+    #[serde(default = "joiner_of_old_logs", skip_serializing_if = "is_joiner_off")]
     pub joiner: Joiner,
-    /// Who checks the calculator steps in `tasks` runs.
+    /// Who checks the calculator steps after a plan ran (`executor`, `planner`; off, and logs before it: absent).
+    #[serde(default, skip_serializing_if = "is_evaluator_off")]
     pub evaluate: Evaluator,
-    /// Candidate plans per planning call (plan search; 1: one greedy plan).
+    /// Candidate plans per planning call (plan search; 1, and logs before it: one greedy plan).
+    #[serde(default = "one_plan", skip_serializing_if = "is_one_plan")]
     pub plans: usize,
+    /// Which plan rules run (`off` or `nestful`; `general`, and logs before the profiles: absent).
+    #[serde(default, skip_serializing_if = "is_general_mend")]
+    pub mend: Mend,
+    /// Rules of the profile turned off one by one (`--rules-off`; absent: none; `tandem rules` lists them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules_off: Vec<String>,
+}
+
+impl PairSettings {
+    /// These models with the command line's defaults for the rest (plan-ahead, the planner answers, no
+    /// evaluation, one greedy plan, `general` rules).
+    pub fn new(planner: &str, executor: &str) -> Self {
+        Self {
+            planner: planner.into(),
+            executor: executor.into(),
+            mode: Mode::default(),
+            joiner: Joiner::default(),
+            evaluate: Evaluator::default(),
+            plans: PLANS,
+            mend: Mend::default(),
+            rules_off: Vec::new(),
+        }
+    }
+}
+
+impl Default for PairSettings {
+    fn default() -> Self {
+        Self::new(DEFAULT_PLANNER, DEFAULT_EXECUTOR)
+    }
+}
+
+/// Runs logged before the joiner existed answered with the last step's output: resuming one keeps that.
+fn joiner_of_old_logs() -> Joiner {
+    Joiner::Off
+}
+
+fn is_joiner_off(joiner: &Joiner) -> bool {
+    *joiner == Joiner::Off
+}
+
+fn is_general_mend(mend: &Mend) -> bool {
+    *mend == Mend::General
+}
+
+fn is_evaluator_off(evaluate: &Evaluator) -> bool {
+    *evaluate == Evaluator::Off
+}
+
+fn one_plan() -> usize {
+    PLANS
+}
+
+fn is_one_plan(n: &usize) -> bool {
+    *n == PLANS
+}
+
+/// What one benchmark suite reads and how it samples (the library's side of `tandem bench tasks|nestful|bfcl`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SuiteSettings {
+    /// The pair and how it works (mode, joiner and evaluation are read by `tasks` only; the rules by `tasks` and
+    /// `nestful`, whose command line defaults them to `general` and `nestful`).
+    pub pair: PairSettings,
     /// The data: a directory (nestful, bfcl) or a tasks TOML file; `None` takes the suite's default.
     pub data: Option<PathBuf>,
     /// NESTFUL's tool catalogue per sample: `all` or `gold+K`.
@@ -286,10 +354,6 @@ pub struct SuiteSettings {
     pub tools_top_k: usize,
     /// NESTFUL without the plan grammar.
     pub no_grammar: bool,
-    /// Which plan mends run (`None`: the suite's default, [`SuiteSettings::mend_for`]).
-    pub mend: Option<Mend>,
-    /// Rules of the profile turned off one by one (`--rules-off`; `tandem rules` lists them).
-    pub rules_off: Vec<String>,
     /// The categories to run: BFCL's (empty: [`DEFAULT_BFCL_CATEGORIES`]) or the tasks suite's (empty: all).
     pub categories: Vec<String>,
     /// Only the first N samples (per category for bfcl).
@@ -312,12 +376,6 @@ pub struct SuiteSettings {
 pub const DEFAULT_BFCL_CATEGORIES: [&str; 2] = ["simple_python", "multiple"];
 
 impl SuiteSettings {
-    /// The plan mends a suite runs: those asked for, else `nestful` for NESTFUL (so its figures stay comparable
-    /// with those published before the profiles) and `general` for the others.
-    pub fn mend_for(&self, nestful: bool) -> Mend {
-        self.mend.unwrap_or(if nestful { Mend::Nestful } else { Mend::General })
-    }
-
     /// The BFCL categories to run: those asked for, else [`DEFAULT_BFCL_CATEGORIES`]. Also what the records
     /// keep, as they did when that was the flag's default, so earlier runs still resume.
     pub fn bfcl_categories(&self) -> Vec<String> {
@@ -369,22 +427,8 @@ impl Default for ToolSettings {
 /// and `batch`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentSettings {
-    /// The planner: a model id or a .gguf path.
-    pub planner: String,
-    /// The executor: a model id or a .gguf path.
-    pub executor: String,
-    /// How the planner works.
-    pub mode: Mode,
-    /// Who writes the final answer.
-    pub joiner: Joiner,
-    /// Who checks the calculator steps after a plan ran.
-    pub evaluate: Evaluator,
-    /// Candidate plans per planning call (plan search; 1: one greedy plan).
-    pub plans: usize,
-    /// Which plan mends run.
-    pub mend: Mend,
-    /// Rules of the profile turned off one by one (`--rules-off`; `tandem rules` lists them).
-    pub rules_off: Vec<String>,
+    /// The pair and how it works.
+    pub pair: PairSettings,
     /// The tools and their policy.
     pub tools: ToolSettings,
     /// The run's limits.
@@ -393,18 +437,7 @@ pub struct AgentSettings {
 
 impl Default for AgentSettings {
     fn default() -> Self {
-        Self {
-            planner: DEFAULT_PLANNER.into(),
-            executor: DEFAULT_EXECUTOR.into(),
-            mode: Mode::default(),
-            joiner: Joiner::default(),
-            evaluate: Evaluator::default(),
-            plans: PLANS,
-            mend: Mend::default(),
-            rules_off: Vec::new(),
-            tools: ToolSettings::default(),
-            budgets: Budgets::default(),
-        }
+        Self { pair: PairSettings::default(), tools: ToolSettings::default(), budgets: Budgets::default() }
     }
 }
 

@@ -4,7 +4,8 @@
 use std::path::PathBuf;
 
 use super::{
-    AgentSettings, Approval, Mend, RunnerSettings, ServeAsks, ToolSettings, DEFAULT_EXECUTOR, DEFAULT_PLANNER,
+    AgentSettings, Approval, Mend, PairSettings, RunnerSettings, ServeAsks, ToolSettings, DEFAULT_EXECUTOR,
+    DEFAULT_PLANNER,
 };
 
 /// What `tandem serve` listens on and how much it takes (the library's side of the serve flags).
@@ -86,11 +87,12 @@ impl ServeSettings {
     /// the default budgets.
     pub fn runs_agent(&self) -> AgentSettings {
         AgentSettings {
-            planner: self.planner.clone(),
-            executor: self.executor.clone(),
+            pair: PairSettings {
+                mend: self.mend,
+                rules_off: self.rules_off.clone(),
+                ..PairSettings::new(&self.planner, &self.executor)
+            },
             tools: self.tools.clone(),
-            mend: self.mend,
-            rules_off: self.rules_off.clone(),
             ..AgentSettings::default()
         }
     }

@@ -430,9 +430,9 @@ fn run_settings_keep_their_log_format() {
         "approve": "steps"
     });
     let settings: RunSettings = serde_json::from_value(line.clone()).unwrap();
-    assert_eq!(settings.mode, tandem::settings::Mode::Step);
+    assert_eq!(settings.pair.mode, tandem::settings::Mode::Step);
     assert_eq!(settings.approve, tandem::settings::Approval::Steps);
-    assert_eq!(settings.joiner, tandem::settings::Joiner::Off, "runs logged before the joiner answer as they did");
+    assert_eq!(settings.pair.joiner, tandem::settings::Joiner::Off, "runs logged before the joiner answer as they did");
     assert_eq!((settings.budgets.max_steps, settings.budgets.executor_tokens), (9, 20));
     assert_eq!(serde_json::to_value(&settings).unwrap(), line);
 }

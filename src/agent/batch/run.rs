@@ -88,9 +88,9 @@ pub fn run_batch(args: &BatchSettings, reporter: &dyn Reporter) -> Result<BatchS
         let goals = todo.iter().filter(|line| matches!(line, GoalLine::Goal(_))).count();
         if goals > 0 {
             let store = ModelStore::open()?;
-            store.resolve(&args.agent.planner, reporter)?;
-            if args.agent.executor != args.agent.planner {
-                store.resolve(&args.agent.executor, reporter)?;
+            store.resolve(&args.agent.pair.planner, reporter)?;
+            if args.agent.pair.executor != args.agent.pair.planner {
+                store.resolve(&args.agent.pair.executor, reporter)?;
             }
         }
         let settings = run_settings(&args.agent, &context, Approval::None);
@@ -161,17 +161,17 @@ pub fn run_batch(args: &BatchSettings, reporter: &dyn Reporter) -> Result<BatchS
 fn shard_header(args: &BatchSettings, shard: crate::settings::Shard, reporter: &dyn Reporter) -> Result<Value> {
     let store = ModelStore::open()?;
     let agent = &args.agent;
-    let planner = store.resolve(&agent.planner, reporter)?;
-    let executor = store.resolve(&agent.executor, reporter)?;
+    let planner = store.resolve(&agent.pair.planner, reporter)?;
+    let executor = store.resolve(&agent.pair.executor, reporter)?;
     Ok(json!({
         SHARD_HEADER: shard,
         "goals": args.goals,
         "settings": {
-            "planner": agent.planner,
+            "planner": agent.pair.planner,
             "planner_sha256": planner.sha256,
-            "executor": agent.executor,
+            "executor": agent.pair.executor,
             "executor_sha256": executor.sha256,
-            "mode": agent.mode.name(),
+            "mode": agent.pair.mode.name(),
             "budgets": format!("{:?}", agent.budgets),
             "tools": format!("{:?}", agent.tools),
         },

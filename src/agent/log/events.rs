@@ -16,24 +16,17 @@ use serde_json::{Map, Value};
 use crate::agent::plan::Plan;
 use crate::agent::rules::MendChange;
 use crate::agent::run::evaluation::Judgment;
-use crate::settings::{Approval, Budgets, Evaluator, Joiner, Mend, Mode, ToolSettings, MCP_TIMEOUT_S, SHELL_TIMEOUT_S};
+use crate::settings::{
+    Approval, Budgets, Evaluator, Joiner, Mode, PairSettings, ToolSettings, MCP_TIMEOUT_S, SHELL_TIMEOUT_S,
+};
 use crate::{Error, Result};
 
 /// The settings a run was started with: enough to resume it the same way.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunSettings {
-    /// Planner model id or path.
-    pub planner: String,
-    /// Executor model id or path.
-    pub executor: String,
-    /// How the planner works (`plan-ahead` or `step` in the log).
-    pub mode: Mode,
-    /// Who writes the final answer (`planner`, `executor` or `off`; logs before the joiner: `off`).
-    #[serde(default = "joiner_of_old_logs", skip_serializing_if = "is_joiner_off")]
-    pub joiner: Joiner,
-    /// Who checks the calculator steps after a plan ran (`executor`, `planner`; off, and logs before it: absent).
-    #[serde(default, skip_serializing_if = "is_evaluator_off")]
-    pub evaluate: Evaluator,
+    /// The pair and how it worked (its keys sit at the top level of the log's settings).
+    #[serde(flatten)]
+    pub pair: PairSettings,
     /// Workspace directory (absolute).
     pub workspace: PathBuf,
     /// Whether `write_file` was offered.
@@ -54,16 +47,6 @@ pub struct RunSettings {
     /// The planner sees only this many tools, chosen for the goal by retrieval (0, and logs before it: all).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub tools_top_k: usize,
-    /// Candidate plans per planning call (plan search; 1, and logs before it: one greedy plan).
-    #[serde(default = "one_plan", skip_serializing_if = "is_one_plan")]
-    pub plans: usize,
-    /// Which plan mends ran on the planner's plans (`off` or `nestful`; `general`, and logs before the profiles:
-    /// absent).
-    #[serde(default, skip_serializing_if = "is_general_mend")]
-    pub mend: Mend,
-    /// Rules of the profile turned off one by one (`--rules-off`; absent: none).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub rules_off: Vec<String>,
     /// The run's limits (written into the log as their own keys: `max_replans`, `max_steps`, …).
     #[serde(flatten)]
     pub budgets: Budgets,
@@ -78,11 +61,12 @@ impl RunSettings {
     /// answer is the last steps' output; the command line's default, `--joiner planner`, sets it).
     pub fn new(planner: &str, executor: &str, workspace: &Path) -> Self {
         Self {
-            planner: planner.into(),
-            executor: executor.into(),
-            mode: Mode::PlanAhead,
-            joiner: Joiner::Off,
-            evaluate: Evaluator::Off,
+            pair: PairSettings {
+                mode: Mode::PlanAhead,
+                joiner: Joiner::Off,
+                evaluate: Evaluator::Off,
+                ..PairSettings::new(planner, executor)
+            },
             workspace: workspace.to_path_buf(),
             allow_write: false,
             allow_shell: Vec::new(),
@@ -91,9 +75,6 @@ impl RunSettings {
             mcp_config: None,
             mcp_timeout_s: MCP_TIMEOUT_S,
             tools_top_k: 0,
-            plans: crate::settings::PLANS,
-            mend: Mend::General,
-            rules_off: Vec::new(),
             budgets: Budgets::default(),
             seed: 0,
             approve: Approval::None,
@@ -113,31 +94,6 @@ impl RunSettings {
             tools_top_k: self.tools_top_k,
         }
     }
-}
-
-/// Runs logged before the joiner existed answered with the last step's output: resuming one keeps that.
-fn joiner_of_old_logs() -> Joiner {
-    Joiner::Off
-}
-
-fn is_joiner_off(joiner: &Joiner) -> bool {
-    *joiner == Joiner::Off
-}
-
-fn is_general_mend(mend: &Mend) -> bool {
-    *mend == Mend::General
-}
-
-fn is_evaluator_off(evaluate: &Evaluator) -> bool {
-    *evaluate == Evaluator::Off
-}
-
-fn one_plan() -> usize {
-    crate::settings::PLANS
-}
-
-fn is_one_plan(n: &usize) -> bool {
-    *n == crate::settings::PLANS
 }
 
 fn is_zero(n: &usize) -> bool {

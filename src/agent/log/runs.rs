@@ -355,7 +355,7 @@ impl RunState {
         let asks = self
             .settings
             .as_ref()
-            .is_some_and(|s| s.approve == Approval::Plan && s.mode == crate::settings::Mode::PlanAhead);
+            .is_some_and(|s| s.approve == Approval::Plan && s.pair.mode == crate::settings::Mode::PlanAhead);
         (asks && self.finished.is_none() && self.plan.is_some() && self.plan_valid && !self.plan_approved)
             .then(|| self.version())
     }

@@ -137,7 +137,7 @@ fn plan_sample(
     models: &mut dyn ModelSource,
 ) -> Result<Value> {
     let (no_grammar, top_k) = (args.no_grammar, args.tools_top_k);
-    let rules = RuleSet::from_log(args.mend_for(true), &args.rules_off);
+    let rules = RuleSet::from_log(args.pair.mend, &args.pair.rules_off);
     let registry = registry_of(catalogue)?;
     // The planner sees what a run would show it (`planning_catalogue`): with --tools-top-k only the tools
     // retrieval picks. The plan is still checked against all.
@@ -151,7 +151,7 @@ fn plan_sample(
         let plan = first_json(&text).and_then(|v| serde_json::from_value::<Plan>(v).ok());
         (plan, text, timings)
     } else {
-        let outcome = write_plan(model, &sample.input, planning, PLAN_TOKENS, args.plans, rules)?;
+        let outcome = write_plan(model, &sample.input, planning, PLAN_TOKENS, args.pair.plans, rules)?;
         search = outcome.search;
         mended = outcome.mended;
         // Each candidate scored as if kept, so that selection rules can be compared on the same candidates.

@@ -70,7 +70,7 @@ pub async fn options(State(state): State<Arc<AppState>>) -> Json<Value> {
             "max_seconds": budgets.max_seconds,
             "max_tokens": budgets.max_tokens,
         },
-        "plans": state.agent.plans,
+        "plans": state.agent.pair.plans,
     }))
 }
 

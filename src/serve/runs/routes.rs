@@ -59,7 +59,7 @@ fn parse(
             "max_seconds" => agent.budgets.max_seconds = at_most(field, key, agent.budgets.max_seconds)?,
             "max_tokens" => agent.budgets.max_tokens = at_most(field, key, agent.budgets.max_tokens as u64)? as usize,
             "plans" => {
-                agent.plans = match count(field, key)? {
+                agent.pair.plans = match count(field, key)? {
                     n @ 1..=16 => n as usize,
                     _ => return Err(ApiError::invalid("plans", "plans (candidate plans per plan) is 1 to 16")),
                 }

@@ -106,12 +106,12 @@ fn not_now(id: &str, run: &RunState, what: &str, code: &'static str) -> ApiError
 
 /// 409 unless this server can run the run: the same models, and no tool beyond what it was started with.
 fn check_runs_here(state: &AppState, id: &str, settings: &RunSettings) -> Result<(), ApiError> {
-    if settings.planner != state.agent.planner || settings.executor != state.agent.executor {
+    if settings.pair.planner != state.agent.pair.planner || settings.pair.executor != state.agent.pair.executor {
         return Err(ApiError::conflict(
             format!(
                 "run {id} was started with planner {} and executor {}; this server serves {} and {}: continue it with \
                  `tandem resume {id}` or on a server started with those models",
-                settings.planner, settings.executor, state.agent.planner, state.agent.executor
+                settings.pair.planner, settings.pair.executor, state.agent.pair.planner, state.agent.pair.executor
             ),
             "run_not_resumable",
         ));

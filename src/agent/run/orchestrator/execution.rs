@@ -486,7 +486,7 @@ impl Agent<'_> {
         if called.is_empty()
             || applied
             || !planner_written
-            || self.settings.mode != Mode::PlanAhead
+            || self.settings.pair.mode != Mode::PlanAhead
             || !self.rules().on(&Dependencies)
         {
             return None;

@@ -52,7 +52,7 @@ impl Agent<'_> {
     /// within budget (then no answer is written: the planner gets another go).
     pub(super) fn conclude(&mut self, plan: &Plan) -> Result<Option<String>> {
         let fallback = final_answer(plan, &self.state);
-        let role = match self.settings.joiner {
+        let role = match self.settings.pair.joiner {
             Joiner::Off => {
                 self.emit(Event::Answer { text: fallback })?;
                 return Ok(None);
@@ -179,7 +179,7 @@ impl Agent<'_> {
     /// planner: a doubt is weaker evidence than a failed step, so it sends a run back once, within the replan
     /// budget; after that it is only logged. The run never depends on the evaluation working.
     pub(super) fn evaluate_steps(&mut self, plan: &Plan) -> Result<Option<String>> {
-        let role = match self.settings.evaluate {
+        let role = match self.settings.pair.evaluate {
             Evaluator::Off => return Ok(None),
             Evaluator::Planner => "planner",
             Evaluator::Executor => "executor",

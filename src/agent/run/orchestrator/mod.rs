@@ -180,7 +180,7 @@ impl<'a> Agent<'a> {
             pending_goal: Some(goal.to_string()),
             log,
             state: RunState::default(),
-            rules: RuleSet::from_log(settings.mend, &settings.rules_off),
+            rules: RuleSet::from_log(settings.pair.mend, &settings.pair.rules_off),
             settings,
             started: Instant::now(),
             rule_notes: RefCell::default(),
@@ -226,7 +226,7 @@ impl<'a> Agent<'a> {
             pending_goal: None,
             log,
             state,
-            rules: RuleSet::from_log(settings.mend, &settings.rules_off),
+            rules: RuleSet::from_log(settings.pair.mend, &settings.pair.rules_off),
             settings,
             started: Instant::now(),
             rule_notes: RefCell::default(),
@@ -254,7 +254,7 @@ impl<'a> Agent<'a> {
         }
         // A resumed run that was given a plan but crashed before logging it takes it from its first event.
         let given_plan = given_plan.or_else(|| self.state.given_plan.clone());
-        let ended = match self.settings.mode {
+        let ended = match self.settings.pair.mode {
             Mode::PlanAhead => self.plan_ahead(given_plan),
             Mode::Step => self.step_mode(given_plan),
         };

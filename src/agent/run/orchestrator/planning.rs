@@ -145,7 +145,7 @@ impl Agent<'_> {
         let rules = self.rules();
         let model = self.models.planner_for(&grammars)?;
         let started = Instant::now();
-        let mut written = revise_plan(model, &goal, tools, &history, tokens, self.settings.plans, rules);
+        let mut written = revise_plan(model, &goal, tools, &history, tokens, self.settings.pair.plans, rules);
         let mut resampled = false;
         // A planner that wrote no plan (a greedy loop that ran into the token limit: "The prices are in the
         // format … The prices are in the format …") is asked again by sampling before the run stops on it.
