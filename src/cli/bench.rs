@@ -243,17 +243,21 @@ pub struct BfclArgs {
     pub run: SuiteRun,
 }
 
-/// The settings of a suite: what was given, the defaults for the rest.
-fn suite_settings(
-    models: &SuiteModels,
-    run: &SuiteRun,
+/// The flag groups a suite's command has (those it lacks take their defaults).
+#[derive(Default)]
+struct SuiteFlags<'a> {
     search: Option<super::PlanSearchArg>,
-    task: Option<&TaskOptions>,
-    catalogue: Option<&CatalogueOptions>,
+    task: Option<&'a TaskOptions>,
+    catalogue: Option<&'a CatalogueOptions>,
     top_k: Option<TopKArg>,
-    categories: Option<&CategoriesArg>,
-    rules: Option<(&MendProfileArg, Mend)>,
-) -> SuiteSettings {
+    categories: Option<&'a CategoriesArg>,
+    /// The rule flags and the suite's default profile.
+    rules: Option<(&'a MendProfileArg, Mend)>,
+}
+
+/// The settings of a suite: what was given, the defaults for the rest.
+fn suite_settings(models: &SuiteModels, run: &SuiteRun, flags: SuiteFlags) -> SuiteSettings {
+    let SuiteFlags { search, task, catalogue, top_k, categories, rules } = flags;
     let catalogue_default = || CatalogueOptions { catalogue: "gold+5".into(), seed: 0, no_grammar: false };
     let catalogue = catalogue.cloned().unwrap_or_else(catalogue_default);
     // The rules asked for, else the suite's default profile (`nestful` for NESTFUL, so its figures stay comparable
@@ -289,23 +293,37 @@ fn suite_settings(
 impl TasksArgs {
     /// The settings these flags give.
     pub fn settings(&self) -> SuiteSettings {
-        let (task, categories, rules) = (Some(&self.task), Some(&self.categories), Some((&self.mend, Mend::General)));
-        suite_settings(&self.models, &self.run, Some(self.search), task, None, Some(self.top_k), categories, rules)
+        let flags = SuiteFlags {
+            search: Some(self.search),
+            task: Some(&self.task),
+            top_k: Some(self.top_k),
+            categories: Some(&self.categories),
+            rules: Some((&self.mend, Mend::General)),
+            ..SuiteFlags::default()
+        };
+        suite_settings(&self.models, &self.run, flags)
     }
 }
 
 impl NestfulArgs {
     /// The settings these flags give.
     pub fn settings(&self) -> SuiteSettings {
-        let (catalogue, rules) = (Some(&self.catalogue), Some((&self.mend, Mend::Nestful)));
-        suite_settings(&self.models, &self.run, Some(self.search), None, catalogue, Some(self.top_k), None, rules)
+        let flags = SuiteFlags {
+            search: Some(self.search),
+            catalogue: Some(&self.catalogue),
+            top_k: Some(self.top_k),
+            rules: Some((&self.mend, Mend::Nestful)),
+            ..SuiteFlags::default()
+        };
+        suite_settings(&self.models, &self.run, flags)
     }
 }
 
 impl BfclArgs {
     /// The settings these flags give.
     pub fn settings(&self) -> SuiteSettings {
-        let settings = suite_settings(&self.models, &self.run, None, None, None, None, Some(&self.categories), None);
+        let flags = SuiteFlags { categories: Some(&self.categories), ..SuiteFlags::default() };
+        let settings = suite_settings(&self.models, &self.run, flags);
         SuiteSettings { asks: self.asks, ..settings }
     }
 }
@@ -358,16 +376,15 @@ impl PairsArgs {
         let models =
             SuiteModels { planner: settings::DEFAULT_PLANNER.into(), executor: settings::DEFAULT_EXECUTOR.into() };
         let default_rules = if self.suite == SuiteName::Nestful { Mend::Nestful } else { Mend::General };
-        suite_settings(
-            &models,
-            &self.run,
-            Some(self.search),
-            Some(&self.task),
-            Some(&self.catalogue),
-            Some(self.top_k),
-            Some(&self.categories),
-            Some((&self.mend, default_rules)),
-        )
+        let flags = SuiteFlags {
+            search: Some(self.search),
+            task: Some(&self.task),
+            catalogue: Some(&self.catalogue),
+            top_k: Some(self.top_k),
+            categories: Some(&self.categories),
+            rules: Some((&self.mend, default_rules)),
+        };
+        suite_settings(&models, &self.run, flags)
     }
 }
 

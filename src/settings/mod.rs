@@ -425,7 +425,7 @@ impl Default for ToolSettings {
 
 /// What a run plans with and within: the models, the planner's mode, the tools and the budgets (shared by `run`
 /// and `batch`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct AgentSettings {
     /// The pair and how it works.
     pub pair: PairSettings,
@@ -433,12 +433,6 @@ pub struct AgentSettings {
     pub tools: ToolSettings,
     /// The run's limits.
     pub budgets: Budgets,
-}
-
-impl Default for AgentSettings {
-    fn default() -> Self {
-        Self { pair: PairSettings::default(), tools: ToolSettings::default(), budgets: Budgets::default() }
-    }
 }
 
 /// Where a run computes and is logged (shared by `run`, `resume` and `batch`).
