@@ -4,6 +4,8 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // Every variable Tandem reads is read now, once (the configuration file's place is one of them).
+    tandem::settings::env::resolve();
     // Exit codes (docs/cli.md): 0 done, 1 error, 2 usage error, 3 a run stopped before finishing.
     let cli = match tandem::cli::parse() {
         Ok(cli) => cli,

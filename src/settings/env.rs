@@ -1,10 +1,15 @@
-//! The process environment, read here and nowhere else below the command line: one function per variable, so every
-//! variable Tandem reads is in this file and in [`VARIABLES`] (docs/cli.md, Environment, describes each; a test
-//! checks that it names them all). The command line (`cli`) reads the variables that stand in for a flag
-//! (`TANDEM_PLANS`, `TANDEM_RUNS_DIR`, …) through clap; `main` reads `RUST_LOG`.
+//! The process environment, read here and nowhere else below the command line, and read once: [`resolve`] (the
+//! first thing `main` does) takes every variable of [`VARIABLES`] into a snapshot, and the functions below read the
+//! snapshot, so the kernels, the store, the tools and the planner see the values the process started with however
+//! often they ask, and a variable changed later changes nothing. One function per variable, so every variable
+//! Tandem reads is in this file and in [`VARIABLES`] (docs/cli.md, Environment, describes each; a test checks that
+//! it names them all). The command line (`cli`) reads the variables that stand in for a flag (`TANDEM_PLANS`,
+//! `TANDEM_RUNS_DIR`, …) through clap; `main` reads `RUST_LOG`.
 
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::sync::OnceLock;
 
 /// Every variable Tandem reads, the flags' stand-ins and the scheduler's shard variables included.
 pub const VARIABLES: &[&str] = &[
@@ -52,14 +57,42 @@ pub const VARIABLES: &[&str] = &[
     "RUST_LOG",
 ];
 
+/// Spellings read beside [`VARIABLES`]: the lower-case proxy variables curl and pip honour too.
+const LOWER_CASE_PROXIES: &[&str] = &["https_proxy", "all_proxy"];
+
+/// The variables as the process started with them (those set).
+static SNAPSHOT: OnceLock<HashMap<&'static str, OsString>> = OnceLock::new();
+
+/// Takes the snapshot of the environment every function here reads (at the first call; later calls change
+/// nothing). `main` calls it first; a library caller that does not gets the snapshot at its first read.
+pub fn resolve() {
+    snapshot();
+}
+
+fn snapshot() -> &'static HashMap<&'static str, OsString> {
+    SNAPSHOT.get_or_init(|| {
+        VARIABLES
+            .iter()
+            .chain(LOWER_CASE_PROXIES)
+            .filter_map(|&name| std::env::var_os(name).map(|value| (name, value)))
+            .collect()
+    })
+}
+
+/// A variable's value, when it is set.
+fn value(name: &str) -> Option<OsString> {
+    debug_assert!(VARIABLES.contains(&name) || LOWER_CASE_PROXIES.contains(&name), "{name} is not in VARIABLES");
+    snapshot().get(name).cloned()
+}
+
 /// A variable's text, when it is set and valid UTF-8.
 fn text(name: &str) -> Option<String> {
-    std::env::var(name).ok()
+    value(name).and_then(|v| v.into_string().ok())
 }
 
 /// A variable's value, when it is set and not empty.
 fn non_empty(name: &str) -> Option<OsString> {
-    std::env::var_os(name).filter(|v| !v.is_empty())
+    value(name).filter(|v| !v.is_empty())
 }
 
 /// Whether a switch variable is on: set, not empty, not `0`.
@@ -87,7 +120,7 @@ pub fn cache_home() -> Option<PathBuf> {
     non_empty("XDG_CACHE_HOME")
         .map(PathBuf::from)
         .or_else(|| home().map(|h| h.join(".cache")))
-        .or_else(|| std::env::var_os("USERPROFILE").map(|h| PathBuf::from(h).join(".cache")))
+        .or_else(|| value("USERPROFILE").map(|h| PathBuf::from(h).join(".cache")))
 }
 
 /// `TANDEM_CONFIG`: the configuration file to read instead of the default one (as `--config`).
@@ -191,7 +224,8 @@ pub fn scheduler(name: &str) -> Option<String> {
     text(name)
 }
 
-/// A flag's stand-in variable, when set (for `tandem config show`: which are in effect).
+/// A flag's stand-in variable, when set (for `tandem config show`: which are in effect). Read as clap reads it
+/// when parsing the flags, from the process's environment, not the snapshot.
 pub fn stand_in(name: &str) -> Option<String> {
     std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
 }
