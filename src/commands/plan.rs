@@ -3,8 +3,7 @@
 
 use std::path::Path;
 
-use crate::agent::plan::catalogue::planning_catalogue;
-use crate::agent::plan::planner::{plan_grammar, write_plan};
+use crate::agent::plan::pipeline::PlanPipeline;
 use crate::agent::plan::validate::PlanIssue;
 use crate::agent::plan::Plan;
 use crate::agent::rules::{check_plan, mend_plan, MendChange, Refusal, RuleSet};
@@ -24,8 +23,8 @@ pub fn run(args: PlanArgs, reporter: &dyn Reporter) -> Result<()> {
     if let Some(file) = &args.from {
         return replay(file, &args, &registry, rules, workspace);
     }
-    let catalogue = planning_catalogue(&args.goal, &registry, settings.tools_top_k)?;
-    if let Some(selected) = catalogue.as_ref().and_then(|c| c.selected.as_ref()) {
+    let pipeline = PlanPipeline::new(&args.goal, &registry, settings.tools_top_k, rules)?;
+    if let Some(selected) = pipeline.selected() {
         reporter.message(&format!(
             "the planner sees {} of {} tools (--tools-top-k {}): {}",
             selected.len(),
@@ -34,16 +33,14 @@ pub fn run(args: PlanArgs, reporter: &dyn Reporter) -> Result<()> {
             selected.join(", ")
         ));
     }
-    let tools = catalogue.as_ref().map_or(&registry, |c| &c.registry);
     let model_args = args.model_args();
     // The prefix store keeps the planner prompt's opening (instructions and tools) across processes: with the
     // same tools, a later `tandem plan` computes only its goal.
     let engine = model_engine(&model_args)?.with_prefix_store(!args.no_prefix_store);
     // The plan grammar compiles beside the load.
-    let grammar = plan_grammar(tools)?;
-    let (mut model, _) = engine.load(&args.planner, "planner", &[grammar], reporter)?;
+    let (mut model, _) = engine.load(&args.planner, "planner", &[pipeline.grammar()?], reporter)?;
     reporter.message(&format!("planning with {} …", args.planner));
-    let outcome = write_plan(&mut model, &args.goal, tools, args.plan_tokens, args.search.plans, rules)?;
+    let outcome = pipeline.write(&mut model, &args.goal, &[], args.plan_tokens, args.search.plans)?;
     // What a run would send back before running this plan (the rule book's checks of a planner-written plan).
     let sent_back: Vec<String> =
         check_plan(&outcome.plan, &registry, workspace, rules, |_| false).into_iter().map(|r| r.feedback).collect();

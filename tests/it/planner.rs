@@ -2,7 +2,8 @@
 //! parsed and validated. Uses the 0.5B model with a short goal to stay quick.
 
 use candle_core::Device;
-use tandem::agent::plan::planner::{system_prompt_with, write_plan};
+use tandem::agent::plan::pipeline::PlanPipeline;
+use tandem::agent::plan::planner::{system_prompt_with, PlanOutcome};
 use tandem::agent::plan::tool_lines::ToolListing;
 use tandem::agent::rules::RuleSet;
 use tandem::decode::Model;
@@ -40,8 +41,7 @@ fn a_real_planner_writes_a_valid_calculator_plan() {
     let registry = registry(dir.path());
     let path = crate::common::real_model("qwen2.5-coder-0.5b-instruct-q4_k_m");
     let mut model = Model::load(&path, &Device::Cpu, &LoadOptions::default()).unwrap();
-    let outcome =
-        write_plan(&mut model, "What is 12*4+5?", &registry, 200, 1, RuleSet::profile(Mend::General)).unwrap();
+    let outcome = write_plan(&mut model, "What is 12*4+5?", &registry, 1).unwrap();
     assert!(outcome.issues.is_empty(), "{:?}\n{}", outcome.issues, outcome.text);
     assert!(outcome.plan.steps.iter().any(|s| s.tool == "calculator"), "{}", outcome.text);
     assert!(outcome.timings.forced_tokens > 0, "the grammar should force the JSON keys");
@@ -70,8 +70,7 @@ fn a_tool_the_grammar_cannot_express_is_left_out_and_planning_goes_on() {
     let engine = model.grammar_engine().unwrap();
     let whole = tandem::decode::constraint::ConstraintSpec::JsonSchema(tandem::agent::plan_json_schema(&registry));
     assert!(engine.matcher(&whole).is_err(), "the check needs a schema the engine rejects");
-    let outcome =
-        write_plan(&mut model, "What is 12*4+5?", &registry, 200, 1, RuleSet::profile(Mend::General)).unwrap();
+    let outcome = write_plan(&mut model, "What is 12*4+5?", &registry, 1).unwrap();
     assert!(outcome.issues.is_empty(), "{:?}\n{}", outcome.issues, outcome.text);
     assert!(outcome.plan.steps.iter().all(|s| s.tool != "Codes.Check"), "{}", outcome.text);
 }
@@ -80,9 +79,9 @@ fn a_tool_the_grammar_cannot_express_is_left_out_and_planning_goes_on() {
 fn plan_search_keeps_a_valid_candidate_and_says_what_it_saw() {
     let (_dir, registry, mut model) = small_planner();
     let goal = "What is 12*4+5?";
-    let greedy = write_plan(&mut model, goal, &registry, 200, 1, RuleSet::profile(Mend::General)).unwrap();
+    let greedy = write_plan(&mut model, goal, &registry, 1).unwrap();
     assert!(greedy.search.is_none());
-    let searched = write_plan(&mut model, goal, &registry, 200, 3, RuleSet::profile(Mend::General)).unwrap();
+    let searched = write_plan(&mut model, goal, &registry, 3).unwrap();
     let report = searched.search.expect("three candidates make a search");
     assert_eq!(report.candidates, 3);
     assert!(report.valid >= 1 && report.agreeing >= 1 && report.agreeing <= report.valid, "{report:?}");
@@ -112,10 +111,8 @@ fn a_planner_loaded_warm_finds_its_plan_grammar_compiled_and_plans_the_same() {
     assert!(!cold.grammar_engine().unwrap().matcher(&grammar).unwrap().stats().from_cache);
     cold.grammar_engine().unwrap().clear_cache();
     let goal = "What is 12*4+5?";
-    let (a, b) = (
-        write_plan(&mut warm, goal, &registry, 200, 1, RuleSet::profile(Mend::General)).unwrap(),
-        write_plan(&mut cold, goal, &registry, 200, 1, RuleSet::profile(Mend::General)).unwrap(),
-    );
+    let (a, b) =
+        (write_plan(&mut warm, goal, &registry, 1).unwrap(), write_plan(&mut cold, goal, &registry, 1).unwrap());
     assert_eq!(a.text, b.text);
 }
 
@@ -126,7 +123,7 @@ fn a_sampled_revision_is_one_the_caller_accepts() {
     use tandem::agent::plan::planner::{sampled_revision, Revision};
     let (_dir, registry, mut model) = small_planner();
     let goal = "What is 12*4+5?";
-    let greedy = write_plan(&mut model, goal, &registry, 200, 1, RuleSet::profile(Mend::General)).unwrap();
+    let greedy = write_plan(&mut model, goal, &registry, 1).unwrap();
     let history = [Revision {
         plan_text: greedy.text.clone(),
         feedback: "Running that plan: step s1 failed. Write a corrected plan.".into(),
@@ -145,4 +142,10 @@ fn a_sampled_revision_is_one_the_caller_accepts() {
     let none = sampled_revision(&mut model, goal, &registry, &history, 200, RuleSet::profile(Mend::General), |_| false)
         .unwrap();
     assert!(none.is_none());
+}
+
+/// A plan for `goal` through the run's pipeline: every tool shown, the `general` rules.
+fn write_plan(model: &mut Model, goal: &str, registry: &ToolRegistry, plans: usize) -> tandem::Result<PlanOutcome> {
+    let pipeline = PlanPipeline::new(goal, registry, 0, RuleSet::profile(Mend::General)).unwrap();
+    pipeline.write(model, goal, &[], 200, plans)
 }

@@ -6,6 +6,7 @@
 
 pub mod catalogue;
 pub mod issues;
+pub mod pipeline;
 pub mod planner;
 pub mod refs;
 pub mod schema;

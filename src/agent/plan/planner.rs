@@ -92,19 +92,6 @@ fn render_prompt(name: &str, source: &str, registry: &ToolRegistry, listing: Too
         .map_err(fail)
 }
 
-/// Writes a plan for `goal` with `model` (greedy, under the plan grammar; with `plans` > 1, the plan most of that
-/// many candidates agree with most, see [`plan_search`]), mends it with the rules `rules` turns on and validates it.
-pub fn write_plan(
-    model: &mut Model,
-    goal: &str,
-    registry: &ToolRegistry,
-    max_tokens: usize,
-    plans: usize,
-    rules: RuleSet,
-) -> Result<PlanOutcome> {
-    revise_plan(model, goal, registry, &[], max_tokens, plans, rules)
-}
-
 /// One earlier plan and what became of it, replayed to the planner as conversation so it can correct itself.
 #[derive(Debug, Clone)]
 pub struct Revision {

@@ -12,8 +12,8 @@ use super::{
     NestfulSample, NestfulTool, RecallAtK, SampleScore,
 };
 use crate::agent::model_call::chat_call;
-use crate::agent::plan::catalogue::planning_catalogue;
-use crate::agent::plan::planner::{read_written_plan, system_prompt, write_plan};
+use crate::agent::plan::pipeline::PlanPipeline;
+use crate::agent::plan::planner::{read_written_plan, system_prompt};
 use crate::agent::plan::search::step_keys;
 use crate::agent::rules::RuleSet;
 use crate::agent::{ModelSource, Plan};
@@ -139,10 +139,10 @@ fn plan_sample(
     let (no_grammar, top_k) = (args.no_grammar, args.tools_top_k);
     let rules = RuleSet::from_log(args.pair.mend, &args.pair.rules_off);
     let registry = registry_of(catalogue)?;
-    // The planner sees what a run would show it (`planning_catalogue`): with --tools-top-k only the tools
-    // retrieval picks. The plan is still checked against all.
-    let catalogue = planning_catalogue(&sample.input, &registry, top_k)?;
-    let planning = catalogue.as_ref().map_or(&registry, |c| &c.registry);
+    // The planner sees what a run would show it: with --tools-top-k only the tools retrieval picks. The plan is
+    // still checked against all.
+    let pipeline = PlanPipeline::new(&sample.input, &registry, top_k, rules)?;
+    let planning = pipeline.shown();
     let model = models.planner()?;
     let (mut search, mut candidates, mut mended) = (None, Vec::new(), Vec::new());
     let (plan, text, usage) = if no_grammar {
@@ -151,7 +151,7 @@ fn plan_sample(
         let plan = first_json(&text).and_then(|v| serde_json::from_value::<Plan>(v).ok());
         (plan, text, timings)
     } else {
-        let outcome = write_plan(model, &sample.input, planning, PLAN_TOKENS, args.pair.plans, rules)?;
+        let outcome = pipeline.write(model, &sample.input, &[], PLAN_TOKENS, args.pair.plans)?;
         search = outcome.search;
         mended = outcome.mended;
         // Each candidate scored as if kept, so that selection rules can be compared on the same candidates.
@@ -166,7 +166,7 @@ fn plan_sample(
             .collect();
         (Some(outcome.plan), outcome.text, outcome.timings)
     };
-    let retrieved = catalogue.and_then(|c| c.selected);
+    let retrieved = pipeline.selected().map(<[String]>::to_vec);
     let valid = plan.as_ref().is_some_and(|p| p.validate(&registry).is_empty());
     let predicted: Vec<Call> = plan.as_ref().map(plan_to_calls).unwrap_or_default();
     Ok(json!({

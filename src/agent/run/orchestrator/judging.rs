@@ -150,7 +150,7 @@ impl Agent<'_> {
     /// Why: told "I watered the plants, tick that off." beside a to-do list server, the 1.5B planned one `llm` step,
     /// and the run answered "The task 'Watering' was ticked off." with the list untouched.
     fn no_tool_called(&self, plan: &Plan) -> Option<String> {
-        let catalogue = self.planning.as_ref().unwrap_or(self.registry);
+        let catalogue = self.pipeline.shown();
         let connected: Vec<&str> = catalogue.names().into_iter().filter(|name| !BUILTIN_TOOLS.contains(name)).collect();
         let calls_one = plan.steps.iter().any(|step| step.tool != Llm::NAME);
         let sent_back = self.state.revisions.iter().any(|revision| revision.feedback.contains(NO_TOOL_MARKER));

@@ -24,7 +24,7 @@ pub use self::judging::final_answer;
 use crate::agent::log::events::{Event, EventLog, Record, RunSettings, StopReason};
 use crate::agent::log::runs::RunState;
 use crate::agent::models::ModelSource;
-use crate::agent::plan::catalogue::planning_catalogue;
+use crate::agent::plan::pipeline::PlanPipeline;
 use crate::agent::plan::refs::Reference;
 use crate::agent::plan::Plan;
 use crate::agent::rules::{log_run_change, Rule, RuleSet};
@@ -135,15 +135,13 @@ pub struct Agent<'a> {
     pub approver: &'a mut dyn Approver,
     /// Live view.
     pub observer: &'a dyn Observer,
-    /// The tools the planner sees when retrieval chose some (`--tools-top-k`); `None`: all of `registry`.
-    planning: Option<ToolRegistry>,
+    /// How plans are written for the goal: the tools the planner is shown, its grammar, the rules.
+    pipeline: PlanPipeline<'a>,
     /// The goal of a fresh run until its first event is logged.
     pending_goal: Option<String>,
     log: EventLog,
     state: RunState,
     settings: RunSettings,
-    /// The rules the settings turn on, resolved once (a log naming a rule this version lacks warns once).
-    rules: RuleSet,
     started: Instant,
     /// What the rule book did since the last event, logged before the next one: rules act where the run only
     /// reads its state.
@@ -170,17 +168,19 @@ impl<'a> Agent<'a> {
     /// begins, so that a given plan is part of the run's first event.
     pub fn start(goal: &str, settings: RunSettings, log: EventLog, parts: RunParts<'a>) -> Result<Self> {
         let RunParts { registry, context, models, approver, observer } = parts;
+        // The rules the settings turn on, resolved once (a log naming a rule this version lacks warns once).
+        let rules = RuleSet::from_log(settings.pair.mend, &settings.pair.rules_off);
+        let pipeline = PlanPipeline::new(goal, registry, settings.tools_top_k, rules)?;
         Ok(Self {
             registry,
             context,
             models,
             approver,
             observer,
-            planning: None,
+            pipeline,
             pending_goal: Some(goal.to_string()),
             log,
             state: RunState::default(),
-            rules: RuleSet::from_log(settings.pair.mend, &settings.pair.rules_off),
             settings,
             started: Instant::now(),
             rule_notes: RefCell::default(),
@@ -191,14 +191,13 @@ impl<'a> Agent<'a> {
     fn log_start(&mut self, goal: String, given_plan: Option<&Plan>) -> Result<()> {
         let top_k = self.settings.tools_top_k;
         let settings = self.settings.clone();
-        self.emit(Event::RunStarted { goal: goal.clone(), settings, plan: given_plan.cloned() })?;
-        if let Some(catalogue) = planning_catalogue(&goal, self.registry, top_k)? {
-            tracing::debug!(tools = ?catalogue.selected, "the planner's tools");
-            let tools = catalogue.registry.names().iter().map(|n| n.to_string()).collect();
-            let tools = catalogue.selected.unwrap_or(tools);
+        self.emit(Event::RunStarted { goal, settings, plan: given_plan.cloned() })?;
+        if self.pipeline.narrowed() {
+            let shown = || self.pipeline.shown().names().iter().map(|n| n.to_string()).collect();
+            let tools = self.pipeline.selected().map_or_else(shown, <[String]>::to_vec);
+            tracing::debug!(?tools, "the planner's tools");
             let offered = self.registry.len();
             self.emit(Event::ToolsSelected { top_k, offered, tools, left_out: Vec::new() })?;
-            self.planning = Some(catalogue.registry);
         }
         Ok(())
     }
@@ -214,7 +213,8 @@ impl<'a> Agent<'a> {
             .clone()
             .ok_or_else(|| crate::Error::Run("the run's log has no settings (no run_started event)".into()))?;
         // The same goal, catalogue and k select the same tools the run started with.
-        let planning = planning_catalogue(&state.goal, registry, settings.tools_top_k)?.map(|c| c.registry);
+        let rules = RuleSet::from_log(settings.pair.mend, &settings.pair.rules_off);
+        let pipeline = PlanPipeline::new(&state.goal, registry, settings.tools_top_k, rules)?;
         let rerun = in_doubt_steps(&state, registry, rerun_in_doubt)?;
         let mut agent = Self {
             registry,
@@ -222,11 +222,10 @@ impl<'a> Agent<'a> {
             models,
             approver,
             observer,
-            planning,
+            pipeline,
             pending_goal: None,
             log,
             state,
-            rules: RuleSet::from_log(settings.pair.mend, &settings.pair.rules_off),
             settings,
             started: Instant::now(),
             rule_notes: RefCell::default(),
@@ -239,7 +238,7 @@ impl<'a> Agent<'a> {
 
     /// The rules of the rule book this run turns on (its profile, less the rules its settings turn off).
     fn rules(&self) -> RuleSet {
-        self.rules
+        self.pipeline.rules()
     }
 
     /// The run's state as logged so far.

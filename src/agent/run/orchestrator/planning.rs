@@ -5,7 +5,7 @@ use std::time::Instant;
 use super::repair::{plan_checks, repeated_failures};
 use super::{Agent, Execution, PlanDecision, Stop};
 use crate::agent::log::events::{Event, PlanOrigin, StopReason};
-use crate::agent::plan::planner::{plan_grammar, revise_plan, sampled_revision, PlanOutcome};
+use crate::agent::plan::planner::PlanOutcome;
 use crate::agent::plan::search::SearchReport;
 use crate::agent::plan::Plan;
 use crate::agent::rules::{rule_named, MendChange, ReplansResampled, WRITTEN_BEFORE_SEEN};
@@ -138,19 +138,19 @@ impl Agent<'_> {
         let history = self.state.revisions.clone();
         let tokens = self.settings.budgets.plan_tokens;
         // The planner sees the tools retrieval chose, if it chose; validation and execution know every tool.
-        let tools = self.planning.as_ref().unwrap_or(self.registry);
+        let pipeline = &self.pipeline;
         // The plan grammar compiles beside the planner's load; a grammar that cannot be built is reported by
         // planning itself, as a planner failure.
-        let grammars: Vec<_> = plan_grammar(tools).into_iter().collect();
-        let rules = self.rules();
+        let grammars: Vec<_> = pipeline.grammar().into_iter().collect();
+        let rules = pipeline.rules();
         let model = self.models.planner_for(&grammars)?;
         let started = Instant::now();
-        let mut written = revise_plan(model, &goal, tools, &history, tokens, self.settings.pair.plans, rules);
+        let mut written = pipeline.write(model, &goal, &history, tokens, self.settings.pair.plans);
         let mut resampled = false;
         // A planner that wrote no plan (a greedy loop that ran into the token limit: "The prices are in the
         // format … The prices are in the format …") is asked again by sampling before the run stops on it.
         if written.is_err() {
-            if let Ok(Some(outcome)) = sampled_revision(model, &goal, tools, &history, tokens, rules, |_| true) {
+            if let Ok(Some(outcome)) = pipeline.resample(model, &goal, &history, tokens, |_| true) {
                 tracing::info!("the greedy plan could not be written; a sampled one was");
                 written = Ok(outcome);
                 resampled = true;
@@ -174,7 +174,7 @@ impl Agent<'_> {
             };
             let rejected = !outcome.issues.is_empty() || repeats(&outcome.plan);
             if origin == PlanOrigin::Replan && rules.on(&ReplansResampled) && rejected {
-                let sampled = sampled_revision(model, &goal, tools, &history, tokens, rules, |plan| !repeats(plan));
+                let sampled = pipeline.resample(model, &goal, &history, tokens, |plan| !repeats(plan));
                 if let Ok(Some(outcome)) = sampled {
                     written = Ok(outcome);
                     resampled = true;

@@ -79,7 +79,7 @@ impl Agent<'_> {
             let record = self.step_record(&plan);
             let goal = self.state.goal.clone();
             let tokens = self.settings.budgets.plan_tokens;
-            let tools = self.planning.as_ref().unwrap_or(self.registry);
+            let tools = self.pipeline.shown();
             let model = self.models.planner()?;
             let started = Instant::now();
             let proposed = next_move(model, &goal, tools, &record, tokens);
