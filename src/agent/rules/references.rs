@@ -1,5 +1,5 @@
-//! Mends references with one reading: a generic name for a step's output (`$s1.result$`) where its tool has
-//! exactly one output field, a whole-output reference inside longer text to such a tool, a list of one reference
+//! Mends references with one reading: a field a step's tool does not declare (`$s1.result$`) where it declares
+//! exactly one and no step's tool declares that name, a whole-output reference inside longer text to such a tool, a list of one reference
 //! to a field that is a list already, a reference to an earlier step written as text (`$$s2.joke$$`,
 //! `$s1.results`), and, in a model's prompt, a field the tool does not declare (the whole output is read instead).
 //! At run time, a field missing from a result takes its one field, or its one list where the reference reads a
@@ -15,9 +15,6 @@ use crate::agent::plan::refs::{parse_reference, rewrite_references, Reference};
 use crate::agent::plan::{Plan, Step};
 use crate::tools::ToolRegistry;
 
-/// Names planners give a step's output when they do not know its field.
-const GENERIC_NAMES: &[&str] = &["result", "results", "output", "outputs", "value", "answer", "response", "return"];
-
 /// Rewrites the plan's references that have one reading; returns one line per mend (`s2: $s1.result$ →
 /// $s1.text$`), empty when nothing changed.
 pub fn mend_references(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> {
@@ -30,6 +27,15 @@ pub fn mend_references(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> 
         .iter()
         .filter_map(|step| Some((step.id.clone(), only_output_field(registry, &step.tool)?.name)))
         .collect();
+    // Every output field a step of the plan declares: a field the referenced tool lacks but another step's tool
+    // has may be a reference to the wrong step, which has two readings.
+    let declared: Vec<String> = plan
+        .steps
+        .iter()
+        .filter_map(|step| registry.spec(&step.tool)?.output_fields())
+        .flatten()
+        .map(|field| field.name)
+        .collect();
     for step in &mut plan.steps {
         let id = step.id.clone();
         rewrite_step_references(step, &mut mends, |reference, whole| {
@@ -41,7 +47,9 @@ pub fn mend_references(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> 
                 Some(top) if top == field => return None,
                 // A path below a field that does not exist has no reading.
                 Some(_) if reference.field.as_deref() != reference.top_field() => return None,
-                Some(top) if GENERIC_NAMES.contains(&top.to_ascii_lowercase().as_str()) => {
+                // A field the tool does not declare, where it declares one and no step's tool declares this one
+                // (`$s1.result$` of a tool whose one field is `text`): that field.
+                Some(top) if !declared.iter().any(|d| d == top) => {
                     Reference { step: reference.step.clone(), field: Some(field.clone()) }
                 }
                 Some(_) => return None,
@@ -261,5 +269,30 @@ mod tests {
         for other in ["$s2.todos$", "$s1.result$ dollars", "$s1.rows$[x]", "$s1.rows$[]", "$s1$[0", "total: $s1$[0]"] {
             assert_eq!(path_written_apart(other), None, "{other}");
         }
+    }
+
+    #[test]
+    fn a_field_the_tool_lacks_is_its_one_field_unless_another_step_declares_it() {
+        let dir = std::env::temp_dir();
+        let context = crate::tools::ToolContext::new(crate::tools::Workspace::new(&dir).unwrap()).with_write(true);
+        let registry = ToolRegistry::builtins(&context);
+        let plan = |reference: &str| {
+            Plan::for_goal(
+                "Summarize the folder into notes.txt",
+                serde_json::json!([
+                    {"id": "s1", "tool": "list_dir", "args": {"path": "."}},
+                    {"id": "s2", "tool": "llm", "args": {"prompt": "Summarize: $s1$"}},
+                    {"id": "s3", "tool": "write_file", "args": {"path": "notes.txt", "content": reference}}
+                ]),
+            )
+        };
+        // `llm` declares one field, `text`: a name no step's tool declares (no word list decides it) reads it.
+        let mut summary = plan("$s2.summary$");
+        assert_eq!(mend_references(&mut summary, &registry), ["s3: $s2.summary$ → $s2.text$"]);
+        assert_eq!(summary.steps[2].args["content"], "$s2.text$");
+        // `path` is a field of `list_dir` (s1): the planner may have meant that step, so it is left for validation.
+        let mut path = plan("$s2.path$");
+        assert!(mend_references(&mut path, &registry).is_empty());
+        assert_eq!(path.steps[2].args["content"], "$s2.path$");
     }
 }
