@@ -34,6 +34,6 @@ pub use plan::refs::{coerce_to_schema, parse_reference, Reference};
 pub use plan::schema::{plan_json_schema, plan_json_schema_with, PlanSchemaOptions};
 pub use plan::{refs_in, resolve_args, Plan, Step};
 pub use run::orchestrator::{
-    in_doubt_steps, Agent, Approval, Approver, AutoApprove, Mode, NoObserver, Observer, PlanDecision, RunOutcome,
-    RunParts,
+    in_doubt_steps, Agent, Approval, Approver, AutoApprove, Mode, NoObserver, Observer, Pause, PlanDecision,
+    RunOutcome, RunParts,
 };

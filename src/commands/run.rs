@@ -3,14 +3,13 @@
 
 use std::io::IsTerminal;
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use crate::agent::log::events::EventLog;
 use crate::agent::log::runs::lock_run;
 use crate::agent::log::summary::run_summary;
 use crate::agent::setup::{open_runs_dir, run_settings, runner_models};
-use crate::agent::{Agent, Approval, Approver, AutoApprove, Plan, RunOutcome, RunParts, StopReason};
+use crate::agent::{Agent, Approval, Approver, AutoApprove, Pause, Plan, RunOutcome, RunParts, StopReason};
 use crate::cli::{ResumeArgs, RunArgs};
 use crate::commands::run_view::{PausingApprover, TerminalApprover, TerminalObserver};
 use crate::commands::Outcome;
@@ -39,7 +38,7 @@ pub fn run(args: RunArgs, reporter: &dyn Reporter, quiet: bool) -> Result<Outcom
     let (id, dir) = runs.create_run()?;
     // Held for the whole run, so a `tandem resume` of it meanwhile is refused.
     let _lock = lock_run(&dir)?;
-    let mut approver = approver_for(args.yes, &dir);
+    let mut approver = approver_for(args.yes, approve, &dir);
     let log = approver.close(EventLog::create(&dir)?);
     if !args.runner.json {
         reporter.message(&format!("run {id} (log: {})", log.path().display()));
@@ -88,7 +87,7 @@ pub fn resume(args: ResumeArgs, reporter: &dyn Reporter, quiet: bool) -> Result<
     }
     let mut models = runner_models(&settings, &args.runner.settings(), reporter)?;
     let observer = TerminalObserver::new(quiet || args.runner.json);
-    let mut approver = approver_for(args.yes, &dir);
+    let mut approver = approver_for(args.yes, approve, &dir);
     let log = approver.close(log);
     let agent = Agent::resume(
         log,
@@ -152,7 +151,7 @@ impl RunApprover {
     /// The run's log, closed by the pausing approver when it pauses.
     fn close(&self, log: EventLog) -> EventLog {
         match self {
-            RunApprover::Pausing(a) => log.close_when(Arc::clone(&a.stop)),
+            RunApprover::Pausing(a) => log.close_when(Arc::clone(&a.pause.stop)),
             _ => log,
         }
     }
@@ -160,19 +159,19 @@ impl RunApprover {
     /// What a paused run waits for.
     fn waits_for(&self) -> Option<&str> {
         match self {
-            RunApprover::Pausing(a) => a.waits_for.as_deref(),
+            RunApprover::Pausing(a) => a.pause.waits_for(),
             _ => None,
         }
     }
 }
 
-fn approver_for(yes: bool, dir: &Path) -> RunApprover {
+fn approver_for(yes: bool, approve: Approval, dir: &Path) -> RunApprover {
     if yes {
         RunApprover::Auto(AutoApprove)
     } else if std::io::stdin().is_terminal() {
-        RunApprover::Terminal(TerminalApprover { edit_file: dir.join("plan-edit.json") })
+        RunApprover::Terminal(TerminalApprover { edit_file: dir.join("plan-edit.json"), approve })
     } else {
-        RunApprover::Pausing(PausingApprover { stop: Arc::new(AtomicBool::new(false)), waits_for: None })
+        RunApprover::Pausing(PausingApprover { pause: Pause::default() })
     }
 }
 

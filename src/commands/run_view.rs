@@ -11,7 +11,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{Map, Value};
 
 use crate::agent::log::events::{Event, Record};
-use crate::agent::{Approver, Observer, Plan, PlanDecision, Step};
+use crate::agent::{Approval, Approver, Observer, Pause, Plan, PlanDecision, Step};
 use crate::progress::clip;
 use crate::{Error, Result};
 
@@ -208,6 +208,8 @@ impl Observer for TerminalObserver {
 pub struct TerminalApprover {
     /// Where the plan is written for `$EDITOR`.
     pub edit_file: PathBuf,
+    /// What the run asks about (a call asked about because its tool is destructive says so).
+    pub approve: Approval,
 }
 
 fn ask(question: &str) -> Result<String> {
@@ -270,8 +272,17 @@ impl Approver for TerminalApprover {
     }
 
     fn review_step(&mut self, step: &Step, args: &Map<String, Value>) -> Result<bool> {
-        let question =
-            format!("run {} {} {}? [y/N] ", step.id, step.tool, clip(&Value::Object(args.clone()).to_string(), 200));
+        let args = clip(&Value::Object(args.clone()).to_string(), 200);
+        // Under the default `--approve destructive` only such calls are asked about: the user is told why.
+        let why = if self.approve == Approval::Destructive {
+            format!(
+                "{} may change or delete data (its server marks it destructive; --yes approves such calls)\n",
+                step.tool
+            )
+        } else {
+            String::new()
+        };
+        let question = format!("{why}run {} {} {args}? [y/N] ", step.id, step.tool);
         Ok(matches!(ask(&question)?.as_str(), "y" | "yes"))
     }
 
@@ -284,28 +295,18 @@ impl Approver for TerminalApprover {
 /// run instead of refusing it. The log is closed before anything else happens, so the run is left unfinished and
 /// `tandem resume ID --yes` (or `tandem resume ID` in a terminal) goes on from that call.
 pub struct PausingApprover {
-    /// Set when the run pauses: the run's log refuses events from then on.
-    pub stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    /// What the run waits for, once it pauses.
-    pub waits_for: Option<String>,
-}
-
-impl PausingApprover {
-    fn pause(&mut self, what: String) -> Error {
-        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
-        self.waits_for = Some(what.clone());
-        Error::Interrupted(format!("{what} waits for approval"))
-    }
+    /// The pause, and what the run waits for once it paused.
+    pub pause: Pause,
 }
 
 impl Approver for PausingApprover {
     fn review_plan(&mut self, plan: &Plan) -> Result<PlanDecision> {
-        Err(self.pause(format!("plan v{}", plan.version)))
+        Err(self.pause.pause(format!("plan v{}", plan.version)))
     }
 
     fn review_step(&mut self, step: &Step, args: &Map<String, Value>) -> Result<bool> {
         let args = clip(&Value::Object(args.clone()).to_string(), 200);
-        Err(self.pause(format!("step {}, a call of {} {args},", step.id, step.tool)))
+        Err(self.pause.pause(format!("step {}, a call of {} {args},", step.id, step.tool)))
     }
 
     fn name(&self) -> &str {

@@ -14,8 +14,8 @@ use serde_json::{Map, Value};
 
 use crate::agent::log::runs::lock_run;
 use crate::agent::{
-    Agent, Approver, Event, EventLog, LazyModels, NoObserver, Plan, PlanDecision, RunParts, RunSettings, RunState,
-    Step, StopReason,
+    Agent, Approver, Event, EventLog, LazyModels, NoObserver, Pause, Plan, PlanDecision, RunParts, RunSettings,
+    RunState, Step, StopReason,
 };
 use crate::settings::ToolSettings;
 use crate::tools::toolbox;
@@ -242,7 +242,7 @@ fn run(models: &mut LazyModels<'_>, dir: &std::path::Path, kind: RunKind, handle
                     return Err(e);
                 }
             };
-            let mut approver = HttpApprover { decision: None, by: HTTP, stop: handle.stop.clone() };
+            let mut approver = HttpApprover { decision: None, by: HTTP, pause: Pause::on(handle.stop.clone()) };
             let log = log.close_when(handle.stop.clone());
             let agent = Agent::start(
                 &goal,
@@ -267,7 +267,7 @@ fn run(models: &mut LazyModels<'_>, dir: &std::path::Path, kind: RunKind, handle
             let settings =
                 state.settings.as_ref().ok_or_else(|| Error::Run("the run's log has no run_started event".into()))?;
             let (context, registry) = toolbox::build_tools(&settings.tool_settings())?;
-            let mut approver = HttpApprover { decision, by: HTTP, stop: handle.stop.clone() };
+            let mut approver = HttpApprover { decision, by: HTTP, pause: Pause::on(handle.stop.clone()) };
             let log = log.close_when(handle.stop.clone());
             let agent = Agent::resume(
                 log,
@@ -328,7 +328,8 @@ struct HttpApprover {
     decision: Option<Verdict>,
     /// Who decided the plan this run goes on with.
     by: &'static str,
-    stop: Arc<AtomicBool>,
+    /// Pauses the run where the plan waits for a decision.
+    pause: Pause,
 }
 
 impl Approver for HttpApprover {
@@ -338,17 +339,13 @@ impl Approver for HttpApprover {
                 self.by = verdict.by;
                 Ok(verdict.decision)
             }
-            _ => {
-                self.stop.store(true, Ordering::SeqCst);
-                Err(Error::Interrupted(format!("plan v{} waits for approval", plan.version)))
-            }
+            _ => Err(self.pause.pause(format!("plan v{}", plan.version))),
         }
     }
 
     fn review_step(&mut self, step: &Step, _args: &Map<String, Value>) -> Result<bool> {
         // Runs over HTTP never ask per step (`approve: "steps"` is refused when the run is created).
-        self.stop.store(true, Ordering::SeqCst);
-        Err(Error::Interrupted(format!("step {} waits for approval, which this server does not ask for", step.id)))
+        Err(self.pause.pause(format!("step {} (a run over HTTP is not asked about per step)", step.id)))
     }
 
     fn name(&self) -> &str {

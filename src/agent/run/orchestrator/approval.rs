@@ -1,12 +1,15 @@
 //! Approval: who approves plans and tool calls (`--approve destructive|plan|steps`), and how decisions are logged.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
 use serde_json::{Map, Value};
 
 use super::{Agent, Stop};
 use crate::agent::log::events::{Event, StopReason};
 use crate::agent::plan::{Plan, Step};
 pub use crate::settings::Approval;
-use crate::Result;
+use crate::{Error, Result};
 
 /// A human's verdict on a plan.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,6 +45,36 @@ impl Approver for AutoApprove {
     }
     fn name(&self) -> &str {
         "--yes"
+    }
+}
+
+/// Where no one can be asked while a run runs (a command with no terminal, a run over HTTP), a decision it needs
+/// pauses it: the flag its log closes on is set (nothing more is logged, so the run resumes exactly there), what it
+/// waits for is kept, and the approver's error stops the run.
+#[derive(Debug, Clone, Default)]
+pub struct Pause {
+    /// Set when the run pauses; the run's log is closed on it (`EventLog::close_when`).
+    pub stop: Arc<AtomicBool>,
+    waits_for: Option<String>,
+}
+
+impl Pause {
+    /// A pause that sets `stop` (a flag the caller already watches).
+    pub fn on(stop: Arc<AtomicBool>) -> Self {
+        Self { stop, waits_for: None }
+    }
+
+    /// Pauses the run on `what` (`plan v2`, `step s3, a call of …`): the error for the approver to return.
+    pub fn pause(&mut self, what: String) -> Error {
+        self.stop.store(true, Ordering::SeqCst);
+        let error = Error::Interrupted(format!("{what} waits for approval"));
+        self.waits_for = Some(what);
+        error
+    }
+
+    /// What the paused run waits for; `None` while it has not paused.
+    pub fn waits_for(&self) -> Option<&str> {
+        self.waits_for.as_deref()
     }
 }
 

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 
-pub use self::approval::{Approval, Approver, AutoApprove, PlanDecision};
+pub use self::approval::{Approval, Approver, AutoApprove, Pause, PlanDecision};
 pub use self::judging::final_answer;
 use crate::agent::log::events::{Event, EventLog, Record, RunSettings, StopReason};
 use crate::agent::log::runs::RunState;
