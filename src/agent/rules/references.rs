@@ -27,15 +27,7 @@ pub fn mend_references(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> 
         .iter()
         .filter_map(|step| Some((step.id.clone(), only_output_field(registry, &step.tool)?.name)))
         .collect();
-    // Every output field a step of the plan declares: a field the referenced tool lacks but another step's tool
-    // has may be a reference to the wrong step, which has two readings.
-    let declared: Vec<String> = plan
-        .steps
-        .iter()
-        .filter_map(|step| registry.spec(&step.tool)?.output_fields())
-        .flatten()
-        .map(|field| field.name)
-        .collect();
+    let declared = declared_fields(plan, registry);
     for step in &mut plan.steps {
         let id = step.id.clone();
         rewrite_step_references(step, &mut mends, |reference, whole| {
@@ -47,9 +39,9 @@ pub fn mend_references(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> 
                 Some(top) if top == field => return None,
                 // A path below a field that does not exist has no reading.
                 Some(_) if reference.field.as_deref() != reference.top_field() => return None,
-                // A field the tool does not declare, where it declares one and no step's tool declares this one
-                // (`$s1.result$` of a tool whose one field is `text`): that field.
-                Some(top) if !declared.iter().any(|d| d == top) => {
+                // A field the tool does not declare, where it declares one and no other step before this one
+                // declares this one (`$s1.result$` of a tool whose one field is `text`): that field.
+                Some(top) if !declared_before(&declared, &id, &reference.step, top) => {
                     Reference { step: reference.step.clone(), field: Some(field.clone()) }
                 }
                 Some(_) => return None,
@@ -58,6 +50,26 @@ pub fn mend_references(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> 
         });
     }
     mends
+}
+
+/// Each step's id and the output fields its tool declares (none: empty), in the plan's order.
+fn declared_fields(plan: &Plan, registry: &ToolRegistry) -> Vec<(String, Vec<String>)> {
+    plan.steps
+        .iter()
+        .map(|step| {
+            let fields = registry.spec(&step.tool).and_then(|spec| spec.output_fields()).unwrap_or_default();
+            (step.id.clone(), fields.into_iter().map(|f| f.name).collect())
+        })
+        .collect()
+}
+
+/// Whether a step before `reader`, other than the `referenced` one, declares `field`: a reference can name only an
+/// earlier step, so such a step is the one other reading of a field the referenced step lacks.
+fn declared_before(declared: &[(String, Vec<String>)], reader: &str, referenced: &str, field: &str) -> bool {
+    declared
+        .iter()
+        .take_while(|(id, _)| id != reader)
+        .any(|(id, fields)| id != referenced && fields.iter().any(|f| f == field))
 }
 
 /// Rewrites the references in `step`'s arguments that `mend` (given each reference and whether it is a whole
@@ -88,14 +100,7 @@ fn rewrite_step_references(
 /// replan of a run, each sent back as invalid, until the replan budget was spent (tasks-mcp `mem-moved`). A tool's
 /// argument (not a prompt) keeps its field, as validation reports, unless [`mend_references`] gives it one reading.
 fn prompts_read_whole_outputs(plan: &mut Plan, registry: &ToolRegistry) -> Vec<String> {
-    let declared: Vec<(String, Vec<String>)> = plan
-        .steps
-        .iter()
-        .filter_map(|step| {
-            let fields = registry.spec(&step.tool)?.output_fields()?;
-            (!fields.is_empty()).then(|| (step.id.clone(), fields.into_iter().map(|f| f.name).collect()))
-        })
-        .collect();
+    let declared = declared_fields(plan, registry);
     let mut mends = Vec::new();
     for step in &mut plan.steps {
         if !registry.spec(&step.tool).is_some_and(|spec| spec.needs_model) {
@@ -104,15 +109,15 @@ fn prompts_read_whole_outputs(plan: &mut Plan, registry: &ToolRegistry) -> Vec<S
         let id = step.id.clone();
         rewrite_step_references(step, &mut mends, |reference, _| {
             let top = reference.top_field()?;
-            let (_, fields) = declared.iter().find(|(target, _)| *target == reference.step)?;
+            let (_, fields) =
+                declared.iter().find(|(target, fields)| *target == reference.step && !fields.is_empty())?;
             if fields.iter().any(|f| f == top) {
                 return None;
             }
             if let [only] = fields.as_slice() {
-                // A path below the missing field, or a field another step of the plan declares (the planner may
-                // have meant that step), has more than one reading: validation reports it.
-                let declared_elsewhere = declared.iter().any(|(_, fields)| fields.iter().any(|f| f == top));
-                if reference.field.as_deref() != Some(top) || declared_elsewhere {
+                // A path below the missing field, or a field another step before this one declares (the planner
+                // may have meant that step), has more than one reading: validation reports it.
+                if reference.field.as_deref() != Some(top) || declared_before(&declared, &id, &reference.step, top) {
                     return None;
                 }
                 let mended = Reference { step: reference.step.clone(), field: Some(only.clone()) };
