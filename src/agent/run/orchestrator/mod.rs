@@ -163,14 +163,19 @@ pub struct RunParts<'a> {
     pub observer: &'a dyn Observer,
 }
 
+/// A run's plan pipeline for `goal`: the tools its settings show the planner, and the rules they turn on, resolved
+/// once (a log naming a rule this version lacks warns once).
+fn run_pipeline<'a>(goal: &str, registry: &'a ToolRegistry, settings: &RunSettings) -> Result<PlanPipeline<'a>> {
+    let rules = RuleSet::from_log(settings.pair.mend, &settings.pair.rules_off);
+    Ok(PlanPipeline::new(goal, registry, settings.tools_top_k, rules)?)
+}
+
 impl<'a> Agent<'a> {
     /// Starts a new run in `log` (a fresh `events.jsonl`); the first events are logged when [`Agent::run`]
     /// begins, so that a given plan is part of the run's first event.
     pub fn start(goal: &str, settings: RunSettings, log: EventLog, parts: RunParts<'a>) -> Result<Self> {
         let RunParts { registry, context, models, approver, observer } = parts;
-        // The rules the settings turn on, resolved once (a log naming a rule this version lacks warns once).
-        let rules = RuleSet::from_log(settings.pair.mend, &settings.pair.rules_off);
-        let pipeline = PlanPipeline::new(goal, registry, settings.tools_top_k, rules)?;
+        let pipeline = run_pipeline(goal, registry, &settings)?;
         Ok(Self {
             registry,
             context,
@@ -213,8 +218,7 @@ impl<'a> Agent<'a> {
             .clone()
             .ok_or_else(|| crate::Error::Run("the run's log has no settings (no run_started event)".into()))?;
         // The same goal, catalogue and k select the same tools the run started with.
-        let rules = RuleSet::from_log(settings.pair.mend, &settings.pair.rules_off);
-        let pipeline = PlanPipeline::new(&state.goal, registry, settings.tools_top_k, rules)?;
+        let pipeline = run_pipeline(&state.goal, registry, &settings)?;
         let rerun = in_doubt_steps(&state, registry, rerun_in_doubt)?;
         let mut agent = Self {
             registry,
