@@ -150,7 +150,7 @@ pub struct MendArg {
     #[arg(long, value_name = "PROFILE", default_value = "general", value_parser = run_mend)]
     pub mend: Mend,
     /// Turn these rules of the profile off, one by one (comma-separated names from `tandem rules`), e.g.
-    /// `--rules-off records-by-name,time-zones`.
+    /// `--rules-off duplicates,time-zones`.
     #[arg(long, value_name = "RULE,...", value_delimiter = ',', value_parser = rule_name)]
     pub rules_off: Vec<String>,
 }

@@ -200,44 +200,6 @@ fn a_part_of_the_goal_no_step_gives_is_judged_not_met() {
     assert_eq!(json["answer"], "53", "{json}");
 }
 
-/// Rule `same-results-answer`: a revision whose tool results are all ones the joiner already judged not met gives
-/// it nothing new, so the run answers with its steps' results instead of replanning again. The run's first plan (a
-/// calculator step for a goal with a part no tool gives) is judged not met for real; its log, cut there, continues
-/// with a revision making the same call, and resumes with a replan left. Without the rule the second "not met"
-/// would spend that replan on a third plan.
-#[test]
-fn a_revision_with_results_already_judged_answers_instead_of_replanning() {
-    let scratch = Scratch::new();
-    let (_, joined) = joined_on(&scratch, AAPL_GOAL, AAPL_STEPS);
-    assert_eq!(joined["verdict"], "not_met", "{joined}");
-    // The log up to the judgement, with replans allowed, then the revision: the same call under another id.
-    let mut events: Vec<Value> = scratch.latest_events().into_iter().take_while(|e| e["event"] != "answer").collect();
-    events[0]["settings"]["max_replans"] = 2.into();
-    let mut revision = events.iter().find(|e| e["event"] == "plan_written").unwrap().clone();
-    revision["version"] = 2.into();
-    revision["origin"] = "replan".into();
-    revision["plan"]["version"] = 2.into();
-    revision["plan"]["steps"][0]["id"] = "s7".into();
-    let reason = joined["text"].clone();
-    events.push(serde_json::json!({"event": "replan", "from_version": 1, "reason": reason}));
-    events.push(revision);
-    // The run's own log is rewritten so: it is the latest run, which `resume latest` takes.
-    let mut runs: Vec<_> = std::fs::read_dir(scratch.path("runs")).unwrap().map(|e| e.unwrap().path()).collect();
-    runs.sort();
-    write_log(&runs.pop().expect("the run"), &events);
-
-    let (json, _) = scratch.tandem_json(&["resume", "latest"]);
-    let events = scratch.latest_events();
-    let judged: Vec<&Value> = events.iter().filter(|e| e["event"] == "joined").collect();
-    assert_eq!(judged.len(), 2, "{events:?}");
-    assert_eq!(judged[1]["verdict"], "not_met", "{:?}", judged[1]);
-    assert!(judged[1]["text"].as_str().unwrap().contains("same-results-answer"), "{:?}", judged[1]);
-    assert!(events.iter().all(|e| e["event"] != "plan_written" || e["version"] != 3), "no third plan: {events:?}");
-    assert_eq!(json["stop"], "done", "{json}");
-    // The answer is the steps' result, as when the replans run out after a doubt.
-    assert_eq!(json["answer"], "53", "{json}");
-}
-
 /// A plan that calls none of the tools connected to the run (here a tool file's), answered by a model step alone,
 /// is sent back once before any model reads its results, naming those tools; without such tools the same plan is
 /// answered.

@@ -11,7 +11,6 @@ use crate::agent::plan::planner::Revision;
 use crate::agent::plan::Plan;
 use crate::agent::usage::ModelUsage;
 use crate::settings::{env, Approval};
-use crate::tools::llm::Llm;
 use crate::{Error, Result};
 
 /// `$TANDEM_RUNS_DIR`, else `$XDG_DATA_HOME/tandem/runs`, else `~/.local/share/tandem/runs`.
@@ -156,9 +155,6 @@ pub struct RunState {
     /// The last plan whose steps all ran but whose results the joiner judged not to meet the goal: its version
     /// and the answer its steps gave. What the run answers if its replans then run out.
     pub doubted: Option<(u32, String)>,
-    /// The tool results (tool, output; `llm` steps aside) of every plan the joiner judged not to meet the goal: a
-    /// plan whose tool results are all among them gives the joiner nothing new (rule `same-results-answer`).
-    pub judged_not_met: Vec<(String, Value)>,
     /// How it ended, once it has.
     pub finished: Option<(StopReason, String)>,
     /// Start time (Unix ms).
@@ -279,14 +275,6 @@ impl RunState {
                 if verdict == "not_met" && !from_steps.is_empty() {
                     self.doubted = Some((*version, from_steps.clone()));
                 }
-                if verdict == "not_met" && *version == self.version() {
-                    let results: Vec<(String, Value)> = self
-                        .tool_results()
-                        .into_iter()
-                        .filter(|result| !self.judged_not_met.contains(result))
-                        .collect();
-                    self.judged_not_met.extend(results);
-                }
                 self.totals_of(role).add(usage);
             }
             Event::StepsEvaluated { usage, role, sent_back, .. } => {
@@ -365,42 +353,12 @@ impl RunState {
         self.failed_calls.iter().find(|(t, a, _)| t == tool && a == args).map(|(_, _, e)| e.as_str())
     }
 
-    /// Rule `refused-values-not-repeated`: the first string in `args` (at any depth) that a tool refused by name,
-    /// with that tool. A tool refused a value when its error quotes exactly one of the failed call's
-    /// string arguments (`America/Bogotá` in "No time zone found with key America/Bogotá"); an error that quotes
-    /// several does not say which was wrong, so it refuses none.
-    pub fn refused_value_in(&self, args: &Map<String, Value>) -> Option<(String, &str)> {
-        let mut wanted = Vec::new();
-        for value in args.values() {
-            strings_in(value, &mut wanted);
-        }
-        self.failed_calls.iter().find_map(|(tool, failed_args, error)| {
-            let mut strings = Vec::new();
-            for value in failed_args.values() {
-                strings_in(value, &mut strings);
-            }
-            strings.retain(|s| s.chars().count() >= 3 && error.contains(*s));
-            strings.sort_unstable();
-            strings.dedup();
-            match strings.as_slice() {
-                [refused] if wanted.contains(refused) => Some((refused.to_string(), tool.as_str())),
-                _ => None,
-            }
-        })
-    }
-
     /// Generated tokens so far, planner and executor together.
     pub fn tokens_out(&self) -> usize {
         self.planner.tokens_out + self.executor.tokens_out
     }
 
     /// The newest plan's revision number.
-    /// The tool results of the newest plan: (tool, output) of each finished step, `llm` steps aside.
-    pub fn tool_results(&self) -> Vec<(String, Value)> {
-        let steps = self.plan.iter().flat_map(|plan| &plan.steps).filter(|s| s.tool != Llm::NAME);
-        steps.filter_map(|s| Some((s.tool.clone(), self.outputs.get(&s.id)?.clone()))).collect()
-    }
-
     pub fn version(&self) -> u32 {
         self.plan.as_ref().map_or(0, |p| p.version)
     }
@@ -435,16 +393,6 @@ pub fn load_run(dir: &Path) -> Result<LogContents> {
     read_log(&dir.join(EventLog::FILE))
 }
 
-/// Every string in `value`, at any depth, trimmed (empty ones left out).
-fn strings_in<'a>(value: &'a Value, into: &mut Vec<&'a str>) {
-    match value {
-        Value::String(s) if !s.trim().is_empty() => into.push(s.trim()),
-        Value::Array(items) => items.iter().for_each(|v| strings_in(v, into)),
-        Value::Object(map) => map.values().for_each(|v| strings_in(v, into)),
-        _ => {}
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -453,26 +401,6 @@ mod tests {
 
     fn args(value: Value) -> Map<String, Value> {
         value.as_object().unwrap().clone()
-    }
-
-    #[test]
-    fn a_value_is_refused_only_where_the_error_quotes_it_alone() {
-        let mut state = RunState::default();
-        let failed =
-            args(json!({"source_timezone": "America/Bogotá", "time": "06:30", "target_timezone": "Asia/Dhaka"}));
-        let error = "Invalid timezone: 'No time zone found with key America/Bogotá'";
-        state.failed_calls.push(("convert_time".into(), failed, error.into()));
-        let (value, tool) = state.refused_value_in(&args(json!({"timezone": "America/Bogotá"}))).unwrap();
-        assert_eq!((value.as_str(), tool), ("America/Bogotá", "convert_time"), "any parameter, any tool");
-        let nested = args(json!({"zones": [{"name": " America/Bogotá "}]}));
-        assert!(state.refused_value_in(&nested).is_some(), "at any depth, trimmed");
-        assert!(state.refused_value_in(&args(json!({"timezone": "America/Bogota"}))).is_none());
-        assert!(state.refused_value_in(&args(json!({"target_timezone": "Asia/Dhaka"}))).is_none(), "not quoted");
-
-        let mut state = RunState::default();
-        let failed = args(json!({"from": "Paris", "to": "Lyon"}));
-        state.failed_calls.push(("route".into(), failed, "no route from Paris to Lyon".into()));
-        assert!(state.refused_value_in(&args(json!({"from": "Paris"}))).is_none(), "two quoted: neither refused");
     }
 
     /// A step whose arguments a model wrote (read out of a text) finishes with the arguments it was prepared with;

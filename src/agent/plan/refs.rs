@@ -22,7 +22,7 @@ use serde_json::Value;
 
 use crate::agent::plan::issues::PlanError;
 pub use crate::agent::records::value_text;
-use crate::agent::records::{holds_nothing, readable};
+use crate::agent::records::readable;
 
 /// One reference found in an argument.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -222,11 +222,6 @@ pub struct Resolution {
     pub read_text: bool,
     /// The references that took a whole text in place of a field, in document order.
     pub read_from_text: Vec<Reference>,
-    /// Whether a reference inside text to a short field of a small output with other fields takes the whole output
-    /// (model prompts, rule `prompts-read-whole-results`).
-    pub widen_short_fields: bool,
-    /// The references that took their whole output so, in document order.
-    pub widened: Vec<Reference>,
     /// Whether a field missing from a result takes the result's one field, or its one list where the reference is
     /// read as a list (rule `references` at run time: the planner named a result's list before it saw the result).
     pub one_field: bool,
@@ -235,27 +230,6 @@ pub struct Resolution {
     /// Whether a list or record inside text is written as a model reads it (model prompts:
     /// [`crate::agent::records::readable`], a list counted and one item a line) rather than as compact JSON.
     pub records_in_text: bool,
-}
-
-/// A field this short (as JSON) is taken for a piece of its output, not what a question is about (`"+3.0h"`).
-const SHORT_FIELD_CHARS: usize = 160;
-/// An output this long (as JSON) is read whole by a prompt; a longer one keeps its field.
-const WHOLE_OUTPUT_CHARS: usize = 3000;
-
-/// The whole output in place of `value`, where `value` is a short field (or an empty one) of an output with other
-/// fields that hold something (not nothing, `false` or zero) and that is small enough to read whole.
-fn widened(reference: &Reference, value: &Value, outputs: &HashMap<String, Value>) -> Option<Value> {
-    let field = reference.field.as_deref()?;
-    let Value::Object(output) = outputs.get(&reference.step)? else { return None };
-    let unset = |v: &Value| holds_nothing(v) || *v == Value::Bool(false) || v.as_f64() == Some(0.0);
-    // A field that only restates the referenced one (the calculator's `text` beside its `result`) adds nothing.
-    let restates = |v: &Value| value_text(v).trim() == value_text(value).trim();
-    let others_hold = output.iter().any(|(name, v)| name != field && !unset(v) && !restates(v));
-    if !others_hold || value.to_string().chars().count() > SHORT_FIELD_CHARS {
-        return None;
-    }
-    let whole = Value::Object(output.clone());
-    (whole.to_string().chars().count() <= WHOLE_OUTPUT_CHARS).then_some(whole)
 }
 
 fn lookup(
@@ -353,13 +327,7 @@ pub fn resolve_value_with(
                 match part {
                     Piece::Text(t) => resolved.push_str(&t),
                     Piece::Ref(r) => {
-                        let mut value = lookup(step, &r, outputs, how)?;
-                        if how.widen_short_fields {
-                            if let Some(whole) = widened(&r, &value, outputs) {
-                                how.widened.push(r.clone());
-                                value = whole;
-                            }
-                        }
+                        let value = lookup(step, &r, outputs, how)?;
                         resolved.push_str(&match how.records_in_text {
                             true => readable(&value),
                             false => value_text(&value),
@@ -453,30 +421,6 @@ pub fn coerce_to_schema(value: Value, schema: &Value) -> Value {
 mod tests {
     use super::*;
     use serde_json::json;
-
-    fn prompt_with(outputs: &HashMap<String, Value>, text: &str, widen: bool) -> (String, usize) {
-        let mut how = Resolution { widen_short_fields: widen, ..Resolution::default() };
-        let value = resolve_value_with("s2", &json!(text), outputs, &mut how).unwrap();
-        (value.as_str().unwrap().to_string(), how.widened.len())
-    }
-
-    #[test]
-    fn a_prompt_reads_a_small_result_whole_where_it_names_a_short_field() {
-        let conversion = json!({"target": {"datetime": "2026-12-01T05:00:00+03:00"}, "time_difference": "+6.0h"});
-        let page = json!({"content": "x".repeat(400), "path": "a.txt"});
-        let outputs = HashMap::from([("s1".to_string(), conversion.clone()), ("s3".to_string(), page)]);
-        let (widened, count) = prompt_with(&outputs, "What time is it in Istanbul? $s1.time_difference$", true);
-        assert!(widened.contains("05:00:00") && count == 1, "{widened}");
-        let (kept, count) = prompt_with(&outputs, "What time is it in Istanbul? $s1.time_difference$", false);
-        assert_eq!((kept.as_str(), count), ("What time is it in Istanbul? +6.0h", 0), "off: the field as written");
-        let (long, count) = prompt_with(&outputs, "Summarise: $s3.content$", true);
-        assert_eq!((long.len(), count), ("Summarise: ".len() + 400, 0), "a long field is what the prompt is about");
-        let alone = HashMap::from([("s1".to_string(), json!({"result": 4, "note": ""}))]);
-        assert_eq!(prompt_with(&alone, "Double $s1.result$", true), ("Double 4".to_string(), 0), "nothing else held");
-        let calculated = HashMap::from([("s1".to_string(), json!({"result": 53, "text": "53"}))]);
-        let (restated, count) = prompt_with(&calculated, "The result is $s1.result$", true);
-        assert_eq!((restated.as_str(), count), ("The result is 53", 0), "a field that restates it adds nothing");
-    }
 
     #[test]
     fn a_field_missing_from_a_result_of_one_field_takes_that_field_where_asked() {

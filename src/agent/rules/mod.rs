@@ -29,13 +29,9 @@ mod language_names;
 mod optional;
 mod percentages_as_fractions;
 mod percentages_as_written;
-mod prompts_read_whole_results;
 mod reading_asks_the_goal;
-pub mod records_by_name;
-mod references;
-mod refused_values_not_repeated;
+pub mod references;
 mod replans_resampled;
-mod same_results_answer;
 pub mod support;
 mod time_zones;
 mod unused_dates_and_times;
@@ -64,13 +60,9 @@ pub use percentages_as_fractions::{
     mend_percentages, mend_percentages_as_written, mend_percentages_to_fractions, PercentagesAsFractions,
 };
 pub use percentages_as_written::PercentagesAsWritten;
-pub use prompts_read_whole_results::PromptsReadWholeResults;
 pub use reading_asks_the_goal::{ask_the_goal, ReadingAsksTheGoal};
-pub use records_by_name::RecordsByName;
 pub use references::{mend_references, References};
-pub use refused_values_not_repeated::RefusedValuesNotRepeated;
 pub use replans_resampled::ReplansResampled;
-pub use same_results_answer::SameResultsAnswer;
 pub(crate) use support::arguments::{leave_out_unasked, only_output_field, parameter_description, rewrite_arguments};
 pub use time_zones::{mend_time_zones, TimeZones};
 pub use unused_dates_and_times::{mend_unused_dates_and_times, UnusedDatesAndTimes};
@@ -182,12 +174,8 @@ pub static RULES: &[&dyn Rule] = &[
     &Invented,
     &ContentsNotMadeUp,
     &FieldsReadFromText,
-    &PromptsReadWholeResults,
-    &RecordsByName,
-    &RefusedValuesNotRepeated,
     &WritesKeepData,
     &ReplansResampled,
-    &SameResultsAnswer,
 ];
 
 /// The rule named `name`, where the book has one.
@@ -436,7 +424,7 @@ mod tests {
         assert_eq!(without.off_names(), ["duplicates"]);
         assert_eq!(without.names().len(), general.names().len() - 1);
         let unknown = RuleSet::new(Mend::General, &["no-such-rule".to_string()]).unwrap_err();
-        assert!(unknown.contains("tandem rules") && unknown.contains("records-by-name"), "{unknown}");
+        assert!(unknown.contains("tandem rules") && unknown.contains("time-zones"), "{unknown}");
         assert_eq!(RuleSet::from_log(Mend::General, &["gone".to_string()]), general);
     }
 }

@@ -136,27 +136,6 @@ pub fn repair_arguments(
     }
 }
 
-/// `args` with every string equal to `refused` written without its accents (`America/Bogotá` →
-/// `America/Bogota`), or `None` where it has none to take off: the names tools key on (time zones, codes, ids) are
-/// mostly plain ASCII, and a model that copied the goal's spelling writes it again.
-pub fn without_accents(args: &Map<String, Value>, refused: &str) -> Option<Map<String, Value>> {
-    let plain = crate::agent::rules::support::accents_off(refused);
-    if plain == refused {
-        return None;
-    }
-    fn replace(value: &mut Value, refused: &str, plain: &str) {
-        match value {
-            Value::String(s) if s.trim() == refused => *s = plain.to_string(),
-            Value::Array(items) => items.iter_mut().for_each(|v| replace(v, refused, plain)),
-            Value::Object(map) => map.values_mut().for_each(|v| replace(v, refused, plain)),
-            _ => {}
-        }
-    }
-    let mut args = args.clone();
-    args.values_mut().for_each(|v| replace(v, refused, &plain));
-    Some(args)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,19 +160,5 @@ mod tests {
         let failed = failed_step_text("s2", &spec, &args, "Invalid time format. Expected HH:MM");
         assert!(failed.starts_with("Step s2 called convert_time with {\"time\":\"2026-11-29T09:30:00+09:00\"}"));
         assert!(failed.contains("Expected HH:MM") && failed.contains("Its argument schema: {"), "{failed}");
-    }
-
-    #[test]
-    fn a_refused_value_loses_its_accents_wherever_it_is_passed() {
-        let args = json!({"source": "America/Bogotá", "zones": ["America/Bogotá", "Asia/Dhaka"], "note": "Bogotá!"});
-        let plain = without_accents(args.as_object().unwrap(), "America/Bogotá").unwrap();
-        assert_eq!(
-            Value::Object(plain),
-            json!({"source": "America/Bogota", "zones": ["America/Bogota", "Asia/Dhaka"],
-                                                "note": "Bogotá!"})
-        );
-        let args = json!({"city": "São Paulo"});
-        assert_eq!(without_accents(args.as_object().unwrap(), "São Paulo").unwrap()["city"], "Sao Paulo");
-        assert!(without_accents(args.as_object().unwrap(), "Asia/Dhaka").is_none(), "nothing to take off");
     }
 }

@@ -17,11 +17,9 @@ use crate::agent::plan::resolve_args_with;
 use crate::agent::plan::{Plan, Step};
 use crate::agent::provenance::sources;
 use crate::agent::records::{list_items, readable};
-use crate::agent::rules::records_by_name::records_by_name_in;
 use crate::agent::rules::{
     discovery_feedback, equations_written, joined_equations, lost_data, made_up_values, written_before_seen,
-    ContentsNotMadeUp, Dependencies, FieldsReadFromText, PromptsReadWholeResults, ReadingAsksTheGoal, RecordsByName,
-    References, WritesKeepData, EQUATIONS_JOINED, WRITTEN_BEFORE_SEEN,
+    ContentsNotMadeUp, Dependencies, FieldsReadFromText, ReadingAsksTheGoal, References, WritesKeepData, EQUATIONS_JOINED, WRITTEN_BEFORE_SEEN,
 };
 use crate::agent::run::evaluation::{invented_number, work_out};
 use crate::agent::run::executor::{fill_arguments, read_value, write_text, ExecutorCall};
@@ -152,29 +150,23 @@ impl Agent<'_> {
     /// Resolves a step's references and decides who runs it.
     fn prepare(&self, plan: &Plan, step: &Step) -> Result<Prepared> {
         let spec = self.spec_of(step)?;
-        // Rules `fields-read-from-text` and `prompts-read-whole-results` (agent::rules) decide how references
-        // resolve: a field missing from a text output reads the text; a prompt naming a short field of a small
-        // result with other fields reads the whole result.
+        // Rules `fields-read-from-text` and `references` (agent::rules) decide how references resolve: a field
+        // missing from a text output reads the text; one missing from a result of one field reads that field.
         let rules = self.rules();
         let mut how = Resolution {
             read_text: rules.on(&FieldsReadFromText),
             one_field: rules.on(&References),
-            widen_short_fields: rules.on(&PromptsReadWholeResults) && spec.needs_model,
             // A model's prompt shows a list counted and one item a line (agent::records), not compact JSON.
             records_in_text: spec.needs_model,
             ..Resolution::default()
         };
-        let mut args = self.coerced(step, resolve_args_with(step, &self.state.outputs, &mut how)?, &spec.args_schema);
+        let mut args = self.coerced(resolve_args_with(step, &self.state.outputs, &mut how)?, &spec.args_schema);
         if !how.read_from_text.is_empty() {
             let fields: Vec<String> = how.read_from_text.iter().map(ToString::to_string).collect();
             self.note_rule(&FieldsReadFromText, &step.id, &format!("{} read from text outputs", fields.join(", ")));
         }
         for (reference, field) in &how.took_one_field {
             self.note_rule(&References, &step.id, &format!("{reference} read as the result's one field, `{field}`"));
-        }
-        if !how.widened.is_empty() {
-            let fields: Vec<String> = how.widened.iter().map(ToString::to_string).collect();
-            self.note_rule(&PromptsReadWholeResults, &step.id, &format!("{} read as whole results", fields.join(", ")));
         }
         if spec.needs_model {
             return Ok(Prepared::Text(args));
@@ -395,7 +387,7 @@ impl Agent<'_> {
             }
         }
         let args =
-            self.coerced(step, resolve_args_with(step, &outputs, &mut Resolution::default())?, &spec.args_schema);
+            self.coerced(resolve_args_with(step, &outputs, &mut Resolution::default())?, &spec.args_schema);
         if let Some(problems) = self.arg_problems(step, &args)? {
             return self.run_fill_step(version, step, &args, &problems);
         }
@@ -403,16 +395,8 @@ impl Agent<'_> {
         self.call_written(version, step, ExecutorCall { tool: step.tool.clone(), args })
     }
 
-    /// Resolved arguments coerced to the tool's argument schema; where rule `records-by-name` is on, records passed
-    /// for names first give their names (each change logged).
-    fn coerced(&self, step: &Step, args: Map<String, Value>, schema: &Value) -> Map<String, Value> {
-        let args = if self.rules().on(&RecordsByName) {
-            let (args, lines) = records_by_name_in(args, schema);
-            lines.iter().for_each(|line| self.note_rule(&RecordsByName, &step.id, line));
-            args
-        } else {
-            args
-        };
+    /// Resolved arguments coerced to the tool's argument schema.
+    fn coerced(&self, args: Map<String, Value>, schema: &Value) -> Map<String, Value> {
         match coerce_to_schema(Value::Object(args), schema) {
             Value::Object(map) => map,
             _ => unreachable!("coercing an object keeps it an object"),

@@ -12,7 +12,6 @@ use crate::agent::log::runs::RunState;
 use crate::agent::numbers::{numbers_in, Number};
 use crate::agent::plan::refs::value_text;
 use crate::agent::plan::{resolve_args, Plan, Step};
-use crate::agent::rules::SameResultsAnswer;
 use crate::agent::run::evaluation::{checkable, doubts, evaluate};
 use crate::agent::run::joiner::{join, StepResult, Verdict};
 use crate::settings::{Evaluator, Joiner};
@@ -98,27 +97,15 @@ impl Agent<'_> {
                 Ok(None)
             }
             Verdict::NotMet(reason) => {
-                // Rule `same-results-answer`: results the joiner already judged give a revision nothing to go on.
-                let nothing_new = self.rules().on(&SameResultsAnswer) && self.nothing_new();
-                if nothing_new {
-                    self.note_rule(&SameResultsAnswer, "", "every tool result was judged before: no revision asked");
-                }
-                let text = match nothing_new {
-                    true => format!(
-                        "{reason} (every tool result of this plan was judged before, so a revision has nothing new \
-                         to go on: the run answers with its steps' results [same-results-answer])"
-                    ),
-                    false => reason.clone(),
-                };
                 self.emit(Event::Joined {
                     version,
                     verdict: "not_met".into(),
-                    text,
+                    text: reason.clone(),
                     role,
                     from_steps: fallback.clone(),
                     usage,
                 })?;
-                if !nothing_new && self.state.replans < self.settings.budgets.max_replans {
+                if self.state.replans < self.settings.budgets.max_replans {
                     return Ok(Some(reason));
                 }
                 self.emit(Event::Answer { text: fallback })?;
@@ -165,13 +152,6 @@ impl Agent<'_> {
              gives or does what the goal asks, write the plan again with it; if none does, write the same plan again.",
             shown.join(", ")
         ))
-    }
-
-    /// Whether every tool result of the newest plan is among those of the plans the joiner judged not met before
-    /// (read before this judgement is logged); false where it has none.
-    fn nothing_new(&self) -> bool {
-        let results = self.state.tool_results();
-        !results.is_empty() && results.iter().all(|result| self.state.judged_not_met.contains(result))
     }
 
     /// Checks the finished calculator steps of `plan` (step evaluation, when the settings ask for it) and logs

@@ -157,7 +157,7 @@ impl Agent<'_> {
             }
         } else if let Ok(outcome) = &written {
             // Rule `replans-resampled`: a replan whose greedy plan cannot run (validation), is the plan that just
-            // failed, step for step (its tools answer as they did), or repeats a failed call (or a refused value)
+            // failed, step for step (its tools answer as they did), or repeats a failed call
             // is written again by sampling, and the first candidate that validates and does none of these is kept;
             // only where none does is the greedy plan recorded (and then sent back, or run and failed as before).
             // The same calls, whatever the steps' descriptions and written dependencies: a sampled copy of the
@@ -169,7 +169,7 @@ impl Agent<'_> {
             let rewrite = history.last().is_some_and(|r| r.feedback.starts_with(WRITTEN_BEFORE_SEEN));
             let repeats = |plan: &Plan| {
                 (!rewrite && calls(plan) == failed_calls)
-                    || repeated_failures(&self.state, self.registry, rules, plan).is_some()
+                    || repeated_failures(&self.state, self.registry, plan).is_some()
                     || plan_checks(&self.state, self.registry, self.context.workspace.root(), rules, plan).is_some()
             };
             let rejected = !outcome.issues.is_empty() || repeats(&outcome.plan);

@@ -11,8 +11,8 @@ use crate::agent::log::events::{Event, PlanOrigin};
 use crate::agent::log::runs::RunState;
 use crate::agent::plan::search::samplings;
 use crate::agent::plan::Plan;
-use crate::agent::rules::{check_plan, mend_plan, Refusal, RefusedValuesNotRepeated, RuleSet};
-use crate::agent::run::repair::{failed_step_text, repair_arguments, without_accents, RepairRequest};
+use crate::agent::rules::{check_plan, mend_plan, Refusal, RuleSet};
+use crate::agent::run::repair::{failed_step_text, repair_arguments, RepairRequest};
 use crate::decode::Sampling;
 use crate::tools::{Calculator, ToolRegistry};
 use crate::Result;
@@ -72,15 +72,7 @@ impl Agent<'_> {
         // server), and the retries are this rule's way of not repeating a failed call.
         let all = samplings(1 + REPAIR_RETRIES);
         let rounds: [&[(Sampling, u64)]; 2] = [&all[..1], &all[1..]];
-        // Rule `refused-values-not-repeated`, before any model writes a repair: a value the tool refused with
-        // accents is tried without them (`America/Bogotá` → `America/Bogota`).
-        let mut accepted = self
-            .refused_value(&failed.args)
-            .and_then(|(refused, _)| without_accents(&failed.args, &refused))
-            .and_then(|plain| self.repaired_plan(plan, index, plain));
-        if accepted.is_some() {
-            self.note_rule(&RefusedValuesNotRepeated, &step.id, "the refused value is tried without its accents");
-        }
+        let mut accepted = None;
         for round in rounds {
             if accepted.is_some() {
                 break;
@@ -124,8 +116,8 @@ impl Agent<'_> {
     }
 
     /// `plan` with step `index` called with `args`, mended as the run mends plans, with its mends and the call's
-    /// arguments; `None` where the call, as written or as mended, repeats one that failed, or passes a value a tool
-    /// refused (each candidate repair goes through here).
+    /// arguments; `None` where the call, as written or as mended, repeats one that failed (each candidate repair
+    /// goes through here).
     fn repaired_plan(
         &self,
         plan: &Plan,
@@ -135,11 +127,6 @@ impl Agent<'_> {
         let step = &plan.steps[index];
         if let Some(error) = self.state.failed_call(&step.tool, &args) {
             tracing::info!(step = %step.id, "the repair repeats a call that failed ({error})");
-            return None;
-        }
-        if let Some((value, tool)) = self.refused_value(&args) {
-            let detail = format!("the repair passes {value:?} again, which {tool} refused: not made");
-            self.note_rule(&RefusedValuesNotRepeated, &step.id, &detail);
             return None;
         }
         let mut repaired_plan = plan.clone();
@@ -158,25 +145,14 @@ impl Agent<'_> {
 
     /// The steps of `plan` whose arguments (as written, no references) repeat a call that already failed, each
     /// with that call's error and the tool's parameters: the feedback that sends such a plan back.
-    /// Also the steps that pass a value a tool refused by name (rule `refused-values-not-repeated`).
     pub(super) fn repeated_failures(&self, plan: &Plan) -> Option<String> {
-        repeated_failures(&self.state, self.registry, self.rules(), plan)
+        repeated_failures(&self.state, self.registry, plan)
     }
 
-    /// A value in `args` that a tool refused by name, and that tool (rule `refused-values-not-repeated`; the
-    /// general mend profile's, like the plan mends: `--mend off` turns it off).
-    fn refused_value(&self, args: &serde_json::Map<String, Value>) -> Option<(String, String)> {
-        refused_value(&self.state, self.rules(), args)
-    }
 }
 
-/// [`Agent::repeated_failures`] on a run's state, its tools and its mend profile.
-pub(super) fn repeated_failures(
-    state: &RunState,
-    registry: &ToolRegistry,
-    rules: RuleSet,
-    plan: &Plan,
-) -> Option<String> {
+/// [`Agent::repeated_failures`] on a run's state and its tools.
+pub(super) fn repeated_failures(state: &RunState, registry: &ToolRegistry, plan: &Plan) -> Option<String> {
     let repeats: Vec<String> = plan
         .steps
         .iter()
@@ -187,27 +163,13 @@ pub(super) fn repeated_failures(
             Some(failed_step_text(&s.id, spec, &s.args, error))
         })
         .collect();
-    let refused: Vec<String> = plan
-        .steps
-        .iter()
-        .filter(|s| state.failed_call(&s.tool, &s.args).is_none())
-        .filter_map(|s| {
-            let (value, tool) = refused_value(state, rules, &s.args)?;
-            Some(format!("Step {} passes {value:?}, which {tool} refused; write another value.", s.id))
-        })
-        .collect();
-    let mut feedback = Vec::new();
-    if !repeats.is_empty() {
-        feedback.push(format!(
+    (!repeats.is_empty()).then(|| {
+        format!(
             "That plan repeats calls that already failed with the same arguments; they are not made again:\n{}\n\
              Write a corrected plan that gives these steps arguments the tool accepts.",
             repeats.join("\n")
-        ));
-    }
-    if !refused.is_empty() {
-        feedback.push(format!("That plan passes values a tool refused:\n{}", refused.join("\n")));
-    }
-    (!feedback.is_empty()).then(|| feedback.join("\n"))
+        )
+    })
 }
 
 /// The rule book's checks (`agent::rules::check_plan`) on a plan the planner wrote: the first refusal that sends
@@ -222,12 +184,4 @@ pub(super) fn plan_checks(
 ) -> Option<Refusal> {
     let sent_back = |marker: &str| state.revisions.iter().any(|r| r.feedback.contains(marker));
     check_plan(plan, registry, workspace, rules, sent_back).into_iter().next()
-}
-
-/// A value in `args` that a tool refused by name, and that tool; none where `refused-values-not-repeated` is off.
-fn refused_value(state: &RunState, rules: RuleSet, args: &serde_json::Map<String, Value>) -> Option<(String, String)> {
-    if !rules.on(&RefusedValuesNotRepeated) {
-        return None;
-    }
-    state.refused_value_in(args).map(|(value, tool)| (value, tool.to_string()))
 }
