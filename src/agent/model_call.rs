@@ -1,5 +1,6 @@
 //! One greedy model call from chat messages, optionally under a JSON-schema grammar: what the planner and the
-//! executor both do; and several candidates from one prompt (the planner's plan search).
+//! executor both do; several candidates from one prompt (the planner's plan search); and the planner's thinking
+//! mode (`--think`).
 
 use std::time::Instant;
 
@@ -8,7 +9,7 @@ use crate::decode::constraint::ConstraintSpec;
 use crate::decode::token_constraint::TokenConstraint;
 use crate::decode::Model;
 use crate::decode::{generate_candidates, Candidate, Sampling, Timings};
-use crate::llm::chat::thinking_off;
+use crate::llm::chat::{thinking, TemplateKwargs};
 use crate::llm::prefix_store::common_prefix;
 use crate::llm::ChatMessage;
 use crate::{Error, Result};
@@ -57,7 +58,41 @@ pub fn chat_candidates(
     max_tokens: usize,
     samplings: &[(Sampling, u64)],
 ) -> Result<Vec<Result<(String, Timings)>>> {
-    let (tokens, stable) = chat_prompt(model, role, messages)?;
+    thinking_candidates(model, role, messages, spec, max_tokens, samplings, false)
+}
+
+/// How many tokens a thought may take (`tandem run --think`), beside the answer's own budget.
+pub const THOUGHT_TOKENS: usize = 1024;
+
+/// [`chat_candidates`], in the model's thinking mode where `think` asks for it and its chat template has the
+/// switch (`enable_thinking`, Qwen3's and SmolLM3's): rendered with thinking on, each output opens with a
+/// thinking block of at most [`THOUGHT_TOKENS`] (fewer where the context has less room) before what `spec` admits, and its text holds the block (read apart
+/// with [`split_thinking`](crate::decode::constraint::split_thinking)). Where the template has no switch the call is as without `think` (warned once).
+pub fn thinking_candidates(
+    model: &mut Model,
+    role: &str,
+    messages: &[ChatMessage],
+    spec: Option<&ConstraintSpec>,
+    max_tokens: usize,
+    samplings: &[(Sampling, u64)],
+    think: bool,
+) -> Result<Vec<Result<(String, Timings)>>> {
+    let think = think && thinks(model, role);
+    let (tokens, stable) = chat_prompt(model, role, messages, &thinking(think))?;
+    // The thought takes at most what the context leaves after the prompt, the answer's own budget and the tokens
+    // that close the thought (`</think>` and the space after it: one token or two on a real vocabulary, a dozen on
+    // a byte-level one).
+    const CLOSING: usize = 16;
+    let room = model.weights.context_length().saturating_sub(tokens.len() + max_tokens + CLOSING);
+    let thought_tokens = THOUGHT_TOKENS.min(room);
+    let thinking_spec = match (think, spec) {
+        (true, Some(spec)) => spec.after_thinking(thought_tokens),
+        _ => None,
+    };
+    let (spec, max_tokens) = match &thinking_spec {
+        Some(wrapped) => (Some(wrapped), max_tokens + thought_tokens + CLOSING),
+        None => (spec, max_tokens),
+    };
     let mut matchers = Vec::with_capacity(samplings.len());
     for _ in samplings {
         matchers.push(match spec {
@@ -78,17 +113,35 @@ pub fn chat_candidates(
     Ok(generations.into_iter().map(|g| g.map(|g| (g.text, g.timings))).collect())
 }
 
+/// Whether `model`'s chat template has a thinking switch; where it has none, says once that `--think` does
+/// nothing for it.
+fn thinks(model: &Model, role: &str) -> bool {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    let switch = model.chat_template.as_ref().is_some_and(|t| t.has_thinking_switch());
+    if !switch {
+        SAID.call_once(|| {
+            tracing::warn!("--think: the {role} model's chat template has no thinking switch; it writes without thinking")
+        });
+    }
+    switch
+}
+
 /// The conversation rendered with the model's chat template and tokenized, and how many leading tokens are the
 /// stable opening (see [`stable_opening`]).
-fn chat_prompt(model: &Model, role: &str, messages: &[ChatMessage]) -> Result<(Vec<u32>, Option<usize>)> {
+fn chat_prompt(
+    model: &Model,
+    role: &str,
+    messages: &[ChatMessage],
+    kwargs: &TemplateKwargs,
+) -> Result<(Vec<u32>, Option<usize>)> {
     let template = model
         .chat_template
         .as_ref()
         .ok_or_else(|| Error::Model(format!("the {role} model has no chat template; choose an instruct model")))?;
-    let prompt = template.render_kwargs(messages, None, true, &thinking_off())?;
+    let prompt = template.render_kwargs(messages, None, true, kwargs)?;
     let bos = model.tokenizer.add_bos_by_default();
     let tokens = model.tokenizer.encode(&prompt, bos)?;
-    let stable = stable_opening(model, messages, &tokens, bos);
+    let stable = stable_opening(model, messages, &tokens, bos, kwargs);
     Ok((tokens, stable))
 }
 
@@ -96,10 +149,16 @@ fn chat_prompt(model: &Model, role: &str, messages: &[ChatMessage]) -> Result<(V
 /// part the next call with the same instructions and tools shares, whatever its goal. Counted as the tokens that
 /// the system message rendered alone shares with the whole, so a merge across the boundary costs only what it
 /// covers. None without a system message or where the template refuses to render it alone.
-fn stable_opening(model: &Model, messages: &[ChatMessage], tokens: &[u32], bos: bool) -> Option<usize> {
+fn stable_opening(
+    model: &Model,
+    messages: &[ChatMessage],
+    tokens: &[u32],
+    bos: bool,
+    kwargs: &TemplateKwargs,
+) -> Option<usize> {
     let system = messages.first().filter(|m| m.role == "system" && messages.len() > 1)?;
     let template = model.chat_template.as_ref()?;
-    let opening = template.render_kwargs(std::slice::from_ref(system), None, false, &thinking_off()).ok()?;
+    let opening = template.render_kwargs(std::slice::from_ref(system), None, false, kwargs).ok()?;
     let opening = model.tokenizer.encode(&opening, bos).ok()?;
     Some(common_prefix(&opening, tokens))
 }

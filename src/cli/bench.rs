@@ -274,6 +274,7 @@ fn suite_settings(models: &SuiteModels, run: &SuiteRun, flags: SuiteFlags) -> Su
             plans: search.map_or(settings::PLANS, |s| s.plans),
             mend,
             rules_off,
+            think: false,
         },
         data: run.data.clone(),
         tools: catalogue.catalogue,

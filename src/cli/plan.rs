@@ -74,6 +74,10 @@ pub struct PlanArgs {
     pub search: PlanSearchArg,
     #[command(flatten)]
     pub mend: MendArg,
+    /// The planner thinks before the plan where its chat template has a thinking mode (as `tandem run --think`);
+    /// the thought is printed before the plan (`thinking` with --json).
+    #[arg(long)]
+    pub think: bool,
     /// Print the plan as JSON instead of a numbered list (with the mends as `mends` and what a run would send back
     /// to the planner as `sent_back`; with --from: `plan`, `changes` and `refusals`).
     #[arg(long)]

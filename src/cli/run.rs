@@ -38,6 +38,12 @@ pub struct AgentArgs {
     pub search: PlanSearchArg,
     #[command(flatten)]
     pub mend: MendArg,
+    /// The planner thinks before each plan, where its chat template has a thinking mode (Qwen3's and SmolLM3's
+    /// `enable_thinking`): up to 1024 tokens of thought, written before the plan and outside its grammar, logged
+    /// with the plan (`thinking` in its `plan_written` event). Off by default: agent roles render with thinking off.
+    /// A template without the switch plans as without it (a warning says so).
+    #[arg(long)]
+    pub think: bool,
     #[command(flatten)]
     pub tools: ToolArgs,
     /// Most plan revisions after failures.
@@ -73,6 +79,7 @@ impl AgentArgs {
                 plans: self.search.plans,
                 mend: self.mend.mend,
                 rules_off: self.mend.rules_off.clone(),
+                think: self.think,
             },
             tools: self.tools.settings(),
             budgets: self.budgets(),

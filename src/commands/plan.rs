@@ -23,7 +23,7 @@ pub fn run(args: PlanArgs, reporter: &dyn Reporter) -> Result<()> {
     if let Some(file) = &args.from {
         return replay(file, &args, &registry, rules, workspace);
     }
-    let pipeline = PlanPipeline::new(&args.goal, &registry, settings.tools_top_k, rules)?;
+    let pipeline = PlanPipeline::new(&args.goal, &registry, settings.tools_top_k, rules)?.thinking(args.think);
     if let Some(selected) = pipeline.selected() {
         reporter.message(&format!(
             "the planner sees {} of {} tools (--tools-top-k {}): {}",
@@ -49,9 +49,15 @@ pub fn run(args: PlanArgs, reporter: &dyn Reporter) -> Result<()> {
         let mut json = serde_json::to_value(&outcome.plan).map_err(Error::encode("the plan"))?;
         json["mends"] = serde_json::to_value(&outcome.mends).map_err(Error::encode("the mends"))?;
         json["sent_back"] = serde_json::to_value(&sent_back).map_err(Error::encode("the checks"))?;
+        if let Some(thought) = &outcome.thought {
+            json["thinking"] = thought.as_str().into();
+        }
         let json = serde_json::to_string_pretty(&json).map_err(Error::encode("the plan"))?;
         println!("{json}");
     } else {
+        if let Some(thought) = &outcome.thought {
+            println!("thinking:\n{thought}\n");
+        }
         print_plan(&outcome.plan);
         print_rules(&args, &outcome.mends, &sent_back);
     }

@@ -55,13 +55,16 @@ pub fn describe(event: &Event) -> Option<String> {
             let sha = sha256.as_deref().map(|s| format!(", sha256 {}…", &s[..s.len().min(12)])).unwrap_or_default();
             format!("loaded {role} {id} in {:.1} s{sha}", *ms as f64 / 1000.0)
         }
-        Event::PlanWritten { version, origin, plan, issues, usage, reason, mends, .. } => {
+        Event::PlanWritten { version, origin, plan, issues, usage, reason, mends, thinking, .. } => {
             let cost = usage
                 .map(|u| format!(" [{} tokens in, {} out, {:.1} s]", u.tokens_in, u.tokens_out, u.ms as f64 / 1000.0))
                 .unwrap_or_default();
             let origin =
                 serde_json::to_value(origin).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
             let mut text = format!("plan v{version} ({origin}: {}){cost}:\n{}", clip(reason, 100), format_plan(plan));
+            if let Some(thought) = thinking {
+                text.push_str(&format!("\n     thought: {}", clip(thought, 300)));
+            }
             for mend in mends {
                 text.push_str(&format!("\n     ~ mended {mend}"));
             }

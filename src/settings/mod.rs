@@ -290,6 +290,9 @@ pub struct PairSettings {
     /// Rules of the profile turned off one by one (`--rules-off`; absent: none; `tandem rules` lists them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rules_off: Vec<String>,
+    /// Whether the planner thinks before each plan (`--think`: its chat template's thinking mode; absent: off).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub think: bool,
 }
 
 impl PairSettings {
@@ -305,6 +308,7 @@ impl PairSettings {
             plans: PLANS,
             mend: Mend::default(),
             rules_off: Vec::new(),
+            think: false,
         }
     }
 }

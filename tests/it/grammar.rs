@@ -905,3 +905,18 @@ fn plan_grammar_over_nestfuls_whole_catalogue_compiles() {
     let plan = r#"{"steps":[{"id":"s1","description":"tip","tool":"calculate_tip","args":{"bill_total":100,"tip_percentage":20},"depends_on":[]},{"id":"s2","description":"joke","tool":"get_random_joke","args":{},"depends_on":[]}]}"#;
     assert!(feed(&mut matcher, tok, plan) && matcher.is_accepting(), "the plan was refused");
 }
+
+/// `--think`'s grammar: a thought (no `<`) in `<think>`…`</think>`, one to four spaces or line breaks, then exactly
+/// what the plan grammar admits; nothing else.
+#[test]
+fn a_thought_may_come_before_the_plan_and_nothing_else_may() {
+    let (tok, engine) = qwen();
+    let spec = ConstraintSpec::JsonSchema(plan_schema()).after_thinking(64).unwrap();
+    let plan = r#"{"goal":"g","steps":[{"id":"s1","tool":"calculator","args":{"expression":"2+2"},"depends_on":[]}]}"#;
+    assert!(accepts(engine, tok, &spec, &format!("<think>\nAdd two and two.\n</think>\n\n{plan}")));
+    assert!(!accepts(engine, tok, &spec, plan), "the thought block opens the output");
+    assert!(!accepts(engine, tok, &spec, &format!("<think>a < b</think>\n{plan}")), "no < inside the thought");
+    assert!(!accepts(engine, tok, &spec, &format!("<think>x</think>{plan}")), "space before the plan");
+    assert!(!accepts(engine, tok, &spec, "<think>x</think>\nyes"), "then only the plan");
+    assert!(ConstraintSpec::Lark("start: \"a\"".into()).after_thinking(8).is_none());
+}

@@ -59,6 +59,7 @@ mod serve_runs;
 mod serve_safety;
 mod shard;
 mod store;
+mod thinking;
 mod tokenizer;
 mod tools;
 mod user_data;

@@ -683,6 +683,7 @@ fn mends_are_logged_and_summarised_and_old_logs_still_read() {
         usage: None,
         search: None,
         mends: mends.clone(),
+        thinking: None,
     };
     log.append(written).unwrap();
     drop(log);

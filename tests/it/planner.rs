@@ -120,7 +120,8 @@ fn a_planner_loaded_warm_finds_its_plan_grammar_compiled_and_plans_the_same() {
 /// is kept, with its mends; where the caller accepts none, there is none.
 #[test]
 fn a_sampled_revision_is_one_the_caller_accepts() {
-    use tandem::agent::plan::planner::{sampled_revision, Revision};
+    use tandem::agent::plan::planner::{sampled_revision, Revision, Writing};
+    let writing = || Writing { max_tokens: 200, rules: RuleSet::profile(Mend::General), think: false };
     let (_dir, registry, mut model) = small_planner();
     let goal = "What is 12*4+5?";
     let greedy = write_plan(&mut model, goal, &registry, 1).unwrap();
@@ -129,7 +130,7 @@ fn a_sampled_revision_is_one_the_caller_accepts() {
         feedback: "Running that plan: step s1 failed. Write a corrected plan.".into(),
     }];
     let seen = std::cell::RefCell::new(Vec::new());
-    let kept = sampled_revision(&mut model, goal, &registry, &history, 200, RuleSet::profile(Mend::General), |plan| {
+    let kept = sampled_revision(&mut model, goal, &registry, &history, writing(), |plan| {
         seen.borrow_mut().push(plan.clone());
         seen.borrow().len() == 2
     })
@@ -139,8 +140,7 @@ fn a_sampled_revision_is_one_the_caller_accepts() {
     assert_eq!(seen.len(), 2, "candidates are offered until one is accepted");
     assert_eq!(kept.plan, seen[1]);
     assert!(kept.issues.is_empty() && kept.search.is_none());
-    let none = sampled_revision(&mut model, goal, &registry, &history, 200, RuleSet::profile(Mend::General), |_| false)
-        .unwrap();
+    let none = sampled_revision(&mut model, goal, &registry, &history, writing(), |_| false).unwrap();
     assert!(none.is_none());
 }
 

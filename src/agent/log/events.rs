@@ -220,6 +220,9 @@ pub enum Event {
         /// when nothing was mended, and in logs before the profiles).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         mends: Vec<MendChange>,
+        /// What the planner thought before writing it (`--think`; absent without a thought).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        thinking: Option<String>,
     },
     /// The user's decision on a plan.
     PlanApproval {

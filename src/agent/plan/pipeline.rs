@@ -4,7 +4,7 @@
 //! way wherever it is asked for.
 
 use crate::agent::plan::catalogue::planning_catalogue;
-use crate::agent::plan::planner::{plan_grammar, revise_plan, sampled_revision, PlanOutcome, Revision};
+use crate::agent::plan::planner::{plan_grammar, revise_plan, sampled_revision, PlanOutcome, Revision, Writing};
 use crate::agent::plan::Plan;
 use crate::agent::rules::RuleSet;
 use crate::decode::constraint::ConstraintSpec;
@@ -22,6 +22,8 @@ pub struct PlanPipeline<'a> {
     selected: Option<Vec<String>>,
     /// The rule book's rules the settings turn on.
     rules: RuleSet,
+    /// Whether the planner thinks before it writes a plan (`--think`, where its chat template has the switch).
+    think: bool,
 }
 
 impl<'a> PlanPipeline<'a> {
@@ -34,7 +36,14 @@ impl<'a> PlanPipeline<'a> {
             Some(c) => (Some(c.registry), c.selected),
             None => (None, None),
         };
-        Ok(Self { registry, shown, selected, rules })
+        Ok(Self { registry, shown, selected, rules, think: false })
+    }
+
+    /// The same pipeline with the planner thinking before each plan (`--think`): its chat template rendered in
+    /// thinking mode and its thought written before the plan, outside the plan's grammar and logged beside it.
+    pub fn thinking(mut self, think: bool) -> Self {
+        self.think = think;
+        self
     }
 
     /// Every tool of the run.
@@ -76,7 +85,7 @@ impl<'a> PlanPipeline<'a> {
         max_tokens: usize,
         plans: usize,
     ) -> Result<PlanOutcome> {
-        revise_plan(model, goal, self.shown(), history, max_tokens, plans, self.rules)
+        revise_plan(model, goal, self.shown(), history, plans, self.writing(max_tokens))
     }
 
     /// A plan written by sampling that validates and that `acceptable` takes, mended by the rules; `None` where
@@ -89,6 +98,11 @@ impl<'a> PlanPipeline<'a> {
         max_tokens: usize,
         acceptable: impl Fn(&Plan) -> bool,
     ) -> Result<Option<PlanOutcome>> {
-        sampled_revision(model, goal, self.shown(), history, max_tokens, self.rules, acceptable)
+        sampled_revision(model, goal, self.shown(), history, self.writing(max_tokens), acceptable)
+    }
+
+    /// How this pipeline writes a plan of at most `max_tokens`.
+    fn writing(&self, max_tokens: usize) -> Writing {
+        Writing { max_tokens, rules: self.rules, think: self.think }
     }
 }

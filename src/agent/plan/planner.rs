@@ -6,14 +6,14 @@ use std::time::Instant;
 use minijinja::Environment;
 use serde_json::{json, Value};
 
-use crate::agent::model_call::{chat_call, chat_candidates};
+use crate::agent::model_call::{chat_call, thinking_candidates};
 use crate::agent::plan::schema::{next_step_json_schema, plan_json_schema_with, PlanSchemaOptions};
 use crate::agent::plan::search::{self, SearchReport};
 use crate::agent::plan::tool_lines::{self, ToolListing};
 use crate::agent::plan::validate::PlanIssue;
 use crate::agent::plan::{Plan, Step};
 use crate::agent::rules::{mend_plan, MendChange, Mended, RuleSet};
-use crate::decode::constraint::ConstraintSpec;
+use crate::decode::constraint::{split_thinking, ConstraintSpec};
 use crate::decode::Model;
 use crate::decode::Timings;
 use crate::llm::ChatMessage;
@@ -46,6 +46,8 @@ pub struct PlanOutcome {
     pub mended: Vec<String>,
     /// The same changes, each with its rule and the value before and after.
     pub mends: Vec<MendChange>,
+    /// What the planner thought before the plan, in thinking mode (`--think`, a template with the switch).
+    pub thought: Option<String>,
 }
 
 /// The step-mode planner's system prompt template.
@@ -92,6 +94,18 @@ fn render_prompt(name: &str, source: &str, registry: &ToolRegistry, listing: Too
         .map_err(fail)
 }
 
+/// How a plan is written: the token budget of the plan, the rules that mend it, and whether the planner thinks
+/// first (`--think`: the thought comes on top of the budget).
+#[derive(Debug, Clone, Copy)]
+pub struct Writing {
+    /// Token budget of the plan.
+    pub max_tokens: usize,
+    /// The rule book's rules that mend it.
+    pub rules: RuleSet,
+    /// Whether the planner thinks before it (where its chat template has the switch).
+    pub think: bool,
+}
+
 /// One earlier plan and what became of it, replayed to the planner as conversation so it can correct itself.
 #[derive(Debug, Clone)]
 pub struct Revision {
@@ -109,19 +123,19 @@ pub fn revise_plan(
     goal: &str,
     registry: &ToolRegistry,
     history: &[Revision],
-    max_tokens: usize,
     plans: usize,
-    rules: RuleSet,
+    how: Writing,
 ) -> Result<PlanOutcome> {
+    let Writing { max_tokens, rules, think } = how;
     let started = Instant::now();
     let Revising { spec, messages, seen } = revising(model, goal, registry, history)?;
+    let samplings = search::samplings(plans.max(1));
+    let written = thinking_candidates(model, "planner", &messages, Some(&spec), max_tokens, &samplings, think)?;
     if plans <= 1 {
-        let (text, timings) = chat_call(model, "planner", &messages, Some(&spec), max_tokens)?;
+        let (text, timings) = written.into_iter().next().expect("one sampling, one output")?;
         let written = read_plan(text, timings, goal, &seen, registry, rules)?;
         return Ok(written.into_outcome(started.elapsed()));
     }
-    let samplings = search::samplings(plans);
-    let written = chat_candidates(model, "planner", &messages, Some(&spec), max_tokens, &samplings)?;
     let read: Vec<Result<Written>> = written
         .into_iter()
         .map(|w| w.and_then(|(text, timings)| read_plan(text, timings, goal, &seen, registry, rules)))
@@ -135,14 +149,14 @@ pub fn revise_plan(
     let candidates: Vec<Option<Plan>> = read.iter().map(|r| r.as_ref().ok().map(|w| w.plan.clone())).collect();
     let total_tokens: usize = read.iter().flatten().map(|w| w.timings.generated_tokens).sum();
     let slowest = read.iter().flatten().map(|w| w.timings.decode).max().unwrap_or_default();
-    let Written { plan, issues, text, mut timings, mended } =
+    let Written { plan, issues, text, mut timings, mended, thought } =
         read.into_iter().nth(report.chosen).expect("the chosen candidate exists").expect("the chosen one parsed");
     timings.generated_tokens = total_tokens;
     timings.decode = slowest;
     tracing::debug!(?report, "plan search");
     let wall = started.elapsed();
     let Mended { lines: mended, changes: mends } = mended;
-    Ok(PlanOutcome { plan, issues, text, timings, wall, search: Some(report), candidates, mended, mends })
+    Ok(PlanOutcome { plan, issues, text, timings, wall, search: Some(report), candidates, mended, mends, thought })
 }
 
 /// What a revision is written from: the plan grammar, the conversation (the goal, then each earlier plan and its
@@ -178,10 +192,10 @@ pub fn sampled_revision(
     goal: &str,
     registry: &ToolRegistry,
     history: &[Revision],
-    max_tokens: usize,
-    rules: RuleSet,
+    how: Writing,
     acceptable: impl Fn(&Plan) -> bool,
 ) -> Result<Option<PlanOutcome>> {
+    let Writing { max_tokens, rules, think } = how;
     let started = Instant::now();
     let Revising { spec, messages, seen } = revising(model, goal, registry, history)?;
     let samplings: Vec<_> = search::samplings(REPLAN_SAMPLES + 1).into_iter().skip(1).collect();
@@ -195,7 +209,7 @@ pub fn sampled_revision(
     });
     let mut tokens = 0;
     for (round, messages, samplings) in std::iter::once(("with the plans", messages, samplings)).chain(fresh) {
-        let written = chat_candidates(model, "planner", &messages, Some(&spec), max_tokens, &samplings)?;
+        let written = thinking_candidates(model, "planner", &messages, Some(&spec), max_tokens, &samplings, think)?;
         // The candidates are written side by side: each one's cost is all of theirs (and every round's).
         tokens += written.iter().flatten().map(|(_, t)| t.generated_tokens).sum::<usize>();
         for candidate in written {
@@ -221,19 +235,20 @@ struct Written {
     text: String,
     timings: Timings,
     mended: Mended,
+    thought: Option<String>,
 }
 
 impl Written {
     /// The outcome of a plan written alone (no search), `wall` after its start.
     fn into_outcome(self, wall: std::time::Duration) -> PlanOutcome {
-        let Written { plan, issues, text, timings, mended } = self;
+        let Written { plan, issues, text, timings, mended, thought } = self;
         let Mended { lines: mended, changes: mends } = mended;
-        PlanOutcome { plan, issues, text, timings, wall, search: None, candidates: Vec::new(), mended, mends }
+        PlanOutcome { plan, issues, text, timings, wall, search: None, candidates: Vec::new(), mended, mends, thought }
     }
 }
 
-/// Parses, mends and validates the planner's text; the goal is the user's, whatever the planner copied into the
-/// plan, and `seen` what else the planner was shown (earlier results).
+/// Parses, mends and validates the planner's text (a thinking block read apart first); the goal is the user's,
+/// whatever the planner copied into the plan, and `seen` what else the planner was shown (earlier results).
 fn read_plan(
     text: String,
     timings: Timings,
@@ -242,8 +257,10 @@ fn read_plan(
     registry: &ToolRegistry,
     rules: RuleSet,
 ) -> Result<Written> {
+    let (thought, plan_text) = split_thinking(&text);
+    let text = plan_text.to_string();
     let (plan, mended, issues) = read_written_plan(&text, goal, seen, registry, rules)?;
-    Ok(Written { plan, issues, text, timings, mended })
+    Ok(Written { plan, issues, text, timings, mended, thought })
 }
 
 /// A plan read from a planner's text for `goal` as every written plan is read: parsed, mended (`agent::rules`)

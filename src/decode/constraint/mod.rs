@@ -20,7 +20,9 @@ mod token_env;
 pub use error::ConstraintError;
 pub use mask::apply_allowed_mask;
 pub(crate) use spec::prepare_json_schema;
-pub use spec::{ConstraintKind, ConstraintSpec, BOUNDED_JSON_WHITESPACE, NUMBER_RESOLUTION, UNBOUNDED_NUMBER_LIMIT};
+pub use spec::{
+    split_thinking, ConstraintKind, ConstraintSpec, BOUNDED_JSON_WHITESPACE, NUMBER_RESOLUTION, UNBOUNDED_NUMBER_LIMIT,
+};
 
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};

@@ -65,6 +65,22 @@ impl ConstraintSpec {
         }
     }
 
+    /// This constraint after a thinking block, as thinking models (Qwen3, SmolLM3) open an answer when their chat
+    /// template renders thinking mode: `<think>`, at most `max_tokens` tokens of text without `<`, `</think>`,
+    /// one to four spaces or line breaks, then what `self` admits. The thought may not hold `<`, so it ends only at its closing tag (and
+    /// the answer starts right after it: [`split_thinking`] reads the two apart). `None` for a Lark grammar, whose
+    /// start rule cannot be nested here.
+    pub fn after_thinking(&self, max_tokens: usize) -> Option<ConstraintSpec> {
+        let answer = match self {
+            ConstraintSpec::JsonSchema(schema) => format!("%json {}", prepare_json_schema(schema)),
+            ConstraintSpec::Regex(rx) => format!("/{}/", rx.replace('/', "\\/")),
+            ConstraintSpec::Lark(_) => return None,
+        };
+        Some(ConstraintSpec::Lark(format!(
+            "start: \"<think>\" thought \"</think>\" /[ \\n]{{1,4}}/ answer\nthought[max_tokens={max_tokens}]: /[^<]*/\nanswer: {answer}\n"
+        )))
+    }
+
     /// The llguidance grammar for this constraint.
     pub(crate) fn to_grammar(&self) -> TopLevelGrammar {
         match self {
@@ -145,5 +161,27 @@ fn bound_numbers(schema: &mut Value) {
             }
             _ => {}
         }
+    }
+}
+
+/// A generation written under [`ConstraintSpec::after_thinking`] read apart: the thought (trimmed) and the answer
+/// after `</think>`; a text that opens with no thinking block is all answer.
+pub fn split_thinking(text: &str) -> (Option<String>, &str) {
+    let Some(rest) = text.strip_prefix("<think>") else { return (None, text) };
+    match rest.split_once("</think>") {
+        Some((thought, answer)) => (Some(thought.trim().to_string()), answer.trim_start()),
+        None => (Some(rest.trim().to_string()), ""),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_thought_is_read_apart_from_the_answer() {
+        assert_eq!(split_thinking("<think>\nWhy.\n</think>\n\n{}"), (Some("Why.".to_string()), "{}"));
+        assert_eq!(split_thinking("{}"), (None, "{}"));
+        assert_eq!(split_thinking("<think>cut off"), (Some("cut off".to_string()), ""));
     }
 }

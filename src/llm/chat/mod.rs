@@ -124,8 +124,14 @@ pub type TemplateKwargs = serde_json::Map<String, serde_json::Value>;
 /// Qwen3's and SmolLM3's templates): the agent's grammars ask for the plan, call or answer at once, and a model
 /// rendered in thinking mode would start with a `<think>` block the grammar forbids.
 pub fn thinking_off() -> TemplateKwargs {
+    thinking(false)
+}
+
+/// The values that turn a template's thinking mode on or off (`enable_thinking`; `tandem run --think` turns it on
+/// for the planner).
+pub fn thinking(on: bool) -> TemplateKwargs {
     let mut kwargs = TemplateKwargs::new();
-    kwargs.insert("enable_thinking".into(), serde_json::Value::Bool(false));
+    kwargs.insert("enable_thinking".into(), serde_json::Value::Bool(on));
     kwargs
 }
 
@@ -268,6 +274,14 @@ impl ChatTemplate {
     /// The tool-call format the template asks for (Hermes when it names none).
     pub fn call_format(&self) -> CallFormat {
         self.call_format
+    }
+
+    /// Whether the template has a thinking switch: one conversation rendered with `enable_thinking` on and off
+    /// comes out different (Qwen3's and SmolLM3's do; a template that never reads the value does not).
+    pub fn has_thinking_switch(&self) -> bool {
+        let probe = [ChatMessage::system("Be brief."), ChatMessage::user("Hi")];
+        let render = |on| self.render_kwargs(&probe, None, true, &thinking(on)).ok();
+        render(true) != render(false)
     }
 
     /// Where the template shows a request's tools.

@@ -265,6 +265,8 @@ pub struct Tweak {
     pub window: Option<usize>,
     /// `rope.scaling.type` and `rope.scaling.original_context_length`.
     pub rope_scaling: Option<(&'static str, usize)>,
+    /// `tokenizer.chat_template` (the twins have none).
+    pub chat_template: Option<String>,
 }
 
 /// [`write_twin`] with one feature changed.
@@ -404,6 +406,9 @@ pub fn write_twin_with(path: &Path, family: Family, quant: Quant, tweak: &Tweak)
     if let Some((kind, original)) = tweak.rope_scaling {
         metadata.push((format!("{arch}.rope.scaling.type"), Value::String(kind.into())));
         metadata.push(u32_key("rope.scaling.original_context_length", original));
+    }
+    if let Some(template) = &tweak.chat_template {
+        metadata.push(("tokenizer.chat_template".into(), Value::String(template.clone())));
     }
     let strings = |v: &[String]| Value::Array(v.iter().map(|s| Value::String(s.clone())).collect());
     metadata.push(("tokenizer.ggml.tokens".into(), strings(&vocab.tokens)));

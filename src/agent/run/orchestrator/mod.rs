@@ -167,7 +167,7 @@ pub struct RunParts<'a> {
 /// once (a log naming a rule this version lacks warns once).
 fn run_pipeline<'a>(goal: &str, registry: &'a ToolRegistry, settings: &RunSettings) -> Result<PlanPipeline<'a>> {
     let rules = RuleSet::from_log(settings.pair.mend, &settings.pair.rules_off);
-    Ok(PlanPipeline::new(goal, registry, settings.tools_top_k, rules)?)
+    Ok(PlanPipeline::new(goal, registry, settings.tools_top_k, rules)?.thinking(settings.pair.think))
 }
 
 impl<'a> Agent<'a> {

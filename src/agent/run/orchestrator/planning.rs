@@ -16,7 +16,7 @@ impl Agent<'_> {
     pub(super) fn plan_ahead(&mut self, given_plan: Option<Plan>) -> Result<Stop> {
         if self.state.plan.is_none() {
             match given_plan {
-                Some(plan) => self.record_plan(plan, PlanOrigin::Given, "given with --plan", None, None, Vec::new())?,
+                Some(plan) => self.record_plan(plan, PlanOrigin::Given, "given with --plan", Writing::default())?,
                 None => {
                     if let Some(stop) = self.write_plan(PlanOrigin::Initial, "first plan")? {
                         return Ok(stop);
@@ -53,7 +53,7 @@ impl Agent<'_> {
                 match self.approver.review_plan(&plan)? {
                     PlanDecision::Approve => self.record_approval(plan.version, "approved")?,
                     PlanDecision::Edit(edited) => {
-                        self.record_plan(edited, PlanOrigin::Edited, "edited at approval", None, None, Vec::new())?;
+                        self.record_plan(edited, PlanOrigin::Edited, "edited at approval", Writing::default())?;
                         let version = self.state.version();
                         self.record_approval(version, "edited")?;
                         continue;
@@ -106,20 +106,13 @@ impl Agent<'_> {
         }
     }
 
-    /// Logs a plan as the next revision.
-    pub(super) fn record_plan(
-        &mut self,
-        plan: Plan,
-        origin: PlanOrigin,
-        reason: &str,
-        usage: Option<ModelUsage>,
-        search: Option<SearchReport>,
-        mends: Vec<MendChange>,
-    ) -> Result<()> {
+    /// Logs a plan as the next revision, with what its writing adds (nothing for a given or edited plan).
+    pub(super) fn record_plan(&mut self, plan: Plan, origin: PlanOrigin, reason: &str, written: Writing) -> Result<()> {
         let mut plan = plan.with_explicit_dependencies();
         plan.version = self.state.version() + 1;
         plan.goal = self.state.goal.clone();
         let issues = plan.validate(self.registry).iter().map(ToString::to_string).collect();
+        let Writing { usage, search, mends, thinking } = written;
         self.emit(Event::PlanWritten {
             version: plan.version,
             origin,
@@ -129,6 +122,7 @@ impl Agent<'_> {
             usage,
             search,
             mends,
+            thinking,
         })
     }
 
@@ -184,7 +178,7 @@ impl Agent<'_> {
         }
         self.log_model_loads()?;
         match written {
-            Ok(PlanOutcome { plan, timings, search, mended, mends, .. }) => {
+            Ok(PlanOutcome { plan, timings, search, mended, mends, thought, .. }) => {
                 let usage = ModelUsage {
                     tokens_in: timings.prompt_tokens,
                     tokens_out: timings.generated_tokens,
@@ -202,7 +196,7 @@ impl Agent<'_> {
                     [] => reason,
                     mends => format!("{reason} (mended: {})", mends.join("; ")),
                 };
-                self.record_plan(plan, origin, &reason, Some(usage), search, mends)?;
+                self.record_plan(plan, origin, &reason, Writing { usage: Some(usage), search, mends, thinking: thought })?;
                 Ok(None)
             }
             Err(e) => Ok(Some(Stop::new(StopReason::Error, format!("the planner could not write a plan: {e}")))),
@@ -239,4 +233,14 @@ impl Agent<'_> {
         self.emit(Event::Replan { from_version: self.state.version(), reason: feedback.clone() })?;
         self.write_plan(PlanOrigin::Replan, &feedback)
     }
+}
+
+/// What writing a plan adds to its `plan_written` event: the planner's cost, its plan search, the rule book's mends
+/// and its thought (all absent for a plan given or edited by the user).
+#[derive(Debug, Default)]
+pub(super) struct Writing {
+    pub usage: Option<ModelUsage>,
+    pub search: Option<SearchReport>,
+    pub mends: Vec<MendChange>,
+    pub thinking: Option<String>,
 }

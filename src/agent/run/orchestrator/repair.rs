@@ -6,6 +6,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use super::planning::Writing;
 use super::Agent;
 use crate::agent::log::events::{Event, PlanOrigin};
 use crate::agent::log::runs::RunState;
@@ -111,7 +112,7 @@ impl Agent<'_> {
             Value::Object(failed.args.clone()),
             Value::Object(call_args)
         );
-        self.record_plan(repaired_plan, PlanOrigin::Repair, &reason, None, None, mended.changes)?;
+        self.record_plan(repaired_plan, PlanOrigin::Repair, &reason, Writing { mends: mended.changes, ..Writing::default() })?;
         Ok(true)
     }
 

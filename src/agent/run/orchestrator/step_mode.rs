@@ -5,6 +5,7 @@ use std::time::Instant;
 use serde_json::Value;
 
 use super::judging::{final_answer, output_text};
+use super::planning::Writing;
 use super::{Agent, Execution, Stop};
 use crate::agent::log::events::{Event, PlanOrigin, StopReason};
 use crate::agent::log::runs::call_key;
@@ -31,9 +32,10 @@ impl Agent<'_> {
                     usage: None,
                     search: None,
                     mends: Vec::new(),
+                    thinking: None,
                 })?;
             } else {
-                self.record_plan(start, PlanOrigin::Given, "step mode", None, None, Vec::new())?;
+                self.record_plan(start, PlanOrigin::Given, "step mode", Writing::default())?;
             }
         }
         let mut rejected_proposals = 0u32;
@@ -65,6 +67,7 @@ impl Agent<'_> {
                             usage: None,
                             search: None,
                             mends: Vec::new(),
+                            thinking: None,
                         })?;
                         continue;
                     }
@@ -119,6 +122,7 @@ impl Agent<'_> {
                 usage: Some(usage),
                 search: None,
                 mends: Vec::new(),
+                thinking: None,
             })?;
             if let Some(answer) = answer {
                 // An answer with no letter or digit in it says nothing: the results speak instead.
