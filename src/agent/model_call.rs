@@ -66,8 +66,10 @@ pub const THOUGHT_TOKENS: usize = 1024;
 
 /// [`chat_candidates`], in the model's thinking mode where `think` asks for it and its chat template has the
 /// switch (`enable_thinking`, Qwen3's and SmolLM3's): rendered with thinking on, each output opens with a
-/// thinking block of at most [`THOUGHT_TOKENS`] (fewer where the context has less room) before what `spec` admits, and its text holds the block (read apart
-/// with [`split_thinking`](crate::decode::constraint::split_thinking)). Where the template has no switch the call is as without `think` (warned once).
+/// thinking block of at most [`THOUGHT_TOKENS`] (fewer where the context has less room) before what `spec`
+/// admits, and its text holds the block (read apart with
+/// [`split_thinking`](crate::decode::constraint::split_thinking)). Where the template has no switch the call is as
+/// without `think` (warned once).
 pub fn thinking_candidates(
     model: &mut Model,
     role: &str,
@@ -120,7 +122,9 @@ fn thinks(model: &Model, role: &str) -> bool {
     let switch = model.chat_template.as_ref().is_some_and(|t| t.has_thinking_switch());
     if !switch {
         SAID.call_once(|| {
-            tracing::warn!("--think: the {role} model's chat template has no thinking switch; it writes without thinking")
+            tracing::warn!(
+                "--think: the {role} model's chat template has no thinking switch; it writes without thinking"
+            )
         });
     }
     switch

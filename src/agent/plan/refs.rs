@@ -21,8 +21,8 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use crate::agent::plan::issues::PlanError;
-pub use crate::agent::records::value_text;
 use crate::agent::records::readable;
+pub use crate::agent::records::value_text;
 
 /// One reference found in an argument.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -66,10 +66,10 @@ impl ConstraintSpec {
     }
 
     /// This constraint after a thinking block, as thinking models (Qwen3, SmolLM3) open an answer when their chat
-    /// template renders thinking mode: `<think>`, at most `max_tokens` tokens of text without `<`, `</think>`,
-    /// one to four spaces or line breaks, then what `self` admits. The thought may not hold `<`, so it ends only at its closing tag (and
-    /// the answer starts right after it: [`split_thinking`] reads the two apart). `None` for a Lark grammar, whose
-    /// start rule cannot be nested here.
+    /// template renders thinking mode: `<think>`, at most `max_tokens` tokens of text without `<`, `</think>`, one
+    /// to four spaces or line breaks, then what `self` admits. The thought may not hold `<`, so it ends only at its
+    /// closing tag, and the answer starts right after it ([`split_thinking`] reads the two apart). `None` for a
+    /// Lark grammar, whose start rule cannot be nested here.
     pub fn after_thinking(&self, max_tokens: usize) -> Option<ConstraintSpec> {
         let answer = match self {
             ConstraintSpec::JsonSchema(schema) => format!("%json {}", prepare_json_schema(schema)),

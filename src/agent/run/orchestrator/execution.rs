@@ -19,7 +19,8 @@ use crate::agent::provenance::sources;
 use crate::agent::records::{list_items, readable};
 use crate::agent::rules::{
     discovery_feedback, equations_written, joined_equations, lost_data, made_up_values, written_before_seen,
-    ContentsNotMadeUp, Dependencies, FieldsReadFromText, ReadingAsksTheGoal, References, WritesKeepData, EQUATIONS_JOINED, WRITTEN_BEFORE_SEEN,
+    ContentsNotMadeUp, Dependencies, FieldsReadFromText, ReadingAsksTheGoal, References, WritesKeepData,
+    EQUATIONS_JOINED, WRITTEN_BEFORE_SEEN,
 };
 use crate::agent::run::evaluation::{invented_number, work_out};
 use crate::agent::run::executor::{fill_arguments, read_value, write_text, ExecutorCall};
@@ -386,8 +387,7 @@ impl Agent<'_> {
                 insert_field(output, field, value);
             }
         }
-        let args =
-            self.coerced(resolve_args_with(step, &outputs, &mut Resolution::default())?, &spec.args_schema);
+        let args = self.coerced(resolve_args_with(step, &outputs, &mut Resolution::default())?, &spec.args_schema);
         if let Some(problems) = self.arg_problems(step, &args)? {
             return self.run_fill_step(version, step, &args, &problems);
         }

@@ -196,7 +196,12 @@ impl Agent<'_> {
                     [] => reason,
                     mends => format!("{reason} (mended: {})", mends.join("; ")),
                 };
-                self.record_plan(plan, origin, &reason, Writing { usage: Some(usage), search, mends, thinking: thought })?;
+                self.record_plan(
+                    plan,
+                    origin,
+                    &reason,
+                    Writing { usage: Some(usage), search, mends, thinking: thought },
+                )?;
                 Ok(None)
             }
             Err(e) => Ok(Some(Stop::new(StopReason::Error, format!("the planner could not write a plan: {e}")))),

@@ -112,7 +112,12 @@ impl Agent<'_> {
             Value::Object(failed.args.clone()),
             Value::Object(call_args)
         );
-        self.record_plan(repaired_plan, PlanOrigin::Repair, &reason, Writing { mends: mended.changes, ..Writing::default() })?;
+        self.record_plan(
+            repaired_plan,
+            PlanOrigin::Repair,
+            &reason,
+            Writing { mends: mended.changes, ..Writing::default() },
+        )?;
         Ok(true)
     }
 
@@ -149,7 +154,6 @@ impl Agent<'_> {
     pub(super) fn repeated_failures(&self, plan: &Plan) -> Option<String> {
         repeated_failures(&self.state, self.registry, plan)
     }
-
 }
 
 /// [`Agent::repeated_failures`] on a run's state and its tools.
