@@ -1,7 +1,8 @@
 //! Criterion benches of our quantized matmul kernels against candle's `QMatMul` on the same weights, in the same
 //! run: one activation row (a decode step), 2–16 rows (drafts, sequences decoded together) and 64 rows (a prefill
 //! chunk), at the default models' shapes. Q5_0
-//! weights run on the kernel a model load picks (`int8`: widened, for comparison).
+//! weights run on the kernel a model load picks (`int8`: widened, for comparison); F16 and BF16 ones on ours at two
+//! bytes a value against candle's, which widens them to f32 at load.
 //!
 //! Also our CPU attention against candle's ops. Run with `cargo bench --bench kernels` (`-- q4k` to pick one group).
 
@@ -25,6 +26,8 @@ const SHAPES: &[(&str, GgmlDType, usize, usize)] = &[
     ("q4k 8960x1536 (1.5B gate)", GgmlDType::Q4K, 8960, 1536),
     ("q6k 1536x8960 (1.5B down)", GgmlDType::Q6K, 1536, 8960),
     ("q5k 5120x3072 (Phi-4-mini qkv)", GgmlDType::Q5K, 5120, 3072),
+    ("f16 4864x896 (0.5B gate, an F16 file)", GgmlDType::F16, 4864, 896),
+    ("bf16 4864x896 (0.5B gate, a BF16 file)", GgmlDType::BF16, 4864, 896),
 ];
 
 fn weights(rows: usize, cols: usize, dtype: GgmlDType) -> QTensor {

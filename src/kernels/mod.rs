@@ -18,6 +18,7 @@ pub mod gpu;
 pub mod gpu_attention;
 #[cfg(feature = "cuda")]
 pub mod gpu_fused;
+pub mod half;
 pub mod k_acts;
 #[cfg(target_arch = "x86_64")]
 mod k_panels_avx2;
@@ -49,6 +50,7 @@ use std::sync::Arc;
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{CpuStorage, CustomOp1, Layout, Module, Shape, Tensor};
 
+pub use half::{HalfKind, HalfMatrix};
 pub use kquants::{Q4KMatrix, Q5KMatrix, Q6KMatrix};
 pub use q4::{Q4Kind, Q4Matrix};
 pub use q4k_panels::Q4KPanels;
@@ -373,6 +375,7 @@ cpu_matmul_by_inherent_methods!(Q6KPanels, "tandem-q6_k-panels", matvec_rows);
 cpu_matmul_by_inherent_methods!(Q6KMatrix, "tandem-q6_k", matvec_rows);
 
 cpu_matmul_by_inherent_methods!(Q4Matrix, by Q4Matrix::kernel_name, matvec_rows);
+cpu_matmul_by_inherent_methods!(HalfMatrix, by HalfMatrix::kernel_name, matvec_rows);
 
 /// A linear layer without bias, `y = x Wᵀ`, over a quantized weight `W` of shape `[out, in]`.
 #[derive(Clone)]
@@ -394,7 +397,7 @@ pub(crate) fn embedding_ids(ids: &Tensor, rows: usize) -> candle_core::Result<Ve
 
 impl QLinear {
     /// Wraps `weight` in our kernel when the device is the CPU, this CPU has one, and we have one for the type
-    /// (Q8_0, Q4_K, Q5_K, Q6_K, Q4_0, Q4_1); in candle's `QMatMul` otherwise.
+    /// (Q8_0, Q4_K, Q5_K, Q6_K, Q4_0, Q4_1, F16, BF16); in candle's `QMatMul` otherwise.
     pub fn new(weight: QTensor) -> Result<Self> {
         match Self::ours(&weight, false)? {
             Some(ours) => Ok(ours),
@@ -464,6 +467,9 @@ impl QLinear {
                 return Ok(None)
             }
             // In rows, in llama.cpp's arithmetic (`q4`); AVX-512 CPUs run the AVX2 kernel.
+            // Kept at two bytes a value (candle widens them to f32).
+            GgmlDType::F16 => Arc::new(HalfMatrix::from_gguf_bytes(HalfKind::F16, rows, cols, bytes)?),
+            GgmlDType::BF16 => Arc::new(HalfMatrix::from_gguf_bytes(HalfKind::Bf16, rows, cols, bytes)?),
             GgmlDType::Q4_0 => Arc::new(Q4Matrix::from_gguf_bytes(Q4Kind::Q4_0, rows, cols, bytes)?),
             GgmlDType::Q4_1 => Arc::new(Q4Matrix::from_gguf_bytes(Q4Kind::Q4_1, rows, cols, bytes)?),
             // Panels on every CPU with kernels of ours (checked above).

@@ -126,6 +126,26 @@ fn q8_0_weights_take_our_kernel_where_the_cpu_has_one() {
     assert_eq!(q5_1.kernel_name(), "candle", "types without a kernel of ours stay on candle's");
 }
 
+/// F16 and BF16 weights stay at two bytes a value on our kernel (candle's widens them to f32), and its product is
+/// candle's product of the same weights widened.
+#[test]
+fn half_precision_weights_keep_their_two_bytes_on_our_kernel() {
+    let dense = Tensor::from_vec(random_values(24 * 80, 9), (24, 80), &Device::Cpu).unwrap();
+    let input = Tensor::from_vec(random_values(3 * 80, 4), (1, 3, 80), &Device::Cpu).unwrap();
+    let ours = cpu_level() >= CpuLevel::Avx2;
+    for (dtype, name) in [(GgmlDType::F16, "tandem-f16"), (GgmlDType::BF16, "tandem-bf16")] {
+        let weight = QTensor::quantize(&dense, dtype).unwrap();
+        let widened = weight.dequantize(&Device::Cpu).unwrap();
+        let linear = QLinear::new(weight).unwrap();
+        assert_eq!(linear.kernel_name(), if ours { name } else { "candle" }, "{dtype:?}");
+        let got = linear.forward(&input).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let want =
+            input.broadcast_matmul(&widened.t().unwrap()).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let worst = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+        assert!(worst < 1e-4, "{dtype:?}: {worst}");
+    }
+}
+
 #[test]
 fn q5_0_widens_to_int8_exactly() {
     let (rows, cols) = (5, 96);

@@ -60,7 +60,7 @@ fn ours_and_reference(path: &std::path::Path) -> (Decoder, candle_transformers::
 
 const TOKENS: [u32; 9] = [5, 77, 256, 13, 200, 31, 99, 257, 42];
 
-/// Every weight type our kernels take (Q8_0, Q5_0, Q4_K, Q5_K, Q6_K; K-quants need widths of 256) against
+/// Every weight type our kernels take (Q8_0, Q5_0, Q4_K, Q5_K, Q6_K, F16, BF16; K-quants need widths of 256) against
 /// candle-transformers' own Qwen2 on candle's kernels.
 #[rstest::rstest]
 #[case(GgmlDType::Q8_0, 64, 128)]
@@ -68,6 +68,8 @@ const TOKENS: [u32; 9] = [5, 77, 256, 13, 200, 31, 99, 257, 42];
 #[case(GgmlDType::Q4K, 256, 512)]
 #[case(GgmlDType::Q5K, 256, 512)]
 #[case(GgmlDType::Q6K, 256, 512)]
+#[case(GgmlDType::F16, 64, 128)]
+#[case(GgmlDType::BF16, 64, 128)]
 fn forward_matches_candle_reference_implementation(
     #[case] matrix_type: GgmlDType,
     #[case] hidden: usize,
