@@ -230,6 +230,8 @@ fn a_plan_that_calls_no_connected_tool_is_sent_back_once() {
     assert_eq!(sent_back.len(), 1, "sent back once: {events:?}");
     assert_eq!(sent_back[0]["verdict"], "not_met");
     assert!(sent_back[0]["text"].as_str().unwrap().contains("list_chores"), "{:?}", sent_back[0]);
+    let from_steps = sent_back[0]["from_steps"].as_str().unwrap_or_default();
+    assert!(from_steps.is_empty(), "an answer resting on no tool is none to fall back on: {:?}", sent_back[0]);
     let replan = events.iter().find(|e| e["event"] == "replan").expect("a replan");
     assert!(replan["reason"].as_str().unwrap().contains("list_chores"), "{replan}");
 

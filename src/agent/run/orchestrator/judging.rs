@@ -60,12 +60,16 @@ impl Agent<'_> {
             Joiner::Executor => "executor",
         };
         if let Some(feedback) = self.no_tool_called(plan) {
-            // Checked in code before any model reads: an answer that rests on no tool is sent back once.
+            // Checked in code before any model reads: an answer that rests on no tool is sent back once. Its steps'
+            // text is logged as no answer (`from_steps` empty), so it never displaces, as the answer a run gives
+            // when its replans run out, an earlier doubted plan's that rests on tool results (a git log read
+            // right, doubted, then "a user named JohnDoe" from a plan of model steps alone).
             tracing::warn!(target: "tandem::joiner", "plan sent back: {feedback}");
             let (version, role) = (plan.version, role.to_string());
             let text = feedback.clone();
             let usage = Default::default();
-            self.emit(Event::Joined { version, verdict: "not_met".into(), text, role, from_steps: fallback, usage })?;
+            let from_steps = String::new();
+            self.emit(Event::Joined { version, verdict: "not_met".into(), text, role, from_steps, usage })?;
             return Ok(Some(feedback));
         }
         let results = step_results(plan, &self.state);
