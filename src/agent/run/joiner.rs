@@ -166,13 +166,14 @@ pub fn join(
         };
         if !reply.complete {
             let reason = reply.missing.trim().to_string();
-            if !gives_no_reason(&reason) && !copies_the_example(&reason, goal) {
+            if !gives_no_reason(&reason) && !copies_the_example(&reason, goal) && !names_no_part_of(&reason, goal) {
                 usage.ms = started.elapsed().as_millis() as u64;
                 return Ok((Verdict::NotMet(reason), usage));
             }
             // "Not complete" without naming a part gives the planner nothing to go on (the 1.5B wrote `}` for
             // right results), nor does the instructions' own example (it named "the weather in Oslo" missing from
-            // a to-do list's results, and the replan read a weather file): ask again.
+            // a to-do list's results, and the replan read a weather file), nor a part the goal does not ask ("the
+            // date" missing from a right answer to "Who made the most recent commit?"): ask again.
             let problem = "That names no missing part of this goal. Write the answer from the results, or name in \
                            words the part of the goal they do not give.";
             rejected.push(format!("not complete: {reason:?} ({problem})"));
@@ -277,6 +278,21 @@ const EXAMPLE_MISSING: &str = "the weather in Oslo";
 fn copies_the_example(reason: &str, goal: &str) -> bool {
     let example = EXAMPLE_MISSING.to_lowercase();
     reason.to_lowercase().contains(&example) && !goal.to_lowercase().contains(&example)
+}
+
+/// Whether a missing part's name shares no word with the goal: none of its words of four letters or more begins
+/// as a word of the goal does (its first four letters), so it is no part of what the goal asks. Read on the goal's
+/// own words, in any language written with spaces; no list of words.
+fn names_no_part_of(reason: &str, goal: &str) -> bool {
+    let words = |text: &str| -> Vec<String> {
+        text.split(|c: char| !c.is_alphanumeric())
+            .filter(|w| w.chars().count() >= 4)
+            .map(|w| w.to_lowercase().chars().take(4).collect())
+            .collect()
+    };
+    let asked = words(goal);
+    let named = words(reason);
+    !named.is_empty() && !named.iter().any(|w| asked.contains(w))
 }
 
 /// Whether a missing part's name says nothing: no word in it (the format's `...`, a `}`), or a word for nothing.
@@ -454,6 +470,12 @@ mod tests {
         assert!(copies_the_example("The weather in Oslo", "What's the most urgent thing on my to-do list?"));
         assert!(!copies_the_example("the weather in Oslo", "What is the weather in Oslo today?"));
         assert!(!copies_the_example("the price of AAPL", "What is AAPL's price?"));
+        let goal = "Who made the most recent commit in the repository in this folder?";
+        assert!(names_no_part_of("the date", goal));
+        assert!(!names_no_part_of("the commit's author", goal), "commit: a word of the goal");
+        assert!(!names_no_part_of("the number of tickets", "What do the tickets cost us in total?"), "its plural");
+        assert!(!names_no_part_of("opening hours on Monday", "Is the museum open on Mondays?"), "its first letters");
+        assert!(!names_no_part_of("a tip", goal), "no word long enough to tell: a part");
     }
 
     #[test]
