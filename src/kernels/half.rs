@@ -56,6 +56,8 @@ pub struct HalfMatrix {
 
 /// Weight rows a kernel call computes side by side (each row's sum is computed the same way alone or in a tile).
 const TILE: usize = 4;
+/// Activation rows a pass over the weight rows of a work item takes (8 rows of 1536 floats: 48 KiB, in L2).
+const INPUT_BLOCK: usize = 8;
 
 impl HalfMatrix {
     /// Builds the matrix from GGUF bytes of `kind` (row-major little-endian two-byte values).
@@ -116,24 +118,36 @@ impl HalfMatrix {
         }
     }
 
-    /// The output columns `rows` for every activation row: tiles of [`TILE`] rows, then one at a time.
+    /// The output columns `rows` for every activation row: blocks of [`INPUT_BLOCK`] activation rows (kept in cache
+    /// while every weight row of `rows` passes by), in each tiles of [`TILE`] weight rows, then one at a time.
     fn rows_kernel(&self, input: &[f32], m: usize, rows: std::ops::Range<usize>, out: &mut [f32]) {
-        let mut r = rows.start;
-        while r + TILE <= rows.end {
-            self.tile::<TILE>(input, m, r, out);
-            r += TILE;
-        }
-        for r in r..rows.end {
-            self.tile::<1>(input, m, r, out);
+        for i0 in (0..m).step_by(INPUT_BLOCK) {
+            let inputs = i0..(i0 + INPUT_BLOCK).min(m);
+            let mut r = rows.start;
+            while r + TILE <= rows.end {
+                self.tile::<TILE>(input, inputs.clone(), r, out);
+                r += TILE;
+            }
+            for r in r..rows.end {
+                self.tile::<1>(input, inputs.clone(), r, out);
+            }
         }
     }
 
-    /// Rows `r0..r0 + N` times every activation row, on the fastest kernel this CPU has.
-    fn tile<const N: usize>(&self, input: &[f32], m: usize, r0: usize, out: &mut [f32]) {
+    /// Rows `r0..r0 + N` times the activation rows `inputs`, two at a time (each weight widened once for both),
+    /// on the fastest kernel this CPU has.
+    fn tile<const N: usize>(&self, input: &[f32], inputs: std::ops::Range<usize>, r0: usize, out: &mut [f32]) {
         let weights: [&[u16]; N] = std::array::from_fn(|j| self.row(r0 + j));
-        for i in 0..m {
-            let x = &input[i * self.cols..(i + 1) * self.cols];
-            let sums = dot_rows(self.kind, x, &weights);
+        let x = |i: usize| &input[i * self.cols..(i + 1) * self.cols];
+        let mut i = inputs.start;
+        while i + 2 <= inputs.end {
+            let [first, second] = dot_rows2(self.kind, [x(i), x(i + 1)], &weights);
+            out[i * self.rows + r0..i * self.rows + r0 + N].copy_from_slice(&first);
+            out[(i + 1) * self.rows + r0..(i + 1) * self.rows + r0 + N].copy_from_slice(&second);
+            i += 2;
+        }
+        if i < inputs.end {
+            let sums = dot_rows(self.kind, x(i), &weights);
             out[i * self.rows + r0..i * self.rows + r0 + N].copy_from_slice(&sums);
         }
     }
@@ -148,6 +162,16 @@ fn dot_rows<const N: usize>(kind: HalfKind, x: &[f32], w: &[&[u16]; N]) -> [f32;
         return unsafe { avx2::dot_rows(kind, x, w) };
     }
     reference_dot_rows(kind, x, w)
+}
+
+/// [`dot_rows`] for two activation rows at once, each sum as [`dot_rows`] computes it.
+fn dot_rows2<const N: usize>(kind: HalfKind, x: [&[f32]; 2], w: &[&[u16]; N]) -> [[f32; N]; 2] {
+    #[cfg(target_arch = "x86_64")]
+    if has_f16c() {
+        // SAFETY: `has_f16c` found AVX2, FMA and F16C at run time.
+        return unsafe { avx2::dot_rows2(kind, x, w) };
+    }
+    [reference_dot_rows(kind, x[0], w), reference_dot_rows(kind, x[1], w)]
 }
 
 /// [`dot_rows`] in plain Rust, in the lane order the AVX2 kernel sums in.
@@ -228,6 +252,42 @@ mod avx2 {
         }
         sums
     }
+
+    /// `super::dot_rows2` on AVX2: each weight widened once for both activation rows, one accumulator a row and
+    /// activation row, summed as `dot_rows` sums.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2, FMA and F16C; every row of `w` and `x` is as long as `x[0]`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn dot_rows2<const N: usize>(kind: HalfKind, x: [&[f32]; 2], w: &[&[u16]; N]) -> [[f32; N]; 2] {
+        let cols = x[0].len();
+        let body = cols / 8 * 8;
+        let mut acc = [[_mm256_setzero_ps(); N]; 2];
+        let mut c = 0;
+        while c < body {
+            let x0 = _mm256_loadu_ps(x[0].as_ptr().add(c));
+            let x1 = _mm256_loadu_ps(x[1].as_ptr().add(c));
+            for j in 0..N {
+                let wj = widen8(kind, w[j].as_ptr().add(c));
+                acc[0][j] = _mm256_fmadd_ps(x0, wj, acc[0][j]);
+                acc[1][j] = _mm256_fmadd_ps(x1, wj, acc[1][j]);
+            }
+            c += 8;
+        }
+        let mut sums = [[0f32; N]; 2];
+        for (a, (xa, sa)) in acc.iter().zip(x.iter().zip(sums.iter_mut())) {
+            for j in 0..N {
+                let mut lanes = [0f32; 8];
+                _mm256_storeu_ps(lanes.as_mut_ptr(), a[j]);
+                let mut sum = super::lane_sum(lanes);
+                for c in body..cols {
+                    sum = xa[c].mul_add(kind.widen(w[j][c]), sum);
+                }
+                sa[j] = sum;
+            }
+        }
+        sums
+    }
 }
 
 #[cfg(test)]
@@ -289,6 +349,14 @@ mod tests {
         let want: Vec<f32> =
             (0..rows).map(|r| reference_dot_rows(HalfKind::F16, &input, &[matrix.row(r)])[0]).collect();
         assert_eq!(all, want, "the kernel sums as the reference does");
+        let three = values(3 * cols, 8);
+        let mut together = vec![0f32; 3 * rows];
+        matrix.matmul(&three, 3, &mut together);
+        for i in 0..3 {
+            let mut alone = vec![0f32; rows];
+            matrix.matmul(&three[i * cols..(i + 1) * cols], 1, &mut alone);
+            assert_eq!(&together[i * rows..(i + 1) * rows], &alone[..], "activation row {i} in a pair");
+        }
     }
 
     #[test]
