@@ -24,7 +24,7 @@ pub fn chat_call(
     max_tokens: usize,
 ) -> Result<(String, Timings)> {
     // One candidate is one plain generation (with the model's drafting), as `generate_candidates` runs it.
-    let mut outputs = chat_candidates(model, role, messages, spec, max_tokens, &[(Sampling::Greedy, 0)])?;
+    let mut outputs = chat_candidates(model, role, messages, spec, max_tokens, &[(Sampling::Greedy, 0)], false)?;
     outputs.pop().expect("one candidate, one output")
 }
 
@@ -47,30 +47,19 @@ pub fn timed_chat_call(
     Ok((text, usage))
 }
 
-/// [`chat_call`] with one output per entry of `samplings` (token choice and seed), generated side by side from
-/// one prefill (see [`generate_candidates`]); each under its own matcher for `spec`. A failed candidate has its
-/// error in its place.
-pub fn chat_candidates(
-    model: &mut Model,
-    role: &str,
-    messages: &[ChatMessage],
-    spec: Option<&ConstraintSpec>,
-    max_tokens: usize,
-    samplings: &[(Sampling, u64)],
-) -> Result<Vec<Result<(String, Timings)>>> {
-    thinking_candidates(model, role, messages, spec, max_tokens, samplings, false)
-}
-
 /// How many tokens a thought may take (`tandem run --think`), beside the answer's own budget.
 pub const THOUGHT_TOKENS: usize = 1024;
 
-/// [`chat_candidates`], in the model's thinking mode where `think` asks for it and its chat template has the
-/// switch (`enable_thinking`, Qwen3's and SmolLM3's): rendered with thinking on, each output opens with a
-/// thinking block of at most [`THOUGHT_TOKENS`] (fewer where the context has less room) before what `spec`
-/// admits, and its text holds the block (read apart with
+/// [`chat_call`] with one output per entry of `samplings` (token choice and seed), generated side by side from
+/// one prefill (see [`generate_candidates`]); each under its own matcher for `spec`. A failed candidate has its
+/// error in its place.
+///
+/// With `think`, where the model's chat template has the switch (`enable_thinking`, Qwen3's and SmolLM3's): rendered
+/// in thinking mode, each output opens with a thinking block of at most [`THOUGHT_TOKENS`] (fewer where the context
+/// has less room) before what `spec` admits, and its text holds the block (read apart with
 /// [`split_thinking`](crate::decode::constraint::split_thinking)). Where the template has no switch the call is as
 /// without `think` (warned once).
-pub fn thinking_candidates(
+pub fn chat_candidates(
     model: &mut Model,
     role: &str,
     messages: &[ChatMessage],

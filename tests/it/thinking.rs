@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use candle_core::Device;
-use tandem::agent::model_call::thinking_candidates;
+use tandem::agent::model_call::chat_candidates;
 use tandem::decode::constraint::{split_thinking, ConstraintSpec};
 use tandem::decode::{Model, Sampling, Speculation};
 use tandem::llm::{ChatMessage, ChatTemplate, LoadOptions};
@@ -48,7 +48,7 @@ fn a_thinking_model_writes_its_thought_before_the_answer_and_only_when_asked() {
     let spec = ConstraintSpec::Regex("yes|no".into());
     let samplings = [(Sampling::Greedy, 0), (Sampling::Random { temperature: 1.0, top_k: None, top_p: None }, 7)];
 
-    let thought = thinking_candidates(&mut model, "planner", &messages, Some(&spec), 4, &samplings, true).unwrap();
+    let thought = chat_candidates(&mut model, "planner", &messages, Some(&spec), 4, &samplings, true).unwrap();
     for output in thought {
         let (text, _) = output.unwrap();
         assert!(text.starts_with("<think>") && text.contains("</think>"), "{text:?}");
@@ -57,7 +57,7 @@ fn a_thinking_model_writes_its_thought_before_the_answer_and_only_when_asked() {
         assert!(answer == "yes" || answer == "no", "{text:?}");
     }
 
-    let plain = thinking_candidates(&mut model, "planner", &messages, Some(&spec), 4, &samplings, false).unwrap();
+    let plain = chat_candidates(&mut model, "planner", &messages, Some(&spec), 4, &samplings, false).unwrap();
     for output in plain {
         let (text, _) = output.unwrap();
         assert!(text == "yes" || text == "no", "{text:?}");

@@ -6,7 +6,7 @@ use std::time::Instant;
 use minijinja::Environment;
 use serde_json::{json, Value};
 
-use crate::agent::model_call::{chat_call, thinking_candidates};
+use crate::agent::model_call::{chat_call, chat_candidates};
 use crate::agent::plan::schema::{next_step_json_schema, plan_json_schema_with, PlanSchemaOptions};
 use crate::agent::plan::search::{self, SearchReport};
 use crate::agent::plan::tool_lines::{self, ToolListing};
@@ -130,7 +130,7 @@ pub fn revise_plan(
     let started = Instant::now();
     let Revising { spec, messages, seen } = revising(model, goal, registry, history)?;
     let samplings = search::samplings(plans.max(1));
-    let written = thinking_candidates(model, "planner", &messages, Some(&spec), max_tokens, &samplings, think)?;
+    let written = chat_candidates(model, "planner", &messages, Some(&spec), max_tokens, &samplings, think)?;
     if plans <= 1 {
         let (text, timings) = written.into_iter().next().expect("one sampling, one output")?;
         let written = read_plan(text, timings, goal, &seen, registry, rules)?;
@@ -209,7 +209,7 @@ pub fn sampled_revision(
     });
     let mut tokens = 0;
     for (round, messages, samplings) in std::iter::once(("with the plans", messages, samplings)).chain(fresh) {
-        let written = thinking_candidates(model, "planner", &messages, Some(&spec), max_tokens, &samplings, think)?;
+        let written = chat_candidates(model, "planner", &messages, Some(&spec), max_tokens, &samplings, think)?;
         // The candidates are written side by side: each one's cost is all of theirs (and every round's).
         tokens += written.iter().flatten().map(|(_, t)| t.generated_tokens).sum::<usize>();
         for candidate in written {

@@ -110,7 +110,7 @@ pub fn repair_arguments(
     let messages = [ChatMessage::system(REPAIR_SYSTEM), ChatMessage::user(user)];
     let schema = ConstraintSpec::JsonSchema(call_schema(request.spec));
     let started = Instant::now();
-    let outputs = chat_candidates(model, "planner", &messages, Some(&schema), max_tokens, samplings)?;
+    let outputs = chat_candidates(model, "planner", &messages, Some(&schema), max_tokens, samplings, false)?;
     let mut usage = ModelUsage { tokens_in: 0, tokens_out: 0, ms: 0 };
     let mut calls = Vec::new();
     let mut first_error = None;

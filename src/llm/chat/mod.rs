@@ -100,6 +100,8 @@ pub struct ChatTemplate {
     /// Where it shows a request's tools, told by rendering it the first time a request brings tools (the agent's
     /// roles never do, so their loads skip the probe).
     tools_shown: std::sync::OnceLock<ToolsShown>,
+    /// Whether it has a thinking switch, told by rendering it both ways the first time a caller asks.
+    thinking_switch: std::sync::OnceLock<bool>,
 }
 
 impl std::fmt::Debug for ChatTemplate {
@@ -110,6 +112,7 @@ impl std::fmt::Debug for ChatTemplate {
             .field("eos_token", &self.eos_token)
             .field("call_format", &self.call_format)
             .field("tools_shown", &self.tools_shown.get())
+            .field("thinking_switch", &self.thinking_switch.get())
             .finish()
     }
 }
@@ -156,6 +159,7 @@ impl ChatTemplate {
             eos_token: eos_token.to_string(),
             call_format: CallFormat::from_template(source),
             tools_shown: std::sync::OnceLock::new(),
+            thinking_switch: std::sync::OnceLock::new(),
         })
     }
 
@@ -279,9 +283,11 @@ impl ChatTemplate {
     /// Whether the template has a thinking switch: one conversation rendered with `enable_thinking` on and off
     /// comes out different (Qwen3's and SmolLM3's do; a template that never reads the value does not).
     pub fn has_thinking_switch(&self) -> bool {
-        let probe = [ChatMessage::system("Be brief."), ChatMessage::user("Hi")];
-        let render = |on| self.render_kwargs(&probe, None, true, &thinking(on)).ok();
-        render(true) != render(false)
+        *self.thinking_switch.get_or_init(|| {
+            let probe = [ChatMessage::system("Be brief."), ChatMessage::user("Hi")];
+            let render = |on| self.render_kwargs(&probe, None, true, &thinking(on)).ok();
+            render(true) != render(false)
+        })
     }
 
     /// Where the template shows a request's tools.

@@ -16,7 +16,7 @@ impl Agent<'_> {
     pub(super) fn plan_ahead(&mut self, given_plan: Option<Plan>) -> Result<Stop> {
         if self.state.plan.is_none() {
             match given_plan {
-                Some(plan) => self.record_plan(plan, PlanOrigin::Given, "given with --plan", Writing::default())?,
+                Some(plan) => self.record_plan(plan, PlanOrigin::Given, "given with --plan", PlanWriting::default())?,
                 None => {
                     if let Some(stop) = self.write_plan(PlanOrigin::Initial, "first plan")? {
                         return Ok(stop);
@@ -53,7 +53,7 @@ impl Agent<'_> {
                 match self.approver.review_plan(&plan)? {
                     PlanDecision::Approve => self.record_approval(plan.version, "approved")?,
                     PlanDecision::Edit(edited) => {
-                        self.record_plan(edited, PlanOrigin::Edited, "edited at approval", Writing::default())?;
+                        self.record_plan(edited, PlanOrigin::Edited, "edited at approval", PlanWriting::default())?;
                         let version = self.state.version();
                         self.record_approval(version, "edited")?;
                         continue;
@@ -107,12 +107,18 @@ impl Agent<'_> {
     }
 
     /// Logs a plan as the next revision, with what its writing adds (nothing for a given or edited plan).
-    pub(super) fn record_plan(&mut self, plan: Plan, origin: PlanOrigin, reason: &str, written: Writing) -> Result<()> {
+    pub(super) fn record_plan(
+        &mut self,
+        plan: Plan,
+        origin: PlanOrigin,
+        reason: &str,
+        written: PlanWriting,
+    ) -> Result<()> {
         let mut plan = plan.with_explicit_dependencies();
         plan.version = self.state.version() + 1;
         plan.goal = self.state.goal.clone();
         let issues = plan.validate(self.registry).iter().map(ToString::to_string).collect();
-        let Writing { usage, search, mends, thinking } = written;
+        let PlanWriting { usage, search, mends, thinking } = written;
         self.emit(Event::PlanWritten {
             version: plan.version,
             origin,
@@ -200,7 +206,7 @@ impl Agent<'_> {
                     plan,
                     origin,
                     &reason,
-                    Writing { usage: Some(usage), search, mends, thinking: thought },
+                    PlanWriting { usage: Some(usage), search, mends, thinking: thought },
                 )?;
                 Ok(None)
             }
@@ -243,7 +249,7 @@ impl Agent<'_> {
 /// What writing a plan adds to its `plan_written` event: the planner's cost, its plan search, the rule book's mends
 /// and its thought (all absent for a plan given or edited by the user).
 #[derive(Debug, Default)]
-pub(super) struct Writing {
+pub(super) struct PlanWriting {
     pub usage: Option<ModelUsage>,
     pub search: Option<SearchReport>,
     pub mends: Vec<MendChange>,

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::planning::Writing;
+use super::planning::PlanWriting;
 use super::Agent;
 use crate::agent::log::events::{Event, PlanOrigin};
 use crate::agent::log::runs::RunState;
@@ -75,9 +75,6 @@ impl Agent<'_> {
         let rounds: [&[(Sampling, u64)]; 2] = [&all[..1], &all[1..]];
         let mut accepted = None;
         for round in rounds {
-            if accepted.is_some() {
-                break;
-            }
             let model = self.models.planner()?;
             let repaired = repair_arguments(model, &request, tokens, round);
             self.log_model_loads()?;
@@ -116,7 +113,7 @@ impl Agent<'_> {
             repaired_plan,
             PlanOrigin::Repair,
             &reason,
-            Writing { mends: mended.changes, ..Writing::default() },
+            PlanWriting { mends: mended.changes, ..PlanWriting::default() },
         )?;
         Ok(true)
     }

@@ -5,7 +5,7 @@ use std::time::Instant;
 use serde_json::Value;
 
 use super::judging::{final_answer, output_text};
-use super::planning::Writing;
+use super::planning::PlanWriting;
 use super::{Agent, Execution, Stop};
 use crate::agent::log::events::{Event, PlanOrigin, StopReason};
 use crate::agent::log::runs::call_key;
@@ -35,7 +35,7 @@ impl Agent<'_> {
                     thinking: None,
                 })?;
             } else {
-                self.record_plan(start, PlanOrigin::Given, "step mode", Writing::default())?;
+                self.record_plan(start, PlanOrigin::Given, "step mode", PlanWriting::default())?;
             }
         }
         let mut rejected_proposals = 0u32;
