@@ -26,8 +26,10 @@ use crate::agent::log::runs::RunState;
 use crate::agent::models::ModelSource;
 use crate::agent::plan::pipeline::PlanPipeline;
 use crate::agent::plan::refs::Reference;
+use crate::agent::plan::search::SearchReport;
 use crate::agent::plan::Plan;
-use crate::agent::rules::{log_run_change, Rule, RuleSet};
+use crate::agent::rules::{log_run_change, MendChange, Rule, RuleSet};
+use crate::agent::usage::ModelUsage;
 pub use crate::settings::Mode;
 use crate::tools::{ToolContext, ToolRegistry};
 use crate::Result;
@@ -342,4 +344,14 @@ impl<'a> Agent<'a> {
         }
         None
     }
+}
+
+/// What writing a plan adds to its `plan_written` event: the planner's cost, its plan search, the rule book's mends
+/// and its thought (all absent for a plan given or edited by the user).
+#[derive(Debug, Default)]
+struct PlanWriting {
+    pub usage: Option<ModelUsage>,
+    pub search: Option<SearchReport>,
+    pub mends: Vec<MendChange>,
+    pub thinking: Option<String>,
 }

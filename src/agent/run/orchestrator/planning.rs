@@ -3,12 +3,11 @@
 use std::time::Instant;
 
 use super::repair::{plan_checks, repeated_failures};
-use super::{Agent, Execution, PlanDecision, Stop};
+use super::{Agent, Execution, PlanDecision, PlanWriting, Stop};
 use crate::agent::log::events::{Event, PlanOrigin, StopReason};
 use crate::agent::plan::planner::PlanOutcome;
-use crate::agent::plan::search::SearchReport;
 use crate::agent::plan::Plan;
-use crate::agent::rules::{rule_named, MendChange, ReplansResampled, WRITTEN_BEFORE_SEEN};
+use crate::agent::rules::{rule_named, ReplansResampled, WRITTEN_BEFORE_SEEN};
 use crate::agent::usage::ModelUsage;
 use crate::Result;
 
@@ -244,14 +243,4 @@ impl Agent<'_> {
         self.emit(Event::Replan { from_version: self.state.version(), reason: feedback.clone() })?;
         self.write_plan(PlanOrigin::Replan, &feedback)
     }
-}
-
-/// What writing a plan adds to its `plan_written` event: the planner's cost, its plan search, the rule book's mends
-/// and its thought (all absent for a plan given or edited by the user).
-#[derive(Debug, Default)]
-pub(super) struct PlanWriting {
-    pub usage: Option<ModelUsage>,
-    pub search: Option<SearchReport>,
-    pub mends: Vec<MendChange>,
-    pub thinking: Option<String>,
 }

@@ -6,8 +6,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::planning::PlanWriting;
-use super::Agent;
+use super::{Agent, PlanWriting};
 use crate::agent::log::events::{Event, PlanOrigin};
 use crate::agent::log::runs::RunState;
 use crate::agent::plan::search::samplings;

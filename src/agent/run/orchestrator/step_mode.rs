@@ -5,8 +5,7 @@ use std::time::Instant;
 use serde_json::Value;
 
 use super::judging::{final_answer, output_text};
-use super::planning::PlanWriting;
-use super::{Agent, Execution, Stop};
+use super::{Agent, Execution, PlanWriting, Stop};
 use crate::agent::log::events::{Event, PlanOrigin, StopReason};
 use crate::agent::log::runs::call_key;
 use crate::agent::plan::planner::{next_move, NextMove};
