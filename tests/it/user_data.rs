@@ -1,6 +1,7 @@
 //! The user's data on a real database server (`mcp-server-sqlite`, installed on first use as in tests/it/mcp.rs):
 //! a call that would put a name nothing gave into the user's database is not made (rule `contents-not-made-up`'s
-//! run-time part), and `--rules-off` lets it through, so the test can fail.
+//! run-time part), and `--rules-off` lets it through, so the test can fail; the server's error answered as text
+//! ("Database error: no such column") is a failed step, not a result a reading answers from (`errors-in-results`).
 
 use std::path::Path;
 use std::process::Command;
@@ -30,6 +31,17 @@ fn customers(db: &Path) -> Vec<String> {
 /// Runs a given plan that inserts a customer nobody named, then reads the city's customers, against a fresh copy of
 /// the shop; returns the run's JSON, its events and the customers left in the database.
 fn run_invented_insert(extra: &[&str]) -> (Value, Vec<Value>, Vec<String>) {
+    let plan = r#"{"goal": "leeds", "steps": [
+            {"id": "s1", "description": "add a customer", "tool": "write_query",
+             "args": {"query": "INSERT INTO customers (name, city) VALUES ('John Doe', 'Leeds')"}},
+            {"id": "s2", "description": "the city's customers", "tool": "read_query",
+             "args": {"query": "SELECT name FROM customers WHERE city = 'Leeds'"}, "depends_on": ["s1"]}]}"#;
+    run_on_shop(plan, extra)
+}
+
+/// Runs the given `plan` against a fresh copy of the shop (no joiner, no replans); returns the run's JSON, its
+/// events and the customers left in the database.
+fn run_on_shop(plan: &str, extra: &[&str]) -> (Value, Vec<Value>, Vec<String>) {
     let scratch = Scratch::new();
     let workspace = scratch.workspace();
     std::fs::create_dir_all(&workspace).unwrap();
@@ -40,14 +52,7 @@ fn run_invented_insert(extra: &[&str]) -> (Value, Vec<Value>, Vec<String>) {
     let server = installed_program("venv/bin/mcp-server-sqlite");
     let config = json!({"mcpServers": {"db": {"command": server, "args": ["--db-path", db]}}});
     let config = scratch.write("mcp.json", &config.to_string());
-    let plan = scratch.write(
-        "plan.json",
-        r#"{"goal": "leeds", "steps": [
-            {"id": "s1", "description": "add a customer", "tool": "write_query",
-             "args": {"query": "INSERT INTO customers (name, city) VALUES ('John Doe', 'Leeds')"}},
-            {"id": "s2", "description": "the city's customers", "tool": "read_query",
-             "args": {"query": "SELECT name FROM customers WHERE city = 'Leeds'"}, "depends_on": ["s1"]}]}"#,
-    );
+    let plan = scratch.write("plan.json", plan);
     let mut args = vec![
         "run",
         "--workspace",
@@ -86,4 +91,28 @@ fn a_name_nothing_gave_never_reaches_the_users_database() {
     // With the rule off, the same plan writes the made-up customer: the check above is what kept it out.
     let (_, _, names) = run_invented_insert(&["--rules-off", "contents-not-made-up"]);
     assert!(names.iter().any(|n| n == "John Doe"), "{names:?}");
+}
+
+/// Rule `errors-in-results`: the SQLite server answers a query over a column its table lacks with the text
+/// "Database error: no such column: …" and no error flag. The step fails with that message (logged as the rule's),
+/// so nothing reads it as the customers' data; with the rule off the same text is the step's result.
+#[test]
+fn a_database_error_answered_as_text_is_a_failed_step() {
+    let plan = r#"{"goal": "newest", "steps": [
+        {"id": "s1", "description": "the newest customer", "tool": "read_query",
+         "args": {"query": "SELECT name FROM customers ORDER BY signup_date DESC LIMIT 1"}}]}"#;
+    let step = |events: &[Value]| -> Value {
+        events.iter().find(|e| e["event"] == "step_finished" && e["step"] == "s1").cloned().expect("s1 finished")
+    };
+    let (json, events, _) = run_on_shop(plan, &[]);
+    let failed = step(&events);
+    let error = failed["error"].as_str().unwrap_or_default();
+    assert!(error.contains("no such column: signup_date") && failed["output"].is_null(), "{json}");
+    let applied = events.iter().find(|e| e["event"] == "rule_applied").expect("a rule_applied event");
+    assert_eq!((applied["rule"].as_str(), applied["step"].as_str()), (Some("errors-in-results"), Some("s1")));
+
+    let (_, events, _) = run_on_shop(plan, &["--rules-off", "errors-in-results"]);
+    let taken = step(&events);
+    assert!(taken["error"].is_null(), "{taken}");
+    assert!(taken["output"].to_string().contains("no such column"), "{taken}");
 }

@@ -39,7 +39,7 @@
 //! ([`joined_equations`]): one system, so a split with two unknowns planned as two one-equation steps is answered,
 //! and a replan after "underdetermined" that writes one equation again is solved with the equation written before.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
 use serde_json::{Map, Value};
@@ -225,13 +225,15 @@ fn expression_numbers(text: &str) -> Option<Vec<(Range<usize>, f64)>> {
 /// The words that open the feedback of the rule's run-time part.
 pub const WRITTEN_BEFORE_SEEN: &str = "Steps were written before the results they wait for were seen";
 
-/// The steps of `plan` not yet done (`done`) that wait for one of the steps just called (`called`) without reading
-/// its result and pass a text the goal does not hold, each with the step it waits for.
+/// The tool steps of `plan` not yet done (no result in `outputs`) that were written blind on one of the steps just
+/// called (`called`), each with the step it waits for: they wait for it without reading its result and pass a text
+/// the goal does not hold, or they pick an item of a list it gave by position where that list holds other than one
+/// item, or pass a list of it that came back empty ([`picks_blind`]).
 pub(crate) fn written_before_seen(
     plan: &Plan,
     registry: &ToolRegistry,
     called: &[String],
-    done: &HashSet<String>,
+    outputs: &HashMap<String, Value>,
 ) -> Vec<(String, String)> {
     let model_step = |step: &Step| registry.spec(&step.tool).is_none_or(|spec| spec.needs_model);
     // A step that shows something: not a model, not the calculator, not a tool declared to change things (a step
@@ -243,7 +245,16 @@ pub(crate) fn written_before_seen(
     };
     let goal = plan.goal.to_lowercase();
     let mut blind = Vec::new();
-    for step in plan.steps.iter().filter(|s| !done.contains(&s.id) && !model_step(s)) {
+    for step in plan.steps.iter().filter(|s| !outputs.contains_key(&s.id) && !model_step(s)) {
+        let picked = step.references().into_iter().find(|reference| {
+            called.contains(&reference.step)
+                && plan.step(&reference.step).is_some_and(shows)
+                && outputs.get(&reference.step).is_some_and(|output| picks_blind(reference, output))
+        });
+        if let Some(picked) = picked {
+            blind.push((step.id.clone(), picked.step));
+            continue;
+        }
         let read: HashSet<String> = step.references().into_iter().map(|r| r.step).collect();
         // A path inside one the earlier step passes (a file in the folder it lists) is no guess at its result: the
         // step follows it for order ([`acts_inside`], as the mend part reads it).
@@ -257,6 +268,42 @@ pub(crate) fn written_before_seen(
         }
     }
     blind
+}
+
+/// Whether `reference` into `output` chose before it saw: it picks a list's item by position (`$s2.todos.0.id$`)
+/// where the list holds none or several (which one the goal means is for the list's contents to say, not its
+/// order as the planner imagined it), or it reads a list that came back empty. The list is found as the
+/// `references` rule reads it at run time: a field the result lacks is its one list. Why: on a to-do list, the
+/// 1.5B planned `filter_by_project("birthday")`, then `get_todo($s2.entries.0.id$)` and a delete of that id; the
+/// filter found nothing, and the replans kept the guess.
+fn picks_blind(reference: &crate::agent::plan::refs::Reference, output: &Value) -> bool {
+    let path: Vec<&str> = reference.field.as_deref().map(|f| f.split('.').collect()).unwrap_or_default();
+    let index_at = path.iter().position(|part| part.parse::<usize>().is_ok());
+    let mut current = output;
+    for part in &path[..index_at.unwrap_or(path.len())] {
+        let next = match current {
+            Value::Object(map) => map.get(*part).or_else(|| one_list(map)),
+            _ => None,
+        };
+        let Some(next) = next else { return false };
+        current = next;
+    }
+    let list = match current {
+        Value::Object(map) => one_list(map),
+        other => Some(other),
+    };
+    match (list.and_then(Value::as_array), index_at) {
+        (Some(items), Some(_)) => items.len() != 1,
+        (Some(items), None) => items.is_empty(),
+        (None, _) => false,
+    }
+}
+
+/// The one list among an object's fields, where it has exactly one.
+fn one_list(map: &Map<String, Value>) -> Option<&Value> {
+    let mut lists = map.values().filter(|value| value.is_array());
+    let list = lists.next()?;
+    lists.next().is_none().then_some(list)
 }
 
 /// Whether `step` passes a text (references cut out) that `goal` (lower-cased) does not hold.
@@ -355,7 +402,7 @@ impl super::Rule for Dependencies {
             name: "dependencies",
             stage: super::Stage::Mend,
             profile: super::Profile::General,
-            keys_on: "a step listing an earlier one in depends_on but passing a value where that step's one declared result belongs: a reference to it; at run time (once a run), where it reads none of that result and passes a text the goal does not hold: the plan is written again once that result is seen; a calculator step with more unknowns than equations: solved with the equations over them that the plan's other calculator steps and the run's refused calculator calls write",
+            keys_on: "a step listing an earlier one in depends_on but passing a value where that step's one declared result belongs: a reference to it; at run time (once a run), where it reads none of that result and passes a text the goal does not hold, or picks an item of a list it gave by position where the list holds none or several, or passes a list of it that came back empty: the plan is written again once that result is seen; a calculator step with more unknowns than equations: solved with the equations over them that the plan's other calculator steps and the run's refused calculator calls write",
         }
     }
 
@@ -410,7 +457,7 @@ mod tests {
     fn a_call_waiting_for_a_result_it_does_not_read_is_written_again_after_it() {
         let registry = registry();
         let called = ["s1".to_string()];
-        let done: HashSet<String> = ["s1".to_string()].into();
+        let done: HashMap<String, Value> = [("s1".to_string(), serde_json::json!({"text": "customers"}))].into();
         let guessed = plan("Who signed up last?", "SELECT name FROM customers ORDER BY signup_date", &["s1"]);
         assert_eq!(written_before_seen(&guessed, &registry, &called, &done), [("s2".into(), "s1".into())]);
         // Not where it reads the result, does not wait for it, passes only the goal's text, or the step it waits
@@ -427,6 +474,29 @@ mod tests {
         assert!(written_before_seen(&inside, &registry, &called, &done).is_empty());
         let text = feedback(&[("s2".into(), "s1".into())], &["- s1 (list_tables) succeeded with output x".into()]);
         assert!(text.starts_with(WRITTEN_BEFORE_SEEN) && text.contains("s2 waits for s1") && text.contains("output x"));
+    }
+
+    #[test]
+    fn an_item_picked_by_position_from_a_list_of_other_than_one_is_written_again_after_it() {
+        let registry = registry();
+        let called = ["s1".to_string()];
+        let picks = |field: &str| plan("Take the present off my list", &format!("${field}$"), &["s1"]);
+        let seen = |list: Value| -> HashMap<String, Value> {
+            [("s1".to_string(), serde_json::json!({"todos": list, "count": 0}))].into()
+        };
+        let two = seen(serde_json::json!([{"id": "1"}, {"id": "2"}]));
+        let one = seen(serde_json::json!([{"id": "2"}]));
+        let none = seen(serde_json::json!([]));
+        let blind = [("s2".to_string(), "s1".to_string())];
+        // By position, under the field the result has or one it lacks (its one list is read): none or several.
+        assert_eq!(written_before_seen(&picks("s1.entries.0.id"), &registry, &called, &two), blind);
+        assert_eq!(written_before_seen(&picks("s1.todos.1.id"), &registry, &called, &none), blind);
+        assert!(written_before_seen(&picks("s1.todos.0.id"), &registry, &called, &one).is_empty());
+        // A list passed whole: only where it came back empty.
+        assert_eq!(written_before_seen(&picks("s1.todos"), &registry, &called, &none), blind);
+        assert!(written_before_seen(&picks("s1.todos"), &registry, &called, &two).is_empty());
+        // Not before the list was called this round, nor for a model's reading (s3 reads s2 whole).
+        assert!(written_before_seen(&picks("s1.todos.0.id"), &registry, &[], &two).is_empty());
     }
 
     #[test]

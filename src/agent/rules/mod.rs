@@ -22,6 +22,7 @@ mod dates_and_times;
 mod dependencies;
 mod duplicates;
 mod durations;
+mod errors_in_results;
 mod fields_read_from_text;
 mod invented;
 mod language_codes;
@@ -51,6 +52,7 @@ pub use dependencies::{
 };
 pub use duplicates::{drop_repeated_calls, Duplicates};
 pub use durations::{mend_durations, Durations};
+pub use errors_in_results::{reported_error, ErrorsInResults};
 pub use fields_read_from_text::FieldsReadFromText;
 pub use invented::{drop_invented_steps, Invented};
 pub use language_codes::{mend_languages, mend_languages_to_codes, mend_languages_to_names, LanguageCodes};
@@ -174,6 +176,7 @@ pub static RULES: &[&dyn Rule] = &[
     &Invented,
     &ContentsNotMadeUp,
     &FieldsReadFromText,
+    &ErrorsInResults,
     &WritesKeepData,
     &ReplansResampled,
 ];

@@ -12,6 +12,7 @@ use crate::agent::log::runs::RunState;
 use crate::agent::numbers::{numbers_in, Number};
 use crate::agent::plan::refs::value_text;
 use crate::agent::plan::{resolve_args, Plan, Step};
+use crate::agent::rules::{reported_error, ErrorsInResults};
 use crate::agent::run::evaluation::{checkable, doubts, evaluate};
 use crate::agent::run::joiner::{join, StepResult, Verdict};
 use crate::settings::{Evaluator, Joiner};
@@ -44,6 +45,24 @@ impl Agent<'_> {
             });
         }
         Ok(output)
+    }
+
+    /// Judges a tool's observation of `step`'s call with `args` as [`Agent::judge`] does, and first (rule
+    /// `errors-in-results`) takes a result that is only an error report for the call failing with that message.
+    pub(super) fn judge_call(
+        &self,
+        step: &str,
+        tool: &str,
+        args: &Map<String, Value>,
+        output: Value,
+    ) -> std::result::Result<Value, ToolError> {
+        if self.rules().on(&ErrorsInResults) {
+            if let Some(message) = reported_error(&output, args) {
+                self.note_rule(&ErrorsInResults, step, &format!("{tool} answered an error as its result: {message}"));
+                return Err(ToolError::Reported { tool: tool.into(), message });
+            }
+        }
+        self.judge(tool, output)
     }
 
     /// Writes the answer of a plan whose steps all finished: the joiner's when it passes the number check, else
@@ -141,21 +160,30 @@ impl Agent<'_> {
     /// Why: told "I watered the plants, tick that off." beside a to-do list server, the 1.5B planned one `llm` step,
     /// and the run answered "The task 'Watering' was ticked off." with the list untouched.
     fn no_tool_called(&self, plan: &Plan) -> Option<String> {
-        let catalogue = self.pipeline.shown();
-        let connected: Vec<&str> = catalogue.names().into_iter().filter(|name| !BUILTIN_TOOLS.contains(name)).collect();
         let calls_one = plan.steps.iter().any(|step| step.tool != Llm::NAME);
         let sent_back = self.state.revisions.iter().any(|revision| revision.feedback.contains(NO_TOOL_MARKER));
-        if connected.is_empty() || calls_one || sent_back || self.state.replans >= self.settings.budgets.max_replans {
+        if calls_one || sent_back || self.state.replans >= self.settings.budgets.max_replans {
+            return None;
+        }
+        let connected = self.connected_tools()?;
+        Some(format!(
+            "{NO_TOOL_MARKER} ({connected}), so its answer rests on none of the user's data or tools. If one of them \
+             gives or does what the goal asks, write the plan again with it; if none does, write the same plan again."
+        ))
+    }
+
+    /// The tools connected to the run (an MCP server's, a tool file's: any but the built-ins) that the catalogue the
+    /// planner saw holds, named (at most [`SHOWN_TOOLS`], then how many more); `None` where it holds none.
+    pub(super) fn connected_tools(&self) -> Option<String> {
+        let catalogue = self.pipeline.shown();
+        let connected: Vec<&str> = catalogue.names().into_iter().filter(|name| !BUILTIN_TOOLS.contains(name)).collect();
+        if connected.is_empty() {
             return None;
         }
         let shown: Vec<&str> = connected.iter().copied().take(SHOWN_TOOLS).collect();
         let more = connected.len().saturating_sub(SHOWN_TOOLS);
         let more = if more > 0 { format!(" and {more} more") } else { String::new() };
-        Some(format!(
-            "{NO_TOOL_MARKER} ({}{more}), so its answer rests on none of the user's data or tools. If one of them \
-             gives or does what the goal asks, write the plan again with it; if none does, write the same plan again.",
-            shown.join(", ")
-        ))
+        Some(format!("{}{more}", shown.join(", ")))
     }
 
     /// Checks the finished calculator steps of `plan` (step evaluation, when the settings ask for it) and logs
