@@ -225,6 +225,15 @@ fn expression_numbers(text: &str) -> Option<Vec<(Range<usize>, f64)>> {
 /// The words that open the feedback of the rule's run-time part.
 pub const WRITTEN_BEFORE_SEEN: &str = "Steps were written before the results they wait for were seen";
 
+/// A step written before the result it waits for was seen: its id, the step it waits for, and how, in words for
+/// the planner (`s3 picks an item of s2's list by position, and the list holds 0`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Blind {
+    pub step: String,
+    pub waited: String,
+    pub how: String,
+}
+
 /// The tool steps of `plan` not yet done (no result in `outputs`) that were written blind on one of the steps just
 /// called (`called`), each with the step it waits for: they wait for it without reading its result and pass a text
 /// the goal does not hold, or they pick an item of a list it gave by position where that list holds other than one
@@ -234,7 +243,7 @@ pub(crate) fn written_before_seen(
     registry: &ToolRegistry,
     called: &[String],
     outputs: &HashMap<String, Value>,
-) -> Vec<(String, String)> {
+) -> Vec<Blind> {
     let model_step = |step: &Step| registry.spec(&step.tool).is_none_or(|spec| spec.needs_model);
     // A step that shows something: not a model, not the calculator, not a tool declared to change things (a step
     // after a folder is made waits for it for order, not for what it shows).
@@ -246,13 +255,13 @@ pub(crate) fn written_before_seen(
     let goal = plan.goal.to_lowercase();
     let mut blind = Vec::new();
     for step in plan.steps.iter().filter(|s| !outputs.contains_key(&s.id) && !model_step(s)) {
-        let picked = step.references().into_iter().find(|reference| {
-            called.contains(&reference.step)
-                && plan.step(&reference.step).is_some_and(shows)
-                && outputs.get(&reference.step).is_some_and(|output| picks_blind(reference, output))
+        let picked = step.references().into_iter().find_map(|reference| {
+            let seen = outputs.get(&reference.step).filter(|_| called.contains(&reference.step))?;
+            let how = plan.step(&reference.step).filter(|earlier| shows(earlier)).and(picks_blind(&reference, seen))?;
+            Some(Blind { step: step.id.clone(), waited: reference.step.clone(), how: format!("{} {how}", step.id) })
         });
         if let Some(picked) = picked {
-            blind.push((step.id.clone(), picked.step));
+            blind.push(picked);
             continue;
         }
         let read: HashSet<String> = step.references().into_iter().map(|r| r.step).collect();
@@ -264,7 +273,8 @@ pub(crate) fn written_before_seen(
                 && plan.step(id).is_some_and(|earlier| shows(earlier) && !acts_inside(step, earlier))
         });
         if let Some(waited) = waited.filter(|_| guesses(step, &goal)) {
-            blind.push((step.id.clone(), waited.clone()));
+            let how = format!("{} waits for {waited}", step.id);
+            blind.push(Blind { step: step.id.clone(), waited: waited.clone(), how });
         }
     }
     blind
@@ -276,26 +286,27 @@ pub(crate) fn written_before_seen(
 /// `references` rule reads it at run time: a field the result lacks is its one list. Why: on a to-do list, the
 /// 1.5B planned `filter_by_project("birthday")`, then `get_todo($s2.entries.0.id$)` and a delete of that id; the
 /// filter found nothing, and the replans kept the guess.
-fn picks_blind(reference: &crate::agent::plan::refs::Reference, output: &Value) -> bool {
+fn picks_blind(reference: &crate::agent::plan::refs::Reference, output: &Value) -> Option<String> {
     let path: Vec<&str> = reference.field.as_deref().map(|f| f.split('.').collect()).unwrap_or_default();
     let index_at = path.iter().position(|part| part.parse::<usize>().is_ok());
     let mut current = output;
     for part in &path[..index_at.unwrap_or(path.len())] {
-        let next = match current {
-            Value::Object(map) => map.get(*part).or_else(|| one_list(map)),
-            _ => None,
+        current = match current {
+            Value::Object(map) => map.get(*part).or_else(|| one_list(map))?,
+            _ => return None,
         };
-        let Some(next) = next else { return false };
-        current = next;
     }
     let list = match current {
         Value::Object(map) => one_list(map),
         other => Some(other),
     };
+    let waited = &reference.step;
     match (list.and_then(Value::as_array), index_at) {
-        (Some(items), Some(_)) => items.len() != 1,
-        (Some(items), None) => items.is_empty(),
-        (None, _) => false,
+        (Some(items), Some(_)) if items.len() != 1 => {
+            Some(format!("picks an item of {waited}'s list by position, and the list holds {}", items.len()))
+        }
+        (Some(items), None) if items.is_empty() => Some(format!("passes {waited}'s list, which came back empty")),
+        _ => None,
     }
 }
 
@@ -313,8 +324,8 @@ fn guesses(step: &Step, goal: &str) -> bool {
 
 /// The feedback that has the plan written again, with the results of the steps that ran (`results`: one line
 /// each, as the execution record writes them).
-pub(crate) fn feedback(blind: &[(String, String)], results: &[String]) -> String {
-    let pairs: Vec<String> = blind.iter().map(|(step, waited)| format!("{step} waits for {waited}")).collect();
+pub(crate) fn feedback(blind: &[Blind], results: &[String]) -> String {
+    let pairs: Vec<&str> = blind.iter().map(|b| b.how.as_str()).collect();
     format!(
         "{WRITTEN_BEFORE_SEEN} ({}), so their arguments are guesses. What has run so far:\n{}\nWrite the plan again \
          for the whole goal, with the names and values these results show (tables, columns, files, ids, fields); \
@@ -459,7 +470,9 @@ mod tests {
         let called = ["s1".to_string()];
         let done: HashMap<String, Value> = [("s1".to_string(), serde_json::json!({"text": "customers"}))].into();
         let guessed = plan("Who signed up last?", "SELECT name FROM customers ORDER BY signup_date", &["s1"]);
-        assert_eq!(written_before_seen(&guessed, &registry, &called, &done), [("s2".into(), "s1".into())]);
+        let pairs =
+            |blind: Vec<Blind>| -> Vec<(String, String)> { blind.into_iter().map(|b| (b.step, b.waited)).collect() };
+        assert_eq!(pairs(written_before_seen(&guessed, &registry, &called, &done)), [("s2".into(), "s1".into())]);
         // Not where it reads the result, does not wait for it, passes only the goal's text, or the step it waits
         // for came from the cache (its result was in view).
         let reads = plan("Who signed up last?", "SELECT * FROM $s1.text$", &["s1"]);
@@ -472,7 +485,8 @@ mod tests {
         let mut inside = plan("Read the report in docs", "docs/report.txt", &["s1"]);
         inside.steps[0].args.insert("query".into(), "docs".into());
         assert!(written_before_seen(&inside, &registry, &called, &done).is_empty());
-        let text = feedback(&[("s2".into(), "s1".into())], &["- s1 (list_tables) succeeded with output x".into()]);
+        let blind = Blind { step: "s2".into(), waited: "s1".into(), how: "s2 waits for s1".into() };
+        let text = feedback(&[blind], &["- s1 (list_tables) succeeded with output x".into()]);
         assert!(text.starts_with(WRITTEN_BEFORE_SEEN) && text.contains("s2 waits for s1") && text.contains("output x"));
     }
 
@@ -487,14 +501,22 @@ mod tests {
         let two = seen(serde_json::json!([{"id": "1"}, {"id": "2"}]));
         let one = seen(serde_json::json!([{"id": "2"}]));
         let none = seen(serde_json::json!([]));
-        let blind = [("s2".to_string(), "s1".to_string())];
+        let how = |plan: &Plan, seen: &HashMap<String, Value>| -> Vec<String> {
+            written_before_seen(plan, &registry, &called, seen).into_iter().map(|b| b.how).collect()
+        };
         // By position, under the field the result has or one it lacks (its one list is read): none or several.
-        assert_eq!(written_before_seen(&picks("s1.entries.0.id"), &registry, &called, &two), blind);
-        assert_eq!(written_before_seen(&picks("s1.todos.1.id"), &registry, &called, &none), blind);
-        assert!(written_before_seen(&picks("s1.todos.0.id"), &registry, &called, &one).is_empty());
+        assert_eq!(
+            how(&picks("s1.entries.0.id"), &two),
+            ["s2 picks an item of s1's list by position, and the list holds 2"]
+        );
+        assert_eq!(
+            how(&picks("s1.todos.1.id"), &none),
+            ["s2 picks an item of s1's list by position, and the list holds 0"]
+        );
+        assert!(how(&picks("s1.todos.0.id"), &one).is_empty());
         // A list passed whole: only where it came back empty.
-        assert_eq!(written_before_seen(&picks("s1.todos"), &registry, &called, &none), blind);
-        assert!(written_before_seen(&picks("s1.todos"), &registry, &called, &two).is_empty());
+        assert_eq!(how(&picks("s1.todos"), &none), ["s2 passes s1's list, which came back empty"]);
+        assert!(how(&picks("s1.todos"), &two).is_empty());
         // Not before the list was called this round, nor for a model's reading (s3 reads s2 whole).
         assert!(written_before_seen(&picks("s1.todos.0.id"), &registry, &[], &two).is_empty());
     }

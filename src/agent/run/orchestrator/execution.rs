@@ -488,8 +488,7 @@ impl Agent<'_> {
             })
             .collect();
         let feedback = discovery_feedback(&blind, &results);
-        let (step, waited) = &blind[0];
-        self.note_rule(&Dependencies, step, &format!("waits for {waited} without reading it: plan written again"));
+        self.note_rule(&Dependencies, &blind[0].step, &format!("{}: plan written again", blind[0].how));
         Some(feedback)
     }
 
