@@ -28,7 +28,7 @@ use crate::agent::run::joiner::{shown_output, StepResult};
 use crate::agent::run::picking::{read_list, MAX_ROWS};
 use crate::agent::run::repair::failed_step_text;
 use crate::agent::usage::ModelUsage;
-use crate::tools::{Calculator, ListDir, Llm, ReadFile, ToolError, WriteFile, BUILTIN_TOOLS};
+use crate::tools::{Calculator, Llm, ToolError};
 use crate::Result;
 
 impl Agent<'_> {
@@ -560,24 +560,6 @@ impl Agent<'_> {
             let failed = self.state.last_failure.as_ref().filter(|f| f.version == plan.version && f.step == step.id);
             if let (Some(failed), Some(spec)) = (failed, self.registry.spec(&step.tool)) {
                 lines.push(format!("- {}", failed_step_text(&step.id, spec, &failed.args, &failed.error)));
-            }
-        }
-        // A built-in tool's failure in a plan that calls none of the tools connected to the run: the planner is
-        // reminded of them. Why: asked "Which of our customers live in Leeds?" beside a database server, the 1.5B
-        // listed a folder `customers`, and told it does not exist, read the folder `.`, then listed it: every
-        // revision stayed with the built-in file tools, and the run answered with the folder's listing.
-        let failed = self.state.last_failure.as_ref().filter(|f| f.version == plan.version);
-        let failed_tool = failed.and_then(|f| plan.step(&f.step)).map(|s| s.tool.as_str());
-        let only_builtins = plan.steps.iter().all(|s| BUILTIN_TOOLS.contains(&s.tool.as_str()));
-        // The file tools only: a failed calculator step is arithmetic, which a connected tool does no better.
-        let file_tools = [ReadFile::NAME, ListDir::NAME, WriteFile::NAME];
-        if let (Some(tool), true) = (failed_tool.filter(|t| file_tools.contains(t)), only_builtins) {
-            if let Some(connected) = self.connected_tools() {
-                lines.push(format!(
-                    "{tool} is a built-in tool over the workspace's files; the user's data is also reached through \
-                     the tools connected to this run ({connected}). If one of them gives or does what the goal \
-                     asks, use it."
-                ));
             }
         }
         lines.push(

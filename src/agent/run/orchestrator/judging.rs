@@ -174,7 +174,7 @@ impl Agent<'_> {
 
     /// The tools connected to the run (an MCP server's, a tool file's: any but the built-ins) that the catalogue the
     /// planner saw holds, named (at most [`SHOWN_TOOLS`], then how many more); `None` where it holds none.
-    pub(super) fn connected_tools(&self) -> Option<String> {
+    fn connected_tools(&self) -> Option<String> {
         let catalogue = self.pipeline.shown();
         let connected: Vec<&str> = catalogue.names().into_iter().filter(|name| !BUILTIN_TOOLS.contains(name)).collect();
         if connected.is_empty() {
