@@ -244,14 +244,14 @@ fn lookup(
             let rest = reference.field.as_deref().and_then(|f| f.strip_prefix(top)).unwrap_or_default();
             // The one field there is; else the one list there is, where the reference is read as a list (a path
             // that goes on with an index, or a model's prompt, which reads the list whole).
-            let lists: Vec<&String> = output.iter().filter(|(_, v)| v.is_array()).map(|(k, _)| k).collect();
+            let list = one_list(output).map(|(key, _)| key);
             let read_as_list =
                 how.records_in_text || rest.split('.').nth(1).is_some_and(|i| i.parse::<usize>().is_ok());
             // A lone text is `fields-read-from-text`'s: a value is read out of it, not the text taken whole.
             let data = output.values().all(|v| v.is_array() || v.is_object());
-            let field = match (output.len(), lists.as_slice()) {
+            let field = match (output.len(), list) {
                 (1, _) if data => output.keys().next(),
-                (_, [list]) if read_as_list => Some(*list),
+                (_, Some(list)) if read_as_list => Some(list),
                 _ => None,
             };
             if let Some(field) = field {
@@ -272,6 +272,14 @@ fn lookup(
         }
         other => other,
     }
+}
+
+/// The one field of a record that holds a list, with its list, where exactly one does: where a reference names a
+/// field the result lacks, the list it meant (rule `references` at run time, rule `dependencies`' blind picks).
+pub fn one_list(map: &serde_json::Map<String, Value>) -> Option<(&String, &Value)> {
+    let mut lists = map.iter().filter(|(_, value)| value.is_array());
+    let list = lists.next()?;
+    lists.next().is_none().then_some(list)
 }
 
 fn strict_lookup(step: &str, reference: &Reference, outputs: &HashMap<String, Value>) -> Result<Value, PlanError> {

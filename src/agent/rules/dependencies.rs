@@ -49,7 +49,7 @@ use super::percentages_as_fractions::percentages_in;
 use super::support::goal_words::GoalWords;
 use super::{only_output_field, parameter_description};
 use crate::agent::numbers::{numbers_in, same_value};
-use crate::agent::plan::refs::{literal_texts, references_in};
+use crate::agent::plan::refs::{literal_texts, one_list, references_in};
 use crate::agent::plan::{Plan, Step};
 use crate::tools::equation::{is_equation, unknowns_of};
 use crate::tools::linear_system::{split_equations, MAX_EQUATIONS};
@@ -292,12 +292,12 @@ fn picks_blind(reference: &crate::agent::plan::refs::Reference, output: &Value) 
     let mut current = output;
     for part in &path[..index_at.unwrap_or(path.len())] {
         current = match current {
-            Value::Object(map) => map.get(*part).or_else(|| one_list(map))?,
+            Value::Object(map) => map.get(*part).or_else(|| one_list(map).map(|(_, list)| list))?,
             _ => return None,
         };
     }
     let list = match current {
-        Value::Object(map) => one_list(map),
+        Value::Object(map) => one_list(map).map(|(_, list)| list),
         other => Some(other),
     };
     let waited = &reference.step;
@@ -308,13 +308,6 @@ fn picks_blind(reference: &crate::agent::plan::refs::Reference, output: &Value) 
         (Some(items), None) if items.is_empty() => Some(format!("passes {waited}'s list, which came back empty")),
         _ => None,
     }
-}
-
-/// The one list among an object's fields, where it has exactly one.
-fn one_list(map: &Map<String, Value>) -> Option<&Value> {
-    let mut lists = map.values().filter(|value| value.is_array());
-    let list = lists.next()?;
-    lists.next().is_none().then_some(list)
 }
 
 /// Whether `step` passes a text (references cut out) that `goal` (lower-cased) does not hold.

@@ -14,8 +14,9 @@
 use serde_json::{Map, Value};
 
 use crate::agent::plan::refs::output_as_text;
+use crate::agent::records::clip;
 
-/// The longest error message kept (the rest is cut with `…`), as long as an MCP error's.
+/// The longest error message kept (the rest is cut, an ellipsis marking the cut), as long as an MCP error's.
 const MAX_MESSAGE_CHARS: usize = 400;
 
 /// The error `output` (the result of a call with `args`) reports instead of a result, where it is only an error
@@ -29,10 +30,7 @@ pub fn reported_error(output: &Value, args: &Map<String, Value>) -> Option<Strin
     if message.is_empty() {
         return None;
     }
-    Some(match message.char_indices().nth(MAX_MESSAGE_CHARS) {
-        Some((at, _)) => format!("{}…", &message[..at]),
-        None => message.to_string(),
-    })
+    Some(clip(message, MAX_MESSAGE_CHARS))
 }
 
 /// The message of an object whose `error` field is its point: every other field says the call failed or repeats

@@ -160,30 +160,21 @@ impl Agent<'_> {
     /// Why: told "I watered the plants, tick that off." beside a to-do list server, the 1.5B planned one `llm` step,
     /// and the run answered "The task 'Watering' was ticked off." with the list untouched.
     fn no_tool_called(&self, plan: &Plan) -> Option<String> {
-        let calls_one = plan.steps.iter().any(|step| step.tool != Llm::NAME);
-        let sent_back = self.state.revisions.iter().any(|revision| revision.feedback.contains(NO_TOOL_MARKER));
-        if calls_one || sent_back || self.state.replans >= self.settings.budgets.max_replans {
-            return None;
-        }
-        let connected = self.connected_tools()?;
-        Some(format!(
-            "{NO_TOOL_MARKER} ({connected}), so its answer rests on none of the user's data or tools. If one of them \
-             gives or does what the goal asks, write the plan again with it; if none does, write the same plan again."
-        ))
-    }
-
-    /// The tools connected to the run (an MCP server's, a tool file's: any but the built-ins) that the catalogue the
-    /// planner saw holds, named (at most [`SHOWN_TOOLS`], then how many more); `None` where it holds none.
-    fn connected_tools(&self) -> Option<String> {
         let catalogue = self.pipeline.shown();
         let connected: Vec<&str> = catalogue.names().into_iter().filter(|name| !BUILTIN_TOOLS.contains(name)).collect();
-        if connected.is_empty() {
+        let calls_one = plan.steps.iter().any(|step| step.tool != Llm::NAME);
+        let sent_back = self.state.revisions.iter().any(|revision| revision.feedback.contains(NO_TOOL_MARKER));
+        if connected.is_empty() || calls_one || sent_back || self.state.replans >= self.settings.budgets.max_replans {
             return None;
         }
         let shown: Vec<&str> = connected.iter().copied().take(SHOWN_TOOLS).collect();
         let more = connected.len().saturating_sub(SHOWN_TOOLS);
         let more = if more > 0 { format!(" and {more} more") } else { String::new() };
-        Some(format!("{}{more}", shown.join(", ")))
+        Some(format!(
+            "{NO_TOOL_MARKER} ({}{more}), so its answer rests on none of the user's data or tools. If one of them \
+             gives or does what the goal asks, write the plan again with it; if none does, write the same plan again.",
+            shown.join(", ")
+        ))
     }
 
     /// Checks the finished calculator steps of `plan` (step evaluation, when the settings ask for it) and logs
