@@ -24,7 +24,7 @@ use candle_core::quantized::gguf_file;
 use candle_core::{Device, Tensor};
 use tandem::llm::{LoadOptions, LoadedModel};
 
-use crate::common::twins::{write_twin, write_twin_with, Family, Quant, Tweak, CONTEXT, PHI_ORIGINAL_CONTEXT};
+use crate::common::twins::{write_twin, write_twin_with, Family, Quant, Tweak, CONTEXT};
 
 const PROMPT_LEN: usize = 64;
 const GREEDY_LEN: usize = 32;
@@ -280,12 +280,9 @@ fn ours_matches_llama_cpp_and_candle(
     let dir = tempfile::tempdir().unwrap();
     let path = twin(&dir, family, quant);
     let prompt = prompt(n_vocab(&path));
-    // Phi-3's LongRoPE: ours rotates with the short factors and keeps the context within the original length
-    // (docs/architecture.md, "Model families"); llama.cpp does the same when its context is that long.
-    let reference = match family {
-        Family::Phi4Mini => llama_cpp_with_context(&path, &prompt, PHI_ORIGINAL_CONTEXT),
-        _ => llama_cpp(&path, &prompt),
-    };
+    // Phi-4-mini's twin declares a context past its original length, so both engines rotate with the long
+    // LongRoPE factors, over positions up to three times that length.
+    let reference = llama_cpp(&path, &prompt);
     assert_clear_margins(&format!("{family:?} {quant:?} llama.cpp"), &reference);
     let run = ours(&path, &prompt);
     assert_agree(&format!("{family:?} {quant:?}: ours against llama.cpp"), &reference, &run);
@@ -297,12 +294,13 @@ fn ours_matches_llama_cpp_and_candle(
 
 /// The features only llama.cpp checks (no candle model reads them) move its logits far past the tolerance, so a
 /// forward pass that ignored one could not pass `ours_matches_llama_cpp_and_candle`: llama3's `rope_freqs`,
-/// Phi-4-mini's long factors (against the short ones a context within original_context_length picks), SmolLM3's
+/// Phi-4-mini's long factors (against its short ones in their place), YaRN (against the same file unscaled), SmolLM3's
 /// RoPE-less layers (against the same file read as llama), Gemma 3's sliding window (against one wider than the
 /// test). The bound is three tolerances: a pass that ignored the feature would miss by at least twice the noise.
 #[rstest::rstest]
 #[case(Family::Llama3, Tweak { without_rope_freqs: true, ..Tweak::default() }, 0)]
-#[case(Family::Phi4Mini, Tweak::default(), PHI_ORIGINAL_CONTEXT)]
+#[case(Family::Phi4Mini, Tweak { short_factors_as_long: true, ..Tweak::default() }, 0)]
+#[case(Family::Qwen2, yarn(), 0)]
 #[case(Family::SmolLm3, Tweak { architecture: Some("llama"), ..Tweak::default() }, 0)]
 #[case(Family::Gemma3, Tweak { window: Some(1024), ..Tweak::default() }, 0)]
 fn each_twin_feature_moves_llama_cpp_logits(#[case] family: Family, #[case] tweak: Tweak, #[case] n_ctx: usize) {
@@ -315,26 +313,56 @@ fn each_twin_feature_moves_llama_cpp_logits(#[case] family: Family, #[case] twea
     let without = llama_cpp_with_context(&changed, &prompt, n_ctx);
     let moved = worst_row(&with, &without);
     eprintln!("{family:?} {tweak:?} n_ctx {n_ctx}: logits move by up to {moved:.3} relative RMS");
-    // Measured: 24 % (llama3), 26 % (phi4-mini), 13 % (smollm3: one RoPE-less layer of four), 28 % (gemma3).
+    // Measured: 24 % (llama3), 46 % (phi4-mini: long factors against short), 44 % (yarn against none), 13 %
+    // (smollm3: one RoPE-less layer of four), 28 % (gemma3).
     assert!(moved > 3.0 * TOLERANCE, "{family:?}: taking out {tweak:?} moves llama.cpp's logits by only {moved}");
 }
 
-/// A RoPE scaling we do not apply (YaRN) keeps the context at the length the model was trained at, rather than
-/// rotating positions past it unscaled; `none`, and a file without scaling, keep the file's context.
+/// The twins' YaRN: a factor of 4 over an original length of 32, so the test's 96 positions reach three times
+/// past it, and the ramp between kept and slowed frequencies falls within the head (frequencies 0 to 4 of 32).
+fn yarn() -> Tweak {
+    Tweak { rope_scaling: Some(("yarn", YARN_ORIGINAL)), scaling_factor: Some(4.0), ..Tweak::default() }
+}
+const YARN_ORIGINAL: usize = 32;
+
+/// YaRN, ours against llama.cpp at every position of a prompt and continuation that run three times past the
+/// original length: Qwen2's RoPE over halves, Llama's over adjacent pairs, both quantizations.
+#[rstest::rstest]
+fn yarn_matches_llama_cpp_past_the_original_length(
+    #[values(Family::Qwen2, Family::Llama)] family: Family,
+    #[values(Quant::Q8_0, Quant::KQuant)] quant: Quant,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("yarn.gguf");
+    write_twin_with(&path, family, quant, &yarn());
+    let prompt = prompt(n_vocab(&path));
+    let reference = llama_cpp(&path, &prompt);
+    assert_clear_margins(&format!("{family:?} {quant:?} YaRN llama.cpp"), &reference);
+    let run = ours(&path, &prompt);
+    assert_agree(&format!("{family:?} {quant:?} YaRN: ours against llama.cpp"), &reference, &run);
+}
+
+/// The scalings we apply keep the file's context (YaRN, linear, none, a file without one); another (`longrope`
+/// on a file without LongRoPE's factors) keeps the context at the length the model was trained at, rather than
+/// rotating positions past it unscaled; a LongRoPE file whose context is past its original length keeps it.
 #[test]
 fn a_rope_scaling_not_applied_keeps_the_context_at_the_original_length() {
     use tandem::llm::decoder::family::{family, DecoderConfig};
     let dir = tempfile::tempdir().unwrap();
-    let context = |tweak: Tweak| {
+    let context = |family_: Family, tweak: Tweak| {
         let path = dir.path().join("scaled.gguf");
-        write_twin_with(&path, Family::Qwen3, Quant::Q8_0, &tweak);
+        write_twin_with(&path, family_, Quant::Q8_0, &tweak);
         let file = tandem::llm::gguf::GgufFile::open(&path).unwrap();
         let family = family(file.architecture().unwrap()).unwrap();
         DecoderConfig::from_gguf(&file, family).unwrap().context_length
     };
-    assert_eq!(context(Tweak { rope_scaling: Some(("yarn", 256)), ..Tweak::default() }), 256);
-    assert_eq!(context(Tweak { rope_scaling: Some(("none", 256)), ..Tweak::default() }), CONTEXT);
-    assert_eq!(context(Tweak::default()), CONTEXT);
+    let scaled = |kind: &'static str| Tweak { rope_scaling: Some((kind, 256)), ..Tweak::default() };
+    assert_eq!(context(Family::Qwen3, scaled("longrope")), 256);
+    assert_eq!(context(Family::Qwen3, scaled("yarn")), CONTEXT);
+    assert_eq!(context(Family::Qwen3, scaled("linear")), CONTEXT);
+    assert_eq!(context(Family::Qwen3, scaled("none")), CONTEXT);
+    assert_eq!(context(Family::Qwen3, Tweak::default()), CONTEXT);
+    assert_eq!(context(Family::Phi4Mini, Tweak::default()), CONTEXT);
 }
 
 /// Real files of families other than Qwen2 (SmolLM2-135M-Instruct: `llama` at Q4_1; Gemma 3 270M: `gemma3` at

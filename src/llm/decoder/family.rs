@@ -4,7 +4,7 @@
 //! Everything a file's tensors can say (biases, q/k norms, fused projections, post-norms, RoPE frequency factors)
 //! is read from the tensors present, not from this table: the table holds only what a file does not say.
 
-use super::rope::{RopeLayout, RopeSpec};
+use super::rope::{RopeLayout, RopeSpec, YarnRamp};
 use crate::llm::gguf::{GgufFile, LoadError};
 
 /// The feed-forward block's gate activation.
@@ -160,45 +160,60 @@ impl DecoderConfig {
         }
         let mut context_length = file.usize(&key("context_length")).unwrap_or(4096);
         let original = file.usize(&key("rope.scaling.original_context_length")).ok();
-        // Linear position scaling (`rope.scaling.factor` with type `linear`, Gemma 3's larger models). Another
-        // scaling (YaRN) is not applied: unscaled positions past the length the model was trained at give
-        // garbage, so the context stops there, and the load says so.
-        let linear_scale = match file.string(&key("rope.scaling.type")) {
-            Ok("linear") => file.f32(&key("rope.scaling.factor")).unwrap_or(1.0),
+        let base = file.f32(&key("rope.freq_base")).unwrap_or(family.default_rope_base);
+        let factor = file.f32(&key("rope.scaling.factor")).unwrap_or(1.0);
+        let attention_factor = file.f32(&key("rope.scaling.attn_factor")).unwrap_or(1.0);
+        // Phi-3's LongRoPE: short and long frequency factors. As llama.cpp does, the long ones rotate every
+        // position where the context is longer than the original length (the file's context is the run's), the
+        // short ones otherwise; with short factors only, the context stops at the original length, so a sequence
+        // never outgrows them.
+        let long_factors = file.has_tensor("rope_factors_long.weight");
+        let short_factors = file.has_tensor("rope_factors_short.weight");
+        let longrope = match original {
+            Some(original) if long_factors && context_length > original => Some("rope_factors_long.weight"),
+            Some(original) if short_factors => {
+                context_length = context_length.min(original);
+                Some("rope_factors_short.weight")
+            }
+            _ if short_factors => Some("rope_factors_short.weight"),
+            _ => None,
+        };
+        // Scaling as llama.cpp applies it to these families: linear slows every frequency by the factor; YaRN
+        // slows only the slow ones (a ramp between) and scales cos and sin by 1 + 0.1·ln(factor); LongRoPE is the
+        // factor tensors above. Another scaling is not applied: unscaled positions past the length the model was
+        // trained at give garbage, so the context stops there, and the load says so.
+        let (position_scale, yarn, attention_factor) = match file.string(&key("rope.scaling.type")) {
+            Ok("linear") => (1.0 / factor, None, attention_factor),
+            Ok("yarn") => {
+                let ramp = YarnRamp::new(rotary, original.unwrap_or(context_length), base);
+                let magnitude = if factor > 1.0 { 1.0 + 0.1 * factor.ln() } else { 1.0 };
+                (1.0 / factor, Some(ramp), attention_factor * magnitude)
+            }
+            Ok("longrope") if longrope.is_some() => (1.0, None, attention_factor),
             Ok(kind) if kind != "none" => {
                 let kept = original.unwrap_or(context_length).min(context_length);
                 if kept < context_length {
                     tracing::warn!(
-                        "{}: RoPE scaling '{kind}' is not applied yet: the context is kept at the {kept} tokens the \
-                         model was trained at, not the {context_length} the file allows with it",
+                        "{}: RoPE scaling '{kind}' is not applied (linear, yarn and longrope are): the context is kept \
+                         at the {kept} tokens the model was trained at, not the {context_length} the file allows with \
+                         it",
                         file.path().display()
                     );
                 }
                 context_length = kept;
-                1.0
+                (1.0, None, attention_factor)
             }
-            _ => 1.0,
+            _ => (1.0, None, attention_factor),
         };
-        // Phi-3's LongRoPE: the file carries short and long frequency factors; we rotate with the short ones, as
-        // llama.cpp does for a context up to the original length, and keep the context there so a sequence never
-        // outgrows them (the long factors would change every cached position's rotation).
-        let short_factors = file.has_tensor("rope_factors_short.weight");
-        if let (true, Some(original)) = (short_factors, original) {
-            context_length = context_length.min(original);
-        }
         let rope = RopeSpec {
-            base: file.f32(&key("rope.freq_base")).unwrap_or(family.default_rope_base),
+            base,
             rotary,
             layout: family.rope_layout,
-            position_scale: 1.0 / linear_scale,
-            factors: if short_factors {
-                Some("rope_factors_short.weight")
-            } else if file.has_tensor("rope_freqs.weight") {
-                Some("rope_freqs.weight")
-            } else {
-                None
-            },
-            attention_factor: file.f32(&key("rope.scaling.attn_factor")).unwrap_or(1.0),
+            position_scale,
+            yarn,
+            // llama.cpp takes Llama 3's `rope_freqs` before LongRoPE's.
+            factors: if file.has_tensor("rope_freqs.weight") { Some("rope_freqs.weight") } else { longrope },
+            attention_factor,
         };
         let local = match family.layers {
             LayerPattern::GlobalEvery(_) => {
@@ -206,6 +221,7 @@ impl DecoderConfig {
                 let local_rope = RopeSpec {
                     base: family.local_rope_base,
                     position_scale: 1.0,
+                    yarn: None,
                     factors: None,
                     attention_factor: 1.0,
                     ..rope.clone()

@@ -25,12 +25,43 @@ pub struct RopeSpec {
     /// Values of a head that rotate (the first ones; the rest pass through: Phi-4-mini's partial rotary).
     pub rotary: usize,
     pub layout: RopeLayout,
-    /// Multiplies positions (`1 / factor` of linear scaling; 1 otherwise).
+    /// Multiplies positions (`1 / factor` of linear or YaRN scaling; 1 otherwise).
     pub position_scale: f32,
+    /// YaRN: which frequencies take `position_scale` and which keep their speed (`None`: all take it).
+    pub yarn: Option<YarnRamp>,
     /// A tensor of per-frequency divisors (Llama 3's `rope_freqs.weight`, Phi-3's LongRoPE factors), by name.
     pub factors: Option<&'static str>,
-    /// Multiplies the rotation's cos and sin (LongRoPE's attention factor; 1 otherwise).
+    /// Multiplies the rotation's cos and sin (LongRoPE's attention factor, YaRN's magnitude; 1 otherwise).
     pub attention_factor: f32,
+}
+
+/// YaRN's blend of slowed and original frequencies (llama.cpp's `rope_yarn`, after the YaRN paper): the fast
+/// frequencies, which turn many times within the length the model was trained at, keep their speed; the slow ones,
+/// which never turned once there, are slowed by the scaling factor as linear scaling would; between, a linear ramp.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct YarnRamp {
+    /// Frequencies up to this index keep their speed.
+    pub low: f32,
+    /// Frequencies from this index on are slowed whole.
+    pub high: f32,
+}
+
+impl YarnRamp {
+    /// The ramp of a model trained on `original` positions, `rotary` values of a head rotating at `base`, with
+    /// YaRN's default bounds: a frequency that turns 32 times or more within `original` keeps its speed, one that
+    /// turns once or less is slowed. llama.cpp reads no other bounds for the families we run.
+    pub fn new(rotary: usize, original: usize, base: f32) -> Self {
+        let index_turning = |turns: f32| {
+            rotary as f32 * (original as f32 / (turns * 2.0 * std::f32::consts::PI)).ln() / (2.0 * base.ln())
+        };
+        Self { low: index_turning(32.0).floor().max(0.0), high: index_turning(1.0).ceil().min(rotary as f32 - 1.0) }
+    }
+
+    /// How much of frequency `i` keeps its speed: 1 below `low`, 0 from `high` on.
+    fn kept(&self, i: usize) -> f32 {
+        let along = (i as f32 - self.low) / (self.high - self.low).max(0.001);
+        1.0 - along.clamp(0.0, 1.0)
+    }
 }
 
 /// A RoPE with its tables `[positions, rotary / 2]` for the positions covered so far.
@@ -86,7 +117,8 @@ pub(super) fn rotate(x: &Tensor, cos: &Tensor, sin: &Tensor, spec: &RopeSpec) ->
 }
 
 /// RoPE cos/sin tables `[positions, rotary / 2]`: frequency `i` is `base^(-2i / rotary)`, divided by its factor
-/// where the model has factors; angles are `position · position_scale · frequency`.
+/// where the model has factors, times `position_scale` (under YaRN, only as far as the ramp slows it); angles are
+/// `position · frequency`.
 fn rope_tables(
     spec: &RopeSpec,
     factors: Option<&[f32]>,
@@ -97,12 +129,16 @@ fn rope_tables(
     let inv_freq: Vec<f32> = (0..half)
         .map(|i| {
             let freq = 1.0 / spec.base.powf(2.0 * i as f32 / spec.rotary as f32);
-            freq / factors.and_then(|f| f.get(i)).copied().unwrap_or(1.0)
+            let freq = freq / factors.and_then(|f| f.get(i)).copied().unwrap_or(1.0);
+            let speed = match spec.yarn {
+                Some(ramp) => spec.position_scale * (1.0 - ramp.kept(i)) + ramp.kept(i),
+                None => spec.position_scale,
+            };
+            freq * speed
         })
         .collect();
     let inv_freq = Tensor::from_vec(inv_freq, (1, half), device)?;
     let positions = Tensor::arange(0u32, positions as u32, device)?.to_dtype(DType::F32)?.reshape((positions, 1))?;
-    let positions = (positions * spec.position_scale as f64)?;
     let angles = positions.broadcast_mul(&inv_freq)?;
     let factor = spec.attention_factor as f64;
     Ok(((angles.cos()? * factor)?, (angles.sin()? * factor)?))
@@ -118,6 +154,7 @@ mod tests {
             rotary,
             layout: RopeLayout::Halves,
             position_scale: 1.0,
+            yarn: None,
             factors: None,
             attention_factor: 1.0,
         }
@@ -162,5 +199,27 @@ mod tests {
         assert_eq!(bits(&out.narrow(3, 4, 4).unwrap()), bits(&x.narrow(3, 4, 4).unwrap()));
         let first = candle_nn::rotary_emb::rope(&x.narrow(3, 0, 4).unwrap().contiguous().unwrap(), &cos, &sin).unwrap();
         assert_eq!(bits(&out.narrow(3, 0, 4).unwrap()), bits(&first));
+    }
+
+    /// YaRN keeps the fast frequencies' speed, slows the slow ones by the scale, and blends between: the ramp of
+    /// 64 rotating values at base 10^6 trained on 32 positions runs over frequencies 0 to 4 (llama.cpp's
+    /// `ggml_rope_yarn_corr_dims` gives the same).
+    #[test]
+    fn yarn_slows_only_the_slow_frequencies() {
+        let ramp = YarnRamp::new(64, 32, 1_000_000.0);
+        assert_eq!((ramp.low, ramp.high), (0.0, 4.0));
+        let plain = Rope::new(spec(64), None, 8, &Device::Cpu).unwrap();
+        let yarn = RopeSpec { position_scale: 0.25, yarn: Some(ramp), ..spec(64) };
+        let yarn = Rope::new(yarn, None, 8, &Device::Cpu).unwrap();
+        let angle = |r: &Rope, p: usize, i: usize| {
+            let sin = r.sin.get(p).unwrap().get(i).unwrap().to_scalar::<f32>().unwrap();
+            let cos = r.cos.get(p).unwrap().get(i).unwrap().to_scalar::<f32>().unwrap();
+            sin.atan2(cos)
+        };
+        assert!((angle(&yarn, 1, 0) - angle(&plain, 1, 0)).abs() < 1e-6, "the fastest keeps its speed");
+        assert!((angle(&yarn, 4, 20) - angle(&plain, 1, 20)).abs() < 1e-6, "a slow one is slowed 4 times");
+        let (kept, slowed) = (angle(&plain, 1, 2), angle(&plain, 1, 2) * 0.25);
+        let between = angle(&yarn, 1, 2);
+        assert!(slowed < between && between < kept, "frequency 2 is between: {slowed} < {between} < {kept}");
     }
 }

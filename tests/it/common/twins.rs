@@ -81,8 +81,9 @@ pub const HEAD_DIM: usize = 64;
 pub const CONTEXT: usize = 1024;
 /// Gemma 3 twin's window: shorter than the test's 64-token prompt, so sliding layers really slide.
 pub const GEMMA_WINDOW: usize = 32;
-/// Phi-4-mini twin's `rope.scaling.original_context_length`: below CONTEXT, so the long factors apply.
-pub const PHI_ORIGINAL_CONTEXT: usize = 256;
+/// Phi-4-mini twin's `rope.scaling.original_context_length`: below CONTEXT, so the long factors apply, and below
+/// the test's 96 positions, so a third of them lie past it.
+pub const PHI_ORIGINAL_CONTEXT: usize = 32;
 
 /// Where greedy decoding of an untied twin goes after token `t` (a permutation: 5 is prime to both vocab sizes).
 pub fn next_token(t: usize, vocab: usize) -> usize {
@@ -265,6 +266,10 @@ pub struct Tweak {
     pub window: Option<usize>,
     /// `rope.scaling.type` and `rope.scaling.original_context_length`.
     pub rope_scaling: Option<(&'static str, usize)>,
+    /// `rope.scaling.factor`.
+    pub scaling_factor: Option<f32>,
+    /// Write Phi-4-mini's short LongRoPE factors under the long ones' name too (phi4mini).
+    pub short_factors_as_long: bool,
     /// `tokenizer.chat_template` (the twins have none).
     pub chat_template: Option<String>,
 }
@@ -315,8 +320,11 @@ pub fn write_twin_with(path: &Path, family: Family, quant: Quant, tweak: &Tweak)
         Family::Phi4Mini => {
             // Shaped as Phi-4-mini's: rising from 1 with the pair's wavelength; the short ones stay near 1.
             let n = rope_dims / 2;
-            let long: Vec<f32> = (0..n).map(|i| 1.0 + 15.0 * (i as f32 / (n - 1) as f32).powi(2)).collect();
             let short: Vec<f32> = (0..n).map(|i| 1.0 + 0.5 * i as f32 / (n - 1) as f32).collect();
+            let long: Vec<f32> = match tweak.short_factors_as_long {
+                true => short.clone(),
+                false => (0..n).map(|i| 1.0 + 15.0 * (i as f32 / (n - 1) as f32).powi(2)).collect(),
+            };
             tensors.push((
                 "rope_factors_long.weight".into(),
                 q(&Tensor::new(long, &Device::Cpu).unwrap(), GgmlDType::F32),
@@ -406,6 +414,9 @@ pub fn write_twin_with(path: &Path, family: Family, quant: Quant, tweak: &Tweak)
     if let Some((kind, original)) = tweak.rope_scaling {
         metadata.push((format!("{arch}.rope.scaling.type"), Value::String(kind.into())));
         metadata.push(u32_key("rope.scaling.original_context_length", original));
+    }
+    if let Some(factor) = tweak.scaling_factor {
+        metadata.push(f32_key("rope.scaling.factor", factor));
     }
     if let Some(template) = &tweak.chat_template {
         metadata.push(("tokenizer.chat_template".into(), Value::String(template.clone())));
