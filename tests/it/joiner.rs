@@ -121,6 +121,40 @@ fn a_run_whose_replans_run_out_after_a_doubt_answers_with_the_doubted_results() 
     assert!(failed < answer, "the answer comes after the revision failed");
 }
 
+/// A plan whose answer names what no tool result holds (a reading that says who wrote a folder's files, over a
+/// listing of their names), judged not met with no replans left, ends with no answer rather than with that one:
+/// stop `budget`, the detail naming the name, the `joined` event's `from_steps` empty. With the real models: the
+/// 0.5B writes the sentence it is told to; the 1.5B joiner, whatever it judges, cannot pass a name no result holds.
+#[test]
+fn a_doubted_answer_that_names_what_no_result_holds_is_no_answer() {
+    let scratch = Scratch::new();
+    let workspace = scratch.workspace();
+    std::fs::create_dir_all(&workspace).unwrap();
+    std::fs::write(workspace.join("groceries.txt"), "milk\neggs\n").unwrap();
+    std::fs::write(workspace.join("garden.txt"), "water the roses\n").unwrap();
+    let plan = scratch.write(
+        "plan.json",
+        r#"{"goal": "owner", "steps": [
+            {"id": "s1", "description": "list the notes", "tool": "list_dir", "args": {"path": "."}},
+            {"id": "s2", "description": "say who wrote them", "tool": "llm", "depends_on": ["s1"],
+             "args": {"prompt": "Write exactly this sentence and nothing else: The notes were written by John Doe."}}]}"#,
+    );
+    let goal = "Tell me who wrote the notes in this folder.";
+    let ws = workspace.to_str().unwrap();
+    let args = ["run", "--workspace", ws, "--plan", plan.to_str().unwrap(), "--joiner", "planner"];
+    let (json, _) = scratch.tandem_json(&[&args[..], &["--max-replans", "0", goal]].concat());
+    assert!(output_text(&json, "s2").contains("John Doe"), "the reading: {json}");
+    assert_eq!(json["stop"], "budget", "{json}");
+    assert!(json["answer"].is_null(), "{json}");
+    let detail = json["detail"].as_str().unwrap();
+    assert!(detail.contains("no answer") && detail.contains("John Doe"), "{detail}");
+    let events = scratch.latest_events();
+    let joined = events.iter().find(|e| e["event"] == "joined").expect("a joined event");
+    assert_eq!(joined["verdict"], "not_met", "{joined}");
+    assert_eq!(joined["from_steps"], "", "{joined}");
+    assert!(events.iter().all(|e| e["event"] != "answer"), "{events:?}");
+}
+
 /// Writes `events` as the run log in `dir`, numbered in order (a time given to those without one).
 fn write_log(dir: &std::path::Path, events: &[Value]) {
     let log: Vec<String> = events

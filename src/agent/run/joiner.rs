@@ -226,6 +226,13 @@ pub fn join(
     Ok((Verdict::Unchecked(rejected), usage))
 }
 
+/// The names and quoted values of `answer` that neither the goal nor any tool step's result holds (empty where no
+/// tool step ran): the check the joiner's answers pass, for a plan's own answer (its last steps' output) that the
+/// joiner judged not to meet the goal.
+pub fn unsourced_names(goal: &str, results: &[StepResult], answer: &str) -> Vec<String> {
+    name_sources(goal, results).map(|sources| unsupported_names(answer, &sources)).unwrap_or_default()
+}
+
 /// What an answer's names may come from, lower-cased: the goal and each tool step's result. A model's reading is
 /// what is checked, not a source, and so are arguments, which a reading can fill (a query `WHERE signup_date = 'The
 /// most recent customer to sign up was John Doe.'` vouched for that name). `None` where no tool step ran: an answer

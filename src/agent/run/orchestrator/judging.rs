@@ -14,10 +14,19 @@ use crate::agent::plan::refs::value_text;
 use crate::agent::plan::{resolve_args, Plan, Step};
 use crate::agent::rules::{reported_error, ErrorsInResults};
 use crate::agent::run::evaluation::{checkable, doubts, evaluate};
-use crate::agent::run::joiner::{join, StepResult, Verdict};
+use crate::agent::run::joiner::{join, unsourced_names, StepResult, Verdict};
 use crate::settings::{Evaluator, Joiner};
 use crate::tools::{Llm, ToolError, BUILTIN_TOOLS};
 use crate::Result;
+
+/// How a plan whose steps all finished ends: answered, sent back to the planner, or with no answer to give.
+pub(super) enum Conclusion {
+    Answered,
+    /// Replan with this feedback.
+    Replan(String),
+    /// The replans are spent and what the steps give is no answer: why.
+    NoAnswer(String),
+}
 
 impl Agent<'_> {
     /// Judges an observation: empty output, or output that breaks the tool's declared schema, is a failure.
@@ -66,14 +75,14 @@ impl Agent<'_> {
     }
 
     /// Writes the answer of a plan whose steps all finished: the joiner's when it passes the number check, else
-    /// the last steps' output. Returns the joiner's reason when it judged the goal not met and a replan is still
-    /// within budget (then no answer is written: the planner gets another go).
-    pub(super) fn conclude(&mut self, plan: &Plan) -> Result<Option<String>> {
+    /// the last steps' output. Says to replan with the joiner's reason when it judged the goal not met and a replan
+    /// is still within budget (then no answer is written: the planner gets another go).
+    pub(super) fn conclude(&mut self, plan: &Plan) -> Result<Conclusion> {
         let fallback = final_answer(plan, &self.state);
         let role = match self.settings.pair.joiner {
             Joiner::Off => {
                 self.emit(Event::Answer { text: fallback })?;
-                return Ok(None);
+                return Ok(Conclusion::Answered);
             }
             Joiner::Planner => "planner",
             Joiner::Executor => "executor",
@@ -89,7 +98,7 @@ impl Agent<'_> {
             let usage = Default::default();
             let from_steps = String::new();
             self.emit(Event::Joined { version, verdict: "not_met".into(), text, role, from_steps, usage })?;
-            return Ok(Some(feedback));
+            return Ok(Conclusion::Replan(feedback));
         }
         let results = step_results(plan, &self.state);
         let required = final_numbers(plan, &self.state);
@@ -117,22 +126,34 @@ impl Agent<'_> {
                     usage,
                 })?;
                 self.emit(Event::Answer { text })?;
-                Ok(None)
+                Ok(Conclusion::Answered)
             }
             Verdict::NotMet(reason) => {
+                // The steps' own answer, doubted, is still the run's answer once the replans run out (or an earlier
+                // doubted plan's is, `answer_doubted_results`), unless it names what no tool result holds ("John
+                // Doe" read over a folder listing): that is logged as no answer, and the run ends without one.
+                let unsourced = unsourced_names(&goal, &results, &fallback);
+                let from_steps = if unsourced.is_empty() { fallback.clone() } else { String::new() };
                 self.emit(Event::Joined {
                     version,
                     verdict: "not_met".into(),
                     text: reason.clone(),
                     role,
-                    from_steps: fallback.clone(),
+                    from_steps: from_steps.clone(),
                     usage,
                 })?;
                 if self.state.replans < self.settings.budgets.max_replans {
-                    return Ok(Some(reason));
+                    return Ok(Conclusion::Replan(reason));
+                }
+                if from_steps.is_empty() && !unsourced.is_empty() {
+                    return Ok(Conclusion::NoAnswer(format!(
+                        "the joiner judged plan v{version} not to meet the goal, and its steps' answer names {}, \
+                         which no tool result holds",
+                        unsourced.join(", ")
+                    )));
                 }
                 self.emit(Event::Answer { text: fallback })?;
-                Ok(None)
+                Ok(Conclusion::Answered)
             }
             Verdict::Unchecked(drafts) => {
                 let text = drafts.join("\n");
@@ -145,7 +166,7 @@ impl Agent<'_> {
                     usage,
                 })?;
                 self.emit(Event::Answer { text: fallback })?;
-                Ok(None)
+                Ok(Conclusion::Answered)
             }
         }
     }

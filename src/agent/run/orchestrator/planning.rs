@@ -2,6 +2,7 @@
 
 use std::time::Instant;
 
+use super::judging::Conclusion;
 use super::repair::{plan_checks, repeated_failures};
 use super::{Agent, Execution, PlanDecision, PlanWriting, Stop};
 use crate::agent::log::events::{Event, PlanOrigin, StopReason};
@@ -71,15 +72,25 @@ impl Agent<'_> {
                         }
                         continue;
                     }
-                    if let Some(missing) = self.conclude(&plan)? {
-                        let feedback = format!(
-                            "Every step ran, but the results do not answer the goal: {missing}\n\
-                             Write a plan that answers every part of the goal."
-                        );
-                        if let Some(stop) = self.replan(feedback)? {
-                            return Ok(stop);
+                    match self.conclude(&plan)? {
+                        Conclusion::Answered => {}
+                        Conclusion::Replan(missing) => {
+                            let feedback = format!(
+                                "Every step ran, but the results do not answer the goal: {missing}\n\
+                                 Write a plan that answers every part of the goal."
+                            );
+                            if let Some(stop) = self.replan(feedback)? {
+                                return Ok(stop);
+                            }
+                            continue;
                         }
-                        continue;
+                        Conclusion::NoAnswer(why) => {
+                            let replans = self.settings.budgets.max_replans;
+                            return Ok(Stop::new(
+                                StopReason::Budget,
+                                format!("replan budget spent ({replans} replans, --max-replans): no answer: {why}"),
+                            ));
+                        }
                     }
                     return Ok(Stop::new(
                         StopReason::Done,
