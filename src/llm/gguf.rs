@@ -14,70 +14,171 @@ use memmap2::Mmap;
 pub use super::load_error::LoadError;
 use super::mapped_rows::MappedRows;
 
+type ByteRange = std::ops::Range<usize>;
+
+/// Where a tensor lies: its type, dimensions as stored, part and byte range in that part's file.
+type TensorPlace = (GgmlDType, Vec<usize>, (usize, ByteRange));
+
 /// The four bytes every GGUF file starts with.
 const GGUF_MAGIC: &[u8; 4] = b"GGUF";
 
-/// A memory-mapped GGUF file with its parsed header.
+/// A memory-mapped GGUF file with its parsed header; a model split over several files (`split.count`, as
+/// llama.cpp's `gguf-split` writes them: `NAME-00001-of-00003.gguf` …) is all of them, read as one.
 pub struct GgufFile {
     path: PathBuf,
-    /// Shared with tables left in the file ([`GgufFile::mapped_rows`]), which keep it mapped after loading.
-    mmap: Arc<Mmap>,
-    /// Metadata and tensor directory as parsed by candle.
+    /// The mapped files: one, or each part of a split model in order.
+    parts: Vec<Part>,
+    /// Which part holds each tensor (absent: the first).
+    part_of: std::collections::HashMap<String, usize>,
+    /// Metadata (the first part's) and the tensor directory of all parts, as parsed by candle; a tensor's offset
+    /// is within its part's data.
     pub content: gguf_file::Content,
 }
 
+/// One mapped file of a model.
+struct Part {
+    path: PathBuf,
+    /// Shared with tables left in the file ([`GgufFile::mapped_rows`]), which keep it mapped after loading.
+    mmap: Arc<Mmap>,
+    /// Where the part's tensor data starts.
+    data_offset: u64,
+}
+
+/// Maps one GGUF file and parses its header.
+fn map_and_read(path: &Path) -> Result<(Arc<Mmap>, gguf_file::Content), LoadError> {
+    let open_err = |source| LoadError::Open { path: path.to_path_buf(), source };
+    let file = File::open(path).map_err(open_err)?;
+    // SAFETY: `Mmap` maps the file read-only and private, and we only ever read it. What memmap2 cannot rule
+    // out is another process changing the file while it is mapped; the store never does (it writes a
+    // temporary file and renames it into place, and an unlinked or replaced file keeps the old pages), and a
+    // model file given by path is, as for any loader that maps weights, required to stay unchanged while
+    // loaded.
+    let mmap = Arc::new(unsafe { Mmap::map(&file) }.map_err(open_err)?);
+    // Tensors are read front to back once: ask for aggressive read-ahead.
+    #[cfg(unix)]
+    let _ = mmap.advise(memmap2::Advice::Sequential);
+    if mmap.len() < 4 || &mmap[..4] != GGUF_MAGIC {
+        let found = String::from_utf8_lossy(&mmap[..mmap.len().min(4)]).into_owned();
+        return Err(LoadError::BadMagic { path: path.to_path_buf(), found });
+    }
+    let bad_header = |message| LoadError::BadHeader { path: path.to_path_buf(), message };
+    // candle's reader panics on some malformed headers (a `general.alignment` of 0 divides by zero, found by
+    // the gguf fuzz target): that is a bad header as well, not a crash.
+    let content = std::panic::catch_unwind(AssertUnwindSafe(|| gguf_file::Content::read(&mut Cursor::new(&mmap[..]))))
+        .map_err(|panic| bad_header(format!("the header reader gave up: {}", crate::panics::panic_text(&*panic))))?
+        .map_err(|e| match super::gguf_types::first_unreadable(&mmap) {
+            // candle names a type it does not read by number only: say which tensor, and its name.
+            Some((tensor, number)) => LoadError::UnsupportedTensorType {
+                path: path.to_path_buf(),
+                tensor,
+                type_name: super::gguf_types::type_name(number),
+                number,
+            },
+            None => bad_header(e.to_string()),
+        })?;
+    Ok((mmap, content))
+}
+
+/// A split model's part numbers from its header: `(split.no, split.count)`; `None` for a whole file.
+fn split_of(content: &gguf_file::Content) -> Option<(usize, usize)> {
+    let number =
+        |key: &str| content.metadata.get(key).and_then(|v| v.to_u16().ok().or(v.to_u32().ok().map(|n| n as u16)));
+    match (number("split.no"), number("split.count")) {
+        (Some(no), Some(count)) if count > 1 => Some((no as usize, count as usize)),
+        (None, Some(count)) if count > 1 => Some((0, count as usize)),
+        _ => None,
+    }
+}
+
+/// The path of part `index` (from 0) of `count`, beside `given`, which is part `given_index` and named as
+/// llama.cpp's `gguf-split` names parts (`NAME-00002-of-00003.gguf`).
+fn part_path(given: &Path, given_index: usize, count: usize, index: usize) -> Result<PathBuf, LoadError> {
+    let suffix = format!("-{:05}-of-{count:05}.gguf", given_index + 1);
+    let name = given.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    let Some(stem) = name.strip_suffix(&suffix) else {
+        return Err(LoadError::BadHeader {
+            path: given.to_path_buf(),
+            message: format!(
+                "it is part {} of a model split over {count} files, and its name does not end `{suffix}`: keep the \
+                 parts' names as gguf-split wrote them, so that the others can be found beside it",
+                given_index + 1
+            ),
+        });
+    };
+    Ok(given.with_file_name(format!("{stem}-{:05}-of-{count:05}.gguf", index + 1)))
+}
+
 impl GgufFile {
-    /// Maps the file and parses its header. Tensor data is not touched until [`GgufFile::tensor`].
+    /// Maps the file and parses its header; for a part of a split model, every part (the first one's metadata,
+    /// whichever part is given). Tensor data is not touched until [`GgufFile::tensor`].
     pub fn open(path: &Path) -> Result<Self, LoadError> {
-        let open_err = |source| LoadError::Open { path: path.to_path_buf(), source };
-        let file = File::open(path).map_err(open_err)?;
-        // SAFETY: `Mmap` maps the file read-only and private, and we only ever read it. What memmap2 cannot rule
-        // out is another process changing the file while it is mapped; the store never does (it writes a
-        // temporary file and renames it into place, and an unlinked or replaced file keeps the old pages), and a
-        // model file given by path is, as for any loader that maps weights, required to stay unchanged while
-        // loaded.
-        let mmap = Arc::new(unsafe { Mmap::map(&file) }.map_err(open_err)?);
-        // Tensors are read front to back once: ask for aggressive read-ahead.
-        #[cfg(unix)]
-        let _ = mmap.advise(memmap2::Advice::Sequential);
-        if mmap.len() < 4 || &mmap[..4] != GGUF_MAGIC {
-            let found = String::from_utf8_lossy(&mmap[..mmap.len().min(4)]).into_owned();
-            return Err(LoadError::BadMagic { path: path.to_path_buf(), found });
+        let (mmap, content) = map_and_read(path)?;
+        let Some((given_index, count)) = split_of(&content) else {
+            let data_offset = content.tensor_data_offset;
+            let parts = vec![Part { path: path.to_path_buf(), mmap, data_offset }];
+            return Ok(Self { path: path.to_path_buf(), parts, part_of: Default::default(), content });
+        };
+        let mut given = Some((mmap, content));
+        let mut parts = Vec::with_capacity(count);
+        let mut part_of = std::collections::HashMap::new();
+        let mut first: Option<gguf_file::Content> = None;
+        for index in 0..count {
+            let part = part_path(path, given_index, count, index)?;
+            let (mmap, content) = match index == given_index {
+                true => given.take().expect("the given part is read once"),
+                false => map_and_read(&part).map_err(|e| match e {
+                    LoadError::Open { path: missing, source } if source.kind() == std::io::ErrorKind::NotFound => {
+                        LoadError::BadHeader {
+                            path: path.to_path_buf(),
+                            message: format!(
+                                "it is part {} of a model split over {count} files, and part {} ({}) is not beside \
+                                 it: download every part into the same folder",
+                                given_index + 1,
+                                index + 1,
+                                missing.display()
+                            ),
+                        }
+                    }
+                    other => other,
+                })?,
+            };
+            if split_of(&content).is_none_or(|(no, of)| no != index || of != count) {
+                return Err(LoadError::BadHeader {
+                    path: part,
+                    message: format!("its split.no/split.count do not say part {} of {count}", index + 1),
+                });
+            }
+            for name in content.tensor_infos.keys() {
+                if part_of.insert(name.clone(), index).is_some() {
+                    return Err(LoadError::BadHeader {
+                        path: part.clone(),
+                        message: format!("tensor {name} is in two parts of the split model"),
+                    });
+                }
+            }
+            parts.push(Part { path: part, mmap, data_offset: content.tensor_data_offset });
+            match &mut first {
+                None => first = Some(content),
+                Some(first) => first.tensor_infos.extend(content.tensor_infos),
+            }
         }
-        let bad_header = |message| LoadError::BadHeader { path: path.to_path_buf(), message };
-        // candle's reader panics on some malformed headers (a `general.alignment` of 0 divides by zero, found by
-        // the gguf fuzz target): that is a bad header as well, not a crash.
-        let content =
-            std::panic::catch_unwind(AssertUnwindSafe(|| gguf_file::Content::read(&mut Cursor::new(&mmap[..]))))
-                .map_err(|panic| {
-                    bad_header(format!("the header reader gave up: {}", crate::panics::panic_text(&*panic)))
-                })?
-                .map_err(|e| match super::gguf_types::first_unreadable(&mmap) {
-                    // candle names a type it does not read by number only: say which tensor, and its name.
-                    Some((tensor, number)) => LoadError::UnsupportedTensorType {
-                        path: path.to_path_buf(),
-                        tensor,
-                        type_name: super::gguf_types::type_name(number),
-                        number,
-                    },
-                    None => bad_header(e.to_string()),
-                })?;
-        Ok(Self { path: path.to_path_buf(), mmap, content })
+        let content = first.expect("a split model has parts");
+        Ok(Self { path: parts[0].path.clone(), parts, part_of, content })
     }
 
-    /// The file's path.
+    /// The file's path (a split model's first part).
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// The whole mapped file.
-    pub fn bytes(&self) -> &[u8] {
-        &self.mmap
+    /// Size of the file in bytes (of all its parts).
+    pub fn file_size(&self) -> u64 {
+        self.parts.iter().map(|p| p.mmap.len() as u64).sum()
     }
 
-    /// Size of the file in bytes.
-    pub fn file_size(&self) -> u64 {
-        self.mmap.len() as u64
+    /// How many files the model is split over (1: a whole file).
+    pub fn part_count(&self) -> usize {
+        self.parts.len()
     }
 
     /// Frees the tokenizer's arrays (token texts, merges, types, scores: about 30 MiB of small allocations for a
@@ -138,10 +239,10 @@ impl GgufFile {
     /// Reads one tensor straight from the mapped file (one copy into candle's block storage,
     /// no intermediate buffer), after checking that it lies inside the file.
     pub fn tensor(&self, name: &str, device: &Device) -> Result<QTensor, LoadError> {
-        let (dtype, dims, range) = self.tensor_range(name)?;
-        let tensor = ggml_file::qtensor_from_ggml(dtype, &self.mmap[range.clone()], dims, device)
+        let (dtype, dims, (part, range)) = self.tensor_range(name)?;
+        let tensor = ggml_file::qtensor_from_ggml(dtype, &self.parts[part].mmap[range.clone()], dims, device)
             .map_err(|e| self.bad_tensor(name, e.to_string()))?;
-        self.release(range);
+        self.release(part, range);
         Ok(tensor)
     }
 
@@ -152,22 +253,22 @@ impl GgufFile {
         name: &str,
         read: impl FnOnce(GgmlDType, [usize; 2], &[u8]) -> T,
     ) -> Result<T, LoadError> {
-        let (dtype, dims, range) = self.tensor_range(name)?;
+        let (dtype, dims, (part, range)) = self.tensor_range(name)?;
         let [rows, cols] = dims[..] else {
             return Err(self.bad_tensor(name, format!("{} dimensions, expected a matrix", dims.len())));
         };
-        let value = read(dtype, [rows, cols], &self.mmap[range.clone()]);
-        self.release(range);
+        let value = read(dtype, [rows, cols], &self.parts[part].mmap[range.clone()]);
+        self.release(part, range);
         Ok(value)
     }
 
     /// A matrix left in the mapped file, read row by row on demand (see [`MappedRows`]).
     pub fn mapped_rows(&self, name: &str) -> Result<MappedRows, LoadError> {
-        let (dtype, dims, range) = self.tensor_range(name)?;
+        let (dtype, dims, (part, range)) = self.tensor_range(name)?;
         let [rows, cols] = dims[..] else {
             return Err(self.bad_tensor(name, format!("{} dimensions, expected a matrix", dims.len())));
         };
-        MappedRows::new(Arc::clone(&self.mmap), range, dtype, rows, cols)
+        MappedRows::new(Arc::clone(&self.parts[part].mmap), range, dtype, rows, cols)
             .ok_or_else(|| self.bad_tensor(name, format!("rows of {cols} values are not whole {dtype:?} blocks")))
     }
 
@@ -182,14 +283,14 @@ impl GgufFile {
             return Ok(None);
         }
         let rows: usize = parts.iter().map(|(_, dims, _)| dims[0]).sum();
-        let mut bytes = Vec::with_capacity(parts.iter().map(|(_, _, r)| r.len()).sum());
-        for (_, _, range) in &parts {
-            bytes.extend_from_slice(&self.mmap[range.clone()]);
+        let mut bytes = Vec::with_capacity(parts.iter().map(|(_, _, (_, r))| r.len()).sum());
+        for (_, _, (part, range)) in &parts {
+            bytes.extend_from_slice(&self.parts[*part].mmap[range.clone()]);
         }
         let tensor = ggml_file::qtensor_from_ggml(*dtype, &bytes, vec![rows, first_dims[1]], device)
             .map_err(|e| self.bad_tensor(names[0], e.to_string()))?;
-        for (_, _, range) in parts {
-            self.release(range);
+        for (_, _, (part, range)) in parts {
+            self.release(part, range);
         }
         Ok(Some(tensor))
     }
@@ -199,9 +300,9 @@ impl GgufFile {
         self.tensor_range(name).map(|(dtype, dims, _)| (dtype, dims))
     }
 
-    /// A tensor's type, dimensions (as stored: `[rows, cols]` for a matrix) and byte range in the file, after
-    /// checking that whole blocks fill it and that it lies inside the file.
-    fn tensor_range(&self, name: &str) -> Result<(GgmlDType, Vec<usize>, std::ops::Range<usize>), LoadError> {
+    /// A tensor's type, dimensions (as stored: `[rows, cols]` for a matrix), part and byte range in that part's
+    /// file, after checking that whole blocks fill it and that it lies inside the file.
+    fn tensor_range(&self, name: &str) -> Result<TensorPlace, LoadError> {
         let info = self
             .content
             .tensor_infos
@@ -219,7 +320,9 @@ impl GgufFile {
             return Err(self.bad_tensor(name, format!("{elems} elements do not fill whole {dtype:?} blocks")));
         }
         let size = (elems / dtype.block_size()).checked_mul(dtype.type_size()).ok_or_else(too_big)? as u64;
-        let start = self.content.tensor_data_offset.saturating_add(info.offset);
+        let part = self.part_of.get(name).copied().unwrap_or(0);
+        let (path, file_size) = (&self.parts[part].path, self.parts[part].mmap.len() as u64);
+        let start = self.parts[part].data_offset.saturating_add(info.offset);
         // candle reads the bytes in place as the type's blocks (`slice::from_raw_parts`), which needs them aligned;
         // the map starts on a page, so a tensor starting off an 8-byte boundary in the file (GGUF requires multiples
         // of its alignment, itself a multiple of 8) would be read unaligned: undefined behaviour (found by the
@@ -230,15 +333,10 @@ impl GgufFile {
             );
         }
         let end = start.saturating_add(size);
-        if end > self.file_size() {
-            return Err(LoadError::Truncated {
-                path: self.path.clone(),
-                name: name.to_string(),
-                end,
-                file_size: self.file_size(),
-            });
+        if end > file_size {
+            return Err(LoadError::Truncated { path: path.clone(), name: name.to_string(), end, file_size });
         }
-        Ok((dtype, dims.to_vec(), start as usize..end as usize))
+        Ok((dtype, dims.to_vec(), (part, start as usize..end as usize)))
     }
 
     fn bad_tensor(&self, name: &str, message: String) -> LoadError {
@@ -247,14 +345,15 @@ impl GgufFile {
 
     /// The bytes now live in a tensor: drop the mapped pages so peak memory stays near one copy of the model
     /// rather than two (mapped file pages count towards RSS).
-    fn release(&self, range: std::ops::Range<usize>) {
+    fn release(&self, part: usize, range: ByteRange) {
         #[cfg(unix)]
         // SAFETY: `range` lies inside the map (`tensor_range` checked it) and the callers copied its bytes out
         // first. Whole pages are dropped, which may include the edges of neighbouring tensors that are still
         // borrowed (`MappedRows`); that is sound because the map is a read-only private file mapping with no
         // modified pages, so a later read faults the very same bytes back in from the (unchanged) file.
         unsafe {
-            let _ = self.mmap.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, range.start, range.len());
+            let mmap = &self.parts[part].mmap;
+            let _ = mmap.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, range.start, range.len());
         }
     }
 }

@@ -24,7 +24,7 @@ use candle_core::quantized::gguf_file;
 use candle_core::{Device, Tensor};
 use tandem::llm::{LoadOptions, LoadedModel};
 
-use crate::common::twins::{write_twin, write_twin_with, Family, Quant, Tweak, CONTEXT};
+use crate::common::twins::{split_gguf, write_twin, write_twin_with, Family, Quant, Tweak, CONTEXT};
 
 const PROMPT_LEN: usize = 64;
 const GREEDY_LEN: usize = 32;
@@ -363,6 +363,33 @@ fn a_rope_scaling_not_applied_keeps_the_context_at_the_original_length() {
     assert_eq!(context(Family::Qwen3, scaled("none")), CONTEXT);
     assert_eq!(context(Family::Qwen3, Tweak::default()), CONTEXT);
     assert_eq!(context(Family::Phi4Mini, Tweak::default()), CONTEXT);
+}
+
+/// A model split over three files (as llama.cpp's gguf-split writes them) loads as the whole file does, from
+/// whichever part is named: the same logits, bit for bit, and llama.cpp's on the same parts. A part missing, or
+/// renamed so the others cannot be found, is a clear error naming what to do.
+#[test]
+fn a_split_model_loads_as_the_whole_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let whole = twin(&dir, Family::Qwen2, Quant::KQuant);
+    let parts = split_gguf(&whole, 3);
+    let prompt = prompt(n_vocab(&whole));
+    let reference = ours(&whole, &prompt);
+    for part in [&parts[0], &parts[2]] {
+        let split = ours(part, &prompt);
+        assert_eq!(split.rows, reference.rows, "{} loads other logits than the whole file", part.display());
+    }
+    let file = tandem::llm::gguf::GgufFile::open(&parts[1]).unwrap();
+    assert_eq!((file.part_count(), file.path()), (3, parts[0].as_path()));
+    let llama = llama_cpp(&parts[0], &prompt);
+    assert_agree("the split Qwen2 twin: ours against llama.cpp", &llama, &reference);
+
+    let renamed = dir.path().join("renamed.gguf");
+    std::fs::rename(&parts[2], &renamed).unwrap();
+    let missing = LoadedModel::load(&parts[0], &Device::Cpu, &LoadOptions::default()).err().unwrap().to_string();
+    assert!(missing.contains("part 3") && missing.contains("00003-of-00003"), "{missing}");
+    let misnamed = LoadedModel::load(&renamed, &Device::Cpu, &LoadOptions::default()).err().unwrap().to_string();
+    assert!(misnamed.contains("-00003-of-00003.gguf") && misnamed.contains("names"), "{misnamed}");
 }
 
 /// Real files of families other than Qwen2 (SmolLM2-135M-Instruct: `llama` at Q4_1; Gemma 3 270M: `gemma3` at

@@ -452,3 +452,37 @@ pub fn write_twin_with(path: &Path, family: Family, quant: Quant, tweak: &Tweak)
     let mut file = std::fs::File::create(path).unwrap();
     gguf_file::write(&mut file, &metadata, &tensors).unwrap();
 }
+
+/// Writes `whole` again as `count` files the way llama.cpp's `gguf-split` does (`STEM-00001-of-0000N.gguf` beside
+/// it): the first holds every metadata key and the first tensors; each holds `split.no`, `split.count` and
+/// `split.tensors.count`, and its share of the tensors in the whole file's order. Returns the parts' paths.
+pub fn split_gguf(whole: &Path, count: usize) -> Vec<std::path::PathBuf> {
+    let mut reader = std::fs::File::open(whole).unwrap();
+    let content = gguf_file::Content::read(&mut reader).unwrap();
+    let mut names: Vec<&String> = content.tensor_infos.keys().collect();
+    names.sort_by_key(|name| content.tensor_infos[*name].offset);
+    let tensors: Vec<(String, QTensor)> =
+        names.iter().map(|name| ((*name).clone(), content.tensor(&mut reader, name, &Device::Cpu).unwrap())).collect();
+    let stem = whole.file_stem().unwrap().to_str().unwrap();
+    let per_part = tensors.len().div_ceil(count);
+    (0..count)
+        .map(|index| {
+            let path = whole.with_file_name(format!("{stem}-{:05}-of-{count:05}.gguf", index + 1));
+            let mut metadata = vec![
+                ("split.no".to_string(), Value::U16(index as u16)),
+                ("split.count".to_string(), Value::U16(count as u16)),
+                ("split.tensors.count".to_string(), Value::I32(tensors.len() as i32)),
+            ];
+            if index == 0 {
+                let mut keys: Vec<&String> = content.metadata.keys().collect();
+                keys.sort();
+                metadata.extend(keys.into_iter().map(|k| (k.clone(), content.metadata[k].clone())));
+            }
+            let metadata: Vec<(&str, &Value)> = metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
+            let share = tensors.iter().skip(index * per_part).take(per_part);
+            let share: Vec<(&str, &QTensor)> = share.map(|(k, v)| (k.as_str(), v)).collect();
+            gguf_file::write(&mut std::fs::File::create(&path).unwrap(), &metadata, &share).unwrap();
+            path
+        })
+        .collect()
+}
