@@ -11,16 +11,28 @@
 use serde_json::Value;
 
 use crate::agent::records::readable;
+use crate::agent::rules::support::forms::{date_names, find_moments, Date, Moment};
 
 /// The longest quoted text checked (a longer one is a sentence quoted, not a value).
 const QUOTE_CHARS: usize = 80;
 
 /// What names are looked up in: the goal and each tool result, as returned and as a model reads it
-/// ([`readable`]: a literal's rows), lower-cased.
+/// ([`readable`]: a literal's rows), with the month and weekday of each date they write (a reading says "December"
+/// of `2025-12-05`), lower-cased.
 pub fn sources<'a>(goal: &str, results: impl IntoIterator<Item = &'a Value>) -> String {
     let mut sources = goal.to_string();
     for output in results {
         sources.push_str(&format!("\n{output}\n{}", readable(output)));
+    }
+    let dates: Vec<Date> = find_moments(&sources)
+        .into_iter()
+        .filter_map(|(_, moment)| match moment {
+            Moment::Date(d) | Moment::DateTime(d, _) => Some(d),
+            Moment::Time(_) => None,
+        })
+        .collect();
+    for date in dates {
+        sources.push_str(&format!("\n{}", date_names(date).join(" ")));
     }
     sources.to_lowercase()
 }
@@ -163,6 +175,15 @@ mod tests {
             names("Customers: Ben Carter, Dev Patel and 'John Doe', 'Leeds'"),
             ["Ben Carter", "Dev Patel", "John Doe", "Leeds"]
         );
+    }
+
+    /// A month or weekday name read from a date a result writes is held by that result; another is not.
+    #[test]
+    fn the_month_and_weekday_of_a_date_in_a_result_are_held() {
+        let result = serde_json::json!({"date": "2026-12-25", "event": "office party"});
+        let sources = sources("When is the office party?", [&result]);
+        assert!(unsupported_names("The office party is on Friday, December 25.", &sources).is_empty());
+        assert_eq!(unsupported_names("The office party is on Monday in March.", &sources), ["Monday", "March"]);
     }
 
     #[test]

@@ -81,6 +81,18 @@ const MONTHS: [&str; 12] = [
     "december",
 ];
 
+const WEEKDAYS: [&str; 7] = ["sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday"];
+
+/// The names a date is also written with, lower-cased: its month's and its weekday's (the proleptic Gregorian
+/// calendar; Sakamoto's method), so that "December" or "a Friday" read from `2026-12-25` is found in it.
+pub fn date_names(d: Date) -> [&'static str; 2] {
+    const OFFSETS: [i32; 12] = [0, 3, 2, 5, 0, 3, 5, 1, 4, 6, 2, 4];
+    let month = (d.month.clamp(1, 12) - 1) as usize;
+    let year = if d.month < 3 { d.year - 1 } else { d.year };
+    let weekday = (year + year / 4 - year / 100 + year / 400 + OFFSETS[month] + d.day as i32).rem_euclid(7);
+    [MONTHS[month], WEEKDAYS[weekday as usize]]
+}
+
 /// The form a parameter's schema asks for: its `format` (`date`, `time`, `date-time`), else a form its
 /// description shows (`YYYY-MM-DD`, `MM/DD/YYYY`, `DD/MM/YYYY`, `DD.MM.YYYY`, `HH:MM:SS`, `HH:MM`, "24-hour",
 /// "12-hour", "AM/PM"). `None` where it asks for none.
@@ -586,5 +598,13 @@ mod tests {
         let dotted = Asked { date: Some(DateForm::Dotted), ..Asked::default() };
         assert_eq!(write_as(read_value("2024-01-15").unwrap(), dotted).as_deref(), Some("15.01.2024"));
         assert_eq!(write_as(read_value("01/15/2024").unwrap(), hm), None, "a date has no time to give");
+    }
+
+    #[test]
+    fn a_date_names_its_month_and_weekday() {
+        let d = |year, month, day| Date { year, month, day };
+        assert_eq!(date_names(d(2026, 12, 25)), ["december", "friday"]);
+        assert_eq!(date_names(d(2024, 2, 29)), ["february", "thursday"]);
+        assert_eq!(date_names(d(2000, 1, 1)), ["january", "saturday"]);
     }
 }
