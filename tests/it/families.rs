@@ -325,21 +325,28 @@ fn yarn() -> Tweak {
 }
 const YARN_ORIGINAL: usize = 32;
 
-/// YaRN, ours against llama.cpp at every position of a prompt and continuation that run three times past the
-/// original length: Qwen2's RoPE over halves, Llama's over adjacent pairs, both quantizations.
+/// RoPE scalings, ours against llama.cpp at every position of a prompt and continuation that run three times past
+/// the original length: YaRN (with an attention factor on Qwen2's RoPE over halves; on Llama's over adjacent
+/// pairs), linear, and LongRoPE's short factors (a Phi-4-mini twin whose context is its original length; the long
+/// ones are `ours_matches_llama_cpp_and_candle`'s), both quantizations.
 #[rstest::rstest]
-fn yarn_matches_llama_cpp_past_the_original_length(
-    #[values(Family::Qwen2, Family::Llama)] family: Family,
+#[case::yarn_halves(Family::Qwen2, Tweak { attn_factor: Some(0.9), ..yarn() })]
+#[case::yarn_adjacent(Family::Llama, yarn())]
+#[case::linear(Family::Qwen2, Tweak { rope_scaling: Some(("linear", YARN_ORIGINAL)), ..yarn() })]
+#[case::longrope_short(Family::Phi4Mini, Tweak { phi_original: Some(CONTEXT), ..Tweak::default() })]
+fn rope_scalings_match_llama_cpp_past_the_original_length(
+    #[case] family: Family,
+    #[case] tweak: Tweak,
     #[values(Quant::Q8_0, Quant::KQuant)] quant: Quant,
 ) {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("yarn.gguf");
-    write_twin_with(&path, family, quant, &yarn());
+    let path = dir.path().join("scaled.gguf");
+    write_twin_with(&path, family, quant, &tweak);
     let prompt = prompt(n_vocab(&path));
     let reference = llama_cpp(&path, &prompt);
-    assert_clear_margins(&format!("{family:?} {quant:?} YaRN llama.cpp"), &reference);
+    assert_clear_margins(&format!("{family:?} {quant:?} {tweak:?} llama.cpp"), &reference);
     let run = ours(&path, &prompt);
-    assert_agree(&format!("{family:?} {quant:?} YaRN: ours against llama.cpp"), &reference, &run);
+    assert_agree(&format!("{family:?} {quant:?} {tweak:?}: ours against llama.cpp"), &reference, &run);
 }
 
 /// The scalings we apply keep the file's context (YaRN, linear, none, a file without one); another (`longrope`

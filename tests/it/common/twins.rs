@@ -270,6 +270,10 @@ pub struct Tweak {
     pub scaling_factor: Option<f32>,
     /// Write Phi-4-mini's short LongRoPE factors under the long ones' name too (phi4mini).
     pub short_factors_as_long: bool,
+    /// `rope.scaling.attn_factor` (phi4mini writes its own).
+    pub attn_factor: Option<f32>,
+    /// Phi-4-mini's `rope.scaling.original_context_length` in place of [`PHI_ORIGINAL_CONTEXT`].
+    pub phi_original: Option<usize>,
     /// `tokenizer.chat_template` (the twins have none).
     pub chat_template: Option<String>,
 }
@@ -402,10 +406,11 @@ pub fn write_twin_with(path: &Path, family: Family, quant: Quant, tweak: &Tweak)
             metadata.push(u32_key("attention.sliding_window", 2047));
         }
         Family::Phi4Mini => {
-            let scale = CONTEXT as f32 / PHI_ORIGINAL_CONTEXT as f32;
-            let attn_factor = (1.0 + scale.ln() / (PHI_ORIGINAL_CONTEXT as f32).ln()).sqrt();
+            let original = tweak.phi_original.unwrap_or(PHI_ORIGINAL_CONTEXT);
+            let scale = CONTEXT as f32 / original as f32;
+            let attn_factor = (1.0 + scale.ln() / (original as f32).ln()).sqrt();
             metadata.push(u32_key("rope.dimension_count", rope_dims));
-            metadata.push(u32_key("rope.scaling.original_context_length", PHI_ORIGINAL_CONTEXT));
+            metadata.push(u32_key("rope.scaling.original_context_length", original));
             metadata.push(f32_key("rope.scaling.attn_factor", attn_factor));
             metadata.push(u32_key("attention.sliding_window", 0));
         }
@@ -417,6 +422,9 @@ pub fn write_twin_with(path: &Path, family: Family, quant: Quant, tweak: &Tweak)
     }
     if let Some(factor) = tweak.scaling_factor {
         metadata.push(f32_key("rope.scaling.factor", factor));
+    }
+    if let Some(factor) = tweak.attn_factor {
+        metadata.push(f32_key("rope.scaling.attn_factor", factor));
     }
     if let Some(template) = &tweak.chat_template {
         metadata.push(("tokenizer.chat_template".into(), Value::String(template.clone())));
