@@ -294,6 +294,7 @@ mod tests {
         assert_eq!(format("mistral-nemo.jinja"), CallFormat::Mistral);
         assert_eq!(format("phi-4-mini.jinja"), CallFormat::Phi4);
         assert_eq!(format("smollm2.jinja"), CallFormat::Hermes, "no tool format: serve's own");
+        assert_eq!(format("gemma3.jinja"), CallFormat::Hermes, "no tool format: serve's own");
     }
 
     #[test]

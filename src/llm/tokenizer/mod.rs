@@ -169,3 +169,53 @@ impl GgufTokenizer {
         self.kind
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use candle_core::quantized::gguf_file::Value;
+
+    use super::*;
+
+    /// A Llama 3-style byte-level BPE vocabulary: two ordinary tokens, then control tokens (Llama 3's and Phi's ends
+    /// of turn among them); `end_type` is the type of the `<|end|>` row.
+    fn llama3_like(end_type: i32) -> HashMap<String, Value> {
+        let tokens = [
+            "end",
+            "Ġturn",
+            "<|begin_of_text|>",
+            "<|start_header_id|>",
+            "<|eot_id|>",
+            "<|eom_id|>",
+            "<|end_of_text|>",
+            "<|end|>",
+        ];
+        let types = [1, 1, 3, 3, 3, 3, 3, end_type];
+        HashMap::from([
+            ("tokenizer.ggml.model".to_string(), Value::String("gpt2".into())),
+            ("tokenizer.ggml.pre".to_string(), Value::String("llama-bpe".into())),
+            ("tokenizer.ggml.tokens".to_string(), Value::Array(tokens.map(|t| Value::String(t.into())).to_vec())),
+            ("tokenizer.ggml.token_type".to_string(), Value::Array(types.map(Value::I32).to_vec())),
+            ("tokenizer.ggml.merges".to_string(), Value::Array(Vec::new())),
+            ("tokenizer.ggml.bos_token_id".to_string(), Value::U32(2)),
+            ("tokenizer.ggml.eos_token_id".to_string(), Value::U32(4)),
+        ])
+    }
+
+    #[test]
+    fn llama3_and_phi_ends_of_turn_are_stop_tokens() {
+        let tok = GgufTokenizer::from_gguf(&llama3_like(token_type::CONTROL)).unwrap();
+        let id = |t: &str| tok.token_to_id(t).unwrap();
+        // EOS (`<|eot_id|>` here) first and once, then `<|eom_id|>`, `<|end_of_text|>` and Phi's `<|end|>`.
+        assert_eq!(tok.stop_tokens(), [id("<|eot_id|>"), id("<|eom_id|>"), id("<|end_of_text|>"), id("<|end|>")]);
+        // Ordinary tokens and other control tokens do not end a reply.
+        for other in ["end", "Ġturn", "<|begin_of_text|>", "<|start_header_id|>"] {
+            assert!(!tok.stop_tokens().contains(&id(other)), "{other}");
+        }
+        // A row spelled `<|end|>` that is ordinary text is not one either.
+        let tok = GgufTokenizer::from_gguf(&llama3_like(token_type::NORMAL)).unwrap();
+        assert!(!tok.stop_tokens().contains(&tok.token_to_id("<|end|>").unwrap()));
+        assert_eq!(tok.stop_tokens().len(), 3);
+    }
+}

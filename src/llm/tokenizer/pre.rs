@@ -148,6 +148,33 @@ mod tests {
     }
 
     #[test]
+    fn dbrx_splits_as_llama3_but_runs_the_merges() {
+        for name in ["dbrx", "smaug-bpe"] {
+            check(name, "I'm 1234567 DONE'S", &["I", "'m", " ", "123", "456", "7", " DONE", "'S"]);
+            check(name, "a\n\n  b", &["a", "\n\n", " ", " b"]);
+            let pre = PreTokenizer::by_name(name).unwrap();
+            assert_eq!((pre.name, pre.ignore_merges), ("dbrx", false), "{name}");
+        }
+    }
+
+    #[test]
+    fn qwen35_splits_every_digit_and_keeps_combining_marks_on_their_letter() {
+        // "nai\u{308}ve cafe\u{301}": the diaeresis and the acute are combining marks, not letters.
+        check("qwen35", "nai\u{308}ve cafe\u{301} 42", &["nai\u{308}ve", " cafe\u{301}", " ", "4", "2"]);
+        check("qwen35", "I'm DONE'S", &["I", "'m", " DONE", "'S"]);
+        // Qwen2's split cuts at each mark.
+        check("qwen2", "nai\u{308}ve cafe\u{301} 42", &["nai", "\u{308}ve", " cafe", "\u{301}", " ", "4", "2"]);
+    }
+
+    #[test]
+    fn tekken_splits_before_capitals_without_contractions_and_every_digit() {
+        check("tekken", "helloWorld HTTPServer", &["hello", "World", " HTTPServer"]);
+        // GPT-4o keeps "'ll" and "'T" on their words and groups digits by three (see above); Tekken does neither.
+        check("tekken", "they'll DON'T 12345", &["they", "'ll", " DON", "'T", " ", "1", "2", "3", "4", "5"]);
+        check("tekken", "a/b//\n c", &["a", "/b", "//\n", " c"]);
+    }
+
+    #[test]
     fn gpt2_and_default_differ_on_punctuation_and_digits() {
         check("gpt-2", "Hi!! 2024-01 it's", &["Hi", "!!", " 2024", "-", "01", " it", "'s"]);
         // `default` isolates punctuation runs first, then numbers, then ASCII digits by three.
