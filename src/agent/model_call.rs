@@ -155,3 +155,153 @@ fn stable_opening(
     let opening = model.tokenizer.encode(&opening, bos).ok()?;
     Some(common_prefix(&opening, tokens))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use candle_core::quantized::gguf_file::Value as GgufValue;
+    use candle_core::{Device, Tensor};
+
+    use super::*;
+    use crate::decode::Speculation;
+    use crate::llm::tokenizer::{gpt2_byte_to_char, GgufTokenizer};
+    use crate::llm::{ChatTemplate, LanguageModel, LoadedModel, ModelInfo};
+
+    const QWEN3: &str = include_str!("../../tests/fixtures/chat_templates/qwen3.jinja");
+    const SMOLLM3: &str = include_str!("../../tests/fixtures/chat_templates/smollm3.jinja");
+
+    /// What each pass of a [`Recorder`] was given.
+    type Passes = Arc<Mutex<Vec<Vec<u32>>>>;
+
+    /// A network that records the tokens of each pass and always puts its end-of-turn token on top, so a
+    /// generation ends after the prompt's pass.
+    struct Recorder {
+        passes: Passes,
+        cached: Vec<u32>,
+        end: u32,
+        n_logits: usize,
+    }
+
+    impl LanguageModel for Recorder {
+        fn forward(&mut self, tokens: &[u32], _pos: usize) -> Result<Tensor> {
+            self.passes.lock().unwrap().push(tokens.to_vec());
+            self.cached.extend_from_slice(tokens);
+            let mut logits = vec![0f32; self.n_logits];
+            logits[self.end as usize] = 10.0;
+            Ok(Tensor::from_vec(logits, self.n_logits, &Device::Cpu)?)
+        }
+        fn cached_tokens(&self) -> &[u32] {
+            &self.cached
+        }
+        fn clear_kv_cache(&mut self) {
+            self.cached.clear()
+        }
+        fn n_logits(&self) -> usize {
+            self.n_logits
+        }
+        fn context_length(&self) -> usize {
+            4096
+        }
+    }
+
+    /// A model with `template` as its chat template, a byte-level vocabulary (the 256 bytes, `<|im_start|>`,
+    /// `<|im_end|>` as end of sequence) and a [`Recorder`] as its network.
+    fn model(template: &str) -> (Model, Passes) {
+        let mut tokens: Vec<String> = gpt2_byte_to_char().iter().map(|c| c.to_string()).collect();
+        let mut types = vec![1i32; tokens.len()];
+        for special in ["<|im_start|>", "<|im_end|>"] {
+            tokens.push(special.to_string());
+            types.push(3);
+        }
+        let end = tokens.len() as u32 - 1;
+        let strings = |items: &[String]| GgufValue::Array(items.iter().map(|s| GgufValue::String(s.clone())).collect());
+        let md = HashMap::from([
+            ("tokenizer.ggml.model".to_string(), GgufValue::String("gpt2".into())),
+            ("tokenizer.ggml.pre".to_string(), GgufValue::String("llama-bpe".into())),
+            ("tokenizer.ggml.tokens".to_string(), strings(&tokens)),
+            (
+                "tokenizer.ggml.token_type".to_string(),
+                GgufValue::Array(types.into_iter().map(GgufValue::I32).collect()),
+            ),
+            ("tokenizer.ggml.merges".to_string(), strings(&[])),
+            ("tokenizer.ggml.eos_token_id".to_string(), GgufValue::U32(end)),
+        ]);
+        let passes = Passes::default();
+        let weights = Recorder { passes: passes.clone(), cached: Vec::new(), end, n_logits: tokens.len() };
+        let loaded = LoadedModel {
+            weights: Box::new(weights),
+            tokenizer: Arc::new(GgufTokenizer::from_gguf(&md).unwrap()),
+            chat_template: Some(ChatTemplate::new(template, "", "<|im_end|>").unwrap()),
+            info: ModelInfo {
+                path: "recorder.gguf".into(),
+                architecture: "qwen3".into(),
+                name: None,
+                file_size: 0,
+                load_time: Duration::ZERO,
+                conversions: Vec::new(),
+            },
+            device: Device::Cpu,
+            prefix_store: None,
+        };
+        (Model::from_loaded(loaded, Some(Speculation::Off)), passes)
+    }
+
+    fn conversation() -> [ChatMessage; 2] {
+        [ChatMessage::system("You write plans."), ChatMessage::user("Add 2 and 3.")]
+    }
+
+    /// The prompt a model call rendered, as the network's first pass was given it: on a fresh model, with
+    /// `think` as `tandem run --think` sets it for the planner, through `chat_candidates` (the planner's call),
+    /// and without it through `chat_call` (the executor's, the joiner's and the planner's other calls).
+    fn prompt(template: &str, role: &str, think: Option<bool>) -> String {
+        let (mut model, passes) = model(template);
+        let outputs = match think {
+            Some(think) => chat_candidates(&mut model, role, &conversation(), None, 4, &[(Sampling::Greedy, 0)], think)
+                .unwrap()
+                .into_iter()
+                .map(|o| o.unwrap().0)
+                .collect(),
+            None => vec![chat_call(&mut model, role, &conversation(), None, 4).unwrap().0],
+        };
+        assert_eq!(outputs, [""], "the recorder ends every generation at once");
+        let passes = passes.lock().unwrap();
+        model.tokenizer.decode(&passes[0]).unwrap()
+    }
+
+    /// docs/models.md, "Thinking": the agent's roles render with `enable_thinking: false`, so Qwen3's template
+    /// opens the answer with an empty thought; `--think` (the planner's, off unless asked) renders without it.
+    #[test]
+    fn agent_roles_render_qwen3_with_thinking_off_and_think_turns_it_on() {
+        let turns = "<|im_start|>system\nYou write plans.<|im_end|>\n<|im_start|>user\nAdd 2 and 3.<|im_end|>\n\
+                     <|im_start|>assistant\n";
+        let off = format!("{turns}<think>\n\n</think>\n\n");
+        for role in ["planner", "executor", "joiner"] {
+            assert_eq!(prompt(QWEN3, role, None), off, "{role}");
+        }
+        assert!(!crate::settings::PairSettings::default().think, "the planner thinks only when asked");
+        assert_eq!(prompt(QWEN3, "planner", Some(false)), off);
+        assert_eq!(prompt(QWEN3, "planner", Some(true)), turns);
+    }
+
+    /// The same for SmolLM3's template: `/no_think` in its system part and an empty thought opening the answer;
+    /// with `--think`, `/think` and no thought written for it.
+    #[test]
+    fn agent_roles_render_smollm3_with_no_think_and_think_turns_it_on() {
+        let system = |mode: &str| {
+            format!(
+                "<|im_start|>system\n## Metadata\n\nKnowledge Cutoff Date: June 2025\nReasoning Mode: {mode}\n\n\
+                 ## Custom Instructions\n\nYou write plans.\n\n<|im_end|>\n<|im_start|>user\nAdd 2 and 3.<|im_end|>\n\
+                 <|im_start|>assistant\n"
+            )
+        };
+        let off = format!("{}<think>\n\n</think>\n", system("/no_think"));
+        for role in ["planner", "executor", "joiner"] {
+            assert_eq!(prompt(SMOLLM3, role, None), off, "{role}");
+        }
+        assert_eq!(prompt(SMOLLM3, "planner", Some(false)), off);
+        assert_eq!(prompt(SMOLLM3, "planner", Some(true)), system("/think"));
+    }
+}

@@ -178,3 +178,32 @@ impl Manifest {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The built-in manifest holds the four models of docs/models.md's table ("The models in the manifest"), in
+    /// its order, with the table's architecture, quantization, size, license and role.
+    #[test]
+    fn the_default_manifest_is_the_table_in_docs_models_md() {
+        let manifest = Manifest::parse(DEFAULT_MANIFEST, "built-in models/models.toml").unwrap();
+        let rows: Vec<(&str, &str, &str, u64, &str, &str)> = manifest
+            .models
+            .iter()
+            .map(|m| {
+                let ModelEntry { id, architecture, quantization, size, license, role, .. } = m;
+                (id.as_str(), architecture.as_str(), quantization.as_str(), *size, license.as_str(), role.as_str())
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("qwen2.5-coder-1.5b-instruct-q4_k_m", "qwen2", "Q4_K_M", 1117320768, "Apache-2.0", "planner"),
+                ("qwen2.5-coder-0.5b-instruct-q4_k_m", "qwen2", "Q4_K_M", 491400064, "Apache-2.0", "executor"),
+                ("gemma-3-270m-q4_k_m", "gemma3", "Q4_K_M", 253113024, "Gemma terms of use", "base"),
+                ("smollm2-135m-instruct-q4_1", "llama", "Q4_1", 98362432, "Apache-2.0", "executor"),
+            ]
+        );
+    }
+}
