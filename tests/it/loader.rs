@@ -177,6 +177,26 @@ fn q5_0_weights_are_converted_and_stay_close() {
     assert!(max_abs_diff(&a, &b) < 0.05 * scale.max(1.0), "diff {} vs scale {scale}", max_abs_diff(&a, &b));
 }
 
+/// Q5_1 matrices are requantized to Q8_0 once at load on every CPU (docs/models.md's quantization table), and the
+/// model stays close to the same file read as stored.
+#[test]
+fn q5_1_weights_are_requantized_to_q8_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = TinyQwen2 { matrix_type: GgmlDType::Q5_1, ..TinyQwen2::default() };
+    let path = tiny_file(&dir, "q5_1.gguf", &spec);
+    let file = GgufFile::open(&path).unwrap();
+    let mut conversions = Vec::new();
+    let family = tandem::llm::decoder::family("qwen2").unwrap();
+    let mut converted = Decoder::load(&file, family, &Device::Cpu, &LoadOptions::default(), &mut conversions).unwrap();
+    assert_eq!(conversions.len(), 1, "{conversions:?}");
+    assert!(conversions[0].starts_with("Q5_0/Q5_1→Q8_0: "), "{conversions:?}");
+    let mut original = load_qwen2(&path, true);
+    let a = converted.forward(&TOKENS, 0).unwrap();
+    let b = original.forward(&TOKENS, 0).unwrap();
+    let scale = b.abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+    assert!(max_abs_diff(&a, &b) < 0.05 * scale.max(1.0), "diff {} vs scale {scale}", max_abs_diff(&a, &b));
+}
+
 #[test]
 fn tied_output_uses_the_embedding() {
     let dir = tempfile::tempdir().unwrap();
