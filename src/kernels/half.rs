@@ -56,11 +56,8 @@ pub struct HalfMatrix {
 
 /// Weight rows a kernel call computes side by side (each row's sum is computed the same way alone or in a tile).
 const TILE: usize = 4;
-/// Activation rows a pass over a block of weight rows takes (8 rows of 1536 floats: 48 KiB).
+/// Activation rows a pass over the weight rows of a work item takes (8 rows of 1536 floats: 48 KiB, in L2).
 const INPUT_BLOCK: usize = 8;
-/// Bytes of weight rows a block holds while the activation rows pass (a quarter of a 1 MiB L2, the activations'
-/// block and the outputs beside it).
-const WEIGHT_BLOCK_BYTES: usize = 256 * 1024;
 
 impl HalfMatrix {
     /// Builds the matrix from GGUF bytes of `kind` (row-major little-endian two-byte values).
@@ -121,27 +118,19 @@ impl HalfMatrix {
         }
     }
 
-    /// The output columns `rows` for every activation row: blocks of weight rows of [`WEIGHT_BLOCK_BYTES`] (kept in
-    /// L2 while every activation row passes them, so a prefill reads the weights from memory once, not once per
-    /// [`INPUT_BLOCK`]), in each blocks of [`INPUT_BLOCK`] activation rows (kept in L1), in each tiles of [`TILE`]
-    /// weight rows, then one at a time. Every sum is `tile`'s whatever the blocking, so the bits do not change.
+    /// The output columns `rows` for every activation row: blocks of [`INPUT_BLOCK`] activation rows (kept in cache
+    /// while every weight row of `rows` passes by), in each tiles of [`TILE`] weight rows, then one at a time.
     fn rows_kernel(&self, input: &[f32], m: usize, rows: std::ops::Range<usize>, out: &mut [f32]) {
-        let block = (WEIGHT_BLOCK_BYTES / (2 * self.cols).max(1)).max(TILE) / TILE * TILE;
-        let mut b0 = rows.start;
-        while b0 < rows.end {
-            let b1 = (b0 + block).min(rows.end);
-            for i0 in (0..m).step_by(INPUT_BLOCK) {
-                let inputs = i0..(i0 + INPUT_BLOCK).min(m);
-                let mut r = b0;
-                while r + TILE <= b1 {
-                    self.tile::<TILE>(input, inputs.clone(), r, out);
-                    r += TILE;
-                }
-                for r in r..b1 {
-                    self.tile::<1>(input, inputs.clone(), r, out);
-                }
+        for i0 in (0..m).step_by(INPUT_BLOCK) {
+            let inputs = i0..(i0 + INPUT_BLOCK).min(m);
+            let mut r = rows.start;
+            while r + TILE <= rows.end {
+                self.tile::<TILE>(input, inputs.clone(), r, out);
+                r += TILE;
             }
-            b0 = b1;
+            for r in r..rows.end {
+                self.tile::<1>(input, inputs.clone(), r, out);
+            }
         }
     }
 
@@ -367,23 +356,6 @@ mod tests {
             let mut alone = vec![0f32; rows];
             matrix.matmul(&three[i * cols..(i + 1) * cols], 1, &mut alone);
             assert_eq!(&together[i * rows..(i + 1) * rows], &alone[..], "activation row {i} in a pair");
-        }
-    }
-
-    /// Rows wider than a weight block holds many of (28 rows of 4,100 values a block) give every activation row,
-    /// in pairs and alone, the bits it has alone, across the blocks' edges.
-    #[test]
-    fn weight_blocks_do_not_change_the_bits() {
-        let (rows, cols, m) = (70, 4100, 11);
-        let matrix = HalfMatrix::from_f32(HalfKind::Bf16, rows, cols, &values(rows * cols, 4));
-        let input = values(m * cols, 6);
-        let mut together = vec![0f32; m * rows];
-        matrix.matmul(&input, m, &mut together);
-        for i in 0..m {
-            let x = &input[i * cols..(i + 1) * cols];
-            let want: Vec<f32> =
-                (0..rows).map(|r| reference_dot_rows(HalfKind::Bf16, x, &[matrix.row(r)])[0]).collect();
-            assert_eq!(&together[i * rows..(i + 1) * rows], &want[..], "activation row {i}");
         }
     }
 
