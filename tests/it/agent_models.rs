@@ -179,6 +179,8 @@ fn smollm2_runs_as_the_executor() {
     assert_eq!(loaded.len(), 1, "only the executor loads: {loaded:?}");
     assert_eq!(loaded[0]["role"], "executor");
     assert_eq!(loaded[0]["id"], SMOLLM2);
+    // The log names the exact weights: the manifest's SHA-256 of the file (docs/models.md, "Bringing a model").
+    assert_eq!(loaded[0]["sha256"], "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53");
     let step = events.iter().find(|e| e["event"] == "step_finished" && e["step"] == "s2").expect("s2 finished");
     assert_eq!(step["via"], "executor", "{step}");
     assert!(step["error"].is_null(), "{step}");
