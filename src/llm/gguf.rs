@@ -25,8 +25,7 @@ const GGUF_MAGIC: &[u8; 4] = b"GGUF";
 /// A memory-mapped GGUF file with its parsed header; a model split over several files (`split.count`, as
 /// llama.cpp's `gguf-split` writes them: `NAME-00001-of-00003.gguf` …) is all of them, read as one.
 pub struct GgufFile {
-    path: PathBuf,
-    /// The mapped files: one, or each part of a split model in order.
+    /// The mapped files: one, or each part of a split model in order (the first is the file's path).
     parts: Vec<Part>,
     /// Which part holds each tensor (absent: the first).
     part_of: std::collections::HashMap<String, usize>,
@@ -116,7 +115,7 @@ impl GgufFile {
         let Some((given_index, count)) = split_of(&content) else {
             let data_offset = content.tensor_data_offset;
             let parts = vec![Part { path: path.to_path_buf(), mmap, data_offset }];
-            return Ok(Self { path: path.to_path_buf(), parts, part_of: Default::default(), content });
+            return Ok(Self { parts, part_of: Default::default(), content });
         };
         let mut given = Some((mmap, content));
         let mut parts = Vec::with_capacity(count);
@@ -163,12 +162,12 @@ impl GgufFile {
             }
         }
         let content = first.expect("a split model has parts");
-        Ok(Self { path: parts[0].path.clone(), parts, part_of, content })
+        Ok(Self { parts, part_of, content })
     }
 
     /// The file's path (a split model's first part).
     pub fn path(&self) -> &Path {
-        &self.path
+        &self.parts[0].path
     }
 
     /// Size of the file in bytes (of all its parts).
@@ -199,11 +198,11 @@ impl GgufFile {
         self.content
             .metadata
             .get(key)
-            .ok_or_else(|| LoadError::MissingKey { path: self.path.clone(), key: key.to_string() })
+            .ok_or_else(|| LoadError::MissingKey { path: self.path().to_path_buf(), key: key.to_string() })
     }
 
     fn wrong_type(&self, key: &str, expected: &'static str) -> LoadError {
-        LoadError::WrongKeyType { path: self.path.clone(), key: key.to_string(), expected }
+        LoadError::WrongKeyType { path: self.path().to_path_buf(), key: key.to_string(), expected }
     }
 
     /// A string metadata value.
@@ -307,7 +306,7 @@ impl GgufFile {
             .content
             .tensor_infos
             .get(name)
-            .ok_or_else(|| LoadError::MissingTensor { path: self.path.clone(), name: name.to_string() })?;
+            .ok_or_else(|| LoadError::MissingTensor { path: self.path().to_path_buf(), name: name.to_string() })?;
         let dtype = info.ggml_dtype;
         // The dimensions are the file's word: their product (candle's `elem_count`) can overflow, which panicked
         // with overflow checks and wrapped to a small size without them, passing the bounds check below
@@ -340,7 +339,7 @@ impl GgufFile {
     }
 
     fn bad_tensor(&self, name: &str, message: String) -> LoadError {
-        LoadError::BadTensor { path: self.path.clone(), name: name.to_string(), message }
+        LoadError::BadTensor { path: self.path().to_path_buf(), name: name.to_string(), message }
     }
 
     /// The bytes now live in a tensor: drop the mapped pages so peak memory stays near one copy of the model

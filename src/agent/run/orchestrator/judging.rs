@@ -145,7 +145,7 @@ impl Agent<'_> {
                 if self.state.replans < self.settings.budgets.max_replans {
                     return Ok(Conclusion::Replan(reason));
                 }
-                if from_steps.is_empty() && !unsourced.is_empty() {
+                if !unsourced.is_empty() {
                     return Ok(Conclusion::NoAnswer(format!(
                         "the joiner judged plan v{version} not to meet the goal, and its steps' answer names {}, \
                          which no tool result holds",
