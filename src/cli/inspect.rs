@@ -31,8 +31,12 @@ pub enum ModelsCommand {
     /// their architecture, quantization and context length (read from the GGUF header).
     List,
     /// Download models into the cache (default: all defaults) and verify them.
+    ///
+    /// Example: tandem models pull hf:Qwen/Qwen3-0.6B-GGUF/Qwen3-0.6B-Q8_0.gguf
+    #[command(verbatim_doc_comment)]
     Pull {
-        /// Model ids; none pulls every model in the manifest.
+        /// Model ids, or hub names hf:OWNER/REPO/FILE.gguf (any part of a split model pulls every part); none
+        /// pulls every model in the manifest.
         ids: Vec<String>,
         /// Download again even if a verified copy is cached.
         #[arg(long)]
@@ -54,9 +58,10 @@ pub enum ModelsCommand {
     /// Example: tandem models add ./Llama-3.2-1B-Instruct-Q4_K_M.gguf --id llama-3.2-1b
     #[command(verbatim_doc_comment)]
     Add {
-        /// The .gguf file.
+        /// The .gguf file (any part of a split model brings every part).
         path: std::path::PathBuf,
-        /// The id to keep it under (default: the file name without .gguf, lower-cased).
+        /// The id to keep it under (default: the file name without .gguf, and without a split model's
+        /// -00001-of-0000N, lower-cased).
         #[arg(long)]
         id: Option<String>,
     },

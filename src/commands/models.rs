@@ -4,6 +4,7 @@
 use super::model_info::{self, ModelInfo};
 use crate::cli::ModelsCommand;
 use crate::progress::Reporter;
+use crate::store::local::{parse_hub_name, HUB_PREFIX};
 use crate::store::{CacheStatus, ModelStore, StoreError, VerifyReport};
 use crate::Result;
 
@@ -31,13 +32,18 @@ pub fn run(cmd: ModelsCommand, reporter: &dyn Reporter) -> Result<()> {
     Ok(())
 }
 
-/// The given ids (checked against the manifest before any work starts), or every id in the manifest.
+/// The given ids (checked against the manifest, hub names for their form, before any work starts), or every id in
+/// the manifest.
 fn ids_or_all(store: &ModelStore, ids: Vec<String>) -> Result<Vec<String>> {
     if ids.is_empty() {
         return Ok(store.entries().iter().map(|e| e.id.clone()).collect());
     }
     for id in &ids {
-        store.entry(id)?;
+        if id.starts_with(HUB_PREFIX) {
+            parse_hub_name(id)?;
+        } else {
+            store.entry(id)?;
+        }
     }
     Ok(ids)
 }

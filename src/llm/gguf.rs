@@ -13,6 +13,7 @@ use memmap2::Mmap;
 
 pub use super::load_error::LoadError;
 use super::mapped_rows::MappedRows;
+use crate::store::split;
 
 type ByteRange = std::ops::Range<usize>;
 
@@ -92,19 +93,21 @@ fn split_of(content: &gguf_file::Content) -> Option<(usize, usize)> {
 /// The path of part `index` (from 0) of `count`, beside `given`, which is part `given_index` and named as
 /// llama.cpp's `gguf-split` names parts (`NAME-00002-of-00003.gguf`).
 fn part_path(given: &Path, given_index: usize, count: usize, index: usize) -> Result<PathBuf, LoadError> {
-    let suffix = format!("-{:05}-of-{count:05}.gguf", given_index + 1);
     let name = given.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-    let Some(stem) = name.strip_suffix(&suffix) else {
-        return Err(LoadError::BadHeader {
+    match split::parse(name) {
+        Some(split) if split.part == given_index + 1 && split.count == count => {
+            Ok(given.with_file_name(split.sibling(index + 1)))
+        }
+        _ => Err(LoadError::BadHeader {
             path: given.to_path_buf(),
             message: format!(
-                "it is part {} of a model split over {count} files, and its name does not end `{suffix}`: keep the \
+                "it is part {} of a model split over {count} files, and its name does not end `{}`: keep the \
                  parts' names as gguf-split wrote them, so that the others can be found beside it",
-                given_index + 1
+                given_index + 1,
+                split::part_name("", given_index + 1, count)
             ),
-        });
-    };
-    Ok(given.with_file_name(format!("{stem}-{:05}-of-{count:05}.gguf", index + 1)))
+        }),
+    }
 }
 
 impl GgufFile {

@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! <cache>/<id>.gguf              the model, only ever created by a rename after its size and hash were checked
+//! <cache>/<id>-00001-of-00003.gguf … a split model added or pulled by hub name: every part, named as gguf-split does
 //! <cache>/<id>.gguf.verified     sidecar: size, mtime and hash seen by the last full verification
 //! <cache>/<id>.gguf.partial      a pull in progress (removed on failure)
 //! <cache>/<id>.gguf.lock         held (flock) by the process pulling <id>
@@ -12,6 +13,8 @@
 //! ```
 
 use std::path::{Path, PathBuf};
+
+use super::split::{self, SplitName};
 
 /// `$TANDEM_CACHE_DIR`, else `$XDG_CACHE_HOME/tandem/models`, else `~/.cache/tandem/models`.
 pub fn default_cache_dir() -> PathBuf {
@@ -47,6 +50,31 @@ impl CacheLayout {
     /// `<cache>/<id>.gguf`.
     pub fn model(&self, id: &str) -> PathBuf {
         self.root.join(format!("{id}.gguf"))
+    }
+
+    /// The parts of `id` kept as a split model (`<cache>/<id>-00001-of-0000N.gguf` is there), when it is one.
+    pub fn split_model(&self, id: &str) -> Option<SplitName> {
+        let first = |name: &SplitName| name.stem == id && name.part == 1;
+        let entries = std::fs::read_dir(&self.root).ok()?;
+        entries.flatten().filter_map(|e| e.file_name().to_str().and_then(split::parse)).find(first)
+    }
+
+    /// The file `id` loads from when it is kept outside the manifest: `<cache>/<id>.gguf`, or a split model's
+    /// first part; `None` when neither is there.
+    pub fn kept(&self, id: &str) -> Option<PathBuf> {
+        let whole = self.model(id);
+        if whole.is_file() {
+            return Some(whole);
+        }
+        self.split_model(id).map(|parts| self.root.join(parts.sibling(1))).filter(|p| p.is_file())
+    }
+
+    /// Every file `id` is kept in (the whole file, or each part of a split one), whether or not each is there.
+    pub fn kept_files(&self, id: &str) -> Vec<PathBuf> {
+        match self.split_model(id) {
+            Some(parts) => parts.all().into_iter().map(|name| self.root.join(name)).collect(),
+            None => vec![self.model(id)],
+        }
     }
 
     /// `<cache>/<id>.gguf.partial`: the file a pull writes before the rename.

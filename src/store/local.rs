@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use super::error::io;
-use super::{hub, stamp, ModelStore, ResolvedModel, StoreError};
+use super::{hub, split, stamp, ModelStore, ResolvedModel, StoreError};
 use crate::progress::Reporter;
 
 /// The prefix that marks a hub name: `hf:OWNER/REPO/FILE.gguf`.
@@ -33,7 +33,8 @@ pub fn id_from_file_name(path: &Path) -> String {
     id.trim_start_matches('.').to_string()
 }
 
-/// `hf:OWNER/REPO/FILE.gguf` split into the repository, the file, and the cache id `owner--repo--file`.
+/// `hf:OWNER/REPO/FILE.gguf` split into the repository, the file, and the cache id `owner--repo--file` (for a
+/// part of a split model, `FILE` without its `-00001-of-00003`: the id names the whole model).
 pub fn parse_hub_name(spec: &str) -> Result<(String, String, String), StoreError> {
     let bad = || StoreError::BadHubName(spec.to_string());
     let rest = spec.strip_prefix(HUB_PREFIX).ok_or_else(bad)?;
@@ -42,9 +43,26 @@ pub fn parse_hub_name(spec: &str) -> Result<(String, String, String), StoreError
     if parts.len() != 2 || parts.iter().any(|p| p.is_empty()) || !file.to_ascii_lowercase().ends_with(".gguf") {
         return Err(bad());
     }
-    let id = format!("{}--{}--{}", parts[0], parts[1], id_from_file_name(Path::new(file))).to_ascii_lowercase();
+    let model = split::parse(file).map(|name| name.stem).unwrap_or_else(|| file.to_string());
+    let id = format!("{}--{}--{}", parts[0], parts[1], id_from_file_name(Path::new(&model))).to_ascii_lowercase();
     let id: String = id.chars().map(|c| if id_char(c) { c } else { '-' }).collect();
     Ok((repo.to_string(), file.to_string(), id))
+}
+
+/// The id a file in the cache is kept under: `<id>.gguf`, or the first part of a split model (its other parts
+/// belong to that id and name none of their own).
+fn kept_id(file_name: &str) -> Option<String> {
+    match split::parse(file_name) {
+        Some(name) => (name.part == 1).then_some(name.stem),
+        None => file_name.strip_suffix(".gguf").map(str::to_string),
+    }
+}
+
+/// `<path>.partial`: where a file is written before the rename that makes it whole.
+fn partial_of(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".partial");
+    PathBuf::from(name)
 }
 
 fn is_gguf(path: &Path) -> bool {
@@ -95,26 +113,32 @@ impl ModelStore {
         };
         let mut ids: Vec<String> = entries
             .flatten()
-            .filter_map(|e| e.file_name().to_str().and_then(|n| n.strip_suffix(".gguf")).map(str::to_string))
+            .filter_map(|e| e.file_name().to_str().and_then(kept_id))
             .filter(|id| valid_id(id) && self.manifest.get(id).is_none())
             .collect();
         ids.sort();
+        ids.dedup();
         ids
     }
 
     /// An id kept in the cache outside the manifest, with its hash; `None` when there is no such file.
     pub(super) fn resolve_added(&self, id: &str, reporter: &dyn Reporter) -> Result<Option<ResolvedModel>, StoreError> {
-        let path = self.layout.model(id);
-        if !valid_id(id) || self.manifest.get(id).is_some() || !path.is_file() {
+        if !valid_id(id) || self.manifest.get(id).is_some() {
             return Ok(None);
         }
-        let sha = self.known_sha(&self.layout.stamp(id, &path), &path, false, reporter)?;
+        let Some(path) = self.layout.kept(id) else {
+            return Ok(None);
+        };
+        let beside = path == self.layout.model(id);
+        let sha = self.known_sha(&self.layout.stamp(id, &path), &path, !beside, reporter)?;
         Ok(Some(ResolvedModel { path, id: Some(id.to_string()), sha256: Some(sha) }))
     }
 
     /// Copies `source` into the cache as `<id>.gguf` (id: `id`, else made from the file name), hashed on the way;
-    /// returns the id, the new path and the SHA-256. Refuses a file that is not GGUF, an id the manifest uses and an
-    /// id already in the cache.
+    /// returns the id, the new path and the SHA-256. A part of a split model brings every part, kept as
+    /// `<id>-00001-of-0000N.gguf` … (the id made from the name before the part number); the path returned is the
+    /// first part's, the hash too. Refuses a file that is not GGUF, a split model with a part missing, an id the
+    /// manifest uses and an id already in the cache.
     pub fn add(
         &self,
         source: &Path,
@@ -127,54 +151,88 @@ impl ModelStore {
         if !is_gguf(source) {
             return Err(StoreError::NotGguf(source.to_path_buf()));
         }
-        let id = id.map(str::to_string).unwrap_or_else(|| id_from_file_name(source));
-        if !valid_id(&id) {
-            return Err(StoreError::BadId(id));
+        let split = source.file_name().and_then(|n| n.to_str()).and_then(split::parse);
+        let sources: Vec<PathBuf> = match &split {
+            Some(name) => name.all().into_iter().map(|part| source.with_file_name(part)).collect(),
+            None => vec![source.to_path_buf()],
+        };
+        if let Some(missing) = sources.iter().find(|part| !part.is_file()) {
+            return Err(StoreError::MissingFile(missing.clone()));
         }
-        if self.manifest.get(&id).is_some() {
-            return Err(StoreError::IdTaken { id: id.clone(), place: "the manifest".into() });
+        let named = split.as_ref().map(|name| source.with_file_name(&name.stem)).unwrap_or_else(|| source.into());
+        let id = id.map(str::to_string).unwrap_or_else(|| id_from_file_name(&named));
+        let targets = self.free_targets(&id, split.as_ref())?;
+        let mut parts = Vec::new();
+        for (from, target) in sources.iter().zip(targets) {
+            let partial = partial_of(&target);
+            if let Err(e) = std::fs::copy(from, &partial) {
+                remove_partials(&parts);
+                let _ = std::fs::remove_file(&partial);
+                return Err(io(format!("copying {} to {}", from.display(), partial.display()))(e));
+            }
+            parts.push((partial, target));
         }
-        let target = self.layout.model(&id);
-        if target.exists() {
-            return Err(StoreError::IdTaken { id, place: target.display().to_string() });
+        self.install_parts(&id, &parts, reporter).map(|(path, sha)| (id, path, sha))
+    }
+
+    /// The cache files a new model `id` goes to (`split`: each part's, the first first), refused where the manifest
+    /// uses the id or the cache has it already; the cache directory is created.
+    fn free_targets(&self, id: &str, split: Option<&split::SplitName>) -> Result<Vec<PathBuf>, StoreError> {
+        if !valid_id(id) {
+            return Err(StoreError::BadId(id.to_string()));
+        }
+        if self.manifest.get(id).is_some() {
+            return Err(StoreError::IdTaken { id: id.to_string(), place: "the manifest".into() });
+        }
+        if let Some(kept) = self.layout.kept(id) {
+            return Err(StoreError::IdTaken { id: id.to_string(), place: kept.display().to_string() });
         }
         std::fs::create_dir_all(self.layout.root())
             .map_err(io(format!("creating {}", self.layout.root().display())))?;
-        let partial = self.layout.partial(&id);
-        std::fs::copy(source, &partial).map_err(io(format!(
-            "copying {} to {}",
-            source.display(),
-            partial.display()
-        )))?;
-        self.install_local(&id, &partial, reporter).map(|(path, sha)| (id, path, sha))
+        Ok(match split {
+            Some(name) => {
+                (1..=name.count).map(|part| self.layout.root().join(split::part_name(id, part, name.count))).collect()
+            }
+            None => vec![self.layout.model(id)],
+        })
     }
 
-    /// Hashes `<id>.gguf.partial`, renames it to `<id>.gguf` and writes its stamp.
-    fn install_local(
+    /// Hashes each `(partial, target)` and renames it to its target, the first part last (so the model is found
+    /// only once every part is in place), and writes the first part's stamp; returns the first target and its
+    /// SHA-256. On failure no partial is left.
+    fn install_parts(
         &self,
         id: &str,
-        partial: &Path,
+        parts: &[(PathBuf, PathBuf)],
         reporter: &dyn Reporter,
     ) -> Result<(PathBuf, String), StoreError> {
-        let size = std::fs::metadata(partial).map_err(io(format!("reading {}", partial.display())))?.len();
-        let hashed = self.hash_with_progress(partial, size, &format!("hashing {id}"), reporter);
-        let (_, sha) = hashed.inspect_err(|_| {
-            let _ = std::fs::remove_file(partial);
-        })?;
-        let target = self.layout.model(id);
-        std::fs::rename(partial, &target).map_err(io(format!(
-            "renaming {} to {}",
-            partial.display(),
-            target.display()
-        )))?;
-        if let Err(e) = stamp::write(&self.layout.stamp(id, &target), &target, &sha, false) {
+        let mut first_sha = None;
+        for (index, (partial, _)) in parts.iter().enumerate() {
+            let label = match parts.len() {
+                1 => format!("hashing {id}"),
+                count => format!("hashing {id}, part {} of {count}", index + 1),
+            };
+            let size = std::fs::metadata(partial).map_err(io(format!("reading {}", partial.display())));
+            let hashed = size.and_then(|size| self.hash_with_progress(partial, size.len(), &label, reporter));
+            let (_, sha) = hashed.inspect_err(|_| remove_partials(parts))?;
+            first_sha.get_or_insert(sha);
+        }
+        for (partial, target) in parts.iter().rev() {
+            std::fs::rename(partial, target)
+                .map_err(io(format!("renaming {} to {}", partial.display(), target.display())))
+                .inspect_err(|_| remove_partials(parts))?;
+        }
+        let (first, sha) = (parts[0].1.clone(), first_sha.expect("at least one part"));
+        let beside = first == self.layout.model(id);
+        if let Err(e) = stamp::write(&self.layout.stamp(id, &first), &first, &sha, !beside) {
             tracing::debug!(id, error = %e, "could not write the hash stamp");
         }
-        Ok((target, sha))
+        Ok((first, sha))
     }
 
-    /// `hf:OWNER/REPO/FILE.gguf`: the cached copy when there is one, else downloaded from the hub into the cache.
-    /// Offline (or with the hub switched off) a model not yet cached is an error that says what to do.
+    /// `hf:OWNER/REPO/FILE.gguf`: the cached copy when there is one, else downloaded from the hub into the cache
+    /// (for a part of a split model, every part). Offline (or with the hub switched off) a model not yet cached is
+    /// an error that says what to do.
     pub(super) fn resolve_hub(&self, spec: &str, reporter: &dyn Reporter) -> Result<ResolvedModel, StoreError> {
         let (repo, file, id) = parse_hub_name(spec)?;
         if let Some(resolved) = self.resolve_added(&id, reporter)? {
@@ -192,18 +250,54 @@ impl ModelStore {
         if let Some(resolved) = self.resolve_added(&id, reporter)? {
             return Ok(resolved); // another process pulled it while we waited for the lock
         }
+        let split = split::parse(&file);
+        let files = split.as_ref().map(split::SplitName::all).unwrap_or_else(|| vec![file.clone()]);
+        let targets = self.free_targets(&id, split.as_ref())?;
         let hub_dir = self.layout.hub();
-        reporter.message(&format!("downloading {repo}/{file} from the Hugging Face hub as {id}"));
-        let blob = hub::download(&repo, &file, &hub_dir, &format!("downloading {id}"), reporter)
-            .map_err(|message| StoreError::Hub { repo: repo.clone(), file: file.clone(), message })?;
-        let partial = self.layout.partial(&id);
-        let moved = std::fs::rename(&blob, &partial)
-            .or_else(|_| std::fs::copy(&blob, &partial).map(|_| ()))
-            .map_err(io(format!("copying {}", blob.display())));
-        let result = moved.and_then(|()| self.install_local(&id, &partial, reporter));
+        let mut parts = Vec::new();
+        for (index, (file, target)) in files.iter().zip(targets).enumerate() {
+            let of = if files.len() > 1 { format!(", part {} of {}", index + 1, files.len()) } else { String::new() };
+            reporter.message(&format!("downloading {repo}/{file} from the Hugging Face hub as {id}{of}"));
+            let partial = partial_of(&target);
+            let blob = hub::download(&repo, file, &hub_dir, &format!("downloading {id}{of}"), reporter)
+                .map_err(|message| StoreError::Hub { repo: repo.clone(), file: file.clone(), message });
+            let moved = blob.and_then(|blob| {
+                std::fs::rename(&blob, &partial)
+                    .or_else(|_| std::fs::copy(&blob, &partial).map(|_| ()))
+                    .map_err(io(format!("copying {}", blob.display())))
+            });
+            if let Err(e) = moved {
+                remove_partials(&parts);
+                return Err(e);
+            }
+            parts.push((partial, target));
+        }
+        let result = self.install_parts(&id, &parts, reporter);
         let _ = std::fs::remove_dir_all(hub::repo_folder(&hub_dir, &repo));
         let (path, sha) = result?;
         Ok(ResolvedModel { path, id: Some(id), sha256: Some(sha) })
+    }
+
+    /// `models pull hf:OWNER/REPO/FILE.gguf`: as [`ModelStore::resolve_hub`], and with `force` the cached copy (every
+    /// part of a split one) is removed first, so it is downloaded again.
+    pub(super) fn pull_hub(&self, spec: &str, force: bool, reporter: &dyn Reporter) -> Result<PathBuf, StoreError> {
+        let (_, _, id) = parse_hub_name(spec)?;
+        if force {
+            for file in self.layout.kept_files(&id) {
+                stamp::remove(&self.layout.stamp(&id, &file));
+                if file.exists() {
+                    std::fs::remove_file(&file).map_err(io(format!("removing {}", file.display())))?;
+                }
+            }
+        }
+        self.resolve_hub(spec, reporter).map(|resolved| resolved.path)
+    }
+}
+
+/// Removes the partial files of `parts` (best effort: a failed pull or copy leaves none behind).
+fn remove_partials(parts: &[(PathBuf, PathBuf)]) {
+    for (partial, _) in parts {
+        let _ = std::fs::remove_file(partial);
     }
 }
 

