@@ -179,6 +179,15 @@ impl ToolRegistry {
         self.entries.iter().map(|e| &e.spec)
     }
 
+    /// The tools' specs with the user's own (a tool file's, the MCP servers') before the built-ins, each group in
+    /// registration order: the order the planner is shown them in. Why: listed after the built-ins, a connected
+    /// database's tools lost to `list_dir` and `read_file` (the 1.5B planner listed a folder `customers` for "Which
+    /// of our customers live in Leeds?" in all four revisions); listed first, it looked the tables up.
+    pub fn specs_users_first(&self) -> impl Iterator<Item = &ToolSpec> {
+        let builtin = |spec: &&ToolSpec| BUILTIN_TOOLS.contains(&spec.name.as_str());
+        self.specs().filter(move |spec| !builtin(spec)).chain(self.specs().filter(builtin))
+    }
+
     /// All tools, in registration order.
     pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
         self.entries.iter().map(|e| &e.tool)
@@ -290,4 +299,25 @@ fn compile(tool: &str, which: &'static str, schema: &Value) -> ToolResult<jsonsc
         which,
         message: e.to_string(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::{DeclaredTool, Workspace};
+
+    #[test]
+    fn the_planner_is_shown_the_users_tools_before_the_built_ins() {
+        let dir = tempfile::tempdir().unwrap();
+        let context = ToolContext::new(Workspace::new(dir.path()).unwrap());
+        let mut registry = ToolRegistry::builtins(&context);
+        for name in ["list_tables", "read_query"] {
+            let args_schema = serde_json::json!({"type": "object", "properties": {}});
+            let tool = DeclaredTool { name: name.into(), description: name.into(), args_schema, output_schema: None };
+            registry.register(tool).unwrap();
+        }
+        let shown: Vec<&str> = registry.specs_users_first().map(|s| s.name.as_str()).collect();
+        assert_eq!(shown, ["list_tables", "read_query", "calculator", "read_file", "list_dir", "llm"]);
+        assert_eq!(registry.names()[0], "calculator", "registration order is kept elsewhere");
+    }
 }

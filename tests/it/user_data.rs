@@ -43,6 +43,15 @@ fn run_invented_insert(extra: &[&str]) -> (Value, Vec<Value>, Vec<String>) {
 /// events and the customers left in the database.
 fn run_on_shop(plan: &str, extra: &[&str]) -> (Value, Vec<Value>, Vec<String>) {
     let scratch = Scratch::new();
+    let plan = scratch.write("plan.json", plan);
+    let mut args = vec!["--plan", plan.to_str().unwrap(), "--max-replans", "0", "--joiner", "off"];
+    args.extend_from_slice(extra);
+    ask_the_shop(&scratch, &args, "Which of our customers live in Leeds?")
+}
+
+/// Runs `goal` with `args` against a fresh copy of the shop in `scratch`; returns the run's JSON, its events and
+/// the customers left in the database.
+fn ask_the_shop(scratch: &Scratch, args: &[&str], goal: &str) -> (Value, Vec<Value>, Vec<String>) {
     let workspace = scratch.workspace();
     std::fs::create_dir_all(&workspace).unwrap();
     let db = workspace.join("shop.db");
@@ -52,26 +61,46 @@ fn run_on_shop(plan: &str, extra: &[&str]) -> (Value, Vec<Value>, Vec<String>) {
     let server = installed_program("venv/bin/mcp-server-sqlite");
     let config = json!({"mcpServers": {"db": {"command": server, "args": ["--db-path", db]}}});
     let config = scratch.write("mcp.json", &config.to_string());
-    let plan = scratch.write("plan.json", plan);
-    let mut args = vec![
-        "run",
-        "--workspace",
-        workspace.to_str().unwrap(),
-        "--mcp",
-        config.to_str().unwrap(),
-        "--mcp-timeout",
-        "60",
-        "--plan",
-        plan.to_str().unwrap(),
-        "--max-replans",
-        "0",
-        "--joiner",
-        "off",
-    ];
-    args.extend_from_slice(extra);
-    args.push("Which of our customers live in Leeds?");
-    let (json, _) = scratch.tandem_json(&args);
+    let mut all = vec!["run", "--workspace", workspace.to_str().unwrap(), "--mcp", config.to_str().unwrap()];
+    all.extend_from_slice(&["--mcp-timeout", "60"]);
+    all.extend_from_slice(args);
+    all.push(goal);
+    let (json, _) = scratch.tandem_json(&all);
     (json, scratch.latest_events(), customers(&db))
+}
+
+/// Issue #71, item 6 (a call written after what it depends on is seen), with the real models: asked which
+/// customers live in a city, the planner (shown the database's tools before the built-ins) looks the tables up
+/// first, and the query that answers is one written in a plan after a table's description or list came back (the
+/// `dependencies` rule has a query written blind beside them written again). The answer names both customers.
+#[test]
+fn a_query_is_written_after_the_tables_are_seen() {
+    let scratch = Scratch::new();
+    let (json, events, names) =
+        ask_the_shop(&scratch, &["--threads", "2", "--joiner", "planner"], "Which of our customers live in Leeds?");
+    assert_eq!(names, ["Ana Souza", "Ben Carter", "Dev Patel"], "a question changed the database: {json}");
+    let answer = json["answer"].as_str().unwrap_or_default();
+    assert!(answer.contains("Ben Carter") && answer.contains("Dev Patel"), "{json}");
+    let seq = |e: &Value| e["seq"].as_u64().unwrap();
+    let seen = events
+        .iter()
+        .find(|e| {
+            e["event"] == "step_finished"
+                && ["list_tables", "describe_table"].contains(&e["tool"].as_str().unwrap_or_default())
+                && e["error"].is_null()
+        })
+        .unwrap_or_else(|| panic!("no table was looked up: {events:?}"));
+    let answering = events
+        .iter()
+        .find(|e| {
+            e["event"] == "step_finished" && e["tool"] == "read_query" && e["output"].to_string().contains("Dev Patel")
+        })
+        .unwrap_or_else(|| panic!("no query read the city's customers: {events:?}"));
+    let written = events
+        .iter()
+        .find(|e| e["event"] == "plan_written" && e["version"] == answering["version"])
+        .expect("the answering query's plan");
+    assert!(seq(written) > seq(seen), "the query was written before the tables were seen: {written} / {seen}");
 }
 
 #[test]

@@ -71,10 +71,11 @@ pub fn step_system_prompt(registry: &ToolRegistry) -> Result<String> {
 }
 
 /// Renders a prompt template with the registry's tools (name, description, argument schema, output fields, and
-/// the compact listing's signature and description lines) and `compact` saying which listing to write.
+/// the compact listing's signature and description lines), the user's own tools before the built-ins, and
+/// `compact` saying which listing to write.
 fn render_prompt(name: &str, source: &str, registry: &ToolRegistry, listing: ToolListing) -> Result<String> {
     let tools: Vec<serde_json::Value> = registry
-        .specs()
+        .specs_users_first()
         .map(|spec| {
             let outputs: Vec<String> = spec.output_fields().unwrap_or_default().into_iter().map(|f| f.name).collect();
             json!({"name": spec.name, "description": spec.description,
