@@ -79,7 +79,7 @@ impl CacheLayout {
 
     /// `<cache>/<id>.gguf.partial`: the file a pull writes before the rename.
     pub fn partial(&self, id: &str) -> PathBuf {
-        self.root.join(format!("{id}.gguf.partial"))
+        partial_of(&self.model(id))
     }
 
     /// `<cache>/<id>.gguf.lock`.
@@ -105,4 +105,12 @@ impl CacheLayout {
     pub fn hub(&self) -> PathBuf {
         self.root.join("hf")
     }
+}
+
+/// `<path>.partial`: where a cache file (a model, a split model's part) is written before the rename that makes it
+/// whole.
+pub fn partial_of(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".partial");
+    PathBuf::from(name)
 }

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+use super::cache::partial_of;
 use super::error::io;
 use super::{hub, split, stamp, ModelStore, ResolvedModel, StoreError};
 use crate::progress::Reporter;
@@ -56,13 +57,6 @@ fn kept_id(file_name: &str) -> Option<String> {
         Some(name) => (name.part == 1).then_some(name.stem),
         None => file_name.strip_suffix(".gguf").map(str::to_string),
     }
-}
-
-/// `<path>.partial`: where a file is written before the rename that makes it whole.
-fn partial_of(path: &Path) -> PathBuf {
-    let mut name = path.as_os_str().to_owned();
-    name.push(".partial");
-    PathBuf::from(name)
 }
 
 fn is_gguf(path: &Path) -> bool {
