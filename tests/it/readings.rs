@@ -1,7 +1,8 @@
 //! Readings that can only say what is there, with the real planner model (rule `reading-asks-the-goal`'s run-time
 //! part): the answer's reading over a list, asked for the cheapest item of it, a total or a count, is worked out by
 //! code from the Python expression the planner writes; where no expression of the forms code reads is written, items
-//! are copied from the result. `--rules-off` turns it back into free text.
+//! are copied from the result. `--rules-off` turns it back into free text. A free-text reading is read again by the
+//! planner (rule `readings-agree`).
 
 use serde_json::Value;
 
@@ -21,14 +22,20 @@ const ROWS: [&str; 4] = [
 /// Runs the given plan (read the offers, read the answer to `question` off them) with `extra` flags; the run's JSON
 /// and events.
 fn run_reading(question: &str, extra: &[&str]) -> (Value, Vec<Value>) {
+    let offers = r#"[{"name": "Harbour Ferry", "price": 31}, {"name": "Night Coach", "price": 19},
+        {"name": "Fast Rail", "price": 42}, {"name": "City Bus", "price": 24}]"#;
+    run_on_file("offers.json", offers, question, extra)
+}
+
+/// Runs the given plan (read `file`, holding `content`, then read the answer to `question` off it) with `extra`
+/// flags; the run's JSON and events.
+fn run_on_file(file: &str, content: &str, question: &str, extra: &[&str]) -> (Value, Vec<Value>) {
     real_model("qwen2.5-coder-1.5b-instruct-q4_k_m");
     real_model("qwen2.5-coder-0.5b-instruct-q4_k_m");
     let scratch = Scratch::new();
-    let offers = r#"[{"name": "Harbour Ferry", "price": 31}, {"name": "Night Coach", "price": 19},
-        {"name": "Fast Rail", "price": 42}, {"name": "City Bus", "price": 24}]"#;
-    std::fs::write(scratch.workspace().join("offers.json"), offers).unwrap();
+    std::fs::write(scratch.workspace().join(file), content).unwrap();
     let plan = serde_json::json!({"goal": "offers", "steps": [
-        {"id": "s1", "description": "read the offers", "tool": "read_file", "args": {"path": "offers.json"}},
+        {"id": "s1", "description": "read the file", "tool": "read_file", "args": {"path": file}},
         {"id": "s2", "description": "the answer", "tool": "llm",
          "args": {"prompt": format!("{question}\n\n$s1$")}, "depends_on": ["s1"]}]});
     let plan = scratch.write("plan.json", &plan.to_string());
@@ -78,4 +85,25 @@ fn a_reading_no_expression_answers_copies_items_the_result_holds() {
     assert!(picked.lines().all(|line| ROWS.contains(&line)), "the reading {picked:?} is not the list's items");
     assert!(purposes(&events).contains(&"pick"), "{events:?}");
     eprintln!("picked: {picked}");
+}
+
+/// Rule `readings-agree` (item 3 of #71): a question no list code answers is read in free text by the executor and
+/// again by the planner's model; the log records which path answered, and the answer is one of the two readings.
+#[test]
+fn a_free_reading_is_read_again_by_the_planner_and_its_path_logged() {
+    let notes = "The ferry leaves from pier 3 at 7:40. The night coach leaves from the bus station at 21:15.";
+    let question = "Where does the night coach leave from?";
+    let (json, events) = run_on_file("notes.txt", notes, question, &[]);
+    let calls = purposes(&events);
+    assert!(calls.contains(&"text") && calls.contains(&"reading"), "{calls:?}");
+    let path: Vec<&Value> =
+        events.iter().filter(|e| e["event"] == "rule_applied" && e["rule"] == "readings-agree").collect();
+    let [path] = path.as_slice() else { panic!("one path logged: {events:?}") };
+    let detail = path["detail"].as_str().unwrap();
+    assert!(detail.contains("agrees") || detail.contains("chose"), "{detail}");
+    assert_eq!(calls.contains(&"choice"), detail.contains("chose"), "{calls:?} {detail}");
+    assert!(detail.contains(&format!("{:?}", reading(&json))), "the answer is a logged reading: {detail}");
+    // Off, the executor's reading answers alone.
+    let (_, events) = run_on_file("notes.txt", notes, question, &["--rules-off", "readings-agree"]);
+    assert!(!purposes(&events).contains(&"reading"), "{events:?}");
 }

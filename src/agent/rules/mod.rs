@@ -31,6 +31,7 @@ mod optional;
 mod percentages_as_fractions;
 mod percentages_as_written;
 mod reading_asks_the_goal;
+mod readings_agree;
 pub mod references;
 mod replans_resampled;
 pub mod support;
@@ -63,6 +64,7 @@ pub use percentages_as_fractions::{
 };
 pub use percentages_as_written::PercentagesAsWritten;
 pub use reading_asks_the_goal::{ask_the_goal, ReadingAsksTheGoal};
+pub use readings_agree::ReadingsAgree;
 pub use references::{mend_references, References};
 pub use replans_resampled::ReplansResampled;
 pub(crate) use support::arguments::{leave_out_unasked, only_output_field, parameter_description, rewrite_arguments};
@@ -178,6 +180,7 @@ pub static RULES: &[&dyn Rule] = &[
     &FieldsReadFromText,
     &ErrorsInResults,
     &WritesKeepData,
+    &ReadingsAgree,
     &ReplansResampled,
 ];
 

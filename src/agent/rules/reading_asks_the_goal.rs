@@ -22,6 +22,11 @@
 //! under a grammar whose only words are the list's rows; the reading is those rows as the result holds them
 //! (`agent::run::picking`, applied in `agent::run::orchestrator::execution`). Over a shop's customers the 0.5B had
 //! read "The most recent customer to sign up was John Doe", a name the result did not hold.
+//!
+//! Also at run time, a reading (any `llm` step) of a result that came back empty is shown the results of the steps
+//! that step depends on after its prompt (`with_unreferenced_inputs` in `agent::run::orchestrator::execution`):
+//! over a to-do filter by a project `Mia` that found nothing, the reading answered "No" to "Is there anything about
+//! Mia on my list?" while the list the filter was taken from held "Buy birthday present for Mia".
 
 use std::collections::HashSet;
 
@@ -107,7 +112,7 @@ impl super::Rule for ReadingAsksTheGoal {
             name: "reading-asks-the-goal",
             stage: super::Stage::Mend,
             profile: super::Profile::General,
-            keys_on: "a goal with a '?' and a plan ending in an llm step nothing reads: its prompt is the goal as written and the whole results it rests on; at run time, where that reading reads one result holding one list: the planner's Python expression over the list's items, worked out by code where it is one of a few fixed forms (an extreme, a filter, a count, a sum, any or all), else items copied under a grammar of the list's rows where it asks for items (the planner's pick among fixed labels)",
+            keys_on: "a goal with a '?' and a plan ending in an llm step nothing reads: its prompt is the goal as written and the whole results it rests on; at run time, where that reading reads one result holding one list: the planner's Python expression over the list's items, worked out by code where it is one of a few fixed forms (an extreme, a filter, a count, a sum, any or all), else items copied under a grammar of the list's rows where it asks for items (the planner's pick among fixed labels); a reading of a result that came back empty is shown the results that result's step depends on",
         }
     }
 

@@ -16,18 +16,20 @@ use crate::agent::plan::refs::{
 use crate::agent::plan::resolve_args_with;
 use crate::agent::plan::{Plan, Step};
 use crate::agent::provenance::sources;
-use crate::agent::records::{list_items, readable};
+use crate::agent::records::{holds_nothing, list_items, readable};
 use crate::agent::rules::{
     discovery_feedback, equations_written, joined_equations, lost_data, made_up_values, written_before_seen,
-    ContentsNotMadeUp, Dependencies, FieldsReadFromText, ReadingAsksTheGoal, References, WritesKeepData,
+    ContentsNotMadeUp, Dependencies, FieldsReadFromText, ReadingAsksTheGoal, ReadingsAgree, References, WritesKeepData,
     EQUATIONS_JOINED, WRITTEN_BEFORE_SEEN,
 };
+use crate::agent::run::agreement::{agree, choose};
 use crate::agent::run::evaluation::{invented_number, work_out};
 use crate::agent::run::executor::{fill_arguments, read_value, write_text, ExecutorCall};
 use crate::agent::run::joiner::{shown_output, StepResult};
 use crate::agent::run::picking::{read_list, MAX_ROWS};
 use crate::agent::run::repair::failed_step_text;
 use crate::agent::usage::ModelUsage;
+use crate::decode::Model;
 use crate::tools::{Calculator, Llm, ToolError};
 use crate::Result;
 
@@ -273,15 +275,63 @@ impl Agent<'_> {
             return Ok((args.clone(), output));
         }
         // A prompt that is a whole result (`$s1$`) is shown as a model reads it, as results inside a prompt are.
-        let prompt = with_unreferenced_inputs(step, &args.get("prompt").map(readable).unwrap_or_default(), &self.state);
+        let behind_empty = self.rules().on(&ReadingAsksTheGoal);
+        let written = args.get("prompt").map(readable).unwrap_or_default();
+        let prompt = with_unreferenced_inputs(step, &written, &self.state, self.state.plan.as_ref(), behind_empty);
         let tokens = self.settings.budgets.executor_tokens;
         let model = self.models.executor()?;
         let written = write_text(model, &prompt, tokens);
         self.log_model_loads()?;
         let (text, usage) = written?;
         self.emit(Event::ExecutorCall { version, step: step.id.clone(), purpose: "text".into(), role: None, usage })?;
+        let text = self.agreed_reading(version, step, &prompt, text)?;
         let output = self.judge(Llm::NAME, serde_json::json!({ "text": text }))?;
         Ok((args.clone(), output))
+    }
+
+    /// Rule `readings-agree` (agent::run::agreement): the answer's reading (a step no other reads) over earlier
+    /// results, written by an executor that is not the planner's model, is written by the planner's model too;
+    /// where the two differ, the planner's model chooses one. Returns the reading that answers; the path is logged.
+    fn agreed_reading(&mut self, version: u32, step: &Step, prompt: &str, written: String) -> Result<String> {
+        if !self.rules().on(&ReadingsAgree) || step.dependencies().is_empty() {
+            return Ok(written);
+        }
+        let Some(plan) = self.state.plan.as_ref() else { return Ok(written) };
+        if plan.steps.iter().any(|s| s.dependencies().contains(&step.id)) {
+            return Ok(written);
+        }
+        let executor: *const Model = self.models.executor()?;
+        let planner: *const Model = self.models.planner()?;
+        self.log_model_loads()?;
+        if std::ptr::eq(executor, planner) {
+            return Ok(written);
+        }
+        let tokens = self.settings.budgets.executor_tokens;
+        let (second, usage) = write_text(self.models.planner()?, prompt, tokens)?;
+        let role = Some("planner".to_string());
+        self.emit(Event::ExecutorCall { version, step: step.id.clone(), purpose: "reading".into(), role, usage })?;
+        let question = literal_text(step.args.get("prompt").and_then(Value::as_str).unwrap_or_default());
+        if agree(&written, &second, &question) {
+            self.note_rule(
+                &ReadingsAgree,
+                &step.id,
+                &format!("the planner's reading agrees with the executor's: {written:?}"),
+            );
+            return Ok(written);
+        }
+        let (chose_second, usage) = choose(self.models.planner()?, prompt, &written, &second)?;
+        let role = Some("planner".to_string());
+        self.emit(Event::ExecutorCall { version, step: step.id.clone(), purpose: "choice".into(), role, usage })?;
+        let (whose, chosen) =
+            if chose_second { ("its own", second.clone()) } else { ("the executor's", written.clone()) };
+        self.note_rule(
+            &ReadingsAgree,
+            &step.id,
+            &format!(
+                "the readings differ (executor: {written:?}; planner: {second:?}): the planner's model chose {whose}"
+            ),
+        );
+        Ok(chosen)
     }
 
     /// Rule `reading-asks-the-goal`'s run-time part (agent::run::picking): the answer's reading (a step no other
@@ -579,13 +629,33 @@ fn retryable(error: &ToolError) -> bool {
 
 /// The prompt of an `llm` step, followed by the outputs of steps it depends on but does not reference: small
 /// planners often write "summarise the file" after a `read_file` step without `$s1.content$`, and the
-/// dependency says what they meant.
-fn with_unreferenced_inputs(step: &Step, prompt: &str, state: &RunState) -> String {
+/// dependency says what they meant. With `behind_empty` (rule `reading-asks-the-goal`'s run-time part), where a
+/// step it reads came back empty (its one list holds no item, or it holds nothing), the outputs of the steps that
+/// step depends on follow too: asked "Is there anything about Mia on my list?" over a filter by a project `Mia`
+/// that found nothing, the reading answered "No" while the list the filter was taken from held "Buy birthday
+/// present for Mia".
+fn with_unreferenced_inputs(
+    step: &Step,
+    prompt: &str,
+    state: &RunState,
+    plan: Option<&Plan>,
+    behind_empty: bool,
+) -> String {
     let referenced: HashSet<String> = step.references().into_iter().map(|r| r.step).collect();
-    let inputs: Vec<String> = step
-        .dependencies()
+    let mut shown: Vec<String> = step.dependencies().into_iter().filter(|dep| !referenced.contains(dep)).collect();
+    if behind_empty {
+        for read in step.dependencies() {
+            let empty = state.outputs.get(&read).is_some_and(came_back_empty);
+            let Some(source) = plan.and_then(|p| p.step(&read)).filter(|_| empty) else { continue };
+            for behind in source.dependencies() {
+                if !referenced.contains(&behind) && !shown.contains(&behind) && behind != step.id {
+                    shown.push(behind);
+                }
+            }
+        }
+    }
+    let inputs: Vec<String> = shown
         .into_iter()
-        .filter(|dep| !referenced.contains(dep))
         // An output's text (a file's `content`, a tool's `text`) as before, and a list in it as a model reads it.
         .filter_map(|dep| state.outputs.get(&dep).map(|output| readable(output_part(output))))
         .collect();
@@ -594,6 +664,11 @@ fn with_unreferenced_inputs(step: &Step, prompt: &str, state: &RunState) -> Stri
     } else {
         format!("{prompt}\n\nInput:\n{}", inputs.join("\n\n"))
     }
+}
+
+/// Whether a tool's result came back empty: it holds nothing, or its one list holds no item.
+fn came_back_empty(output: &Value) -> bool {
+    holds_nothing(output) || list_items(output).is_some_and(|items| items.is_empty())
 }
 
 /// Tokens a value read out of a text may take.
@@ -633,5 +708,31 @@ fn insert_field(output: &mut Value, field: &str, value: String) {
     }
     if let Value::Object(map) = current {
         map.insert(last.to_string(), Value::String(value));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reading_of_a_result_that_came_back_empty_is_shown_what_it_was_taken_from() {
+        let plan = Plan::from_json(
+            r#"{"goal": "Is there anything about Mia on my list?", "steps": [
+            {"id": "s1", "tool": "list_todos", "args": {}},
+            {"id": "s2", "tool": "filter_by_project", "args": {"project": "Mia"}, "depends_on": ["s1"]},
+            {"id": "s3", "tool": "llm", "args": {"prompt": "Is there anything about Mia on my list?\n\n$s2$"}}]}"#,
+        )
+        .unwrap();
+        let mut state = RunState::default();
+        state.outputs.insert("s1".into(), serde_json::json!({"todos": [{"text": "Buy birthday present for Mia"}]}));
+        state.outputs.insert("s2".into(), serde_json::json!({"todos": [], "count": 0, "project": "Mia"}));
+        let reading = &plan.steps[2];
+        let shown = with_unreferenced_inputs(reading, "Q\n\ncount: 0", &state, Some(&plan), true);
+        assert!(shown.contains("Buy birthday present for Mia"), "{shown}");
+        // Off, or where the result holds an item, the prompt is as written.
+        assert_eq!(with_unreferenced_inputs(reading, "Q\n\ncount: 0", &state, Some(&plan), false), "Q\n\ncount: 0");
+        state.outputs.insert("s2".into(), serde_json::json!({"todos": [{"text": "Call Mia"}], "count": 1}));
+        assert_eq!(with_unreferenced_inputs(reading, "Q", &state, Some(&plan), true), "Q");
     }
 }
