@@ -434,6 +434,37 @@ impl Parser<'_> {
     }
 }
 
+/// The functions an expression may call (what `function` evaluates), beside the constants `pi` and `e`.
+pub const FUNCTIONS: &[&str] = &[
+    "abs", "acos", "asin", "atan", "cbrt", "ceil", "cos", "exp", "floor", "ln", "log", "log10", "log2", "max", "min",
+    "pow", "round", "sin", "sqrt", "tan", "trunc",
+];
+
+/// The names `expression` writes that are neither a function it may call nor a constant (`orders.price`,
+/// `customers`, `SELECT`), each once, as written; a name joined by dots (`orders.price`) is one.
+pub fn foreign_names(expression: &str) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    let chars: Vec<char> = expression.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let opens = chars[i].is_ascii_alphabetic() && (i == 0 || !(chars[i - 1].is_ascii_alphanumeric()));
+        if !opens {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < chars.len() && (chars[i].is_ascii_alphanumeric() || matches!(chars[i], '_' | '.')) {
+            i += 1;
+        }
+        let name: String = chars[start..i].iter().collect::<String>().trim_end_matches('.').to_string();
+        let lower = name.to_ascii_lowercase();
+        if !FUNCTIONS.contains(&lower.as_str()) && lower != "pi" && lower != "e" && !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names
+}
+
 /// A regular expression for plain arithmetic: numbers, operators and parentheses, no names. Models that write an
 /// expression from text (the executor filling a failed step, the step evaluation's check) are held to it. It
 /// starts with a digit or a parenthesis: both models otherwise often opened with a stray `-` (`- (25 - 18)` for

@@ -3,6 +3,7 @@
 
 use serde_json::{json, Value};
 
+use super::arithmetic::foreign_names;
 pub use super::arithmetic::{evaluate, Number, ARITHMETIC_PATTERN};
 use super::equation::{is_equation, solve};
 use super::error::{ToolError, ToolResult};
@@ -64,7 +65,10 @@ impl Tool for Calculator {
             tool: Self::NAME.into(),
             message: "'expression' must be a string".into(),
         })?;
-        let calculation_error = |message| ToolError::Calculation { expression: expression.to_string(), message };
+        let calculation_error = |message: String| ToolError::Calculation {
+            expression: expression.to_string(),
+            message: with_names_advice(expression, message),
+        };
         if is_equation(expression) {
             let equations = split_equations(expression);
             if equations.len() > 1 {
@@ -94,6 +98,32 @@ impl Tool for Calculator {
     }
 }
 
+/// An error's message, with advice where the expression holds quotes or names that are neither a function, a
+/// constant nor an equation's unknown (a plain expression's names; an equation's dotted names): a query or a table's
+/// column written into the calculator (`max(orders.price)`, `SELECT * FROM customers`) fails on a character, and
+/// the planner, told only "bad number '.'", wrote it again.
+fn with_names_advice(expression: &str, message: String) -> String {
+    let mut names = foreign_names(expression);
+    if is_equation(expression) {
+        names.retain(|name| name.contains('.'));
+    }
+    let quoted = expression.contains(['\'', '"']);
+    if names.is_empty() && !quoted {
+        return message;
+    }
+    let what = if names.is_empty() {
+        "quoted text is not a number".to_string()
+    } else {
+        let listed: Vec<String> = names.iter().take(4).map(|n| format!("'{n}'")).collect();
+        format!("{} {} a name, not a number", listed.join(", "), if names.len() == 1 { "is" } else { "are" })
+    };
+    format!(
+        "{message}. {what}: the calculator computes only with numbers written out or taken from an earlier step's \
+         result (a reference such as $s1.result$); values kept in a table, a list or a file come from the tool \
+         that holds them, called first"
+    )
+}
+
 /// A whole expression that is one signed number followed by a unit of letters (`+4.0h`, `-3 km`, `12.5kg`): the
 /// number and the unit. Anything more (`3h + 20min`) is not one quantity, and its units cannot simply be dropped.
 fn lone_quantity(expression: &str) -> Option<(&str, &str)> {
@@ -112,7 +142,7 @@ fn lone_quantity(expression: &str) -> Option<(&str, &str)> {
 }
 
 #[cfg(test)]
-mod quantity_tests {
+mod tests {
     use super::*;
 
     #[test]
@@ -128,5 +158,22 @@ mod quantity_tests {
         assert!(calc("2*x").is_err(), "an unknown is not a unit");
         assert!(calc("2x").is_err(), "nor is a one-letter name that no unit has");
         assert_eq!(calc("12*4+5").unwrap()["text"], "53");
+    }
+
+    fn error_of(expression: &str) -> String {
+        let context = ToolContext::new(crate::tools::Workspace::new(std::env::temp_dir()).unwrap());
+        Calculator.call(&json!({ "expression": expression }), &context).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn names_a_calculator_cannot_compute_with_are_named_in_its_error() {
+        let error = error_of("max(orders.price)");
+        assert!(error.contains("'orders.price' is a name, not a number") && error.contains("called first"), "{error}");
+        let error = error_of("SELECT * FROM customers WHERE city = 'Leeds'");
+        assert!(error.contains("quoted text") || error.contains("is a name"), "{error}");
+        // Functions, constants and an equation's unknowns are the calculator's own: no advice.
+        assert!(!error_of("sqrt(-1) + pi").contains("not a number"));
+        assert!(!error_of("x + y = 10").contains("not a number"), "{}", error_of("x + y = 10"));
+        assert_eq!(foreign_names("round(total_cost * 1.2, 2) + e"), ["total_cost"]);
     }
 }

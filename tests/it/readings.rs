@@ -107,3 +107,28 @@ fn a_free_reading_is_read_again_by_the_planner_and_its_path_logged() {
     let (_, events) = run_on_file("notes.txt", notes, question, &["--rules-off", "readings-agree"]);
     assert!(!purposes(&events).contains(&"reading"), "{events:?}");
 }
+
+/// Rule `fields-read-from-text`'s part for readings (item 1 of #71): a reading a tool step passes whole as an
+/// argument is a piece of the results it reads (here a file name of the listing), not a sentence around it.
+#[test]
+fn a_reading_passed_as_an_argument_is_a_value_the_result_holds() {
+    real_model("qwen2.5-coder-1.5b-instruct-q4_k_m");
+    real_model("qwen2.5-coder-0.5b-instruct-q4_k_m");
+    let scratch = Scratch::new();
+    for (file, content) in [("expenses.csv", "item,amount\nrent,900\nfood,310\n"), ("notes.txt", "call Ana\n")] {
+        std::fs::write(scratch.workspace().join(file), content).unwrap();
+    }
+    let plan = serde_json::json!({"goal": "expenses", "steps": [
+        {"id": "s1", "tool": "list_dir", "args": {"path": "."}},
+        {"id": "s2", "tool": "llm", "args": {"prompt": "What is the path to the expenses file?\n\n$s1$"},
+         "depends_on": ["s1"]},
+        {"id": "s3", "tool": "read_file", "args": {"path": "$s2.text$"}, "depends_on": ["s2"]}]});
+    let plan = scratch.write("plan.json", &plan.to_string());
+    let workspace = scratch.workspace();
+    let args = ["run", "--threads", "2", "--workspace", workspace.to_str().unwrap(), "--plan", plan.to_str().unwrap()];
+    let (json, output) = scratch.tandem_json(&[&args[..], &["What did I spend on food?"]].concat());
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(json["outputs"]["s2"]["text"], "expenses.csv", "{json}");
+    assert!(json["outputs"]["s3"]["content"].as_str().is_some_and(|c| c.contains("food,310")), "{json}");
+    assert!(purposes(&scratch.latest_events()).contains(&"value"));
+}

@@ -274,6 +274,10 @@ impl Agent<'_> {
             let output = self.judge(Llm::NAME, serde_json::json!({ "text": text }))?;
             return Ok((args.clone(), output));
         }
+        if let Some(value) = self.reading_as_value(version, step)? {
+            let output = self.judge(Llm::NAME, serde_json::json!({ "text": value }))?;
+            return Ok((args.clone(), output));
+        }
         // A prompt that is a whole result (`$s1$`) is shown as a model reads it, as results inside a prompt are.
         let behind_empty = self.rules().on(&ReadingAsksTheGoal);
         let written = args.get("prompt").map(readable).unwrap_or_default();
@@ -287,6 +291,58 @@ impl Agent<'_> {
         let text = self.agreed_reading(version, step, &prompt, text)?;
         let output = self.judge(Llm::NAME, serde_json::json!({ "text": text }))?;
         Ok((args.clone(), output))
+    }
+
+    /// Rule `fields-read-from-text`'s part for readings: an `llm` step whose whole text a tool step passes as an
+    /// argument (`read_file(path: "$s2.text$")`) is a value, not a sentence: the planner's model reads it out of the
+    /// results the step reads, under a grammar that admits only a piece of them (a line, what follows a `Label:`, a
+    /// word), shown the step's question and the parameter it fills. Asked "What is the path to the expenses file?"
+    /// over a folder's listing, the 0.5B wrote "The path to the expenses file is: shop.db", and `read_file` was
+    /// called with that sentence. `None`: the reading is written as any other.
+    fn reading_as_value(&mut self, version: u32, step: &Step) -> Result<Option<String>> {
+        if !self.rules().on(&FieldsReadFromText) {
+            return Ok(None);
+        }
+        let Some(plan) = self.state.plan.as_ref() else { return Ok(None) };
+        let whole = |value: &Value| {
+            value
+                .as_str()
+                .and_then(parse_reference)
+                .is_some_and(|r| r.step == step.id && r.field.as_deref().is_none_or(|field| field == "text"))
+        };
+        let passed = plan.steps.iter().filter(|s| s.tool != Llm::NAME).find_map(|s| {
+            s.args.iter().find(|(_, value)| whole(value)).map(|(name, _)| (s.tool.clone(), name.clone()))
+        });
+        let Some((tool, parameter)) = passed else { return Ok(None) };
+        let data: Vec<String> = step
+            .dependencies()
+            .into_iter()
+            .filter_map(|dep| self.state.outputs.get(&dep).map(|output| readable(output_part(output))))
+            .collect();
+        let data = data.join("\n");
+        if data.trim().is_empty() {
+            return Ok(None);
+        }
+        let question = literal_text(step.args.get("prompt").and_then(Value::as_str).unwrap_or_default());
+        let description = self
+            .registry
+            .spec(&tool)
+            .and_then(|spec| spec.args_schema["properties"][parameter.as_str()]["description"].as_str())
+            .map(|d| format!(": {d}"))
+            .unwrap_or_default();
+        let wanted = format!("the value for {tool}'s `{parameter}`{description}");
+        let model = self.models.planner()?;
+        let read = read_value(model, &data, &wanted, question.trim(), READ_TOKENS);
+        self.log_model_loads()?;
+        let (value, usage) = read?;
+        let role = Some("planner".to_string());
+        self.emit(Event::ExecutorCall { version, step: step.id.clone(), purpose: "value".into(), role, usage })?;
+        self.note_rule(
+            &FieldsReadFromText,
+            &step.id,
+            &format!("{tool}'s `{parameter}` takes this reading whole: read as a piece of its results: {value:?}"),
+        );
+        Ok(Some(value))
     }
 
     /// Rule `readings-agree` (agent::run::agreement): the answer's reading (a step no other reads) over earlier
