@@ -131,4 +131,18 @@ fn a_reading_passed_as_an_argument_is_a_value_the_result_holds() {
     assert_eq!(json["outputs"]["s2"]["text"], "expenses.csv", "{json}");
     assert!(json["outputs"]["s3"]["content"].as_str().is_some_and(|c| c.contains("food,310")), "{json}");
     assert!(purposes(&scratch.latest_events()).contains(&"value"));
+    // New text passed whole (a summary to write, a parameter its schema leaves open) is written freely.
+    let plan = serde_json::json!({"goal": "summary", "steps": [
+        {"id": "s1", "tool": "read_file", "args": {"path": "expenses.csv"}},
+        {"id": "s2", "tool": "llm", "args": {"prompt": "Write a one-sentence summary of these expenses.\n\n$s1$"},
+         "depends_on": ["s1"]},
+        {"id": "s3", "tool": "write_file", "args": {"path": "summary.txt", "content": "$s2.text$"}, "depends_on": ["s2"]}]});
+    let plan = scratch.write("summary.json", &plan.to_string());
+    let args = ["run", "--threads", "2", "--allow-write", "--workspace", workspace.to_str().unwrap(), "--plan"];
+    let (json, output) = scratch
+        .tandem_json(&[&args[..], &[plan.to_str().unwrap(), "Summarise my expenses into summary.txt."]].concat());
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let events = scratch.latest_events();
+    let calls = purposes(&events);
+    assert_eq!(calls, ["text"], "{json}");
 }

@@ -248,10 +248,12 @@ pub enum Event {
         version: u32,
         /// Step id.
         step: String,
-        /// `text` (an `llm` step), `arguments` (filling a tool's arguments) or `expression` (a calculator
-        /// expression worked out again after the planned one broke on an earlier step's text).
+        /// `text` (an `llm` step), `arguments` (filling a tool's arguments), `expression` (a calculator
+        /// expression worked out again after the planned one broke on an earlier step's text); the planner's
+        /// readings: `query`, `kind`, `pick` (a list's items), `reading` and `choice` (rule `readings-agree`),
+        /// `value` (a reading passed whole as an argument), and the values read out of a text.
         purpose: String,
-        /// Which model wrote it, where not the executor: `planner` for a worked-out expression.
+        /// Which model wrote it, where not the executor: `planner` for a worked-out expression and the readings.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         role: Option<String>,
         /// Tokens and time.

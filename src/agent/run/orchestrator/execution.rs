@@ -296,9 +296,10 @@ impl Agent<'_> {
     /// Rule `fields-read-from-text`'s part for readings: an `llm` step whose whole text a tool step passes as an
     /// argument (`read_file(path: "$s2.text$")`) is a value, not a sentence: the planner's model reads it out of the
     /// results the step reads, under a grammar that admits only a piece of them (a line, what follows a `Label:`, a
-    /// word), shown the step's question and the parameter it fills. Asked "What is the path to the expenses file?"
-    /// over a folder's listing, the 0.5B wrote "The path to the expenses file is: shop.db", and `read_file` was
-    /// called with that sentence. `None`: the reading is written as any other.
+    /// word), shown the step's question and the parameter it fills, where the parameter's schema bounds it as a value
+    /// ([`takes_a_value`]) rather than leaving room for new text (a summary to write, a query). Asked "What is the path to the expenses file?" over a folder's listing, the 0.5B wrote "The
+    /// path to the expenses file is: shop.db", and `read_file` was called with that sentence. `None`: the reading is
+    /// written as any other.
     fn reading_as_value(&mut self, version: u32, step: &Step) -> Result<Option<String>> {
         if !self.rules().on(&FieldsReadFromText) {
             return Ok(None);
@@ -311,7 +312,11 @@ impl Agent<'_> {
                 .is_some_and(|r| r.step == step.id && r.field.as_deref().is_none_or(|field| field == "text"))
         };
         let passed = plan.steps.iter().filter(|s| s.tool != Llm::NAME).find_map(|s| {
-            s.args.iter().find(|(_, value)| whole(value)).map(|(name, _)| (s.tool.clone(), name.clone()))
+            let bounded = |name: &str| self.registry.spec(&s.tool).is_some_and(|spec| takes_a_value(spec, name));
+            s.args
+                .iter()
+                .find(|(name, value)| whole(value) && bounded(name))
+                .map(|(name, _)| (s.tool.clone(), name.clone()))
         });
         let Some((tool, parameter)) = passed else { return Ok(None) };
         let data: Vec<String> = step
@@ -331,10 +336,7 @@ impl Agent<'_> {
             .map(|d| format!(": {d}"))
             .unwrap_or_default();
         let wanted = format!("the value for {tool}'s `{parameter}`{description}");
-        let model = self.models.planner()?;
-        let read = read_value(model, &data, &wanted, question.trim(), READ_TOKENS);
-        self.log_model_loads()?;
-        let (value, usage) = read?;
+        let (value, usage) = read_value(self.models.planner()?, &data, &wanted, question.trim(), READ_TOKENS)?;
         let role = Some("planner".to_string());
         self.emit(Event::ExecutorCall { version, step: step.id.clone(), purpose: "value".into(), role, usage })?;
         self.note_rule(
@@ -345,15 +347,21 @@ impl Agent<'_> {
         Ok(Some(value))
     }
 
-    /// Rule `readings-agree` (agent::run::agreement): the answer's reading (a step no other reads) over earlier
-    /// results, written by an executor that is not the planner's model, is written by the planner's model too;
+    /// Rule `readings-agree` (agent::run::agreement): the answer's reading (a step no other reads) of a goal that asks
+    /// a question, over results a tool other than the calculator gave, written by an executor that is not the planner's model, is written by the planner's model too;
     /// where the two differ, the planner's model chooses one. Returns the reading that answers; the path is logged.
     fn agreed_reading(&mut self, version: u32, step: &Step, prompt: &str, written: String) -> Result<String> {
         if !self.rules().on(&ReadingsAgree) || step.dependencies().is_empty() {
             return Ok(written);
         }
         let Some(plan) = self.state.plan.as_ref() else { return Ok(written) };
-        if plan.steps.iter().any(|s| s.dependencies().contains(&step.id)) {
+        // The answer to a question (the goal's `?`), read from results some tool gave: a reading only of numbers
+        // the calculator worked out is phrasing, which the joiner's number check already holds to them.
+        let computed_only = step
+            .dependencies()
+            .iter()
+            .all(|dep| plan.step(dep).is_some_and(|s| s.tool == Calculator::NAME || s.tool == Llm::NAME));
+        if !plan.goal.contains('?') || computed_only || plan.steps.iter().any(|s| s.dependencies().contains(&step.id)) {
             return Ok(written);
         }
         let executor: *const Model = self.models.executor()?;
@@ -720,6 +728,17 @@ fn with_unreferenced_inputs(
     } else {
         format!("{prompt}\n\nInput:\n{}", inputs.join("\n\n"))
     }
+}
+
+/// Whether `spec`'s parameter `name` is declared as a value rather than free text: a string whose schema gives it
+/// an `enum`, a `pattern`, a `format` or a length cap of at most 200 characters (a path, a name, an id). A text to
+/// write, a message or a query is declared without them. (The planner's model, asked to tell the two apart under
+/// a grammar of two labels, took whichever label came first.)
+fn takes_a_value(spec: &crate::tools::ToolSpec, name: &str) -> bool {
+    let schema = &spec.args_schema["properties"][name];
+    let capped = schema["maxLength"].as_u64().is_some_and(|cap| cap <= 200);
+    schema["type"] == "string"
+        && (capped || schema.get("enum").is_some() || schema.get("pattern").is_some() || schema.get("format").is_some())
 }
 
 /// Whether a tool's result came back empty: it holds nothing, or its one list holds no item.
