@@ -12,7 +12,7 @@
 //! shop.db", and `read_file` was called with that sentence (tasks-apps `db-ana-total`).
 //!
 //! Applied where references resolve (`agent::plan::refs::Resolution::read_text`) and where the orchestrator reads
-//! the values (`agent::run::orchestrator::execution`).
+//! the values (`agent::run::orchestrator::execution`, and `::readings` for a reading passed whole).
 //!
 //! Why: small planners guess fields of outputs they have not seen; the 0.5B executor took the older of two commits
 //! in 3 of 4 runs of the test, the 1.5B planner none of 4.

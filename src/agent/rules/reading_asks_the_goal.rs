@@ -20,11 +20,11 @@
 //! list: where it reads one result that holds one list (2 to 60 items), the planner model judges under a grammar of
 //! three labels whether the question asks for one item, several items or anything else, and for items copies them
 //! under a grammar whose only words are the list's rows; the reading is those rows as the result holds them
-//! (`agent::run::picking`, applied in `agent::run::orchestrator::execution`). Over a shop's customers the 0.5B had
+//! (`agent::run::picking`, applied in `agent::run::orchestrator::readings`). Over a shop's customers the 0.5B had
 //! read "The most recent customer to sign up was John Doe", a name the result did not hold.
 //!
 //! Also at run time, a reading (any `llm` step) of a result that came back empty is shown the results of the steps
-//! that step depends on after its prompt (`with_unreferenced_inputs` in `agent::run::orchestrator::execution`):
+//! that step depends on after its prompt (`with_unreferenced_inputs` in `agent::run::orchestrator::readings`):
 //! over a to-do filter by a project `Mia` that found nothing, the reading answered "No" to "Is there anything about
 //! Mia on my list?" while the list the filter was taken from held "Buy birthday present for Mia".
 

@@ -6,7 +6,7 @@
 //! records which path answered: the two agreed, or the model chose the executor's or its own reading (with both
 //! readings). Stated on the readings' values, the goal's `?` and the plan (what reads what), no word list.
 //!
-//! Applied by the orchestrator where it writes an `llm` step's text (`agent::run::orchestrator::execution`), with
+//! Applied by the orchestrator where it writes an `llm` step's text (`agent::run::orchestrator::readings`), with
 //! `agent::run::agreement`; a reading already worked out from a list (rule `reading-asks-the-goal`) is not read
 //! again.
 

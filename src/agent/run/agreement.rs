@@ -1,6 +1,6 @@
 //! Agreement before an answer: the answer's reading written in free text by the executor is written by the planner
 //! model too, and where the two name different values, the planner model chooses between them. Applied by the
-//! orchestrator as rule `readings-agree` (`agent::run::orchestrator::execution`).
+//! orchestrator as rule `readings-agree` (`agent::run::orchestrator::readings`).
 //!
 //! Two readings agree where they name the same values beside the question's own (names, quoted texts and numbers,
 //! as `agent::provenance::named_values` reads them), or, naming none, say the same words. Otherwise the planner

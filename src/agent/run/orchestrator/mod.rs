@@ -11,6 +11,7 @@ mod approval;
 mod execution;
 mod judging;
 mod planning;
+mod readings;
 mod repair;
 mod step_mode;
 
