@@ -53,16 +53,11 @@ pub fn unsupported_names(answer: &str, sources: &str) -> Vec<String> {
     unsupported
 }
 
-/// The values `text` writes as values: its names and quoted texts ([`unsupported_names`]' kinds) and its numbers,
-/// each once, lower-cased (a number as its value: `1,250.50` and `1250.5` are one). What two readings of one
-/// question are compared on (`agent::run::agreement`).
-pub fn named_values(text: &str) -> Vec<String> {
-    let numbers = crate::agent::numbers::numbers_in(text).into_iter().map(|n| {
-        let sign = if n.negative { "-" } else { "" };
-        format!("{sign}{}", n.value)
-    });
+/// The names and quoted texts `text` writes ([`unsupported_names`]' kinds), each once, lower-cased: with the numbers,
+/// what two readings of one question are compared on (`agent::run::agreement`).
+pub fn names_and_quotes(text: &str) -> Vec<String> {
     let mut values: Vec<String> = Vec::new();
-    for value in names(text).into_iter().chain(quoted(text)).map(|v| v.to_lowercase()).chain(numbers) {
+    for value in names(text).into_iter().chain(quoted(text)).map(|v| v.to_lowercase()) {
         if !values.contains(&value) {
             values.push(value);
         }

@@ -176,4 +176,15 @@ mod tests {
         assert!(!error_of("x + y = 10").contains("not a number"), "{}", error_of("x + y = 10"));
         assert_eq!(foreign_names("round(total_cost * 1.2, 2) + e"), ["total_cost"]);
     }
+
+    #[test]
+    fn every_listed_function_is_one_the_calculator_evaluates() {
+        // `FUNCTIONS` lists what `arithmetic::function` evaluates; a name missing there would be "unknown".
+        for name in super::super::arithmetic::FUNCTIONS {
+            let one = evaluate(&format!("{name}(1)"));
+            let two = evaluate(&format!("{name}(1, 1)"));
+            assert!(one.is_ok() || two.is_ok(), "{name}: {one:?} {two:?}");
+        }
+        assert!(evaluate("nosuch(1)").unwrap_err().contains("unknown function"));
+    }
 }

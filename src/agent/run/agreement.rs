@@ -3,7 +3,7 @@
 //! orchestrator as rule `readings-agree` (`agent::run::orchestrator::readings`).
 //!
 //! Two readings agree where they name the same values beside the question's own (names, quoted texts and numbers,
-//! as `agent::provenance::named_values` reads them), or, naming none, say the same words. Otherwise the planner
+//! as `agent::provenance::names_and_quotes` and `agent::numbers` read them), or, naming none, say the same words. Otherwise the planner
 //! model is shown the reading's prompt (the question and the results) and both readings, and picks one under a
 //! grammar of two letters. Nothing here is keyed on words: values are read off how text writes them, and the
 //! choice is the model's.
@@ -14,19 +14,17 @@
 
 use crate::agent::model_call::timed_chat_call;
 use crate::agent::numbers::{numbers_in, same_value};
-use crate::agent::provenance::{named_values, unsupported_names};
+use crate::agent::provenance::{names_and_quotes, unsupported_names};
 use crate::agent::usage::ModelUsage;
 use crate::decode::constraint::ConstraintSpec;
 use crate::decode::Model;
 use crate::llm::ChatMessage;
 use crate::Result;
 
-/// The values `reading` names that `question` does not write, sorted.
-pub fn answered_values(reading: &str, question: &str) -> Vec<String> {
-    let asked = named_values(question);
-    let mut values: Vec<String> = named_values(reading).into_iter().filter(|v| !asked.contains(v)).collect();
-    values.sort();
-    values
+/// The names and quoted texts `reading` writes that `question` does not.
+fn answered_names(reading: &str, question: &str) -> Vec<String> {
+    let asked = names_and_quotes(question);
+    names_and_quotes(reading).into_iter().filter(|v| !asked.contains(v)).collect()
 }
 
 /// The numbers `reading` writes that `question` does not, by value, sorted.
@@ -49,13 +47,12 @@ pub fn agree(first: &str, second: &str, question: &str) -> bool {
     let held_by = |reading: &str, other: &str| {
         unsupported_names(reading, &format!("{other}\n{question}").to_lowercase()).is_empty()
     };
-    if answered_numbers(first, question) != answered_numbers(second, question)
-        || !held_by(first, second)
-        || !held_by(second, first)
-    {
+    let numbers = answered_numbers(first, question);
+    if numbers != answered_numbers(second, question) || !held_by(first, second) || !held_by(second, first) {
         return false;
     }
-    let named_none = answered_values(first, question).is_empty() && answered_values(second, question).is_empty();
+    let named_none =
+        numbers.is_empty() && answered_names(first, question).is_empty() && answered_names(second, question).is_empty();
     !named_none || words(first) == words(second)
 }
 

@@ -16,9 +16,9 @@ use crate::agent::plan::resolve_args_with;
 use crate::agent::plan::{Plan, Step};
 use crate::agent::provenance::sources;
 use crate::agent::rules::{
-    discovery_feedback, equations_written, joined_equations, lost_data, made_up_values, written_before_seen,
-    ContentsNotMadeUp, Dependencies, FieldsReadFromText, References, WritesKeepData, EQUATIONS_JOINED,
-    WRITTEN_BEFORE_SEEN,
+    discovery_feedback, equations_written, joined_equations, lost_data, made_up_values, parameter_description,
+    written_before_seen, ContentsNotMadeUp, Dependencies, FieldsReadFromText, References, WritesKeepData,
+    EQUATIONS_JOINED, WRITTEN_BEFORE_SEEN,
 };
 use crate::agent::run::evaluation::{invented_number, work_out};
 use crate::agent::run::executor::{fill_arguments, read_value, ExecutorCall};
@@ -525,7 +525,7 @@ fn wanted_value(step: &Step, reference: &Reference, field: &str, spec: &crate::t
     let parameter = step.args.iter().find(|(_, value)| value.as_str() == Some(whole.as_str())).map(|(name, _)| name);
     match parameter {
         Some(name) => {
-            let description = spec.args_schema["properties"][name.as_str()]["description"].as_str().unwrap_or_default();
+            let description = parameter_description(spec, name);
             let about = if description.is_empty() { String::new() } else { format!(": {description}") };
             format!("the {words} (for {}'s `{name}`{about})", spec.name)
         }

@@ -14,7 +14,7 @@ use crate::agent::log::runs::RunState;
 use crate::agent::plan::refs::{literal_text, parse_reference};
 use crate::agent::plan::{Plan, Step};
 use crate::agent::records::{holds_nothing, list_items, readable};
-use crate::agent::rules::{FieldsReadFromText, ReadingAsksTheGoal, ReadingsAgree};
+use crate::agent::rules::{parameter_description, FieldsReadFromText, ReadingAsksTheGoal, ReadingsAgree};
 use crate::agent::run::agreement::{agree, choose};
 use crate::agent::run::executor::{read_value, write_text};
 use crate::agent::run::picking::{read_list, MAX_ROWS};
@@ -88,12 +88,8 @@ impl Agent<'_> {
             return Ok(None);
         }
         let question = literal_text(step.args.get("prompt").and_then(Value::as_str).unwrap_or_default());
-        let description = self
-            .registry
-            .spec(&tool)
-            .and_then(|spec| spec.args_schema["properties"][parameter.as_str()]["description"].as_str())
-            .map(|d| format!(": {d}"))
-            .unwrap_or_default();
+        let description = self.registry.spec(&tool).map_or("", |spec| parameter_description(spec, &parameter));
+        let description = if description.is_empty() { String::new() } else { format!(": {description}") };
         let wanted = format!("the value for {tool}'s `{parameter}`{description}");
         let (value, usage) = read_value(self.models.planner()?, &data, &wanted, question.trim(), READ_TOKENS)?;
         let role = Some("planner".to_string());
@@ -107,8 +103,9 @@ impl Agent<'_> {
     }
 
     /// Rule `readings-agree` (agent::run::agreement): the answer's reading (a step no other reads) of a goal that asks
-    /// a question, over results a tool other than the calculator gave, written by an executor that is not the planner's model, is written by the planner's model too;
-    /// where the two differ, the planner's model chooses one. Returns the reading that answers; the path is logged.
+    /// a question, over results a tool other than the calculator gave, written by an executor that is not the
+    /// planner's model, is written by the planner's model too; where the two differ, the planner's model chooses
+    /// one. Returns the reading that answers; the path is logged.
     fn agreed_reading(&mut self, version: u32, step: &Step, prompt: &str, written: String) -> Result<String> {
         if !self.rules().on(&ReadingsAgree) || step.dependencies().is_empty() {
             return Ok(written);
